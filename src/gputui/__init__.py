@@ -1,0 +1,3 @@
+"""gputui: one terminal screen for a training run on a remote GPU machine."""
+
+__version__ = "0.1.0"

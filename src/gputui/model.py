@@ -1,0 +1,382 @@
+"""Plain data the rest of gputui shares: what a run looks like at one moment.
+
+Nothing here does I/O or imports Textual. Units are in the field names
+(`_mib`, `_w`, `_pct`, `_s`); times are Unix epoch seconds (float) as seen on
+the machine running gputui unless a name says otherwise. `None` always means
+"unknown" (e.g. nvidia-smi printed `[N/A]`), never zero.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class ConnectionState(str, Enum):
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+class CtStatus(str, Enum):
+    """State of the LXC container, or NONE when gputui watches a plain host."""
+
+    RUNNING = "running"
+    STOPPED = "stopped"
+    MISSING = "missing"
+    NONE = "none"
+    UNKNOWN = "unknown"
+
+
+# --------------------------------------------------------------------- GPUs
+
+
+@dataclass
+class GpuSample:
+    """One reading of one GPU (a row of `nvidia-smi --query-gpu`, or NVML)."""
+
+    index: int
+    time: float
+    name: str = ""
+    uuid: str = ""
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    util_pct: float | None = None
+    temp_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: float | None = None
+
+    @property
+    def mem_frac(self) -> float | None:
+        if self.mem_used_mib is None or not self.mem_total_mib:
+            return None
+        return self.mem_used_mib / self.mem_total_mib
+
+
+@dataclass
+class GpuProcess:
+    """A process holding memory on a GPU. `host_pid` is what the driver reports;
+    `ct_pid` is the same process as seen inside the container (from NSpid),
+    or None when it is not in the watched container / unknown."""
+
+    gpu_uuid: str
+    host_pid: int
+    used_mib: float | None = None
+    name: str = ""
+    ct_pid: int | None = None
+    in_container: bool | None = None
+
+
+@dataclass
+class GpuEvent:
+    """Text nvidia-smi printed that is not a sample: Xid, ECC, a lost GPU."""
+
+    time: float
+    text: str
+    lost: bool = False  # "Unable to determine the device handle", exit 15, ...
+
+
+class Ring:
+    """A bounded history of (time, value) points; old points fall off."""
+
+    def __init__(self, maxlen: int = 600) -> None:
+        self._points: deque[tuple[float, float | None]] = deque(maxlen=maxlen)
+
+    def append(self, t: float, value: float | None) -> None:
+        self._points.append((t, value))
+
+    def values(self) -> list[float | None]:
+        return [v for _, v in self._points]
+
+    def points(self) -> list[tuple[float, float | None]]:
+        return list(self._points)
+
+    def last(self) -> float | None:
+        return self._points[-1][1] if self._points else None
+
+    def since(self, t0: float) -> list[tuple[float, float | None]]:
+        return [(t, v) for t, v in self._points if t >= t0]
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+
+@dataclass
+class GpuState:
+    """Latest sample per GPU, bounded history, processes and events."""
+
+    source: str = ""  # "nvidia-smi (host)", "nvidia-smi (ct)", "nvml", "simulated"
+    latest: dict[int, GpuSample] = field(default_factory=dict)
+    util_history: dict[int, Ring] = field(default_factory=dict)
+    mem_history: dict[int, Ring] = field(default_factory=dict)  # used MiB
+    processes: list[GpuProcess] = field(default_factory=list)
+    events: deque[GpuEvent] = field(default_factory=lambda: deque(maxlen=50))
+    error: str | None = None  # e.g. "nvidia-smi not found on host or in CT 200"
+    history_len: int = 600
+
+    def add(self, sample: GpuSample) -> None:
+        self.latest[sample.index] = sample
+        self.util_history.setdefault(sample.index, Ring(self.history_len)).append(
+            sample.time, sample.util_pct
+        )
+        self.mem_history.setdefault(sample.index, Ring(self.history_len)).append(
+            sample.time, sample.mem_used_mib
+        )
+
+    @property
+    def lost(self) -> bool:
+        return any(e.lost for e in self.events)
+
+
+# ---------------------------------------------------------------- tmux
+
+
+@dataclass
+class Pane:
+    session: str
+    window_index: int
+    pane_index: int
+    pid: int | None
+    dead: bool = False
+    dead_status: int | None = None
+    dead_signal: int | None = None
+    current_command: str = ""
+    start_command: str = ""
+    current_path: str = ""
+
+
+@dataclass
+class Session:
+    name: str
+    windows: int = 1
+    created: float | None = None
+    attached: bool = False
+    panes: list[Pane] = field(default_factory=list)
+
+    @property
+    def alive(self) -> bool:
+        return any(not p.dead for p in self.panes) if self.panes else True
+
+    @property
+    def main_pane(self) -> Pane | None:
+        return self.panes[0] if self.panes else None
+
+
+# ---------------------------------------------------------------- processes
+
+
+@dataclass
+class StdoutTarget:
+    """Where a process's fd 1 goes.
+
+    kind: "file" | "pipe" | "tty" | "socket" | "null" | "closed" | "unknown".
+    For a pipe, `readers` are the processes with the pipe's other end open
+    (e.g. tee) and `reader_files` the regular files those readers write.
+    """
+
+    kind: str = "unknown"
+    path: str | None = None  # file path, "/dev/pts/3", or "pipe:[12345]"
+    readers: list[tuple[int, str]] = field(default_factory=list)  # (pid, command)
+    reader_files: list[str] = field(default_factory=list)
+
+    @property
+    def files(self) -> list[str]:
+        """The log files this stdout ends up in."""
+        if self.kind == "file" and self.path:
+            return [self.path]
+        return list(self.reader_files)
+
+
+@dataclass
+class Proc:
+    pid: int
+    ppid: int = 0
+    cmdline: list[str] = field(default_factory=list)
+    cwd: str = ""
+    state: str = ""  # R, S, D, Z, T ...
+    cpu_pct: float | None = None
+    rss_bytes: int | None = None
+    threads: int | None = None
+    start_time: float | None = None  # epoch, in the clock of the machine it runs on
+    is_python: bool = False
+    stdout: StdoutTarget = field(default_factory=StdoutTarget)
+    python_u_flag: bool = False  # `python -u` (or -X / PYTHONUNBUFFERED-like flags)
+    env_pythonunbuffered: bool | None = None  # None: environ unreadable
+    fd1_pos: int | None = None  # fdinfo pos of fd 1 (bytes written so far, for files)
+    source_files: list[tuple[str, float]] = field(default_factory=list)  # (path, mtime)
+
+    @property
+    def block_buffered(self) -> bool | None:
+        """True when Python will block-buffer stdout (8 KiB) — i.e. the
+        process is Python, stdout is not a tty, and neither -u nor
+        PYTHONUNBUFFERED is in effect. None when it cannot be told."""
+        if not self.is_python:
+            return None
+        if self.stdout.kind == "tty":
+            return False
+        if self.python_u_flag or self.env_pythonunbuffered:
+            return False
+        if self.env_pythonunbuffered is None or self.stdout.kind == "unknown":
+            return None
+        return True
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.cmdline)
+
+
+# ---------------------------------------------------------------- the log
+
+
+@dataclass
+class LogState:
+    path: str = ""
+    exists: bool | None = None  # None: not checked yet
+    size: int | None = None
+    mtime: float | None = None  # remote mtime translated to local clock
+    offset: int = 0  # bytes consumed so far
+    lines_total: int = 0
+    last_line_time: float | None = None  # local time the last complete line arrived
+    truncations: int = 0
+    rotations: int = 0
+    error: str | None = None
+
+    def silent_for(self, now: float) -> float | None:
+        """Seconds since the last new line (or since mtime when none seen)."""
+        ref = self.last_line_time or self.mtime
+        return None if ref is None else max(0.0, now - ref)
+
+
+# ---------------------------------------------------------------- metrics
+
+
+@dataclass
+class MetricPoint:
+    time: float
+    step: int | None = None
+    loss: float | None = None
+    throughput: float | None = None  # in `throughput_unit`
+    throughput_unit: str = ""  # "tok/s", "it/s", "samples/s"
+
+
+@dataclass
+class Metrics:
+    step: Ring = field(default_factory=lambda: Ring(600))
+    loss: Ring = field(default_factory=lambda: Ring(600))
+    throughput: Ring = field(default_factory=lambda: Ring(600))
+    throughput_unit: str = ""
+    last_step: int | None = None
+    last_step_time: float | None = None  # local time the step counter last advanced
+    step_intervals: deque[float] = field(default_factory=lambda: deque(maxlen=200))
+    preset: str = ""  # which parser matched
+
+    def add(self, p: MetricPoint) -> None:
+        if p.step is not None:
+            if self.last_step is None or p.step > self.last_step:
+                if self.last_step_time is not None:
+                    self.step_intervals.append(p.time - self.last_step_time)
+                self.last_step = p.step
+                self.last_step_time = p.time
+            self.step.append(p.time, float(p.step))
+        if p.loss is not None:
+            self.loss.append(p.time, p.loss)
+        if p.throughput is not None:
+            self.throughput.append(p.time, p.throughput)
+            if p.throughput_unit:
+                self.throughput_unit = p.throughput_unit
+
+    @property
+    def median_step_interval(self) -> float | None:
+        if not self.step_intervals:
+            return None
+        xs = sorted(self.step_intervals)
+        n = len(xs)
+        return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+# ---------------------------------------------------------------- findings
+
+
+class Severity(str, Enum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass
+class Finding:
+    """One thing that is wrong, why we think so, and the key that fixes it."""
+
+    kind: str  # stable id: "busy_but_silent", "held_but_idle", "session_dead", ...
+    severity: Severity
+    title: str  # one line, in words
+    evidence: list[str] = field(default_factory=list)
+    action: str = ""  # action id: "relaunch", "dump", "kill", "flush", "launch", ""
+    action_label: str = ""  # e.g. "[r] relaunch unbuffered"
+    fix: str = ""  # a command or instruction when no key fixes it
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["severity"] = self.severity.value
+        return d
+
+
+# ---------------------------------------------------------------- snapshot
+
+
+@dataclass
+class Tools:
+    """What exists on the target (inside the CT when there is one)."""
+
+    tmux: str | None = None  # version string, or None when missing
+    python3: str | None = None
+    py_spy: str | None = None
+    nvidia_smi_host: bool | None = None
+    nvidia_smi_ct: bool | None = None
+    gdb: str | None = None
+
+
+@dataclass
+class Snapshot:
+    """Everything gputui knows about one target at `time`."""
+
+    time: float
+    target: str  # e.g. "root@10.1.2.6 ct 200"
+    connection: ConnectionState = ConnectionState.CONNECTING
+    connection_error: str | None = None
+    rtt_ms: float | None = None
+    ct: int | None = None
+    ct_status: CtStatus = CtStatus.UNKNOWN
+    tools: Tools = field(default_factory=Tools)
+    gpus: GpuState = field(default_factory=GpuState)
+    sessions: list[Session] = field(default_factory=list)
+    session_name: str | None = None  # the session being watched
+    session_gone: bool = False  # the watched session existed and is now gone
+    pane_tail: list[str] = field(default_factory=list)  # capture-pane of the watched pane
+    procs: list[Proc] = field(default_factory=list)  # the watched pane's process tree
+    log: LogState = field(default_factory=LogState)
+    log_tail: deque[str] = field(default_factory=lambda: deque(maxlen=200))
+    metrics: Metrics = field(default_factory=Metrics)
+    started: float = 0.0  # when monitoring began (local clock)
+
+    @property
+    def session(self) -> Session | None:
+        for s in self.sessions:
+            if s.name == self.session_name:
+                return s
+        return None
+
+    @property
+    def training_proc(self) -> Proc | None:
+        """The main Python process of the run: the first Python process in
+        the tree whose stdout is not a tty, else the first Python process."""
+        pys = [p for p in self.procs if p.is_python]
+        for p in pys:
+            if p.stdout.kind != "tty":
+                return p
+        return pys[0] if pys else None
