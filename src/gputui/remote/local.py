@@ -1,0 +1,208 @@
+"""LocalTransport: run argv on this machine with asyncio subprocesses.
+
+No shell is ever involved: argv goes straight to exec. Each command runs in
+its own process group (session) so a timeout or a close kills the command
+and everything it spawned, and the process is always reaped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import time
+
+from gputui.errors import CommandTimeout
+from gputui.model import ConnectionState
+from gputui.remote.base import CommandResult, RemoteProcess, Transport
+
+STDERR_LIMIT = 64 * 1024  # bytes of stderr kept for a long-lived process
+KILL_GRACE_S = 1.0  # between SIGTERM and SIGKILL on close
+
+
+def _not_found(argv: list[str], err: OSError) -> CommandResult:
+    """What a shell would say for a command that cannot be executed, so both
+    transports report a missing program the same way (exit 127 / 126)."""
+    name = argv[0] if argv else ""
+    if isinstance(err, FileNotFoundError):
+        return CommandResult(list(argv), 127, b"", f"sh: 1: {name}: not found\n".encode())
+    return CommandResult(list(argv), 126, b"", f"sh: 1: {name}: {err.strerror}\n".encode())
+
+
+def _kill_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+    if proc.returncode is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+
+
+async def _end(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_S) -> None:
+    """Terminate the process group, then kill it, and reap the process."""
+    if proc.returncode is None:
+        _kill_group(proc, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), grace)
+        except asyncio.TimeoutError:
+            _kill_group(proc, signal.SIGKILL)
+            await proc.wait()
+    # Children that ignored SIGTERM may outlive the leader: finish the group.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _exit_status(code: int | None) -> int | None:
+    """asyncio reports death by signal as a negative code; the base contract
+    says None for "killed by a signal"."""
+    if code is None or code < 0:
+        return None
+    return code
+
+
+class LocalProcess(RemoteProcess):
+    """A long-lived local command over its subprocess pipes."""
+
+    def __init__(
+        self, proc: asyncio.subprocess.Process, registry: set[LocalProcess] | None = None
+    ) -> None:
+        self._proc = proc
+        self._registry = registry
+        self._stderr = bytearray()
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+        self._closed = False
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    async def _drain_stderr(self) -> None:
+        assert self._proc.stderr is not None
+        while True:
+            chunk = await self._proc.stderr.read(65536)
+            if not chunk:
+                return
+            self._stderr += chunk
+            if len(self._stderr) > STDERR_LIMIT:
+                del self._stderr[: len(self._stderr) - STDERR_LIMIT]
+
+    async def write(self, data: bytes) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(data)
+        await self._proc.stdin.drain()
+
+    async def read(self, n: int = 65536) -> bytes:
+        assert self._proc.stdout is not None
+        return await self._proc.stdout.read(n)
+
+    async def readline(self) -> bytes:
+        assert self._proc.stdout is not None
+        try:
+            return await self._proc.stdout.readline()
+        except ValueError:  # a line longer than the stream limit: hand out a chunk
+            return await self._proc.stdout.read(65536)
+
+    async def stderr_text(self) -> str:
+        return bytes(self._stderr).decode("utf-8", "replace")
+
+    async def wait(self) -> int | None:
+        code = await self._proc.wait()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
+        return _exit_status(code)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._registry is not None:
+            self._registry.discard(self)
+        if self._proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                self._proc.stdin.close()
+        await _end(self._proc)
+        self._stderr_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._stderr_task
+
+
+class LocalTransport(Transport):
+    """This machine, no ssh: argv exec'd directly (used by --local, --demo, tests)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.label = f"local ({socket.gethostname()})"
+        self._procs: set[LocalProcess] = set()
+
+    async def connect(self) -> None:
+        t0 = time.perf_counter()
+        result = await self.run(["true"], timeout=5.0)
+        self.rtt_ms = (time.perf_counter() - t0) * 1000.0 if result.ok else None
+        self._set_state(ConnectionState.CONNECTED, None)
+
+    async def run(
+        self, argv: list[str], *, timeout: float = 10.0, input: bytes | None = None
+    ) -> CommandResult:
+        argv = list(argv)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as err:
+            return _not_found(argv, err)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(input), timeout)
+        except asyncio.TimeoutError:
+            await _end(proc, grace=0.2)
+            raise CommandTimeout(
+                f"`{argv[0] if argv else ''}` did not finish within {timeout:g} s",
+                "the machine may be overloaded; try again or raise the timeout",
+            ) from None
+        except BaseException:  # cancelled: leave nothing running
+            await asyncio.shield(_end(proc, grace=0.2))
+            raise
+        return CommandResult(argv, _exit_status(proc.returncode), out, err)
+
+    async def open(self, argv: list[str], *, watchdog: bool = True) -> RemoteProcess:
+        # Locally the watchdog is the process group: close() kills the whole
+        # group, so `watchdog` needs no wrapper here.
+        argv = list(argv)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                limit=1024 * 1024,
+            )
+        except OSError as err:
+            result = _not_found(argv, err)
+            proc = await asyncio.create_subprocess_exec(
+                "sh",
+                "-c",
+                'printf "%s" "$1" >&2; exit "$2"',
+                "sh",
+                result.err,
+                str(result.exit_status),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        p = LocalProcess(proc, self._procs)
+        self._procs.add(p)
+        return p
+
+    async def close(self) -> None:
+        procs, self._procs = list(self._procs), set()
+        for p in procs:
+            await p.close()
+        self._set_state(ConnectionState.CLOSED, None)
