@@ -1,0 +1,278 @@
+"""nvidia-smi: the argv to ask it, and parsing what it prints.
+
+Pure functions, no I/O. The GPU stream is
+`nvidia-smi --query-gpu=<GPU_FIELDS> --format=csv,noheader,nounits -lms N`:
+one CSV row per GPU per period, with Xid/ECC/lost-GPU text possibly
+interleaved. Columns are mapped by the order we asked for, never by header
+text (driver 580 renames headers, e.g. `clocks.sm` -> `clocks.current.sm [MHz]`).
+
+Unknown values (`[N/A]`, `N/A`, `[Not Supported]`, `[Unknown Error]`, empty)
+become None, never 0.
+
+Which texts mean "GPU lost" (GpuEvent.lost=True): the device, or all
+devices, became unreachable while the driver still answers —
+"Unable to determine the device handle for GPU…" (nvidia-smi, NVML
+GPU_IS_LOST), "GPU is lost", "fallen off the bus" (also the text of Xid 79),
+"GPU requires reset"/"reset required", and "No devices were found" seen in a
+stream. Driver problems ("couldn't communicate with the NVIDIA driver",
+"Driver/library version mismatch", "Failed to initialize NVML") are events
+with lost=False: the GPUs may be fine, the reader is broken; `explain_exit`
+gives the fix. Other text (Xid, ECC, anything unrecognised) is an event with
+lost=False.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gputui.model import GpuEvent, GpuProcess, GpuSample
+
+GPU_FIELDS: tuple[str, ...] = (
+    "index",
+    "name",
+    "uuid",
+    "memory.used",
+    "memory.total",
+    "utilization.gpu",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
+    "clocks.sm",
+)
+
+COMPUTE_APPS_FIELDS: tuple[str, ...] = ("pid", "process_name", "used_memory", "gpu_uuid")
+
+# Values nvidia-smi prints for "no value". Compared case-insensitively,
+# with surrounding brackets removed.
+_UNKNOWN = {
+    "",
+    "n/a",
+    "not supported",
+    "unknown error",
+    "insufficient permissions",
+    "requested functionality has been deprecated",
+    "gpu is lost",
+    "no data",
+}
+
+_NUM_RE = re.compile(r"^([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%/]*)$")
+
+# Multipliers to MiB for memory values printed with a unit.
+_MEM_UNITS = {"": 1.0, "mib": 1.0, "mb": 1.0, "gib": 1024.0, "gb": 1024.0, "kib": 1 / 1024}
+
+_LOST_PATTERNS = (
+    "unable to determine the device handle",
+    "gpu is lost",
+    "fallen off the bus",
+    "gpu requires reset",
+    "reset required",
+    "no devices were found",
+)
+_XID79_RE = re.compile(r"\bXid\b[^\n]*?:\s*79\b")
+
+
+def query_gpu_argv(period_ms: int | None = None) -> list[str]:
+    """argv for one GPU reading, or a stream of readings every `period_ms`."""
+    argv = [
+        "nvidia-smi",
+        "--query-gpu=" + ",".join(GPU_FIELDS),
+        "--format=csv,noheader,nounits",
+    ]
+    if period_ms is not None:
+        if period_ms <= 0:
+            raise ValueError(f"period_ms must be positive, got {period_ms}")
+        argv += ["-lms", str(int(period_ms))]
+    return argv
+
+
+def compute_apps_argv() -> list[str]:
+    """argv listing the processes that hold GPU memory."""
+    return [
+        "nvidia-smi",
+        "--query-compute-apps=" + ",".join(COMPUTE_APPS_FIELDS),
+        "--format=csv,noheader,nounits",
+    ]
+
+
+def is_unknown(value: str) -> bool:
+    v = value.strip()
+    if v.startswith("[") and v.endswith("]"):
+        v = v[1:-1]
+    return v.strip().lower() in _UNKNOWN
+
+
+def parse_number(value: str, mem: bool = False) -> float | None:
+    """`"1395"`, `"1395 MiB"`, `"100 %"`, `"684.21 W"` -> float; unknown -> None.
+
+    With `mem`, a unit other than MiB is converted to MiB. A value that is not a
+    number at all (garbage) is also None: unknown, never 0."""
+    if is_unknown(value):
+        return None
+    m = _NUM_RE.match(value.strip())
+    if not m:
+        return None
+    x = float(m.group(1))
+    if mem:
+        factor = _MEM_UNITS.get(m.group(2).lower())
+        if factor is None:
+            return None
+        x *= factor
+    return x
+
+
+def is_lost_text(text: str) -> bool:
+    t = text.lower()
+    return any(p in t for p in _LOST_PATTERNS) or bool(_XID79_RE.search(text))
+
+
+def _is_header(fields: list[str]) -> bool:
+    first = fields[0].strip().lower()
+    return first == "index" or first.startswith("index ")
+
+
+def parse_gpu_line(line: str, now: float) -> GpuSample | GpuEvent | None:
+    """One line of `query_gpu_argv()` output.
+
+    -> GpuSample for a data row, None for an empty line or the CSV header,
+    GpuEvent for any other text (Xid, ECC, lost GPU, driver errors)."""
+    text = line.strip().strip("\r")
+    if not text:
+        return None
+    fields = [f.strip() for f in text.split(",")]
+    n = len(GPU_FIELDS)
+    if len(fields) >= n:
+        if _is_header(fields):
+            return None
+        if len(fields) > n:  # a name with commas in it: keep the tail fixed
+            extra = len(fields) - n
+            fields = [fields[0], ",".join(fields[1 : 2 + extra]), *fields[2 + extra :]]
+        idx = fields[0]
+        if idx.isdigit() and any("gpu is lost" in f.lower() for f in fields[1:]):
+            return GpuEvent(time=now, text=text, lost=True)
+        if idx.isdigit():
+            return GpuSample(
+                index=int(idx),
+                time=now,
+                name="" if is_unknown(fields[1]) else fields[1],
+                uuid="" if is_unknown(fields[2]) else fields[2],
+                mem_used_mib=parse_number(fields[3], mem=True),
+                mem_total_mib=parse_number(fields[4], mem=True),
+                util_pct=parse_number(fields[5]),
+                temp_c=parse_number(fields[6]),
+                power_w=parse_number(fields[7]),
+                power_limit_w=parse_number(fields[8]),
+                sm_clock_mhz=parse_number(fields[9]),
+            )
+    return GpuEvent(time=now, text=text, lost=is_lost_text(text))
+
+
+def parse_gpu_output(text: str, now: float) -> list[GpuSample | GpuEvent]:
+    """All lines of a one-shot reading (or a chunk of the stream)."""
+    out: list[GpuSample | GpuEvent] = []
+    for line in text.splitlines():
+        item = parse_gpu_line(line, now)
+        if item is not None:
+            out.append(item)
+    return out
+
+
+def parse_compute_apps(text: str) -> list[GpuProcess]:
+    """Output of `compute_apps_argv()` -> processes.
+
+    "No running processes found" (older drivers print it even with csv) and
+    blank lines -> nothing; `[N/A]` memory -> None (common inside containers
+    and on MIG). The process name may contain commas: pid is the first field,
+    memory and uuid the last two."""
+    procs: list[GpuProcess] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) < 4 or not fields[0].isdigit():
+            continue  # header, "No running processes found", or noise
+        name = ",".join(fields[1:-2]).strip()
+        procs.append(
+            GpuProcess(
+                gpu_uuid=fields[-1],
+                host_pid=int(fields[0]),
+                used_mib=parse_number(fields[-2], mem=True),
+                name="" if is_unknown(name) else name,
+            )
+        )
+    return procs
+
+
+# Return values from the nvidia-smi man page ("RETURN VALUE").
+_EXIT_MEANING = {
+    2: "a supplied argument or flag is invalid",
+    3: "the requested operation is not available on this device",
+    4: "insufficient permissions",
+    6: "no GPU matched the query (no devices found)",
+    8: "a GPU's external power cables are not properly attached",
+    9: "the NVIDIA driver is not loaded",
+    10: "the kernel detected an interrupt issue with a GPU",
+    12: "the NVML shared library could not be found or loaded",
+    13: "the local NVML does not implement a needed function",
+    14: "a GPU's infoROM is corrupted",
+    15: "a GPU has fallen off the bus or become inaccessible (GPU lost)",
+    127: "nvidia-smi was not found",
+    255: "nvidia-smi failed with an internal driver error",
+}
+
+_FIELD_RE = re.compile(r'Field "([^"]*)" is not a valid field to query')
+
+
+def explain_exit(status: int | None, stderr: str) -> str:
+    """One line: what nvidia-smi's failure means and what to do about it."""
+    err = " ".join(stderr.split())
+    low = err.lower()
+    m = _FIELD_RE.search(err)
+    if m:
+        return (
+            f'nvidia-smi does not know the field "{m.group(1)}" (exit {status}) — '
+            "the driver is too old for this query; upgrade the NVIDIA driver or report it"
+        )
+    if "couldn't communicate with the nvidia driver" in low or status == 9:
+        return (
+            "nvidia-smi cannot talk to the NVIDIA driver (not loaded, or the container "
+            "lacks /dev/nvidia*) — load the driver on the host (`modprobe nvidia`) "
+            "or query GPUs on the host instead of in the CT"
+        )
+    if "driver/library version mismatch" in low:
+        return (
+            "NVIDIA driver/library version mismatch (driver updated, old module "
+            "loaded) — reboot the host or reload the nvidia kernel modules"
+        )
+    if "unable to determine the device handle" in low or status == 15 or "gpu is lost" in low:
+        return (
+            "a GPU is lost (fallen off the bus / device handle unavailable) — "
+            "check `dmesg` for Xid 79, then reset the GPU (`nvidia-smi -r`) or reboot"
+        )
+    if "no devices were found" in low or status == 6:
+        return (
+            "nvidia-smi found no GPUs (exit 6) — check the GPU index you asked for, "
+            "and that the devices are passed into the container"
+        )
+    if (
+        status == 127
+        or "command not found" in low
+        or "no such file or directory" in low
+        or "executable file not found" in low
+    ):
+        return (
+            "nvidia-smi not found — install the NVIDIA driver utilities "
+            '(nvidia-utils) or query GPUs on the host (gpu_source = "host")'
+        )
+    if status == 2:
+        return f"nvidia-smi rejected its arguments (exit 2): {err or 'no message'} — report this"
+    if "failed to initialize nvml" in low or status == 12:
+        return (
+            f"NVML could not be initialised: {err or 'exit 12'} — reinstall the driver "
+            "utilities matching the loaded driver"
+        )
+    meaning = _EXIT_MEANING.get(status) if status is not None else None
+    detail = f": {err}" if err else ""
+    if meaning:
+        return f"nvidia-smi failed (exit {status}, {meaning}){detail}"
+    return f"nvidia-smi failed (exit {status}){detail}"

@@ -1,0 +1,80 @@
+"""Processes: the agent's process dicts -> `Proc`, and the /proc parsing rules.
+
+The /proc parsing itself lives in `gputui.remote.agent` (it must travel to
+the container as one self-contained stdlib file); it is re-exported here so
+the rest of gputui and the tests have one place to import it from. This
+module adds the pure conversion from the agent's JSON to the model, with
+remote epoch times moved onto the local clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gputui.model import Proc, StdoutTarget
+from gputui.remote.agent import (
+    cgroup_in_container,
+    env_value,
+    is_python_argv,
+    parse_fdinfo,
+    parse_stat,
+    parse_status_nspid,
+    python_options,
+    stdout_kind,
+)
+
+__all__ = [
+    "cgroup_in_container",
+    "env_value",
+    "is_python_argv",
+    "parse_fdinfo",
+    "parse_stat",
+    "parse_status_nspid",
+    "proc_from_agent",
+    "procs_from_agent",
+    "python_options",
+    "stdout_from_agent",
+    "stdout_kind",
+]
+
+
+def _shift(t: float | None, offset: float) -> float | None:
+    return None if t is None else t + offset
+
+
+def stdout_from_agent(d: dict[str, Any] | None) -> StdoutTarget:
+    if not d:
+        return StdoutTarget()
+    return StdoutTarget(
+        kind=str(d.get("kind") or "unknown"),
+        path=d.get("path"),
+        readers=[(int(pid), str(cmd)) for pid, cmd in d.get("readers") or []],
+        reader_files=[str(f) for f in d.get("reader_files") or []],
+    )
+
+
+def proc_from_agent(d: dict[str, Any], clock_offset: float = 0.0) -> Proc:
+    """One process dict from the agent's `procs` op -> Proc. `clock_offset`
+    (local - remote seconds) moves start_time and file mtimes to local time."""
+    return Proc(
+        pid=int(d["pid"]),
+        ppid=int(d.get("ppid") or 0),
+        cmdline=[str(a) for a in d.get("cmdline") or []]
+        or ([f"[{d['comm']}]"] if d.get("comm") else []),
+        cwd=d.get("cwd") or "",
+        state=d.get("state") or "",
+        cpu_pct=d.get("cpu_pct"),
+        rss_bytes=d.get("rss_bytes"),
+        threads=d.get("threads"),
+        start_time=_shift(d.get("start_time"), clock_offset),
+        is_python=bool(d.get("is_python")),
+        stdout=stdout_from_agent(d.get("stdout")),
+        python_u_flag=bool(d.get("python_u_flag")),
+        env_pythonunbuffered=d.get("env_pythonunbuffered"),
+        fd1_pos=d.get("fd1_pos"),
+        source_files=[(str(p), float(m) + clock_offset) for p, m in d.get("source_files") or []],
+    )
+
+
+def procs_from_agent(items: list[dict[str, Any]], clock_offset: float = 0.0) -> list[Proc]:
+    return [proc_from_agent(d, clock_offset) for d in items]

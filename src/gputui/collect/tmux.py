@@ -1,0 +1,235 @@
+"""tmux: the argv to list sessions/panes and capture a pane, and parsing.
+
+Pure functions, no I/O.
+
+Separator choice (checked against real tmux 3.3a): literal control characters
+in a `-F` format pass through unchanged, and tmux escapes control characters
+in *session names* (a name typed with 0x1f is stored as the text `\\037`) and
+in the start command (printed through its argument escaping). Two values come
+out raw: `pane_current_command` (a process name) and `pane_current_path` (a
+directory, which may legally contain 0x1f or a newline). So fields are split
+by US (0x1f), each record ends with RS (0x1e) + newline, and the two raw fields
+are last: a stray 0x1f is taken to belong to the path, and a newline inside a
+path does not split a record.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gputui.errors import GputuiError
+from gputui.model import Pane, Session
+
+FIELD_SEP = "\x1f"
+RECORD_END = "\x1e"
+
+PANE_FIELDS: tuple[str, ...] = (
+    "session_name",
+    "session_windows",
+    "session_created",
+    "session_attached",
+    "window_index",
+    "pane_index",
+    "pane_pid",
+    "pane_dead",
+    "pane_dead_status",
+    "pane_dead_signal",
+    "pane_start_command",
+    "pane_current_command",  # raw: second to last
+    "pane_current_path",  # raw: last
+)
+
+LIST_PANES_FORMAT = FIELD_SEP.join("#{" + f + "}" for f in PANE_FIELDS) + RECORD_END
+
+_NO_SERVER = ("no server running on", "error connecting to", "no sessions")
+
+
+def _tmux(socket_path: str | None) -> list[str]:
+    return ["tmux", "-S", socket_path] if socket_path else ["tmux"]
+
+
+def list_panes_argv(socket_path: str | None = None) -> list[str]:
+    """argv listing every pane of every session (`tmux list-panes -a -F …`)."""
+    return [*_tmux(socket_path), "list-panes", "-a", "-F", LIST_PANES_FORMAT]
+
+
+def pane_target(session: str, window_index: int = 0, pane_index: int = 0) -> str:
+    """A `-t` target naming exactly this pane (`=` stops prefix matching)."""
+    return f"={session}:{window_index}.{pane_index}"
+
+
+def capture_argv(pane_target: str, lines: int, socket_path: str | None = None) -> list[str]:
+    """argv printing the last `lines` lines of a pane, wrapped lines joined."""
+    if lines <= 0:
+        raise ValueError(f"lines must be positive, got {lines}")
+    return [
+        *_tmux(socket_path),
+        "capture-pane",
+        "-p",
+        "-J",
+        "-S",
+        f"-{int(lines)}",
+        "-t",
+        pane_target,
+    ]
+
+
+def is_no_server(stderr: str) -> bool:
+    """True for tmux's "nothing is running" texts: `no server running on
+    /tmp/tmux-0/default`, `error connecting to /tmp/tmux-0/default (No such
+    file or directory)`, `no sessions`."""
+    low = stderr.lower()
+    return any(p in low for p in _NO_SERVER)
+
+
+def sessions_from_result(exit_status: int | None, stdout: str, stderr: str) -> list[Session]:
+    """Interpret a finished `list_panes_argv()` run.
+
+    No server → [] (not an error). tmux missing → GputuiError with the fix."""
+    if exit_status == 0:
+        return parse_panes(stdout)
+    if is_no_server(stderr):
+        return []
+    low = stderr.lower()
+    if exit_status == 127 or "not found" in low or "no such file" in low:
+        raise GputuiError("tmux is not installed on the target", "install it: apt install tmux")
+    msg = " ".join(stderr.split()) or f"exit {exit_status}"
+    raise GputuiError(f"tmux list-panes failed: {msg}", "check that tmux works: tmux ls")
+
+
+def _int(s: str) -> int | None:
+    s = s.strip()
+    if not s:
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        return None
+
+
+_ESC_RE = re.compile(r"\\([0-7]{3}|.)", re.S)
+_ESC_MAP = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "v": "\v",
+    "f": "\f",
+    "s": " ",
+    "0": "\0",
+}
+
+
+def _unescape(s: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        g = m.group(1)
+        if len(g) == 3:
+            return chr(int(g, 8))
+        return _ESC_MAP.get(g, g)
+
+    return _ESC_RE.sub(sub, s)
+
+
+def _split_tmux_args(s: str) -> list[str] | None:
+    """Split a start command as tmux prints it (args joined by spaces, each
+    escaped and maybe quoted). None when it does not parse."""
+    args: list[str] = []
+    i, n = 0, len(s)
+    while i < n:
+        if s[i] == " ":
+            i += 1
+            continue
+        buf: list[str] = []
+        while i < n and s[i] != " ":
+            c = s[i]
+            if c in "\"'":
+                j = i + 1
+                while j < n and s[j] != c:
+                    j += 2 if s[j] == "\\" and c == '"' else 1
+                if j >= n:
+                    return None
+                buf.append(s[i + 1 : j])
+                i = j + 1
+            elif c == "\\" and i + 1 < n:
+                buf.append(s[i : i + 2])
+                i += 2
+            else:
+                buf.append(c)
+                i += 1
+        args.append(_unescape("".join(buf)))
+    return args
+
+
+def start_command_text(raw: str) -> str:
+    """tmux 3.3a prints a one-argument start command quoted and escaped
+    (`"bash run.sh 2>&1 | tee \\"x\\""`); return the shell command itself.
+    Several arguments (`sh -c "sleep 1" "a b"`) are returned as printed:
+    that is already a readable shell-like line."""
+    args = _split_tmux_args(raw)
+    if args is not None and len(args) == 1:
+        return args[0]
+    return raw
+
+
+def _records(text: str) -> list[str]:
+    if RECORD_END in text:
+        recs = text.split(RECORD_END)
+        out = []
+        for r in recs:
+            if r.startswith("\n"):
+                r = r[1:]
+            if r.strip("\n"):
+                out.append(r)
+        return out
+    return [ln for ln in text.splitlines() if ln]
+
+
+def parse_pane_record(record: str) -> tuple[Session, Pane] | None:
+    parts = record.split(FIELD_SEP)
+    fixed = len(PANE_FIELDS) - 2
+    if len(parts) < len(PANE_FIELDS):
+        return None
+    (name, windows, created, attached, win, pane, pid, dead, dstatus, dsignal, start) = parts[
+        :fixed
+    ]
+    current_command = parts[fixed]
+    current_path = FIELD_SEP.join(parts[fixed + 1 :])
+    session = Session(
+        name=name,
+        windows=_int(windows) or 1,
+        created=float(c) if (c := _int(created)) is not None else None,
+        attached=(_int(attached) or 0) > 0,
+    )
+    p = Pane(
+        session=name,
+        window_index=_int(win) or 0,
+        pane_index=_int(pane) or 0,
+        pid=_int(pid),
+        dead=dead.strip() == "1",
+        dead_status=_int(dstatus),
+        dead_signal=_int(dsignal),
+        current_command=current_command,
+        start_command=start_command_text(start),
+        current_path=current_path,
+    )
+    return session, p
+
+
+def parse_panes(text: str) -> list[Session]:
+    """Output of `list_panes_argv()` -> sessions (in tmux's order) with panes.
+
+    A pane whose process exited has dead=True and dead_status (exit code) or
+    dead_signal (signal number); a running pane has both None. Lines that do
+    not have our fields are skipped."""
+    sessions: dict[str, Session] = {}
+    for rec in _records(text):
+        parsed = parse_pane_record(rec)
+        if parsed is None:
+            continue
+        s, p = parsed
+        existing = sessions.get(s.name)
+        if existing is None:
+            sessions[s.name] = existing = s
+        existing.panes.append(p)
+    return list(sessions.values())
