@@ -1,0 +1,348 @@
+"""The test bed: a real OpenSSH sshd on 127.0.0.1 plus the stand-in `pct` and `nvidia-smi`.
+
+Everything lives under one directory in /var/tmp (not /tmp: containers get a
+private /tmp), so paths are visible both on the "host" and inside CTs:
+
+    root/ssh/        host key, client key, authorized_keys, known_hosts, ssh_config, sshd_config, sshd.log
+    root/bin/        copies of tests/standins/* (on the PATH of every ssh session via sshd SetEnv)
+    root/state/      stand-in state (CT configs and runtime, pct delay, nvidia-smi gpus.json)
+    root/workspace/  for tests' logs and scripts (visible on the host and inside CTs)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+STANDINS = Path(__file__).resolve().parent / "standins"
+SSHD = "/usr/sbin/sshd"
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def closed_port() -> int:
+    """A loopback port that refuses connections (for 'closed port' tests)."""
+    return free_port()
+
+
+class Testbed:
+    """A private sshd on 127.0.0.1 and the stand-ins it serves. Use `start()`/`stop()`."""
+
+    __test__ = False  # not a test class, despite the name
+    host = "127.0.0.1"
+    user = "root"
+    alias = "gpuhost"
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root or tempfile.mkdtemp(prefix="gputui-testbed-", dir="/var/tmp"))
+        self.ssh_dir = self.root / "ssh"
+        self.bin_dir = self.root / "bin"
+        self.state_dir = self.root / "state"
+        self.workspace = self.root / "workspace"
+        self.key_path = self.ssh_dir / "id_ed25519"
+        self.host_key_path = self.ssh_dir / "ssh_host_ed25519_key"
+        self.authorized_keys_path = self.ssh_dir / "authorized_keys"
+        self.known_hosts_path = self.ssh_dir / "known_hosts"
+        self.ssh_config_path = self.ssh_dir / "ssh_config"
+        self.sshd_config_path = self.ssh_dir / "sshd_config"
+        self.sshd_log_path = self.ssh_dir / "sshd.log"
+        self.port = 0
+        self.host_key_line = ""
+        self.startup_seconds = 0.0
+        self._sshd: subprocess.Popen[bytes] | None = None
+        self._cts: set[int] = set()
+
+    # ---------------------------------------------------------------- sshd
+
+    def start(self) -> Testbed:
+        t0 = time.monotonic()
+        for d in (self.ssh_dir, self.bin_dir, self.state_dir, self.workspace):
+            d.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.ssh_dir, 0o700)
+        self.workspace.chmod(0o777)
+        self._install_standins()
+        self._keys()
+        Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)  # privilege separation dir
+        last_err = ""
+        for _ in range(5):  # a port picked free may be taken by someone else before sshd binds it
+            self.port = free_port()
+            self._write_configs()
+            try:
+                self._launch()
+                break
+            except RuntimeError as e:
+                last_err = str(e)
+        else:
+            raise RuntimeError(f"sshd did not start: {last_err}")
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def _install_standins(self) -> None:
+        for src in STANDINS.iterdir():
+            if src.is_file() and not src.name.startswith("."):
+                dst = self.bin_dir / src.name
+                shutil.copyfile(src, dst)
+                dst.chmod(0o755)
+        (self.bin_dir / ".standin-state").write_text(str(self.state_dir) + "\n")
+
+    def _keys(self) -> None:
+        for path, comment in (
+            (self.host_key_path, "gputui-testbed-host"),
+            (self.key_path, "gputui-testbed-client"),
+        ):
+            if not path.exists():
+                subprocess.run(
+                    ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+                    check=True,
+                    stdin=subprocess.DEVNULL,
+                )
+        self.authorized_keys_path.write_text(Path(str(self.key_path) + ".pub").read_text())
+        pub = Path(str(self.host_key_path) + ".pub").read_text().split()
+        self.host_key_line = f"{pub[0]} {pub[1]}"
+
+    def _write_configs(self) -> None:
+        path_value = f"{self.bin_dir}:{BASE_PATH}"
+        self.sshd_config_path.write_text(
+            "\n".join(
+                [
+                    f"Port {self.port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {self.host_key_path}",
+                    f"PidFile {self.ssh_dir / 'sshd.pid'}",
+                    f"AuthorizedKeysFile {self.authorized_keys_path}",
+                    "PermitRootLogin prohibit-password",
+                    "PubkeyAuthentication yes",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "StrictModes no",
+                    "UsePAM no",
+                    "MaxSessions 10",
+                    "MaxStartups 100:30:200",
+                    "PrintMotd no",
+                    "PrintLastLog no",
+                    "UseDNS no",
+                    "LogLevel INFO",
+                    f"SetEnv PATH={path_value} GPUTUI_STANDIN_STATE={self.state_dir}",
+                    "Subsystem sftp internal-sftp",
+                    "",
+                ]
+            )
+        )
+        self.known_hosts_path.write_text(f"[{self.host}]:{self.port} {self.host_key_line}\n")
+        self.ssh_config_path.write_text(
+            "\n".join(
+                [
+                    f"Host {self.alias}",
+                    f"    HostName {self.host}",
+                    f"    Port {self.port}",
+                    f"    User {self.user}",
+                    f"    IdentityFile {self.key_path}",
+                    "    IdentitiesOnly yes",
+                    f"    UserKnownHostsFile {self.known_hosts_path}",
+                    "    StrictHostKeyChecking yes",
+                    "",
+                ]
+            )
+        )
+
+    def _launch(self) -> None:
+        log = open(self.sshd_log_path, "ab")  # noqa: SIM115 - kept open by the child
+        self._sshd = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(self.sshd_config_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self._sshd.poll() is not None:
+                tail = self.sshd_log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"sshd exited {self._sshd.returncode}: {tail}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=1) as s:
+                    if s.recv(64).startswith(b"SSH-2.0-"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.01)
+        self._kill_sshd()
+        raise RuntimeError("sshd did not accept connections within 10 s")
+
+    def _kill_sshd(self) -> None:
+        proc, self._sshd = self._sshd, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+    def stop(self) -> None:
+        for ct in sorted(self._cts):
+            self.ct_destroy(ct)
+        self._kill_sshd()
+        # sshd children (sessions) run in their own sessions: kill what still uses our state.
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # ---------------------------------------------------------------- clients
+
+    def ssh_options(self, **overrides: Any) -> dict[str, Any]:
+        """kwargs for `asyncssh.connect(**tb.ssh_options())`."""
+        opts: dict[str, Any] = {
+            "host": self.host,
+            "port": self.port,
+            "username": self.user,
+            "client_keys": [str(self.key_path)],
+            "known_hosts": str(self.known_hosts_path),
+            "config": [str(self.ssh_config_path)],
+            "agent_path": None,
+        }
+        opts.update(overrides)
+        return opts
+
+    def ssh_argv(self, *remote: str) -> list[str]:
+        """argv for the OpenSSH client to run `remote` (already one shell string per word) here."""
+        return ["ssh", "-F", str(self.ssh_config_path), "-o", "BatchMode=yes", self.alias, *remote]
+
+    def transport_kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """Settings-style fields naming this server (host, port, user, identity_file, known_hosts)."""
+        kw: dict[str, Any] = {
+            "host": self.host,
+            "port": self.port,
+            "user": self.user,
+            "identity_file": str(self.key_path),
+            "known_hosts": str(self.known_hosts_path),
+        }
+        kw.update(overrides)
+        return kw
+
+    def transport(self, **overrides: Any) -> Any:
+        """An SshTransport (not yet connected) for this server."""
+        from gputui.remote.ssh import SshTransport  # imported late: owned by the transport helper
+
+        return SshTransport(**self.transport_kwargs(**overrides))
+
+    def env(self) -> dict[str, str]:
+        """Environment an ssh session here gets (PATH with the stand-ins, state dir)."""
+        env = dict(os.environ)
+        env["PATH"] = f"{self.bin_dir}:{BASE_PATH}"
+        env["GPUTUI_STANDIN_STATE"] = str(self.state_dir)
+        return env
+
+    # ---------------------------------------------------------------- containers
+
+    def _pct(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = self.env()
+        env["GPUTUI_PCT_DELAY"] = "0"  # set-up never waits for the simulated Perl start-up
+        proc = subprocess.run(
+            [str(self.bin_dir / "pct"), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            cwd="/",
+        )
+        if check and proc.returncode != 0:
+            raise RuntimeError(
+                f"pct {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}"
+            )
+        return proc
+
+    def ct_conf_path(self, ct: int) -> Path:
+        node = os.uname().nodename.split(".")[0]
+        return self.state_dir / "pve" / "nodes" / node / "lxc" / f"{ct}.conf"
+
+    def ct_create(self, ct: int, running: bool = True) -> int:
+        conf = self.ct_conf_path(ct)
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        conf.write_text(f"arch: amd64\nhostname: ct{ct}\nmemory: 2048\nostype: debian\n")
+        self._cts.add(ct)
+        if running:
+            self.ct_start(ct)
+        return ct
+
+    def ct_start(self, ct: int) -> None:
+        self._pct("start", str(ct))
+
+    def ct_stop(self, ct: int) -> None:
+        if self.ct_running(ct):
+            self._pct("stop", str(ct))
+
+    def ct_running(self, ct: int) -> bool:
+        return self._pct("status", str(ct), check=False).stdout.strip() == "status: running"
+
+    def ct_init_pid(self, ct: int) -> int | None:
+        """Host PID of the CT's init (PID 1 inside it), or None when stopped."""
+        try:
+            info = json.loads((self.state_dir / "lxc" / f"{ct}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return int(info["init_pid"]) if self.ct_running(ct) else None
+
+    def ct_destroy(self, ct: int) -> None:
+        """Stop the CT (killing every process in it) and delete its config."""
+        if self.ct_conf_path(ct).exists():
+            self.ct_stop(ct)
+            self.ct_conf_path(ct).unlink(missing_ok=True)
+        for suffix in (".json", ".log"):
+            (self.state_dir / "lxc" / f"{ct}{suffix}").unlink(missing_ok=True)
+        self._cts.discard(ct)
+
+    def ct_exec(
+        self, ct: int, argv: list[str], *, input: str | None = None, timeout: float = 30
+    ) -> subprocess.CompletedProcess[str]:
+        """Run argv inside the CT directly (no ssh, no delay): for test set-up."""
+        env = self.env()
+        env["GPUTUI_PCT_DELAY"] = "0"
+        return subprocess.run(
+            [str(self.bin_dir / "pct"), "exec", str(ct), "--", *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            timeout=timeout,
+            cwd="/root" if os.path.isdir("/root") else "/",
+        )
+
+    def set_pct_delay(self, seconds: float) -> None:
+        """Start-up delay of every `pct` call made through ssh (default 0.3 s)."""
+        self._atomic_write(self.state_dir / "pct-delay", f"{seconds}\n")
+
+    # ---------------------------------------------------------------- GPUs
+
+    def set_gpus(self, state: dict[str, Any]) -> None:
+        """Write the stand-in nvidia-smi's state (read afresh every call and every loop period).
+
+        {"gpus": [{"index": 0, "name": "NVIDIA H200", "memory.used": 1395, ...}, ...],
+         "apps": [{"pid": 1234, "process_name": "python", "used_memory": 1000, "gpu_uuid": "GPU-..."}],
+         "events": ["Xid 79 ..."], "lost": false}
+        See tests/standins/nvidia-smi for every key and default.
+        """
+        self._atomic_write(self.state_dir / "gpus.json", json.dumps(state, indent=1))
+
+    def _atomic_write(self, path: Path, text: str) -> None:
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
