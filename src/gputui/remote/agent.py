@@ -1,0 +1,856 @@
+# ruff: noqa: UP022, UP031, SIM105, RUF005
+"""gputui's agent: one long-lived python3 process inside the container.
+
+It answers questions about tmux, processes and files as JSON lines:
+
+    request   {"id": 1, "op": "procs", "root_pid": 123}
+    response  {"id": 1, "ok": true, "result": {...}}
+              {"id": 1, "ok": false, "error": "one line"}
+
+It exits when its stdin reaches EOF (that is how gputui guarantees nothing
+is left behind), answers every request (a bad one gets an error response),
+and flushes every response. Requests are served by a few worker threads, so
+responses may come back out of order: match them by id.
+
+Constraints: this file is sent to the remote python3 as source, so it is
+stdlib-only, self-contained (it cannot import gputui) and must run on
+Python 3.6 (no dataclasses, no walrus, no `from __future__ import
+annotations`, no capture_output=). Locally it is an ordinary importable
+module so its functions are unit-tested against real processes; times it
+returns are in the remote machine's clock (the client translates them).
+
+Ops and what they return are documented in `OPS` below.
+"""
+
+import base64
+import json
+import os
+import queue
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+AGENT_VERSION = 1
+MAX_REQUEST_BYTES = 1 << 20
+MAX_READ_BYTES = 1 << 20
+MAX_TREE = 500  # processes reported per tree
+MAX_SCAN = 5000  # processes scanned for pipe readers
+MAX_SOURCE_FILES = 200
+MAX_WALK_ENTRIES = 3000
+MAX_TEXT = 256 * 1024  # bytes of command output returned
+TMUX_TIMEOUT_S = 3.0
+WORKERS = 4
+
+try:
+    CLK_TCK = os.sysconf("SC_CLK_TCK")
+except (ValueError, OSError, AttributeError):  # pragma: no cover
+    CLK_TCK = 100
+try:
+    PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+except (ValueError, OSError, AttributeError):  # pragma: no cover
+    PAGE_SIZE = 4096
+
+PYTHON_NAME = re.compile(r"^python[0-9.]*$")
+# Read-only tmux subcommands the `tmux` op may run.
+TMUX_READ_ONLY = (
+    "list-sessions",
+    "ls",
+    "list-panes",
+    "list-windows",
+    "display-message",
+    "display",
+    "capture-pane",
+    "show-options",
+    "show",
+    "has-session",
+    "has",
+)
+SKIP_DIRS = {
+    "__pycache__",
+    "node_modules",
+    "site-packages",
+    "dist-packages",
+    "wandb",
+    "outputs",
+    "checkpoints",
+}
+
+
+# ------------------------------------------------------------------ text
+
+
+def text(s: "str | bytes | None") -> "str | None":
+    """A str safe to put in JSON and on a screen: undecodable bytes (which
+    os.fsdecode keeps as lone surrogates) become U+FFFD."""
+    if s is None:
+        return None
+    if isinstance(s, bytes):
+        return s.decode("utf-8", "replace")
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _read_bytes(path: str, limit: int = 1 << 20) -> "bytes | None":
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit)
+    except OSError:
+        return None
+
+
+def _readlink(path: str) -> "str | None":
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
+# ------------------------------------------------------------------ /proc parsing (pure)
+
+
+def parse_stat(data: str) -> "dict | None":
+    """Fields of /proc/PID/stat we use. comm may hold spaces and ')' so the
+    fields after it are found from the last ')'."""
+    try:
+        lp = data.index("(")
+        rp = data.rindex(")")
+        pid = int(data[:lp].strip())
+        comm = data[lp + 1 : rp]
+        rest = data[rp + 2 :].split()
+        # rest[0] is field 3 (state); field N is rest[N - 3]
+        return {
+            "pid": pid,
+            "comm": comm,
+            "state": rest[0],
+            "ppid": int(rest[1]),
+            "utime": int(rest[11]),
+            "stime": int(rest[12]),
+            "threads": int(rest[17]),
+            "starttime": int(rest[19]),
+            "rss_pages": int(rest[21]),
+        }
+    except (ValueError, IndexError):
+        return None
+
+
+def parse_boot_time(proc_stat: str) -> "float | None":
+    for line in proc_stat.splitlines():
+        if line.startswith("btime "):
+            try:
+                return float(line.split()[1])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def parse_fdinfo(data: str) -> dict:
+    """pos (int) and flags (octal -> int) from /proc/PID/fdinfo/N."""
+    out = {}
+    for line in data.splitlines():
+        key, _, value = line.partition(":")
+        value = value.strip()
+        if key == "pos":
+            try:
+                out["pos"] = int(value)
+            except ValueError:
+                pass
+        elif key == "flags":
+            try:
+                out["flags"] = int(value, 8)
+            except ValueError:
+                pass
+    return out
+
+
+def parse_status_nspid(data: str) -> "int | None":
+    """The innermost PID (last field of NSpid:) from /proc/PID/status."""
+    for line in data.splitlines():
+        if line.startswith("NSpid:"):
+            parts = line.split()[1:]
+            try:
+                return int(parts[-1]) if parts else None
+            except ValueError:
+                return None
+    return None
+
+
+def cgroup_in_container(data: str, ct: "int | str") -> bool:
+    """Whether a /proc/PID/cgroup text puts the process in LXC container ct
+    (Proxmox: `/lxc/<ct>/...`; plain LXC: `/lxc.payload.<ct>/...`)."""
+    ct = str(ct)
+    for line in data.splitlines():
+        path = line.split(":", 2)[-1]
+        parts = path.split("/")
+        for i, part in enumerate(parts):
+            if part == "lxc" and i + 1 < len(parts) and parts[i + 1] == ct:
+                return True
+            if part in ("lxc.payload." + ct, "lxc.monitor." + ct):
+                return part.startswith("lxc.payload.")
+    return False
+
+
+def stdout_kind(link: "str | None") -> str:
+    """Classify the target of /proc/PID/fd/1."""
+    if link is None:
+        return "closed"
+    if link.startswith("pipe:"):
+        return "pipe"
+    if link.startswith("socket:"):
+        return "socket"
+    if link == "/dev/null":
+        return "null"
+    if (
+        link.startswith("/dev/pts/")
+        or link.startswith("/dev/tty")
+        or link in ("/dev/console", "/dev/ptmx")
+    ):
+        return "tty"
+    if link.startswith("/"):
+        return "file"
+    return "unknown"
+
+
+def is_python_argv(cmdline: "list[str]", exe: "str | None" = None) -> bool:
+    names = []
+    if cmdline:
+        names.append(os.path.basename(cmdline[0]))
+    if exe:
+        names.append(os.path.basename(exe.replace(" (deleted)", "")))
+    return any(PYTHON_NAME.match(n) for n in names)
+
+
+# Python options that take a value (as the rest of the cluster or the next arg).
+_PY_OPTS_WITH_ARG = "WXQ"
+_PY_LONG_WITH_ARG = ("--check-hash-based-pycs",)
+
+
+def python_options(cmdline: "list[str]") -> dict:
+    """What the interpreter options of a python argv say.
+
+    Returns {"u": bool, "ignore_env": bool (-E or -I), "script": str|None,
+    "module": str|None, "command": bool (-c), "args_start": int}. Options
+    are read up to the script, `-m`, `-c` or `-`; `-uB`-style clusters count.
+    """
+    res = {"u": False, "ignore_env": False, "script": None, "module": None, "command": False}
+    i = 1
+    n = len(cmdline)
+    while i < n:
+        arg = cmdline[i]
+        if arg == "--":
+            if i + 1 < n:
+                res["script"] = cmdline[i + 1]
+            break
+        if arg == "-":
+            res["script"] = "-"
+            break
+        if arg.startswith("--"):
+            if arg in _PY_LONG_WITH_ARG:
+                i += 1
+            i += 1
+            continue
+        if arg.startswith("-"):
+            stop = False
+            j = 1
+            while j < len(arg):
+                c = arg[j]
+                if c == "u":
+                    res["u"] = True
+                elif c in "EI":
+                    res["ignore_env"] = True
+                elif c in "cm":
+                    value = arg[j + 1 :]
+                    if not value and i + 1 < n:
+                        i += 1
+                        value = cmdline[i]
+                    if c == "m":
+                        res["module"] = value
+                    else:
+                        res["command"] = True
+                    stop = True
+                    break
+                elif c in _PY_OPTS_WITH_ARG:
+                    if j + 1 == len(arg):
+                        i += 1  # value is the next arg
+                    break  # value is the rest of this arg
+                j += 1
+            if stop:
+                break
+            i += 1
+            continue
+        res["script"] = arg
+        break
+    return res
+
+
+def env_value(environ: bytes, name: str) -> "str | None":
+    """The value of name in a /proc/PID/environ blob, None when absent."""
+    key = name.encode() + b"="
+    for entry in environ.split(b"\0"):
+        if entry.startswith(key):
+            return entry[len(key) :].decode("utf-8", "replace")
+    return None
+
+
+# ------------------------------------------------------------------ /proc reading
+
+
+def boot_time() -> "float | None":
+    data = _read_bytes("/proc/stat")
+    return parse_boot_time(data.decode("ascii", "replace")) if data else None
+
+
+def list_pids() -> "list[int]":
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    return [int(n) for n in names if n.isdigit()]
+
+
+def read_stat(pid: int) -> "dict | None":
+    data = _read_bytes("/proc/%d/stat" % pid, 4096)
+    return parse_stat(data.decode("utf-8", "replace")) if data else None
+
+
+def read_cmdline(pid: int) -> "list[str]":
+    data = _read_bytes("/proc/%d/cmdline" % pid, 64 * 1024)
+    if not data:
+        return []
+    return [text(a) for a in data.rstrip(b"\0").split(b"\0")]
+
+
+def read_fdinfo(pid: int, fd: int) -> dict:
+    data = _read_bytes("/proc/%d/fdinfo/%d" % (pid, fd), 4096)
+    return parse_fdinfo(data.decode("ascii", "replace")) if data else {}
+
+
+def tree_pids(root_pid: int, stats: "dict[int, dict]") -> "list[int]":
+    """root_pid and its descendants (breadth first), from ppid links."""
+    children = {}  # type: dict
+    for pid, st in stats.items():
+        children.setdefault(st["ppid"], []).append(pid)
+    if root_pid not in stats:
+        return []
+    out = [root_pid]
+    i = 0
+    while i < len(out) and len(out) < MAX_TREE:
+        out.extend(sorted(children.get(out[i], [])))
+        i += 1
+    return out[:MAX_TREE]
+
+
+def written_files(pid: int) -> "list[str]":
+    """Regular files pid has open for writing (O_WRONLY/O_RDWR), not /dev,
+    /proc or /sys; fd order."""
+    out = []
+    try:
+        fds = sorted(int(fd) for fd in os.listdir("/proc/%d/fd" % pid) if fd.isdigit())
+    except OSError:
+        return out
+    for fd in fds:
+        link = _readlink("/proc/%d/fd/%d" % (pid, fd))
+        if not link or not link.startswith("/"):
+            continue
+        if link.startswith(("/dev/", "/proc/", "/sys/")):
+            continue
+        flags = read_fdinfo(pid, fd).get("flags")
+        if flags is None or flags & 3 not in (1, 2):
+            continue
+        link = text(link)
+        if link not in out:
+            out.append(link)
+    return out
+
+
+def pipe_readers(link: str, writer: int, pids: "list[int] | None" = None) -> "list[int]":
+    """Processes reading the pipe `link` ("pipe:[ino]"): first those with it
+    as fd 0 (tee, a shell pipeline); failing that, any process holding it
+    open read-only on some fd (other than the writer)."""
+    me = os.getpid()
+    pids = [p for p in (pids if pids is not None else list_pids()) if p not in (writer, me)]
+    pids = pids[:MAX_SCAN]
+    readers = [p for p in pids if _readlink("/proc/%d/fd/0" % p) == link]
+    if readers:
+        return readers
+    for p in pids:
+        try:
+            fds = os.listdir("/proc/%d/fd" % p)
+        except OSError:
+            continue
+        for fd in fds:
+            if _readlink("/proc/%d/fd/%s" % (p, fd)) == link:
+                flags = read_fdinfo(p, int(fd)).get("flags")
+                if flags is not None and flags & 3 == 0:
+                    readers.append(p)
+                    break
+    return readers
+
+
+def stdout_target(pid: int, pids: "list[int] | None" = None, depth: int = 0) -> dict:
+    """Where pid's fd 1 goes: {kind, path, pos, readers: [[pid, command]],
+    reader_files: [paths]}. A pipe is followed to its readers (e.g. tee) and
+    the files they write; a reader whose own stdout is another pipe is
+    followed too (up to 3 levels)."""
+    link = _readlink("/proc/%d/fd/1" % pid)
+    kind = stdout_kind(link)
+    if link is None and os.path.exists("/proc/%d" % pid):
+        try:
+            os.listdir("/proc/%d/fd" % pid)
+        except OSError:
+            kind = "unknown"  # not allowed to look
+    info = read_fdinfo(pid, 1) if link is not None else {}
+    res = {
+        "kind": kind,
+        "path": text(link),
+        "pos": info.get("pos"),
+        "readers": [],
+        "reader_files": [],
+    }
+    if kind == "pipe" and link is not None:
+        if pids is None:
+            pids = list_pids()
+        for r in pipe_readers(link, pid, pids):
+            cmd = read_cmdline(r)
+            res["readers"].append([r, " ".join(cmd) if cmd else ""])
+            for f in written_files(r):
+                if f not in res["reader_files"]:
+                    res["reader_files"].append(f)
+            if depth < 3:
+                sub = stdout_target(r, pids, depth + 1)
+                if sub["kind"] == "pipe":
+                    res["readers"].extend(sub["readers"])
+                    for f in sub["reader_files"]:
+                        if f not in res["reader_files"]:
+                            res["reader_files"].append(f)
+    return res
+
+
+def _module_file(module: str, dirs: "list[str]") -> "str | None":
+    rel = module.replace(".", "/")
+    for d in dirs:
+        for cand in (rel + ".py", rel + "/__main__.py"):
+            path = os.path.join(d, cand)
+            if os.path.isfile(path):
+                return path
+    return None
+
+
+def source_files(cmdline: "list[str]", cwd: "str | None", start: "float | None") -> list:
+    """The code a python process runs, as [[path, mtime]]: the script (or the
+    `-m` module's file under cwd), always; plus the .py files in the script's
+    directory tree modified after the process started (bounded walk: at most
+    MAX_WALK_ENTRIES entries, depth 4, skipping hidden dirs, caches, envs).
+    Files loaded from elsewhere (site-packages) are not looked at."""
+    opts = python_options(cmdline)
+    base = cwd or "/"
+    main = None
+    if opts["script"] and opts["script"] != "-":
+        main = os.path.normpath(os.path.join(base, opts["script"]))
+    elif opts["module"]:
+        main = _module_file(opts["module"], [base])
+    out = []
+    if not main:
+        return out
+    try:
+        out.append([text(main), os.stat(main).st_mtime])
+    except OSError:
+        return out
+    root = os.path.dirname(main)
+    if opts["module"]:
+        root = base
+    if root in ("/", "") or start is None:
+        return out
+    seen = 0
+    root_depth = root.rstrip("/").count("/")
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [
+            d
+            for d in sorted(dirnames)
+            if not d.startswith(".") and d not in SKIP_DIRS and not d.endswith("env")
+        ]
+        if dirpath.count("/") - root_depth >= 4:
+            dirnames[:] = []
+        for name in sorted(filenames):
+            seen += 1
+            if seen > MAX_WALK_ENTRIES or len(out) >= MAX_SOURCE_FILES:
+                return out
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, name)
+            if path == main:
+                continue
+            try:
+                mtime = os.stat(path).st_mtime
+            except OSError:
+                continue
+            if mtime > start:
+                out.append([text(path), mtime])
+        seen += len(dirnames)
+        if seen > MAX_WALK_ENTRIES:
+            return out
+    return out
+
+
+class ProcReader:
+    """Reads process trees; remembers CPU ticks between calls for cpu_pct."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = {}  # type: dict  # pid -> (starttime, ticks, monotonic)
+        self.boot = boot_time()
+
+    def cpu_pct(self, pid: int, st: dict, now: float) -> "float | None":
+        ticks = st["utime"] + st["stime"]
+        with self._lock:
+            prev = self._last.get(pid)
+            self._last[pid] = (st["starttime"], ticks, now)
+        if prev is None or prev[0] != st["starttime"] or now - prev[2] <= 0.05:
+            return None
+        return round(100.0 * (ticks - prev[1]) / CLK_TCK / (now - prev[2]), 1)
+
+    def forget_dead(self, alive: "set[int]") -> None:
+        with self._lock:
+            for pid in [p for p in self._last if p not in alive]:
+                del self._last[pid]
+
+    def proc(self, pid: int, st: dict, pids: "list[int]", now: float, sources: bool) -> dict:
+        cmdline = read_cmdline(pid)
+        exe = _readlink("/proc/%d/exe" % pid)
+        cwd = _readlink("/proc/%d/cwd" % pid)
+        start = None
+        if self.boot is not None:
+            start = self.boot + st["starttime"] / float(CLK_TCK)
+        is_py = is_python_argv(cmdline, exe)
+        d = {
+            "pid": pid,
+            "ppid": st["ppid"],
+            "comm": text(st["comm"]),
+            "cmdline": cmdline,
+            "exe": text(exe),
+            "cwd": text(cwd),
+            "state": st["state"],
+            "cpu_pct": self.cpu_pct(pid, st, now),
+            "rss_bytes": st["rss_pages"] * PAGE_SIZE,
+            "threads": st["threads"],
+            "start_time": start,
+            "is_python": is_py,
+            "python_u_flag": False,
+            "env_pythonunbuffered": None,
+            "env_pythonunbuffered_value": None,
+            "ignore_environment": False,
+            "script": None,
+            "module": None,
+            "stdout": stdout_target(pid, pids),
+            "fd1_pos": None,
+            "source_files": [],
+        }
+        d["fd1_pos"] = d["stdout"]["pos"]
+        if is_py:
+            opts = python_options(cmdline)
+            d["python_u_flag"] = opts["u"]
+            d["ignore_environment"] = opts["ignore_env"]
+            d["script"] = opts["script"]
+            d["module"] = opts["module"]
+            environ = _read_bytes("/proc/%d/environ" % pid)
+            if environ is not None or os.access("/proc/%d/environ" % pid, os.R_OK):
+                value = env_value(environ or b"", "PYTHONUNBUFFERED")
+                d["env_pythonunbuffered_value"] = value
+                # -E / -I make Python ignore PYTHON* variables.
+                d["env_pythonunbuffered"] = bool(value) and not opts["ignore_env"]
+            if sources:
+                d["source_files"] = source_files(cmdline, cwd, start)
+        return d
+
+    def tree(self, root_pid: int, sources: bool = True) -> list:
+        pids = list_pids()
+        stats = {}
+        for pid in pids:
+            st = read_stat(pid)
+            if st is not None:
+                stats[pid] = st
+        now = time.monotonic()
+        out = []
+        for pid in tree_pids(root_pid, stats):
+            out.append(self.proc(pid, stats[pid], pids, now, sources))
+        self.forget_dead(set(stats))
+        return out
+
+
+# ------------------------------------------------------------------ commands
+
+
+def run_argv(argv: "list[str]", timeout: float = TMUX_TIMEOUT_S) -> dict:
+    """Run argv (no shell); {exit, stdout, stderr} with output capped."""
+    try:
+        p = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=timeout,
+        )
+    except FileNotFoundError:
+        return {"exit": 127, "stdout": "", "stderr": "%s: not found" % argv[0]}
+    except subprocess.TimeoutExpired:
+        return {"exit": None, "stdout": "", "stderr": "timed out after %gs" % timeout}
+    except OSError as e:
+        return {"exit": 126, "stdout": "", "stderr": "%s: %s" % (argv[0], e.strerror)}
+    return {
+        "exit": p.returncode,
+        "stdout": text(p.stdout[:MAX_TEXT]),
+        "stderr": text(p.stderr[:MAX_TEXT]),
+    }
+
+
+def tool_version(argv: "list[str]") -> "str | None":
+    if shutil.which(argv[0]) is None:
+        return None
+    r = run_argv(argv, timeout=3.0)
+    out = (r["stdout"] or r["stderr"] or "").strip().splitlines()
+    return out[0] if out else argv[0]
+
+
+def _tmux_base(args: dict) -> "list[str]":
+    base = ["tmux"]
+    if args.get("socket"):
+        base += ["-S", str(args["socket"])]
+    elif args.get("socket_name"):
+        base += ["-L", str(args["socket_name"])]
+    return base
+
+
+# ------------------------------------------------------------------ ops
+
+
+class Agent:
+    def __init__(self) -> None:
+        self.procs = ProcReader()
+        self.started = time.time()
+
+    def op_hello(self, args: dict) -> dict:
+        return {
+            "agent_version": AGENT_VERSION,
+            "python": sys.version.split()[0],
+            "pid": os.getpid(),
+            "uid": os.getuid(),
+            "hostname": socket.gethostname(),
+            "boot_time": self.procs.boot,
+            "clock": time.time(),
+            "clk_tck": CLK_TCK,
+            "pid_ns": _readlink("/proc/self/ns/pid"),
+            "tools": {
+                "tmux": tool_version(["tmux", "-V"]),
+                "py-spy": tool_version(["py-spy", "--version"]),
+                "gdb": tool_version(["gdb", "--version"]),
+                "nvidia-smi": shutil.which("nvidia-smi"),
+                "tee": shutil.which("tee"),
+            },
+        }
+
+    def op_ping(self, args: dict) -> dict:
+        return {"clock": time.time()}
+
+    def op_procs(self, args: dict) -> list:
+        root = int(args["root_pid"])
+        return self.procs.tree(root, sources=bool(args.get("sources", True)))
+
+    def op_tmux(self, args: dict) -> dict:
+        """Run tmux read-only subcommands: `commands` is a list of argv lists
+        that follow `tmux [-S socket]` (the client sends the formats it
+        parses, from gputui.collect.tmux) -> {results: [{exit, stdout, stderr}]}."""
+        base = _tmux_base(args)
+        results = []
+        for cmd in args["commands"]:
+            if not isinstance(cmd, list) or not cmd or cmd[0] not in TMUX_READ_ONLY:
+                raise ValueError("tmux: only read-only subcommands %s" % (TMUX_READ_ONLY,))
+            results.append(run_argv(base + [str(a) for a in cmd]))
+        return {"results": results}
+
+    def op_capture(self, args: dict) -> dict:
+        lines = max(1, min(int(args.get("lines", 50)), 10000))
+        argv = _tmux_base(args) + [
+            "capture-pane",
+            "-p",
+            "-J",
+            "-t",
+            str(args["target"]),
+            "-S",
+            str(-lines),
+        ]
+        return run_argv(argv)
+
+    def op_stat(self, args: dict) -> list:
+        out = []
+        for path in args["paths"]:
+            path = str(path)
+            try:
+                st = os.stat(path)
+            except OSError as e:
+                out.append({"path": path, "exists": False, "error": e.strerror})
+                continue
+            out.append(
+                {
+                    "path": path,
+                    "exists": True,
+                    "size": st.st_size,
+                    "mtime": st.st_mtime,
+                    "inode": st.st_ino,
+                    "dev": st.st_dev,
+                    "is_file": os.path.isfile(path),
+                }
+            )
+        return out
+
+    def op_read(self, args: dict) -> dict:
+        path = str(args["path"])
+        offset = max(0, int(args.get("offset", 0)))
+        n = max(0, min(int(args.get("max_bytes", 65536)), MAX_READ_BYTES))
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            truncated = offset > st.st_size
+            if truncated:
+                data = b""
+            else:
+                f.seek(offset)
+                data = f.read(n)
+        return {
+            "data": base64.b64encode(data).decode("ascii"),
+            "offset": offset + len(data),
+            "size": st.st_size,
+            "inode": st.st_ino,
+            "mtime": st.st_mtime,
+            "truncated": truncated,
+        }
+
+    def op_pidmap(self, args: dict) -> list:
+        ct = args.get("ct")
+        out = []
+        for pid in args["pids"]:
+            pid = int(pid)
+            status = _read_bytes("/proc/%d/status" % pid, 16384)
+            cgroup = _read_bytes("/proc/%d/cgroup" % pid, 16384)
+            cg_text = cgroup.decode("utf-8", "replace") if cgroup is not None else None
+            out.append(
+                {
+                    "pid": pid,
+                    "exists": status is not None,
+                    "ct_pid": parse_status_nspid(status.decode("utf-8", "replace"))
+                    if status
+                    else None,
+                    "in_container": cgroup_in_container(cg_text, ct)
+                    if (cg_text is not None and ct is not None)
+                    else None,
+                    "cgroup": text(cg_text.strip().splitlines()[-1]) if cg_text else None,
+                    "cmdline": read_cmdline(pid),
+                }
+            )
+        return out
+
+    def handle(self, line: bytes) -> dict:
+        """One request line -> one response dict; never raises."""
+        rid = None
+        try:
+            req = json.loads(line.decode("utf-8", "replace"))
+            if not isinstance(req, dict):
+                raise ValueError("a request is a JSON object")
+            rid = req.get("id")
+            op = req.get("op")
+            fn = getattr(self, "op_%s" % op, None) if isinstance(op, str) else None
+            if fn is None:
+                raise ValueError("unknown op %r" % (op,))
+            return {"id": rid, "ok": True, "result": fn(req)}
+        except KeyError as e:
+            return {"id": rid, "ok": False, "error": "missing argument %s" % e}
+        except Exception as e:  # a bad request must never kill the agent
+            return {"id": rid, "ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+
+
+OPS = {
+    "hello": "-> agent_version, python, pid, uid, hostname, boot_time, clock, clk_tck, pid_ns, tools",
+    "ping": "-> clock",
+    "procs": "root_pid, sources=true -> [proc dict] (root first, breadth first)",
+    "tmux": "commands (argv lists after `tmux`), socket?, socket_name? -> results",
+    "capture": "target, lines=50, socket? -> exit, stdout, stderr",
+    "stat": "paths -> [{path, exists, size, mtime, inode, dev, is_file | error}]",
+    "read": "path, offset, max_bytes -> data (base64), offset, size, inode, mtime, truncated",
+    "pidmap": "pids, ct -> [{pid, exists, ct_pid, in_container, cgroup, cmdline}]",
+}
+
+
+# ------------------------------------------------------------------ main loop
+
+
+def serve(stdin, stdout) -> None:
+    """Answer requests from the binary stream stdin on stdout until EOF."""
+    agent = Agent()
+    out_lock = threading.Lock()
+    jobs = queue.Queue()
+
+    def send(resp: dict) -> None:
+        data = (json.dumps(resp, ensure_ascii=True, default=str) + "\n").encode("ascii")
+        with out_lock:
+            try:
+                stdout.write(data)
+                stdout.flush()
+            except (OSError, ValueError):
+                os._exit(0)  # nobody is listening any more
+
+    def worker() -> None:
+        while True:
+            line = jobs.get()
+            send(agent.handle(line))
+            jobs.task_done()
+
+    for _ in range(WORKERS):
+        t = threading.Thread(target=worker)
+        t.daemon = True
+        t.start()
+
+    while True:
+        try:
+            line = stdin.readline(MAX_REQUEST_BYTES)
+        except (OSError, ValueError):
+            break
+        if not line:
+            break
+        if not line.endswith(b"\n") and len(line) >= MAX_REQUEST_BYTES:
+            # too long: skip the rest of the line, answer with an error
+            while True:
+                rest = stdin.readline(MAX_REQUEST_BYTES)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            send({"id": None, "ok": False, "error": "request longer than 1 MiB"})
+            continue
+        if not line.strip():
+            continue
+        jobs.put(line)
+    # EOF: give in-flight requests a moment, then leave.
+    deadline = time.time() + 1.0
+    while jobs.unfinished_tasks and time.time() < deadline:
+        time.sleep(0.01)
+
+
+def main() -> None:
+    stdin = sys.stdin.buffer
+    stdout = sys.stdout.buffer
+    sys.stdout = sys.stderr  # a stray print must not corrupt the protocol
+    try:
+        os.nice(5)
+    except OSError:
+        pass
+    try:
+        serve(stdin, stdout)
+    except KeyboardInterrupt:
+        pass
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+"""AgentClient: talk to gputui's agent (`agent.py`) inside the container.
+
+The agent is started once, as `python3 -c BOOTSTRAP gputui-agent`: the short
+bootstrap reads the agent's source (zlib + base64, one line) from stdin and
+runs it, so stdin then carries the JSON-line requests and `ps` shows a
+short, recognisable command. Closing the client closes the agent's stdin,
+and the agent exits on that EOF.
+
+    client = await AgentClient.start(target)          # in the CT
+    host = await AgentClient.start(target, on_host=True)
+    procs = await client.processes(pane.pid)          # list[Proc], local clock
+    await client.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import itertools
+import json
+import time
+import zlib
+from importlib import resources
+from typing import Any
+
+from gputui.collect.procs import procs_from_agent
+from gputui.errors import CommandTimeout, GputuiError
+from gputui.model import Proc, Session, Tools
+from gputui.remote.base import RemoteProcess
+from gputui.remote.target import Target
+
+AGENT_MARKER = "gputui-agent"
+BOOTSTRAP = (
+    "import sys,zlib,base64;"
+    "exec(compile(zlib.decompress(base64.b64decode(sys.stdin.buffer.readline())),"
+    "'gputui-agent','exec'))"
+)
+START_TIMEOUT_S = 20.0
+
+
+class AgentUnavailable(GputuiError):
+    """The agent could not start (no python3, too old, CT not running...).
+    Callers fall back to plain commands."""
+
+
+class AgentError(GputuiError):
+    """The agent answered a request with an error, or went away."""
+
+
+def agent_source() -> bytes:
+    return resources.files("gputui.remote").joinpath("agent.py").read_bytes()
+
+
+def agent_argv(python: str = "python3") -> list[str]:
+    return [python, "-c", BOOTSTRAP, AGENT_MARKER]
+
+
+def source_line() -> bytes:
+    return base64.b64encode(zlib.compress(agent_source(), 9)) + b"\n"
+
+
+def _why_not_started(
+    stderr: str, exit_status: int | None, where: str, python: str
+) -> AgentUnavailable:
+    last = " ".join(stderr.strip().splitlines()[-1:]) if stderr.strip() else ""
+    low = stderr.lower()
+    if exit_status == 127 or "not found" in low or "no such file" in low or "failed to exec" in low:
+        return AgentUnavailable(
+            f"{python} is not installed {where}",
+            "install it (apt install python3-minimal) — until then gputui uses plain commands",
+        )
+    if "syntaxerror" in low:
+        return AgentUnavailable(
+            f"{python} {where} is too old for the agent (needs Python 3.6+)",
+            "install a newer python3 — until then gputui uses plain commands",
+        )
+    return AgentUnavailable(
+        f"the gputui agent did not start {where}: {last or f'exit {exit_status}'}",
+        "run `gputui doctor` for details; gputui falls back to plain commands",
+    )
+
+
+class AgentClient:
+    """One running agent; concurrent calls are matched to answers by id."""
+
+    def __init__(self, proc: RemoteProcess, where: str) -> None:
+        self._proc = proc
+        self.where = where
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._closed = False
+        self._gone: str | None = None  # why the agent is gone
+        self.hello: dict[str, Any] = {}
+        self.clock_offset = 0.0  # local clock - remote clock, seconds
+        self.rtt_ms: float | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def start(
+        cls,
+        target: Target,
+        on_host: bool = False,
+        *,
+        python: str = "python3",
+        timeout: float = START_TIMEOUT_S,
+    ) -> AgentClient:
+        """Start the agent in the CT (or on the host) and say hello.
+
+        Raises AgentUnavailable (python3 missing or too old, CT not running)
+        with the fix; the caller falls back to plain commands."""
+        argv = agent_argv(python)
+        where = "on the host" if on_host or target.ct is None else f"in CT {target.ct}"
+        if on_host:
+            proc = await target.open_host(argv, watchdog=False)
+        else:
+            proc = await target.open(argv, watchdog=False)
+        client = cls(proc, where)
+        client._reader = asyncio.ensure_future(client._read_loop())
+        try:
+            await proc.write(source_line())
+            await client._say_hello(timeout)
+        except (AgentError, CommandTimeout, OSError, ConnectionError) as err:
+            stderr, status = "", None
+            with contextlib.suppress(Exception):
+                status = await asyncio.wait_for(proc.wait(), 2.0)
+            with contextlib.suppress(Exception):
+                stderr = await proc.stderr_text()
+            await client.close()
+            if isinstance(err, CommandTimeout) and not stderr:
+                raise AgentUnavailable(
+                    f"the gputui agent did not answer within {timeout:g} s {where}",
+                    "check the connection and `pct exec CT -- python3 -V` by hand",
+                ) from None
+            raise _why_not_started(stderr, status, where, python) from None
+        return client
+
+    async def _say_hello(self, timeout: float) -> None:
+        t0 = time.time()
+        hello = await self.call("hello", timeout=timeout)
+        t1 = time.time()
+        self.hello = hello
+        self.rtt_ms = (t1 - t0) * 1000.0
+        self.clock_offset = (t0 + t1) / 2.0 - float(hello["clock"])
+
+    async def close(self) -> None:
+        """Close the agent's stdin (it exits on EOF) and stop reading."""
+        if self._closed:
+            return
+        self._closed = True
+        self._fail_pending("the agent was closed")
+        with contextlib.suppress(Exception):
+            await self._proc.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+
+    async def __aenter__(self) -> AgentClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and self._gone is None
+
+    # ------------------------------------------------------------ protocol
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                line = await self._proc.readline()
+                if not line:
+                    break
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue  # not ours (e.g. a banner); ignore
+                if not isinstance(msg, dict):
+                    continue
+                fut = (
+                    self._pending.pop(msg.get("id"), None)
+                    if isinstance(msg.get("id"), int)
+                    else None
+                )
+                if fut is None or fut.done():
+                    continue
+                if msg.get("ok"):
+                    fut.set_result(msg.get("result"))
+                else:
+                    fut.set_exception(AgentError(f"agent {self.where}: {msg.get('error')}"))
+        except (OSError, ConnectionError, asyncio.IncompleteReadError) as err:
+            self._gone = f"the agent connection broke: {err}"
+        finally:
+            if self._gone is None:
+                self._gone = "the agent exited"
+            self._fail_pending(self._gone)
+
+    def _fail_pending(self, why: str) -> None:
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(AgentError(f"{why} ({self.where})", "gputui restarts it"))
+
+    async def call(self, op: str, timeout: float = 5.0, **args: Any) -> Any:
+        """Send one request; its result, or AgentError / CommandTimeout."""
+        if self._closed or self._gone is not None:
+            raise AgentError(
+                f"{self._gone or 'the agent was closed'} ({self.where})", "gputui restarts it"
+            )
+        rid = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        line = json.dumps({"id": rid, "op": op, **args}).encode() + b"\n"
+        try:
+            await self._proc.write(line)
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise CommandTimeout(
+                f"the gputui agent {self.where} did not answer `{op}` within {timeout:g} s",
+                "the machine may be overloaded; gputui retries",
+            ) from None
+        finally:
+            self._pending.pop(rid, None)
+
+    # ------------------------------------------------------------ helpers
+
+    def to_local(self, remote_time: float | None) -> float | None:
+        return None if remote_time is None else remote_time + self.clock_offset
+
+    def tools(self) -> Tools:
+        t = self.hello.get("tools") or {}
+        return Tools(
+            tmux=t.get("tmux"),
+            python3=self.hello.get("python"),
+            py_spy=t.get("py-spy"),
+            gdb=t.get("gdb"),
+            nvidia_smi_ct=bool(t.get("nvidia-smi")),
+        )
+
+    async def ping(self, timeout: float = 5.0) -> float:
+        """Round trip in ms."""
+        t0 = time.perf_counter()
+        await self.call("ping", timeout=timeout)
+        return (time.perf_counter() - t0) * 1000.0
+
+    async def processes(
+        self, root_pid: int, *, sources: bool = True, timeout: float = 5.0
+    ) -> list[Proc]:
+        """The process tree under root_pid (root first); [] when it is gone."""
+        items = await self.call("procs", timeout=timeout, root_pid=int(root_pid), sources=sources)
+        return procs_from_agent(items, self.clock_offset)
+
+    async def sessions(self, socket_path: str | None = None, timeout: float = 5.0) -> list[Session]:
+        """tmux sessions with their panes (tmux's own `list-panes -a`)."""
+        from gputui.collect import tmux
+
+        argv = tmux.list_panes_argv()[1:]
+        res = await self.call("tmux", timeout=timeout, socket=socket_path, commands=[argv])
+        r = res["results"][0]
+        sessions = tmux.sessions_from_result(r["exit"], r["stdout"], r["stderr"])
+        for s in sessions:
+            s.created = self.to_local(s.created)
+        return sessions
+
+    async def capture(
+        self,
+        pane_target: str,
+        lines: int = 50,
+        socket_path: str | None = None,
+        timeout: float = 5.0,
+    ) -> list[str]:
+        """The last `lines` lines of a pane (`capture-pane -p -J`)."""
+        r = await self.call(
+            "capture", timeout=timeout, target=pane_target, lines=lines, socket=socket_path
+        )
+        if r["exit"] != 0:
+            raise AgentError(f"tmux capture-pane {pane_target}: {(r['stderr'] or '').strip()}")
+        out = r["stdout"].rstrip("\n").split("\n")
+        return out[-lines:]
+
+    async def stat(self, paths: list[str], timeout: float = 5.0) -> dict[str, dict[str, Any]]:
+        """path -> {exists, size, mtime (local clock), inode, ...}."""
+        items = await self.call("stat", timeout=timeout, paths=list(paths))
+        out: dict[str, dict[str, Any]] = {}
+        for d in items:
+            if d.get("mtime") is not None:
+                d["mtime"] = self.to_local(d["mtime"])
+            out[d["path"]] = d
+        return out
+
+    async def read(
+        self, path: str, offset: int = 0, max_bytes: int = 65536, timeout: float = 5.0
+    ) -> dict[str, Any]:
+        """Bytes of a file from offset: {data: bytes, offset, size, inode, mtime, truncated}."""
+        r = await self.call("read", timeout=timeout, path=path, offset=offset, max_bytes=max_bytes)
+        r["data"] = base64.b64decode(r["data"])
+        r["mtime"] = self.to_local(r.get("mtime"))
+        return r
+
+    async def pidmap(
+        self, pids: list[int], ct: int | None, timeout: float = 5.0
+    ) -> dict[int, dict[str, Any]]:
+        """Host PID -> {ct_pid, in_container, exists, cgroup, cmdline}
+        (for an agent started with on_host=True)."""
+        items = await self.call("pidmap", timeout=timeout, pids=[int(p) for p in pids], ct=ct)
+        return {int(d["pid"]): d for d in items}
