@@ -245,6 +245,16 @@ class LogState:
     truncations: int = 0
     rotations: int = 0
     error: str | None = None
+    # Seconds between consecutive complete lines as they arrived (0 within a
+    # burst): the run's own cadence, for the adaptive stale threshold.
+    line_gaps: deque[float] = field(default_factory=lambda: deque(maxlen=200))
+
+    def note_line(self, t: float) -> None:
+        """Record that a complete line arrived at local time `t`."""
+        if self.last_line_time is not None:
+            self.line_gaps.append(max(0.0, t - self.last_line_time))
+        self.last_line_time = t
+        self.lines_total += 1
 
     def silent_for(self, now: float) -> float | None:
         """Seconds since the last new line (or since mtime when none seen)."""
@@ -319,6 +329,8 @@ class Finding:
     action: str = ""  # action id: "relaunch", "dump", "kill", "flush", "launch", ""
     action_label: str = ""  # e.g. "[r] relaunch unbuffered"
     fix: str = ""  # a command or instruction when no key fixes it
+    alt_action: str = ""  # a second key that also helps, e.g. "flush"
+    alt_action_label: str = ""  # e.g. "[f] flush live"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
