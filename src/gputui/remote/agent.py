@@ -730,13 +730,24 @@ class Agent:
         }
 
     def op_pidmap(self, args: dict) -> list:
+        """For host PIDs (agent on the host): the PID inside the container
+        (last NSpid field) and whether the process is in container `ct`: its
+        cgroup is under /lxc/<ct>/, or its PID namespace is `pid_ns` (the
+        in-CT agent's hello.pid_ns, when the client knows it)."""
         ct = args.get("ct")
+        want_ns = args.get("pid_ns")
         out = []
         for pid in args["pids"]:
             pid = int(pid)
             status = _read_bytes("/proc/%d/status" % pid, 16384)
             cgroup = _read_bytes("/proc/%d/cgroup" % pid, 16384)
             cg_text = cgroup.decode("utf-8", "replace") if cgroup is not None else None
+            ns = _readlink("/proc/%d/ns/pid" % pid)
+            in_ct = None
+            if cg_text is not None and ct is not None:
+                in_ct = cgroup_in_container(cg_text, ct)
+            if want_ns and ns is not None:
+                in_ct = bool(in_ct) or ns == want_ns
             out.append(
                 {
                     "pid": pid,
@@ -744,9 +755,8 @@ class Agent:
                     "ct_pid": parse_status_nspid(status.decode("utf-8", "replace"))
                     if status
                     else None,
-                    "in_container": cgroup_in_container(cg_text, ct)
-                    if (cg_text is not None and ct is not None)
-                    else None,
+                    "in_container": in_ct,
+                    "pid_ns": ns,
                     "cgroup": text(cg_text.strip().splitlines()[-1]) if cg_text else None,
                     "cmdline": read_cmdline(pid),
                 }
@@ -780,7 +790,7 @@ OPS = {
     "capture": "target, lines=50, socket? -> exit, stdout, stderr",
     "stat": "paths -> [{path, exists, size, mtime, inode, dev, is_file | error}]",
     "read": "path, offset, max_bytes -> data (base64), offset, size, inode, mtime, truncated",
-    "pidmap": "pids, ct -> [{pid, exists, ct_pid, in_container, cgroup, cmdline}]",
+    "pidmap": "pids, ct, pid_ns? -> [{pid, exists, ct_pid, in_container, pid_ns, cgroup, cmdline}]",
 }
 
 

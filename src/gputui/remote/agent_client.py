@@ -303,9 +303,12 @@ class AgentClient:
         return r
 
     async def pidmap(
-        self, pids: list[int], ct: int | None, timeout: float = 5.0
+        self, pids: list[int], ct: int | None, ct_pid_ns: str | None = None, timeout: float = 5.0
     ) -> dict[int, dict[str, Any]]:
-        """Host PID -> {ct_pid, in_container, exists, cgroup, cmdline}
-        (for an agent started with on_host=True)."""
-        items = await self.call("pidmap", timeout=timeout, pids=[int(p) for p in pids], ct=ct)
+        """Host PID -> {ct_pid, in_container, exists, pid_ns, cgroup, cmdline}
+        (for an agent started with on_host=True). `ct_pid_ns`: the in-CT
+        agent's `hello["pid_ns"]`, a second way to tell CT membership."""
+        items = await self.call(
+            "pidmap", timeout=timeout, pids=[int(p) for p in pids], ct=ct, pid_ns=ct_pid_ns
+        )
         return {int(d["pid"]): d for d in items}

@@ -1,0 +1,466 @@
+"""The agent against real processes, real pipes, real tmux; then end to end
+through Target + LocalTransport, and inside a stand-in container."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputui.collect import tmux
+from gputui.collect.procs import proc_from_agent
+from gputui.remote.agent import Agent, ProcReader
+from gputui.remote.agent_client import (
+    AGENT_MARKER,
+    AgentClient,
+    AgentError,
+    AgentUnavailable,
+    agent_argv,
+    source_line,
+)
+from gputui.remote.local import LocalTransport
+from gputui.remote.target import Target
+
+PY = shutil.which("python3") or sys.executable
+
+TRAIN = """\
+import sys, time
+i = 0
+while True:
+    print("step %d loss %.4f" % (i, 1.0 / (i + 1)))
+    i += 1
+    time.sleep(0.02)
+"""
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TMUX"))}
+    env.update(extra)
+    return env
+
+
+def wait_for(fn: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def work() -> Iterator[Path]:
+    # short path: tmux sockets live here too (sun_path is 108 bytes)
+    d = Path(tempfile.mkdtemp(prefix="gta-"))
+    (d / "train.py").write_text(TRAIN)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(
+        argv: list[str], cwd: Path, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        p = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env or clean_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, 9)
+        p.wait()
+
+
+@pytest.fixture
+def tmux_server(work: Path) -> Iterator[Callable[[list[str]], subprocess.CompletedProcess[str]]]:
+    sock = str(work / "tmux.sock")
+
+    def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["tmux", "-S", sock, *args], env=clean_env(), capture_output=True, text=True, cwd=work
+        )
+
+    run.socket = sock  # type: ignore[attr-defined]
+    yield run
+    run(["kill-server"])
+
+
+def python_in_tree(
+    reader: ProcReader, root: int, marker: str = "train.py"
+) -> dict[str, Any] | None:
+    for d in reader.tree(root):
+        if d["is_python"] and any(marker in a for a in d["cmdline"]):
+            return d
+    return None
+
+
+# ------------------------------------------------------------------ buffering evidence
+
+
+def test_python_piped_to_tee_is_buffered_with_tee_log(
+    work: Path, spawn: Callable[..., Any]
+) -> None:
+    log = work / "train.log"
+    p = spawn(["bash", "-c", f"{PY} train.py | tee -a {log}"], work)
+    reader = ProcReader()
+    d = wait_for(lambda: python_in_tree(reader, p.pid), what="python under bash")
+    d = wait_for(
+        lambda: (x := python_in_tree(reader, p.pid)) and x["stdout"]["readers"] and x,
+        what="tee reading the pipe",
+    )
+    assert d["ppid"] == p.pid
+    assert d["python_u_flag"] is False
+    assert d["env_pythonunbuffered"] is False
+    out = d["stdout"]
+    assert out["kind"] == "pipe" and out["path"].startswith("pipe:[")
+    assert len(out["readers"]) == 1 and out["readers"][0][1] == f"tee -a {log}"
+    assert out["reader_files"] == [str(log)]
+    assert d["script"] == "train.py"
+    assert d["source_files"][0][0] == str(work / "train.py")
+    proc = proc_from_agent(d)
+    assert proc.block_buffered is True
+    assert proc.stdout.files == [str(log)]
+
+
+@pytest.mark.parametrize(
+    ("argv_extra", "env_extra", "why"),
+    [
+        (["-u"], {}, "u"),
+        (["-uB"], {}, "u"),
+        ([], {"PYTHONUNBUFFERED": "1"}, "env"),
+    ],
+)
+def test_unbuffered_python_is_not_buffered(
+    work: Path,
+    spawn: Callable[..., Any],
+    argv_extra: list[str],
+    env_extra: dict[str, str],
+    why: str,
+) -> None:
+    p = spawn(
+        ["bash", "-c", f"{PY} {' '.join(argv_extra)} train.py | cat > out.log"],
+        work,
+        clean_env(**env_extra),
+    )
+    reader = ProcReader()
+    d = wait_for(lambda: python_in_tree(reader, p.pid), what="python")
+    assert d["python_u_flag"] is (why == "u")
+    assert d["env_pythonunbuffered"] is (why == "env")
+    assert d["stdout"]["kind"] == "pipe"
+    assert proc_from_agent(d).block_buffered is False
+
+
+def test_pythonunbuffered_ignored_under_dash_E(work: Path, spawn: Callable[..., Any]) -> None:
+    p = spawn(
+        ["bash", "-c", f"{PY} -E train.py | cat > out.log"], work, clean_env(PYTHONUNBUFFERED="1")
+    )
+    d = wait_for(lambda: python_in_tree(ProcReader(), p.pid), what="python")
+    assert d["env_pythonunbuffered_value"] == "1"
+    assert d["env_pythonunbuffered"] is False  # -E: Python ignores it
+    assert proc_from_agent(d).block_buffered is True
+
+
+def test_file_stdout_pos_grows_and_cpu_pct(work: Path, spawn: Callable[..., Any]) -> None:
+    out = work / "direct.log"
+    p = spawn(["bash", "-c", f"exec {PY} -u train.py > {out}"], work)
+    reader = ProcReader()
+    first = wait_for(
+        lambda: (d := python_in_tree(reader, p.pid)) and d["fd1_pos"] and d, what="pos"
+    )
+    assert first["stdout"]["kind"] == "file" and first["stdout"]["path"] == str(out)
+    time.sleep(0.3)
+    second = python_in_tree(reader, p.pid)
+    assert second is not None
+    assert second["fd1_pos"] > first["fd1_pos"]
+    assert second["fd1_pos"] <= out.stat().st_size
+    assert second["cpu_pct"] is not None and second["cpu_pct"] >= 0.0
+    assert second["rss_bytes"] > 1_000_000 and second["threads"] >= 1
+    assert abs(second["start_time"] - time.time()) < 30
+
+
+def test_busy_process_cpu_pct(work: Path, spawn: Callable[..., Any]) -> None:
+    p = spawn([PY, "-c", "while True: pass"], work)
+    reader = ProcReader()
+    first = reader.tree(p.pid)[0]
+    assert first["cpu_pct"] is None  # nothing to compare with yet
+    time.sleep(0.5)
+    second = reader.tree(p.pid)[0]
+    assert second["cpu_pct"] is not None and second["cpu_pct"] > 20.0
+
+
+def test_source_files_newer_than_start(work: Path, spawn: Callable[..., Any]) -> None:
+    pkg = work / "model"
+    pkg.mkdir()
+    (pkg / "old.py").write_text("x = 1\n")
+    old = time.time() - 3600
+    os.utime(pkg / "old.py", (old, old))
+    os.utime(work / "train.py", (old, old))
+    p = spawn(["bash", "-c", f"{PY} train.py > out.log"], work)
+    reader = ProcReader()
+    d = wait_for(lambda: python_in_tree(reader, p.pid), what="python")
+    assert [f for f, _ in d["source_files"]] == [str(work / "train.py")]
+    time.sleep(0.05)
+    (pkg / "new.py").write_text("y = 2\n")  # deployed after the process started
+    d = python_in_tree(reader, p.pid)
+    assert d is not None
+    files = dict((f, m) for f, m in d["source_files"])
+    assert str(pkg / "new.py") in files and str(pkg / "old.py") not in files
+    assert files[str(pkg / "new.py")] > d["start_time"]
+
+
+# ------------------------------------------------------------------ tmux
+
+
+def test_start_script_redirect_found_from_tmux_pane(
+    work: Path, tmux_server: Callable[[list[str]], Any]
+) -> None:
+    other = work / "other.log"
+    (work / "start.sh").write_text(f"cd {work}\n{PY} train.py > {other} 2>&1\n")
+    r = tmux_server(["new-session", "-d", "-s", "train", "bash start.sh 2>&1 | tee -a train.log"])
+    assert r.returncode == 0, r.stderr
+    agent = Agent()
+    argv = tmux.list_panes_argv()[1:]
+    res = agent.handle(
+        json.dumps(
+            {"id": 1, "op": "tmux", "socket": tmux_server.socket, "commands": [argv]}
+        ).encode()  # type: ignore[attr-defined]
+    )
+    assert res["ok"], res
+    out = res["result"]["results"][0]
+    sessions = tmux.sessions_from_result(out["exit"], out["stdout"], out["stderr"])
+    assert [s.name for s in sessions] == ["train"]
+    pane_pid = sessions[0].panes[0].pid
+    assert pane_pid
+
+    def training() -> dict[str, Any] | None:
+        r = agent.handle(json.dumps({"id": 2, "op": "procs", "root_pid": pane_pid}).encode())
+        return python_in_tree_from(r["result"])
+
+    d = wait_for(training, what="python in pane tree")
+    assert d["stdout"]["kind"] == "file"
+    assert d["stdout"]["path"] == str(other)  # not train.log: the script redirects
+    assert proc_from_agent(d).stdout.files == [str(other)]
+
+
+def python_in_tree_from(items: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((d for d in items if d["is_python"] and "train.py" in d["cmdline"]), None)
+
+
+def test_python_on_tmux_tty_is_not_buffered(
+    work: Path, tmux_server: Callable[[list[str]], Any]
+) -> None:
+    r = tmux_server(["new-session", "-d", "-s", "tty", f"{PY} train.py"])
+    assert r.returncode == 0, r.stderr
+    pane_pid = int(tmux_server(["display-message", "-p", "-t", "=tty:", "#{pane_pid}"]).stdout)
+    d = wait_for(lambda: python_in_tree(ProcReader(), pane_pid), what="python")
+    assert d["stdout"]["kind"] == "tty" and d["stdout"]["path"].startswith("/dev/pts/")
+    assert proc_from_agent(d).block_buffered is False
+    # and capture-pane shows what it printed
+    agent = Agent()
+    res = agent.handle(
+        json.dumps(
+            {"id": 3, "op": "capture", "target": "=tty:", "lines": 5, "socket": tmux_server.socket}  # type: ignore[attr-defined]
+        ).encode()
+    )
+    assert res["ok"] and res["result"]["exit"] == 0
+    assert "loss" in res["result"]["stdout"]
+
+
+# ------------------------------------------------------------------ protocol, in a real agent process
+
+
+@pytest.fixture
+def agent_proc() -> Iterator[subprocess.Popen[bytes]]:
+    p = subprocess.Popen(
+        agent_argv(PY), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert p.stdin is not None
+    p.stdin.write(source_line())
+    p.stdin.flush()
+    yield p
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+
+
+def ask(p: subprocess.Popen[bytes], raw: bytes) -> dict[str, Any]:
+    assert p.stdin is not None and p.stdout is not None
+    p.stdin.write(raw if raw.endswith(b"\n") else raw + b"\n")
+    p.stdin.flush()
+    return json.loads(p.stdout.readline())
+
+
+def test_protocol_bad_input_gets_errors_and_agent_survives(
+    agent_proc: subprocess.Popen[bytes],
+) -> None:
+    hello = ask(agent_proc, b'{"id": 1, "op": "hello"}')
+    assert hello["id"] == 1 and hello["ok"] and hello["result"]["pid"] == agent_proc.pid
+    assert abs(hello["result"]["clock"] - time.time()) < 5
+    assert hello["result"]["tools"]["tmux"].startswith("tmux ")
+    cases = [
+        (b"not json", None, "JSONDecodeError"),
+        (b"[1, 2]", None, "JSON object"),
+        (b'{"id": 7, "op": "nope"}', 7, "unknown op"),
+        (b'{"id": 8}', 8, "unknown op"),
+        (b'{"id": 9, "op": "procs"}', 9, "missing argument 'root_pid'"),
+        (b'{"id": 10, "op": "procs", "root_pid": "x"}', 10, "ValueError"),
+        (b'{"id": 11, "op": "read", "path": "/nonexistent/x"}', 11, "No such file"),
+        (b'{"id": 12, "op": "tmux", "commands": [["kill-server"]]}', 12, "read-only"),
+        (b"\xff\xfe{", None, "JSONDecodeError"),
+        (b"x" * (1 << 20 | 10), None, "longer than 1 MiB"),
+    ]
+    for raw, rid, err in cases:
+        r = ask(agent_proc, raw)
+        assert r["ok"] is False and r["id"] == rid and err in r["error"], (raw[:40], r)
+    assert ask(agent_proc, b'{"id": 13, "op": "ping"}')["ok"] is True
+    # procs of a PID that does not exist: an empty tree, not an error
+    assert ask(agent_proc, b'{"id": 14, "op": "procs", "root_pid": 999999999}')["result"] == []
+
+
+def test_agent_exits_on_stdin_eof(agent_proc: subprocess.Popen[bytes]) -> None:
+    assert ask(agent_proc, b'{"id": 1, "op": "ping"}')["ok"]
+    assert agent_proc.stdin is not None
+    agent_proc.stdin.close()
+    assert agent_proc.wait(timeout=3) == 0
+    assert not Path(f"/proc/{agent_proc.pid}").exists() or agent_proc.returncode is not None
+
+
+def test_read_and_stat_ops(agent_proc: subprocess.Popen[bytes], work: Path) -> None:
+    f = work / "log.bin"
+    f.write_bytes(b"line one\nbad \xff byte\n")
+    r = ask(
+        agent_proc,
+        json.dumps({"id": 1, "op": "read", "path": str(f), "offset": 5, "max_bytes": 4}).encode(),
+    )
+    import base64
+
+    assert base64.b64decode(r["result"]["data"]) == b"one\n"
+    assert r["result"]["offset"] == 9 and r["result"]["size"] == f.stat().st_size
+    r = ask(agent_proc, json.dumps({"id": 2, "op": "read", "path": str(f), "offset": 999}).encode())
+    assert r["result"]["truncated"] is True and r["result"]["offset"] == 999
+    r = ask(
+        agent_proc,
+        json.dumps({"id": 3, "op": "stat", "paths": [str(f), str(work / "no")]}).encode(),
+    )
+    a, b = r["result"]
+    assert a["exists"] and a["size"] == f.stat().st_size and a["inode"] == f.stat().st_ino
+    assert b == {"path": str(work / "no"), "exists": False, "error": "No such file or directory"}
+
+
+# ------------------------------------------------------------------ end to end: Target + LocalTransport
+
+
+def agent_pids() -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if AGENT_MARKER.encode() in argv:
+                out.append(int(name))
+    return out
+
+
+async def test_client_end_to_end_local(work: Path, spawn: Callable[..., Any]) -> None:
+    log = work / "train.log"
+    p = spawn(["bash", "-c", f"{PY} train.py | tee -a {log}"], work)
+    before = set(agent_pids())
+    transport = LocalTransport()
+    await transport.connect()
+    client = await AgentClient.start(Target(transport))
+    try:
+        assert abs(client.clock_offset) < 1.0
+        assert client.hello["pid"] in agent_pids()
+        assert client.tools().tmux and client.tools().python3
+
+        async def training() -> Any:
+            for _ in range(100):
+                procs = await client.processes(p.pid)
+                py = [x for x in procs if x.is_python and x.stdout.readers]
+                if py:
+                    return py[0]
+                await asyncio.sleep(0.05)
+            raise AssertionError("no python with a tee reader")
+
+        proc = await training()
+        assert proc.block_buffered is True and proc.stdout.files == [str(log)]
+        # concurrent calls are matched by id
+        results = await asyncio.gather(*(client.call("stat", paths=[str(log)]) for _ in range(20)))
+        assert all(r[0]["exists"] for r in results)
+        st = await client.stat([str(log)])
+        assert st[str(log)]["inode"] == log.stat().st_ino
+        assert abs(st[str(log)]["mtime"] - log.stat().st_mtime) < 1.0
+        chunk = await client.read(str(log), 0, 10)
+        assert chunk["data"] == log.read_bytes()[:10]
+        m = await client.pidmap([p.pid], ct=200)
+        assert m[p.pid]["ct_pid"] == p.pid and m[p.pid]["in_container"] is False
+        with pytest.raises(AgentError, match="unknown op"):
+            await client.call("frobnicate")
+    finally:
+        await client.close()
+        await transport.close()
+    assert set(agent_pids()) - before == set()
+    with pytest.raises(AgentError):
+        await client.call("ping")
+
+
+async def test_client_missing_python_says_so() -> None:
+    transport = LocalTransport()
+    await transport.connect()
+    with pytest.raises(
+        AgentUnavailable, match="python3-gputui-missing is not installed on the host"
+    ):
+        await AgentClient.start(Target(transport), python="python3-gputui-missing")
+    await transport.close()
+
+
+async def test_client_sessions_and_capture(
+    work: Path, tmux_server: Callable[[list[str]], Any]
+) -> None:
+    r = tmux_server(["new-session", "-d", "-s", "run1", f"{PY} -u train.py"])
+    assert r.returncode == 0, r.stderr
+    transport = LocalTransport()
+    await transport.connect()
+    async with await AgentClient.start(Target(transport)) as client:
+        sessions = await client.sessions(tmux_server.socket)  # type: ignore[attr-defined]
+        assert [s.name for s in sessions] == ["run1"]
+        pane = sessions[0].panes[0]
+        assert pane.pid and not pane.dead
+        assert sessions[0].created is not None and abs(sessions[0].created - time.time()) < 60
+        lines: list[str] = []
+        for _ in range(50):
+            lines = await client.capture(tmux.pane_target("run1"), 5, tmux_server.socket)  # type: ignore[attr-defined]
+            if any("loss" in ln for ln in lines):
+                break
+            await asyncio.sleep(0.05)
+        assert any(ln.startswith("step ") for ln in lines) and len(lines) <= 5
+    await transport.close()
