@@ -1,0 +1,163 @@
+"""py-spy dump of the run's Python processes (one per rank), saved locally."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from gputui.actions.inspect import find_run
+from gputui.actions.plan import (
+    ActionError,
+    ActionPlan,
+    ActionResult,
+    Progress,
+    check_allowed,
+    say,
+    state_dir,
+)
+from gputui.remote.target import Target
+
+PY_SPY_INSTALL = "pip install py-spy"
+PTRACE_FIX = (
+    "run as root inside the container, or give it ptrace: start the container/docker with "
+    "--cap-add SYS_PTRACE, or `sysctl kernel.yama.ptrace_scope=0` on the host"
+)
+PTRACE_DENIED = re.compile(r"permission denied|operation not permitted|ptrace", re.I)
+
+# Print the first usable py-spy among the candidates ($@).
+FIND_TOOL_SCRIPT = """for c in "$@"; do
+  p=$(command -v -- "$c" 2>/dev/null) && [ -n "$p" ] && { printf '%s\\n' "$p"; exit 0; }
+done
+exit 1
+"""
+PY_SPY_CANDIDATES = ["py-spy", "/usr/local/bin/py-spy", "/root/.local/bin/py-spy"]
+
+
+async def find_tool(target: Target, candidates: list[str]) -> str | None:
+    res = await target.run(["sh", "-c", FIND_TOOL_SCRIPT, "gputui-which", *candidates])
+    return res.out.strip().splitlines()[0] if res.ok and res.out.strip() else None
+
+
+def _candidates(extra: list[str], pythons: list[str]) -> list[str]:
+    out = list(extra)
+    for argv0 in pythons:  # py-spy installed next to the training interpreter
+        if argv0.startswith("/"):
+            out.append(argv0.rsplit("/", 1)[0] + "/py-spy")
+    out += PY_SPY_CANDIDATES
+    return list(dict.fromkeys(out))
+
+
+async def plan_dump(
+    target: Target,
+    settings: Any,
+    session: str | None = None,
+    *,
+    pids: list[int] | None = None,
+    native: bool = False,
+    locals_: bool = False,
+    py_spy: str | None = None,
+    tmux: list[str] | None = None,
+) -> ActionPlan:
+    check_allowed(settings)
+    name = session or getattr(settings, "session", None)
+    if pids is None:
+        if not name:
+            raise ActionError("no tmux session given", "pass --session NAME or --pid PID")
+        info = await find_run(target, name, tmux)
+        if not info.exists:
+            raise ActionError(
+                f"no tmux session named {name!r} on {target.label}",
+                "check the session name or pass --pid PID",
+            )
+        pys = info.pythons
+        if not pys:
+            raise ActionError(
+                f"no Python process runs in session {name!r}",
+                "the run has ended or is not Python; nothing to dump",
+            )
+        pids = [p.pid for p in pys]
+        argv0s = [p.args.split(" ", 1)[0] for p in pys]
+        listing = [f"  pid {p.pid}: {p.args[:120]}" for p in pys]
+    else:
+        argv0s, listing = [], [f"  pid {p}" for p in pids]
+    extra = [py_spy] if py_spy else []
+    exe = await find_tool(target, _candidates(extra, argv0s))
+    if exe is None:
+        raise ActionError(
+            f"py-spy is not installed on {target.label}",
+            f"install it inside the container: {PY_SPY_INSTALL}",
+        )
+    flags = (["--native"] if native else []) + (["--locals"] if locals_ else [])
+    commands = [[exe, "dump", "--pid", str(int(p)), *flags] for p in pids]
+    return ActionPlan(
+        action="dump",
+        title=f"py-spy dump of {len(pids)} Python process(es)"
+        + (f" in session {name!r}" if name else "")
+        + "?",
+        target=f"{target.label}"
+        + (f" · session {name!r}" if name else "")
+        + f" · pids {' '.join(map(str, pids))}",
+        session=name,
+        ct=target.ct,
+        pids=[int(p) for p in pids],
+        commands=commands,
+        notes=["Reads the stacks with ptrace (pauses each process for a moment):", *listing],
+        params={"native": native, "locals": locals_},
+    )
+
+
+async def execute_dump(target: Target, plan: ActionPlan, progress: Progress = None) -> ActionResult:
+    parts: list[str] = []
+    errors: list[str] = []
+    denied = False
+    for argv in plan.commands:
+        pid = argv[argv.index("--pid") + 1]
+        say(progress, f"py-spy dump --pid {pid}…")
+        res = await target.run(argv, timeout=60.0)
+        text = (res.out + ("\n" + res.err if res.err.strip() else "")).strip()
+        if res.ok:
+            parts.append(f"===== pid {pid} =====\n{res.out.rstrip()}")
+        else:
+            if res.exit_status in (126, 127) and (
+                "not found" in res.err or "No such file" in res.err
+            ):
+                return ActionResult(
+                    ok=False,
+                    summary=f"py-spy is missing on {target.label}",
+                    details=[f"fix: {PY_SPY_INSTALL}"],
+                )
+            if PTRACE_DENIED.search(text):
+                denied = True
+            errors.append(
+                f"pid {pid}: {text.splitlines()[0] if text else f'exit {res.exit_status}'}"
+            )
+            parts.append(f"===== pid {pid} (failed) =====\n{text}")
+    output = "\n\n".join(parts) + "\n"
+    saved = save_dump(output, plan)
+    details = [*errors]
+    if denied:
+        details.append(f"ptrace was refused — fix: {PTRACE_FIX}")
+    ok = not errors
+    n_ok = len(plan.commands) - len(errors)
+    summary = f"py-spy: {n_ok} of {len(plan.commands)} stack dump(s); saved to {saved}"
+    if denied:
+        summary = f"py-spy could not attach (ptrace refused); {summary}"
+    return ActionResult(
+        ok=ok, summary=summary, details=details, output=output, saved_path=str(saved)
+    )
+
+
+def save_dump(text: str, plan: ActionPlan) -> Path:
+    d = state_dir() / "dumps"
+    d.mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", plan.session or "pids")[:40]
+    path = d / f"{time.strftime('%Y%m%d-%H%M%S')}-{safe}.txt"
+    n = 1
+    while path.exists():
+        path = d / f"{time.strftime('%Y%m%d-%H%M%S')}-{safe}-{n}.txt"
+        n += 1
+    header = f"# gputui py-spy dump · {plan.target} · {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+    path.write_text(header + text, encoding="utf-8")
+    return path

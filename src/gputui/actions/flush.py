@@ -1,0 +1,133 @@
+"""Flush live: make a block-buffered Python process write out its stdout
+buffer and switch to line buffering, without restarting it (gdb calling into
+the interpreter; pauses the process for about a second)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gputui.actions.dump import PTRACE_DENIED, PTRACE_FIX, find_tool
+from gputui.actions.inspect import file_size, find_run
+from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
+from gputui.remote.target import Target
+
+FLUSH_CODE = "import sys;sys.stdout.flush();sys.stdout.reconfigure(line_buffering=True)"
+GDB_INSTALL = "apt-get install gdb"
+
+
+def gdb_argv(gdb: str, pid: int) -> list[str]:
+    return [
+        gdb,
+        "-p",
+        str(int(pid)),
+        "-batch",
+        "-nx",
+        "-ex",
+        "call (int)PyGILState_Ensure()",
+        "-ex",
+        f'call (int)PyRun_SimpleString("{FLUSH_CODE}")',
+        "-ex",
+        "call (void)PyGILState_Release($1)",
+    ]
+
+
+async def plan_flush(
+    target: Target,
+    settings: Any,
+    session: str | None = None,
+    *,
+    pids: list[int] | None = None,
+    log: str | None = None,
+    gdb: str | None = None,
+    tmux: list[str] | None = None,
+) -> ActionPlan:
+    check_allowed(settings)
+    name = session or getattr(settings, "session", None)
+    logs: list[str] = [log] if log else []
+    if pids is None:
+        if not name:
+            raise ActionError("no tmux session given", "pass --session NAME or --pid PID")
+        info = await find_run(target, name, tmux)
+        if not info.pythons:
+            raise ActionError(
+                f"no Python process runs in session {name!r}",
+                "the run has ended or is not Python; nothing to flush",
+            )
+        pids = [p.pid for p in info.pythons]
+        logs = logs or info.log_files()
+    if not logs and getattr(settings, "log", None):
+        logs = [settings.log]
+    exe = await find_tool(target, [gdb] if gdb else ["gdb"])
+    if exe is None:
+        raise ActionError(
+            f"gdb is not installed on {target.label}",
+            f"install it inside the container: {GDB_INSTALL}",
+        )
+    return ActionPlan(
+        action="flush",
+        title=f"Flush stdout of {len(pids)} Python process(es) live"
+        + (f" in session {name!r}" if name else "")
+        + "?",
+        target=f"{target.label}"
+        + (f" · session {name!r}" if name else "")
+        + f" · pids {' '.join(map(str, pids))}",
+        session=name,
+        ct=target.ct,
+        pids=[int(p) for p in pids],
+        commands=[gdb_argv(exe, p) for p in pids],
+        notes=[
+            "gdb attaches and runs sys.stdout.flush() + line buffering inside each process; "
+            "each process pauses briefly (about a second).",
+            *(f"log: {lg}" for lg in logs),
+        ],
+        params={"logs": logs},
+    )
+
+
+_CALL_RESULT = re.compile(r"^\$2 = (-?\d+)", re.M)
+
+
+async def execute_flush(
+    target: Target, plan: ActionPlan, progress: Progress = None
+) -> ActionResult:
+    logs: list[str] = plan.params.get("logs", [])
+    before = {lg: await file_size(target, lg) for lg in logs}
+    details: list[str] = []
+    failed = 0
+    denied = False
+    for argv in plan.commands:
+        pid = argv[argv.index("-p") + 1]
+        say(progress, f"gdb flush pid {pid}…")
+        res = await target.run(argv, timeout=60.0)
+        text = res.out + res.err
+        m = _CALL_RESULT.search(text)
+        if res.ok and m and m.group(1) == "0":
+            details.append(f"pid {pid}: flushed, now line-buffered")
+            continue
+        failed += 1
+        if PTRACE_DENIED.search(text) and "No such process" not in text:
+            denied = True
+        why = next((ln for ln in text.splitlines() if "ptrace" in ln.lower() or "rror" in ln), "")
+        if m and m.group(1) != "0":
+            why = "PyRun_SimpleString raised inside the process"
+        elif "No symbol" in text:
+            why = "no Python symbols found (is this a Python process?)"
+        details.append(f"pid {pid}: failed — {why or f'gdb exit {res.exit_status}'}")
+    import asyncio
+
+    await asyncio.sleep(0.3)  # tee needs a moment to copy what was flushed
+    after = {lg: await file_size(target, lg) for lg in logs}
+    grown = {lg: (after[lg] or 0) - (before[lg] or 0) for lg in logs}
+    for lg, n in grown.items():
+        details.append(f"{lg}: {before[lg]} -> {after[lg]} bytes (+{n})")
+    if denied:
+        details.append(f"ptrace was refused — fix: {PTRACE_FIX}")
+    total = sum(grown.values())
+    ok = failed == 0
+    summary = f"flushed {len(plan.commands) - failed} of {len(plan.commands)} process(es)" + (
+        f"; {total} bytes appeared in the log" if logs else "; no log file known to measure"
+    )
+    return ActionResult(
+        ok=ok, summary=summary, details=details, data={"bytes": total, "grown": grown}
+    )

@@ -1,0 +1,271 @@
+"""Read-only looks at a run inside the target, for planning actions:
+the tmux pane, the process tree under it, where its output goes.
+
+Only fixed argv lists and fixed scripts with positional values run here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from gputui.actions.runspec import session_target
+from gputui.remote.target import Target
+
+SEP = "\x1f"
+PANE_FORMAT = SEP.join(
+    [
+        "#{session_name}",
+        "#{window_index}",
+        "#{pane_index}",
+        "#{pane_pid}",
+        "#{pane_dead}",
+        "#{pane_dead_status}",
+        "#{pane_current_path}",
+        "#{pane_start_command}",
+    ]
+)
+_PYTHON_NAME = re.compile(r"^python[0-9.]*$")
+LOG_READERS = {"tee", "cat", "logger", "ts", "pv"}
+
+# Lines "pid<TAB>what<TAB>link" (what: cwd, or an fd number) for each pid given.
+LINKS_SCRIPT = """for p in "$@"; do
+  printf '%s\\tcwd\\t%s\\n' "$p" "$(readlink "/proc/$p/cwd" 2>/dev/null)"
+  for f in /proc/"$p"/fd/*; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    printf '%s\\t%s\\t%s\\n' "$p" "${f##*/}" "$(readlink "$f" 2>/dev/null)"
+  done
+done
+"""
+
+
+@dataclass
+class PaneInfo:
+    session: str
+    window_index: int
+    pane_index: int
+    pid: int | None
+    dead: bool
+    dead_status: int | None
+    current_path: str
+    start_command: str
+
+
+@dataclass
+class PsRow:
+    pid: int
+    ppid: int
+    pgid: int
+    stat: str
+    args: str
+
+    @property
+    def argv0(self) -> str:
+        return os.path.basename(self.args.split(" ", 1)[0]) if self.args else ""
+
+    @property
+    def is_python(self) -> bool:
+        return bool(_PYTHON_NAME.match(self.argv0))
+
+    @property
+    def zombie(self) -> bool:
+        return self.stat.startswith("Z")
+
+
+@dataclass
+class RunInfo:
+    """What runs in one tmux session right now."""
+
+    session: str
+    pane: PaneInfo | None
+    procs: list[PsRow] = field(default_factory=list)  # pane pid and its descendants
+    fds: dict[int, dict[int, str]] = field(default_factory=dict)  # pid -> fd -> link
+    cwds: dict[int, str] = field(default_factory=dict)
+
+    def fd1(self, pid: int) -> str:
+        return self.fds.get(pid, {}).get(1, "")
+
+    @property
+    def exists(self) -> bool:
+        return self.pane is not None
+
+    @property
+    def alive(self) -> bool:
+        return self.pane is not None and not self.pane.dead
+
+    @property
+    def pythons(self) -> list[PsRow]:
+        return [p for p in self.procs if p.is_python and not p.zombie]
+
+    @property
+    def main_python(self) -> PsRow | None:
+        """The topmost Python process (its parent is not Python)."""
+        pys = self.pythons
+        ids = {p.pid for p in pys}
+        for p in pys:
+            if p.ppid not in ids:
+                return p
+        return pys[0] if pys else None
+
+    @property
+    def run_pgids(self) -> list[int]:
+        """Process groups holding the run's Python processes, or the pane's
+        process group when there is no Python process."""
+        pgs = sorted({p.pgid for p in self.pythons})
+        if not pgs and self.pane and self.pane.pid and not self.pane.dead:
+            pane_row = next((p for p in self.procs if p.pid == self.pane.pid), None)
+            if pane_row and len(self.procs) > 1:
+                pgs = sorted({p.pgid for p in self.procs if p.pid != self.pane.pid}) or [
+                    pane_row.pgid
+                ]
+            elif pane_row:
+                pgs = [pane_row.pgid]
+        return pgs
+
+    @property
+    def group_procs(self) -> list[PsRow]:
+        pgs = set(self.run_pgids)
+        return [p for p in self.procs if p.pgid in pgs and not p.zombie]
+
+    @property
+    def interrupt_pids(self) -> list[int]:
+        """Who gets SIGINT: the run's processes except log readers (tee),
+        so a plain `| tee` keeps writing what Python flushes on the way out."""
+        return [p.pid for p in self.group_procs if p.argv0 not in LOG_READERS]
+
+    def log_files(self) -> list[str]:
+        """Files the run's output ends in: tee's arguments, or fd 1 files."""
+        out: list[str] = []
+        for p in self.procs:
+            if p.argv0 == "tee" and not p.zombie:
+                out += [
+                    link
+                    for fd, link in sorted(self.fds.get(p.pid, {}).items())
+                    if fd > 2 and _is_file(link)
+                ]
+        if not out:
+            for p in self.pythons:
+                if _is_file(self.fd1(p.pid)):
+                    out.append(self.fd1(p.pid))
+        seen: list[str] = []
+        for f in out:
+            if f not in seen:
+                seen.append(f)
+        return seen
+
+
+def _is_file(link: str) -> bool:
+    return (
+        link.startswith("/")
+        and not link.startswith(("/dev/", "/proc/"))
+        and " (deleted)" not in link
+    )
+
+
+def parse_panes(text: str) -> list[PaneInfo]:
+    panes = []
+    for line in text.splitlines():
+        parts = line.split(SEP)
+        if len(parts) < 8:
+            continue
+        name, win, pane, pid, dead, status, path = parts[:7]
+        start = SEP.join(parts[7:])
+        panes.append(
+            PaneInfo(
+                session=name,
+                window_index=int(win) if win.isdigit() else 0,
+                pane_index=int(pane) if pane.isdigit() else 0,
+                pid=int(pid) if pid.isdigit() else None,
+                dead=dead == "1",
+                dead_status=int(status) if status.lstrip("-").isdigit() else None,
+                current_path=path,
+                start_command=start,
+            )
+        )
+    return panes
+
+
+def parse_ps(text: str) -> list[PsRow]:
+    rows = []
+    for line in text.splitlines():
+        parts = line.split(None, 4)
+        if len(parts) < 4 or not all(x.isdigit() for x in parts[:3]):
+            continue
+        rows.append(
+            PsRow(
+                int(parts[0]),
+                int(parts[1]),
+                int(parts[2]),
+                parts[3],
+                parts[4] if len(parts) > 4 else "",
+            )
+        )
+    return rows
+
+
+def descendants(rows: list[PsRow], root: int) -> list[PsRow]:
+    kids: dict[int, list[PsRow]] = {}
+    for r in rows:
+        kids.setdefault(r.ppid, []).append(r)
+    out = [r for r in rows if r.pid == root]
+    stack = [root]
+    while stack:
+        for r in kids.get(stack.pop(), []):
+            out.append(r)
+            stack.append(r.pid)
+    return out
+
+
+PS_ARGV = ["ps", "-eo", "pid=,ppid=,pgid=,stat=,args="]
+
+
+async def list_procs(target: Target) -> list[PsRow]:
+    res = await target.run(PS_ARGV, timeout=10.0)
+    return parse_ps(res.out) if res.ok else []
+
+
+def list_panes_argv(session: str, tmux: list[str] | None = None) -> list[str]:
+    return [
+        *(tmux or ["tmux"]),
+        "list-panes",
+        "-s",
+        "-t",
+        session_target(session),
+        "-F",
+        PANE_FORMAT,
+    ]
+
+
+async def find_run(target: Target, session: str, tmux: list[str] | None = None) -> RunInfo:
+    """The session's first pane and the processes under it (read-only)."""
+    res = await target.run(list_panes_argv(session, tmux), timeout=10.0)
+    panes = parse_panes(res.out) if res.ok else []
+    info = RunInfo(session=session, pane=panes[0] if panes else None)
+    if info.pane is None or info.pane.pid is None:
+        return info
+    rows = await list_procs(target)
+    info.procs = descendants(rows, info.pane.pid)
+    if info.procs:
+        pids = [str(p.pid) for p in info.procs]
+        links = await target.run(["sh", "-c", LINKS_SCRIPT, "sh", *pids], timeout=10.0)
+        for line in links.out.splitlines():
+            parts = line.split("\t", 2)
+            if len(parts) == 3 and parts[0].isdigit():
+                pid = int(parts[0])
+                if parts[1] == "cwd":
+                    info.cwds[pid] = parts[2]
+                elif parts[1].isdigit():
+                    info.fds.setdefault(pid, {})[int(parts[1])] = parts[2]
+    return info
+
+
+async def file_size(target: Target, path: str) -> int | None:
+    res = await target.run(["stat", "-c", "%s", "--", path], timeout=10.0)
+    out = res.out.strip()
+    return int(out) if res.ok and out.isdigit() else None
+
+
+async def session_exists(target: Target, session: str, tmux: list[str] | None = None) -> bool:
+    res = await target.run([*(tmux or ["tmux"]), "has-session", "-t", session_target(session)])
+    return res.ok

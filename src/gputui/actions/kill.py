@@ -1,0 +1,269 @@
+"""Stop a run: SIGINT (Python flushes, DDP workers go too), then SIGTERM,
+then SIGKILL, each after a timeout; report which signal ended it and
+whether its GPU memory was freed.
+
+The escalation runs inside the target as ONE fixed sh script (values only
+as positional arguments), printing a line per step so progress streams back
+over a single channel instead of one `pct exec` per poll.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gputui.actions.inspect import RunInfo, find_run
+from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
+from gputui.model import GpuProcess
+from gputui.remote.target import Target
+
+GpuProcessReader = Callable[[], Awaitable[list[GpuProcess]]]
+
+INT_WAIT_S = 10.0
+TERM_WAIT_S = 5.0
+FORCE_TERM_WAIT_S = 1.0
+KILL_WAIT_S = 5.0
+
+# $1 SIGINT wait (ds; 0 = skip SIGINT), $2 SIGTERM wait (ds), $3 SIGKILL wait (ds),
+# then process group ids, "--", then the pids that get SIGINT.
+KILL_SCRIPT = """t_int=$1; t_term=$2; t_kill=$3; shift 3
+pgs=""
+while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do pgs="$pgs $1"; shift; done
+[ "$#" -gt 0 ] && shift
+ints="$*"
+alive() {
+  ps -eo pgid=,stat= | awk -v pgs="$pgs" 'BEGIN { n = split(pgs, a, " "); for (i = 1; i <= n; i++) g[a[i]] = 1 }
+    ($1 in g) && $2 !~ /^Z/ { f = 1 } END { exit !f }'
+}
+waitgone() {
+  n=0
+  while alive; do
+    [ "$n" -ge "$1" ] && return 1
+    sleep 0.1; n=$((n + 1))
+  done
+  return 0
+}
+if ! alive; then echo "gone none"; exit 0; fi
+if [ "$t_int" -gt 0 ] && [ -n "$ints" ]; then
+  echo "sent SIGINT"; kill -s INT $ints 2>/dev/null
+  if waitgone "$t_int"; then echo "gone SIGINT"; exit 0; fi
+fi
+echo "sent SIGTERM"; for g in $pgs; do kill -s TERM -- "-$g" 2>/dev/null; done
+if waitgone "$t_term"; then echo "gone SIGTERM"; exit 0; fi
+echo "sent SIGKILL"; for g in $pgs; do kill -s KILL -- "-$g" 2>/dev/null; done
+if waitgone "$t_kill"; then echo "gone SIGKILL"; exit 0; fi
+echo "still alive"
+ps -eo pid=,pgid=,stat=,args= | awk -v pgs="$pgs" 'BEGIN { n = split(pgs, a, " "); for (i = 1; i <= n; i++) g[a[i]] = 1 }
+  ($2 in g) { print "left " $0 }'
+exit 1
+"""
+
+
+def _ds(seconds: float) -> str:
+    return str(max(0, round(seconds * 10)))
+
+
+def kill_argv(
+    pgids: list[int],
+    int_pids: list[int],
+    *,
+    int_wait: float,
+    term_wait: float,
+    kill_wait: float = KILL_WAIT_S,
+) -> list[str]:
+    return [
+        "sh",
+        "-c",
+        KILL_SCRIPT,
+        "gputui-kill",
+        _ds(int_wait),
+        _ds(term_wait),
+        _ds(kill_wait),
+        *[str(int(g)) for g in pgids],
+        "--",
+        *[str(int(p)) for p in int_pids],
+    ]
+
+
+def describe_procs(info: RunInfo) -> list[str]:
+    return [f"  pid {p.pid} (pgid {p.pgid}): {p.args[:120]}" for p in info.group_procs]
+
+
+def plan_kill_from(
+    target: Target, info: RunInfo, *, force: bool = False, action: str | None = None
+) -> ActionPlan:
+    pgids = info.run_pgids
+    if not info.exists:
+        raise ActionError(
+            f"no tmux session named {info.session!r} on {target.label}",
+            "check the session name (`tmux ls` inside the container) or pass --session",
+        )
+    if not pgids:
+        raise ActionError(
+            f"nothing is running in session {info.session!r} (the pane is dead or empty)",
+            "there is no run to stop; use relaunch or launch to start one",
+        )
+    int_wait = 0.0 if force else INT_WAIT_S
+    term_wait = FORCE_TERM_WAIT_S if force else TERM_WAIT_S
+    argv = kill_argv(pgids, info.interrupt_pids, int_wait=int_wait, term_wait=term_wait)
+    steps = (
+        f"SIGTERM to process group(s) {', '.join(map(str, pgids))}, SIGKILL after {term_wait:g} s"
+        if force
+        else f"SIGINT to pids {' '.join(map(str, info.interrupt_pids))} (Python flushes), "
+        f"SIGTERM to process group(s) {', '.join(map(str, pgids))} after {int_wait:g} s, "
+        f"SIGKILL after {term_wait:g} s more"
+    )
+    pids = [p.pid for p in info.group_procs]
+    return ActionPlan(
+        action=action or "kill",
+        title=f"{'Force-kill' if force else 'Stop'} the run in session {info.session!r}"
+        + (f" (CT {target.ct})" if target.ct is not None else "")
+        + "?",
+        target=f"{target.label} · session {info.session!r} · pgid {', '.join(map(str, pgids))}",
+        session=info.session,
+        ct=target.ct,
+        pids=pids,
+        commands=[argv],
+        notes=[steps, "Processes:", *describe_procs(info)],
+        params={
+            "force": force,
+            "pgids": pgids,
+            "int_wait": int_wait,
+            "term_wait": term_wait,
+            "leader": info.main_python.pid if info.main_python else pids[0],
+            "leader_args": (info.main_python.args if info.main_python else ""),
+        },
+    )
+
+
+async def plan_kill(
+    target: Target,
+    settings: Any,
+    session: str | None = None,
+    *,
+    force: bool = False,
+    tmux: list[str] | None = None,
+) -> ActionPlan:
+    check_allowed(settings)
+    name = session or getattr(settings, "session", None)
+    if not name:
+        raise ActionError(
+            "no tmux session given", "pass --session NAME or set session in the config"
+        )
+    info = await find_run(target, name, tmux)
+    return plan_kill_from(target, info, force=force)
+
+
+async def run_kill(
+    target: Target, plan: ActionPlan, progress: Progress = None
+) -> tuple[str | None, list[str], float]:
+    """Run the escalation; (which signal ended it or None, log lines, seconds)."""
+    argv = plan.commands[0]
+    budget = plan.params["int_wait"] + plan.params["term_wait"] + KILL_WAIT_S + 30.0
+    t0 = time.monotonic()
+    lines: list[str] = []
+    ended: str | None = None
+    proc = await target.open(argv)
+    try:
+        while True:
+            raw = await _readline(proc, t0 + budget)
+            if not raw:
+                break
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            lines.append(line)
+            if line.startswith("sent "):
+                say(progress, f"{line[5:]} sent ({time.monotonic() - t0:.1f} s)")
+            elif line.startswith("gone "):
+                sig = line[5:]
+                ended = "already gone" if sig == "none" else sig
+        await proc.wait()
+    finally:
+        await proc.close()
+    return ended, lines, time.monotonic() - t0
+
+
+async def _readline(proc: Any, deadline: float) -> bytes:
+    import asyncio
+
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return b""
+    try:
+        return await asyncio.wait_for(proc.readline(), remaining)
+    except asyncio.TimeoutError:
+        return b""
+
+
+async def check_unchanged(target: Target, plan: ActionPlan) -> None:
+    """Refuse when the process the person confirmed is no longer there
+    (ended, or the pid now belongs to something else)."""
+    from gputui.actions.inspect import list_procs
+
+    leader = plan.params.get("leader")
+    want = plan.params.get("leader_args", "")
+    if leader is None:
+        return
+    rows = {r.pid: r for r in await list_procs(target)}
+    row = rows.get(int(leader))
+    if row is None or row.zombie:
+        return  # gone already: the script will report "gone none"
+    if want and row.args != want:
+        raise ActionError(
+            f"pid {leader} is now {row.args[:80]!r}, not the confirmed run",
+            "the run changed since the confirmation; plan the action again",
+        )
+
+
+async def gpu_after(
+    reader: GpuProcessReader | None, pids: list[int]
+) -> tuple[bool | None, list[str]]:
+    """(freed?, lines) — freed is None without a GPU reader."""
+    if reader is None:
+        return None, []
+    try:
+        procs = await reader()
+    except Exception as err:  # a GPU reading problem must not hide the kill result
+        return None, [f"GPU check failed: {err}"]
+    mine = set(pids)
+    holding = [p for p in procs if (p.ct_pid in mine) or (p.ct_pid is None and p.host_pid in mine)]
+    lines = [
+        f"still on GPU {p.gpu_uuid[:12]}: pid {p.ct_pid or p.host_pid} {p.name} "
+        f"{'' if p.used_mib is None else f'{p.used_mib:.0f} MiB'}".rstrip()
+        for p in procs
+    ]
+    return (not holding), lines
+
+
+async def execute_kill(
+    target: Target,
+    plan: ActionPlan,
+    progress: Progress = None,
+    gpu_processes: GpuProcessReader | None = None,
+) -> ActionResult:
+    await check_unchanged(target, plan)
+    ended, lines, secs = await run_kill(target, plan, progress)
+    freed, gpu_lines = await gpu_after(gpu_processes, plan.pids)
+    details = [f"{secs:.1f} s", *[ln for ln in lines if ln.startswith("left ")], *gpu_lines]
+    if ended is None:
+        summary = f"run in {plan.session!r} still alive after SIGKILL ({secs:.1f} s)"
+        ok = False
+    elif ended == "already gone":
+        summary = f"run in {plan.session!r} had already ended"
+        ok = True
+    else:
+        summary = f"run in {plan.session!r} ended by {ended} after {secs:.1f} s"
+        ok = True
+    if freed is True:
+        summary += "; GPU memory freed"
+    elif freed is False:
+        summary += "; GPU memory still held"
+        ok = False
+    return ActionResult(
+        ok=ok,
+        summary=summary,
+        details=details,
+        ended_by=ended,
+        elapsed_s=secs,
+        data={"freed": freed},
+    )

@@ -1,0 +1,141 @@
+"""What every action shares: the plan shown in the confirm box, the result,
+the audit log, and the read-only switch.
+
+Every action is two steps so a person can confirm in between:
+`plan_*()` inspects (read-only) and returns an `ActionPlan` naming the exact
+target and the exact argv lists; `execute()` runs it and returns an
+`ActionResult`. Nothing acts on a process at plan time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gputui.errors import GputuiError
+
+Progress = Callable[[str], None] | None
+
+
+class ActionsDisabled(GputuiError):
+    """gputui runs with --read-only."""
+
+
+class ActionError(GputuiError):
+    """An action cannot be planned or carried out as asked."""
+
+
+@dataclass
+class ActionPlan:
+    """One confirmed-before-run action.
+
+    `commands` are the argv lists that will run inside the container (or on
+    the host when there is no CT); `display` renders them for a person.
+    `session`, `ct` and `pids` are fixed when the plan is made; `params`
+    carries the values `execute` needs (log path, timeouts, ...).
+    """
+
+    action: str  # "relaunch" | "kill" | "dump" | "flush" | "launch" | "attach"
+    title: str  # one line: "Kill run in session 'train' (CT 200)?"
+    target: str  # e.g. "root@10.1.2.6 ct 200 · session 'train' · pgid 4242"
+    session: str | None = None
+    ct: int | None = None
+    pids: list[int] = field(default_factory=list)
+    commands: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the confirm box says besides argv
+    params: dict[str, Any] = field(default_factory=dict)
+    created: float = field(default_factory=time.time)
+
+    @property
+    def display(self) -> str:
+        """Human-readable text for the confirm box: notes, then each command."""
+        lines = list(self.notes)
+        for argv in self.commands:
+            lines.append("$ " + render_argv(argv))
+        return "\n".join(lines)
+
+
+@dataclass
+class ActionResult:
+    ok: bool
+    summary: str  # one line
+    details: list[str] = field(default_factory=list)
+    output: str = ""  # e.g. py-spy stacks
+    saved_path: str | None = None
+    ended_by: str | None = None  # kill: "SIGINT" | "SIGTERM" | "SIGKILL" | "already gone"
+    elapsed_s: float | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def render_argv(argv: list[str]) -> str:
+    """An argv as a person would type it (quoted once, shell syntax). Long
+    fixed scripts (bash -c / sh -c bodies) are shown on their own lines."""
+    if len(argv) >= 3 and argv[0] in ("bash", "sh") and argv[1] == "-c" and "\n" in argv[2]:
+        body = argv[2].strip("\n")
+        return f"{argv[0]} -c '<script below>' {shlex.join(argv[3:])}\n    " + body.replace(
+            "\n", "\n    "
+        )
+    return shlex.join(argv)
+
+
+def check_allowed(settings: Any) -> None:
+    """Raise ActionsDisabled when gputui runs read-only."""
+    if getattr(settings, "read_only", False):
+        raise ActionsDisabled(
+            "actions are disabled: gputui runs with --read-only",
+            "restart without --read-only (or set read_only = false in the config) to act on runs",
+        )
+
+
+# ------------------------------------------------------------------ state dir
+
+
+def state_dir() -> Path:
+    """$XDG_STATE_HOME/gputui, else ~/.local/state/gputui."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(base) / "gputui"
+
+
+def audit_path() -> Path:
+    return state_dir() / "audit.log"
+
+
+def audit(target: str, plan: ActionPlan, result: ActionResult, path: Path | None = None) -> Path:
+    """Append one JSON line for an executed action; returns the file written."""
+    p = path or audit_path()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    entry = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "epoch": round(time.time(), 3),
+        "target": target,
+        "action": plan.action,
+        "plan_target": plan.target,
+        "session": plan.session,
+        "ct": plan.ct,
+        "pids": plan.pids,
+        "commands": plan.commands,
+        "ok": result.ok,
+        "outcome": result.summary,
+        "ended_by": result.ended_by,
+        "saved_path": result.saved_path,
+    }
+    with open(p, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    return p
+
+
+def plan_to_dict(plan: ActionPlan) -> dict[str, Any]:
+    return asdict(plan)
+
+
+def say(progress: Progress, text: str) -> None:
+    if progress is not None:
+        progress(text)

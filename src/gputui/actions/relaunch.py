@@ -1,0 +1,339 @@
+"""Relaunch with flushing, and launch from [run].
+
+relaunch: stop the old run (kill flow), move the old log aside with a
+timestamp (never truncate or overwrite it), start a new tmux session with the
+same name, cwd and command through the fixed WRAPPER (PYTHONUNBUFFERED=1,
+python -u, tee -a -i under pipefail, exit code recorded, remain-on-exit set in
+the same tmux call), then verify: session alive, log growing, GPU memory rising.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gputui.actions.inspect import RunInfo, file_size, find_run, list_panes_argv
+from gputui.actions.kill import GpuProcessReader, gpu_after, plan_kill_from, run_kill
+from gputui.actions.plan import (
+    ActionError,
+    ActionPlan,
+    ActionResult,
+    Progress,
+    check_allowed,
+    say,
+)
+from gputui.actions.runspec import (
+    RunSpec,
+    abs_log,
+    check_env,
+    check_session_name,
+    new_session_argv,
+    session_target,
+    spec_from_start_command,
+)
+from gputui.remote.target import Target
+
+GpuMemoryReader = Callable[[], Awaitable[float | None]]  # total used MiB, None = unknown
+
+VERIFY_S = 3.0
+
+# $1 = log. Moves it to log.YYYYmmdd-HHMMSS (or .N when taken); never overwrites.
+MOVE_SCRIPT = """log=$1
+[ -e "$log" ] || { echo "none"; exit 0; }
+ts=$(date +%Y%m%d-%H%M%S)
+dest="$log.$ts"; n=1
+while [ -e "$dest" ]; do dest="$log.$ts.$n"; n=$((n + 1)); done
+mv -n -- "$log" "$dest" || exit 1
+[ -e "$dest" ] && [ ! -e "$log" ] || { echo "not moved" >&2; exit 1; }
+printf 'moved %s\\n' "$dest"
+"""
+
+
+def move_log_argv(log: str) -> list[str]:
+    return ["sh", "-c", MOVE_SCRIPT, "gputui-move-log", log]
+
+
+def _run_cfg(settings: Any) -> Any:
+    return getattr(settings, "run", None)
+
+
+def spec_from_settings(settings: Any, session: str | None) -> RunSpec | None:
+    run = _run_cfg(settings)
+    command = getattr(run, "command", None) if run is not None else None
+    if not command:
+        return None
+    name = session or getattr(run, "session", None) or getattr(settings, "session", None)
+    if not name:
+        raise ActionError("[run] has a command but no session name", "set session in [run]")
+    cwd = getattr(run, "cwd", None) or "/root"
+    log = getattr(run, "log", None) or getattr(settings, "log", None)
+    if not log:
+        raise ActionError("[run] has a command but no log file", "set log in [run]")
+    env = dict(getattr(run, "env", None) or {})
+    return RunSpec(name, cwd, command, abs_log(log, cwd), env, "config [run]")
+
+
+def spec_from_run(info: RunInfo, settings: Any) -> RunSpec:
+    """Recover how the run was started: pane start command, else the process
+    command line; log from the command, the settings, or where output goes."""
+    from shlex import join
+
+    pane = info.pane
+    assert pane is not None
+    main = info.main_python
+    cwd = pane.current_path or (info.cwds.get(main.pid, "") if main else "") or "/root"
+    command, log, env, source = ("", None, {}, "")
+    if pane.start_command:
+        command, log, env, source = spec_from_start_command(pane.start_command, info.session, cwd)
+    if not command and main is not None:
+        command, source = main.args, "process command line"
+        cwd = info.cwds.get(main.pid, cwd)
+    if not command:
+        raise ActionError(
+            f"cannot tell how the run in session {info.session!r} was started",
+            "put command, cwd and log in the config's [run] section",
+        )
+    found = info.log_files()
+    log = log or getattr(settings, "log", None) or (found[0] if found else None)
+    if not log:
+        log = f"{cwd.rstrip('/')}/gputui-{info.session.replace('/', '_')}.log"
+    _ = join  # keep import local and explicit
+    return RunSpec(info.session, cwd, command, abs_log(log, cwd), env, source)
+
+
+async def plan_relaunch(
+    target: Target,
+    settings: Any,
+    session: str | None = None,
+    *,
+    tmux: list[str] | None = None,
+) -> ActionPlan:
+    check_allowed(settings)
+    name = (
+        session
+        or getattr(settings, "session", None)
+        or getattr(_run_cfg(settings), "session", None)
+    )
+    if not name:
+        raise ActionError(
+            "no tmux session given", "pass --session NAME or set session in the config"
+        )
+    info = await find_run(target, name, tmux)
+    spec = spec_from_settings(settings, name)
+    if spec is None:
+        if not info.exists:
+            raise ActionError(
+                f"no tmux session named {name!r} and no [run] command in the config",
+                "add command, cwd and log to the config's [run] section, then launch",
+            )
+        spec = spec_from_run(info, settings)
+    return _plan_start(target, spec, info, "relaunch", tmux)
+
+
+async def plan_launch(
+    target: Target,
+    settings: Any,
+    session: str | None = None,
+    *,
+    tmux: list[str] | None = None,
+) -> ActionPlan:
+    check_allowed(settings)
+    spec = spec_from_settings(settings, session)
+    if spec is None:
+        raise ActionError(
+            "nothing to launch: the config has no [run] command",
+            "add command, cwd, session and log to the config's [run] section",
+        )
+    info = await find_run(target, spec.session, tmux)
+    if info.alive:
+        raise ActionError(
+            f"session {spec.session!r} is already running",
+            "use relaunch (r) to restart it, or kill (k) it first",
+        )
+    return _plan_start(target, spec, info, "launch", tmux)
+
+
+def _plan_start(
+    target: Target, spec: RunSpec, info: RunInfo, action: str, tmux: list[str] | None
+) -> ActionPlan:
+    check_session_name(spec.session)
+    check_env(spec.env)
+    commands: list[list[str]] = []
+    notes: list[str] = []
+    params: dict[str, Any] = {"spec": spec.__dict__.copy(), "verify_s": VERIFY_S}
+    kill_plan = None
+    if info.exists and info.run_pgids:
+        kill_plan = plan_kill_from(target, info)
+        commands += kill_plan.commands
+        notes.append("1. stop the old run: " + kill_plan.notes[0])
+        params["kill"] = kill_plan.params
+    pids = kill_plan.pids if kill_plan else []
+    kill_session = [*(tmux or ["tmux"]), "kill-session", "-t", session_target(spec.session)]
+    if info.exists:
+        commands.append(kill_session)
+        notes.append(f"2. remove the old tmux session {spec.session!r}")
+    commands.append(move_log_argv(spec.log))
+    notes.append(f"3. move {spec.log} aside to {spec.log}.<YYYYmmdd-HHMMSS> (nothing is deleted)")
+    start = new_session_argv(spec, tmux)
+    commands.append(start)
+    notes.append(
+        f"4. start session {spec.session!r} in {spec.cwd}: {spec.effective_command}"
+        f"  (PYTHONUNBUFFERED=1, output | tee -a -i {spec.log}, exit code recorded, "
+        "remain-on-exit on)"
+    )
+    if spec.env:
+        notes.append("   env: " + " ".join(f"{k}={v}" for k, v in spec.env.items()))
+    notes.append(f"   how the command was found: {spec.source}")
+    params["kill_session"] = kill_session
+    params["list_panes"] = list_panes_argv(spec.session, tmux)
+    params["tmux"] = list(tmux or ["tmux"])
+    verb = "Relaunch" if action == "relaunch" else "Launch"
+    return ActionPlan(
+        action=action,
+        title=f"{verb} session {spec.session!r}"
+        + (f" in CT {target.ct}" if target.ct is not None else "")
+        + "?",
+        target=f"{target.label} · session {spec.session!r}"
+        + (f" · pids {' '.join(map(str, pids))}" if pids else ""),
+        session=spec.session,
+        ct=target.ct,
+        pids=pids,
+        commands=commands,
+        notes=notes,
+        params=params,
+    )
+
+
+async def execute_start(
+    target: Target,
+    plan: ActionPlan,
+    progress: Progress = None,
+    gpu_memory: GpuMemoryReader | None = None,
+    gpu_processes: GpuProcessReader | None = None,
+) -> ActionResult:
+    spec = RunSpec(**plan.params["spec"])
+    details: list[str] = []
+    t0 = time.monotonic()
+    mem0 = await _mem(gpu_memory)
+    # 1. stop
+    if "kill" in plan.params:
+        from gputui.actions.kill import check_unchanged
+
+        kill_plan = ActionPlan(
+            action="kill",
+            title="",
+            target=plan.target,
+            session=plan.session,
+            ct=plan.ct,
+            pids=plan.pids,
+            commands=[plan.commands[0]],
+            params=plan.params["kill"],
+        )
+        await check_unchanged(target, kill_plan)
+        say(progress, "stopping the old run…")
+        ended, lines, secs = await run_kill(target, kill_plan, progress)
+        if ended is None:
+            return ActionResult(
+                ok=False,
+                summary=f"old run in {spec.session!r} survived SIGKILL; nothing relaunched",
+                details=[ln for ln in lines if ln.startswith("left ")],
+                elapsed_s=time.monotonic() - t0,
+            )
+        details.append(f"old run ended by {ended} after {secs:.1f} s")
+        _freed, gpu_lines = await gpu_after(gpu_processes, plan.pids)
+        details += gpu_lines
+        mem0 = await _mem(gpu_memory)
+    # 2. old session
+    res = await target.run(plan.params["kill_session"])
+    if res.ok:
+        details.append(f"removed old tmux session {spec.session!r}")
+    # 3. move the log aside
+    res = await target.run(move_log_argv(spec.log))
+    moved = None
+    if not res.ok:
+        return ActionResult(
+            ok=False,
+            summary=f"could not move {spec.log} aside: {res.err.strip()}",
+            details=details,
+            elapsed_s=time.monotonic() - t0,
+        )
+    if res.out.startswith("moved "):
+        moved = res.out.strip()[6:]
+        details.append(f"old log moved to {moved}")
+    else:
+        details.append(f"no old log at {spec.log}")
+    # 4. start
+    say(progress, f"starting session {spec.session!r}…")
+    start = plan.commands[-1]
+    res = await target.run(start)
+    if not res.ok:
+        return ActionResult(
+            ok=False,
+            summary=f"tmux could not start session {spec.session!r}: {(res.err or res.out).strip()}",
+            details=details,
+            elapsed_s=time.monotonic() - t0,
+            data={"moved_log": moved},
+        )
+    t_start = time.monotonic()
+    # 5. verify
+    verify_s = float(plan.params.get("verify_s", VERIFY_S))
+    size0 = await file_size(target, spec.log)
+    first_growth: float | None = None
+    while time.monotonic() - t_start < verify_s:
+        await asyncio.sleep(0.25)
+        size = await file_size(target, spec.log)
+        if first_growth is None and size is not None and size > (size0 or 0):
+            first_growth = time.monotonic() - t_start
+    size1 = await file_size(target, spec.log)
+    panes = await target.run(plan.params["list_panes"])
+    from gputui.actions.inspect import parse_panes
+
+    pane_list = parse_panes(panes.out) if panes.ok else []
+    alive = bool(pane_list) and not pane_list[0].dead
+    mem1 = await _mem(gpu_memory)
+    grew = size1 is not None and size1 > (size0 or 0)
+    details.append(
+        f"after {time.monotonic() - t_start:.1f} s: session "
+        + ("alive" if alive else "DEAD" if pane_list else "GONE")
+        + f", log {size0 or 0} -> {size1 or 0} bytes"
+        + (f" (first growth at {first_growth:.2f} s)" if first_growth is not None else "")
+    )
+    if pane_list and pane_list[0].dead:
+        details.append(f"pane exit status {pane_list[0].dead_status}; see the log {spec.log}")
+    if mem0 is not None and mem1 is not None:
+        details.append(f"GPU memory {mem0:.0f} -> {mem1:.0f} MiB")
+    ok = alive
+    summary = (
+        f"{plan.action}ed {spec.session!r}: "
+        + ("running" if alive else "exited")
+        + (", log growing" if grew else ", log not growing yet")
+        + (
+            f", GPU memory rising (+{mem1 - mem0:.0f} MiB)"
+            if mem0 is not None and mem1 is not None and mem1 > mem0
+            else ""
+        )
+    )
+    return ActionResult(
+        ok=ok,
+        summary=summary,
+        details=details,
+        elapsed_s=time.monotonic() - t0,
+        data={
+            "moved_log": moved,
+            "alive": alive,
+            "log_grew": grew,
+            "first_growth_s": first_growth,
+            "log": spec.log,
+        },
+    )
+
+
+async def _mem(reader: GpuMemoryReader | None) -> float | None:
+    if reader is None:
+        return None
+    try:
+        return await reader()
+    except Exception:
+        return None

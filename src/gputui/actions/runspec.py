@@ -1,0 +1,230 @@
+"""How a run is started: pure text work, no I/O.
+
+- `RunSpec`: session, cwd, command, log, env — from the config's `[run]` or
+  recovered from a tmux pane's start command and the process command line.
+- `WRAPPER`: the one fixed bash script every (re)launch runs; values reach it
+  only as positional arguments, never spliced into its text.
+- `new_session_argv`: `tmux new-session … \\; set-option -p … remain-on-exit on`
+  as ONE tmux invocation, every value escaped for tmux's own `;` parsing.
+- `tmux_unquote`: read back what tmux prints as `pane_start_command`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+
+# The fixed script. $1 = log, $2 = the user's command (a shell command line,
+# as written in [run] or in the original tmux call), $3… = NAME=VALUE env.
+# SIGINT is trapped so the script outlives a Ctrl-C of its child and still
+# records the exit code; tee -i ignores SIGINT so the last flushed lines land.
+WRAPPER = """set -o pipefail
+log=$1; cmd=$2; shift 2
+for kv in "$@"; do export "$kv"; done
+export PYTHONUNBUFFERED=1
+trap 'printf "[gputui] SIGINT\\n" >> "$log"' INT
+mkdir -p -- "$(dirname -- "$log")"
+printf '[gputui] start %s in %s: %s\\n' "$(date '+%Y-%m-%d %H:%M:%S')" "$PWD" "$cmd" >> "$log"
+bash -c "$cmd" 2>&1 | tee -a -i -- "$log"
+rc=$?
+printf '[gputui] exit %s at %s\\n' "$rc" "$(date '+%Y-%m-%d %H:%M:%S')" | tee -a -i -- "$log"
+exit "$rc"
+"""
+WRAPPER_NAME = "gputui-run"  # $0 of the wrapper: what ps shows
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PYTHON = re.compile(r"^(\s*(?:\S*/)?python[0-9.]*)(?=\s|$)")
+_TEE = re.compile(r"^(?P<cmd>.*?)\s*(?:2>&1\s*)?(?P<bar>\|&?)\s*tee\s+(?P<args>[^|;&]*?)\s*$", re.S)
+_REDIRECT = re.compile(
+    r"^(?P<cmd>.*?)\s*(?:>>?|&>>?)\s*(?P<file>[^\s|;&<>]+)(?:\s*2>&1)?\s*$", re.S
+)
+
+
+@dataclass
+class RunSpec:
+    session: str
+    cwd: str
+    command: str  # a shell command line (bash parses it, as tmux would have)
+    log: str
+    env: dict[str, str] = field(default_factory=dict)
+    source: str = (
+        ""  # "config [run]" | "pane start command" | "process command line" | "gputui wrapper"
+    )
+
+    @property
+    def effective_command(self) -> str:
+        """The command as it will run: `python -u` where it starts with python."""
+        return add_python_u(self.command)
+
+
+def add_python_u(command: str) -> str:
+    """`python3 train.py` -> `python3 -u train.py`; anything else unchanged."""
+    m = _PYTHON.match(command)
+    if not m:
+        return command
+    rest = command[m.end() :]
+    first = rest.split(None, 1)[0] if rest.strip() else ""
+    if first == "-u" or (first.startswith("-") and not first.startswith("--") and "u" in first):
+        return command
+    return f"{m.group(1)} -u{rest}"
+
+
+def split_log_pipe(command: str) -> tuple[str, str | None]:
+    """`CMD 2>&1 | tee [-a] LOG` -> (CMD, LOG); `CMD > LOG 2>&1` -> (CMD, LOG);
+    anything else -> (command, None). Only the last pipe stage is looked at."""
+    m = _TEE.match(command)
+    if m:
+        try:
+            args = shlex.split(m.group("args"))
+        except ValueError:
+            args = []
+        files = [a for a in args if not a.startswith("-")]
+        if files:
+            return m.group("cmd").strip(), files[0]
+    m = _REDIRECT.match(command)
+    if m and m.group("cmd").strip():
+        try:
+            (path,) = shlex.split(m.group("file"))
+        except ValueError:
+            return command, None
+        return m.group("cmd").strip(), path
+    return command, None
+
+
+def check_session_name(name: str) -> None:
+    from gputui.actions.plan import ActionError
+
+    if not name or any(c in name for c in ":.") or any(ord(c) < 32 for c in name):
+        raise ActionError(
+            f"tmux session name {name!r} cannot be used",
+            "tmux session names may not be empty or contain ':', '.' or control characters; "
+            "pick another name in [run] session",
+        )
+
+
+def check_env(env: dict[str, str]) -> None:
+    from gputui.actions.plan import ActionError
+
+    for k in env:
+        if not _ENV_NAME.match(k):
+            raise ActionError(
+                f"[run] env name {k!r} is not a valid environment variable name",
+                "use letters, digits and _ only, not starting with a digit",
+            )
+
+
+def tmux_arg(value: str) -> str:
+    """Escape a value for a tmux command line that contains `;` separators:
+    tmux treats an argument ENDING in `;` as a separator, `\\;` as a literal."""
+    return value[:-1] + "\\;" if value.endswith(";") else value
+
+
+def session_target(session: str) -> str:
+    """An exact-match tmux target for a session (no prefix/pattern matching)."""
+    return f"={session}"
+
+
+def pane_target(session: str) -> str:
+    return f"={session}:"
+
+
+def wrapper_argv(spec: RunSpec) -> list[str]:
+    """The argv the tmux pane runs (before tmux escaping)."""
+    env = [f"{k}={v}" for k, v in spec.env.items()]
+    return ["bash", "-c", WRAPPER, WRAPPER_NAME, spec.log, spec.effective_command, *env]
+
+
+def new_session_argv(spec: RunSpec, tmux: list[str] | None = None) -> list[str]:
+    """One tmux invocation: create the detached session running the wrapper,
+    then set remain-on-exit on its pane before anything can exit."""
+    check_session_name(spec.session)
+    check_env(spec.env)
+    base = list(tmux or ["tmux"])
+    new = ["new-session", "-d", "-s", spec.session, "-c", spec.cwd, *wrapper_argv(spec)]
+    opt = ["set-option", "-p", "-t", pane_target(spec.session), "remain-on-exit", "on"]
+    return base + [tmux_arg(a) for a in new] + [";"] + [tmux_arg(a) for a in opt]
+
+
+def abs_log(log: str, cwd: str) -> str:
+    return posixpath.normpath(posixpath.join(cwd or "/", log))
+
+
+# ------------------------------------------------------------ tmux unquoting
+
+_CESC = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "v": "\v", "f": "\f", "s": " "}
+
+
+def tmux_unquote(text: str) -> list[str]:
+    """Split tmux's rendering of an argv (pane_start_command, tmux 3.x
+    `args_escape`: words in "…" or '…', vis(3) C-style/octal escapes) back
+    into the argv."""
+    out: list[str] = []
+    cur: list[str] = []
+    in_word = False
+    quote: str | None = None
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n:
+            d = text[i + 1]
+            if d in "01234567":
+                j = i + 1
+                while j < n and j < i + 4 and text[j] in "01234567":
+                    j += 1
+                cur.append(chr(int(text[i + 1 : j], 8)))
+                i = j
+            else:
+                cur.append(_CESC.get(d, d))
+                i += 2
+            in_word = True
+            continue
+        if quote:
+            if c == quote:
+                quote = None
+            else:
+                cur.append(c)
+        elif c in "\"'":
+            quote = c
+            in_word = True
+        elif c == " ":
+            if in_word:
+                out.append("".join(cur))
+                cur, in_word = [], False
+        else:
+            cur.append(c)
+            in_word = True
+        i += 1
+    if in_word:
+        out.append("".join(cur))
+    return _utf8_fix(out)
+
+
+def _utf8_fix(words: list[str]) -> list[str]:
+    """Octal escapes of UTF-8 bytes come out as latin-1 chars: re-decode."""
+    fixed = []
+    for w in words:
+        try:
+            fixed.append(w.encode("latin-1").decode("utf-8"))
+        except (UnicodeEncodeError, UnicodeDecodeError):
+            fixed.append(w)
+    return fixed
+
+
+def spec_from_start_command(
+    start_command: str, session: str, cwd: str
+) -> tuple[str, str | None, dict[str, str], str]:
+    """(command, log or None, env, source) from a pane's start command."""
+    argv = tmux_unquote(start_command)
+    if len(argv) >= 5 and argv[:2] == ["bash", "-c"] and argv[2] == WRAPPER:
+        env = dict(kv.split("=", 1) for kv in argv[6:] if "=" in kv)
+        return argv[5], argv[4], env, "gputui wrapper"
+    if len(argv) == 1:
+        command = argv[0]  # tmux new "CMD STRING": one argument, run by sh -c
+    elif len(argv) >= 3 and argv[0] in ("sh", "bash", "/bin/sh", "/bin/bash") and argv[1] == "-c":
+        command = argv[2]
+    else:
+        command = shlex.join(argv)
+    cmd, log = split_log_pipe(command)
+    return cmd, (abs_log(log, cwd) if log else None), {}, "pane start command"
