@@ -1,0 +1,1078 @@
+"""Name what is wrong with a run, from one Snapshot and its recent history.
+
+Pure: no I/O, no clock reads (`now` is an argument). Each rule is one
+function `rule_*(ctx) -> Finding | None`, listed in `RULES` so the module reads
+like a table; the thresholds are the constants just below. A wrong diagnosis
+is worse than none, so the rules check the cases that look alike:
+
+- GPUs idle with memory held is a hang, whatever the buffering (buffered
+  output never makes GPUs idle), so `held_but_idle` wins over `busy_but_silent`;
+- memory still rising with low utilization is loading: no alarm, and it
+  holds back `busy_but_silent`, `held_but_idle` and `progress_stalled`;
+- a log that still gets lines (stderr, tqdm) within the stale threshold is
+  not silent, even when stdout is block-buffered;
+- exit status 0 is "finished" unless the output ends in a traceback (then the
+  0 is tee's, not Python's).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+from gputui.model import (
+    ConnectionState,
+    CtStatus,
+    Finding,
+    GpuProcess,
+    GpuSample,
+    GpuState,
+    LogState,
+    Metrics,
+    Proc,
+    Session,
+    Severity,
+    Snapshot,
+    Tools,
+)
+
+# ------------------------------------------------------------- thresholds
+
+HELD_MIB = 1024.0  # a GPU "holds memory" above this (a bare CUDA context is ~500 MiB)
+BUSY_UTIL_PCT = 50.0  # "busy": median utilization over BUSY_WINDOW_S at or above this
+BUSY_WINDOW_S = 30.0
+IDLE_UTIL_PCT = 5.0  # "idle": every utilization reading below this ...
+IDLE_FOR_S = 60.0  # ... for this long ...
+IDLE_SHORT_S = 5.0  # ... or, with only a short history (doctor), this long with ≥ 3
+IDLE_SHORT_SAMPLES = 3  # readings, when nothing has progressed for IDLE_FOR_S
+CPU_BUSY_PCT = 80.0  # an idle-GPU process this busy on CPU may be saving/preprocessing
+GPU_FRESH_S = 60.0  # GPU readings older than this are ignored
+LOADING_RISE_MIB = 256.0  # memory rose at least this much ...
+LOADING_WINDOW_S = 60.0  # ... within this window ...
+LOADING_UTIL_PCT = 50.0  # ... while utilization stayed below this ...
+LOADING_MAX_AGE_S = 900.0  # ... and the process is younger than this (or age unknown)
+STALE_FLOOR_S = 120.0  # stale threshold: at least this ...
+STALE_FACTOR = 10.0  # ... or this × the run's median line gap / step interval ...
+STALE_CAP_S = 1800.0  # ... capped here
+STALL_FACTOR = 10.0  # progress stalled: no new step for this × median step interval ...
+STALL_FLOOR_S = 60.0  # ... and at least this long
+MTIME_SLACK_S = 2.0  # a source file modified this long after process start is "newer"
+RECENT_EVENT_S = 600.0  # Xid/ECC events in the last 10 minutes are reported
+TAIL_LINES = 5  # last lines quoted as evidence
+
+# Order within one severity: the more specific cause first.
+SPECIFICITY: tuple[str, ...] = (
+    "connection",
+    "ct_missing",
+    "ct_stopped",
+    "gpu_lost",
+    "session_dead",
+    "held_but_idle",
+    "busy_but_silent",
+    "log_drift",
+    "log_missing",
+    "stale_code",
+    "progress_stalled",
+    "session_missing",
+    "gpu_memory_orphaned",
+    "gpu_xid",
+    "gpu_unreadable",
+    "loading",
+    "run_finished",
+    "tools_missing",
+)
+_SEVERITY_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+_SIGNAL_HINTS = {
+    9: "OOM killer?",
+    15: "stopped on purpose?",
+    11: "segmentation fault in native code",
+    6: "aborted (C++ exception, NCCL or CUDA assert?)",
+    2: "interrupted (Ctrl-C)",
+}
+
+_ERROR_LINE = re.compile(
+    r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b"
+    r"|CUDA out of memory|NCCL error|Segmentation fault|^Killed\b|core dumped",
+)
+
+
+# ---------------------------------------------------------------- public API
+
+
+def stale_threshold(snap: Snapshot, configured: float | None = None) -> float:
+    """Seconds of log silence that count as "silent".
+
+    A configured value (--stale-after / config) wins. Otherwise it adapts to
+    the run's own cadence: max(STALE_FLOOR_S, STALE_FACTOR × the larger of the
+    median gap between log lines and the median step interval), capped at
+    STALE_CAP_S. Lines arriving in one burst (a buffer flush) count as gaps of
+    0, so buffering does not stretch the threshold.
+    """
+    if configured is not None and configured > 0:
+        return float(configured)
+    cadence = 0.0
+    log = snap.log if isinstance(snap.log, LogState) else None
+    gaps = list(getattr(log, "line_gaps", None) or [])
+    if gaps:
+        cadence = max(cadence, statistics.median(gaps))
+    metrics = snap.metrics if isinstance(snap.metrics, Metrics) else None
+    step_median = metrics.median_step_interval if metrics is not None else None
+    if step_median is not None:
+        cadence = max(cadence, step_median)
+    return min(STALE_CAP_S, max(STALE_FLOOR_S, STALE_FACTOR * cadence))
+
+
+def diagnose(snap: Snapshot, now: float, stale_after: float | None = None) -> list[Finding]:
+    """Everything wrong with the run in `snap` at time `now`, most severe and
+    most specific first. INFO findings are notes (loading, finished, tools)."""
+    ctx = Context(snap, now, stale_threshold(snap, stale_after))
+    findings: list[Finding] = []
+    for rule in RULES:
+        if ctx.connection_down and rule is not rule_connection:
+            continue  # everything else would be read from stale data
+        f = rule(ctx)
+        if f is not None:
+            findings.append(f)
+    return sort_findings(findings)
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    def key(f: Finding) -> tuple[int, int]:
+        spec = SPECIFICITY.index(f.kind) if f.kind in SPECIFICITY else len(SPECIFICITY)
+        return (_SEVERITY_RANK.get(f.severity, 3), spec)
+
+    return sorted(findings, key=key)
+
+
+def last_error_line(lines: Iterable[str]) -> str | None:
+    """The line that says what went wrong: the exception line of the last
+    Python traceback, else the last line that looks like an error."""
+    xs = [ln.rstrip() for ln in lines if ln is not None]
+    tb = None
+    for i, ln in enumerate(xs):
+        if ln.lstrip().startswith("Traceback (most recent call last)"):
+            tb = i
+    if tb is not None:
+        found = None
+        for ln in xs[tb + 1 :]:
+            if not ln or ln[0] in " \t" or ln.startswith("Traceback"):
+                continue
+            if ln.startswith("During handling") or ln.startswith("The above exception"):
+                continue
+            found = ln
+            break
+        if found:
+            return found.strip()
+    for ln in reversed(xs):
+        if _ERROR_LINE.search(ln.strip()):
+            return ln.strip()
+    return None
+
+
+# ------------------------------------------------------------- formatting
+
+
+def dur(seconds: float) -> str:
+    """45 s, 4 min, 2 h 5 min."""
+    s = max(0.0, seconds)
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 90 * 60:
+        return f"{s / 60:.0f} min"
+    h, m = divmod(round(s / 60), 60)
+    return f"{h} h {m} min" if m else f"{h} h"
+
+
+def gib(mib: float | None) -> str:
+    if mib is None:
+        return "? GiB"
+    return f"{mib / 1024:.1f} GiB"
+
+
+def signal_name(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except (ValueError, TypeError):
+        return f"signal {n}"
+
+
+def stdout_words(proc: Proc) -> str:
+    """Where stdout goes, in words: 'the file /x.log', 'a pipe into tee (PID 13)
+    writing /workspace/train.log', 'the terminal /dev/pts/3'."""
+    out = proc.stdout
+    if out is None:
+        return "an unknown target"
+    if out.kind == "file":
+        return f"the file {out.path}"
+    if out.kind == "pipe":
+        readers = ", ".join(f"{_short(cmd)} (PID {pid})" for pid, cmd in (out.readers or []))
+        s = f"a pipe into {readers}" if readers else f"a pipe ({out.path or 'reader unknown'})"
+        files = list(out.reader_files or [])
+        if files:
+            s += " writing " + ", ".join(files)
+        return s
+    if out.kind == "tty":
+        return f"the terminal {out.path or ''}".rstrip()
+    if out.kind == "null":
+        return "/dev/null"
+    return f"a {out.kind} {out.path or ''}".rstrip()
+
+
+def buffering_words(proc: Proc) -> list[str]:
+    """Why Python does (or does not) block-buffer this process's stdout."""
+    out: list[str] = []
+    out.append("started with -u" if proc.python_u_flag else "no -u on its command line")
+    if proc.env_pythonunbuffered is None:
+        out.append("PYTHONUNBUFFERED unknown (environ unreadable)")
+    else:
+        out.append(
+            "PYTHONUNBUFFERED set" if proc.env_pythonunbuffered else "PYTHONUNBUFFERED unset"
+        )
+    kind = proc.stdout.kind if proc.stdout is not None else "unknown"
+    out.append("stdout is a tty" if kind == "tty" else f"stdout is not a tty ({kind})")
+    return out
+
+
+def _short(cmd: str, n: int = 60) -> str:
+    cmd = (cmd or "").strip()
+    return cmd if len(cmd) <= n else cmd[: n - 1] + "…"
+
+
+def _quote_tail(lines: list[str]) -> list[str]:
+    xs = [ln.rstrip() for ln in lines if ln and ln.strip()]
+    return ["  │ " + _short(ln, 160) for ln in xs[-TAIL_LINES:]]
+
+
+# ---------------------------------------------------------------- context
+
+
+@dataclass
+class GpuView:
+    sample: GpuSample
+    recent_util: list[float]  # known readings within BUSY_WINDOW_S
+    idle_for: float | None  # how long every reading has been < IDLE_UTIL_PCT (None: not idle)
+    idle_samples: int
+    idle_whole_history: bool
+    mem_rise_mib: float  # rise of used memory within LOADING_WINDOW_S
+
+    @property
+    def held(self) -> bool:
+        return self.sample.mem_used_mib is not None and self.sample.mem_used_mib >= HELD_MIB
+
+    @property
+    def util_median(self) -> float | None:
+        if self.recent_util:
+            return statistics.median(self.recent_util)
+        return self.sample.util_pct
+
+    @property
+    def busy(self) -> bool:
+        m = self.util_median
+        return m is not None and m >= BUSY_UTIL_PCT
+
+    def line(self) -> str:
+        s = self.sample
+        util = "? %" if s.util_pct is None else f"{s.util_pct:.0f} %"
+        total = f" of {gib(s.mem_total_mib)}" if s.mem_total_mib else ""
+        return f"GPU {s.index}: {gib(s.mem_used_mib)}{total} used, {util} util"
+
+
+class Context:
+    """What the rules share, computed once per diagnosis."""
+
+    def __init__(self, snap: Snapshot, now: float, threshold: float) -> None:
+        self.snap = snap
+        self.now = now
+        self.threshold = threshold
+        self.gpus: GpuState = snap.gpus if isinstance(snap.gpus, GpuState) else GpuState()
+        self.log: LogState = snap.log if isinstance(snap.log, LogState) else LogState()
+        self.metrics: Metrics = snap.metrics if isinstance(snap.metrics, Metrics) else Metrics()
+        self.tools: Tools = snap.tools if isinstance(snap.tools, Tools) else Tools()
+        self.procs: list[Proc] = [p for p in (snap.procs or []) if isinstance(p, Proc)]
+        self.sessions: list[Session] = [s for s in (snap.sessions or []) if isinstance(s, Session)]
+
+    # -- connection / container ------------------------------------------
+    @property
+    def connection_down(self) -> bool:
+        return self.snap.connection in (ConnectionState.RECONNECTING, ConnectionState.FAILED)
+
+    @property
+    def ct_usable(self) -> bool:
+        return self.snap.ct_status not in (CtStatus.STOPPED, CtStatus.MISSING)
+
+    @property
+    def ct_words(self) -> str:
+        return f"CT {self.snap.ct}" if self.snap.ct is not None else "the host"
+
+    def in_ct(self, argv: str) -> str:
+        return f"pct exec {self.snap.ct} -- {argv}" if self.snap.ct is not None else argv
+
+    # -- session / process -----------------------------------------------
+    @cached_property
+    def session(self) -> Session | None:
+        for s in self.sessions:
+            if s.name == self.snap.session_name:
+                return s
+        return None
+
+    @cached_property
+    def session_dead(self) -> bool:
+        if not self.snap.session_name:
+            return False
+        if self.snap.session_gone:
+            return True
+        s = self.session
+        return s is not None and bool(s.panes) and not s.alive
+
+    @property
+    def run_known_gone(self) -> bool:
+        """We know no run is alive: the watched session died or is not there,
+        or the container is down."""
+        if not self.ct_usable:
+            return True
+        if not self.snap.session_name:
+            return False
+        if self.session_dead:
+            return True
+        return self.session is None and (self.tools.tmux is not None or bool(self.sessions))
+
+    @cached_property
+    def proc(self) -> Proc | None:
+        pys = [p for p in self.procs if p.is_python]
+        for p in pys:
+            if p.stdout is None or p.stdout.kind != "tty":
+                return p
+        return pys[0] if pys else None
+
+    @property
+    def proc_alive(self) -> bool:
+        return self.proc is not None and self.proc.state != "Z" and not self.session_dead
+
+    def proc_age(self) -> float | None:
+        p = self.proc
+        if p is None or p.start_time is None:
+            return None
+        return max(0.0, self.now - p.start_time)
+
+    @property
+    def block_buffered(self) -> bool | None:
+        return self.proc.block_buffered if self.proc is not None else None
+
+    # -- log ---------------------------------------------------------------
+    @cached_property
+    def log_silent_s(self) -> float | None:
+        """Seconds with no new log line, counted at most from the process start
+        (an old log's mtime says nothing about a process started since)."""
+        silent = self.log.silent_for(self.now)
+        if silent is None and self.snap.started:
+            silent = max(0.0, self.now - self.snap.started)
+        age = self.proc_age()
+        if silent is not None and age is not None:
+            silent = min(silent, age)
+        return silent
+
+    @property
+    def log_silent(self) -> bool:
+        return self.log_silent_s is not None and self.log_silent_s > self.threshold
+
+    def no_progress_for(self) -> float | None:
+        """Seconds since the run last showed progress (a step, else a line)."""
+        ts = [t for t in (self.metrics.last_step_time, self.log.last_line_time) if t is not None]
+        if ts:
+            return max(0.0, self.now - max(ts))
+        return self.log_silent_s
+
+    # -- GPUs --------------------------------------------------------------
+    @cached_property
+    def gpu_views(self) -> list[GpuView]:
+        """Fresh readings of the GPUs this run uses (all GPUs when the
+        process-to-GPU mapping is unknown)."""
+        run_uuids = self._run_gpu_uuids()
+        views = []
+        for idx in sorted(self.gpus.latest or {}):
+            s = self.gpus.latest[idx]
+            if not isinstance(s, GpuSample) or s.time is None:
+                continue
+            if self.now - s.time > GPU_FRESH_S:
+                continue
+            if run_uuids and s.uuid and s.uuid not in run_uuids:
+                continue
+            views.append(self._view(idx, s))
+        return views
+
+    def _run_gpu_uuids(self) -> set[str]:
+        pids = {p.pid for p in self.procs}
+        return {
+            gp.gpu_uuid
+            for gp in (self.gpus.processes or [])
+            if gp.ct_pid is not None and gp.ct_pid in pids and gp.gpu_uuid
+        }
+
+    def _view(self, idx: int, s: GpuSample) -> GpuView:
+        util_ring = (self.gpus.util_history or {}).get(idx)
+        pts = [(t, v) for t, v in util_ring.points()] if util_ring is not None else []
+        if not pts:
+            pts = [(s.time, s.util_pct)]
+        recent = [v for t, v in pts if t >= self.now - BUSY_WINDOW_S and v is not None]
+        # the trailing streak of idle readings
+        streak_start = None
+        n = 0
+        for t, v in reversed(pts):
+            if v is None or v >= IDLE_UTIL_PCT:
+                break
+            streak_start = t
+            n += 1
+        idle_for = None if streak_start is None else max(0.0, self.now - streak_start)
+        whole = n == len(pts)
+        mem_ring = (self.gpus.mem_history or {}).get(idx)
+        rise = 0.0
+        if mem_ring is not None:
+            window = [v for t, v in mem_ring.since(self.now - LOADING_WINDOW_S) if v is not None]
+            if len(window) >= 2:
+                rise = window[-1] - min(window)
+        return GpuView(s, recent, idle_for, n, whole, rise)
+
+    @property
+    def held(self) -> list[GpuView]:
+        return [g for g in self.gpu_views if g.held]
+
+    @property
+    def busy(self) -> list[GpuView]:
+        return [g for g in self.gpu_views if g.busy]
+
+    @property
+    def held_mib(self) -> float:
+        return sum(g.sample.mem_used_mib or 0.0 for g in self.held)
+
+    # -- the judgements the rules share --------------------------------------
+    @cached_property
+    def loading(self) -> bool:
+        """Memory rising while utilization stays low, in a young process; or a
+        young process busy on CPU that has not made a step yet."""
+        if not self.proc_alive or not self.gpu_views:
+            return False
+        if any(
+            g.util_median is not None and g.util_median >= LOADING_UTIL_PCT for g in self.gpu_views
+        ):
+            return False
+        age = self.proc_age()
+        young = age is None or age < LOADING_MAX_AGE_S
+        if not young:
+            return False
+        rising = sum(g.mem_rise_mib for g in self.gpu_views) >= LOADING_RISE_MIB
+        p = self.proc
+        cpu_prep = (
+            age is not None
+            and self.metrics.last_step is None
+            and p is not None
+            and p.cpu_pct is not None
+            and p.cpu_pct >= CPU_BUSY_PCT
+        )
+        return rising or cpu_prep
+
+    @cached_property
+    def hung(self) -> bool:
+        """GPU memory held, every GPU holding it idle for a while, no progress."""
+        if not self.proc_alive or self.loading:
+            return False
+        held = self.held
+        if not held:
+            return False
+        no_progress = self.no_progress_for()
+        for g in held:
+            if g.idle_for is None:
+                return False
+            long_idle = g.idle_for >= IDLE_FOR_S
+            short_but_all = (
+                g.idle_whole_history
+                and g.idle_for >= IDLE_SHORT_S
+                and g.idle_samples >= IDLE_SHORT_SAMPLES
+                and no_progress is not None
+                and no_progress >= IDLE_FOR_S
+            )
+            if not (long_idle or short_but_all):
+                return False
+        # steps still advancing means not hung
+        last = self.metrics.last_step_time
+        return last is None or self.now - last >= IDLE_FOR_S
+
+    @cached_property
+    def drift_files(self) -> list[str]:
+        """Files the process's stdout really reaches, when the watched log is not one."""
+        p = self.proc
+        if p is None or p.stdout is None or not self.log.path:
+            return []
+        files = [f for f in p.stdout.files if f]
+        if not files:
+            return []
+        watched = os.path.normpath(self.log.path)
+        if any(os.path.normpath(f) == watched for f in files):
+            return []
+        return files
+
+
+# ------------------------------------------------------------------ rules
+
+
+def rule_connection(ctx: Context) -> Finding | None:
+    snap = ctx.snap
+    if snap.connection == ConnectionState.FAILED:
+        return Finding(
+            kind="connection",
+            severity=Severity.ERROR,
+            title=f"cannot reach {snap.target}: {snap.connection_error or 'connection failed'}",
+            evidence=[f"connection state: failed ({snap.connection_error or 'no detail'})"],
+            fix=f"check that the host is up and that `ssh {snap.target.split()[0] if snap.target else 'HOST'}` works",
+        )
+    if snap.connection == ConnectionState.RECONNECTING:
+        return Finding(
+            kind="connection",
+            severity=Severity.WARNING,
+            title=f"connection to {snap.target} lost, reconnecting — the figures shown are old",
+            evidence=[f"last error: {snap.connection_error}"] if snap.connection_error else [],
+            fix="wait; gputui reconnects by itself and resumes the log where it stopped",
+        )
+    return None
+
+
+def rule_ct_missing(ctx: Context) -> Finding | None:
+    if ctx.snap.ct_status != CtStatus.MISSING:
+        return None
+    ct = ctx.snap.ct
+    return Finding(
+        kind="ct_missing",
+        severity=Severity.ERROR,
+        title=f"container {ct} does not exist on this host",
+        evidence=[f"pct: Configuration file 'nodes/<node>/lxc/{ct}.conf' does not exist"],
+        fix="check the CT number: `pct list` on the host, then --ct N",
+    )
+
+
+def rule_ct_stopped(ctx: Context) -> Finding | None:
+    if ctx.snap.ct_status != CtStatus.STOPPED:
+        return None
+    ct = ctx.snap.ct
+    return Finding(
+        kind="ct_stopped",
+        severity=Severity.ERROR,
+        title=f"container {ct} is stopped",
+        evidence=[f"pct status {ct}: stopped"],
+        fix=f"pct start {ct}",
+    )
+
+
+def rule_gpu_lost(ctx: Context) -> Finding | None:
+    lost = [e for e in (ctx.gpus.events or []) if e.lost]
+    if not lost:
+        return None
+    return Finding(
+        kind="gpu_lost",
+        severity=Severity.ERROR,
+        title=f"a GPU fell off the bus: {_short(lost[-1].text, 100)}",
+        evidence=[_short(e.text, 160) for e in lost[-3:]],
+        fix="check `dmesg | grep -i xid` on the host; the GPU needs a reset (`nvidia-smi -r`) or a reboot",
+    )
+
+
+def rule_session_dead(ctx: Context) -> Finding | None:
+    snap = ctx.snap
+    if not ctx.ct_usable or not ctx.session_dead:
+        return None
+    name = snap.session_name
+    pane_tail = list(snap.pane_tail or [])
+    log_tail = list(snap.log_tail or [])
+    error = last_error_line(pane_tail) or last_error_line(log_tail)
+    tail_src, tail = ("pane", pane_tail) if pane_tail else ("log " + (ctx.log.path or ""), log_tail)
+    quoted = [f"last lines of the {tail_src}:", *_quote_tail(tail)] if tail else []
+
+    session = ctx.session
+    pane = session.main_pane if (session is not None and not snap.session_gone) else None
+    if pane is None:  # the whole session is gone (no remain-on-exit)
+        title = f"session {name} is gone"
+        if error:
+            title += f": {error}"
+        ev = [f"tmux session {name} no longer exists in {ctx.ct_words}"]
+        if not error:
+            ev.append("no exit status: set remain-on-exit on the session to keep it")
+        return Finding(
+            kind="session_dead",
+            severity=Severity.ERROR,
+            title=title,
+            evidence=ev + quoted,
+            action="launch",
+            action_label="[l] launch",
+        )
+
+    status, sig = pane.dead_status, pane.dead_signal
+    if sig is None and status is not None and 128 < status <= 128 + 64:
+        sig = status - 128  # the shell reports a child killed by signal N as 128+N
+    piped = "|" in (pane.start_command or "")
+    ev = [f"pane {pane.window_index}.{pane.pane_index} of session {name}: dead"]
+    if pane.start_command:
+        ev.append(f"it ran: {_short(pane.start_command, 120)}")
+    if sig:
+        hint = _SIGNAL_HINTS.get(sig, "")
+        how = f"killed (signal {sig}, {signal_name(sig)})" + (f" — {hint}" if hint else "")
+        ev.insert(
+            1,
+            f"exit: signal {sig} ({signal_name(sig)})"
+            + (f", status {status}" if status is not None else ""),
+        )
+        title = f"session {name} died: {how}"
+        if error:
+            title += f"; last error: {error}"
+    elif status == 0:
+        if not error:
+            return Finding(
+                kind="run_finished",
+                severity=Severity.INFO,
+                title=f"the run in session {name} finished (exit status 0)",
+                evidence=[*ev, "exit status 0", *quoted],
+                action="relaunch",
+                action_label="[r] relaunch",
+            )
+        title = f"session {name} exited 0, but its output ends in an error: {error}"
+        ev.insert(1, "exit status 0")
+        if piped:
+            ev.append(
+                "the 0 is the exit status of the last command of the pipeline (tee), "
+                "not Python's: use `set -o pipefail`"
+            )
+    elif status is not None:
+        title = f"session {name} died with exit status {status}"
+        if error:
+            title += f": {error}"
+        ev.insert(1, f"exit status {status}")
+    else:
+        title = f"session {name} died (exit status unknown)"
+        if error:
+            title += f": {error}"
+    return Finding(
+        kind="session_dead",
+        severity=Severity.ERROR,
+        title=title,
+        evidence=ev + quoted,
+        action="relaunch",
+        action_label="[r] relaunch",
+    )
+
+
+def rule_session_missing(ctx: Context) -> Finding | None:
+    snap = ctx.snap
+    if not snap.session_name or snap.session_gone or not ctx.ct_usable:
+        return None
+    if ctx.session is not None:
+        return None
+    # only when the session list was really read: tmux present, or sessions seen
+    if ctx.tools.tmux is None and not ctx.sessions:
+        return None
+    others = ", ".join(s.name for s in ctx.sessions) or "none"
+    ev = [f"tmux sessions in {ctx.ct_words}: {others}"]
+    error = last_error_line(list(snap.log_tail or []))
+    if error:
+        ev += [f"last lines of the log {ctx.log.path}:", *_quote_tail(list(snap.log_tail))]
+        return Finding(
+            kind="session_dead",
+            severity=Severity.ERROR,
+            title=f"session {snap.session_name} is not running; the log ends in: {error}",
+            evidence=ev,
+            action="launch",
+            action_label="[l] launch",
+        )
+    return Finding(
+        kind="session_missing",
+        severity=Severity.WARNING,
+        title=f"no tmux session named {snap.session_name} in {ctx.ct_words}",
+        evidence=ev,
+        action="launch",
+        action_label="[l] launch",
+        fix="or pick the right session with --session NAME",
+    )
+
+
+def rule_loading(ctx: Context) -> Finding | None:
+    if not ctx.ct_usable or not ctx.loading:
+        return None
+    rise = sum(g.mem_rise_mib for g in ctx.gpu_views)
+    used = sum(g.sample.mem_used_mib or 0.0 for g in ctx.gpu_views)
+    p = ctx.proc
+    age = ctx.proc_age()
+    ev = [g.line() for g in ctx.gpu_views]
+    if rise:
+        ev.append(f"GPU memory rose {gib(rise)} in the last {dur(LOADING_WINDOW_S)}")
+    if p is not None:
+        started = f", started {dur(age)} ago" if age is not None else ""
+        cpu = f", CPU {p.cpu_pct:.0f} %" if p.cpu_pct is not None else ""
+        ev.append(
+            f"PID {p.pid}{started}{cpu}; no step yet"
+            if ctx.metrics.last_step is None
+            else f"PID {p.pid}{started}{cpu}"
+        )
+    return Finding(
+        kind="loading",
+        severity=Severity.INFO,
+        title=f"loading ({gib(used)} so far) — wait",
+        evidence=ev,
+    )
+
+
+def rule_held_but_idle(ctx: Context) -> Finding | None:
+    if not ctx.ct_usable or not ctx.hung:
+        return None
+    p = ctx.proc
+    assert p is not None
+    idle = min(g.idle_for or 0.0 for g in ctx.held)
+    ev = [f"{g.line()}, below {IDLE_UTIL_PCT:.0f} % for {dur(g.idle_for or 0)}" for g in ctx.held]
+    m = ctx.metrics
+    if m.last_step_time is not None:
+        ev.append(f"last step {m.last_step} arrived {dur(ctx.now - m.last_step_time)} ago")
+    else:
+        ev.append("no step seen in the log")
+    state = f"state {p.state}" if p.state else "state unknown"
+    cpu = f", CPU {p.cpu_pct:.0f} %" if p.cpu_pct is not None else ""
+    ev.append(f"PID {p.pid} ({_short(p.command, 60)}): {state}{cpu}")
+    if p.block_buffered:
+        ev.append(
+            "its stdout is block-buffered too, but buffering does not make GPUs idle: "
+            "this run is stuck, and relaunching unbuffered would not fix it"
+        )
+    cpu_busy = (p.cpu_pct is not None and p.cpu_pct >= CPU_BUSY_PCT) or p.state == "D"
+    age = ctx.proc_age()
+    starting = m.last_step is None and age is not None and age < LOADING_MAX_AGE_S
+    if cpu_busy or starting:
+        why = (
+            f"PID {p.pid} is busy on CPU or disk — saving a checkpoint or preprocessing?"
+            if cpu_busy
+            else f"no step yet, {dur(age or 0)} after start — still starting up?"
+        )
+        return Finding(
+            kind="held_but_idle",
+            severity=Severity.WARNING,
+            title=f"GPUs idle {dur(idle)} with {gib(ctx.held_mib)} held, but {why} If it lasts, it is stuck",
+            evidence=ev,
+            action="dump",
+            action_label="[d] py-spy dump",
+        )
+    return Finding(
+        kind="held_but_idle",
+        severity=Severity.ERROR,
+        title=f"probably hung: GPUs hold {gib(ctx.held_mib)} but have been idle {dur(idle)}, and no new step",
+        evidence=ev,
+        action="dump",
+        action_label="[d] py-spy dump",
+    )
+
+
+def rule_busy_but_silent(ctx: Context) -> Finding | None:
+    if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung:
+        return None
+    if ctx.block_buffered is not True or not ctx.log_silent or ctx.drift_files:
+        return None
+    p = ctx.proc
+    assert p is not None
+    silent = ctx.log_silent_s or 0.0
+    active = ctx.held or ctx.busy
+    if active:
+        what = "GPUs busy"
+        ev = [g.line() for g in ctx.gpu_views]
+    elif not ctx.gpu_views and (p.state == "R" or (p.cpu_pct or 0) >= CPU_BUSY_PCT):
+        what = "process busy"
+        ev = [f"no GPU readings; PID {p.pid} is running (CPU {p.cpu_pct or 0:.0f} %)"]
+    else:
+        return None
+    ev.append(
+        f"log {ctx.log.path or '(none)'}: no new line for {dur(silent)} "
+        f"(stale after {dur(ctx.threshold)})"
+    )
+    ev.append(f"PID {p.pid} ({_short(p.command, 80)}): stdout is {stdout_words(p)}")
+    ev.append("; ".join(buffering_words(p)) + " → Python writes stdout in 8 KiB blocks")
+    if p.fd1_pos is not None:
+        ev.append(f"fd 1 has written {p.fd1_pos} bytes so far")
+    return Finding(
+        kind="busy_but_silent",
+        severity=Severity.WARNING,
+        title=(
+            f"{what}, log silent {dur(silent)}: stdout of PID {p.pid} is {stdout_words(p)} "
+            "with no -u and PYTHONUNBUFFERED unset, so output is block-buffered"
+        ),
+        evidence=ev,
+        action="relaunch",
+        action_label="[r] relaunch unbuffered",
+        alt_action="flush",
+        alt_action_label="[f] flush live",
+        fix="add `-u` to the python command or `export PYTHONUNBUFFERED=1` in the start script",
+    )
+
+
+def rule_log_missing(ctx: Context) -> Finding | None:
+    if not ctx.ct_usable or not ctx.log.path or ctx.log.exists is not False:
+        return None
+    files = _proc_files(ctx)
+    ev = [f"{ctx.log.path} does not exist in {ctx.ct_words}"]
+    if ctx.log.error:
+        ev.append(ctx.log.error)
+    if files:
+        p = ctx.proc
+        assert p is not None
+        ev.append(f"PID {p.pid} ({_short(p.command, 80)}): stdout is {stdout_words(p)}")
+        return Finding(
+            kind="log_missing",
+            severity=Severity.WARNING,
+            title=f"log {ctx.log.path} does not exist; PID {p.pid} writes {files[0]}",
+            evidence=ev,
+            action="watch_log",
+            action_label=f"[w] watch {files[0]}",
+        )
+    return Finding(
+        kind="log_missing",
+        severity=Severity.WARNING,
+        title=f"log {ctx.log.path} does not exist",
+        evidence=ev,
+        fix="check the path (--log), or wait for the run to create it",
+    )
+
+
+def rule_log_drift(ctx: Context) -> Finding | None:
+    if not ctx.ct_usable or ctx.log.exists is not True or not ctx.proc_alive:
+        return None
+    files = ctx.drift_files
+    if not files:
+        return None
+    p = ctx.proc
+    assert p is not None
+    ev = [f"PID {p.pid} ({_short(p.command, 80)}): stdout is {stdout_words(p)}"]
+    if ctx.log.mtime is not None:
+        ev.append(f"{ctx.log.path} was last written {dur(ctx.now - ctx.log.mtime)} ago")
+    return Finding(
+        kind="log_drift",
+        severity=Severity.WARNING,
+        title=f"watching {ctx.log.path}, but PID {p.pid} writes {files[0]}",
+        evidence=ev,
+        action="watch_log",
+        action_label=f"[w] watch {files[0]}",
+    )
+
+
+def rule_progress_stalled(ctx: Context) -> Finding | None:
+    if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung:
+        return None
+    m = ctx.metrics
+    med = m.median_step_interval
+    if m.last_step_time is None or med is None:
+        return None
+    if ctx.log_silent or ctx.block_buffered:
+        return None  # silence / buffering are other findings; steps arrive in bursts
+    limit = max(STALL_FLOOR_S, STALL_FACTOR * med)
+    stalled = ctx.now - m.last_step_time
+    if stalled < limit:
+        return None
+    return Finding(
+        kind="progress_stalled",
+        severity=Severity.WARNING,
+        title=f"the log still moves, but step {m.last_step} has not advanced for {dur(stalled)}",
+        evidence=[
+            f"median step interval {med:.1f} s; stalled after {dur(limit)} "
+            f"({STALL_FACTOR:.0f} × median, at least {dur(STALL_FLOOR_S)})",
+            f"last log line {dur(ctx.log_silent_s or 0)} ago",
+            *[g.line() for g in ctx.gpu_views],
+        ],
+        action="dump",
+        action_label="[d] py-spy dump",
+    )
+
+
+def rule_stale_code(ctx: Context) -> Finding | None:
+    if not ctx.ct_usable or not ctx.proc_alive:
+        return None
+    p = ctx.proc
+    assert p is not None
+    if p.start_time is None:
+        return None
+    newer = [
+        (path, mtime)
+        for path, mtime in (p.source_files or [])
+        if path and mtime is not None and mtime > p.start_time + MTIME_SLACK_S
+    ]
+    if not newer:
+        return None
+    newer.sort(key=lambda x: x[1], reverse=True)
+    path, mtime = newer[0]
+    more = f" (and {len(newer) - 1} more)" if len(newer) > 1 else ""
+    return Finding(
+        kind="stale_code",
+        severity=Severity.WARNING,
+        title=(
+            f"deploy has not taken effect: {os.path.basename(path)} modified "
+            f"{dur(mtime - p.start_time)} after PID {p.pid} started{more}"
+        ),
+        evidence=[
+            f"{f} modified {dur(m - p.start_time)} after the process started" for f, m in newer
+        ]
+        + [f"PID {p.pid} ({_short(p.command, 80)}) still runs the old code"],
+        action="relaunch",
+        action_label="[r] relaunch",
+    )
+
+
+def rule_gpu_memory_orphaned(ctx: Context) -> Finding | None:
+    held = ctx.held
+    if not held:
+        return None
+    tree = {p.pid for p in ctx.procs}
+    gprocs = list(ctx.gpus.processes or [])
+    # processes in the watched CT but outside the watched run
+    strays = [
+        gp
+        for gp in gprocs
+        if gp.in_container and gp.ct_pid is not None and tree and gp.ct_pid not in tree
+    ]
+    run_alive = ctx.proc_alive or (
+        ctx.session is not None and ctx.session.alive and not ctx.session_dead
+    )
+    if strays and run_alive:
+        pids = [gp.ct_pid for gp in strays]
+        return Finding(
+            kind="gpu_memory_orphaned",
+            severity=Severity.WARNING,
+            title=f"GPU memory held by PID {', '.join(map(str, pids))} in {ctx.ct_words}, outside the watched run",
+            evidence=[_gp_line(gp) for gp in strays],
+            fix=ctx.in_ct("kill " + " ".join(map(str, pids)))
+            + "  (after checking they are leftovers)",
+        )
+    if run_alive or not ctx.run_known_gone:
+        return None
+    ev = [g.line() for g in held]
+    if gprocs:
+        ev += [_gp_line(gp) for gp in gprocs]
+        host_pids = sorted({gp.host_pid for gp in gprocs})
+        title = f"{gib(ctx.held_mib)} of GPU memory held by PID {', '.join(map(str, host_pids))}, and no run is alive"
+        fix = f"check them with `ps -p {','.join(map(str, host_pids))} -o pid,etime,cmd` on the host, then kill the leftovers"
+    else:
+        ev.append("nvidia-smi lists no process holding it")
+        title = f"{gib(ctx.held_mib)} of GPU memory held with no process listed and no run alive"
+        fix = "find the holder on the host: `fuser -v /dev/nvidia*`; a zombie holder needs its parent killed or a GPU reset"
+    return Finding(
+        kind="gpu_memory_orphaned",
+        severity=Severity.WARNING,
+        title=title,
+        evidence=ev,
+        fix=fix,
+    )
+
+
+def _gp_line(gp: GpuProcess) -> str:
+    where = f"CT PID {gp.ct_pid}" if gp.ct_pid is not None else "not in the watched CT"
+    used = f"{gib(gp.used_mib)}" if gp.used_mib is not None else "? GiB"
+    name = f" {gp.name}" if gp.name else ""
+    return f"host PID {gp.host_pid}{name} ({where}): {used} on {gp.gpu_uuid or 'a GPU'}"
+
+
+def rule_gpu_xid(ctx: Context) -> Finding | None:
+    recent = [
+        e
+        for e in (ctx.gpus.events or [])
+        if not e.lost and e.time is not None and ctx.now - e.time <= RECENT_EVENT_S
+    ]
+    if not recent:
+        return None
+    return Finding(
+        kind="gpu_xid",
+        severity=Severity.WARNING,
+        title=f"the GPU driver reported {len(recent)} error event(s): {_short(recent[-1].text, 100)}",
+        evidence=[_short(e.text, 160) for e in recent[-5:]],
+        fix="check `dmesg | grep -i xid` on the host (Xid 79/48/63/64: hardware; 13/31/43: the program)",
+    )
+
+
+def rule_gpu_unreadable(ctx: Context) -> Finding | None:
+    if not ctx.gpus.error or _nvidia_smi_missing(ctx):
+        return None
+    return Finding(
+        kind="gpu_unreadable",
+        severity=Severity.WARNING,
+        title=f"cannot read the GPUs: {_short(ctx.gpus.error, 100)}",
+        evidence=[ctx.gpus.error] + ([f"source: {ctx.gpus.source}"] if ctx.gpus.source else []),
+        fix="run `nvidia-smi` on the host by hand to see the error",
+    )
+
+
+def _nvidia_smi_missing(ctx: Context) -> bool:
+    t = ctx.tools
+    return t.nvidia_smi_host is False and t.nvidia_smi_ct in (False, None)
+
+
+def rule_tools_missing(ctx: Context) -> Finding | None:
+    t = ctx.tools
+    probed = any(
+        v is not None
+        for v in (t.tmux, t.python3, t.py_spy, t.nvidia_smi_host, t.nvidia_smi_ct, t.gdb)
+    )
+    if not probed or not ctx.ct_usable:
+        return None
+    missing: list[str] = []
+    fixes: list[str] = []
+    severity = Severity.INFO
+    if t.tmux is None:
+        missing.append("tmux (no sessions can be watched or launched)")
+        fixes.append(ctx.in_ct("apt-get install -y tmux"))
+        severity = Severity.WARNING
+    if _nvidia_smi_missing(ctx):
+        missing.append("nvidia-smi, on the host and in the CT (no GPU readings)")
+        fixes.append(
+            "install the NVIDIA driver utilities on the host (nvidia-smi comes with the driver)"
+        )
+        severity = Severity.WARNING
+    if t.py_spy is None:
+        missing.append("py-spy ([d] dump will not work)")
+        fixes.append(ctx.in_ct("pip install py-spy"))
+    if t.python3 is None:
+        missing.append("python3 (slower fallback commands instead of the agent)")
+        fixes.append(ctx.in_ct("apt-get install -y python3"))
+    if not missing:
+        return None
+    names = ", ".join(m.split(" ")[0].rstrip(",") for m in missing)
+    return Finding(
+        kind="tools_missing",
+        severity=severity,
+        title=f"missing in {ctx.ct_words}: {names}",
+        evidence=[f"missing: {m}" for m in missing],
+        fix=" ; ".join(fixes),
+    )
+
+
+Rule = Callable[[Context], "Finding | None"]
+
+# The table: every rule, in the order it is evaluated (display order comes
+# from severity and SPECIFICITY, not from here).
+RULES: tuple[Rule, ...] = (
+    rule_connection,
+    rule_ct_missing,
+    rule_ct_stopped,
+    rule_gpu_lost,
+    rule_session_dead,
+    rule_session_missing,
+    rule_loading,
+    rule_held_but_idle,
+    rule_busy_but_silent,
+    rule_log_missing,
+    rule_log_drift,
+    rule_progress_stalled,
+    rule_stale_code,
+    rule_gpu_memory_orphaned,
+    rule_gpu_xid,
+    rule_gpu_unreadable,
+    rule_tools_missing,
+)
+
+
+def _proc_files(ctx: Context) -> list[str]:
+    p = ctx.proc
+    if p is None or p.stdout is None:
+        return []
+    return [f for f in p.stdout.files if f and f != ctx.log.path]
