@@ -1,0 +1,288 @@
+"""Fixed, hand-made Snapshots ("scenes") and a monitor that serves them.
+
+Used by the UI tests, the snapshot tests and `scripts/screenshots.py` where
+a live demo would not be the same twice. `SceneMonitor` has the Monitor API.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from gputui.model import (
+    ConnectionState,
+    CtStatus,
+    Finding,
+    GpuSample,
+    GpuState,
+    LogState,
+    MetricPoint,
+    Metrics,
+    Pane,
+    Proc,
+    Session,
+    Severity,
+    Snapshot,
+    StdoutTarget,
+    Tools,
+)
+
+T0 = 1_800_000_000.0  # a fixed "now" so ages and staleness never move
+LOG = "/workspace/train.log"
+
+
+def gpus(t0: float, *, busy: bool, n: int = 8, points: int = 120) -> GpuState:
+    g = GpuState(source="nvidia-smi (host)")
+    for k in range(points):
+        t = t0 - points + k
+        for i in range(n):
+            ramp = min(1.0, k / 20)
+            util = (97 + 2 * math.sin(k / 5 + i)) * ramp if busy else 0.0
+            mem = (4200 + 88000 * ramp + 300 * i) if busy else 1.0
+            g.add(
+                GpuSample(
+                    index=i,
+                    time=t,
+                    name="NVIDIA H200",
+                    uuid=f"GPU-{i:08d}",
+                    mem_used_mib=mem,
+                    mem_total_mib=143771.0,
+                    util_pct=round(util),
+                    temp_c=(62 + i) if busy else 31,
+                    power_w=(655 + 4 * i) if busy else 118,
+                    power_limit_w=700,
+                    sm_clock_mhz=1980 if busy else 345,
+                )
+            )
+    return g
+
+
+def train_proc(*, buffered: bool) -> Proc:
+    return Proc(
+        pid=4242,
+        ppid=4240,
+        cmdline=(["python3", "train.py"] if buffered else ["python3", "-u", "train.py"]),
+        cwd="/workspace",
+        state="R",
+        cpu_pct=99.0,
+        rss_bytes=6_400_000_000,
+        threads=24,
+        is_python=True,
+        stdout=StdoutTarget(
+            kind="pipe",
+            path="pipe:[88231]",
+            readers=[(4243, "tee -a /workspace/train.log")],
+            reader_files=[LOG],
+        ),
+        python_u_flag=not buffered,
+        env_pythonunbuffered=not buffered,
+    )
+
+
+def session(
+    name: str, *, alive: bool, created: float, command: str, status: int | None = None
+) -> Session:
+    return Session(
+        name=name,
+        created=created,
+        panes=[
+            Pane(
+                session=name,
+                window_index=0,
+                pane_index=0,
+                pid=4240,
+                dead=not alive,
+                dead_status=status,
+                current_command="bash" if alive else "",
+                start_command=command,
+                current_path="/workspace",
+            )
+        ],
+    )
+
+
+def metrics(t0: float, steps: int) -> Metrics:
+    m = Metrics(preset="step | loss | tok/s")
+    m.throughput_unit = "tok/s"
+    for k in range(steps):
+        m.add(
+            MetricPoint(
+                time=t0 - steps + k,
+                step=k + 1,
+                loss=4.0 * math.exp(-k / 40) + 1.1,
+                throughput=48000 + 1500 * math.sin(k / 3),
+                throughput_unit="tok/s",
+            )
+        )
+    return m
+
+
+def base(t0: float = T0) -> Snapshot:
+    return Snapshot(
+        time=t0,
+        target="root@10.1.2.6 ct 200",
+        connection=ConnectionState.CONNECTED,
+        rtt_ms=12.0,
+        ct=200,
+        ct_status=CtStatus.RUNNING,
+        tools=Tools(tmux="3.3a", python3="3.11.2", py_spy="0.4.0", nvidia_smi_host=True),
+        started=t0 - 300,
+    )
+
+
+CMD = "bash /root/start_training.sh 2>&1 | tee /workspace/train.log"
+HEALTHY_LINES = [
+    f"step {k} | loss {4.0 * math.exp(-k / 40) + 1.1:.4f} | tok/s {48000 + 1500 * math.sin(k / 3):,.0f}"
+    for k in range(80, 120)
+]
+
+
+def healthy(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
+    s = base(t0)
+    s.gpus = gpus(t0, busy=True)
+    s.sessions = [
+        session(
+            "dflash",
+            alive=True,
+            created=t0 - 3 * 3600 - 420,
+            command=CMD.replace("start_training", "start_training"),
+        ),
+        session("notebook", alive=True, created=t0 - 2 * 86400, command="jupyter lab --no-browser"),
+    ]
+    s.sessions[0].panes[
+        0
+    ].start_command = "bash /root/start_training.sh 2>&1 | tee -a -i /workspace/train.log"
+    s.session_name = "dflash"
+    p = train_proc(buffered=False)
+    s.procs = [p]
+    s.log = LogState(
+        path=LOG,
+        exists=True,
+        size=912_345,
+        mtime=t0 - 1,
+        offset=912_345,
+        lines_total=18_204,
+        last_line_time=t0 - 0.4,
+    )
+    s.metrics = metrics(t0, 120)
+    return s, HEALTHY_LINES, []
+
+
+def buffered(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
+    s = base(t0)
+    s.gpus = gpus(t0, busy=True)
+    s.sessions = [session("dflash", alive=True, created=t0 - 190, command=CMD)]
+    s.session_name = "dflash"
+    s.procs = [train_proc(buffered=True)]
+    s.log = LogState(
+        path=LOG,
+        exists=True,
+        size=61,
+        mtime=t0 - 184,
+        offset=61,
+        lines_total=1,
+        last_line_time=t0 - 184,
+    )
+    finding = Finding(
+        kind="busy_but_silent",
+        severity=Severity.ERROR,
+        title="GPUs are busy but the log has been silent for 3 m: stdout is block-buffered",
+        evidence=[
+            "8 GPUs at 97 % util, 90 GiB held; /workspace/train.log last grew 184 s ago",
+            "pid 4242 python3 train.py: fd 1 is pipe:[88231] → tee; no -u, no PYTHONUNBUFFERED",
+        ],
+        action="relaunch",
+        action_label="[r] relaunch unbuffered",
+    )
+    return s, ["loading model from /models/llama-8b (this takes a while)"], [finding]
+
+
+def dead(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
+    s = base(t0)
+    s.gpus = gpus(t0, busy=False)
+    s.sessions = [session("dflash", alive=False, created=t0 - 95, command=CMD, status=1)]
+    s.session_name = "dflash"
+    s.log = LogState(
+        path=LOG,
+        exists=True,
+        size=2_114,
+        mtime=t0 - 88,
+        offset=2_114,
+        lines_total=9,
+        last_line_time=t0 - 88,
+    )
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/workspace/train.py", line 12, in <module>',
+        "    import flash_attn",
+        '  File "/usr/lib/python3/dist-packages/flash_attn/__init__.py", line 3, in <module>',
+        "    from flash_attn.flash_attn_interface import flash_attn_func",
+        "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
+    ]
+    finding = Finding(
+        kind="session_dead",
+        severity=Severity.ERROR,
+        title="Session dflash is dead (exit status 1) and the GPUs are idle",
+        evidence=["last log line: ImportError: libcudart.so.12: cannot open shared object file"],
+        action="launch",
+        action_label="[l] launch again",
+    )
+    return s, lines, [finding]
+
+
+SCENES: dict[str, Callable[[float], tuple[Snapshot, list[str], list[Finding]]]] = {
+    "healthy": healthy,
+    "buffered": buffered,
+    "dead": dead,
+}
+
+
+class SceneMonitor:
+    """The Monitor API over a Snapshot you control. `set()` publishes a change."""
+
+    def __init__(self, snap: Snapshot, log_lines: list[str] | None = None) -> None:
+        self.snapshot = snap
+        self._pending: list[str] = list(log_lines or [])
+        self._listeners: list[Callable[[Snapshot, set[str]], None]] = []
+        self.started = False
+        self.stopped = False
+        self.watched: list[str] = []
+        self.followed: list[str] = []
+        self.refreshes = 0
+
+    def subscribe(self, cb: Callable[[Snapshot, set[str]], None]) -> None:
+        self._listeners.append(cb)
+
+    def publish(self, parts: set[str]) -> None:
+        for cb in list(self._listeners):
+            cb(self.snapshot, set(parts))
+
+    def set(self, snap: Snapshot, parts: set[str] | None = None) -> None:
+        self.snapshot = snap
+        self.publish(parts or {"connection", "gpus", "sessions", "procs", "log", "metrics", "ct"})
+
+    def push_lines(self, lines: list[str]) -> None:
+        self._pending.extend(lines)
+
+    def drain_log_lines(self) -> list[str]:
+        out, self._pending = self._pending, []
+        return out
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    async def refresh(self) -> None:
+        self.refreshes += 1
+
+    def watch_session(self, name: str) -> None:
+        self.watched.append(name)
+        self.snapshot.session_name = name
+        self.publish({"sessions", "procs"})
+
+    def watch_log(self, path: str) -> None:
+        self.followed.append(path)
+        self.snapshot.log = LogState(path=path, exists=True)
+        self.publish({"log"})

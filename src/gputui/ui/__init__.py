@@ -1,0 +1,1 @@
+"""The Textual dashboard. The only package in gputui that imports Textual."""

@@ -1,0 +1,383 @@
+"""The dashboard app: one screen fed by a monitor, verbs behind a confirm box.
+
+Live data never recomposes: a monitor callback marks parts dirty, one
+coalesced apply updates the widgets in place, a 1 Hz tick redraws graphs,
+ages and the banner, and a 10 Hz timer moves log lines in batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import DataTable, Footer, Input
+from textual.worker import Worker, WorkerState
+
+from gputui.errors import GputuiError
+from gputui.model import Finding, Snapshot
+from gputui.ui.commands import ActionCommands
+from gputui.ui.feed import MonitorLike
+from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.help import HelpScreen, help_markdown
+from gputui.ui.screens.result import ResultScreen
+from gputui.ui.verbs import VERB_BY_ID, VERBS, ActionBackend, ActionOutcome, PlannedAction, why_not
+from gputui.ui.widgets.banner import Banner
+from gputui.ui.widgets.gpus import GpuTable, HistoryPlot, mem_series_gib, util_series
+from gputui.ui.widgets.logview import LogPanel
+from gputui.ui.widgets.runinfo import RunPanel
+from gputui.ui.widgets.sessions import SessionList
+from gputui.ui.widgets.status import StatusLine
+
+Diagnose = Callable[[Snapshot, float], list[Finding]]
+DEFAULT_STALE_AFTER = 30.0
+
+
+def default_diagnose(stale_after: float | None) -> Diagnose:
+    try:
+        from gputui.diagnose import diagnose
+    except ImportError:  # the diagnosis module has not landed: no banner
+        return lambda snap, now: []
+    return lambda snap, now: diagnose(snap, now, stale_after=stale_after)
+
+
+class GputuiApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "gputui"
+    COMMANDS = App.COMMANDS | {ActionCommands}
+    BINDINGS = [  # noqa: RUF012
+        Binding("q", "quit", "quit", id="quit"),
+        Binding("question_mark", "help", "help", key_display="?", id="help"),
+        Binding("slash", "filter", "filter", key_display="/", id="filter"),
+        Binding("p", "pause", "pause", id="pause"),
+        *[
+            Binding(
+                v.key,
+                f"verb('{v.id}')",
+                v.label,
+                id=v.id,
+                show=v.id not in ("force_kill", "launch"),
+            )
+            for v in VERBS
+        ],
+    ]
+
+    def __init__(
+        self,
+        monitor: MonitorLike,
+        *,
+        actions: ActionBackend | None = None,
+        read_only: bool = False,
+        can_launch: bool = False,
+        stale_after: float | None = None,
+        diagnose: Diagnose | None = None,
+        clock: Callable[[], float] = time.time,
+        live: bool = True,
+        on_exit: Callable[[], Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.monitor = monitor
+        self.actions = actions
+        self.read_only = read_only
+        self.can_launch = can_launch
+        self.stale_after = stale_after
+        self.diagnose = diagnose or default_diagnose(stale_after)
+        self.clock = clock
+        self.live = live  # False in snapshot tests: no timers, one apply
+        self.on_exit_hook = on_exit
+        self.findings: list[Finding] = []
+        self._dirty: set[str] = set()
+        self._apply_pending = False
+        self._log_path: str | None = None
+        self._availability: tuple[str | None, ...] = ()
+        self._stopped = False
+        self.executed: list[PlannedAction] = []  # every action that really ran
+
+    # ------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield StatusLine(id="status")
+        yield Banner(id="banner")
+        with Horizontal(id="top"):
+            gpus = GpuTable(id="gpus")
+            gpus.border_title = "GPUs"
+            yield gpus
+            with Horizontal(id="graphs"):
+                yield HistoryPlot("util %", "%", id="util-plot")
+                yield HistoryPlot("memory GiB", "G", id="mem-plot")
+        with Horizontal(id="middle"):
+            sessions = SessionList(id="sessions")
+            sessions.border_title = "sessions"
+            yield sessions
+            run = RunPanel(id="run")
+            run.border_title = "training process"
+            yield run
+        yield LogPanel(id="logpanel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.monitor.subscribe(self._on_monitor)
+        self._apply(set(("connection", "gpus", "sessions", "procs", "log", "metrics", "ct")))
+        self._tick()
+        self._drain_log()
+        self.query_one(SessionList).focus()
+        if self.live:
+            self.set_interval(1.0, self._tick)
+            self.set_interval(0.1, self._drain_log)
+            self._start_monitor()
+
+    @work(group="monitor", exit_on_error=False)
+    async def _start_monitor(self) -> None:
+        await self.monitor.start()
+
+    # ------------------------------------------------------------ live data
+
+    def _on_monitor(self, snap: Snapshot, parts: set[str]) -> None:
+        """Monitor callback; may come from another thread. Coalesces updates."""
+        if self._thread_id != threading.get_ident():
+            self.call_from_thread(self._on_monitor, snap, parts)
+            return
+        self._dirty |= parts
+        if not self._apply_pending:
+            self._apply_pending = True
+            self.set_timer(0.1, self._apply_dirty)
+
+    def _apply_dirty(self) -> None:
+        self._apply_pending = False
+        parts, self._dirty = self._dirty, set()
+        self._apply(parts)
+
+    def _apply(self, parts: set[str]) -> None:
+        snap = self.monitor.snapshot
+        now = self.clock()
+        if parts & {"connection", "ct"}:
+            self.query_one(StatusLine).show(snap, read_only=self.read_only)
+        if "gpus" in parts:
+            self.query_one(GpuTable).show(snap.gpus)
+            self._size_top(len(snap.gpus.latest))
+        if parts & {"sessions", "procs"}:
+            self.query_one(SessionList).show(snap.sessions, now, snap.session_name)
+            self.query_one(RunPanel).show_proc(snap)
+        if "metrics" in parts:
+            self.query_one(RunPanel).show_metrics(snap.metrics)
+        self._refresh_availability(snap)
+
+    def _size_top(self, n_gpus: int) -> None:
+        height = max(8, min(12, n_gpus + 3))
+        top = self.query_one("#top")
+        if top.styles.height is None or top.styles.height.value != height:
+            top.styles.height = height
+
+    def _tick(self) -> None:
+        """Once a second: graphs, ages, log state, banner."""
+        snap = self.monitor.snapshot
+        now = self.clock()
+        self.query_one(StatusLine).show(snap, read_only=self.read_only)
+        self.query_one(SessionList).show(snap.sessions, now, snap.session_name)
+        self.query_one("#util-plot", HistoryPlot).show(util_series(snap.gpus), 100.0)
+        series, ymax = mem_series_gib(snap.gpus)
+        self.query_one("#mem-plot", HistoryPlot).show(series, ymax)
+        self.query_one(LogPanel).show_state(snap.log, now, self.stale_after or DEFAULT_STALE_AFTER)
+        try:
+            self.findings = list(self.diagnose(snap, now))
+        except Exception as e:  # a broken rule must not take the dashboard down
+            self.findings = []
+            self.log.error(f"diagnose failed: {e!r}")
+        self.query_one(Banner).show(self.findings, self._banner_hints())
+        self._refresh_availability(snap)
+
+    def _banner_hints(self) -> list[str]:
+        hints = []
+        top = self.query_one(Banner).finding
+        for verb in ("flush", "dump"):
+            if (top is None or top.action != verb) and self.why_not(verb) is None:
+                v = VERB_BY_ID[verb]
+                hints.append(f"[{v.key}] {v.label}")
+        return hints
+
+    def _drain_log(self) -> None:
+        """Ten times a second: move new log lines into the view in one batch."""
+        snap = self.monitor.snapshot
+        panel = self.query_one(LogPanel)
+        if snap.log.path != self._log_path:
+            if self._log_path is not None:
+                panel.restart(f"── now following {snap.log.path or '(nothing)'} ──")
+            self._log_path = snap.log.path
+        panel.add_lines(self.monitor.drain_log_lines())
+
+    # ------------------------------------------------------------ verbs
+
+    def why_not(self, verb: str) -> str | None:
+        if verb != "watch_log" and self.actions is None:
+            return "actions are not available in this build"
+        return why_not(
+            verb, self.monitor.snapshot, read_only=self.read_only, can_launch=self.can_launch
+        )
+
+    def _refresh_availability(self, snap: Snapshot) -> None:
+        state = tuple(self.why_not(v.id) for v in VERBS)
+        if state != self._availability:
+            self._availability = state
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "verb" and parameters:
+            return True if self.why_not(str(parameters[0])) is None else None  # None: greyed
+        return True
+
+    def action_verb(self, verb: str) -> None:
+        why = self.why_not(verb)
+        label = VERB_BY_ID[verb].label if verb in VERB_BY_ID else verb
+        if why is not None:
+            self.notify(f"{label}: {why}", severity="warning")
+            return
+        try:
+            planned = self._plan(verb)
+        except GputuiError as e:
+            self.notify(str(e), title=label, severity="error")
+            return
+        self._confirm_and_run(planned)
+
+    def _plan(self, verb: str) -> PlannedAction:
+        snap = self.monitor.snapshot
+        if verb == "watch_log":
+            proc = snap.training_proc
+            path = proc.stdout.files[0] if proc and proc.stdout.files else ""
+            return PlannedAction(
+                verb=verb,
+                title="follow the log the process really writes",
+                target=path,
+                description=(
+                    f"pid {proc.pid if proc else '?'}'s stdout reaches {path}; the log view now "
+                    f"follows {snap.log.path or 'nothing'}. Switch the log view to {path}. "
+                    "Nothing is run on the process."
+                ),
+                commands=[f"tail -c +0 -F {path}"],
+            )
+        assert self.actions is not None
+        return self.actions.plan(verb, snap)
+
+    @work(group="action", exclusive=True, exit_on_error=False)
+    async def _confirm_and_run(self, planned: PlannedAction) -> None:
+        if not await self.push_screen_wait(ConfirmScreen(planned)):
+            self.notify(f"{planned.title}: cancelled, nothing was run")
+            return
+        self.executed.append(planned)
+        self.notify(f"{planned.title}: running…", timeout=3)
+        outcome = await self._execute(planned)
+        self.notify(
+            outcome.summary, title=planned.title, severity="information" if outcome.ok else "error"
+        )
+        if outcome.details or outcome.saved_path or not outcome.ok:
+            self.push_screen(ResultScreen(planned.title, outcome))
+        await self.monitor.refresh()
+
+    async def _execute(self, planned: PlannedAction) -> ActionOutcome:
+        if planned.verb == "watch_log":
+            self.monitor.watch_log(planned.target)
+            return ActionOutcome(True, f"following {planned.target}")
+        if planned.interactive_argv:
+            with self.suspend():
+                rc = subprocess.run(planned.interactive_argv, check=False).returncode
+            return ActionOutcome(rc == 0, f"detached (exit status {rc})")
+        assert self.actions is not None
+        return await self.actions.execute(planned)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """An action that raised: say what failed in a box, never a traceback."""
+        if event.state != WorkerState.ERROR or event.worker.group not in ("action", "monitor"):
+            return
+        err = event.worker.error
+        text = str(err) if isinstance(err, GputuiError) else f"{type(err).__name__}: {err}"
+        if event.worker.group == "monitor":
+            self.notify(text, title="monitor", severity="error", timeout=10)
+            return
+        self.push_screen(ResultScreen("action failed", ActionOutcome(False, text)))
+
+    # ------------------------------------------------------------ other keys
+
+    @on(DataTable.RowSelected, "#sessions")
+    def _watch_session(self, event: DataTable.RowSelected) -> None:
+        name = str(event.row_key.value)
+        self.monitor.watch_session(name)
+        self.notify(f"watching session {name}", timeout=2)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(help_markdown({v.id: self.why_not(v.id) for v in VERBS})))
+
+    def action_filter(self) -> None:
+        box = self.query_one("#log-filter", Input)
+        box.add_class("-shown")
+        box.focus()
+
+    @on(Input.Submitted, "#log-filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        err = self.query_one(LogPanel).set_filter(event.value)
+        if err:
+            self.notify(err, severity="error")
+            return
+        if not event.value:
+            event.input.remove_class("-shown")
+        self.query_one(LogPanel).log.focus()
+        self._tick()
+
+    def on_key(self, event: Any) -> None:
+        box = self.query_one("#log-filter", Input)
+        if event.key == "escape" and box.has_focus:
+            box.value = ""
+            self.query_one(LogPanel).set_filter("")
+            box.remove_class("-shown")
+            self.query_one(LogPanel).log.focus()
+            event.stop()
+
+    def action_pause(self) -> None:
+        paused = self.query_one(LogPanel).toggle_pause()
+        self.notify("log paused" if paused else "log resumed", timeout=2)
+        self._tick()
+
+    async def action_quit(self) -> None:
+        await self._stop_monitor()
+        self.exit(0)
+
+    async def _stop_monitor(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            await asyncio.wait_for(self.monitor.stop(), timeout=10)
+        except Exception as e:  # quitting must always work
+            self.log.error(f"monitor.stop failed: {e!r}")
+        if self.on_exit_hook is not None:
+            res = self.on_exit_hook()
+            if asyncio.iscoroutine(res):
+                await res
+
+    async def on_unmount(self) -> None:
+        await self._stop_monitor()
+
+
+def run_app(settings: Any) -> int:
+    """Build the monitor for `settings` and run the dashboard; the exit code."""
+    from gputui.ui.wiring import build
+
+    parts = build(settings)
+    app = GputuiApp(
+        parts.monitor,
+        actions=parts.actions,
+        read_only=bool(getattr(settings, "read_only", False)),
+        can_launch=parts.can_launch,
+        stale_after=getattr(settings, "stale_after", None),
+        on_exit=parts.on_exit,
+    )
+    rc = app.run()
+    return int(rc or 0)
+
+
+__all__ = ["GputuiApp", "run_app"]

@@ -1,0 +1,88 @@
+"""Turning model values into short strings for the dashboard (pure, no Textual)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from gputui.model import Proc
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def human_age(seconds: float | None) -> str:
+    """3 s, 4 m, 2 h 5 m, 3 d — coarse on purpose so it changes rarely."""
+    if seconds is None:
+        return "?"
+    s = int(max(0, seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} m"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60:02d} m"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def bar(frac: float | None, width: int) -> str:
+    """A fixed-width bar of eighth blocks; blank when unknown."""
+    if frac is None:
+        return "·" * width
+    frac = min(1.0, max(0.0, frac))
+    eighths = round(frac * width * 8)
+    full, part = divmod(eighths, 8)
+    s = "█" * full + ("▏▎▍▌▋▊▉"[part - 1] if part else "")
+    return s.ljust(width, " ")[:width]
+
+
+def number(v: float | None, digits: int = 0) -> str:
+    if v is None:
+        return "–"
+    if abs(v) >= 1000 and digits == 0:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}f}"
+
+
+def median(values: Sequence[float | None]) -> float | None:
+    xs = [v for v in values if v is not None]
+    return statistics.median(xs) if xs else None
+
+
+def stdout_route(proc: Proc) -> str:
+    """Where fd 1 goes, in words: 'pipe:[123] → tee (77) → /w/train.log'."""
+    out = proc.stdout
+    if out.kind == "file":
+        return f"file {out.path}"
+    if out.kind == "pipe":
+        parts = [out.path or "pipe"]
+        parts += [f"{cmd.split()[0] if cmd else '?'} ({pid})" for pid, cmd in out.readers[:2]]
+        if out.reader_files:
+            parts.append(", ".join(out.reader_files[:2]))
+        return " → ".join(parts)
+    if out.kind == "tty":
+        return f"terminal {out.path or ''}".strip()
+    return out.kind
+
+
+def buffering_verdict(proc: Proc) -> tuple[str, str]:
+    """(style, sentence) saying whether this process's prints reach the log."""
+    bb = proc.block_buffered
+    if bb is None:
+        if not proc.is_python:
+            return "dim", "not Python: buffering not checked"
+        return "yellow", "buffering unknown (environ unreadable)"
+    if bb:
+        return (
+            "bold red",
+            "BLOCK-BUFFERED (no -u, no PYTHONUNBUFFERED): the log gets 8 KiB chunks",
+        )
+    why = "-u" if proc.python_u_flag else "PYTHONUNBUFFERED" if proc.env_pythonunbuffered else "tty"
+    return "green", f"line-buffered ({why}): lines reach the log at once"

@@ -1,0 +1,60 @@
+"""The confirm box: names the exact target and command; y runs, n/escape cancels."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from gputui.ui.verbs import PlannedAction
+
+
+def confirm_text(p: PlannedAction) -> Text:
+    t = Text()
+    t.append("target  ", style="dim")
+    t.append(p.target, style="bold")
+    t.append("\n\n")
+    t.append(p.description)
+    if p.warning:
+        t.append("\n\n")
+        t.append(f"⚠ {p.warning}", style="bold yellow")
+    t.append("\n\nwill run:\n", style="dim")
+    for cmd in p.commands:
+        t.append(f"  $ {cmd}\n", style="bold cyan")
+    return t
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Returns True only on y / the Run button. The plan is copied in when the
+    box opens, so later snapshots cannot change what runs."""
+
+    BINDINGS = [  # noqa: RUF012
+        Binding("y", "answer(True)", "yes, run it"),
+        Binding("n", "answer(False)", "no"),
+        Binding("escape", "answer(False)", "cancel"),
+    ]
+
+    def __init__(self, planned: PlannedAction) -> None:
+        super().__init__()
+        self.planned = planned
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box") as box:
+            box.border_title = f"{self.planned.title}?"
+            with VerticalScroll(id="confirm-body"):
+                yield Static(confirm_text(self.planned), id="confirm-text")
+            with Horizontal(id="confirm-buttons"):
+                yield Button("[y] Run", variant="error", id="yes")
+                yield Button("[n] Cancel", variant="primary", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()  # Enter must not run anything
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)

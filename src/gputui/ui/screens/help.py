@@ -1,0 +1,67 @@
+"""`?`: the keys and what the banner findings mean."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+from gputui.ui.verbs import VERBS
+
+HELP_HEAD = """\
+# gputui keys
+
+| key | what it does |
+| --- | --- |
+| `?` | this help |
+| `q` | quit (stops every stream gputui opened) |
+| `/` | filter the log (regex); `esc` closes the filter |
+| `p` | pause / resume the log view |
+| `tab` | move between panels; `enter` on a session watches it |
+| `ctrl+p` | command palette (every action, with why it is unavailable) |
+"""
+
+HELP_TAIL = """
+Every action opens a confirm box that names the exact target and command;
+nothing runs until you press `y`. In `--read-only` mode all actions are off.
+
+## The banner
+
+The top finding from the diagnosis, its evidence, and the key that fixes it.
+It disappears by itself when the cause goes away. The most common one:
+**GPUs busy but the log is silent** — Python block-buffers stdout when it is
+a file or a pipe (`| tee`), so prints arrive in 8 KiB chunks. `r` relaunches
+with `PYTHONUNBUFFERED=1`; `f` flushes the running process without a restart.
+"""
+
+
+def help_markdown(unavailable: dict[str, str | None]) -> str:
+    rows = []
+    for v in VERBS:
+        why = unavailable.get(v.id)
+        note = f" — *off: {why}*" if why else ""
+        rows.append(f"| `{v.key}` | {v.help}{note} |")
+    return HELP_HEAD + "\n".join(rows) + "\n" + HELP_TAIL
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [  # noqa: RUF012
+        Binding("escape", "close", "close"),
+        Binding("question_mark", "close", "close", show=False),
+        Binding("q", "close", "close", show=False),
+    ]
+
+    def __init__(self, markdown: str) -> None:
+        super().__init__()
+        self.markdown = markdown
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box") as box:
+            box.border_title = "help"
+            box.border_subtitle = "esc closes"
+            yield Markdown(self.markdown)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,44 @@
+"""What an action did: summary, details (e.g. py-spy stacks), the saved file."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static, TextArea
+
+from gputui.ui.verbs import ActionOutcome
+
+
+class ResultScreen(ModalScreen[None]):
+    BINDINGS = [  # noqa: RUF012
+        Binding("escape", "close", "close"),
+        Binding("q", "close", "close", show=False),
+        Binding("enter", "close", "close", show=False),
+    ]
+
+    def __init__(self, title: str, outcome: ActionOutcome) -> None:
+        super().__init__()
+        self.title_text = title
+        self.outcome = outcome
+
+    def compose(self) -> ComposeResult:
+        o = self.outcome
+        with Vertical(id="result-box", classes="-ok" if o.ok else "-failed") as box:
+            box.border_title = self.title_text
+            box.border_subtitle = "esc closes"
+            head = Text()
+            head.append("✔ " if o.ok else "✖ ", style="bold green" if o.ok else "bold red")
+            head.append(o.summary, style="bold")
+            if o.saved_path:
+                head.append(f"\nsaved to {o.saved_path}", style="dim")
+            yield Static(head, id="result-summary")
+            area = TextArea(o.details or "(no output)", read_only=True, id="result-details")
+            area.cursor_blink = False
+            area.show_line_numbers = False
+            yield area
+
+    def action_close(self) -> None:
+        self.dismiss(None)

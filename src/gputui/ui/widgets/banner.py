@@ -1,0 +1,63 @@
+"""The banner: the most important finding, its evidence and the key that fixes it.
+
+Hidden (CSS `display: none`) until the `-shown` class is set.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from gputui.model import Finding, Severity
+
+_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+_ICON = {Severity.ERROR: "✖", Severity.WARNING: "⚠", Severity.INFO: "ℹ"}
+
+
+def top_finding(findings: list[Finding]) -> Finding | None:
+    """The most severe finding; ties keep the diagnosis order."""
+    if not findings:
+        return None
+    return sorted(findings, key=lambda f: _ORDER.get(f.severity, 3))[0]
+
+
+def banner_text(f: Finding, hints: list[str], more: int) -> Text:
+    t = Text()
+    t.append(f"{_ICON.get(f.severity, '!')} {f.title}", style="bold")
+    for line in f.evidence[:3]:
+        t.append(f"\n  · {line}")
+    keys = [h for h in [f.action_label, *hints] if h]
+    tail = "   ".join(dict.fromkeys(keys))
+    if f.fix and not f.action_label:
+        tail = f"fix: {f.fix}" + (f"   {tail}" if tail else "")
+    if more:
+        tail += f"   (+{more} more: ? help)"
+    if tail:
+        t.append(f"\n  {tail}", style="bold")
+    return t
+
+
+class Banner(Static):
+    """Shows `top_finding`; `show(None)` hides it."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__("", **kw)  # type: ignore[arg-type]
+        self.finding: Finding | None = None
+        self._shown_key: tuple[object, ...] | None = None
+
+    def show(self, findings: list[Finding], hints: list[str] | None = None) -> None:
+        f = top_finding(findings)
+        self.finding = f
+        key = (
+            None
+            if f is None
+            else (f.kind, f.title, tuple(f.evidence), len(findings), tuple(hints or []))
+        )
+        if key == self._shown_key:
+            return  # nothing changed: no repaint
+        self._shown_key = key
+        self.set_class(f is not None, "-shown")
+        for sev in Severity:
+            self.set_class(f is not None and f.severity == sev, f"-{sev.value}")
+        if f is not None:
+            self.update(banner_text(f, hints or [], len(findings) - 1))

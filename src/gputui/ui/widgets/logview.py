@@ -1,0 +1,147 @@
+"""The log tail: a `Log` fed in batches, with a filter, pause and highlighting."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+from rich.highlighter import Highlighter
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Input, Log, Static
+
+from gputui.model import LogState
+from gputui.ui.format import human_age
+
+MAX_LINES = 5000
+
+
+_HIGHLIGHTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^\s+File \".*\", line \d+.*"), "red"),
+    (
+        re.compile(
+            r"(Traceback \(most recent call last\)|\b\w*(Error|Exception)\b|CUDA out of memory"
+            r"|\bKilled\b|\bFAILED\b|NCCL (error|WARN)|Segmentation fault|\bnan\b).*"
+        ),
+        "bold red",
+    ),
+    (re.compile(r"\b(WARNING|Warning|UserWarning)\b.*"), "yellow"),
+    (re.compile(r"\b(step|loss|tok/s|it/s|samples/s)\b"), "bold"),
+)
+
+
+class TrainingLogHighlighter(Highlighter):
+    """Errors and tracebacks in red, warnings in yellow, metric names bold."""
+
+    def highlight(self, text: Text) -> None:
+        for pattern, style in _HIGHLIGHTS:
+            text.highlight_regex(pattern, style)
+
+
+def log_state_text(log: LogState, now: float, stale_after: float) -> Text:
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if not log.path:
+        return Text(
+            "no log chosen — select a session, or press w to follow the process's stdout",
+            style="dim",
+        )
+    if log.error:
+        t.append(f"✖ {log.error}", style="bold red")
+    elif log.exists is False:
+        t.append("✖ missing", style="bold red")
+    elif log.exists is None:
+        t.append("… checking", style="dim")
+    else:
+        silent = log.silent_for(now)
+        if silent is not None and silent > stale_after:
+            t.append(f"◼ stale {human_age(silent)}", style="bold yellow")
+        elif log.lines_total:
+            t.append("▲ growing", style="green")
+        else:
+            t.append("◻ empty", style="yellow")
+    t.append(f"  {log.lines_total:,} lines", style="dim")
+    if log.size is not None:
+        t.append(f"  {log.size:,} bytes", style="dim")
+    if log.rotations or log.truncations:
+        t.append(f"  rotated {log.rotations}× truncated {log.truncations}×", style="yellow")
+    return t
+
+
+class TailLog(Log):
+    pass
+
+
+class LogPanel(Vertical):
+    """Lines arrive via `add_lines` (already batched by the app's 10 Hz timer)."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self._lines: deque[str] = deque(maxlen=MAX_LINES)
+        self._pattern: re.Pattern[str] | None = None
+        self.paused = False
+        self._held = 0  # lines that arrived while paused
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="log-state")
+        yield Input(placeholder="filter (regex; empty clears; esc closes)", id="log-filter")
+        log = TailLog(max_lines=MAX_LINES, highlight=True, id="log")
+        log.highlighter = TrainingLogHighlighter()
+        yield log
+
+    @property
+    def log(self) -> TailLog:
+        return self.query_one(TailLog)
+
+    def show_state(self, log: LogState, now: float, stale_after: float) -> None:
+        t = log_state_text(log, now, stale_after)
+        if self.paused:
+            t.append(f"  ⏸ paused ({self._held} new)", style="bold yellow")
+        if self._pattern is not None:
+            t.append(f"  filter /{self._pattern.pattern}/", style="bold cyan")
+        self.query_one("#log-state", Static).update(t)
+        self.border_title = f"log {log.path}" if log.path else "log"
+
+    def add_lines(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        self._lines.extend(lines)
+        if self.paused:
+            self._held += len(lines)
+            return
+        if self._pattern is not None:
+            lines = [x for x in lines if self._pattern.search(x)]
+        if lines:
+            self.log.write_lines(lines)
+
+    def restart(self, note: str) -> None:
+        """A new log is followed: start the view afresh."""
+        self._lines.clear()
+        self.log.clear()
+        self.log.write_line(note)
+
+    def set_filter(self, text: str) -> str | None:
+        """Apply a regex filter; returns an error message for a bad regex."""
+        if not text:
+            self._pattern = None
+        else:
+            try:
+                self._pattern = re.compile(text, re.IGNORECASE)
+            except re.error as e:
+                return f"bad regex: {e}"
+        self._rerender()
+        return None
+
+    def toggle_pause(self) -> bool:
+        self.paused = not self.paused
+        if not self.paused:
+            self._held = 0
+            self._rerender()
+        return self.paused
+
+    def _rerender(self) -> None:
+        lines = list(self._lines)
+        if self._pattern is not None:
+            lines = [x for x in lines if self._pattern.search(x)]
+        self.log.clear()
+        self.log.write_lines(lines)

@@ -1,0 +1,62 @@
+"""The tmux sessions list: a DataTable updated in place."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from gputui.model import Session
+from gputui.ui.format import human_age
+
+COLUMNS = ("session", "state", "exit", "command", "age")
+
+
+def session_row(s: Session, now: float, watched: str | None) -> tuple[Text | str, ...]:
+    pane = s.main_pane
+    name = Text(
+        ("▶ " if s.name == watched else "  ") + s.name, style="bold" if s.name == watched else ""
+    )
+    state = Text("alive", style="green") if s.alive else Text("dead", style="bold red")
+    exit_ = "–"
+    if pane is not None and pane.dead:
+        if pane.dead_signal:
+            exit_ = f"sig {pane.dead_signal}"
+        elif pane.dead_status is not None:
+            exit_ = str(pane.dead_status)
+    command = (pane.start_command or pane.current_command) if pane else ""
+    age = human_age(now - s.created) if s.created else "?"
+    return name, state, exit_, command, age
+
+
+class SessionList(DataTable[Text | str]):
+    """Enter or a click on a row watches that session."""
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.zebra_stripes = False
+        for c in COLUMNS:
+            self.add_column(c, key=c)
+        self._names: list[str] = []
+        self._rows: dict[str, tuple[Text | str, ...]] = {}
+
+    def show(self, sessions: list[Session], now: float, watched: str | None) -> None:
+        names = [s.name for s in sessions]
+        rows = {s.name: session_row(s, now, watched) for s in sessions}
+        if names != self._names:
+            cursor_name = (
+                self._names[self.cursor_row] if 0 <= self.cursor_row < len(self._names) else watched
+            )
+            self.clear()
+            for n in names:
+                self.add_row(*rows[n], key=n)
+            self._names = names
+            if cursor_name in names:
+                self.move_cursor(row=names.index(cursor_name), animate=False)
+        else:
+            for n in names:
+                old = self._rows.get(n, ())
+                for col, a, b in zip(COLUMNS, old, rows[n], strict=False):
+                    if str(a) != str(b) or getattr(a, "style", None) != getattr(b, "style", None):
+                        self.update_cell(n, col, b)
+        self._rows = rows
+        self.border_subtitle = "" if sessions else "no tmux sessions"

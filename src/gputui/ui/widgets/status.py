@@ -1,0 +1,49 @@
+"""The header line: target, connection state, CT status."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from gputui.model import ConnectionState, CtStatus, Snapshot
+
+
+def status_text(snap: Snapshot, *, read_only: bool = False) -> Text:
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(" gputui ", style="bold reverse")
+    t.append(f" {snap.target} ", style="bold")
+    c = snap.connection
+    if c == ConnectionState.CONNECTED:
+        t.append(" ● connected", style="green")
+        if snap.rtt_ms is not None:
+            t.append(f" {snap.rtt_ms:.0f} ms", style="green")
+    elif c in (ConnectionState.CONNECTING, ConnectionState.RECONNECTING):
+        t.append(f" ◌ {c.value}…", style="yellow")
+        if snap.connection_error:
+            t.append(f" ({snap.connection_error})", style="yellow")
+    elif c == ConnectionState.FAILED:
+        t.append(" ✖ failed", style="bold red")
+        if snap.connection_error:
+            t.append(f": {snap.connection_error}", style="red")
+    else:
+        t.append(f" {c.value}", style="dim")
+    if snap.ct is not None:
+        style = {
+            CtStatus.RUNNING: "green",
+            CtStatus.STOPPED: "bold red",
+            CtStatus.MISSING: "bold red",
+        }.get(snap.ct_status, "yellow")
+        t.append("  │  ", style="dim")
+        t.append(f"CT {snap.ct} {snap.ct_status.value}", style=style)
+    if snap.gpus.source:
+        t.append("  │  ", style="dim")
+        t.append(f"GPUs: {snap.gpus.source}", style="dim")
+    if read_only:
+        t.append("  │  ", style="dim")
+        t.append("READ-ONLY", style="bold yellow")
+    return t
+
+
+class StatusLine(Static):
+    def show(self, snap: Snapshot, *, read_only: bool) -> None:
+        self.update(status_text(snap, read_only=read_only))
