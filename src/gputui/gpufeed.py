@@ -1,0 +1,509 @@
+"""Where GPU readings come from: a GpuFeed keeps a GpuState up to date.
+
+- `NvidiaSmiFeed`: one long-lived `nvidia-smi --query-gpu … -lms PERIOD` on
+  the host (or in the CT), parsed line by line; plus one long-lived shell loop
+  on the same side that lists the compute apps every few seconds and, on the
+  host, maps each host PID to the CT (`NSpid`, `/lxc/<ct>/` cgroup) — two
+  channels, no new remote process per poll. A stream that ends is restarted
+  with backoff; a lost GPU (exit 15) or an unknown field is an event and an
+  error in the state, never a crash.
+- `NvmlFeed`: this machine's GPUs through NVML (`--local`), read in a thread.
+- `SimulatedGpus`: readings derived from a callback (demo and tests).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import math
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gputui.collect import gpu as gpu_parse
+from gputui.errors import GputuiError
+from gputui.model import GpuEvent, GpuProcess, GpuSample, GpuState
+from gputui.remote.base import RemoteProcess
+from gputui.remote.target import Target
+
+ChangeListener = Callable[[], None]
+
+BACKOFF_START_S = 1.0
+BACKOFF_MAX_S = 60.0
+APPS_PERIOD_S = 5.0
+NOT_FOUND_RETRY_S = 300.0
+
+# Long-lived compute-apps loop. $1: seconds between listings. For every
+# listed PID it also prints its NSpid line and /lxc/<ct>/ cgroup (meaningful
+# on the host; inside a CT they describe the CT's own view).
+APPS_SCRIPT = r"""n=$1; shift
+while :; do
+  out=$("$@" 2>&1); rc=$?
+  printf '%s\n' "$out"
+  echo "@gputui rc $rc"
+  for pid in $(printf '%s\n' "$out" | cut -d, -f1); do
+    case $pid in ''|*[!0-9]*) continue;; esac
+    ns=$(grep '^NSpid:' "/proc/$pid/status" 2>/dev/null | cut -f2-)
+    cg=$(grep -o '/lxc/[0-9]*' "/proc/$pid/cgroup" 2>/dev/null | head -n 1)
+    echo "@gputui pid $pid ${cg:--} $ns"
+  done
+  echo "@gputui end"
+  sleep "$n"
+done
+"""
+
+
+def apps_loop_argv(period_s: float = APPS_PERIOD_S) -> list[str]:
+    return [
+        "sh",
+        "-c",
+        APPS_SCRIPT,
+        "gputui-gpu-apps",
+        f"{period_s:g}",
+        *gpu_parse.compute_apps_argv(),
+    ]
+
+
+def parse_apps_block(lines: list[str], ct: int | None) -> tuple[list[GpuProcess], int | None, str]:
+    """One listing of the apps loop -> (processes, nvidia-smi exit, its text
+    when it failed). Pure."""
+    rc: int | None = None
+    data: list[str] = []
+    pidinfo: dict[int, tuple[str, list[int]]] = {}
+    for line in lines:
+        if line.startswith("@gputui rc "):
+            with contextlib.suppress(ValueError):
+                rc = int(line.split()[2])
+        elif line.startswith("@gputui pid "):
+            words = line.split()
+            try:
+                pid = int(words[2])
+                nspids = [int(w) for w in words[4:]]
+            except (IndexError, ValueError):
+                continue
+            pidinfo[pid] = (words[3] if len(words) > 3 else "-", nspids)
+        else:
+            data.append(line)
+    text = "\n".join(data)
+    procs = gpu_parse.parse_compute_apps(text) if rc == 0 else []
+    for p in procs:
+        cg, nspids = pidinfo.get(p.host_pid, ("-", []))
+        if cg.startswith("/lxc/"):
+            try:
+                p.in_container = ct is not None and int(cg[5:]) == ct
+            except ValueError:
+                p.in_container = None
+        elif nspids:
+            p.in_container = False if len(nspids) == 1 else None
+        if p.in_container and len(nspids) > 1:
+            p.ct_pid = nspids[-1]
+    return procs, rc, "" if rc == 0 else text.strip()
+
+
+class GpuFeed(abc.ABC):
+    """Keeps `state` current; calls listeners (on the event loop) on change."""
+
+    def __init__(self) -> None:
+        self.state = GpuState()
+        self._listeners: list[ChangeListener] = []
+        self._notify_pending = False
+
+    def subscribe(self, listener: ChangeListener) -> None:
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        """Coalesce: one notification per event-loop turn."""
+        if self._notify_pending:
+            return
+        self._notify_pending = True
+        try:
+            asyncio.get_running_loop().call_soon(self._fire)
+        except RuntimeError:
+            self._fire()
+
+    def _fire(self) -> None:
+        self._notify_pending = False
+        for cb in list(self._listeners):
+            cb()
+
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def stop(self) -> None: ...
+
+    @property
+    def channels(self) -> int:
+        """Long-lived remote commands this feed holds open now."""
+        return 0
+
+
+class NvidiaSmiFeed(GpuFeed):
+    """nvidia-smi streams on the host or in the CT; see the module docstring.
+
+    where: "host" | "ct" | "auto" (host first, then the CT)."""
+
+    def __init__(
+        self,
+        target: Target,
+        where: str = "auto",
+        period_ms: int = 1000,
+        *,
+        apps_period_s: float = APPS_PERIOD_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        if where not in ("auto", "host", "ct"):
+            raise GputuiError(
+                f'unknown GPU source "{where}"', 'use gpu_source = "auto", "host", "ct" or "nvml"'
+            )
+        self.target = target
+        self.where = where
+        self.period_ms = period_ms
+        self.apps_period_s = apps_period_s
+        self.clock = clock
+        self.side: str | None = None  # "host" | "ct" once chosen
+        self.streams_opened = 0
+        self._procs: set[RemoteProcess] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = False
+
+    @property
+    def channels(self) -> int:
+        return len(self._procs)
+
+    def _sides(self) -> list[str]:
+        if self.where == "host" or (self.where == "auto" and self.target.ct is None):
+            return ["host"]
+        if self.where == "ct":
+            return ["ct"]
+        return ["host", "ct"]
+
+    async def _open(self, side: str, argv: list[str]) -> RemoteProcess:
+        if side == "host":
+            proc = await self.target.open_host(argv)
+        else:
+            proc = await self.target.open(argv)
+        self.streams_opened += 1
+        self._procs.add(proc)
+        return proc
+
+    async def _close(self, proc: RemoteProcess) -> None:
+        self._procs.discard(proc)
+        with contextlib.suppress(Exception):
+            await proc.close()
+
+    async def start(self) -> None:
+        if self._tasks:
+            return
+        self._stopped = False
+        self._tasks = [asyncio.create_task(self._stream_loop(), name="gpu stream")]
+
+    async def stop(self) -> None:
+        self._stopped = True
+        tasks, self._tasks = self._tasks, []
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        for p in list(self._procs):
+            await self._close(p)
+
+    def _source_label(self, side: str) -> str:
+        return "nvidia-smi (host)" if side == "host" else "nvidia-smi (ct)"
+
+    def _where_text(self, side: str) -> str:
+        return "on the host" if side == "host" else f"in CT {self.target.ct}"
+
+    # ------------------------------------------------------------ samples
+
+    async def _stream_loop(self) -> None:
+        backoff = BACKOFF_START_S
+        sides = self._sides()
+        i = 0
+        not_found: set[str] = set()
+        while not self._stopped:
+            side = self.side or sides[i % len(sides)]
+            ok, status, err = await self._one_stream(side)
+            if self._stopped:
+                return
+            if ok:
+                backoff = BACKOFF_START_S
+            if status == 127 or (not ok and _is_not_found(err)):
+                not_found.add(side)
+                if self.side is None and len(not_found) < len(sides):
+                    i += 1
+                    continue  # auto: try the other side at once
+                if not_found >= set(sides):
+                    where = " or ".join(
+                        "on the host" if s == "host" else f"in CT {self.target.ct}" for s in sides
+                    )
+                    self.state.error = (
+                        f"nvidia-smi not found {where} — install the NVIDIA utilities "
+                        "or run gputui with --local on the GPU machine"
+                    )
+                    self._changed()
+                    backoff = NOT_FOUND_RETRY_S  # the tools rarely appear on their own
+                not_found.clear()
+                i = 0
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    async def _one_stream(self, side: str) -> tuple[bool, int | None, str]:
+        """Run one nvidia-smi stream until it ends -> (got samples, exit, stderr)."""
+        try:
+            proc = await self._open(side, gpu_parse.query_gpu_argv(self.period_ms))
+        except GputuiError as err:
+            self.state.error = str(err)
+            self._changed()
+            return False, None, str(err)
+        got = False
+        try:
+            while True:
+                line = await proc.readline()
+                if not line:
+                    break
+                item = gpu_parse.parse_gpu_line(line.decode("utf-8", "replace"), self.clock())
+                if item is None:
+                    continue
+                if isinstance(item, GpuSample):
+                    if not got:
+                        got = True
+                        self._chose(side)
+                    self.state.add(item)
+                    if self.state.error and not self.state.lost:
+                        self.state.error = None
+                else:
+                    self._event(item)
+                self._changed()
+            status = None
+            with contextlib.suppress(Exception):
+                status = await asyncio.wait_for(proc.wait(), 5.0)
+            err = ""
+            with contextlib.suppress(Exception):
+                err = await proc.stderr_text()
+        except (OSError, ConnectionError, GputuiError) as e:
+            status, err = None, str(e)
+        finally:
+            await self._close(proc)
+        # A stream that ended is an error worth showing (lost GPU, driver).
+        if (
+            not self._stopped
+            and not _is_not_found(err)
+            and status != 127
+            and (status not in (0, None) or err.strip())
+        ):
+            text = gpu_parse.explain_exit(status, err)
+            lost = status == 15 or gpu_parse.is_lost_text(err)
+            self._event(GpuEvent(time=self.clock(), text=text, lost=lost))
+            self.state.error = text
+            self._changed()
+        return got, status, err
+
+    def _event(self, ev: GpuEvent) -> None:
+        self.state.events.append(ev)
+        if ev.lost:
+            self.state.error = ev.text
+
+    def _chose(self, side: str) -> None:
+        if self.side == side:
+            return
+        self.side = side
+        self.state.source = self._source_label(side)
+        self._tasks.append(asyncio.create_task(self._apps_loop(side), name="gpu apps"))
+
+    # ------------------------------------------------------------ compute apps
+
+    async def _apps_loop(self, side: str) -> None:
+        backoff = BACKOFF_START_S
+        while not self._stopped:
+            try:
+                proc = await self._open(side, apps_loop_argv(self.apps_period_s))
+            except GputuiError:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            block: list[str] = []
+            try:
+                while True:
+                    raw = await proc.readline()
+                    if not raw:
+                        break
+                    line = raw.decode("utf-8", "replace").rstrip("\n")
+                    if line == "@gputui end":
+                        procs, rc, _ = parse_apps_block(block, self.target.ct)
+                        block = []
+                        if rc == 0 or rc is None:
+                            if side == "ct":
+                                for p in procs:  # the CT's own view: PIDs are CT PIDs
+                                    p.in_container = True
+                                    p.ct_pid = p.host_pid
+                            if _procs_key(procs) != _procs_key(self.state.processes):
+                                self.state.processes = procs
+                                self._changed()
+                        backoff = BACKOFF_START_S
+                    elif len(block) < 10_000:
+                        block.append(line)
+            except (OSError, ConnectionError, GputuiError):
+                pass
+            finally:
+                await self._close(proc)
+            if self._stopped:
+                return
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+
+def _procs_key(procs: list[GpuProcess]) -> list[tuple[Any, ...]]:
+    return [(p.gpu_uuid, p.host_pid, p.used_mib, p.ct_pid, p.in_container) for p in procs]
+
+
+def _is_not_found(err: str) -> bool:
+    low = err.lower()
+    return "nvidia-smi" in low and (
+        "not found" in low or "no such file" in low or "executable file not found" in low
+    )
+
+
+class NvmlFeed(GpuFeed):
+    """This machine's GPUs through NVML, read once a second in a thread."""
+
+    def __init__(self, period_s: float = 1.0, reader: Any = None) -> None:
+        super().__init__()
+        self.period_s = period_s
+        self._reader = reader
+        self._task: asyncio.Task[None] | None = None
+        self.state.source = "nvml"
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="nvml")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        close = getattr(self._reader, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(close)
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                if self._reader is None:
+                    from gputui.collect.nvml import NvmlReader
+
+                    self._reader = await asyncio.to_thread(NvmlReader)
+                samples, procs = await asyncio.to_thread(self._read_once)
+                for s in samples:
+                    self.state.add(s)
+                if procs is not None:
+                    self.state.processes = procs
+                self.state.error = None
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # NVML errors are many classes; show the text
+                text = str(err) or type(err).__name__
+                if self.state.error != text:
+                    self.state.events.append(
+                        GpuEvent(time=time.time(), text=text, lost="lost" in text.lower())
+                    )
+                self.state.error = f"NVML: {text}"
+            self._changed()
+            await asyncio.sleep(self.period_s)
+
+    def _read_once(self) -> tuple[list[GpuSample], list[GpuProcess] | None]:
+        r = self._reader
+        samples = list(r.read())
+        procs_fn = getattr(r, "processes", None)
+        procs = list(procs_fn()) if procs_fn is not None else None
+        return samples, procs
+
+
+class SimulatedGpus(GpuFeed):
+    """`n` GPUs whose load follows `follow()` (0.0 idle … 1.0 flat out).
+
+    For the demo and tests: utilisation, power, clock and temperature move
+    with the load; memory is held while the load is above zero once."""
+
+    def __init__(
+        self,
+        n: int,
+        follow: Callable[[], float],
+        *,
+        period_s: float = 1.0,
+        mem_total_mib: float = 143771.0,
+        name: str = "NVIDIA H200 (simulated)",
+        seed: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        self.n = n
+        self.follow = follow
+        self.period_s = period_s
+        self.mem_total_mib = mem_total_mib
+        self.name = name
+        self.clock = clock
+        self._rng = random.Random(seed)
+        self._task: asyncio.Task[None] | None = None
+        self._held = [0.0] * n
+        self.state.source = "simulated"
+
+    async def start(self) -> None:
+        if self._task is None:
+            self.tick()
+            self._task = asyncio.create_task(self._loop(), name="simulated gpus")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.period_s)
+            self.tick()
+
+    def tick(self) -> list[GpuSample]:
+        """One reading of every GPU, added to the state."""
+        now = self.clock()
+        try:
+            load = float(self.follow())
+        except Exception:
+            load = 0.0
+        load = 0.0 if math.isnan(load) else min(1.0, max(0.0, load))
+        out = []
+        for i in range(self.n):
+            jitter = self._rng.uniform(-0.03, 0.03) if load > 0 else 0.0
+            u = min(1.0, max(0.0, load + jitter))
+            if load > 0:
+                self._held[i] = max(self._held[i], 0.3 + 0.6 * self._rng.uniform(0.9, 1.0))
+            s = GpuSample(
+                index=i,
+                time=now,
+                name=self.name,
+                uuid=f"GPU-5151ab1e-0000-4000-8000-00000000000{i % 10}",
+                mem_used_mib=round(1.0 + self._held[i] * (self.mem_total_mib - 1.0)),
+                mem_total_mib=self.mem_total_mib,
+                util_pct=round(100.0 * u),
+                temp_c=round(32 + 40 * u),
+                power_w=round(95 + 590 * u, 1),
+                power_limit_w=700.0,
+                sm_clock_mhz=345.0 if u < 0.02 else 1980.0,
+            )
+            self.state.add(s)
+            out.append(s)
+        self._changed()
+        return out
+
+    def release(self) -> None:
+        """The run ended: memory is freed."""
+        self._held = [0.0] * self.n

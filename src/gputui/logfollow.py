@@ -1,0 +1,416 @@
+"""Following a log file on the target by byte offset.
+
+One long-lived command per log: a tiny `sh` script (a constant; the offset,
+the last inode and the path are passed as positional arguments, never
+formatted into it) that first prints one header line with the file's
+`stat` — `@gputui ok|truncated|rotated SIZE MTIME INODE` or
+`@gputui missing` — and then execs `tail -c +OFFSET -F -- PATH 2>&1`.
+
+The offset counts the file's bytes consumed so far, partial line included
+(the LineSplitter keeps the partial line), so when the stream ends or the
+connection drops, the follower reopens at exactly that offset: no gap, no
+duplicate, and the cut line is completed.
+
+GNU tail's own notes arrive in-band (stderr merged into stdout keeps their
+order relative to the data): "file truncated" (it then re-reads from 0),
+"has appeared;  following new file" / "has been replaced;  following new
+file" (a new file, read from 0), "has become inaccessible" / "cannot open"
+(missing). They are taken out of the data and turned into LogState changes;
+a `stat` (from the agent, via `observe_stat`) verifies them, and a stream
+that missed a truncation or rotation is restarted (the header then says so).
+
+Memory is bounded whatever the rate: lines are handed out per chunk read
+(at most 64 KiB of input), the follower keeps only the last `keep` lines,
+and the splitter bounds the partial line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gputui.collect.logtail import LineSplitter
+from gputui.errors import GputuiError
+from gputui.model import LogState
+from gputui.remote.base import RemoteProcess
+from gputui.remote.target import Target
+
+# The remote side. $1 offset (bytes consumed), $2 the inode last seen ("" if
+# none), $3 the path. Prints the header, then tails from the right byte.
+FOLLOW_SCRIPT = r"""off=$1; ino=$2; p=$3
+if st=$(stat -L -c '%s %Y %i' -- "$p" 2>/dev/null); then
+  set -- $st
+  if [ "$1" -lt "$off" ]; then echo "@gputui truncated $st"; off=0
+  elif [ -n "$ino" ] && [ "$3" != "$ino" ]; then echo "@gputui rotated $st"; off=0
+  else echo "@gputui ok $st"; fi
+else
+  echo "@gputui missing"; off=0
+fi
+exec tail -c "+$((off + 1))" -F -- "$p" 2>&1
+"""
+
+HEADER_PREFIX = b"@gputui "
+READ_CHUNK = 65536
+MSG_MAX = 4096  # bytes of a possible tail note held back waiting for its newline
+BACKOFF_START_S = 0.5
+BACKOFF_MAX_S = 60.0  # a CT that stays stopped costs one pct exec a minute
+VERIFY_GRACE_S = 3.0  # how long a stat may disagree with the stream before a restart
+
+LinesCallback = Callable[[list[str]], None]
+StateCallback = Callable[[LogState], None]
+
+
+@dataclass
+class FileStat:
+    size: int
+    mtime: float  # the target's clock
+    inode: int
+
+
+def follow_argv(path: str, offset: int, inode: int | None) -> list[str]:
+    """argv (inside the target) that follows `path` from byte `offset`."""
+    return [
+        "sh",
+        "-c",
+        FOLLOW_SCRIPT,
+        "gputui-follow",
+        str(int(offset)),
+        "" if inode is None else str(int(inode)),
+        path,
+    ]
+
+
+_TAIL_NOTE = re.compile(rb"tail: [^\n]*\n")
+
+
+def classify_tail_note(note: str, path: str) -> str | None:
+    """What a `tail: ...` line GNU tail wrote means for `path`.
+
+    -> "truncated" | "new" (appeared or replaced: a new file read from 0) |
+    "replaced" | "missing" | "note" (tail's own chatter, not data) | None
+    (not a tail note: it is data that happens to start with "tail: ")."""
+    if not note.startswith("tail: "):
+        return None
+    body = note[6:].rstrip("\n")
+    base = os.path.basename(path) or path
+    if body.startswith(("inotify ", "warning: ", "error reading")):
+        return "note"
+    if base not in body:
+        return None
+    if body.endswith(": file truncated"):
+        return "truncated"
+    if "has appeared;" in body and "following new file" in body:
+        return "new"
+    if "has been replaced;" in body and "following new file" in body:
+        return "replaced"
+    if "has become inaccessible" in body or (
+        body.startswith("cannot open ") and "for reading" in body
+    ):
+        return "missing"
+    if body.endswith("No such file or directory"):
+        return "missing"
+    if "has been replaced with an untailable" in body or "giving up on this name" in body:
+        return "missing"
+    return None
+
+
+class LogFollower:
+    """Follow one log file; see the module docstring.
+
+    `on_lines(batch)` gets the new complete lines (a list per chunk read);
+    `on_state(state)` is called when the LogState changed (existence,
+    truncation, rotation, errors). Both run on the event loop.
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        path: str,
+        on_lines: LinesCallback,
+        on_state: StateCallback | None = None,
+        *,
+        keep: int = 500,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.target = target
+        self.path = path
+        self.on_lines = on_lines
+        self.on_state = on_state
+        self.clock = clock
+        self.state = LogState(path=path)
+        self.tail: deque[str] = deque(maxlen=keep)
+        self.inode: int | None = None
+        self.clock_offset = 0.0  # our clock minus the target's (AgentClient.clock_offset)
+        self.streams_opened = 0  # how many times the tail command was started
+        self._splitter = LineSplitter()
+        self._carry = b""  # bytes held back: maybe the start of a tail note
+        self._had_file = False
+        self._proc: RemoteProcess | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._restart = asyncio.Event()
+        self._disagree_since: float | None = None
+        self._closing: asyncio.Future[None] | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._stopped = False
+            self._task = asyncio.create_task(self._run(), name=f"logfollow {self.path}")
+
+    async def stop(self) -> None:
+        """End the stream; nothing is left running on the target."""
+        self._stopped = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self._close_proc()
+
+    def restart(self) -> None:
+        """Drop the current stream and reopen at the offset (e.g. after a
+        stat showed it missed a truncation)."""
+        self._restart.set()
+        proc = self._proc
+        if proc is not None:
+            self._closing = asyncio.ensure_future(proc.close())
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def _close_proc(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            with contextlib.suppress(Exception):
+                await proc.close()
+
+    # ------------------------------------------------------------ the loop
+
+    async def _run(self) -> None:
+        backoff = BACKOFF_START_S
+        while not self._stopped:
+            self._restart.clear()
+            got_header = await self._one_stream()
+            if self._stopped:
+                return
+            if got_header:
+                backoff = BACKOFF_START_S
+            if self._restart.is_set():
+                continue
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._restart.wait(), backoff)
+            if not got_header:
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    async def _one_stream(self) -> bool:
+        """Open the stream, read it to its end. True if it got going."""
+        argv = follow_argv(self.path, self.state.offset, self.inode)
+        try:
+            proc = await self.target.open(argv)
+        except GputuiError as err:
+            self._set_error(str(err))
+            return False
+        except (OSError, ConnectionError) as err:
+            self._set_error(f"log stream for {self.path} failed: {err}")
+            return False
+        self._proc = proc
+        self.streams_opened += 1
+        self._carry = b""
+        try:
+            header = await proc.readline()
+            if not header.startswith(HEADER_PREFIX):
+                status = None
+                with contextlib.suppress(Exception):
+                    status = await asyncio.wait_for(proc.wait(), 5.0)
+                err = (await proc.stderr_text()).strip() or header.decode("utf-8", "replace")
+                self._set_error(
+                    f"cannot follow {self.path}: "
+                    + (err.splitlines()[-1] if err else f"exit {status}")
+                )
+                return False
+            self._apply_header(header.decode("utf-8", "replace").split())
+            while True:
+                chunk = await proc.read(READ_CHUNK)
+                if not chunk:
+                    break
+                self._consume(chunk)
+        except (OSError, ConnectionError, GputuiError, EOFError) as err:
+            self._set_error(f"log stream for {self.path} broke: {err}")
+        finally:
+            # Held-back bytes were not counted in the offset: they come again.
+            self._carry = b""
+            await self._close_proc()
+        return True
+
+    # ------------------------------------------------------------ header / data
+
+    def _apply_header(self, words: list[str]) -> None:
+        kind = words[1] if len(words) > 1 else "missing"
+        st = self.state
+        st.error = None
+        if kind == "missing":
+            if st.exists:
+                self._had_file = True
+            st.exists = False
+            st.size = None
+            self._reset_position()
+        else:
+            try:
+                size, mtime, inode = int(words[2]), float(words[3]), int(words[4])
+            except (IndexError, ValueError):
+                size, mtime, inode = st.size or 0, st.mtime or 0.0, self.inode or 0
+            if kind == "truncated":
+                st.truncations += 1
+                self._reset_position()
+            elif kind == "rotated":
+                st.rotations += 1
+                self._reset_position()
+            st.exists = True
+            st.size = size
+            st.mtime = mtime + self.clock_offset
+            self.inode = inode
+            self._had_file = True
+        self._notify()
+
+    def _reset_position(self) -> None:
+        """The file starts over: complete what was pending, offset 0."""
+        rest = self._flush_splitter()
+        if rest:
+            self._emit(rest)
+        self.state.offset = 0
+
+    def _flush_splitter(self) -> list[str]:
+        flush = getattr(self._splitter, "flush", None)
+        if flush is None:
+            self._splitter = LineSplitter()
+            return []
+        out = flush()
+        return list(out) if out else []
+
+    def _consume(self, chunk: bytes) -> None:
+        data = self._carry + chunk
+        self._carry = b""
+        start = 0  # first byte not yet fed
+        pos = 0
+        while True:
+            i = data.find(b"tail: ", pos)
+            if i < 0:
+                break
+            j = data.find(b"\n", i)
+            if j < 0:
+                if len(data) - i <= MSG_MAX + len(self.path):
+                    self._feed(data[start:i])
+                    self._carry = data[i:]
+                    return
+                break
+            kind = classify_tail_note(data[i : j + 1].decode("utf-8", "replace"), self.path)
+            if kind is None:
+                pos = i + 6
+                continue
+            self._feed(data[start:i])
+            self._tail_note(kind)
+            start = pos = j + 1
+        self._feed(data[start:])
+
+    def _feed(self, data: bytes) -> None:
+        if not data:
+            return
+        self.state.offset += len(data)
+        now = self.clock()
+        st = self.state
+        if st.size is None or st.size < st.offset:
+            st.size = st.offset
+        st.exists = True
+        st.mtime = now  # data just arrived: the file was written about now
+        lines = self._splitter.feed(data)
+        if lines:
+            self._emit(list(lines))
+
+    def _emit(self, lines: list[str]) -> None:
+        st = self.state
+        n = len(lines)
+        st.note_line(self.clock())
+        if n > 1:  # the rest of a batch arrived together: gaps of 0
+            st.lines_total += n - 1
+            gaps = st.line_gaps
+            gaps.extend([0.0] * min(n - 1, gaps.maxlen or n - 1))
+        self.tail.extend(lines)
+        self.on_lines(lines)
+
+    def _tail_note(self, kind: str) -> None:
+        st = self.state
+        if kind == "truncated":
+            st.truncations += 1
+            self._reset_position()
+            st.size = 0
+        elif kind in ("new", "replaced"):
+            if self._had_file or kind == "replaced":
+                st.rotations += 1
+            self._reset_position()
+            st.exists = True
+            st.size = 0
+            self.inode = None  # learnt from the next stat
+            self._had_file = True
+        elif kind == "missing":
+            if st.exists:
+                self._had_file = True
+            st.exists = False
+        else:
+            return
+        self._disagree_since = None
+        self._notify()
+
+    # ------------------------------------------------------------ verification
+
+    def observe_stat(self, stat: FileStat | None) -> None:
+        """A stat of the path taken by someone else (the agent; mtime already
+        in our clock): update size and mtime, and restart a stream that
+        missed a truncation/rotation."""
+        st = self.state
+        now = self.clock()
+        changed = False
+        if stat is None:
+            if st.exists is not False and self.running:
+                # tail says "has become inaccessible" itself; just note it.
+                st.exists = False
+                changed = True
+            self._disagree_since = None
+        else:
+            if st.exists is not True:
+                st.exists = True
+                changed = True
+            if stat.size != st.size:
+                st.size = stat.size
+            st.mtime = stat.mtime
+            if self.inode is None:
+                self.inode = stat.inode
+            disagree = stat.size < st.offset or stat.inode != self.inode
+            if disagree:
+                if self._disagree_since is None:
+                    self._disagree_since = now
+                elif now - self._disagree_since >= VERIFY_GRACE_S:
+                    self._disagree_since = None
+                    self.restart()
+            else:
+                self._disagree_since = None
+        if changed:
+            self._notify()
+
+    # ------------------------------------------------------------ state
+
+    def _set_error(self, text: str) -> None:
+        self.state.error = text
+        self._notify()
+
+    def _notify(self) -> None:
+        if self.on_state is not None:
+            self.on_state(self.state)

@@ -1,0 +1,574 @@
+"""The monitor: one target's run, kept current in a Snapshot.
+
+Steady state holds a handful of long-lived remote commands and starts no
+new `pct exec` per poll:
+
+- the agent in the CT (`AgentClient`): tmux sessions, the watched pane's
+  process tree and tail, and a stat of the log, every `interval` seconds;
+- one log stream (`LogFollower`: `tail -c +OFFSET -F`, by byte offset);
+- the GPU feed (`NvidiaSmiFeed`: `nvidia-smi -lms` + a compute-apps loop on
+  the host; or NVML locally; or simulated).
+
+Without python3 in the CT, a long-lived shell loop lists the tmux panes
+instead (no process tree then; `tools.python3` says why).
+
+Each poll finishes before the next is scheduled (no pile-up on a slow
+link). Subscribers are called on the event loop with the changed parts,
+a subset of {"connection", "gpus", "sessions", "procs", "log", "metrics", "ct"}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from gputui.collect import tmux as tmux_parse
+from gputui.collect.metrics import MetricParser
+from gputui.errors import CommandTimeout, GputuiError
+from gputui.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed
+from gputui.logfollow import FileStat, LogFollower
+from gputui.model import (
+    ConnectionState,
+    CtStatus,
+    LogState,
+    Metrics,
+    Proc,
+    Session,
+    Snapshot,
+)
+from gputui.remote.agent_client import AgentClient, AgentError, AgentUnavailable
+from gputui.remote.base import RemoteProcess
+from gputui.remote.target import Target
+
+Listener = Callable[[Snapshot, set[str]], None]
+
+PARTS = frozenset({"connection", "gpus", "sessions", "procs", "log", "metrics", "ct"})
+PENDING_LINES_MAX = 5000  # drain_log_lines keeps at most this many; older are counted as dropped
+LOG_TAIL_KEEP = 200  # lines kept in snapshot.log_tail
+PANE_TAIL_LINES = 50
+AGENT_RETRY_START_S = 2.0
+AGENT_RETRY_MAX_S = 120.0  # a broken agent costs at most one pct exec per 2 min
+FALLBACK_PERIOD_S = 5.0  # tmux listing period of the plain-command loop
+
+# The plain-command fallback (no python3 in the CT): one long-lived loop that
+# prints `tmux list-panes -a -F …` every $1 seconds. $2… is the tmux argv.
+PANES_LOOP_SCRIPT = r"""n=$1; shift
+while :; do
+  "$@" 2>&1; echo "@gputui rc $?"
+  echo "@gputui end"
+  sleep "$n"
+done
+"""
+
+
+def _setting(settings: Any, name: str, default: Any = None) -> Any:
+    return getattr(settings, name, default) if settings is not None else default
+
+
+def choose_session(sessions: list[Session], wanted: str | None) -> str | None:
+    """`wanted` if given, else the only session, else the most recently created."""
+    if wanted:
+        return wanted
+    if not sessions:
+        return None
+    if len(sessions) == 1:
+        return sessions[0].name
+    return max(sessions, key=lambda s: (s.created or 0.0, s.name)).name
+
+
+def stdout_log_files(procs: list[Proc]) -> list[str]:
+    """The files the run's stdout ends up in: the training process's first,
+    else any process in the tree whose stdout goes to a file or a pipe
+    read by something that writes files (tee)."""
+    order = sorted(procs, key=lambda p: (not p.is_python, p.stdout.kind == "tty"))
+    for p in order:
+        files = [f for f in p.stdout.files if f and not f.startswith("/dev/")]
+        if files:
+            return files
+    return []
+
+
+class Monitor:
+    """See the module docstring. Public API: snapshot, subscribe,
+    drain_log_lines, start, stop, refresh, watch_session, watch_log."""
+
+    def __init__(
+        self,
+        target: Target,
+        settings: Any = None,
+        gpu_feed: GpuFeed | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.target = target
+        self.settings = settings
+        self.clock = clock
+        self.interval = float(_setting(settings, "interval", 1.0) or 1.0)
+        self.snapshot = Snapshot(time=clock(), target=target.label, ct=target.ct)
+        if target.ct is None:
+            self.snapshot.ct_status = CtStatus.NONE
+        self.gpu_feed = gpu_feed if gpu_feed is not None else self._default_gpu_feed()
+        if self.gpu_feed is not None:
+            self.snapshot.gpus = self.gpu_feed.state
+        self.metric_parser = MetricParser(list(_setting(settings, "metric_regexes", []) or []))
+        self.agent: AgentClient | None = None
+        self.agent_error: str | None = None
+        self.agent_starts = 0  # how many times the CT agent was started
+        self.follower: LogFollower | None = None
+        self.dropped_log_lines = 0
+        self._listeners: list[Listener] = []
+        self._pending_lines: deque[str] = deque(maxlen=PENDING_LINES_MAX)
+        self._dirty: set[str] = set()
+        self._flush_scheduled = False
+        self._session_override: str | None = _setting(settings, "session")
+        self._log_override: str | None = _setting(settings, "log")
+        self._seen_session: str | None = None
+        self._poll_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._running = False
+        self._agent_retry_at = 0.0
+        self._agent_backoff = AGENT_RETRY_START_S
+        self._fallback_proc: RemoteProcess | None = None
+        self._ct_checked_at: float | None = None
+
+    def _default_gpu_feed(self) -> GpuFeed | None:
+        source = _setting(self.settings, "gpu_source", "auto") or "auto"
+        if source == "nvml" or (_setting(self.settings, "local", False) and source == "auto"):
+            return NvmlFeed()
+        return NvidiaSmiFeed(self.target, where=source)
+
+    # ------------------------------------------------------------ publishing
+
+    def subscribe(self, callback: Listener) -> None:
+        self._listeners.append(callback)
+
+    def _changed(self, *parts: str) -> None:
+        self._dirty.update(parts)
+        if self._flush_scheduled:
+            return
+        self._flush_scheduled = True
+        try:
+            asyncio.get_running_loop().call_soon(self._flush)
+        except RuntimeError:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        parts, self._dirty = self._dirty & PARTS, set()
+        if not parts:
+            return
+        self.snapshot.time = self.clock()
+        for cb in list(self._listeners):
+            cb(self.snapshot, set(parts))
+
+    def drain_log_lines(self) -> list[str]:
+        """New log lines since the last call (at most PENDING_LINES_MAX; older
+        ones that piled up are counted in `dropped_log_lines`)."""
+        out = list(self._pending_lines)
+        self._pending_lines.clear()
+        return out
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self._running:
+            return
+        self._running = True
+        snap = self.snapshot
+        snap.started = self.clock()
+        tr = self.target.transport
+        tr.on_state(self._on_connection)
+        snap.connection = tr.state
+        snap.connection_error = tr.state_detail
+        snap.rtt_ms = tr.rtt_ms
+        if self.gpu_feed is not None:
+            self.gpu_feed.subscribe(lambda: self._changed("gpus"))
+            await self.gpu_feed.start()
+        await self._check_ct()
+        await self._ensure_agent()
+        await self.refresh()
+        self._tasks.append(asyncio.create_task(self._poll_loop(), name="monitor poll"))
+        self._changed("connection", "ct")
+
+    async def stop(self) -> None:
+        """Close every channel; nothing is left running on the target."""
+        self._running = False
+        tasks, self._tasks = self._tasks, []
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self.follower is not None:
+            await self.follower.stop()
+        if self.gpu_feed is not None:
+            await self.gpu_feed.stop()
+        await self._close_agent()
+        await self._close_fallback()
+
+    async def refresh(self) -> None:
+        """Poll now (waits for a poll already running)."""
+        async with self._poll_lock:
+            await self._poll()
+
+    def watch_session(self, name: str | None) -> None:
+        """Watch this tmux session (None: the only / most recent one)."""
+        self._session_override = name or None
+        self._seen_session = None
+        self.snapshot.session_gone = False
+        self._wake.set()
+
+    def watch_log(self, path: str) -> None:
+        """Follow this log file instead of the one found from stdout."""
+        self._log_override = path or None
+        self._wake.set()
+
+    @property
+    def channels(self) -> int:
+        """Long-lived remote commands held open now."""
+        n = 0
+        if self.agent is not None and self.agent.alive:
+            n += 1
+        if self.follower is not None and self.follower.running:
+            n += 1
+        if self._fallback_proc is not None:
+            n += 1
+        if self.gpu_feed is not None:
+            n += self.gpu_feed.channels
+        return n
+
+    # ------------------------------------------------------------ connection / CT
+
+    def _on_connection(self, state: ConnectionState, detail: str | None) -> None:
+        snap = self.snapshot
+        snap.connection = state
+        snap.connection_error = detail
+        snap.rtt_ms = self.target.transport.rtt_ms
+        if state == ConnectionState.CONNECTED:
+            self._agent_retry_at = 0.0  # a fresh link: restart the agent at once
+            self._wake.set()
+        self._changed("connection")
+
+    async def _check_ct(self) -> None:
+        """`pct status CT` (at start and after errors, at most once a minute)."""
+        ct = self.target.ct
+        if ct is None:
+            return
+        now = self.clock()
+        if self._ct_checked_at is not None and now - self._ct_checked_at < 60.0:
+            return
+        self._ct_checked_at = now
+        try:
+            res = await self.target.run_host(["pct", "status", str(ct)], timeout=15.0)
+        except GputuiError:
+            return
+        text = (res.out + res.err).lower()
+        if "status: running" in text:
+            status = CtStatus.RUNNING
+        elif "status: stopped" in text or "not running" in text:
+            status = CtStatus.STOPPED
+        elif "does not exist" in text or "no such" in text:
+            status = CtStatus.MISSING
+        else:
+            status = CtStatus.UNKNOWN
+        if status != self.snapshot.ct_status:
+            self.snapshot.ct_status = status
+            self._changed("ct")
+
+    # ------------------------------------------------------------ the agent
+
+    async def _ensure_agent(self) -> None:
+        if self.agent is not None and self.agent.alive:
+            return
+        if self.agent is not None:  # it went away
+            await self._close_agent()
+            await self._check_ct()
+        now = self.clock()
+        if now < self._agent_retry_at:
+            return
+        self.agent_starts += 1
+        try:
+            self.agent = await AgentClient.start(self.target)
+        except AgentUnavailable as err:
+            self.agent = None
+            self.agent_error = str(err)
+            self._agent_retry_at = now + self._agent_backoff
+            self._agent_backoff = min(self._agent_backoff * 2, AGENT_RETRY_MAX_S)
+            await self._check_ct()
+            if "python3" in str(err) and "not installed" in str(err):
+                self._agent_retry_at = now + AGENT_RETRY_MAX_S * 5
+                await self._ensure_fallback()
+            return
+        except GputuiError as err:
+            self.agent = None
+            self.agent_error = str(err)
+            self._agent_retry_at = now + self._agent_backoff
+            self._agent_backoff = min(self._agent_backoff * 2, AGENT_RETRY_MAX_S)
+            return
+        self.agent_error = None
+        self._agent_backoff = AGENT_RETRY_START_S
+        await self._close_fallback()
+        snap = self.snapshot
+        gpu_tools = (snap.tools.nvidia_smi_host,)
+        snap.tools = self.agent.tools()
+        snap.tools.nvidia_smi_host = gpu_tools[0]
+        if self.follower is not None:
+            self.follower.clock_offset = self.agent.clock_offset
+        if self.target.ct is not None and snap.ct_status != CtStatus.RUNNING:
+            snap.ct_status = CtStatus.RUNNING
+            self._changed("ct")
+        self._changed("ct")
+
+    async def _close_agent(self) -> None:
+        agent, self.agent = self.agent, None
+        if agent is not None:
+            with contextlib.suppress(Exception):
+                await agent.close()
+
+    # ------------------------------------------------------------ polling
+
+    async def _poll_loop(self) -> None:
+        while self._running:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+            self._wake.clear()
+            try:
+                async with self._poll_lock:
+                    await self._poll()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # a poll must never kill the monitor
+                self.agent_error = f"poll failed: {type(err).__name__}: {err}"
+
+    async def _poll(self) -> None:
+        await self._ensure_agent()
+        agent = self.agent
+        if agent is not None:
+            try:
+                await self._poll_agent(agent)
+            except (AgentError, CommandTimeout) as err:
+                self.agent_error = str(err)
+                if not agent.alive:
+                    await self._close_agent()
+                    self._agent_retry_at = self.clock() + self._agent_backoff
+        await self._choose_log()
+
+    async def _poll_agent(self, agent: AgentClient) -> None:
+        snap = self.snapshot
+        sessions = await agent.sessions()
+        self._set_sessions(sessions)
+        pane = snap.session.main_pane if snap.session is not None else None
+        procs: list[Proc] = []
+        pane_tail: list[str] = []
+        if pane is not None:
+            if not pane.dead and pane.pid:
+                procs = await agent.processes(pane.pid)
+            with contextlib.suppress(AgentError):
+                pane_tail = await agent.capture(
+                    tmux_parse.pane_target(pane.session, pane.window_index, pane.pane_index),
+                    PANE_TAIL_LINES,
+                )
+        if _procs_key(procs) != _procs_key(snap.procs) or pane_tail != snap.pane_tail:
+            snap.procs = procs
+            snap.pane_tail = pane_tail
+            self._changed("procs")
+        else:
+            snap.procs = procs  # cpu %, rss, fd1 pos move every poll
+        path = self.follower.path if self.follower is not None else None
+        if path:
+            st = (await agent.stat([path])).get(path) or {}
+            fs = (
+                FileStat(int(st["size"]), float(st.get("mtime") or 0.0), int(st.get("inode") or 0))
+                if st.get("exists") and st.get("size") is not None
+                else None
+            )
+            if self.follower is not None and self.follower.path == path:
+                before = (snap.log.size, snap.log.mtime, snap.log.exists)
+                self.follower.observe_stat(fs)
+                if (snap.log.size, snap.log.mtime, snap.log.exists) != before:
+                    self._changed("log")
+
+    def _set_sessions(self, sessions: list[Session]) -> None:
+        snap = self.snapshot
+        changed = _sessions_key(sessions) != _sessions_key(snap.sessions)
+        snap.sessions = sessions
+        names = {s.name for s in sessions}
+        wanted = self._session_override
+        if wanted is None and snap.session_name in names and self._seen_session:
+            name: str | None = snap.session_name  # keep watching the one we chose
+        else:
+            name = choose_session(sessions, wanted)
+        if name in names:
+            self._seen_session = name
+            gone = False
+        else:
+            gone = self._seen_session is not None and self._seen_session == name
+        if name != snap.session_name or gone != snap.session_gone:
+            snap.session_name = name
+            snap.session_gone = gone
+            changed = True
+        if changed:
+            self._changed("sessions")
+
+    # ------------------------------------------------------------ the log
+
+    def _wanted_log(self) -> str | None:
+        if self._log_override:
+            return self._log_override
+        files = stdout_log_files(self.snapshot.procs)
+        if files:
+            return files[0]
+        if self.follower is not None and not self.snapshot.procs:
+            return self.follower.path  # the run ended: keep showing its log
+        run = _setting(self.settings, "run")
+        return _setting(run, "log") or None
+
+    async def _choose_log(self) -> None:
+        path = self._wanted_log()
+        current = self.follower.path if self.follower is not None else None
+        if path == current:
+            return
+        if self.follower is not None:
+            await self.follower.stop()
+            self.follower = None
+        snap = self.snapshot
+        snap.metrics = Metrics()
+        if path is None:
+            snap.log = LogState()
+            snap.log_tail = deque(maxlen=LOG_TAIL_KEEP)
+        else:
+            f = LogFollower(
+                self.target,
+                path,
+                self._on_log_lines,
+                lambda _st: self._changed("log"),
+                keep=LOG_TAIL_KEEP,
+                clock=self.clock,
+            )
+            if self.agent is not None:
+                f.clock_offset = self.agent.clock_offset
+            self.follower = f
+            snap.log = f.state
+            snap.log_tail = f.tail
+            await f.start()
+        self._changed("log", "metrics")
+
+    def _on_log_lines(self, lines: list[str]) -> None:
+        n = len(lines)
+        overflow = len(self._pending_lines) + n - PENDING_LINES_MAX
+        if overflow > 0:
+            self.dropped_log_lines += overflow
+        self._pending_lines.extend(lines if n <= PENDING_LINES_MAX else lines[-PENDING_LINES_MAX:])
+        now = self.clock()
+        metrics = self.snapshot.metrics
+        parse = self.metric_parser.parse
+        got = False
+        for line in lines:
+            p = parse(line, now)
+            if p is not None:
+                metrics.add(p)
+                got = True
+        if got:
+            metrics.preset = self.metric_parser.preset_name
+            self._changed("log", "metrics")
+        else:
+            self._changed("log")
+
+    # ------------------------------------------------------------ fallback
+
+    async def _ensure_fallback(self) -> None:
+        """No python3 in the CT: list tmux panes with a long-lived shell loop."""
+        if self._fallback_proc is not None:
+            return
+        argv = [
+            "sh",
+            "-c",
+            PANES_LOOP_SCRIPT,
+            "gputui-panes",
+            f"{max(self.interval, FALLBACK_PERIOD_S):g}",
+            *tmux_parse.list_panes_argv(),
+        ]
+        try:
+            proc = await self.target.open(argv)
+        except GputuiError as err:
+            self.agent_error = f"{self.agent_error}; {err}"
+            return
+        self._fallback_proc = proc
+        self._tasks.append(asyncio.create_task(self._fallback_reader(proc), name="panes loop"))
+
+    async def _fallback_reader(self, proc: RemoteProcess) -> None:
+        block: list[str] = []
+        try:
+            while True:
+                raw = await proc.readline()
+                if not raw:
+                    break
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                if line == "@gputui end":
+                    rc: int | None = None
+                    if block and block[-1].startswith("@gputui rc "):
+                        with contextlib.suppress(ValueError):
+                            rc = int(block.pop().split()[2])
+                    text = "\n".join(block) + "\n"
+                    block = []
+                    sessions = tmux_parse.sessions_from_result(
+                        rc, text if rc == 0 else "", "" if rc == 0 else text
+                    )
+                    self._set_sessions(sessions)
+                elif len(block) < 10_000:
+                    block.append(line)
+        finally:
+            if self._fallback_proc is proc:
+                self._fallback_proc = None
+            with contextlib.suppress(Exception):
+                await proc.close()
+
+    async def _close_fallback(self) -> None:
+        proc, self._fallback_proc = self._fallback_proc, None
+        if proc is not None:
+            with contextlib.suppress(Exception):
+                await proc.close()
+
+
+def _sessions_key(sessions: list[Session]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            s.name,
+            s.windows,
+            s.attached,
+            tuple(
+                (p.pid, p.dead, p.dead_status, p.dead_signal, p.current_command) for p in s.panes
+            ),
+        )
+        for s in sessions
+    ]
+
+
+def _procs_key(procs: list[Proc]) -> list[tuple[Any, ...]]:
+    return [(p.pid, p.state, tuple(p.cmdline), p.stdout.kind, p.stdout.path) for p in procs]
+
+
+async def collect_snapshot(
+    target: Target, settings: Any = None, settle_s: float = 2.0, gpu_feed: GpuFeed | None = None
+) -> Snapshot:
+    """One snapshot for `gputui doctor`: start a monitor, let the streams
+    deliver for `settle_s`, stop it (nothing left running), return it."""
+    mon = Monitor(target, settings, gpu_feed)
+    try:
+        await mon.start()
+        deadline = time.monotonic() + settle_s
+        while time.monotonic() < deadline:
+            await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+            if mon.follower is None or mon.snapshot.log.exists is not None:
+                gpus = mon.snapshot.gpus
+                if (gpus.latest or gpus.error) and time.monotonic() > deadline - settle_s / 2:
+                    break
+        await mon.refresh()
+    finally:
+        await mon.stop()
+    return mon.snapshot
