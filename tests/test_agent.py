@@ -464,3 +464,106 @@ async def test_client_sessions_and_capture(
             await asyncio.sleep(0.05)
         assert any(ln.startswith("step ") for ln in lines) and len(lines) <= 5
     await transport.close()
+
+
+# ------------------------------------------------------------------ inside a stand-in container
+
+
+def host_pids_training_in(cwd: Path) -> list[int]:
+    """Host PIDs of `python3 train.py` processes whose cwd is `cwd` (read from /proc)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+                where = os.readlink(f"/proc/{name}/cwd")
+            except OSError:
+                continue
+            if argv[:2] == [b"python3", b"train.py"] and where == str(cwd):
+                out.append(int(name))
+    return out
+
+
+@pytest.fixture(params=["local+pct", "ssh+pct"])
+async def ct_transport(
+    request: pytest.FixtureRequest, testbed: Any, monkeypatch: pytest.MonkeyPatch
+) -> Any:
+    if request.param == "ssh+pct":
+        pytest.importorskip("gputui.remote.ssh", reason="SshTransport not landed yet")
+        transport = testbed.transport()
+    else:
+        # the host is this machine: pct is the stand-in on PATH
+        monkeypatch.setenv("PATH", f"{testbed.bin_dir}:{os.environ['PATH']}")
+        monkeypatch.setenv("GPUTUI_STANDIN_STATE", str(testbed.state_dir))
+        transport = LocalTransport()
+    await transport.connect()
+    yield transport
+    await transport.close()
+
+
+async def test_agent_in_container_and_pidmap_on_host(
+    testbed: Any, ct: int, ct_transport: Any
+) -> None:
+    ws = Path(testbed.workspace) / f"agent-{ct}-{os.getpid()}"
+    ws.mkdir(parents=True, exist_ok=True)
+    (ws / "train.py").write_text(TRAIN)
+    log = ws / "train.log"
+    (ws / "start.sh").write_text(
+        f"unset PYTHONUNBUFFERED\ncd {ws}\npython3 train.py 2>&1 | tee -a {log}\n"
+    )
+    r = testbed.ct_exec(ct, ["tmux", "new-session", "-d", "-s", "dflash", f"bash {ws}/start.sh"])
+    assert r.returncode == 0, r.stderr
+    before = set(agent_pids())
+    target = Target(ct_transport, ct=ct)
+    client = await AgentClient.start(target)
+    host = await AgentClient.start(target, on_host=True)
+    try:
+        # the agent really runs in the CT's PID namespace
+        assert client.hello["pid_ns"] != host.hello["pid_ns"]
+        sessions = await client.sessions()
+        assert [s.name for s in sessions] == ["dflash"]
+        pane_pid = sessions[0].panes[0].pid
+        assert pane_pid is not None
+
+        proc = None
+        for _ in range(100):
+            procs = await client.processes(pane_pid)
+            pys = [p for p in procs if p.is_python and p.stdout.readers]
+            if pys:
+                proc = pys[0]
+                break
+            await asyncio.sleep(0.05)
+        assert proc is not None, procs
+        assert proc.block_buffered is True
+        assert proc.stdout.kind == "pipe" and proc.stdout.files == [str(log)]
+        assert proc.stdout.readers[0][1] == f"tee -a {log}"
+        assert proc.source_files[0][0] == str(ws / "train.py")
+        assert abs(proc.start_time - time.time()) < 60  # type: ignore[operator]
+
+        # host PID -> CT PID, found independently by scanning the host's /proc
+        host_pids = wait_for(lambda: host_pids_training_in(ws), what="host pid")
+        assert len(host_pids) == 1
+        host_pid = host_pids[0]
+        assert host_pid != proc.pid  # two PID namespaces
+        m = await host.pidmap([host_pid], ct=ct, ct_pid_ns=client.hello["pid_ns"])
+        assert m[host_pid]["ct_pid"] == proc.pid
+        assert m[host_pid]["in_container"] is True
+        m = await host.pidmap([os.getpid()], ct=ct, ct_pid_ns=client.hello["pid_ns"])
+        assert m[os.getpid()]["in_container"] is False
+
+        # latency: a round trip is milliseconds once the agent runs
+        rtts = sorted([await client.ping() for _ in range(30)])
+        t0 = time.perf_counter()
+        for _ in range(10):
+            await client.processes(pane_pid, sources=False)
+        procs_ms = (time.perf_counter() - t0) * 100
+        print(
+            f"\n[{type(ct_transport).__name__}] ping median {rtts[15]:.2f} ms, procs {procs_ms:.1f} ms, "
+            f"start rtt {client.rtt_ms:.0f} ms"
+        )
+        assert rtts[15] < 100
+    finally:
+        await client.close()
+        await host.close()
+    # nothing left behind, on the host or in the CT
+    wait_for(lambda: not (set(agent_pids()) - before), what="agents to exit")
