@@ -1,0 +1,300 @@
+"""LogFollower against real files and real GNU tail (locally and in a stand-in CT)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputui.logfollow import FileStat, LogFollower, classify_tail_note, follow_argv
+from gputui.model import LogState
+from gputui.remote.local import LocalTransport
+from gputui.remote.target import Target
+
+
+async def until(fn: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def local() -> AsyncIterator[Target]:
+    tr = LocalTransport()
+    await tr.connect()
+    try:
+        yield Target(tr)
+    finally:
+        await tr.close()
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.batches = 0
+        self.states: list[LogState] = []
+
+    def on_lines(self, batch: list[str]) -> None:
+        self.batches += 1
+        self.lines.extend(batch)
+
+    def on_state(self, st: LogState) -> None:
+        self.states.append(st)
+
+
+def append(path: Path, data: str | bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+# ------------------------------------------------------------ pure parts
+
+
+def test_follow_argv_passes_values_as_arguments() -> None:
+    argv = follow_argv("/work space/it's.log", 1234, 99)
+    assert argv[:2] == ["sh", "-c"]
+    assert "1234" not in argv[2] and "it's" not in argv[2]  # never spliced into the script
+    assert argv[-3:] == ["1234", "99", "/work space/it's.log"]
+    assert follow_argv("/x", 0, None)[-2] == ""
+
+
+@pytest.mark.parametrize(
+    ("note", "kind"),
+    [
+        ("tail: cannot open '/w/train.log' for reading: No such file or directory\n", "missing"),
+        ("tail: '/w/train.log' has appeared;  following new file\n", "new"),
+        ("tail: '/w/train.log' has become inaccessible: No such file or directory\n", "missing"),
+        ("tail: '/w/train.log' has been replaced;  following new file\n", "replaced"),
+        ("tail: /w/train.log: file truncated\n", "truncated"),
+        ("tail: inotify cannot be used, reverting to polling\n", "note"),
+        ("tail: the loss went up\n", None),  # data that looks like a note
+        ("tail: /other/file.log: file truncated\n", None),
+        ("step 1 tail: x\n", None),
+    ],
+)
+def test_classify_tail_note(note: str, kind: str | None) -> None:
+    assert classify_tail_note(note, "/w/train.log") == kind
+
+
+# ------------------------------------------------------------ real tail, local
+
+
+async def test_follows_lines_and_completes_a_partial_line_across_restarts(
+    local: Target, tmp_path: Path
+) -> None:
+    log = tmp_path / "train.log"
+    c = Collect()
+    f = LogFollower(local, str(log), c.on_lines, c.on_state, keep=50)
+    await f.start()
+    try:
+        await until(lambda: f.state.exists is False, what="missing state")
+        append(log, "1\n2\npar")
+        await until(lambda: c.lines == ["1", "2"], what="first lines")
+        assert f.state.offset == len(b"1\n2\npar")
+        # Cut the stream mid-line three times; each restart resumes at the offset.
+        for piece in ("t", "i", "al\n3\n"):
+            opened = f.streams_opened
+            f.restart()
+            await until(lambda o=opened: f.streams_opened > o, what="restart")
+            append(log, piece)
+        await until(lambda: len(c.lines) >= 4, what="completed line")
+        assert c.lines == ["1", "2", "partial", "3"]
+        assert f.state.offset == log.stat().st_size
+        assert f.state.lines_total == 4
+        assert f.state.truncations == 0 and f.state.rotations == 0
+        assert f.streams_opened == 4
+    finally:
+        await f.stop()
+    assert not f.running
+
+
+async def test_truncation_rotation_and_missing_are_noticed(local: Target, tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    log.write_text("a\nb\n")
+    c = Collect()
+    f = LogFollower(local, str(log), c.on_lines, c.on_state)
+    await f.start()
+    try:
+        await until(lambda: c.lines == ["a", "b"], what="initial content")
+        assert f.state.exists is True
+        inode0 = f.inode
+        assert inode0 == log.stat().st_ino
+        with open(log, "w") as fh:  # truncate in place
+            fh.write("")
+        await until(lambda: f.state.truncations == 1, what="truncation")
+        append(log, "c\n")
+        await until(lambda: c.lines[-1:] == ["c"], what="line after truncation")
+        assert f.state.offset == 2
+        os.rename(log, tmp_path / "run.log.1")  # rotate
+        await until(lambda: f.state.exists is False, what="missing after rename")
+        log.write_text("d\n")
+        await until(lambda: c.lines[-1:] == ["d"], what="line of the new file")
+        assert f.state.rotations == 1
+        assert c.lines == ["a", "b", "c", "d"]
+        assert f.state.truncations == 1
+    finally:
+        await f.stop()
+
+
+async def test_reopen_after_missed_truncation_and_rotation(local: Target, tmp_path: Path) -> None:
+    """While no stream runs (a dropped link), the file was truncated, then
+    rotated: the header of the next stream says so and reading starts at 0."""
+    log = tmp_path / "x.log"
+    log.write_text("one\ntwo\n")
+    c = Collect()
+    f = LogFollower(local, str(log), c.on_lines, c.on_state)
+    await f.start()
+    await until(lambda: len(c.lines) == 2, what="lines")
+    await f.stop()
+    log.write_text("3\n")  # shorter than the offset: truncated
+    await f.start()
+    await until(lambda: c.lines[-1:] == ["3"], what="after truncation")
+    assert f.state.truncations == 1
+    await f.stop()
+    os.rename(log, tmp_path / "x.log.1")
+    log.write_text("four\nfive\n")  # longer than the offset, new inode: rotated
+    await f.start()
+    try:
+        await until(lambda: c.lines[-1:] == ["five"], what="after rotation")
+        assert f.state.rotations == 1
+        assert c.lines == ["one", "two", "3", "four", "five"]
+    finally:
+        await f.stop()
+
+
+async def test_observe_stat_restarts_a_stream_that_disagrees(local: Target, tmp_path: Path) -> None:
+    log = tmp_path / "s.log"
+    log.write_text("x\n")
+    c = Collect()
+    clock = [1000.0]
+    f = LogFollower(local, str(log), c.on_lines, c.on_state, clock=lambda: clock[0])
+    await f.start()
+    try:
+        await until(lambda: c.lines == ["x"], what="line")
+        st = log.stat()
+        f.observe_stat(FileStat(st.st_size, st.st_mtime, st.st_ino))
+        assert f.state.size == 2 and f.state.mtime == st.st_mtime
+        opened = f.streams_opened
+        bogus = FileStat(st.st_size, st.st_mtime, st.st_ino + 1)  # stat says: another file
+        f.observe_stat(bogus)
+        assert f.streams_opened == opened  # one disagreement is not enough
+        clock[0] += 5
+        f.observe_stat(bogus)
+        await until(lambda: f.streams_opened > opened, what="restart after disagreement")
+        f.observe_stat(None)
+        assert f.state.exists is False
+    finally:
+        await f.stop()
+
+
+async def test_invalid_utf8_ansi_and_carriage_returns(local: Target, tmp_path: Path) -> None:
+    log = tmp_path / "t.log"
+    c = Collect()
+    f = LogFollower(local, str(log), c.on_lines, c.on_state)
+    await f.start()
+    try:
+        append(log, b"\x1b[32mgreen\x1b[0m\n 10%|#  | 1/10\r 20%|## | 2/10\rbad \xff\xfe byte\n")
+        await until(lambda: len(c.lines) == 4, what="lines")
+        assert c.lines == ["green", " 10%|#  | 1/10", " 20%|## | 2/10", "bad \ufffd\ufffd byte"]
+    finally:
+        await f.stop()
+
+
+async def test_a_line_starting_with_tail_is_data(local: Target, tmp_path: Path) -> None:
+    log = tmp_path / "d.log"
+    c = Collect()
+    f = LogFollower(local, str(log), c.on_lines, c.on_state)
+    await f.start()
+    try:
+        append(log, "tail: d.log: file truncated (a quote)\ntail: hello\n")
+        await until(lambda: len(c.lines) == 2, what="lines")
+        assert c.lines == ["tail: d.log: file truncated (a quote)", "tail: hello"]
+        assert f.state.truncations == 0
+    finally:
+        await f.stop()
+
+
+BURST = """\
+import sys
+out = sys.stdout.buffer
+line = b"step %d loss 1.2345 tok/s 12000 padding padding padding\\n"
+for i in range(1, int(sys.argv[1]) + 1):
+    out.write(line % i)
+"""
+
+
+async def test_million_line_burst_keeps_memory_bounded(local: Target, tmp_path: Path) -> None:
+    n = 1_000_000
+    log = tmp_path / "burst.log"
+    log.touch()
+    seen = [0, 0]  # lines, largest batch
+
+    def on_lines(batch: list[str]) -> None:
+        seen[0] += len(batch)
+        seen[1] = max(seen[1], len(batch))
+
+    f = LogFollower(local, str(log), on_lines, keep=300)
+    tracemalloc.start()
+    await f.start()
+    try:
+        await until(lambda: f.state.exists, what="stream")
+        with open(log, "ab") as out:
+            subprocess.run([sys.executable, "-c", BURST, str(n)], stdout=out, check=True)
+        size = log.stat().st_size
+        await until(lambda: f.state.offset == size, timeout=60, what="the whole burst")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        await f.stop()
+    assert seen[0] == n == f.state.lines_total
+    assert len(f.tail) == 300 and f.tail[-1].startswith(f"step {n} ")
+    assert seen[1] <= 65536  # handed out per chunk read, never all at once
+    assert len(f.state.line_gaps) <= 200
+    # The file is ~55 MB; what the follower holds stays a few MB at most.
+    assert peak < 16 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
+
+
+# ------------------------------------------------------------ inside a stand-in CT
+
+
+@pytest.fixture
+def standin_env(testbed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = testbed.env()
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.setenv("GPUTUI_STANDIN_STATE", env["GPUTUI_STANDIN_STATE"])
+
+
+async def test_follows_inside_the_ct_only(
+    testbed: Any, ct: int, standin_env: None, local: Target
+) -> None:
+    """The path is read inside the CT: a file of the same name in the CT's
+    private /tmp is followed, not the host's."""
+    name = f"/tmp/gputui-ct-log-{ct}.log"
+    Path(name).write_text("host copy\n")
+    try:
+        r = testbed.ct_exec(ct, ["sh", "-c", 'printf "in ct\\n" > "$1"', "sh", name])
+        assert r.returncode == 0, r.stderr
+        c = Collect()
+        f = LogFollower(Target(local.transport, ct), name, c.on_lines, c.on_state)
+        await f.start()
+        try:
+            await until(lambda: c.lines, what="a line")
+            assert c.lines == ["in ct"]
+            assert f.state.exists is True and f.state.size == len("in ct\n")
+        finally:
+            await f.stop()
+    finally:
+        os.unlink(name)
