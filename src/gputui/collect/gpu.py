@@ -138,14 +138,15 @@ def parse_gpu_line(line: str, now: float) -> GpuSample | GpuEvent | None:
     text = line.strip().strip("\r")
     if not text:
         return None
-    fields = [f.strip() for f in text.split(",")]
+    raw = text.split(",")
+    fields = [f.strip() for f in raw]
     n = len(GPU_FIELDS)
     if len(fields) >= n:
         if _is_header(fields):
             return None
         if len(fields) > n:  # a name with commas in it: keep the tail fixed
             extra = len(fields) - n
-            fields = [fields[0], ",".join(fields[1 : 2 + extra]), *fields[2 + extra :]]
+            fields = [fields[0], ",".join(raw[1 : 2 + extra]).strip(), *fields[2 + extra :]]
         idx = fields[0]
         if idx.isdigit() and any("gpu is lost" in f.lower() for f in fields[1:]):
             return GpuEvent(time=now, text=text, lost=True)
@@ -188,10 +189,11 @@ def parse_compute_apps(text: str) -> list[GpuProcess]:
         line = raw.strip()
         if not line:
             continue
-        fields = [f.strip() for f in line.split(",")]
+        raw = line.split(",")
+        fields = [f.strip() for f in raw]
         if len(fields) < 4 or not fields[0].isdigit():
             continue  # header, "No running processes found", or noise
-        name = ",".join(fields[1:-2]).strip()
+        name = ",".join(raw[1:-2]).strip()
         procs.append(
             GpuProcess(
                 gpu_uuid=fields[-1],

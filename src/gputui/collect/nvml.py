@@ -1,0 +1,240 @@
+"""Local GPU readings through NVML (pynvml, package nvidia-ml-py), for `--local`.
+
+The only module in collect/ that does I/O. Checked against the installed
+pynvml.py: `nvmlDeviceGetMemoryInfo(handle, version=nvmlMemory_v2)` calls
+`nvmlDeviceGetMemoryInfo_v2` and returns total/reserved/free/used in bytes;
+without `version` it returns the v1 struct whose `used` includes memory the
+driver reserves (2107 MB vs nvidia-smi's 1395 MiB on an H200, DESIGN.md), so
+v2 is used and v1 only when v2 is missing (FunctionNotFound,
+ArgumentVersionMismatch, NotSupported, or an old pynvml without `version`).
+Power values are milliwatts; memory is bytes; strings are str (bytes on old
+pynvml, decoded here). A field NVML cannot give (NotSupported,
+NoPermission, ...) is None, never 0. A GPU that is lost (GPU_IS_LOST) is
+skipped and reported as a GpuEvent(lost=True) via `take_events()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, TypeVar
+
+from gputui.errors import GputuiError
+from gputui.model import GpuEvent, GpuProcess, GpuSample
+
+T = TypeVar("T")
+MIB = 1024 * 1024
+
+
+def _load_pynvml() -> ModuleType:
+    try:
+        import pynvml
+    except ImportError:
+        raise GputuiError(
+            "pynvml is not installed (needed for --local GPU readings)",
+            "pip install nvidia-ml-py, or run without --local",
+        ) from None
+    return pynvml
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)
+
+
+class NvmlReader:
+    """Reads the GPUs of this machine. `nvml` is the pynvml module (injectable
+    for tests); `init()` must succeed before `read()`/`processes()`."""
+
+    def __init__(self, nvml: ModuleType | Any | None = None) -> None:
+        self._nvml = nvml
+        self._handles: list[Any] = []
+        self._static: list[tuple[str, str]] = []  # (name, uuid) per index
+        self._mem_v2: bool | None = None  # None: not tried yet
+        self._events: list[GpuEvent] = []
+        self._started = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    def init(self) -> None:
+        nv = self._nvml = self._nvml or _load_pynvml()
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as e:
+            raise self._init_error(e) from None
+        self._started = True
+        try:
+            n = nv.nvmlDeviceGetCount()
+            self._handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+        except nv.NVMLError as e:
+            self.shutdown()
+            raise GputuiError(
+                f"NVML could not list the GPUs: {e}",
+                "check `nvidia-smi` on this machine; reset or reboot if a GPU is lost",
+            ) from None
+        self._static = []
+        for h in self._handles:
+            name = self._get(lambda h=h: _text(nv.nvmlDeviceGetName(h))) or ""
+            uuid = self._get(lambda h=h: _text(nv.nvmlDeviceGetUUID(h))) or ""
+            self._static.append((name, uuid))
+
+    def _init_error(self, e: Exception) -> GputuiError:
+        nv = self._nvml
+        if isinstance(e, getattr(nv, "NVMLError_LibraryNotFound", ())):
+            return GputuiError(
+                "the NVIDIA driver library (libnvidia-ml.so.1) is not installed here",
+                "install the NVIDIA driver, or drop --local to read GPUs on the remote host",
+            )
+        if isinstance(e, getattr(nv, "NVMLError_DriverNotLoaded", ())):
+            return GputuiError(
+                "the NVIDIA driver is not loaded",
+                "load it (`modprobe nvidia`) or reboot; `nvidia-smi` should then work",
+            )
+        if isinstance(e, getattr(nv, "NVMLError_NoPermission", ())):
+            return GputuiError(
+                "no permission to open the NVIDIA devices",
+                "run as a user that can read /dev/nvidia* (e.g. in the video group)",
+            )
+        return GputuiError(
+            f"NVML failed to start: {e}", "check that `nvidia-smi` works on this machine"
+        )
+
+    def shutdown(self) -> None:
+        if self._started and self._nvml is not None:
+            with contextlib.suppress(self._nvml.NVMLError):
+                self._nvml.nvmlShutdown()
+        self._started = False
+
+    def __enter__(self) -> NvmlReader:
+        self.init()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    @property
+    def count(self) -> int:
+        return len(self._handles)
+
+    @property
+    def memory_version(self) -> int | None:
+        """2 or 1 once memory has been read, None before."""
+        return None if self._mem_v2 is None else (2 if self._mem_v2 else 1)
+
+    # ------------------------------------------------------------ reading
+
+    def _get(self, fn: Callable[[], T]) -> T | None:
+        """fn() or None when NVML cannot give this value; GPU_IS_LOST propagates."""
+        nv = self._nvml
+        lost = getattr(nv, "NVMLError_GpuIsLost", ())
+        try:
+            return fn()
+        except nv.NVMLError as e:  # type: ignore[union-attr]
+            if lost and isinstance(e, lost):
+                raise
+            return None
+
+    def _memory(self, h: Any) -> tuple[float | None, float | None]:
+        nv = self._nvml
+        assert nv is not None
+        if self._mem_v2 is not False and hasattr(nv, "nvmlMemory_v2"):
+            fallback = tuple(
+                c
+                for c in (
+                    getattr(nv, "NVMLError_FunctionNotFound", None),
+                    getattr(nv, "NVMLError_ArgumentVersionMismatch", None),
+                    getattr(nv, "NVMLError_NotSupported", None),
+                )
+                if c is not None
+            )
+            try:
+                m = nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
+                self._mem_v2 = True
+                return m.used / MIB, m.total / MIB
+            except TypeError:  # old pynvml: no `version` keyword
+                self._mem_v2 = False
+            except fallback:
+                self._mem_v2 = False
+        else:
+            self._mem_v2 = False
+        m1 = self._get(lambda: nv.nvmlDeviceGetMemoryInfo(h))
+        if m1 is None:
+            return None, None
+        return m1.used / MIB, m1.total / MIB
+
+    def _read_one(self, i: int, h: Any, now: float) -> GpuSample:
+        nv = self._nvml
+        assert nv is not None
+        name, uuid = self._static[i] if i < len(self._static) else ("", "")
+        used, total = self._memory(h)
+        util = self._get(lambda: nv.nvmlDeviceGetUtilizationRates(h))
+        temp = self._get(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
+        power = self._get(lambda: nv.nvmlDeviceGetPowerUsage(h))
+        limit = self._get(lambda: nv.nvmlDeviceGetPowerManagementLimit(h))
+        if limit is None:
+            limit = self._get(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h))
+        clock = self._get(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))
+        return GpuSample(
+            index=i,
+            time=now,
+            name=name,
+            uuid=uuid,
+            mem_used_mib=used,
+            mem_total_mib=total,
+            util_pct=float(util.gpu) if util is not None else None,
+            temp_c=float(temp) if temp is not None else None,
+            power_w=power / 1000.0 if power is not None else None,
+            power_limit_w=limit / 1000.0 if limit is not None else None,
+            sm_clock_mhz=float(clock) if clock is not None else None,
+        )
+
+    def read(self, now: float) -> list[GpuSample]:
+        """One sample per readable GPU; lost GPUs become events (take_events)."""
+        if not self._started:
+            raise GputuiError("NVML reader used before init()", "call NvmlReader.init() first")
+        nv = self._nvml
+        assert nv is not None
+        out: list[GpuSample] = []
+        for i, h in enumerate(self._handles):
+            try:
+                out.append(self._read_one(i, h, now))
+            except nv.NVMLError as e:
+                uuid = self._static[i][1] if i < len(self._static) else ""
+                self._events.append(
+                    GpuEvent(time=now, text=f"GPU {i}{' ' + uuid if uuid else ''}: {e}", lost=True)
+                )
+        return out
+
+    def take_events(self) -> list[GpuEvent]:
+        ev, self._events = self._events, []
+        return ev
+
+    def processes(self) -> list[GpuProcess]:
+        """Compute processes on every GPU (host PIDs; used memory None when
+        NVML does not report it)."""
+        if not self._started:
+            raise GputuiError("NVML reader used before init()", "call NvmlReader.init() first")
+        nv = self._nvml
+        assert nv is not None
+        out: list[GpuProcess] = []
+        for i, h in enumerate(self._handles):
+            uuid = self._static[i][1] if i < len(self._static) else ""
+            try:
+                procs = self._get(lambda h=h: nv.nvmlDeviceGetComputeRunningProcesses(h)) or []
+            except nv.NVMLError:
+                continue  # lost GPU: read() reports it
+            for p in procs:
+                pid = int(p.pid)
+                mem = getattr(p, "usedGpuMemory", None)
+                name = self._get(lambda pid=pid: _text(nv.nvmlSystemGetProcessName(pid))) or ""
+                out.append(
+                    GpuProcess(
+                        gpu_uuid=uuid,
+                        host_pid=pid,
+                        used_mib=mem / MIB if mem is not None else None,
+                        name=name,
+                    )
+                )
+        return out
