@@ -223,9 +223,11 @@ def test_source_files_newer_than_start(work: Path, spawn: Callable[..., Any]) ->
     os.utime(pkg / "old.py", (old, old))
     os.utime(work / "train.py", (old, old))
     p = spawn(["bash", "-c", f"{PY} train.py > out.log"], work)
-    reader = ProcReader()
+    reader = ProcReader(sources_ttl=0.0)
+    cached = ProcReader()  # the default: walk at most every few seconds
     d = wait_for(lambda: python_in_tree(reader, p.pid), what="python")
     assert [f for f, _ in d["source_files"]] == [str(work / "train.py")]
+    assert python_in_tree(cached, p.pid) is not None
     time.sleep(0.05)
     (pkg / "new.py").write_text("y = 2\n")  # deployed after the process started
     d = python_in_tree(reader, p.pid)
@@ -233,6 +235,8 @@ def test_source_files_newer_than_start(work: Path, spawn: Callable[..., Any]) ->
     files = dict((f, m) for f, m in d["source_files"])
     assert str(pkg / "new.py") in files and str(pkg / "old.py") not in files
     assert files[str(pkg / "new.py")] > d["start_time"]
+    again = python_in_tree(cached, p.pid)  # within the TTL: the cached walk
+    assert again is not None and len(again["source_files"]) == 1
 
 
 # ------------------------------------------------------------------ tmux
@@ -284,13 +288,15 @@ def test_python_on_tmux_tty_is_not_buffered(
     assert proc_from_agent(d).block_buffered is False
     # and capture-pane shows what it printed
     agent = Agent()
-    res = agent.handle(
-        json.dumps(
-            {"id": 3, "op": "capture", "target": "=tty:", "lines": 5, "socket": tmux_server.socket}  # type: ignore[attr-defined]
-        ).encode()
-    )
-    assert res["ok"] and res["result"]["exit"] == 0
-    assert "loss" in res["result"]["stdout"]
+    req = {"id": 3, "op": "capture", "target": "=tty:", "lines": 5}
+    req["socket"] = tmux_server.socket  # type: ignore[attr-defined]
+
+    def captured() -> dict[str, Any] | None:
+        res = agent.handle(json.dumps(req).encode())
+        assert res["ok"] and res["result"]["exit"] == 0, res
+        return res["result"] if "loss" in res["result"]["stdout"] else None
+
+    assert "step " in wait_for(captured, what="pane output")["stdout"]
 
 
 # ------------------------------------------------------------------ protocol, in a real agent process

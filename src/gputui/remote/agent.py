@@ -41,6 +41,7 @@ MAX_TREE = 500  # processes reported per tree
 MAX_SCAN = 5000  # processes scanned for pipe readers
 MAX_SOURCE_FILES = 200
 MAX_WALK_ENTRIES = 3000
+SOURCES_TTL_S = 5.0  # the source-file walk is repeated at most this often per process
 MAX_TEXT = 256 * 1024  # bytes of command output returned
 TMUX_TIMEOUT_S = 3.0
 WORKERS = 4
@@ -501,9 +502,11 @@ def source_files(cmdline: "list[str]", cwd: "str | None", start: "float | None")
 class ProcReader:
     """Reads process trees; remembers CPU ticks between calls for cpu_pct."""
 
-    def __init__(self) -> None:
+    def __init__(self, sources_ttl: float = SOURCES_TTL_S) -> None:
+        self.sources_ttl = sources_ttl
         self._lock = threading.Lock()
         self._last = {}  # type: dict  # pid -> (starttime, ticks, monotonic)
+        self._sources = {}  # type: dict  # (pid, starttime) -> (monotonic, files)
         self.boot = boot_time()
 
     def cpu_pct(self, pid: int, st: dict, now: float) -> "float | None":
@@ -515,10 +518,32 @@ class ProcReader:
             return None
         return round(100.0 * (ticks - prev[1]) / CLK_TCK / (now - prev[2]), 1)
 
+    def sources(
+        self,
+        pid: int,
+        st: dict,
+        cmdline: "list[str]",
+        cwd: "str | None",
+        start: "float | None",
+        now: float,
+    ) -> list:
+        """source_files(), walked at most every `sources_ttl` s per process."""
+        key = (pid, st["starttime"])
+        with self._lock:
+            hit = self._sources.get(key)
+        if hit is not None and now - hit[0] < self.sources_ttl:
+            return hit[1]
+        files = source_files(cmdline, cwd, start)
+        with self._lock:
+            self._sources[key] = (now, files)
+        return files
+
     def forget_dead(self, alive: "set[int]") -> None:
         with self._lock:
             for pid in [p for p in self._last if p not in alive]:
                 del self._last[pid]
+            for key in [k for k in self._sources if k[0] not in alive]:
+                del self._sources[key]
 
     def proc(self, pid: int, st: dict, pids: "list[int]", now: float, sources: bool) -> dict:
         cmdline = read_cmdline(pid)
@@ -565,7 +590,7 @@ class ProcReader:
                 # -E / -I make Python ignore PYTHON* variables.
                 d["env_pythonunbuffered"] = bool(value) and not opts["ignore_env"]
             if sources:
-                d["source_files"] = source_files(cmdline, cwd, start)
+                d["source_files"] = self.sources(pid, st, cmdline, cwd, start, now)
         return d
 
     def tree(self, root_pid: int, sources: bool = True) -> list:
