@@ -211,7 +211,7 @@ def stdout_words(proc: Proc) -> str:
     if out.kind == "file":
         return f"the file {out.path}"
     if out.kind == "pipe":
-        readers = ", ".join(f"{_short(cmd)} (PID {pid})" for pid, cmd in (out.readers or []))
+        readers = ", ".join(f"{_prog(cmd)} (PID {pid})" for pid, cmd in (out.readers or []))
         s = f"a pipe into {readers}" if readers else f"a pipe ({out.path or 'reader unknown'})"
         files = list(out.reader_files or [])
         if files:
@@ -237,6 +237,12 @@ def buffering_words(proc: Proc) -> list[str]:
     kind = proc.stdout.kind if proc.stdout is not None else "unknown"
     out.append("stdout is a tty" if kind == "tty" else f"stdout is not a tty ({kind})")
     return out
+
+
+def _prog(cmd: str) -> str:
+    """'tee -a /x.log' -> 'tee'; '/usr/bin/python3 t.py' -> 'python3'."""
+    words = (cmd or "").split()
+    return os.path.basename(words[0]) if words else "a process"
 
 
 def _short(cmd: str, n: int = 60) -> str:
@@ -759,10 +765,16 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
             action="dump",
             action_label="[d] py-spy dump",
         )
+    idle_words = dur(idle) if idle >= IDLE_FOR_S else f"for all {dur(idle)} sampled"
+    step_words = (
+        f"no new step for {dur(ctx.now - m.last_step_time)}"
+        if m.last_step_time is not None
+        else "no step seen"
+    )
     return Finding(
         kind="held_but_idle",
         severity=Severity.ERROR,
-        title=f"probably hung: GPUs hold {gib(ctx.held_mib)} but have been idle {dur(idle)}, and no new step",
+        title=f"probably hung: GPUs hold {gib(ctx.held_mib)} but have been idle {idle_words}, {step_words}",
         evidence=ev,
         action="dump",
         action_label="[d] py-spy dump",

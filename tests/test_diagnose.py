@@ -1,0 +1,843 @@
+"""Table-driven tests for gputui.diagnose: every rule firing, and its near misses.
+
+`run(...)` builds a snapshot of a healthy run (GPUs busy, lines flowing, steps
+advancing, unbuffered); each case changes the few things that make it sick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gputui.diagnose import (
+    STALE_CAP_S,
+    STALE_FLOOR_S,
+    diagnose,
+    last_error_line,
+    stale_threshold,
+)
+from gputui.model import (
+    ConnectionState,
+    CtStatus,
+    GpuEvent,
+    GpuProcess,
+    GpuSample,
+    GpuState,
+    LogState,
+    Metrics,
+    Pane,
+    Proc,
+    Session,
+    Severity,
+    Snapshot,
+    StdoutTarget,
+    Tools,
+)
+
+NOW = 1_700_000_000.0
+LOG = "/workspace/train.log"
+UUID = "GPU-aaaa"
+FULL_TOOLS = Tools(
+    tmux="3.3a", python3="3.11", py_spy="0.4.0", nvidia_smi_host=True, nvidia_smi_ct=False
+)
+Curve = Callable[[float], float | None]  # seconds before NOW -> value
+
+
+def const(v: float | None) -> Curve:
+    return lambda age: v
+
+
+def run(
+    *,
+    util: float | Curve | None = 96.0,
+    mem: float | Curve | None = 45_000.0,
+    hist_s: int = 120,
+    gpus: int = 1,
+    buffered: bool = False,
+    env_unbuffered: bool | str | None = "auto",  # "auto": the opposite of `buffered`
+    stdout: str = "pipe",
+    stdout_files: tuple[str, ...] = (LOG,),
+    proc: bool = True,
+    started_ago: float | None = 3600.0,
+    cpu: float | None = 40.0,
+    state: str = "S",
+    sources: tuple[tuple[str, float], ...] = (),  # (path, mtime seconds after start)
+    log_exists: bool | None = True,
+    silent: float | None = 2.0,  # seconds since the last line (None: no line seen)
+    log_mtime_ago: float | None = None,
+    line_gaps: tuple[float, ...] = (5.0,) * 20,
+    steps: bool = True,
+    last_step_ago: float = 2.0,
+    step_interval: float = 5.0,
+    session: str = "alive",  # alive | dead | gone | missing | none
+    dead_status: int | None = None,
+    dead_signal: int | None = None,
+    start_command: str = "bash /root/start_training.sh 2>&1 | tee /workspace/train.log",
+    pane_tail: tuple[str, ...] = (),
+    log_tail: tuple[str, ...] = (),
+    ct_status: CtStatus = CtStatus.RUNNING,
+    connection: ConnectionState = ConnectionState.CONNECTED,
+    tools: Tools = FULL_TOOLS,
+    gpu_procs: list[GpuProcess] | None = None,
+    events: tuple[GpuEvent, ...] = (),
+    gpu_error: str | None = None,
+    extra_procs: tuple[Proc, ...] = (),
+) -> Snapshot:
+    util_c = util if callable(util) else const(util)
+    mem_c = mem if callable(mem) else const(mem)
+    g = GpuState(source="nvidia-smi (host)")
+    for age in range(hist_s, -1, -1):
+        for i in range(gpus):
+            g.add(
+                GpuSample(
+                    index=i,
+                    time=NOW - age,
+                    name="NVIDIA H200",
+                    uuid=f"{UUID}{i}",
+                    mem_used_mib=mem_c(age),
+                    mem_total_mib=143_771.0,
+                    util_pct=util_c(age),
+                )
+            )
+    g.processes = gpu_procs if gpu_procs is not None else []
+    for e in events:
+        g.events.append(e)
+    g.error = gpu_error
+
+    procs: list[Proc] = [Proc(pid=10, cmdline=["bash", "/root/start_training.sh"], state="S")]
+    if proc:
+        if stdout == "pipe":
+            target = StdoutTarget(
+                kind="pipe",
+                path="pipe:[4242]",
+                readers=[(13, "tee /workspace/train.log")],
+                reader_files=list(stdout_files),
+            )
+        elif stdout == "file":
+            target = StdoutTarget(kind="file", path=stdout_files[0])
+        else:
+            target = StdoutTarget(kind="tty", path="/dev/pts/3")
+        start = NOW - started_ago if started_ago is not None else None
+        procs.append(
+            Proc(
+                pid=12,
+                ppid=10,
+                cmdline=["python", "train.py"],
+                cwd="/workspace",
+                state=state,
+                cpu_pct=cpu,
+                start_time=start,
+                is_python=True,
+                stdout=target,
+                python_u_flag=False,
+                env_pythonunbuffered=(
+                    (not buffered) if env_unbuffered == "auto" else env_unbuffered  # type: ignore[arg-type]
+                ),
+                fd1_pos=0 if buffered else 123_456,
+                source_files=[(p, (start or NOW) + dt) for p, dt in sources],
+            )
+        )
+    procs += list(extra_procs)
+
+    log = LogState(path=LOG, exists=log_exists, size=1000 if log_exists else None)
+    log.line_gaps.extend(line_gaps)
+    if silent is not None:
+        log.last_line_time = NOW - silent
+        log.mtime = NOW - silent
+    if log_mtime_ago is not None:
+        log.mtime = NOW - log_mtime_ago
+
+    metrics = Metrics()
+    if steps:
+        metrics.step_intervals.extend([step_interval] * 20)
+        metrics.last_step = 100
+        metrics.last_step_time = NOW - last_step_ago
+
+    sessions: list[Session] = []
+    gone = session == "gone"
+    if session in ("alive", "dead"):
+        pane = Pane(
+            session="dflash",
+            window_index=0,
+            pane_index=0,
+            pid=10,
+            dead=session == "dead",
+            dead_status=dead_status,
+            dead_signal=dead_signal,
+            start_command=start_command,
+        )
+        sessions.append(Session(name="dflash", panes=[pane]))
+    if session in ("dead", "gone"):
+        procs = []
+    sessions.append(Session(name="other", panes=[Pane("other", 0, 0, 99)]))
+
+    s = Snapshot(
+        time=NOW,
+        target="root@10.1.2.6 ct 200",
+        connection=connection,
+        ct=200,
+        ct_status=ct_status,
+        tools=tools,
+        gpus=g,
+        sessions=sessions,
+        session_name=None if session == "none" else "dflash",
+        session_gone=gone,
+        pane_tail=list(pane_tail),
+        procs=procs,
+        log=log,
+        metrics=metrics,
+        started=NOW - 600,
+    )
+    s.log_tail.extend(log_tail)
+    return s
+
+
+IMPORT_TB = (
+    "Traceback (most recent call last):",
+    '  File "/workspace/train.py", line 3, in <module>',
+    "    import flash_attn",
+    "ModuleNotFoundError: No module named 'flash_attn'",
+)
+
+
+@dataclass
+class Case:
+    name: str
+    snap: dict[str, Any]
+    first: str | None  # kind of the first finding (None: no finding at all)
+    severity: Severity | None = None
+    title_has: tuple[str, ...] = ()
+    evidence_has: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+    action: str | None = None
+    stale_after: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def rising(start: float, per_s: float) -> Curve:
+    return lambda age: start + per_s * (120 - age)
+
+
+CASES = [
+    # ---------------------------------------------------------------- healthy
+    Case("healthy run: no finding", {}, None),
+    Case("healthy buffered run with lines flowing (stderr/tqdm)", {"buffered": True}, None),
+    Case(
+        "buffered, silent, but within the threshold",
+        {"buffered": True, "silent": 100.0, "steps": False},
+        None,
+    ),
+    # ------------------------------------------------------- busy_but_silent
+    Case(
+        "busy but silent: buffered behind tee",
+        {"buffered": True, "silent": 240.0, "steps": False},
+        "busy_but_silent",
+        Severity.WARNING,
+        title_has=(
+            "GPUs busy, log silent 4 min",
+            "PID 12",
+            "a pipe into tee (PID 13) writing /workspace/train.log",
+            "PYTHONUNBUFFERED unset",
+            "block-buffered",
+        ),
+        evidence_has=("no -u on its command line", "stale after 2 min", "GPU 0: 43.9 GiB"),
+        action="relaunch",
+    ),
+    Case(
+        "busy but silent: memory held and util unknown counts as busy",
+        {"buffered": True, "silent": 300.0, "steps": False, "util": None},
+        "busy_but_silent",
+    ),
+    Case(
+        "busy but silent: stdout a file",
+        {"buffered": True, "silent": 300.0, "steps": False, "stdout": "file"},
+        "busy_but_silent",
+        title_has=("the file /workspace/train.log",),
+    ),
+    Case(
+        "unbuffered run silent with GPUs busy: not called buffered",
+        {"buffered": False, "silent": 600.0, "steps": False},
+        None,
+        absent=("busy_but_silent",),
+    ),
+    Case(
+        "environ unreadable: buffering unknown, no claim",
+        {"buffered": True, "env_unbuffered": None, "silent": 600.0, "steps": False},
+        None,
+    ),
+    Case(
+        "--stale-after wins over the adaptive default",
+        {"buffered": True, "silent": 100.0, "steps": False},
+        "busy_but_silent",
+        stale_after=60.0,
+    ),
+    Case(
+        "slow cadence (one line per 5 min): 4 min silence is normal",
+        {
+            "buffered": True,
+            "silent": 240.0,
+            "line_gaps": (300.0,) * 10,
+            "step_interval": 300.0,
+            "last_step_ago": 240.0,
+        },
+        None,
+    ),
+    # ---------------------------------------------------------- held_but_idle
+    Case(
+        "hung: memory held, util 0 for 2 min, no step",
+        {"util": 0.0, "silent": 300.0, "last_step_ago": 300.0, "cpu": 0.0},
+        "held_but_idle",
+        Severity.ERROR,
+        title_has=("probably hung", "43.9 GiB", "idle 2 min", "no new step for 5 min"),
+        evidence_has=("state S", "last step 100 arrived 5 min ago"),
+        action="dump",
+    ),
+    Case(
+        "hung AND buffered: called hung, not buffered",
+        {"util": 0.0, "silent": 300.0, "last_step_ago": 300.0, "cpu": 0.0, "buffered": True},
+        "held_but_idle",
+        Severity.ERROR,
+        evidence_has=("buffering does not make GPUs idle",),
+        absent=("busy_but_silent",),
+    ),
+    Case(
+        "idle only 30 s (short dip): not hung",
+        {"util": lambda age: 0.0 if age < 30 else 95.0, "silent": 40.0, "last_step_ago": 40.0},
+        None,
+    ),
+    Case(
+        "doctor's short history: 6 s idle, no progress for 5 min → hung",
+        {"util": 0.0, "hist_s": 6, "silent": 300.0, "last_step_ago": 300.0, "cpu": 0.0},
+        "held_but_idle",
+        Severity.ERROR,
+        title_has=("idle for all 6 s sampled, no new step for 5 min",),
+    ),
+    Case(
+        "doctor's short history, but steps 10 s ago: not hung",
+        {"util": 0.0, "hist_s": 6, "silent": 10.0, "last_step_ago": 10.0},
+        None,
+    ),
+    Case(
+        "idle GPUs but steps still advancing: not hung",
+        {"util": 0.0, "silent": 2.0, "last_step_ago": 2.0},
+        None,
+        absent=("held_but_idle",),
+    ),
+    Case(
+        "idle GPUs, process busy on CPU (checkpoint?): warning, not error",
+        {"util": 0.0, "silent": 300.0, "last_step_ago": 300.0, "cpu": 100.0, "state": "R"},
+        "held_but_idle",
+        Severity.WARNING,
+        title_has=("saving a checkpoint",),
+    ),
+    # ---------------------------------------------------------------- loading
+    Case(
+        "loading: memory rising, util 0, young process",
+        {
+            "util": 0.0,
+            "mem": rising(1000, 100),
+            "started_ago": 130.0,
+            "steps": False,
+            "silent": None,
+        },
+        "loading",
+        Severity.INFO,
+        title_has=("loading (12.7 GiB so far)",),
+    ),
+    Case(
+        "buffered run still loading: not alarmed",
+        {
+            "util": 2.0,
+            "mem": rising(1000, 100),
+            "started_ago": 300.0,
+            "steps": False,
+            "silent": 290.0,
+            "buffered": True,
+        },
+        "loading",
+        Severity.INFO,
+        absent=("busy_but_silent", "held_but_idle"),
+    ),
+    Case(
+        "memory rising in an old process with util high: training, not loading",
+        {"mem": rising(1000, 100), "started_ago": 7200.0},
+        None,
+    ),
+    # ------------------------------------------------------------ session_dead
+    Case(
+        "pane dead with ImportError",
+        {"session": "dead", "dead_status": 1, "pane_tail": IMPORT_TB, "util": 0.0, "mem": 0.0},
+        "session_dead",
+        Severity.ERROR,
+        title_has=("exit status 1", "ModuleNotFoundError: No module named 'flash_attn'"),
+        evidence_has=("exit status 1", "  │ ModuleNotFoundError"),
+        action="relaunch",
+    ),
+    Case(
+        "pane killed by SIGKILL: OOM killer?",
+        {"session": "dead", "dead_signal": 9, "util": 0.0, "mem": 0.0},
+        "session_dead",
+        Severity.ERROR,
+        title_has=("killed (signal 9, SIGKILL) — OOM killer?",),
+    ),
+    Case(
+        "exit status 137 read as SIGKILL",
+        {"session": "dead", "dead_status": 137, "util": 0.0, "mem": 0.0},
+        "session_dead",
+        title_has=("signal 9",),
+    ),
+    Case(
+        "finished run (exit 0): finished, not crashed",
+        {
+            "session": "dead",
+            "dead_status": 0,
+            "pane_tail": ("step 1000 loss 1.2", "done"),
+            "util": 0.0,
+            "mem": 0.0,
+        },
+        "run_finished",
+        Severity.INFO,
+        absent=("session_dead",),
+    ),
+    Case(
+        "exit 0 behind tee with a traceback: crashed (tee's status)",
+        {"session": "dead", "dead_status": 0, "pane_tail": IMPORT_TB, "util": 0.0, "mem": 0.0},
+        "session_dead",
+        Severity.ERROR,
+        evidence_has=("set -o pipefail",),
+    ),
+    Case(
+        "session gone, traceback in the log",
+        {"session": "gone", "log_tail": IMPORT_TB, "util": 0.0, "mem": 0.0},
+        "session_dead",
+        Severity.ERROR,
+        title_has=("is gone", "No module named 'flash_attn'"),
+        action="launch",
+    ),
+    Case(
+        "session never there, log ends in a traceback (doctor, no remain-on-exit)",
+        {"session": "missing", "log_tail": IMPORT_TB, "util": 0.0, "mem": 0.0, "proc": False},
+        "session_dead",
+        Severity.ERROR,
+        title_has=("not running", "ModuleNotFoundError"),
+    ),
+    Case(
+        "session name wrong, no traceback",
+        {"session": "missing", "util": 0.0, "mem": 0.0, "proc": False},
+        "session_missing",
+        Severity.WARNING,
+        evidence_has=("tmux sessions in CT 200: other",),
+    ),
+    # ---------------------------------------------------------- log_missing/drift
+    Case(
+        "log missing; the process writes another file",
+        {"log_exists": False, "silent": None, "stdout_files": ("/workspace/train_old.log",)},
+        "log_missing",
+        Severity.WARNING,
+        title_has=("/workspace/train.log does not exist", "PID 12 writes /workspace/train_old.log"),
+        action="watch_log",
+    ),
+    Case(
+        "log missing, nothing else known",
+        {"log_exists": False, "silent": None, "stdout": "tty"},
+        "log_missing",
+        Severity.WARNING,
+    ),
+    Case(
+        "log drift: an old log exists, the process writes a new name",
+        {
+            "silent": 7200.0,
+            "stdout_files": ("/workspace/train_v2.log",),
+            "buffered": True,
+            "steps": False,
+        },
+        "log_drift",
+        Severity.WARNING,
+        title_has=("watching /workspace/train.log, but PID 12 writes /workspace/train_v2.log",),
+        absent=("busy_but_silent",),
+        action="watch_log",
+    ),
+    Case(
+        "same file by another spelling: no drift",
+        {"stdout_files": ("/workspace/./train.log",)},
+        None,
+    ),
+    # ---------------------------------------------------------- progress_stalled
+    Case(
+        "lines flow, step stuck for 3 min at 5 s/step",
+        {"silent": 3.0, "last_step_ago": 180.0},
+        "progress_stalled",
+        Severity.WARNING,
+        title_has=("step 100 has not advanced for 3 min",),
+        action="dump",
+    ),
+    Case(
+        "step stuck 40 s at 5 s/step: under the 60 s floor",
+        {"silent": 3.0, "last_step_ago": 40.0},
+        None,
+    ),
+    Case(
+        "slow steps (60 s/step), 5 min since the last: within 10 × median",
+        {"silent": 3.0, "last_step_ago": 300.0, "step_interval": 60.0},
+        None,
+    ),
+    # --------------------------------------------------------------- stale_code
+    Case(
+        "train.py modified 3 min after start",
+        {"sources": (("/workspace/train.py", 180.0), ("/workspace/model.py", -60.0))},
+        "stale_code",
+        Severity.WARNING,
+        title_has=("deploy has not taken effect: train.py modified 3 min after PID 12 started",),
+        action="relaunch",
+    ),
+    Case(
+        "files older than the process: no stale code", {"sources": (("/w/train.py", -5.0),)}, None
+    ),
+    # -------------------------------------------------------- gpu_memory_orphaned
+    Case(
+        "memory held by a leftover process in the CT",
+        {
+            "gpu_procs": [
+                GpuProcess(UUID + "0", 5012, 40_000, "python", ct_pid=12, in_container=True),
+                GpuProcess(UUID + "0", 5099, 20_000, "python", ct_pid=77, in_container=True),
+            ]
+        },
+        "gpu_memory_orphaned",
+        Severity.WARNING,
+        title_has=("PID 77",),
+        extra={"fix_has": "pct exec 200 -- kill 77"},
+    ),
+    Case(
+        "memory held, session dead, no process listed",
+        {"session": "dead", "dead_status": 0, "util": 0.0},
+        "gpu_memory_orphaned",
+        Severity.WARNING,
+        title_has=("43.9 GiB of GPU memory held with no process listed and no run alive",),
+        extra={"also": "run_finished", "fix_has": "fuser -v /dev/nvidia*"},
+    ),
+    Case(
+        "memory held, no session watched: no claim",
+        {"session": "none", "proc": False},
+        None,
+    ),
+    # ---------------------------------------------------------------- CT
+    Case(
+        "CT stopped",
+        {"ct_status": CtStatus.STOPPED, "proc": False, "util": 0.0, "mem": 0.0},
+        "ct_stopped",
+        Severity.ERROR,
+        extra={"fix_has": "pct start 200"},
+    ),
+    Case(
+        "CT missing",
+        {"ct_status": CtStatus.MISSING, "proc": False, "util": 0.0, "mem": 0.0},
+        "ct_missing",
+        Severity.ERROR,
+        extra={"fix_has": "pct list"},
+    ),
+    # ---------------------------------------------------------------- tools
+    Case(
+        "py-spy missing: info with the install command",
+        {"tools": Tools(tmux="3.3a", python3="3.11", nvidia_smi_host=True)},
+        "tools_missing",
+        Severity.INFO,
+        extra={"fix_has": "pct exec 200 -- pip install py-spy"},
+    ),
+    Case(
+        "tmux missing: warning",
+        {"tools": Tools(python3="3.11", py_spy="0.4", nvidia_smi_host=True), "session": "none"},
+        "tools_missing",
+        Severity.WARNING,
+        extra={"fix_has": "apt-get install -y tmux"},
+    ),
+    Case("tools not probed yet: no claim", {"tools": Tools()}, None),
+    # ---------------------------------------------------------------- GPU
+    Case(
+        "GPU lost",
+        {
+            "events": (
+                GpuEvent(NOW - 5, "Unable to determine the device handle for GPU0", lost=True),
+            ),
+        },
+        "gpu_lost",
+        Severity.ERROR,
+    ),
+    Case(
+        "Xid event",
+        {"events": (GpuEvent(NOW - 5, "Xid (PCI:0000:1b:00): 79, GPU has fallen off"),)},
+        "gpu_xid",
+        Severity.WARNING,
+    ),
+    Case(
+        "GPU reading error",
+        {"gpu_error": "nvidia-smi exited 9: NVML error"},
+        "gpu_unreadable",
+        Severity.WARNING,
+    ),
+    # ------------------------------------------------------------- connection
+    Case(
+        "reconnecting: only the connection, no silence alarm",
+        {"connection": ConnectionState.RECONNECTING, "buffered": True, "silent": 900.0},
+        "connection",
+        Severity.WARNING,
+        absent=("busy_but_silent",),
+    ),
+    Case(
+        "connection failed",
+        {"connection": ConnectionState.FAILED},
+        "connection",
+        Severity.ERROR,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_rules(case: Case) -> None:
+    findings = diagnose(run(**case.snap), NOW, stale_after=case.stale_after)
+    kinds = [f.kind for f in findings]
+    serious = [f for f in findings if f.severity != Severity.INFO]
+    if case.first is None:
+        assert serious == [], [f.title for f in serious]
+        for k in ("loading", "run_finished", "session_dead"):
+            assert k not in kinds
+    else:
+        assert kinds, "expected a finding"
+        f = findings[0]
+        assert f.kind == case.first, [x.title for x in findings]
+        if case.severity is not None:
+            assert f.severity == case.severity
+        for s in case.title_has:
+            assert s in f.title, f.title
+        for s in case.evidence_has:
+            assert any(s in e for e in f.evidence), f.evidence
+        if case.action is not None:
+            assert f.action == case.action
+            assert f.action_label.startswith("[")
+        if "fix_has" in case.extra:
+            assert case.extra["fix_has"] in f.fix, f.fix
+        assert f.title and "\n" not in f.title
+        assert f.action or f.fix or f.severity == Severity.INFO, f"{f.kind}: no key and no fix"
+    for k in case.absent:
+        assert k not in kinds, [x.title for x in findings]
+    if "also" in case.extra:
+        assert case.extra["also"] in kinds
+
+
+def test_busy_but_silent_offers_flush_too() -> None:
+    (f,) = [
+        f
+        for f in diagnose(run(buffered=True, silent=240.0, steps=False), NOW)
+        if f.kind == "busy_but_silent"
+    ]
+    assert (f.alt_action, f.alt_action_label) == ("flush", "[f] flush live")
+
+
+def test_sorted_by_severity_then_specificity() -> None:
+    snap = run(
+        session="dead",
+        dead_status=1,
+        pane_tail=IMPORT_TB,
+        tools=Tools(tmux="3.3a", python3="3", nvidia_smi_host=True),
+        events=(GpuEvent(NOW - 5, "Xid 13"),),
+    )
+    sev = [f.severity for f in diagnose(snap, NOW)]
+    order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+    assert sev == sorted(sev, key=order.__getitem__)
+    assert sev[0] == Severity.ERROR and sev[-1] == Severity.INFO
+
+
+# ------------------------------------------------------------- stale threshold
+
+
+@pytest.mark.parametrize(
+    ("gaps", "step", "configured", "expected"),
+    [
+        ((), None, None, STALE_FLOOR_S),  # nothing known: the floor
+        ((1.0,) * 50, 2.0, None, STALE_FLOOR_S),  # fast run: the floor
+        ((30.0,) * 9, None, None, 300.0),  # 10 × median gap
+        ((0.0,) * 99 + (360.0,), None, None, STALE_FLOOR_S),  # one buffered burst
+        ((5.0,), 45.0, None, 450.0),  # the step interval, when larger
+        ((600.0,) * 5, None, None, STALE_CAP_S),  # capped
+        ((600.0,) * 5, None, 90.0, 90.0),  # configured wins
+    ],
+)
+def test_stale_threshold(
+    gaps: tuple[float, ...], step: float | None, configured: float | None, expected: float
+) -> None:
+    snap = Snapshot(time=NOW, target="t")
+    snap.log.line_gaps.extend(gaps)
+    if step is not None:
+        snap.metrics.step_intervals.append(step)
+    assert stale_threshold(snap, configured) == pytest.approx(expected)
+
+
+def test_log_note_line_records_gaps() -> None:
+    log = LogState(path=LOG)
+    for t in (10.0, 15.0, 15.0, 45.0):
+        log.note_line(t)
+    assert list(log.line_gaps) == [5.0, 0.0, 30.0]
+    assert log.last_line_time == 45.0 and log.lines_total == 4
+
+
+# ------------------------------------------------------------- tracebacks
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (IMPORT_TB, "ModuleNotFoundError: No module named 'flash_attn'"),
+        (
+            (
+                "Traceback (most recent call last):",
+                '  File "a.py", line 1',
+                "KeyError: 'x'",
+                "",
+                "During handling of the above exception, another exception occurred:",
+                "",
+                "Traceback (most recent call last):",
+                '  File "a.py", line 3',
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            ),
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ),
+        (("step 1", "Killed"), "Killed"),
+        (("RuntimeError: NCCL error in: ...", "bash: exiting"), "RuntimeError: NCCL error in: ..."),
+        (("step 1 loss 2.0", "done"), None),
+        ((), None),
+    ],
+)
+def test_last_error_line(lines: tuple[str, ...], expected: str | None) -> None:
+    assert last_error_line(lines) == expected
+
+
+# ------------------------------------------------------ never raises (property)
+
+opt_f = st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False, width=32))
+opt_i = st.one_of(st.none(), st.integers(-5, 300))
+text = st.text(max_size=30)
+
+
+@st.composite
+def partial_snapshots(draw: st.DrawFn) -> Snapshot:
+    snap = Snapshot(
+        time=NOW,
+        target=draw(text),
+        connection=draw(st.sampled_from(ConnectionState)),
+        connection_error=draw(st.one_of(st.none(), text)),
+        ct=draw(opt_i),
+        ct_status=draw(st.sampled_from(CtStatus)),
+        tools=Tools(
+            tmux=draw(st.one_of(st.none(), text)),
+            py_spy=draw(st.one_of(st.none(), text)),
+            nvidia_smi_host=draw(st.one_of(st.none(), st.booleans())),
+        ),
+        session_name=draw(st.one_of(st.none(), st.sampled_from(["dflash", "x"]))),
+        session_gone=draw(st.booleans()),
+        started=draw(st.floats(0, NOW)),
+    )
+    for _ in range(draw(st.integers(0, 12))):
+        snap.gpus.add(
+            GpuSample(
+                index=draw(st.integers(0, 2)),
+                time=NOW - draw(st.floats(0, 200)),
+                uuid=draw(st.sampled_from(["", "GPU-a", "GPU-b"])),
+                mem_used_mib=draw(opt_f),
+                mem_total_mib=draw(opt_f),
+                util_pct=draw(opt_f),
+            )
+        )
+    snap.gpus.processes = [
+        GpuProcess(
+            draw(st.sampled_from(["", "GPU-a"])),
+            draw(st.integers(1, 9)),
+            draw(opt_f),
+            draw(text),
+            draw(opt_i),
+            draw(st.one_of(st.none(), st.booleans())),
+        )
+        for _ in range(draw(st.integers(0, 3)))
+    ]
+    for _ in range(draw(st.integers(0, 2))):
+        snap.gpus.events.append(
+            GpuEvent(NOW - draw(st.floats(0, 1e4)), draw(text), draw(st.booleans()))
+        )
+    snap.gpus.error = draw(st.one_of(st.none(), text))
+    snap.sessions = [
+        Session(
+            name=draw(st.sampled_from(["dflash", "x"])),
+            panes=[
+                Pane(
+                    "dflash",
+                    0,
+                    0,
+                    draw(opt_i),
+                    dead=draw(st.booleans()),
+                    dead_status=draw(opt_i),
+                    dead_signal=draw(opt_i),
+                    start_command=draw(text),
+                )
+                for _ in range(draw(st.integers(0, 2)))
+            ],
+        )
+        for _ in range(draw(st.integers(0, 2)))
+    ]
+    snap.pane_tail = draw(st.lists(text, max_size=4))
+    snap.procs = [
+        Proc(
+            pid=draw(st.integers(1, 99)),
+            cmdline=draw(st.lists(text, max_size=3)),
+            state=draw(st.sampled_from(["", "R", "S", "D", "Z"])),
+            cpu_pct=draw(opt_f),
+            start_time=draw(st.one_of(st.none(), st.floats(NOW - 1e5, NOW + 100))),
+            is_python=draw(st.booleans()),
+            stdout=StdoutTarget(
+                kind=draw(st.sampled_from(["file", "pipe", "tty", "unknown", "null"])),
+                path=draw(st.one_of(st.none(), text)),
+                readers=[(draw(st.integers(1, 9)), draw(text))],
+                reader_files=draw(st.lists(text, max_size=2)),
+            ),
+            python_u_flag=draw(st.booleans()),
+            env_pythonunbuffered=draw(st.one_of(st.none(), st.booleans())),
+            source_files=[(draw(text), draw(st.floats(NOW - 1e5, NOW + 100)))],
+        )
+        for _ in range(draw(st.integers(0, 3)))
+    ]
+    snap.log = LogState(
+        path=draw(text),
+        exists=draw(st.one_of(st.none(), st.booleans())),
+        mtime=draw(st.one_of(st.none(), st.floats(NOW - 1e5, NOW + 10))),
+        last_line_time=draw(st.one_of(st.none(), st.floats(NOW - 1e5, NOW + 10))),
+    )
+    snap.log.line_gaps.extend(draw(st.lists(st.floats(0, 1e4), max_size=5)))
+    snap.log_tail.extend(draw(st.lists(text, max_size=4)))
+    for _ in range(draw(st.integers(0, 4))):
+        snap.metrics.step_intervals.append(draw(st.floats(0, 1e3)))
+        snap.metrics.last_step = draw(opt_i)
+        snap.metrics.last_step_time = draw(st.one_of(st.none(), st.floats(NOW - 1e5, NOW)))
+    return snap
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snap=partial_snapshots(), stale=st.one_of(st.none(), st.floats(0, 1e4)))
+def test_diagnose_never_raises(snap: Snapshot, stale: float | None) -> None:
+    findings = diagnose(snap, NOW, stale_after=stale)
+    for f in findings:
+        assert f.kind and f.title
+        assert isinstance(f.severity, Severity)
+        f.to_dict()
+
+
+def test_diagnose_survives_missing_parts() -> None:
+    snap = Snapshot(time=NOW, target="t")
+    snap.gpus = None  # type: ignore[assignment]
+    snap.log = None  # type: ignore[assignment]
+    snap.metrics = None  # type: ignore[assignment]
+    snap.tools = None  # type: ignore[assignment]
+    snap.procs = None  # type: ignore[assignment]
+    snap.sessions = None  # type: ignore[assignment]
+    assert diagnose(snap, NOW) == []
