@@ -350,6 +350,13 @@ def test_protocol_bad_input_gets_errors_and_agent_survives(
     assert ask(agent_proc, b'{"id": 14, "op": "procs", "root_pid": 999999999}')["result"] == []
 
 
+def test_oversized_response_becomes_an_error(agent_proc: subprocess.Popen[bytes]) -> None:
+    paths = ["/nonexistent/" + "x" * 280 + str(i) for i in range(3000)]
+    r = ask(agent_proc, json.dumps({"id": 5, "op": "stat", "paths": paths}).encode())
+    assert r["id"] == 5 and r["ok"] is False and "response too large" in r["error"]
+    assert ask(agent_proc, b'{"id": 6, "op": "ping"}')["ok"] is True
+
+
 def test_agent_exits_on_stdin_eof(agent_proc: subprocess.Popen[bytes]) -> None:
     assert ask(agent_proc, b'{"id": 1, "op": "ping"}')["ok"]
     assert agent_proc.stdin is not None
@@ -437,6 +444,20 @@ async def test_client_end_to_end_local(work: Path, spawn: Callable[..., Any]) ->
     assert set(agent_pids()) - before == set()
     with pytest.raises(AgentError):
         await client.call("ping")
+
+
+async def test_client_notices_a_dead_agent() -> None:
+    transport = LocalTransport()
+    await transport.connect()
+    client = await AgentClient.start(Target(transport))
+    try:
+        os.kill(client.hello["pid"], 9)
+        with pytest.raises(AgentError, match="agent (exited|went away)"):
+            await client.call("ping", timeout=5)
+        assert client.alive is False
+    finally:
+        await client.close()
+        await transport.close()
 
 
 async def test_client_missing_python_says_so() -> None:

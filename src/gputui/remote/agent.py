@@ -36,7 +36,9 @@ import time
 
 AGENT_VERSION = 1
 MAX_REQUEST_BYTES = 1 << 20
-MAX_READ_BYTES = 1 << 20
+MAX_READ_BYTES = 512 * 1024
+MAX_RESPONSE_BYTES = 900 * 1024  # a response line stays under the client's line limit (1 MiB)
+MAX_CMDLINE_BYTES = 16 * 1024
 MAX_TREE = 500  # processes reported per tree
 MAX_SCAN = 5000  # processes scanned for pipe readers
 MAX_SOURCE_FILES = 200
@@ -321,7 +323,7 @@ def read_stat(pid: int) -> "dict | None":
 
 
 def read_cmdline(pid: int) -> "list[str]":
-    data = _read_bytes("/proc/%d/cmdline" % pid, 64 * 1024)
+    data = _read_bytes("/proc/%d/cmdline" % pid, MAX_CMDLINE_BYTES)
     if not data:
         return []
     return [text(a) for a in data.rstrip(b"\0").split(b"\0")]
@@ -830,6 +832,13 @@ def serve(stdin, stdout) -> None:
 
     def send(resp: dict) -> None:
         data = (json.dumps(resp, ensure_ascii=True, default=str) + "\n").encode("ascii")
+        if len(data) > MAX_RESPONSE_BYTES:
+            err = {
+                "id": resp.get("id"),
+                "ok": False,
+                "error": "response too large (%d bytes)" % len(data),
+            }
+            data = (json.dumps(err) + "\n").encode("ascii")
         with out_lock:
             try:
                 stdout.write(data)

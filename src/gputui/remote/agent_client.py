@@ -217,7 +217,11 @@ class AgentClient:
         self._pending[rid] = fut
         line = json.dumps({"id": rid, "op": op, **args}).encode() + b"\n"
         try:
-            await self._proc.write(line)
+            try:
+                await self._proc.write(line)
+            except (OSError, ConnectionError) as err:
+                self._gone = self._gone or f"the agent went away: {err}"
+                raise AgentError(f"{self._gone} ({self.where})", "gputui restarts it") from None
             return await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
             raise CommandTimeout(
