@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -452,7 +453,7 @@ async def test_client_notices_a_dead_agent() -> None:
     client = await AgentClient.start(Target(transport))
     try:
         os.kill(client.hello["pid"], 9)
-        with pytest.raises(AgentError, match="agent (exited|went away)"):
+        with pytest.raises(AgentError, match=r"agent (exited|went away)"):
             await client.call("ping", timeout=5)
         assert client.alive is False
     finally:
@@ -511,11 +512,29 @@ def host_pids_training_in(cwd: Path) -> list[int]:
     return out
 
 
-@pytest.fixture(params=["local+pct", "ssh+pct"])
+class OpenSshTransport(LocalTransport):
+    """The OpenSSH client to the test bed's real sshd: every argv becomes
+    `ssh gpuhost <shlex.join(argv)>` (quoted once), run locally."""
+
+    def __init__(self, testbed: Any) -> None:
+        super().__init__()
+        self.testbed = testbed
+        self.label = "openssh gpuhost"
+
+    async def run(self, argv: list[str], **kw: Any) -> Any:
+        return await super().run(self.testbed.ssh_argv(shlex.join(argv)), **kw)
+
+    async def open(self, argv: list[str], *, watchdog: bool = True) -> Any:
+        return await super().open(self.testbed.ssh_argv(shlex.join(argv)), watchdog=watchdog)
+
+
+@pytest.fixture(params=["local+pct", "openssh+pct", "ssh+pct"])
 async def ct_transport(
     request: pytest.FixtureRequest, testbed: Any, monkeypatch: pytest.MonkeyPatch
 ) -> Any:
-    if request.param == "ssh+pct":
+    if request.param == "openssh+pct":
+        transport = OpenSshTransport(testbed)
+    elif request.param == "ssh+pct":
         pytest.importorskip("gputui.remote.ssh", reason="SshTransport not landed yet")
         transport = testbed.transport()
     else:
