@@ -293,12 +293,12 @@ def compile_user_regex(pattern: str) -> re.Pattern[str]:
         rx = re.compile(pattern)
     except re.error as e:
         raise ConfigError(
-            f"metric regex {pattern!r} is invalid: {e}",
+            f"metric regex `{pattern}` is invalid: {e}",
             "fix it in metric_regexes (Python syntax, named groups step/loss/throughput)",
         ) from None
     if not any(g in rx.groupindex for g in USER_GROUPS):
         raise ConfigError(
-            f"metric regex {pattern!r} has no named group step, loss or throughput",
+            f"metric regex `{pattern}` has no named group step, loss or throughput",
             r"name what it captures, e.g. 'loss=(?P<loss>[\d.]+)'",
         )
     return rx
