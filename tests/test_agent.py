@@ -613,3 +613,43 @@ async def test_agent_in_container_and_pidmap_on_host(
         await host.close()
     # nothing left behind, on the host or in the CT
     wait_for(lambda: not (set(agent_pids()) - before), what="agents to exit")
+
+
+OLD_PYTHONS = sorted(Path("/root/.pyenv/versions").glob("3.[6-9]*/bin/python3"))
+
+
+@pytest.mark.parametrize(
+    "python", OLD_PYTHONS or [None], ids=lambda p: p.parent.parent.name if p else "none"
+)
+async def test_agent_on_old_python(
+    python: Path | None, work: Path, spawn: Callable[..., Any]
+) -> None:
+    """Containers may have an old python3: the agent must run on 3.6+."""
+    if python is None:
+        pytest.skip("no old python3 installed here")
+    p = spawn(["bash", "-c", f"{PY} train.py | tee -a {work / 'log'}"], work)
+    transport = LocalTransport()
+    await transport.connect()
+    async with await AgentClient.start(Target(transport), python=str(python)) as client:
+        assert client.hello["python"] == python.parent.parent.name
+        for _ in range(100):
+            procs = await client.processes(p.pid)
+            py = [x for x in procs if x.is_python and x.stdout.readers]
+            if py:
+                break
+            await asyncio.sleep(0.05)
+        assert py and py[0].block_buffered is True
+        assert py[0].stdout.files == [str(work / "log")]
+        assert (await client.stat([str(work / "log")]))[str(work / "log")]["exists"]
+    await transport.close()
+
+
+async def test_agent_on_python2_says_too_old() -> None:
+    py2 = Path("/root/.pyenv/versions/2.7.18/bin/python2")
+    if not py2.exists():
+        pytest.skip("no python2 here")
+    transport = LocalTransport()
+    await transport.connect()
+    with pytest.raises(AgentUnavailable, match=r"too old for the agent \(needs Python 3\.6\+\)"):
+        await AgentClient.start(Target(transport), python=str(py2), timeout=5)
+    await transport.close()

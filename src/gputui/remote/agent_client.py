@@ -70,7 +70,7 @@ def _why_not_started(
             f"{python} is not installed {where}",
             "install it (apt install python3-minimal) — until then gputui uses plain commands",
         )
-    if "syntaxerror" in low:
+    if "syntaxerror" in low or "attributeerror" in low:
         return AgentUnavailable(
             f"{python} {where} is too old for the agent (needs Python 3.6+)",
             "install a newer python3 — until then gputui uses plain commands",
