@@ -375,7 +375,11 @@ CASES = [
         "session_dead",
         Severity.ERROR,
         title_has=("exit status 1", "ModuleNotFoundError: No module named 'flash_attn'"),
-        evidence_has=("exit status 1", "  │ ModuleNotFoundError"),
+        evidence_has=(
+            "exit status 1",
+            "  │ ModuleNotFoundError",
+            '  │   File "/workspace/train.py"',
+        ),
         action="relaunch",
     ),
     Case(

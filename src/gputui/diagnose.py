@@ -252,7 +252,7 @@ def _short(cmd: str, n: int = 60) -> str:
 
 def _quote_tail(lines: list[str]) -> list[str]:
     xs = [ln.rstrip() for ln in lines if ln and ln.strip()]
-    return ["  │ " + _short(ln, 160) for ln in xs[-TAIL_LINES:]]
+    return ["  │ " + (ln if len(ln) <= 160 else ln[:159] + "…") for ln in xs[-TAIL_LINES:]]
 
 
 # ---------------------------------------------------------------- context
@@ -804,7 +804,7 @@ def rule_busy_but_silent(ctx: Context) -> Finding | None:
     )
     ev.append(f"PID {p.pid} ({_short(p.command, 80)}): stdout is {stdout_words(p)}")
     ev.append("; ".join(buffering_words(p)) + " → Python writes stdout in 8 KiB blocks")
-    if p.fd1_pos is not None:
+    if p.fd1_pos is not None and p.stdout is not None and p.stdout.kind == "file":
         ev.append(f"fd 1 has written {p.fd1_pos} bytes so far")
     return Finding(
         kind="busy_but_silent",

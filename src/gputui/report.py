@@ -1,0 +1,451 @@
+"""`gputui doctor` output: the facts, the snapshot and the findings, as text a
+person reads in five seconds or as JSON with a stable schema
+(docs/doctor-json.md, `schema_version` 1).
+
+Pure: no I/O and no clock reads; `now` is passed in (default: the snapshot's
+time). `facts` is the doctor's dict of connection facts; the keys read here
+are listed in docs/doctor-json.md, and all of them are optional.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from gputui.diagnose import buffering_words, dur, gib, signal_name, stdout_words
+from gputui.model import Finding, Proc, Severity, Snapshot
+
+SCHEMA_VERSION = 1
+EXIT_OK = 0  # nothing wrong (INFO findings only count as nothing wrong)
+EXIT_PROBLEM = 1  # at least one WARNING or ERROR finding
+EXIT_UNINSPECTABLE = 2  # the target could not be inspected at all
+LOG_TAIL_LINES = 20
+
+_MARK = {Severity.ERROR: "✗", Severity.WARNING: "!", Severity.INFO: "·"}
+
+
+# ------------------------------------------------------------------ exit
+
+
+def exit_code(findings: Iterable[Finding], *, inspected: bool = True) -> int:
+    """0 when nothing is wrong (INFO findings are notes), 1 when something is,
+    2 when the target could not be inspected."""
+    if not inspected:
+        return EXIT_UNINSPECTABLE
+    return EXIT_PROBLEM if any(f.severity != Severity.INFO for f in findings) else EXIT_OK
+
+
+# ------------------------------------------------------------------ JSON
+
+
+def _num(x: Any) -> Any:
+    """JSON has no NaN/inf: those become null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _enum(x: Any) -> Any:
+    return getattr(x, "value", x)
+
+
+def proc_to_dict(p: Proc) -> dict[str, Any]:
+    out = p.stdout
+    kind = out.kind if out is not None else "unknown"
+    return {
+        "pid": p.pid,
+        "ppid": p.ppid,
+        "cmdline": list(p.cmdline or []),
+        "cwd": p.cwd,
+        "state": p.state,
+        "cpu_pct": _num(p.cpu_pct),
+        "rss_bytes": p.rss_bytes,
+        "threads": p.threads,
+        "start_time": _num(p.start_time),
+        "is_python": p.is_python,
+        "stdout": {
+            "kind": kind,
+            "path": out.path if out is not None else None,
+            "readers": [{"pid": pid, "command": cmd} for pid, cmd in (out.readers if out else [])],
+            "reader_files": list(out.reader_files) if out is not None else [],
+            "files": out.files if out is not None else [],
+            "description": stdout_words(p),
+        },
+        "buffering": {
+            "block_buffered": p.block_buffered,
+            "u_flag": p.python_u_flag,
+            "pythonunbuffered": p.env_pythonunbuffered,
+            "tty": kind == "tty",
+            "evidence": buffering_words(p) if p.is_python else [],
+        },
+        "fd1_pos": p.fd1_pos,
+        "source_files": [{"path": f, "mtime": _num(m)} for f, m in (p.source_files or [])],
+    }
+
+
+def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
+    """The snapshot as plain JSON-able data (see docs/doctor-json.md)."""
+    now = snap.time if now is None else now
+    g = snap.gpus
+    devices = []
+    for idx in sorted(g.latest):
+        s = g.latest[idx]
+        devices.append(
+            {
+                "index": s.index,
+                "name": s.name,
+                "uuid": s.uuid,
+                "time": _num(s.time),
+                "mem_used_mib": _num(s.mem_used_mib),
+                "mem_total_mib": _num(s.mem_total_mib),
+                "util_pct": _num(s.util_pct),
+                "temp_c": _num(s.temp_c),
+                "power_w": _num(s.power_w),
+                "power_limit_w": _num(s.power_limit_w),
+                "sm_clock_mhz": _num(s.sm_clock_mhz),
+            }
+        )
+    log = snap.log
+    m = snap.metrics
+    session = snap.session
+    proc = snap.training_proc
+    silent = log.silent_for(now)
+    return {
+        "time": _num(snap.time),
+        "target": snap.target,
+        "connection": {
+            "state": _enum(snap.connection),
+            "error": snap.connection_error,
+            "rtt_ms": _num(snap.rtt_ms),
+        },
+        "ct": {"id": snap.ct, "status": _enum(snap.ct_status)},
+        "tools": {
+            "tmux": snap.tools.tmux,
+            "python3": snap.tools.python3,
+            "py_spy": snap.tools.py_spy,
+            "gdb": snap.tools.gdb,
+            "nvidia_smi_host": snap.tools.nvidia_smi_host,
+            "nvidia_smi_ct": snap.tools.nvidia_smi_ct,
+        },
+        "gpus": {
+            "source": g.source,
+            "error": g.error,
+            "lost": g.lost,
+            "devices": devices,
+            "processes": [
+                {
+                    "gpu_uuid": p.gpu_uuid,
+                    "host_pid": p.host_pid,
+                    "ct_pid": p.ct_pid,
+                    "in_container": p.in_container,
+                    "used_mib": _num(p.used_mib),
+                    "name": p.name,
+                }
+                for p in g.processes
+            ],
+            "events": [{"time": _num(e.time), "text": e.text, "lost": e.lost} for e in g.events],
+        },
+        "session": {
+            "name": snap.session_name,
+            "found": session is not None,
+            "gone": snap.session_gone,
+            "alive": session.alive if session is not None else None,
+        },
+        "sessions": [
+            {
+                "name": s.name,
+                "windows": s.windows,
+                "created": _num(s.created),
+                "attached": s.attached,
+                "alive": s.alive,
+                "panes": [
+                    {
+                        "window": p.window_index,
+                        "pane": p.pane_index,
+                        "pid": p.pid,
+                        "dead": p.dead,
+                        "dead_status": p.dead_status,
+                        "dead_signal": p.dead_signal,
+                        "current_command": p.current_command,
+                        "start_command": p.start_command,
+                        "current_path": p.current_path,
+                    }
+                    for p in s.panes
+                ],
+            }
+            for s in snap.sessions
+        ],
+        "pane_tail": list(snap.pane_tail),
+        "log": {
+            "path": log.path,
+            "exists": log.exists,
+            "size": log.size,
+            "mtime": _num(log.mtime),
+            "offset": log.offset,
+            "lines_total": log.lines_total,
+            "last_line_time": _num(log.last_line_time),
+            "silent_s": _num(silent),
+            "truncations": log.truncations,
+            "rotations": log.rotations,
+            "error": log.error,
+            "tail": list(snap.log_tail)[-LOG_TAIL_LINES:],
+        },
+        "process": proc_to_dict(proc) if proc is not None else None,
+        "processes": [proc_to_dict(p) for p in snap.procs],
+        "metrics": {
+            "preset": m.preset,
+            "last_step": m.last_step,
+            "last_step_time": _num(m.last_step_time),
+            "median_step_interval_s": _num(m.median_step_interval),
+            "loss": _num(m.loss.last()),
+            "throughput": _num(m.throughput.last()),
+            "throughput_unit": m.throughput_unit,
+        },
+    }
+
+
+def finding_to_dict(f: Finding) -> dict[str, Any]:
+    return {
+        "kind": f.kind,
+        "severity": _enum(f.severity),
+        "title": f.title,
+        "evidence": list(f.evidence),
+        "action": f.action,
+        "action_label": f.action_label,
+        "alt_action": f.alt_action,
+        "alt_action_label": f.alt_action_label,
+        "fix": f.fix,
+    }
+
+
+def doctor_dict(
+    facts: dict[str, Any],
+    snap: Snapshot | None,
+    findings: list[Finding],
+    *,
+    now: float | None = None,
+    inspected: bool = True,
+) -> dict[str, Any]:
+    """The whole `gputui doctor --json` document."""
+    if now is None:
+        now = snap.time if snap is not None else facts.get("time")
+    code = exit_code(findings, inspected=inspected)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "time": _num(now),
+        "target": (snap.target if snap is not None else None) or facts.get("target"),
+        "ok": code == EXIT_OK,
+        "exit_code": code,
+        "facts": _jsonable(facts),
+        "snapshot": snapshot_to_dict(snap, now) if snap is not None else None,
+        "findings": [finding_to_dict(f) for f in findings],
+    }
+
+
+def findings_to_json(
+    facts: dict[str, Any],
+    snap: Snapshot | None,
+    findings: list[Finding],
+    *,
+    now: float | None = None,
+    inspected: bool = True,
+) -> str:
+    """`gputui doctor --json`: one JSON document (schema in docs/doctor-json.md)."""
+    doc = doctor_dict(facts, snap, findings, now=now, inspected=inspected)
+    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def _jsonable(x: Any) -> Any:
+    """Facts come from the doctor; make sure whatever is in them serializes."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float):
+        return _num(x)
+    if x is None or isinstance(x, (str, int, bool)):
+        return x
+    v = getattr(x, "value", None)
+    if isinstance(v, (str, int)):
+        return v
+    return str(x)
+
+
+# ------------------------------------------------------------------ text
+
+
+def render_text(
+    facts: dict[str, Any],
+    snap: Snapshot | None,
+    findings: list[Finding],
+    *,
+    now: float | None = None,
+) -> str:
+    """What `gputui doctor` prints: one line per fact, then the findings with
+    their evidence and the key or command that fixes each; ✓ when nothing is
+    wrong."""
+    now = now if now is not None else (snap.time if snap is not None else 0.0)
+    rows: list[tuple[str, str]] = []
+    target = (snap.target if snap is not None else "") or str(facts.get("target", "?"))
+    rows.append(("target", target))
+    rows.append(("connection", _connection_line(facts, snap)))
+    ct_line = _ct_line(facts, snap)
+    if ct_line:
+        rows.append(("container", ct_line))
+    if snap is not None:
+        rows += _gpu_rows(snap)
+        rows.append(("session", _session_line(snap)))
+        rows.append(("log", _log_line(snap, now)))
+        proc = snap.training_proc
+        if proc is not None:
+            rows.append(("process", f"PID {proc.pid} {_short(proc.command, 70)}"))
+            rows.append(("stdout", stdout_words(proc)))
+            rows.append(("buffering", _buffering_verdict(proc)))
+        else:
+            rows.append(("process", "no Python process in the session"))
+        mline = _metrics_line(snap, now)
+        if mline:
+            rows.append(("progress", mline))
+
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
+    lines.append("")
+    wrong = [f for f in findings if f.severity != Severity.INFO]
+    if not wrong:
+        lines.append("✓ nothing wrong")
+    for i, f in enumerate(findings):
+        if i:
+            lines.append("")
+        lines.append(f"{_MARK.get(f.severity, '?')} {f.severity.value.upper()}: {f.title}")
+        for e in f.evidence:
+            lines.append(f"    {e}")
+        keys = [x for x in (f.action_label, f.alt_action_label) if x]
+        if keys:
+            lines.append("    → " + "   ".join(keys))
+        if f.fix:
+            lines.append(f"    fix: {f.fix}")
+    return "\n".join(lines) + "\n"
+
+
+def _short(s: str, n: int) -> str:
+    s = (s or "").strip()
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _connection_line(facts: dict[str, Any], snap: Snapshot | None) -> str:
+    if snap is not None:
+        state = _enum(snap.connection)
+        err = snap.connection_error
+        rtt = snap.rtt_ms
+    else:
+        state = facts.get("connection", "failed")
+        err = facts.get("error") or facts.get("connection_error")
+        rtt = facts.get("rtt_ms")
+    line = str(state)
+    if isinstance(rtt, (int, float)) and math.isfinite(rtt):
+        line += f" (round trip {rtt:.0f} ms)"
+    for k in ("ssh", "server_version", "host_key"):
+        if facts.get(k):
+            line += f", {k.replace('_', ' ')} {facts[k]}"
+    if err:
+        line += f" — {err}"
+    return line
+
+
+def _ct_line(facts: dict[str, Any], snap: Snapshot | None) -> str:
+    ct = snap.ct if snap is not None else facts.get("ct")
+    status = _enum(snap.ct_status) if snap is not None else facts.get("ct_status")
+    if ct is None:
+        return "none (plain host)" if status in (None, "none", "unknown") else str(status)
+    return f"CT {ct} {status}"
+
+
+def _gpu_rows(snap: Snapshot) -> list[tuple[str, str]]:
+    g = snap.gpus
+    rows = []
+    for idx in sorted(g.latest):
+        s = g.latest[idx]
+        parts = [s.name or "GPU"]
+        total = f"/{gib(s.mem_total_mib)}" if s.mem_total_mib else ""
+        parts.append(f"{gib(s.mem_used_mib)}{total}")
+        parts.append("util ?" if s.util_pct is None else f"{s.util_pct:.0f} %")
+        if s.temp_c is not None:
+            parts.append(f"{s.temp_c:.0f} °C")
+        if s.power_w is not None:
+            lim = f"/{s.power_limit_w:.0f}" if s.power_limit_w else ""
+            parts.append(f"{s.power_w:.0f}{lim} W")
+        rows.append((f"GPU {idx}", "  ".join(parts)))
+    if not rows:
+        rows.append(("GPUs", g.error or "no readings"))
+    elif g.error:
+        rows.append(("GPUs", g.error))
+    return rows
+
+
+def _session_line(snap: Snapshot) -> str:
+    name = snap.session_name
+    if not name:
+        return "none watched"
+    if snap.session_gone:
+        return f"{name}: gone"
+    s = snap.session
+    if s is None:
+        others = ", ".join(x.name for x in snap.sessions) or "none"
+        return f"{name}: not found (sessions: {others})"
+    p = s.main_pane
+    if p is None:
+        return f"{name}: alive"
+    if p.dead:
+        if p.dead_signal:
+            how = f"signal {p.dead_signal} ({signal_name(p.dead_signal)})"
+        elif p.dead_status is not None:
+            how = f"exit status {p.dead_status}"
+        else:
+            how = "exit status unknown"
+        return f"{name}: pane dead, {how}"
+    cmd = f" — {_short(p.start_command, 60)}" if p.start_command else ""
+    return f"{name}: alive, pane PID {p.pid}{cmd}"
+
+
+def _log_line(snap: Snapshot, now: float) -> str:
+    log = snap.log
+    if not log.path:
+        return "none watched"
+    if log.exists is False:
+        return f"{log.path}: does not exist"
+    parts = [log.path]
+    if log.size is not None:
+        parts.append(f"{log.size:,} bytes")
+    silent = log.silent_for(now)
+    if silent is not None:
+        parts.append(f"last line {dur(silent)} ago")
+    if log.error:
+        parts.append(log.error)
+    return ", ".join(parts)
+
+
+def _buffering_verdict(p: Proc) -> str:
+    b = p.block_buffered
+    verdict = {True: "BLOCK-BUFFERED", False: "line-buffered/unbuffered", None: "unknown"}[b]
+    if not p.is_python:
+        return "not a Python process"
+    return f"{verdict} ({'; '.join(buffering_words(p))})"
+
+
+def _metrics_line(snap: Snapshot, now: float) -> str:
+    m = snap.metrics
+    parts = []
+    if m.last_step is not None:
+        ago = f" ({dur(now - m.last_step_time)} ago)" if m.last_step_time is not None else ""
+        parts.append(f"step {m.last_step}{ago}")
+    loss = m.loss.last()
+    if loss is not None:
+        parts.append(f"loss {loss:.4g}")
+    thr = m.throughput.last()
+    if thr is not None:
+        parts.append(f"{thr:,.0f} {m.throughput_unit}".rstrip())
+    if m.median_step_interval is not None:
+        parts.append(f"median step {m.median_step_interval:.1f} s")
+    return ", ".join(parts)

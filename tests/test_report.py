@@ -1,0 +1,195 @@
+"""gputui.report: doctor text, the JSON document (schema v1) and the exit code."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputui.diagnose import diagnose
+from gputui.model import ConnectionState, Finding, Severity, Snapshot
+from gputui.report import (
+    EXIT_OK,
+    EXIT_PROBLEM,
+    EXIT_UNINSPECTABLE,
+    SCHEMA_VERSION,
+    doctor_dict,
+    exit_code,
+    findings_to_json,
+    render_text,
+    snapshot_to_dict,
+)
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_diagnose import IMPORT_TB, NOW, run
+
+FACTS = {"target": "root@10.1.2.6 ct 200", "ssh": "OpenSSH_9.2p1", "rtt_ms": 12.0}
+DOC = Path(__file__).parent.parent / "docs" / "doctor-json.md"
+
+
+def F(sev: Severity, kind: str = "x") -> Finding:
+    return Finding(kind=kind, severity=sev, title="t")
+
+
+@pytest.mark.parametrize(
+    ("sevs", "inspected", "code"),
+    [
+        ((), True, EXIT_OK),
+        ((Severity.INFO, Severity.INFO), True, EXIT_OK),
+        ((Severity.INFO, Severity.WARNING), True, EXIT_PROBLEM),
+        ((Severity.ERROR,), True, EXIT_PROBLEM),
+        ((), False, EXIT_UNINSPECTABLE),
+    ],
+)
+def test_exit_code(sevs: tuple[Severity, ...], inspected: bool, code: int) -> None:
+    assert exit_code([F(s) for s in sevs], inspected=inspected) == code
+
+
+def test_json_buffered_run_has_process_stdout_and_buffering_evidence() -> None:
+    snap = run(buffered=True, silent=240.0, steps=False)
+    findings = diagnose(snap, NOW)
+    doc = json.loads(findings_to_json(FACTS, snap, findings, now=NOW))
+    assert doc["schema_version"] == SCHEMA_VERSION == 1
+    assert doc["exit_code"] == 1 and doc["ok"] is False
+    assert doc["target"] == "root@10.1.2.6 ct 200"
+    p = doc["snapshot"]["process"]
+    assert p["pid"] == 12 and p["cmdline"] == ["python", "train.py"]
+    assert p["stdout"]["kind"] == "pipe"
+    assert p["stdout"]["readers"] == [{"pid": 13, "command": "tee /workspace/train.log"}]
+    assert p["stdout"]["files"] == ["/workspace/train.log"]
+    assert p["buffering"] == {
+        "block_buffered": True,
+        "u_flag": False,
+        "pythonunbuffered": False,
+        "tty": False,
+        "evidence": [
+            "no -u on its command line",
+            "PYTHONUNBUFFERED unset",
+            "stdout is not a tty (pipe)",
+        ],
+    }
+    assert doc["snapshot"]["log"]["silent_s"] == pytest.approx(240.0)
+    assert doc["snapshot"]["gpus"]["devices"][0]["util_pct"] == 96.0
+    assert doc["snapshot"]["session"] == {
+        "name": "dflash",
+        "found": True,
+        "gone": False,
+        "alive": True,
+    }
+    (f,) = doc["findings"]
+    assert f["kind"] == "busy_but_silent" and f["severity"] == "warning"
+    assert f["action"] == "relaunch" and f["alt_action"] == "flush"
+    assert doc["facts"]["ssh"] == "OpenSSH_9.2p1"
+
+
+def test_json_keys_match_the_documented_schema() -> None:
+    """Every key the JSON has is named in docs/doctor-json.md (and the doc
+    names schema_version 1), so the doc cannot fall behind silently."""
+    text = DOC.read_text()
+    assert "schema_version" in text and "`1`" in text
+    snap = run(session="dead", dead_status=1, pane_tail=IMPORT_TB)
+    doc = doctor_dict(FACTS, snap, diagnose(snap, NOW), now=NOW)
+
+    def keys(x: object, prefix: str = "") -> set[str]:
+        out: set[str] = set()
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if prefix == "facts":
+                    continue
+                out.add(k)
+                out |= keys(v, k)
+        elif isinstance(x, list):
+            for v in x:
+                out |= keys(v, prefix)
+        return out
+
+    missing = sorted(k for k in keys(doc) if f"`{k}`" not in text)
+    assert missing == []
+
+
+def test_json_no_nan_and_no_snapshot() -> None:
+    snap = run()
+    snap.gpus.latest[0].util_pct = math.nan
+    d = snapshot_to_dict(snap, NOW)
+    assert d["gpus"]["devices"][0]["util_pct"] is None
+    doc = json.loads(
+        findings_to_json(
+            {
+                "target": "h",
+                "connection": "failed",
+                "error": "Connection refused",
+                "when": object(),
+            },
+            None,
+            [],
+            inspected=False,
+        )
+    )
+    assert doc["snapshot"] is None and doc["exit_code"] == 2 and doc["ok"] is False
+    assert isinstance(doc["facts"]["when"], str)
+
+
+def test_text_healthy_run_says_nothing_wrong() -> None:
+    snap = run()
+    snap.rtt_ms = 12.0
+    snap.connection = ConnectionState.CONNECTED
+    text = render_text(FACTS, snap, diagnose(snap, NOW), now=NOW)
+    lines = text.splitlines()
+    assert lines[0].startswith("target") and "root@10.1.2.6 ct 200" in lines[0]
+    assert "connected (round trip 12 ms)" in text
+    assert "CT 200 running" in text
+    assert any(ln.startswith("GPU 0") and "96 %" in ln and "43.9 GiB" in ln for ln in lines)
+    assert "dflash: alive, pane PID 10" in text
+    assert "/workspace/train.log" in text and "last line 2 s ago" in text
+    assert "PID 12 python train.py" in text
+    assert "line-buffered/unbuffered" in text
+    assert lines[-1] == "✓ nothing wrong"
+    assert "ERROR" not in text and "WARNING" not in text
+
+
+def test_text_buffered_run_names_target_verdict_and_key() -> None:
+    snap = run(buffered=True, silent=240.0, steps=False)
+    text = render_text(FACTS, snap, diagnose(snap, NOW), now=NOW)
+    assert "a pipe into tee (PID 13) writing /workspace/train.log" in text
+    assert "BLOCK-BUFFERED (no -u on its command line; PYTHONUNBUFFERED unset" in text
+    assert "! WARNING: GPUs busy, log silent 4 min" in text
+    assert "→ [r] relaunch unbuffered   [f] flush live" in text
+    assert "✓" not in text
+    assert len(text.splitlines()) < 30  # readable in five seconds
+
+
+def test_text_dead_session_and_fix_lines() -> None:
+    snap = run(session="dead", dead_signal=9, pane_tail=IMPORT_TB, util=0.0, mem=0.0)
+    text = render_text(FACTS, snap, diagnose(snap, NOW), now=NOW)
+    assert "dflash: pane dead, signal 9 (SIGKILL)" in text
+    assert "✗ ERROR: session dflash died: killed (signal 9, SIGKILL) — OOM killer?" in text
+    assert "  │ ModuleNotFoundError: No module named 'flash_attn'" in text
+    assert "no Python process in the session" in text
+
+    stopped = Snapshot(time=NOW, target="root@h ct 201", ct=201)
+    stopped.connection = ConnectionState.CONNECTED
+    from gputui.model import CtStatus
+
+    stopped.ct_status = CtStatus.STOPPED
+    text = render_text({}, stopped, diagnose(stopped, NOW), now=NOW)
+    assert "CT 201 stopped" in text
+    assert "fix: pct start 201" in text
+
+
+def test_text_info_only_is_nothing_wrong() -> None:
+    snap = run(session="dead", dead_status=0, util=0.0, mem=0.0)
+    findings = diagnose(snap, NOW)
+    assert [f.kind for f in findings] == ["run_finished"]
+    text = render_text(FACTS, snap, findings, now=NOW)
+    assert "✓ nothing wrong" in text and "· INFO: the run in session dflash finished" in text
+    assert exit_code(findings) == 0
+
+
+def test_text_without_snapshot() -> None:
+    facts = {"target": "root@gpuhost.invalid", "connection": "failed", "error": "name not known"}
+    text = render_text(facts, None, [])
+    assert "root@gpuhost.invalid" in text
+    assert "failed — name not known" in text
