@@ -7,7 +7,7 @@ import shlex
 from typing import Any
 
 from gputui.actions.plan import ActionPlan
-from gputui.actions.runspec import session_target
+from gputui.actions.runspec import session_target, tmux_argv
 from gputui.remote.target import in_container
 
 
@@ -21,7 +21,7 @@ def attach_argv(settings: Any, session: str | None = None) -> list[str]:
 
         raise ActionError("no tmux session to attach to", "pass --session NAME")
     remote = in_container(
-        getattr(settings, "ct", None), ["tmux", "attach-session", "-t", session_target(name)]
+        getattr(settings, "ct", None), tmux_argv(None, "attach-session", "-t", session_target(name))
     )
     host = getattr(settings, "host", None)
     if getattr(settings, "local", False) or not host:

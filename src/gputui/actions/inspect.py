@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from gputui.actions.runspec import session_target
+from gputui.actions.runspec import session_target, tmux_argv
 from gputui.remote.target import Target
 
 SEP = "\x1f"
@@ -226,15 +226,7 @@ async def list_procs(target: Target) -> list[PsRow]:
 
 
 def list_panes_argv(session: str, tmux: list[str] | None = None) -> list[str]:
-    return [
-        *(tmux or ["tmux"]),
-        "list-panes",
-        "-s",
-        "-t",
-        session_target(session),
-        "-F",
-        PANE_FORMAT,
-    ]
+    return tmux_argv(tmux, "list-panes", "-s", "-t", session_target(session), "-F", PANE_FORMAT)
 
 
 async def find_run(target: Target, session: str, tmux: list[str] | None = None) -> RunInfo:
@@ -267,5 +259,5 @@ async def file_size(target: Target, path: str) -> int | None:
 
 
 async def session_exists(target: Target, session: str, tmux: list[str] | None = None) -> bool:
-    res = await target.run([*(tmux or ["tmux"]), "has-session", "-t", session_target(session)])
+    res = await target.run(tmux_argv(tmux, "has-session", "-t", session_target(session)))
     return res.ok

@@ -91,7 +91,13 @@ def describe_procs(info: RunInfo) -> list[str]:
 
 
 def plan_kill_from(
-    target: Target, info: RunInfo, *, force: bool = False, action: str | None = None
+    target: Target,
+    info: RunInfo,
+    *,
+    force: bool = False,
+    action: str | None = None,
+    int_wait: float | None = None,
+    term_wait: float | None = None,
 ) -> ActionPlan:
     pgids = info.run_pgids
     if not info.exists:
@@ -104,8 +110,9 @@ def plan_kill_from(
             f"nothing is running in session {info.session!r} (the pane is dead or empty)",
             "there is no run to stop; use relaunch or launch to start one",
         )
-    int_wait = 0.0 if force else INT_WAIT_S
-    term_wait = FORCE_TERM_WAIT_S if force else TERM_WAIT_S
+    int_wait = 0.0 if force else (INT_WAIT_S if int_wait is None else int_wait)
+    if term_wait is None:
+        term_wait = FORCE_TERM_WAIT_S if force else TERM_WAIT_S
     argv = kill_argv(pgids, info.interrupt_pids, int_wait=int_wait, term_wait=term_wait)
     steps = (
         f"SIGTERM to process group(s) {', '.join(map(str, pgids))}, SIGKILL after {term_wait:g} s"
@@ -143,8 +150,12 @@ async def plan_kill(
     session: str | None = None,
     *,
     force: bool = False,
+    int_wait: float | None = None,
+    term_wait: float | None = None,
     tmux: list[str] | None = None,
 ) -> ActionPlan:
+    """SIGINT (skipped with force), SIGTERM, SIGKILL; waits default to
+    10 s / 5 s (force: SIGTERM then SIGKILL after 1 s)."""
     check_allowed(settings)
     name = session or getattr(settings, "session", None)
     if not name:
@@ -152,7 +163,7 @@ async def plan_kill(
             "no tmux session given", "pass --session NAME or set session in the config"
         )
     info = await find_run(target, name, tmux)
-    return plan_kill_from(target, info, force=force)
+    return plan_kill_from(target, info, force=force, int_wait=int_wait, term_wait=term_wait)
 
 
 async def run_kill(

@@ -30,8 +30,10 @@ from gputui.actions.runspec import (
     check_env,
     check_session_name,
     new_session_argv,
+    pipes_into_tee,
     session_target,
     spec_from_start_command,
+    tmux_argv,
 )
 from gputui.remote.target import Target
 
@@ -94,6 +96,12 @@ def spec_from_run(info: RunInfo, settings: Any) -> RunSpec:
         raise ActionError(
             f"cannot tell how the run in session {info.session!r} was started",
             "put command, cwd and log in the config's [run] section",
+        )
+    if pipes_into_tee(command):
+        raise ActionError(
+            f"cannot tell which log the run in session {info.session!r} tees into "
+            f"(start command: {command[:100]!r})",
+            "put command (without the `| tee`), cwd and log in the config's [run] section",
         )
     found = info.log_files()
     log = log or getattr(settings, "log", None) or (found[0] if found else None)
@@ -170,7 +178,7 @@ def _plan_start(
         notes.append("1. stop the old run: " + kill_plan.notes[0])
         params["kill"] = kill_plan.params
     pids = kill_plan.pids if kill_plan else []
-    kill_session = [*(tmux or ["tmux"]), "kill-session", "-t", session_target(spec.session)]
+    kill_session = tmux_argv(tmux, "kill-session", "-t", session_target(spec.session))
     if info.exists:
         commands.append(kill_session)
         notes.append(f"2. remove the old tmux session {spec.session!r}")

@@ -36,7 +36,6 @@ WRAPPER_NAME = "gputui-run"  # $0 of the wrapper: what ps shows
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON = re.compile(r"^(\s*(?:\S*/)?python[0-9.]*)(?=\s|$)")
-_TEE = re.compile(r"^(?P<cmd>.*?)\s*(?:2>&1\s*)?(?P<bar>\|&?)\s*tee\s+(?P<args>[^|;&]*?)\s*$", re.S)
 _REDIRECT = re.compile(
     r"^(?P<cmd>.*?)\s*(?:>>?|&>>?)\s*(?P<file>[^\s|;&<>]+)(?:\s*2>&1)?\s*$", re.S
 )
@@ -71,18 +70,74 @@ def add_python_u(command: str) -> str:
     return f"{m.group(1)} -u{rest}"
 
 
+def _last_pipe(command: str) -> tuple[int, int] | None:
+    """(start, end) of the last top-level `|` or `|&` (not `||`), outside quotes."""
+    found = None
+    quote: str | None = None
+    i, n = 0, len(command)
+    while i < n:
+        c = command[i]
+        if quote:
+            if c == "\\" and quote == '"':
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c == "\\":
+            i += 2
+            continue
+        elif c in "'\"":
+            quote = c
+        elif c == "|":
+            if i + 1 < n and command[i + 1] == "|":
+                i += 2
+                continue
+            end = i + 2 if i + 1 < n and command[i + 1] == "&" else i + 1
+            found = (i, end)
+            i = end
+            continue
+        i += 1
+    return found
+
+
+_MERGE = re.compile(r"\s*2>&1\s*$")
+
+
+def _words(text: str) -> list[str]:
+    """Shell words of a simple command; [] when it holds operators (; & < > ( ))
+    or cannot be parsed."""
+    lex = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    try:
+        words = list(lex)
+    except ValueError:
+        return []
+    if any(w and all(c in "();<>|&" for c in w) for w in words):
+        return []
+    return words
+
+
+def pipes_into_tee(command: str) -> bool:
+    """True when the command's last stage is still a `tee` (unparsed)."""
+    pipe = _last_pipe(command)
+    if not pipe:
+        return False
+    right = command[pipe[1] :].split()
+    return bool(right) and posixpath.basename(right[0]) == "tee"
+
+
 def split_log_pipe(command: str) -> tuple[str, str | None]:
     """`CMD 2>&1 | tee [-a] LOG` -> (CMD, LOG); `CMD > LOG 2>&1` -> (CMD, LOG);
     anything else -> (command, None). Only the last pipe stage is looked at."""
-    m = _TEE.match(command)
-    if m:
-        try:
-            args = shlex.split(m.group("args"))
-        except ValueError:
-            args = []
-        files = [a for a in args if not a.startswith("-")]
-        if files:
-            return m.group("cmd").strip(), files[0]
+    pipe = _last_pipe(command)
+    if pipe:
+        left, right = command[: pipe[0]], command[pipe[1] :]
+        words = _words(right)
+        if words and posixpath.basename(words[0]) == "tee":
+            files = [w for w in words[1:] if not w.startswith("-")]
+            if len(files) == 1 and not any(c in w for w in words for c in "$`"):
+                return _MERGE.sub("", left).strip(), files[0]
+        return command, None
     m = _REDIRECT.match(command)
     if m and m.group("cmd").strip():
         try:
@@ -119,6 +174,12 @@ def tmux_arg(value: str) -> str:
     """Escape a value for a tmux command line that contains `;` separators:
     tmux treats an argument ENDING in `;` as a separator, `\\;` as a literal."""
     return value[:-1] + "\\;" if value.endswith(";") else value
+
+
+def tmux_argv(tmux: list[str] | None, *args: str) -> list[str]:
+    """A tmux command line with every value escaped for tmux's `;` parsing
+    (which applies to every argument, even without a separator)."""
+    return [*(tmux or ["tmux"]), *(tmux_arg(a) for a in args)]
 
 
 def session_target(session: str) -> str:

@@ -1,0 +1,377 @@
+"""Actions against real runs: real tmux and real Python processes inside a
+stand-in container (the test bed's `pct`: own PID + mount namespaces,
+private /tmp, so the tmux server is the container's own)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from gputui.actions import (
+    ActionsDisabled,
+    audit_path,
+    execute,
+    plan_dump,
+    plan_flush,
+    plan_kill,
+    plan_launch,
+    plan_relaunch,
+)
+from gputui.actions.runspec import WRAPPER, tmux_arg
+from gputui.model import GpuProcess
+from gputui.remote.local import LocalTransport
+from gputui.remote.target import Target
+
+PY = os.path.realpath(sys.executable)  # an absolute python3.x the CT can run
+PY_SPY = shutil.which("py-spy", path=os.path.dirname(sys.executable)) or "/work/venv/bin/py-spy"
+
+# Short lines, 10 a second: block-buffered they stay in the 8 KiB buffer for ~40 s.
+TRAIN = """\
+import signal, sys, time
+if "--ignore-int" in sys.argv:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+if "--ignore-term" in sys.argv:  # also the SIGHUP a closing tmux pane sends
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+print("started", file=sys.stderr)  # stderr is line-buffered: reaches the log at once
+
+def train_step(i):
+    time.sleep(0.1)
+    return 1.0 / (i + 1)
+
+def training_loop():
+    i = 0
+    while True:
+        loss = train_step(i)
+        print("step %d loss %.4f t=%.3f" % (i, loss, time.time()))
+        i += 1
+
+training_loop()
+"""
+
+NASTY = "run 'q\" ; $(touch PWNED) `id` x;"  # a tmux session name may not hold ':' or '.'
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, testbed: Any) -> None:
+    """Commands reach the CT through the stand-in pct; no PYTHONUNBUFFERED
+    leaks into the runs (this machine sets it); audit log under tmp_path."""
+    monkeypatch.setenv("PATH", f"{testbed.bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("GPUTUI_STANDIN_STATE", str(testbed.state_dir))
+    monkeypatch.setenv("GPUTUI_PCT_DELAY", "0")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for k in list(os.environ):
+        if k.startswith(("PYTHON", "TMUX")):
+            monkeypatch.delenv(k)
+
+
+@pytest.fixture
+def target(env: None, ct: int) -> Iterator[Target]:
+    yield Target(LocalTransport(), ct)
+
+
+@pytest.fixture
+def work(testbed: Any, tmp_path: Path) -> Path:
+    """A directory with a nasty name, visible inside the CT."""
+    d = Path(testbed.workspace) / tmp_path.name / "dir $(touch PWNED); 'q\" x;"
+    d.mkdir(parents=True)
+    (d / "train.py").write_text(TRAIN)
+    return d
+
+
+def settings(**kw: Any) -> SimpleNamespace:
+    base: dict[str, Any] = {"read_only": False, "session": None, "log": None, "run": None}
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def start_buffered(testbed: Any, ct: int, session: str, work: Path, *flags: str) -> Path:
+    """The user's original launch: `python3 train.py 2>&1 | tee LOG` in tmux."""
+    log = work / "train;log.txt"
+    cmd = f"{PY} train.py {' '.join(flags)} 2>&1 | tee '{log.name}'"
+    # tmux reads an argument ending in ";" as a command separator: escape it
+    r = testbed.ct_exec(
+        ct, ["tmux", "new-session", "-d", "-s", tmux_arg(session), "-c", tmux_arg(str(work)), cmd]
+    )
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: log.exists() and b"started" in log.read_bytes(), what="run start")
+    return log
+
+
+def wait_for(fn: Any, timeout: float = 8.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def audit_lines() -> list[dict[str, Any]]:
+    p = audit_path()
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+def no_pwned(work: Path) -> None:
+    assert not list(Path(work).parent.rglob("PWNED")), "a value was run as shell code"
+    assert not Path("PWNED").exists() and not Path("/root/PWNED").exists()
+
+
+# ------------------------------------------------------------------ relaunch
+
+
+async def test_relaunch_turns_buffered_run_unbuffered_and_keeps_old_log(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    log = start_buffered(testbed, ct, NASTY, work)
+    time.sleep(1.0)
+    old = log.read_bytes()
+    assert b"step" not in old  # block-buffered: steps are stuck in the 8 KiB buffer
+
+    plan = await plan_relaunch(target, settings(), NASTY)
+    assert plan.session == NASTY and plan.ct == ct and plan.pids
+    assert "tee -a -i" in plan.display and "remain-on-exit" in plan.display
+    start = plan.commands[-1]
+    assert start[:2] == ["tmux", "new-session"] and ";" in start  # one tmux call
+
+    t0 = time.monotonic()
+    result = await execute(target, plan)
+    relaunch_s = time.monotonic() - t0
+    assert result.ok, (result.summary, result.details)
+    assert result.data["alive"] and result.data["log_grew"]
+
+    # The old log was moved aside, nothing lost: its bytes are a prefix, and
+    # the SIGINT made Python flush the buffered steps into it (tee -i / tee
+    # spared from the SIGINT kept copying).
+    moved = Path(result.data["moved_log"])
+    assert moved.parent == log.parent and moved.name.startswith(log.name + ".")
+    moved_bytes = moved.read_bytes()
+    assert moved_bytes.startswith(old)
+    assert b"step 0 loss" in moved_bytes and b"KeyboardInterrupt" in moved_bytes
+
+    # New run: each line reaches the log within a second of being printed.
+    seen: dict[str, float] = {}
+    watch_from = time.time()
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        now = time.time()
+        for line in log.read_text(errors="replace").splitlines():
+            if (
+                line.startswith("step ")
+                and line not in seen
+                and float(line.rsplit("t=", 1)[1]) >= watch_from
+            ):
+                seen[line] = now
+        time.sleep(0.05)
+    assert len(seen) >= 5, log.read_text()
+    lags = [arrived - float(line.rsplit("t=", 1)[1]) for line, arrived in seen.items()]
+    assert max(lags) < 1.0, lags
+    text = log.read_text()
+    assert text.startswith("[gputui] start ")
+
+    # Same session name, cwd, command (+ -u), wrapper with remain-on-exit.
+    panes = testbed.ct_exec(
+        ct,
+        ["tmux", "list-panes", "-t", f"={NASTY}:", "-F", "#{pane_current_path}|#{remain-on-exit}"],
+    )
+    assert panes.stdout.strip() == f"{work}|on", panes
+    again = await plan_relaunch(target, settings(), NASTY)  # recovered from our own wrapper
+    assert again.params["spec"]["source"] == "gputui wrapper"
+    assert again.params["spec"]["log"] == str(log)
+    assert again.params["spec"]["cwd"] == str(work)
+    assert again.commands[-1][again.commands[-1].index("-c", 6) + 1] == WRAPPER
+    no_pwned(work)
+    entries = audit_lines()
+    assert entries[-1]["action"] == "relaunch" and entries[-1]["ok"] is True
+    assert entries[-1]["session"] == NASTY and entries[-1]["commands"] == plan.commands
+    print(f"relaunch total {relaunch_s:.2f} s; first log growth {result.data['first_growth_s']}")
+
+
+async def test_relaunch_instant_crash_keeps_pane_and_exit_code(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    log = work / "crash.log"
+    run = SimpleNamespace(
+        command=f"{PY} -c 'import sys; print(\"boom\"); sys.exit(3)'",
+        cwd=str(work),
+        session="crash",
+        log=str(log),
+        env={"MY_VAR": "a b $(touch PWNED);"},
+    )
+    plan = await plan_launch(target, settings(run=run))
+    assert plan.action == "launch"
+    result = await execute(target, plan)
+    assert not result.ok  # it exited
+    assert "exited" in result.summary
+    text = log.read_text()
+    assert "boom" in text and "[gputui] exit 3" in text
+    panes = testbed.ct_exec(
+        ct, ["tmux", "list-panes", "-t", "=crash:", "-F", "#{pane_dead} #{pane_dead_status}"]
+    )
+    assert panes.stdout.strip() == "1 3"  # remain-on-exit landed before the exit
+    no_pwned(work)
+
+
+async def test_launch_env_and_refuses_running(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    log = work / "env.log"
+    run = SimpleNamespace(
+        command='echo "v=$MY_VAR u=$PYTHONUNBUFFERED"; sleep 30',
+        cwd=str(work),
+        session="envrun",
+        log="env.log",  # relative: to cwd
+        env={"MY_VAR": "a b $(touch PWNED);"},
+    )
+    plan = await plan_launch(target, settings(run=run))
+    result = await execute(target, plan)
+    assert result.ok, result.details
+    wait_for(lambda: "v=" in log.read_text(), what="env line")
+    assert "v=a b $(touch PWNED); u=1" in log.read_text()
+    with pytest.raises(Exception, match="already running"):
+        await plan_launch(target, settings(run=run))
+    no_pwned(work)
+
+
+# ------------------------------------------------------------------ kill
+
+
+async def test_kill_sigint_flushes_and_reports_gpu(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    log = start_buffered(testbed, ct, "train", work)
+    time.sleep(0.6)
+    assert b"step" not in log.read_bytes()
+    plan = await plan_kill(target, settings(), "train")
+    assert "SIGINT" in plan.display and plan.pids
+    held = [GpuProcess("GPU-0000", 999999, 1024.0, "python3", ct_pid=plan.pids[0])]
+
+    async def still_holding() -> list[GpuProcess]:
+        return held
+
+    result = await execute(target, plan, gpu_processes=still_holding)
+    assert result.ended_by == "SIGINT"
+    assert not result.ok and "still held" in result.summary  # names who holds it
+    assert any(str(plan.pids[0]) in d for d in result.details)
+    # the SIGINT flushed Python's buffer into the log through tee
+    assert b"step 0 loss" in log.read_bytes()
+
+
+async def test_kill_escalates_when_sigint_ignored(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    start_buffered(testbed, ct, "stubborn", work, "--ignore-int")
+    time.sleep(0.3)
+    plan = await plan_kill(target, settings(), "stubborn", int_wait=1.0, term_wait=1.0)
+    progress: list[str] = []
+
+    async def none_left() -> list[GpuProcess]:
+        return []
+
+    result = await execute(target, plan, progress.append, gpu_processes=none_left)
+    assert result.ok and result.ended_by == "SIGTERM", (result.summary, result.details)
+    assert "GPU memory freed" in result.summary
+    assert [p.split(" ")[0] for p in progress] == ["SIGINT", "SIGTERM"]
+    assert 1.0 <= (result.elapsed_s or 0) < 4.0
+    ps = testbed.ct_exec(ct, ["ps", "-eo", "args="]).stdout
+    assert "train.py" not in ps
+    print(f"kill escalation SIGINT->SIGTERM: {result.elapsed_s:.2f} s")
+
+
+async def test_force_kill_reaches_sigkill(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    start_buffered(testbed, ct, "hard", work, "--ignore-int", "--ignore-term")
+    time.sleep(0.3)
+    plan = await plan_kill(target, settings(), "hard", force=True)
+    assert "SIGINT" not in plan.notes[0]
+    result = await execute(target, plan)
+    assert result.ok and result.ended_by == "SIGKILL", (result.summary, result.details)
+    assert (result.elapsed_s or 0) < 4.0
+    print(f"force kill SIGTERM->SIGKILL: {result.elapsed_s:.2f} s")
+
+
+# ------------------------------------------------------------------ dump / flush
+
+
+async def test_py_spy_dump_shows_training_loop(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    start_buffered(testbed, ct, "spy", work)
+    plan = await plan_dump(target, settings(), "spy", py_spy=PY_SPY)
+    assert plan.commands[0][0] == PY_SPY and plan.commands[0][1:3] == ["dump", "--pid"]
+    result = await execute(target, plan)
+    if "ptrace refused" in result.summary:
+        pytest.skip(f"ptrace is refused here: {result.details}")
+    assert result.ok, (result.summary, result.output)
+    assert "train_step" in result.output and "training_loop" in result.output
+    assert result.saved_path and "train_step" in Path(result.saved_path).read_text()
+    assert Path(result.saved_path).parent == audit_path().parent / "dumps"
+
+
+async def test_py_spy_missing_says_how_to_install(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    start_buffered(testbed, ct, "nospy", work)
+    with pytest.raises(Exception, match="pip install py-spy"):
+        await plan_dump(target, settings(), "nospy", py_spy="/nonexistent/py-spy")
+
+
+async def test_flush_live_makes_pending_lines_appear(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    if shutil.which("gdb") is None:
+        pytest.skip("gdb is not installed here")
+    log = start_buffered(testbed, ct, "flushme", work)
+    time.sleep(1.0)
+    before = log.read_bytes()
+    assert b"step" not in before
+    plan = await plan_flush(target, settings(), "flushme")
+    assert str(log) in plan.display and "pauses" in plan.display
+    result = await execute(target, plan)
+    if "ptrace was refused" in " ".join(result.details):
+        pytest.skip(f"ptrace is refused here: {result.details}")
+    assert result.ok, result.details
+    assert result.data["bytes"] > 0
+    after = log.read_bytes()
+    assert after.startswith(before) and b"step 0 loss" in after
+    # now line-buffered: the next lines arrive within a second
+    n = after.count(b"\n")
+    wait_for(lambda: log.read_bytes().count(b"\n") > n, timeout=1.0, what="next line")
+
+
+# ------------------------------------------------------------------ read-only
+
+
+async def test_read_only_refuses_every_action(target: Target) -> None:
+    ro = settings(read_only=True, session="x")
+    for plan in (plan_relaunch, plan_kill, plan_dump, plan_flush, plan_launch):
+        with pytest.raises(ActionsDisabled, match="read-only"):
+            await plan(target, ro, "x")
+    assert audit_lines() == []
+
+
+async def test_kill_refuses_changed_run(target: Target, testbed: Any, ct: int, work: Path) -> None:
+    start_buffered(testbed, ct, "changed", work)
+    plan = await plan_kill(target, settings(), "changed")
+    plan.params["leader_args"] = "something else entirely"
+    result = await execute(target, plan)
+    assert not result.ok and "plan the action again" in result.summary
+    assert "train.py" in testbed.ct_exec(ct, ["ps", "-eo", "args="]).stdout  # untouched
+    assert audit_lines()[-1]["ok"] is False
+
+
+def test_asyncio_imported() -> None:  # keeps `asyncio` import honest for helpers above
+    assert asyncio.iscoroutinefunction(execute)

@@ -1,0 +1,233 @@
+"""Pure parts of the actions: command recovery, tmux quoting both ways
+(checked against the real tmux), attach argv, plan rendering, audit lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gputui.actions import ActionPlan, ActionResult, attach_argv, audit_path
+from gputui.actions.plan import ActionsDisabled, audit, check_allowed
+from gputui.actions.runspec import (
+    WRAPPER,
+    RunSpec,
+    add_python_u,
+    new_session_argv,
+    spec_from_start_command,
+    split_log_pipe,
+    tmux_arg,
+    tmux_unquote,
+)
+
+NASTY_VALUES = [
+    "plain",
+    "with space",
+    "semi;",
+    "ends with backslash-semi \\;",
+    "quote ' and \" and $(touch PWNED) `id` $HOME ~ #{pane_id} %1 {x}",
+    "~tilde",
+    "tab\there\nnewline",
+    "ünïcødé ✓",
+    "",
+    ";",
+    "#",
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (
+            "bash /root/start_training.sh 2>&1 | tee /workspace/train.log",
+            ("bash /root/start_training.sh", "/workspace/train.log"),
+        ),
+        ("python3 t.py 2>&1 | tee 'train;log.txt'", ("python3 t.py", "train;log.txt")),
+        ("python3 t.py |& tee -a -i 'my log'", ("python3 t.py", "my log")),
+        ("a || b | tee x.log", ("a || b", "x.log")),
+        ("python3 t.py > out.log 2>&1", ("python3 t.py", "out.log")),
+        ("python3 t.py | grep loss", ("python3 t.py | grep loss", None)),
+        ("python3 t.py | tee $HOME/x.log", ("python3 t.py | tee $HOME/x.log", None)),
+        ("python3 t.py", ("python3 t.py", None)),
+    ],
+)
+def test_split_log_pipe(command: str, expected: tuple[str, str | None]) -> None:
+    assert split_log_pipe(command) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("python3 train.py --lr 1", "python3 -u train.py --lr 1"),
+        ("/opt/venv/bin/python3.11 train.py", "/opt/venv/bin/python3.11 -u train.py"),
+        ("python -u train.py", "python -u train.py"),
+        ("python -Bu train.py", "python -Bu train.py"),
+        ("torchrun --nproc 8 train.py", "torchrun --nproc 8 train.py"),
+        ("pythonista x", "pythonista x"),
+    ],
+)
+def test_add_python_u(command: str, expected: str) -> None:
+    assert add_python_u(command) == expected
+
+
+def test_tmux_arg_escapes_only_trailing_semicolon() -> None:
+    assert tmux_arg("a;") == "a\\;"
+    assert tmux_arg("a;b") == "a;b"
+    assert tmux_arg("x\\;") == "x\\\\;"
+
+
+def test_values_survive_real_tmux_both_ways(tmp_path: Path) -> None:
+    """Each nasty value goes through a real tmux as an argv element (escaped
+    by tmux_arg), reaches the pane's program unchanged, and tmux_unquote reads
+    pane_start_command back to the same argv."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+    env["TMUX_TMPDIR"] = str(tmp_path)
+    out = tmp_path / "argv.json"
+    script = "import json,sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"
+    prog = ["python3", "-c", script, str(out), *NASTY_VALUES]
+    argv = [
+        "tmux",
+        "new-session",
+        "-d",
+        "-s",
+        "q",
+        *[tmux_arg(a) for a in prog],
+        ";",
+        "set-option",
+        "-p",
+        "-t",
+        "=q:",
+        "remain-on-exit",
+        "on",
+    ]
+    try:
+        subprocess.run(argv, env=env, check=True, timeout=10)
+        deadline = time.monotonic() + 5
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert json.loads(out.read_text())[1:] == NASTY_VALUES
+        shown = subprocess.run(
+            ["tmux", "list-panes", "-t", "=q:", "-F", "#{pane_start_command}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.rstrip("\n")
+        assert tmux_unquote(shown) == prog
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True)
+
+
+def test_wrapper_recognised_from_start_command(tmp_path: Path) -> None:
+    """Relaunching a run gputui started finds log/cmd/env from its own wrapper."""
+    spec = RunSpec("s;x", "/w d", "python3 t.py 'a b'", "/w d/l;og", {"A": "1 $(x);"})
+    argv = new_session_argv(spec)
+    # what tmux shows = the unescaped pane argv, rendered the tmux way
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+    env["TMUX_TMPDIR"] = str(tmp_path)
+    (tmp_path / "w d").mkdir()
+    argv[argv.index("-c") + 1] = str(tmp_path / "w d")
+    try:
+        subprocess.run(argv, env=env, check=True, timeout=10)
+        shown = subprocess.run(
+            ["tmux", "list-panes", "-t", "=s;x:", "-F", "#{pane_start_command}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.rstrip("\n")
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True)
+    cmd, log, got_env, source = spec_from_start_command(shown, "s;x", "/w d")
+    assert (cmd, log, got_env, source) == (
+        "python3 -u t.py 'a b'",
+        "/w d/l;og",
+        {"A": "1 $(x);"},
+        "gputui wrapper",
+    )
+
+
+def test_spec_from_plain_start_command() -> None:
+    cmd, log, env, source = spec_from_start_command(
+        '"bash /root/start_training.sh 2>&1 | tee train.log"', "dflash", "/workspace"
+    )
+    assert (cmd, log, env, source) == (
+        "bash /root/start_training.sh",
+        "/workspace/train.log",
+        {},
+        "pane start command",
+    )
+
+
+def test_new_session_argv_is_one_tmux_call_with_remain_on_exit() -> None:
+    argv = new_session_argv(RunSpec("train", "/root", "python3 train.py", "/root/t.log"))
+    i = argv.index(";")
+    assert argv[:5] == ["tmux", "new-session", "-d", "-s", "train"]
+    assert argv[i + 1 :] == ["set-option", "-p", "-t", "=train:", "remain-on-exit", "on"]
+    assert argv[argv.index("-c") + 2 : argv.index("-c") + 4] == ["bash", "-c"]
+    assert WRAPPER in argv and "python3 -u train.py" in argv
+    assert "PYTHONUNBUFFERED=1" in WRAPPER and "tee -a -i" in WRAPPER and "pipefail" in WRAPPER
+
+
+@pytest.mark.parametrize("bad", ["a:b", "a.b", "", "x\ny"])
+def test_bad_session_names_refused(bad: str) -> None:
+    with pytest.raises(Exception, match="session name"):
+        new_session_argv(RunSpec(bad, "/", "true", "/tmp/l"))
+
+
+def test_bad_env_name_refused() -> None:
+    with pytest.raises(Exception, match="env name"):
+        new_session_argv(RunSpec("s", "/", "true", "/tmp/l", {"A B": "1"}))
+
+
+def test_attach_argv_ssh_and_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = SimpleNamespace(
+        host="127.0.0.1",
+        port=2222,
+        user="root",
+        identity_file="/k/id",
+        known_hosts=None,
+        ct=200,
+        local=False,
+        session="my run;",
+    )
+    argv = attach_argv(s)
+    assert argv[:8] == ["ssh", "-t", "-p", "2222", "-i", "/k/id", "root@127.0.0.1", "--"]
+    assert shlex.split(argv[-1]) == [
+        "pct",
+        "exec",
+        "200",
+        "--",
+        "tmux",
+        "attach-session",
+        "-t",
+        "=my run\\;",
+    ]
+    monkeypatch.delenv("TMUX", raising=False)
+    local = SimpleNamespace(host=None, ct=None, local=True, session="s")
+    assert attach_argv(local) == ["tmux", "attach-session", "-t", "=s"]
+    monkeypatch.setenv("TMUX", "/tmp/x,1,0")
+    assert attach_argv(local)[:3] == ["env", "-u", "TMUX"]
+
+
+def test_read_only_and_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ActionsDisabled, match="read-only"):
+        check_allowed(SimpleNamespace(read_only=True))
+    check_allowed(SimpleNamespace(read_only=False))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    plan = ActionPlan(
+        "kill", "Stop?", "local · session 's'", session="s", pids=[5], commands=[["sh", "-c", "x"]]
+    )
+    p = audit("local", plan, ActionResult(ok=True, summary="ended by SIGINT", ended_by="SIGINT"))
+    assert p == audit_path() == tmp_path / "gputui" / "audit.log"
+    audit("local", plan, ActionResult(ok=False, summary="nope"))
+    lines = [json.loads(x) for x in p.read_text().splitlines()]
+    assert [x["ok"] for x in lines] == [True, False]
+    assert lines[0]["commands"] == [["sh", "-c", "x"]] and lines[0]["ended_by"] == "SIGINT"
+    assert lines[0]["target"] == "local" and lines[0]["action"] == "kill" and lines[0]["time"]
