@@ -48,6 +48,7 @@ Listener = Callable[[Snapshot, set[str]], None]
 
 PARTS = frozenset({"connection", "gpus", "sessions", "procs", "log", "metrics", "ct"})
 PENDING_LINES_MAX = 5000  # drain_log_lines keeps at most this many; older are counted as dropped
+METRIC_BATCH_MAX = 2000  # lines of one batch parsed for metrics; a burst parses its newest
 LOG_TAIL_KEEP = 200  # lines kept in snapshot.log_tail
 PANE_TAIL_LINES = 50
 AGENT_RETRY_START_S = 2.0
@@ -118,8 +119,10 @@ class Monitor:
         self.agent: AgentClient | None = None
         self.agent_error: str | None = None
         self.agent_starts = 0  # how many times the CT agent was started
+        self.polls = 0
         self.follower: LogFollower | None = None
         self.dropped_log_lines = 0
+        self.metric_lines_skipped = 0
         self._listeners: list[Listener] = []
         self._pending_lines: deque[str] = deque(maxlen=PENDING_LINES_MAX)
         self._dirty: set[str] = set()
@@ -127,6 +130,7 @@ class Monitor:
         self._session_override: str | None = _setting(settings, "session")
         self._log_override: str | None = _setting(settings, "log")
         self._seen_session: str | None = None
+        self._names_when_gone: set[str] | None = None
         self._poll_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -220,6 +224,7 @@ class Monitor:
         """Watch this tmux session (None: the only / most recent one)."""
         self._session_override = name or None
         self._seen_session = None
+        self._names_when_gone = None
         self.snapshot.session_gone = False
         self._wake.set()
 
@@ -346,6 +351,7 @@ class Monitor:
                 self.agent_error = f"poll failed: {type(err).__name__}: {err}"
 
     async def _poll(self) -> None:
+        self.polls += 1
         await self._ensure_agent()
         agent = self.agent
         if agent is not None:
@@ -399,15 +405,24 @@ class Monitor:
         snap.sessions = sessions
         names = {s.name for s in sessions}
         wanted = self._session_override
-        if wanted is None and snap.session_name in names and self._seen_session:
-            name: str | None = snap.session_name  # keep watching the one we chose
+        seen = self._seen_session
+        if wanted is None and seen is not None and seen not in names:
+            # The watched session is gone: say so, unless a new session
+            # appeared since (a relaunch under another name).
+            if self._names_when_gone is None:
+                self._names_when_gone = names
+            fresh = [s for s in sessions if s.name not in self._names_when_gone]
+            name: str | None = choose_session(fresh, None) if fresh else seen
+        elif wanted is None and snap.session_name in names and seen:
+            name = snap.session_name  # keep watching the one we chose
         else:
             name = choose_session(sessions, wanted)
         if name in names:
             self._seen_session = name
+            self._names_when_gone = None
             gone = False
         else:
-            gone = self._seen_session is not None and self._seen_session == name
+            gone = seen is not None and seen == name
         if name != snap.session_name or gone != snap.session_gone:
             snap.session_name = name
             snap.session_gone = gone
@@ -468,6 +483,9 @@ class Monitor:
         metrics = self.snapshot.metrics
         parse = self.metric_parser.parse
         got = False
+        if n > METRIC_BATCH_MAX:  # a burst: the newest lines say where the run is
+            self.metric_lines_skipped += n - METRIC_BATCH_MAX
+            lines = lines[-METRIC_BATCH_MAX:]
         for line in lines:
             p = parse(line, now)
             if p is not None:

@@ -1,0 +1,438 @@
+"""The Monitor on the test bed: real tmux and real Python runs inside a
+stand-in CT, reached through `pct exec` (LocalTransport with the stand-ins on
+PATH, or the real sshd when the ssh transport is there)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import subprocess
+import time
+import tracemalloc
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from gputui.gpufeed import SimulatedGpus
+from gputui.model import ConnectionState, CtStatus, Snapshot
+from gputui.monitor import (
+    PENDING_LINES_MAX,
+    Monitor,
+    choose_session,
+    collect_snapshot,
+    stdout_log_files,
+)
+from gputui.remote.base import CommandResult, RemoteProcess, Transport
+from gputui.remote.local import LocalTransport
+from gputui.remote.target import Target
+
+CLEAN_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+TRAIN = """\
+import sys, time
+i = 0
+pad = "x" * 60
+while True:
+    i += 1
+    print("step %d loss %.4f tok/s %d %s" % (i, 10.0 / i, 12000 + i, pad))
+    time.sleep(0.002)
+"""
+
+START_SH = """\
+#!/bin/sh
+cd "$(dirname "$0")"
+exec python3 -u train.py > {log} 2>&1
+"""
+
+
+# Every 100th line is a metric line; the rest is noise.
+BURST = """\
+import sys
+w = sys.stdout.write
+for i in range(1, int(sys.argv[1]) + 1):
+    w("step %d loss 1.5 tok/s 9000\\n" % i if i % 100 == 0 else "noise %d\\n" % i)
+"""
+
+
+class CountingTransport(Transport):
+    """Delegates to a real transport and records every command gputui starts."""
+
+    def __init__(self, inner: Transport) -> None:
+        super().__init__()
+        self.inner = inner
+        self.label = inner.label
+        self.calls: list[tuple[float, str, list[str]]] = []  # (monotonic, run|open, argv)
+        inner.on_state(self._set_state)
+
+    @property  # type: ignore[override]
+    def rtt_ms(self) -> float | None:
+        return self.inner.rtt_ms
+
+    @rtt_ms.setter
+    def rtt_ms(self, value: float | None) -> None:
+        pass
+
+    async def connect(self) -> None:
+        await self.inner.connect()
+
+    async def run(
+        self, argv: list[str], *, timeout: float = 10.0, input: bytes | None = None
+    ) -> CommandResult:
+        self.calls.append((time.monotonic(), "run", list(argv)))
+        return await self.inner.run(argv, timeout=timeout, input=input)
+
+    async def open(self, argv: list[str], *, watchdog: bool = True) -> RemoteProcess:
+        self.calls.append((time.monotonic(), "open", list(argv)))
+        return await self.inner.open(argv, watchdog=watchdog)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def pct_execs(self, since: float = 0.0) -> list[list[str]]:
+        return [a for t, _, a in self.calls if t >= since and a[:2] == ["pct", "exec"]]
+
+
+def settings(**kw: Any) -> SimpleNamespace:
+    base: dict[str, Any] = {
+        "interval": 0.25,
+        "session": None,
+        "log": None,
+        "gpu_source": "host",
+        "metric_regexes": [],
+        "local": False,
+        "run": None,
+    }
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+async def until(fn: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def standin_env(testbed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = testbed.env()
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.setenv("GPUTUI_STANDIN_STATE", env["GPUTUI_STANDIN_STATE"])
+
+
+@pytest.fixture
+async def counting(standin_env: None) -> AsyncIterator[CountingTransport]:
+    tr = CountingTransport(LocalTransport())
+    await tr.connect()
+    try:
+        yield tr
+    finally:
+        await tr.close()
+
+
+@pytest.fixture
+def ws(testbed: Any, ct: int) -> Path:
+    d = Path(testbed.workspace) / f"mon-{ct}"
+    d.mkdir(exist_ok=True)
+    (d / "train.py").write_text(TRAIN)
+    return d
+
+
+def tmux_in_ct(testbed: Any, ct: int, *args: str) -> None:
+    """Run tmux inside the CT with a clean environment (no PYTHONUNBUFFERED)."""
+    r = testbed.ct_exec(ct, ["env", "-i", f"PATH={CLEAN_PATH}", "HOME=/root", "tmux", *args])
+    assert r.returncode == 0, r.stderr
+
+
+def ct_processes(testbed: Any, ct: int) -> str:
+    return testbed.ct_exec(ct, ["ps", "-e", "-o", "pid=,args="]).stdout
+
+
+# ------------------------------------------------------------ pure parts
+
+
+def test_choose_session() -> None:
+    from gputui.model import Session
+
+    a, b = Session("a", created=100.0), Session("b", created=200.0)
+    assert choose_session([], None) is None
+    assert choose_session([a], None) == "a"
+    assert choose_session([a, b], None) == "b"
+    assert choose_session([a, b], "a") == "a"
+    assert choose_session([a, b], "gone") == "gone"
+
+
+def test_stdout_log_files_prefers_python_and_skips_ttys() -> None:
+    from gputui.model import Proc, StdoutTarget
+
+    sh = Proc(pid=1, stdout=StdoutTarget(kind="tty", path="/dev/pts/1"))
+    tee = Proc(pid=3, stdout=StdoutTarget(kind="file", path="/w/copy.log"))
+    py = Proc(
+        pid=2,
+        is_python=True,
+        stdout=StdoutTarget(kind="pipe", path="pipe:[9]", reader_files=["/w/train.log"]),
+    )
+    assert stdout_log_files([sh, tee, py]) == ["/w/train.log"]
+    assert stdout_log_files([sh]) == []
+
+
+async def test_drain_log_lines_is_bounded() -> None:
+    tr = LocalTransport()
+    mon = Monitor(Target(tr), settings(), gpu_feed=SimulatedGpus(1, lambda: 0.0))
+    mon._on_log_lines([f"line {i}" for i in range(3000)])
+    mon._on_log_lines([f"more {i}" for i in range(9000)])
+    out = mon.drain_log_lines()
+    assert len(out) == PENDING_LINES_MAX
+    assert out[-1] == "more 8999" and out[0] == f"more {9000 - PENDING_LINES_MAX}"
+    assert mon.dropped_log_lines == 12000 - PENDING_LINES_MAX
+    assert mon.drain_log_lines() == []
+    mon._on_log_lines(["step 7 loss 0.5 tok/s 1000"])
+    assert mon.drain_log_lines() == ["step 7 loss 0.5 tok/s 1000"]
+    assert mon.snapshot.metrics.last_step == 7
+
+
+# ------------------------------------------------------------ on the test bed
+
+
+async def test_buffered_run_behind_tee(
+    testbed: Any, ct: int, ws: Path, counting: CountingTransport
+) -> None:
+    log = ws / "train.log"
+    cmd = f"python3 {shlex.quote(str(ws / 'train.py'))} 2>&1 | tee -a {shlex.quote(str(log))}"
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "dflash", cmd)
+    gpus = SimulatedGpus(2, lambda: 1.0, period_s=0.2)
+    mon = Monitor(Target(counting, ct), settings(), gpu_feed=gpus)
+    parts_seen: set[str] = set()
+    mon.subscribe(lambda snap, parts: parts_seen.update(parts))
+    await mon.start()
+    try:
+        snap = mon.snapshot
+        assert snap.ct_status == CtStatus.RUNNING
+        assert snap.connection == ConnectionState.CONNECTED
+        assert snap.started > 0
+        await until(lambda: snap.training_proc is not None, what="the training process")
+        assert snap.session_name == "dflash"
+        tp = snap.training_proc
+        assert tp is not None
+        assert tp.stdout.kind == "pipe"
+        assert str(log) in tp.stdout.reader_files
+        assert any("tee" in cmd for _, cmd in tp.stdout.readers)
+        assert tp.python_u_flag is False and tp.env_pythonunbuffered is False
+        assert tp.block_buffered is True
+        # The log is chosen from where stdout ends up, and followed.
+        await until(lambda: snap.log.path == str(log), what="log chosen from stdout")
+        await until(lambda: len(snap.log_tail) > 10, what="log lines")
+        assert snap.log_tail[-1].startswith("step ")
+        await until(lambda: snap.metrics.last_step, what="metrics")
+        assert snap.metrics.throughput_unit == "tok/s"
+        assert snap.metrics.loss.last() is not None
+        assert snap.metrics.preset
+        drained = mon.drain_log_lines()
+        assert drained and all(line.startswith("step ") for line in drained)
+        steps = [int(line.split()[1]) for line in drained]
+        assert steps == list(range(steps[0], steps[0] + len(steps)))  # no gap, no repeat
+        assert snap.gpus.source == "simulated" and len(snap.gpus.latest) == 2
+        assert {"sessions", "procs", "log", "metrics", "gpus", "ct"} <= parts_seen
+        assert snap.sessions[0].panes[0].pid is not None
+        assert snap.tools.tmux
+    finally:
+        await mon.stop()
+    left = ct_processes(testbed, ct)
+    assert "gputui-agent" not in left and "gputui-follow" not in left and "tail -c" not in left
+
+
+async def test_start_script_redirecting_elsewhere_is_reported(
+    testbed: Any, ct: int, ws: Path, counting: CountingTransport
+) -> None:
+    other = ws / "old-name.log"
+    start = ws / "start.sh"
+    start.write_text(START_SH.format(log=shlex.quote(str(other))))
+    start.chmod(0o755)
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "run", f"sh {shlex.quote(str(start))}")
+    mon = Monitor(
+        Target(counting, ct), settings(session="run"), gpu_feed=SimulatedGpus(1, lambda: 1.0)
+    )
+    await mon.start()
+    try:
+        snap = mon.snapshot
+        await until(lambda: snap.training_proc is not None, what="the training process")
+        tp = snap.training_proc
+        assert tp is not None
+        assert tp.stdout.kind == "file" and tp.stdout.path == str(other)
+        assert tp.python_u_flag is True and tp.block_buffered is False
+        await until(lambda: snap.log.path == str(other), what="log from the redirect")
+        await until(lambda: snap.log_tail, what="lines of the redirected log")
+        await until(lambda: (snap.log.size or 0) > 0 and snap.log.exists, what="log stat")
+    finally:
+        await mon.stop()
+
+
+async def test_dead_pane_keeps_exit_status_and_output(
+    testbed: Any, ct: int, counting: CountingTransport
+) -> None:
+    tmux_in_ct(
+        testbed,
+        ct,
+        "new",
+        "-d",
+        "-s",
+        "crash",
+        "sh -c 'echo ImportError: no module named torch; exit 3'",
+        ";",
+        "set",
+        "-p",
+        "-t",
+        "crash",
+        "remain-on-exit",
+        "on",
+    )
+    mon = Monitor(Target(counting, ct), settings(), gpu_feed=SimulatedGpus(1, lambda: 0.0))
+    await mon.start()
+    try:
+        snap = mon.snapshot
+        await until(lambda: snap.session and snap.session.panes[0].dead, what="dead pane")
+        pane = snap.session.panes[0] if snap.session else None
+        assert pane is not None and pane.dead_status == 3
+        assert snap.session_name == "crash"
+        assert not snap.procs
+        await until(
+            lambda: any("ImportError" in line for line in snap.pane_tail), what="pane output"
+        )
+        # The session disappears: reported as gone, not silently switched.
+        tmux_in_ct(testbed, ct, "kill-session", "-t", "crash")
+        await until(lambda: snap.session_gone, what="session gone")
+        assert snap.session_name == "crash"
+    finally:
+        await mon.stop()
+
+
+async def test_watch_session_and_watch_log(
+    testbed: Any, ct: int, ws: Path, counting: CountingTransport
+) -> None:
+    (ws / "a.log").write_text("alpha\n")
+    (ws / "b.log").write_text("beta 1\nbeta 2\n")
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "one", "sleep 300")
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "two", "sleep 300")
+    mon = Monitor(
+        Target(counting, ct),
+        settings(log=str(ws / "a.log")),
+        gpu_feed=SimulatedGpus(1, lambda: 0.0),
+    )
+    await mon.start()
+    try:
+        snap = mon.snapshot
+        await until(lambda: list(snap.log_tail) == ["alpha"], what="a.log")
+        assert len(snap.sessions) == 2
+        mon.watch_session("one")
+        await until(lambda: snap.session_name == "one", what="session one")
+        mon.watch_session("two")
+        await until(lambda: snap.session_name == "two", what="session two")
+        mon.watch_log(str(ws / "b.log"))
+        await until(lambda: list(snap.log_tail) == ["beta 1", "beta 2"], what="b.log")
+        assert snap.log.path == str(ws / "b.log")
+    finally:
+        await mon.stop()
+
+
+async def test_steady_state_starts_no_pct_exec(
+    testbed: Any, ct: int, ws: Path, counting: CountingTransport
+) -> None:
+    """Count the `pct exec` calls: a few at start (agent, log stream), then
+    none while 25+ polls run. Reported rate: pct execs per minute."""
+    log = ws / "steady.log"
+    cmd = f"python3 -u {shlex.quote(str(ws / 'train.py'))} > {shlex.quote(str(log))} 2>&1"
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "steady", cmd)
+    mon = Monitor(
+        Target(counting, ct), settings(interval=0.1), gpu_feed=SimulatedGpus(1, lambda: 1.0)
+    )
+    await mon.start()
+    try:
+        await until(lambda: mon.snapshot.log.path == str(log), what="log chosen")
+        await asyncio.sleep(1.5)  # "the first few seconds"
+        t0 = time.monotonic()
+        polls0 = mon.polls
+        window = 5.0  # 40+ polls: the reason this test takes ~7 s
+        await asyncio.sleep(window)
+        execs = counting.pct_execs(since=t0)
+        polls = mon.polls - polls0
+        per_min = len(execs) * 60.0 / window
+        print(
+            f"\nsteady state: {per_min:.1f} pct exec/min over {polls} polls, "
+            f"{mon.channels} channels, startup pct execs: {len(counting.pct_execs())}"
+        )
+        assert polls >= 25
+        assert execs == []
+        assert mon.channels <= 6
+        assert len(mon.snapshot.log_tail) > 0
+    finally:
+        await mon.stop()
+
+
+async def test_burst_through_the_monitor_stays_bounded(
+    testbed: Any, ct: int, ws: Path, counting: CountingTransport
+) -> None:
+    log = ws / "burst.log"
+    log.write_text("")
+    mon = Monitor(
+        Target(counting, ct), settings(log=str(log)), gpu_feed=SimulatedGpus(1, lambda: 1.0)
+    )
+    n = 1_000_000
+    tracemalloc.start()
+    await mon.start()
+    try:
+        await until(lambda: mon.snapshot.log.exists, what="following")
+        with open(log, "ab") as out:
+            subprocess.run(["python3", "-c", BURST, str(n)], stdout=out, check=True)
+        size = log.stat().st_size
+        await until(lambda: mon.snapshot.log.offset == size, timeout=60, what="the burst")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        await mon.stop()
+    snap = mon.snapshot
+    assert snap.log.lines_total == n
+    assert len(snap.log_tail) == snap.log_tail.maxlen == 200
+    pending = mon.drain_log_lines()
+    assert len(pending) <= PENDING_LINES_MAX
+    assert mon.dropped_log_lines + len(pending) == n
+    assert len(snap.metrics.step) <= 600 and snap.metrics.last_step == n
+    assert peak < 24 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
+
+
+async def test_collect_snapshot_one_shot(
+    testbed: Any, ct: int, ws: Path, counting: CountingTransport
+) -> None:
+    (ws / "x.log").write_text("hello\n")
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "s1", "sleep 300")
+    snap = await collect_snapshot(
+        Target(counting, ct),
+        settings(log=str(ws / "x.log")),
+        settle_s=1.5,
+        gpu_feed=SimulatedGpus(1, lambda: 0.5),
+    )
+    assert isinstance(snap, Snapshot)
+    assert snap.session_name == "s1" and snap.sessions
+    assert list(snap.log_tail) == ["hello"]
+    assert snap.gpus.latest[0].util_pct is not None
+    left = ct_processes(testbed, ct)
+    assert "gputui-agent" not in left and "tail -c" not in left
+
+
+async def test_stopped_ct_is_reported(testbed: Any, ct: int, counting: CountingTransport) -> None:
+    testbed.ct_stop(ct)
+    mon = Monitor(Target(counting, ct), settings(), gpu_feed=SimulatedGpus(1, lambda: 0.0))
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(mon.start(), 30)
+    try:
+        assert mon.snapshot.ct_status == CtStatus.STOPPED
+        assert mon.agent is None and mon.agent_error
+    finally:
+        await mon.stop()
