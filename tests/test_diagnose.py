@@ -437,6 +437,24 @@ CASES = [
         Severity.WARNING,
         evidence_has=("tmux sessions in CT 200: other",),
     ),
+    Case(
+        "pane alive (shell), Python gone, traceback in the pane",
+        {"proc": False, "pane_tail": IMPORT_TB, "util": 0.0, "mem": 0.0},
+        "run_exited",
+        Severity.ERROR,
+        title_has=("no Python process left in session dflash", "flash_attn"),
+        action="relaunch",
+    ),
+    Case(
+        "pane alive, no Python, no error in the output: no claim",
+        {"proc": False, "pane_tail": ("$ ls",), "util": 0.0, "mem": 0.0},
+        None,
+    ),
+    Case(
+        "buffered, old log from an earlier run, process started 60 s ago: not yet silent",
+        {"buffered": True, "silent": 7200.0, "started_ago": 60.0, "steps": False},
+        None,
+    ),
     # ---------------------------------------------------------- log_missing/drift
     Case(
         "log missing; the process writes another file",

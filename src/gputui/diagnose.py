@@ -72,6 +72,7 @@ SPECIFICITY: tuple[str, ...] = (
     "ct_stopped",
     "gpu_lost",
     "session_dead",
+    "run_exited",
     "held_but_idle",
     "busy_but_silent",
     "log_drift",
@@ -669,6 +670,32 @@ def rule_session_dead(ctx: Context) -> Finding | None:
     )
 
 
+def rule_run_exited(ctx: Context) -> Finding | None:
+    """The pane is alive (a shell), but the Python process is gone and the
+    output ends in an error: the run crashed inside a live session."""
+    snap = ctx.snap
+    s = ctx.session
+    if not ctx.ct_usable or s is None or ctx.session_dead or not ctx.procs:
+        return None
+    if any(p.is_python for p in ctx.procs):
+        return None
+    pane_tail = list(snap.pane_tail or [])
+    log_tail = list(snap.log_tail or [])
+    error = last_error_line(pane_tail) or last_error_line(log_tail)
+    if not error:
+        return None
+    src, tail = ("pane", pane_tail) if last_error_line(pane_tail) else ("log", log_tail)
+    shell = ", ".join(f"PID {p.pid} {_short(p.command, 40)}" for p in ctx.procs[:3])
+    return Finding(
+        kind="run_exited",
+        severity=Severity.ERROR,
+        title=f"no Python process left in session {s.name}; the {src} ends in: {error}",
+        evidence=[f"the pane still runs: {shell}", f"last lines of the {src}:", *_quote_tail(tail)],
+        action="relaunch",
+        action_label="[r] relaunch",
+    )
+
+
 def rule_session_missing(ctx: Context) -> Finding | None:
     snap = ctx.snap
     if not snap.session_name or snap.session_gone or not ctx.ct_usable:
@@ -1068,6 +1095,7 @@ RULES: tuple[Rule, ...] = (
     rule_ct_stopped,
     rule_gpu_lost,
     rule_session_dead,
+    rule_run_exited,
     rule_session_missing,
     rule_loading,
     rule_held_but_idle,
