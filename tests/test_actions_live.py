@@ -375,3 +375,35 @@ async def test_kill_refuses_changed_run(target: Target, testbed: Any, ct: int, w
 
 def test_asyncio_imported() -> None:  # keeps `asyncio` import honest for helpers above
     assert asyncio.iscoroutinefunction(execute)
+
+
+# ------------------------------------------------------------------ CLI
+
+
+async def test_cli_confirms_before_acting(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    import argparse
+    import io
+
+    from gputui.actions_cli import run_async
+
+    start_buffered(testbed, ct, "cli", work)
+    args = argparse.Namespace(session="cli", yes=False, force=False)
+    out = io.StringIO()
+    rc = await run_async("kill", args, settings(), target=target, out=out, ask=lambda _: "n")
+    assert rc == 1 and "gputui-kill" in out.getvalue()  # the plan was shown
+    assert "train.py" in testbed.ct_exec(ct, ["ps", "-eo", "args="]).stdout  # nothing ran
+    assert audit_lines() == []
+
+    out = io.StringIO()
+    args.yes = True
+    rc = await run_async("kill", args, settings(), target=Target(LocalTransport(), ct), out=out)
+    assert rc == 0, out.getvalue()
+    assert "ok: run in 'cli' ended by SIGINT" in out.getvalue()
+    assert "train.py" not in testbed.ct_exec(ct, ["ps", "-eo", "args="]).stdout
+    assert audit_lines()[-1]["action"] == "kill"
+
+    out = io.StringIO()
+    rc = await run_async("dump", args, settings(read_only=True), target=Target(LocalTransport(), ct), out=out)
+    assert rc == 2 and "read-only" in out.getvalue()

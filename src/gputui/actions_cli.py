@@ -1,0 +1,149 @@
+"""`gputui relaunch|kill|dump|flush|launch` without the TUI.
+
+cli.py parses the flags and calls `run(command, args, settings)`. The plan
+(exact target and commands) is always printed first; it runs only after a
+`y` on a terminal, or with `--yes`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from gputui.actions import (
+    ActionPlan,
+    execute,
+    plan_dump,
+    plan_flush,
+    plan_kill,
+    plan_launch,
+    plan_relaunch,
+)
+from gputui.errors import GputuiError
+from gputui.remote.target import Target
+
+COMMANDS = ("relaunch", "kill", "dump", "flush", "launch")
+
+
+def make_target(settings: Any) -> Target:
+    """Target from Settings: this machine with --local, else ssh to the host."""
+    ct = getattr(settings, "ct", None)
+    if getattr(settings, "local", False) or not getattr(settings, "host", None):
+        from gputui.remote.local import LocalTransport
+
+        return Target(LocalTransport(), ct)
+    from gputui.remote.ssh import SshTransport  # the transport helper's module
+
+    kw = {
+        k: getattr(settings, k)
+        for k in ("host", "port", "user", "identity_file", "known_hosts", "connect_timeout")
+        if getattr(settings, k, None) is not None
+    }
+    return Target(SshTransport(**kw), ct)
+
+
+def _pids(args: argparse.Namespace) -> list[int] | None:
+    pid = getattr(args, "pid", None)
+    if pid is None or pid == []:
+        return None
+    return [int(p) for p in (pid if isinstance(pid, list) else [pid])]
+
+
+async def make_plan(
+    command: str, target: Target, args: argparse.Namespace, settings: Any
+) -> ActionPlan:
+    session = getattr(args, "session", None) or getattr(settings, "session", None)
+    if command == "relaunch":
+        return await plan_relaunch(target, settings, session)
+    if command == "launch":
+        return await plan_launch(target, settings, session)
+    if command == "kill":
+        return await plan_kill(target, settings, session, force=bool(getattr(args, "force", False)))
+    if command == "dump":
+        return await plan_dump(
+            target,
+            settings,
+            session,
+            pids=_pids(args),
+            native=bool(getattr(args, "native", False)),
+            locals_=bool(getattr(args, "locals", False)),
+            py_spy=getattr(args, "py_spy", None),
+        )
+    if command == "flush":
+        return await plan_flush(target, settings, session, pids=_pids(args))
+    raise GputuiError(f"unknown action {command!r}", f"use one of: {', '.join(COMMANDS)}")
+
+
+def confirm(plan: ActionPlan, out: TextIO, ask: Callable[[str], str] | None) -> bool:
+    if ask is None:
+        if not sys.stdin.isatty():
+            print("not run: no terminal to confirm on — add --yes to run it", file=out)
+            return False
+        ask = input
+    try:
+        answer = ask("Run it? [y/N] ")
+    except EOFError:
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
+async def run_async(
+    command: str,
+    args: argparse.Namespace,
+    settings: Any,
+    *,
+    target: Target | None = None,
+    out: TextIO | None = None,
+    ask: Callable[[str], str] | None = None,
+) -> int:
+    out = out or sys.stdout
+    err = sys.stderr if out is sys.stdout else out
+    target = target or make_target(settings)
+    try:
+        await target.transport.connect()
+        plan = await make_plan(command, target, args, settings)
+        print(plan.title, file=out)
+        print(f"target: {plan.target}", file=out)
+        print(plan.display, file=out)
+        if not getattr(args, "yes", False) and not confirm(plan, out, ask):
+            return 1
+        result = await execute(target, plan, lambda s: print(f"… {s}", file=err, flush=True))
+    except GputuiError as e:
+        print(f"gputui: {e}", file=err)
+        return 2
+    finally:
+        await target.transport.close()
+    if result.output:
+        print(result.output.rstrip("\n"), file=out)
+    print(("ok: " if result.ok else "FAILED: ") + result.summary, file=out)
+    for line in result.details:
+        print(f"  {line}", file=out)
+    if result.saved_path:
+        print(f"saved: {result.saved_path}", file=out)
+    return 0 if result.ok else 1
+
+
+def run(command: str, args: argparse.Namespace, settings: Any) -> int:
+    """Entry point for cli.py: plan, print, confirm (or --yes), execute. Exit
+    code 0 ok, 1 failed or not confirmed, 2 a problem the user can fix."""
+    return asyncio.run(run_async(command, args, settings))
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """Action flags for cli.py's subparsers (target flags are cli.py's)."""
+    parser.add_argument("--yes", "-y", action="store_true", help="run without asking")
+    if command == "kill":
+        parser.add_argument(
+            "--force", action="store_true", help="skip SIGINT: SIGTERM, then SIGKILL after 1 s"
+        )
+    if command in ("dump", "flush"):
+        parser.add_argument(
+            "--pid", type=int, action="append", help="only this process (repeatable)"
+        )
+    if command == "dump":
+        parser.add_argument("--native", action="store_true", help="include native (C/C++) frames")
+        parser.add_argument("--locals", action="store_true", help="include local variables")
+        parser.add_argument("--py-spy", dest="py_spy", help="path of py-spy inside the container")
