@@ -8,6 +8,7 @@ ages and the banner, and a 10 Hz timer moves log lines in batches.
 from __future__ import annotations
 
 import asyncio
+import shlex
 import subprocess
 import threading
 import time
@@ -122,12 +123,19 @@ class GputuiApp(App[int]):
         yield LogPanel(id="logpanel")
         yield Footer()
 
+    def _q(self, selector: Any, expect_type: Any = None) -> Any:
+        """Query the dashboard screen (not whichever modal is on top)."""
+        if expect_type is None:
+            return self._main.query_one(selector)
+        return self._main.query_one(selector, expect_type)
+
     def on_mount(self) -> None:
+        self._main = self.screen
         self.monitor.subscribe(self._on_monitor)
         self._apply(set(("connection", "gpus", "sessions", "procs", "log", "metrics", "ct")))
         self._tick()
         self._drain_log()
-        self.query_one(SessionList).focus()
+        self._q(SessionList).focus()
         if self.live:
             self.set_interval(1.0, self._tick)
             self.set_interval(0.1, self._drain_log)
@@ -150,6 +158,8 @@ class GputuiApp(App[int]):
             self.set_timer(0.1, self._apply_dirty)
 
     def _apply_dirty(self) -> None:
+        if self._stopped:
+            return
         self._apply_pending = False
         parts, self._dirty = self._dirty, set()
         self._apply(parts)
@@ -158,44 +168,55 @@ class GputuiApp(App[int]):
         snap = self.monitor.snapshot
         now = self.clock()
         if parts & {"connection", "ct"}:
-            self.query_one(StatusLine).show(snap, read_only=self.read_only)
+            self._q(StatusLine).show(snap, read_only=self.read_only)
         if "gpus" in parts:
-            self.query_one(GpuTable).show(snap.gpus)
+            self._q(GpuTable).show(snap.gpus)
             self._size_top(len(snap.gpus.latest))
         if parts & {"sessions", "procs"}:
-            self.query_one(SessionList).show(snap.sessions, now, snap.session_name)
-            self.query_one(RunPanel).show_proc(snap)
+            self._q(SessionList).show(snap.sessions, now, snap.session_name)
+            self._q(RunPanel).show_proc(snap)
         if "metrics" in parts:
-            self.query_one(RunPanel).show_metrics(snap.metrics)
+            self._q(RunPanel).show_metrics(snap.metrics)
         self._refresh_availability(snap)
+
+    def on_resize(self, event: Any) -> None:
+        """Below 34 rows: one-line banner evidence, no s/step row, so the log keeps room."""
+        short = event.size.height < 34
+        if short != self.has_class("-short"):
+            self.set_class(short, "-short")
+            if hasattr(self, "_main"):
+                self._q(Banner).compact = short
+                self._q(Banner).show(self.findings, self._banner_hints(), force=True)
 
     def _size_top(self, n_gpus: int) -> None:
         height = max(8, min(12, n_gpus + 3))
-        top = self.query_one("#top")
+        top = self._q("#top")
         if top.styles.height is None or top.styles.height.value != height:
             top.styles.height = height
 
     def _tick(self) -> None:
         """Once a second: graphs, ages, log state, banner."""
+        if self._stopped:
+            return
         snap = self.monitor.snapshot
         now = self.clock()
-        self.query_one(StatusLine).show(snap, read_only=self.read_only)
-        self.query_one(SessionList).show(snap.sessions, now, snap.session_name)
-        self.query_one("#util-plot", HistoryPlot).show(util_series(snap.gpus), 100.0)
+        self._q(StatusLine).show(snap, read_only=self.read_only)
+        self._q(SessionList).show(snap.sessions, now, snap.session_name)
+        self._q("#util-plot", HistoryPlot).show(util_series(snap.gpus), 100.0)
         series, ymax = mem_series_gib(snap.gpus)
-        self.query_one("#mem-plot", HistoryPlot).show(series, ymax)
-        self.query_one(LogPanel).show_state(snap.log, now, self.stale_after or DEFAULT_STALE_AFTER)
+        self._q("#mem-plot", HistoryPlot).show(series, ymax)
+        self._q(LogPanel).show_state(snap.log, now, self.stale_after or DEFAULT_STALE_AFTER)
         try:
             self.findings = list(self.diagnose(snap, now))
         except Exception as e:  # a broken rule must not take the dashboard down
             self.findings = []
             self.log.error(f"diagnose failed: {e!r}")
-        self.query_one(Banner).show(self.findings, self._banner_hints())
+        self._q(Banner).show(self.findings, self._banner_hints())
         self._refresh_availability(snap)
 
     def _banner_hints(self) -> list[str]:
         hints = []
-        top = self.query_one(Banner).finding
+        top = self._q(Banner).finding
         for verb in ("flush", "dump"):
             if (top is None or top.action != verb) and self.why_not(verb) is None:
                 v = VERB_BY_ID[verb]
@@ -204,8 +225,10 @@ class GputuiApp(App[int]):
 
     def _drain_log(self) -> None:
         """Ten times a second: move new log lines into the view in one batch."""
+        if self._stopped:
+            return
         snap = self.monitor.snapshot
-        panel = self.query_one(LogPanel)
+        panel = self._q(LogPanel)
         if snap.log.path != self._log_path:
             if self._log_path is not None:
                 panel.restart(f"── now following {snap.log.path or '(nothing)'} ──")
@@ -238,34 +261,35 @@ class GputuiApp(App[int]):
         if why is not None:
             self.notify(f"{label}: {why}", severity="warning")
             return
-        try:
-            planned = self._plan(verb)
-        except GputuiError as e:
-            self.notify(str(e), title=label, severity="error")
-            return
-        self._confirm_and_run(planned)
+        self._plan_confirm_run(verb)
 
-    def _plan(self, verb: str) -> PlannedAction:
+    async def _plan(self, verb: str) -> PlannedAction:
         snap = self.monitor.snapshot
         if verb == "watch_log":
             proc = snap.training_proc
             path = proc.stdout.files[0] if proc and proc.stdout.files else ""
             return PlannedAction(
                 verb=verb,
-                title="follow the log the process really writes",
+                title="Follow the log the process really writes",
                 target=path,
                 description=(
-                    f"pid {proc.pid if proc else '?'}'s stdout reaches {path}; the log view now "
+                    f"pid {proc.pid if proc else '?'}'s stdout reaches {path}; the log view "
                     f"follows {snap.log.path or 'nothing'}. Switch the log view to {path}. "
                     "Nothing is run on the process."
                 ),
-                commands=[f"tail -c +0 -F {path}"],
+                commands=[f"tail -c +0 -F {shlex.quote(path)}"],
             )
         assert self.actions is not None
-        return self.actions.plan(verb, snap)
+        return await self.actions.plan(verb, snap)
 
     @work(group="action", exclusive=True, exit_on_error=False)
-    async def _confirm_and_run(self, planned: PlannedAction) -> None:
+    async def _plan_confirm_run(self, verb: str) -> None:
+        """Plan (read-only), confirm with the plan fixed, then run it."""
+        try:
+            planned = await self._plan(verb)
+        except GputuiError as e:
+            self.notify(str(e), title=VERB_BY_ID[verb].label, severity="error", timeout=8)
+            return
         if not await self.push_screen_wait(ConfirmScreen(planned)):
             self.notify(f"{planned.title}: cancelled, nothing was run")
             return
@@ -313,32 +337,32 @@ class GputuiApp(App[int]):
         self.push_screen(HelpScreen(help_markdown({v.id: self.why_not(v.id) for v in VERBS})))
 
     def action_filter(self) -> None:
-        box = self.query_one("#log-filter", Input)
+        box = self._q("#log-filter", Input)
         box.add_class("-shown")
         box.focus()
 
     @on(Input.Submitted, "#log-filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
-        err = self.query_one(LogPanel).set_filter(event.value)
+        err = self._q(LogPanel).set_filter(event.value)
         if err:
             self.notify(err, severity="error")
             return
         if not event.value:
             event.input.remove_class("-shown")
-        self.query_one(LogPanel).log.focus()
+        self._q(LogPanel).log.focus()
         self._tick()
 
     def on_key(self, event: Any) -> None:
-        box = self.query_one("#log-filter", Input)
+        box = self._q("#log-filter", Input)
         if event.key == "escape" and box.has_focus:
             box.value = ""
-            self.query_one(LogPanel).set_filter("")
+            self._q(LogPanel).set_filter("")
             box.remove_class("-shown")
-            self.query_one(LogPanel).log.focus()
+            self._q(LogPanel).log.focus()
             event.stop()
 
     def action_pause(self) -> None:
-        paused = self.query_one(LogPanel).toggle_pause()
+        paused = self._q(LogPanel).toggle_pause()
         self.notify("log paused" if paused else "log resumed", timeout=2)
         self._tick()
 

@@ -57,8 +57,9 @@ class ActionOutcome:
 
 
 class ActionBackend(Protocol):
-    def plan(self, verb: str, snap: Snapshot) -> PlannedAction:
-        """Build the plan; raise GputuiError when it cannot be done."""
+    async def plan(self, verb: str, snap: Snapshot) -> PlannedAction:
+        """Inspect (read-only) and build the plan; raise GputuiError when it
+        cannot be done. Nothing may act on a process here."""
         ...
 
     async def execute(self, planned: PlannedAction) -> ActionOutcome: ...

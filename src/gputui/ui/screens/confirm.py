@@ -47,8 +47,8 @@ class ConfirmScreen(ModalScreen[bool]):
             with VerticalScroll(id="confirm-body"):
                 yield Static(confirm_text(self.planned), id="confirm-text")
             with Horizontal(id="confirm-buttons"):
-                yield Button("[y] Run", variant="error", id="yes")
-                yield Button("[n] Cancel", variant="primary", id="no")
+                yield Button("\\[y] Run", variant="error", id="yes")
+                yield Button("\\[n] Cancel", variant="primary", id="no")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()  # Enter must not run anything

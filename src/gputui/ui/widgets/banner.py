@@ -21,12 +21,12 @@ def top_finding(findings: list[Finding]) -> Finding | None:
     return sorted(findings, key=lambda f: _ORDER.get(f.severity, 3))[0]
 
 
-def banner_text(f: Finding, hints: list[str], more: int) -> Text:
+def banner_text(f: Finding, hints: list[str], more: int, evidence_lines: int = 3) -> Text:
     t = Text()
     t.append(f"{_ICON.get(f.severity, '!')} {f.title}", style="bold")
-    for line in f.evidence[:3]:
+    for line in f.evidence[:evidence_lines]:
         t.append(f"\n  · {line}")
-    keys = [h for h in [f.action_label, *hints] if h]
+    keys = [h for h in [f.action_label, getattr(f, "alt_action_label", ""), *hints] if h]
     tail = "   ".join(dict.fromkeys(keys))
     if f.fix and not f.action_label:
         tail = f"fix: {f.fix}" + (f"   {tail}" if tail else "")
@@ -44,6 +44,7 @@ class Banner(Static):
         super().__init__("", **kw)  # type: ignore[arg-type]
         self.finding: Finding | None = None
         self._shown_key: tuple[object, ...] | None = None
+        self.compact = False  # short terminals: one evidence line
 
     def show(self, findings: list[Finding], hints: list[str] | None = None) -> None:
         f = top_finding(findings)
@@ -60,4 +61,5 @@ class Banner(Static):
         for sev in Severity:
             self.set_class(f is not None and f.severity == sev, f"-{sev.value}")
         if f is not None:
-            self.update(banner_text(f, hints or [], len(findings) - 1))
+            lines = 1 if self.compact else 3
+            self.update(banner_text(f, hints or [], len(findings) - 1, lines))

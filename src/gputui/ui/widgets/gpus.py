@@ -33,11 +33,10 @@ def gpu_table(gpus: GpuState, width: int) -> Table | Text:
         return Text(f"GPUs: {gpus.error}", style="bold red")
     if not gpus.latest:
         return Text("waiting for the first GPU sample…", style="dim")
-    # fixed columns take ~52 cells (#, name, "90.0/140 G", util, temp, power, padding)
-    bar_w = max(6, min(24, width - 50))
+    # the fixed columns take ~44 cells (#, "90.0/140G", util, temp, power, padding)
+    bar_w = max(6, min(30, width - 44))
     table = Table(box=None, pad_edge=False, expand=False, show_edge=False, padding=(0, 1))
     table.add_column("#", justify="right", style="bold", no_wrap=True)
-    table.add_column("name", no_wrap=True, overflow="ellipsis", max_width=14)
     table.add_column("memory", no_wrap=True)
     table.add_column("util", no_wrap=True, justify="right")
     table.add_column("temp", justify="right", no_wrap=True)
@@ -61,9 +60,8 @@ def gpu_table(gpus: GpuState, width: int) -> Table | Text:
             power = f"{s.power_w:.0f}/{s.power_limit_w:.0f} W"
         else:
             power = f"{s.power_w:.0f} W"
-        name = s.name.replace("NVIDIA ", "") or "GPU"
         mark = "*" if s.uuid and s.uuid in held_by else " "
-        table.add_row(f"{idx}{mark}", name, mem, util, temp, power)
+        table.add_row(f"{idx}{mark}", mem, util, temp, power)
     return table
 
 
@@ -77,9 +75,18 @@ class GpuRows:
         yield gpu_table(self.gpus, options.max_width)
 
 
+def gpu_title(gpus: GpuState) -> str:
+    names = sorted({s.name.replace("NVIDIA ", "") for s in gpus.latest.values() if s.name})
+    n = len(gpus.latest)
+    if not n:
+        return "GPUs"
+    return f"GPUs · {n}× {' / '.join(names)}" if names else f"GPUs · {n}"
+
+
 class GpuTable(Static):
     def show(self, gpus: GpuState) -> None:
         self.update(GpuRows(gpus))
+        self.border_title = gpu_title(gpus)
         events = [e.text for e in list(gpus.events)[-1:]]
         self.border_subtitle = events[0][:60] if events else ""
 
