@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from gputui.diagnose import diagnose
 from gputui.model import ConnectionState, Finding, Severity, Snapshot
@@ -24,7 +25,7 @@ from gputui.report import (
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_diagnose import IMPORT_TB, NOW, run
+from test_diagnose import IMPORT_TB, NOW, partial_snapshots, run
 
 FACTS = {"target": "root@10.1.2.6 ct 200", "ssh": "OpenSSH_9.2p1", "rtt_ms": 12.0}
 DOC = Path(__file__).parent.parent / "docs" / "doctor-json.md"
@@ -193,3 +194,12 @@ def test_text_without_snapshot() -> None:
     text = render_text(facts, None, [])
     assert "root@gpuhost.invalid" in text
     assert "failed — name not known" in text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snap=partial_snapshots())
+def test_report_never_raises(snap: Snapshot) -> None:
+    findings = diagnose(snap, NOW)
+    doc = json.loads(findings_to_json({}, snap, findings))
+    assert doc["exit_code"] == exit_code(findings)
+    assert render_text({}, snap, findings).endswith("\n")
