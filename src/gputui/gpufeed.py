@@ -369,13 +369,26 @@ def _is_not_found(err: str) -> bool:
 
 
 class NvmlFeed(GpuFeed):
-    """This machine's GPUs through NVML, read once a second in a thread."""
+    """This machine's GPUs through NVML (`collect.nvml.NvmlReader`), read in a
+    thread every `period_s`; processes every `apps_every` readings. `reader`
+    is injectable (tests pass one built on a fake pynvml module)."""
 
-    def __init__(self, period_s: float = 1.0, reader: Any = None) -> None:
+    def __init__(
+        self,
+        period_s: float = 1.0,
+        reader: Any = None,
+        *,
+        apps_every: int = 5,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         super().__init__()
         self.period_s = period_s
+        self.apps_every = max(1, apps_every)
+        self.clock = clock
         self._reader = reader
+        self._ready = False
         self._task: asyncio.Task[None] | None = None
+        self.reads = 0
         self.state.source = "nvml"
 
     async def start(self) -> None:
@@ -388,42 +401,62 @@ class NvmlFeed(GpuFeed):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        close = getattr(self._reader, "close", None)
-        if close is not None:
+        if self._reader is not None and self._ready:
+            self._ready = False
             with contextlib.suppress(Exception):
-                await asyncio.to_thread(close)
+                await asyncio.to_thread(self._reader.shutdown)
 
     async def _loop(self) -> None:
+        backoff = BACKOFF_START_S
         while True:
             try:
-                if self._reader is None:
-                    from gputui.collect.nvml import NvmlReader
-
-                    self._reader = await asyncio.to_thread(NvmlReader)
-                samples, procs = await asyncio.to_thread(self._read_once)
+                if not self._ready:
+                    await asyncio.to_thread(self._init)
+                samples, events, procs = await asyncio.to_thread(self._read_once)
                 for s in samples:
                     self.state.add(s)
+                for ev in events:
+                    self.state.events.append(ev)
                 if procs is not None:
                     self.state.processes = procs
-                self.state.error = None
+                self.state.error = next((e.text for e in events if e.lost), None)
+                backoff = BACKOFF_START_S
+                self._changed()
+                await asyncio.sleep(self.period_s)
             except asyncio.CancelledError:
                 raise
-            except Exception as err:  # NVML errors are many classes; show the text
-                text = str(err) or type(err).__name__
-                if self.state.error != text:
-                    self.state.events.append(
-                        GpuEvent(time=time.time(), text=text, lost="lost" in text.lower())
-                    )
-                self.state.error = f"NVML: {text}"
-            self._changed()
-            await asyncio.sleep(self.period_s)
+            except GputuiError as err:
+                self._fail(str(err))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+            except Exception as err:  # NVMLError has many subclasses; show its text
+                self._fail(f"NVML: {err or type(err).__name__}")
+                self._ready = False
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    def _read_once(self) -> tuple[list[GpuSample], list[GpuProcess] | None]:
+    def _fail(self, text: str) -> None:
+        if self.state.error != text:
+            lost = "lost" in text.lower()
+            self.state.events.append(GpuEvent(time=self.clock(), text=text, lost=lost))
+        self.state.error = text
+        self._changed()
+
+    def _init(self) -> None:
+        if self._reader is None:
+            from gputui.collect.nvml import NvmlReader
+
+            self._reader = NvmlReader()
+        self._reader.init()
+        self._ready = True
+
+    def _read_once(self) -> tuple[list[GpuSample], list[GpuEvent], list[GpuProcess] | None]:
         r = self._reader
-        samples = list(r.read())
-        procs_fn = getattr(r, "processes", None)
-        procs = list(procs_fn()) if procs_fn is not None else None
-        return samples, procs
+        samples = list(r.read(self.clock()))
+        events = list(r.take_events())
+        procs = list(r.processes()) if self.reads % self.apps_every == 0 else None
+        self.reads += 1
+        return samples, events, procs
 
 
 class SimulatedGpus(GpuFeed):

@@ -1,0 +1,297 @@
+"""GPU feeds: the simulated one, NVML's loop, and the nvidia-smi streams (with
+the stand-in nvidia-smi when the test bed has it; real shells and /proc for
+the compute-apps loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputui.gpufeed import (
+    APPS_SCRIPT,
+    NvidiaSmiFeed,
+    NvmlFeed,
+    SimulatedGpus,
+    apps_loop_argv,
+    parse_apps_block,
+)
+from gputui.model import GpuEvent, GpuSample
+from gputui.remote.local import LocalTransport
+from gputui.remote.target import Target
+
+STANDINS = Path(__file__).resolve().parent / "standins"
+HAVE_SMI_STANDIN = (STANDINS / "nvidia-smi").exists()
+
+
+async def until(fn: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def local() -> AsyncIterator[LocalTransport]:
+    tr = LocalTransport()
+    await tr.connect()
+    try:
+        yield tr
+    finally:
+        await tr.close()
+
+
+# ------------------------------------------------------------ simulated
+
+
+async def test_simulated_gpus_follow_the_callback() -> None:
+    load = [0.0]
+    feed = SimulatedGpus(2, lambda: load[0], period_s=0.05, seed=1)
+    changes = [0]
+    feed.subscribe(lambda: changes.__setitem__(0, changes[0] + 1))
+    idle = feed.tick()
+    assert [s.util_pct for s in idle] == [0, 0]
+    assert all(s.sm_clock_mhz == 345.0 and s.mem_used_mib == 1 for s in idle)
+    load[0] = 1.0
+    busy = feed.tick()
+    assert all(s.util_pct is not None and s.util_pct >= 97 for s in busy)
+    assert all(s.power_w is not None and s.power_w > 600 for s in busy)
+    assert all((s.mem_frac or 0) > 0.25 for s in busy)
+    load[0] = 0.0
+    held = feed.tick()  # the run stopped computing but still holds memory: "held but idle"
+    assert held[0].util_pct == 0 and (held[0].mem_frac or 0) > 0.25
+    feed.release()
+    assert feed.tick()[0].mem_used_mib == 1
+    await feed.start()
+    await until(lambda: len(feed.state.util_history[0]) >= 8, what="ticks")
+    await feed.stop()
+    n = len(feed.state.util_history[0])
+    await asyncio.sleep(0.15)
+    assert len(feed.state.util_history[0]) == n  # stopped means stopped
+    assert changes[0] >= 4
+    assert feed.state.source == "simulated"
+
+
+async def test_simulated_history_is_bounded() -> None:
+    feed = SimulatedGpus(1, lambda: 0.5)
+    feed.state.history_len = 10
+    for _ in range(50):
+        feed.tick()
+    assert len(feed.state.util_history[0]) == 10 and len(feed.state.mem_history[0]) == 10
+
+
+# ------------------------------------------------------------ NVML loop
+
+
+class FakeReader:
+    """Duck-typed NvmlReader (the NVML code itself is tested by its owner)."""
+
+    def __init__(self) -> None:
+        self.inits = 0
+        self.shut = False
+        self.lost = False
+
+    def init(self) -> None:
+        self.inits += 1
+
+    def read(self, now: float) -> list[GpuSample]:
+        return [] if self.lost else [GpuSample(index=0, time=now, util_pct=42.0)]
+
+    def take_events(self) -> list[GpuEvent]:
+        return [GpuEvent(time=0.0, text="GPU 0: GPU is lost", lost=True)] if self.lost else []
+
+    def processes(self) -> list[Any]:
+        return []
+
+    def shutdown(self) -> None:
+        self.shut = True
+
+
+async def test_nvml_feed_reads_reports_lost_and_shuts_down() -> None:
+    r = FakeReader()
+    feed = NvmlFeed(period_s=0.02, reader=r)
+    await feed.start()
+    try:
+        await until(lambda: feed.state.latest.get(0), what="a reading")
+        assert feed.state.latest[0].util_pct == 42.0 and feed.state.source == "nvml"
+        r.lost = True
+        await until(lambda: feed.state.error, what="lost GPU")
+        assert feed.state.lost and "lost" in (feed.state.error or "")
+    finally:
+        await feed.stop()
+    assert r.inits == 1 and r.shut
+
+
+# ------------------------------------------------------------ compute apps loop
+
+
+def test_parse_apps_block_maps_host_pids_to_the_ct() -> None:
+    lines = [
+        "4242, python3, 80000, GPU-aaa",
+        "5151, python3, 1000, GPU-aaa",
+        "6161, [Not Found], [N/A], GPU-bbb",
+        "@gputui rc 0",
+        "@gputui pid 4242 /lxc/200 4242\t17",
+        "@gputui pid 5151 /lxc/201 5151\t9",
+        "@gputui pid 6161 - 6161",
+    ]
+    procs, rc, err = parse_apps_block(lines, ct=200)
+    assert rc == 0 and err == ""
+    by = {p.host_pid: p for p in procs}
+    assert by[4242].in_container is True and by[4242].ct_pid == 17
+    assert by[4242].used_mib == 80000
+    assert by[5151].in_container is False and by[5151].ct_pid is None
+    assert by[6161].in_container is False and by[6161].used_mib is None
+
+
+def test_parse_apps_block_failure() -> None:
+    procs, rc, err = parse_apps_block(["No devices were found", "@gputui rc 6"], ct=200)
+    assert procs == [] and rc == 6 and err == "No devices were found"
+
+
+def test_apps_loop_argv_quotes_nothing_into_the_script() -> None:
+    argv = apps_loop_argv(5)
+    assert argv[:3] == ["sh", "-c", APPS_SCRIPT]
+    assert argv[4] == "5" and argv[5] == "nvidia-smi"
+
+
+async def test_apps_loop_script_reads_real_proc(local: LocalTransport) -> None:
+    """The loop's shell side on this machine: our own PID is listed with its
+    NSpid (one level: not in a container)."""
+    me = os.getpid()
+    argv = ["sh", "-c", APPS_SCRIPT, "t", "0.05", "printf", "%s\\n", f"{me}, python3, 10, GPU-x"]
+    proc = await local.open(argv)
+    block: list[str] = []
+    try:
+        while True:
+            line = (await asyncio.wait_for(proc.readline(), 5)).decode().rstrip("\n")
+            if line == "@gputui end":
+                break
+            block.append(line)
+    finally:
+        await proc.close()
+    procs, rc, _ = parse_apps_block(block, ct=200)
+    assert rc == 0 and [p.host_pid for p in procs] == [me]
+    assert procs[0].in_container is False and procs[0].ct_pid is None
+
+
+# ------------------------------------------------------------ nvidia-smi streams
+
+
+@pytest.fixture
+def only_pct_on_path(testbed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PATH with the stand-in pct but no nvidia-smi anywhere."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pct").symlink_to(Path(testbed.bin_dir) / "pct")
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("GPUTUI_STANDIN_STATE", str(testbed.state_dir))
+
+
+async def test_nvidia_smi_missing_everywhere_is_one_clear_error(
+    testbed: Any, ct: int, only_pct_on_path: None, local: LocalTransport
+) -> None:
+    feed = NvidiaSmiFeed(Target(local, ct), where="auto", period_ms=200)
+    await feed.start()
+    try:
+        await until(lambda: feed.state.error, what="error")
+    finally:
+        await feed.stop()
+    assert feed.state.error is not None
+    assert f"nvidia-smi not found on the host or in CT {ct}" in feed.state.error
+    assert feed.state.latest == {} and feed.channels == 0
+    assert feed.streams_opened == 2  # tried the host, then the CT; no busy retry
+
+
+def test_unknown_source_is_a_clear_error() -> None:
+    from gputui.errors import GputuiError
+
+    with pytest.raises(GputuiError, match="unknown GPU source"):
+        NvidiaSmiFeed(Target(LocalTransport()), where="gpu0")
+
+
+@pytest.fixture
+def standin_env(testbed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = testbed.env()
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.setenv("GPUTUI_STANDIN_STATE", env["GPUTUI_STANDIN_STATE"])
+
+
+GPU_STATE = {
+    "gpus": [
+        {
+            "index": 0,
+            "name": "NVIDIA H200",
+            "uuid": "GPU-0000aaaa",
+            "memory.used": 81234,
+            "memory.total": 143771,
+            "utilization.gpu": 100,
+            "temperature.gpu": 61,
+            "power.draw": 684.2,
+            "power.limit": 700,
+            "clocks.sm": 1980,
+        },
+        {
+            "index": 1,
+            "name": "NVIDIA H200",
+            "uuid": "GPU-0000bbbb",
+            "memory.used": 1,
+            "memory.total": 143771,
+            "utilization.gpu": 0,
+            "temperature.gpu": "[N/A]",
+            "power.draw": "[N/A]",
+            "power.limit": 700,
+            "clocks.sm": 345,
+        },
+    ],
+}
+
+
+@pytest.mark.skipif(not HAVE_SMI_STANDIN, reason="the test bed has no nvidia-smi stand-in yet")
+async def test_stream_from_the_standin_on_the_host(
+    testbed: Any, standin_env: None, local: LocalTransport
+) -> None:
+    testbed.set_gpus(GPU_STATE)
+    feed = NvidiaSmiFeed(Target(local, None), where="auto", period_ms=100, apps_period_s=0.2)
+    await feed.start()
+    try:
+        await until(lambda: len(feed.state.latest) == 2, what="two GPUs")
+        await until(lambda: len(feed.state.util_history[0]) >= 3, what="a stream, not one reading")
+        g0, g1 = feed.state.latest[0], feed.state.latest[1]
+        assert g0.name == "NVIDIA H200" and g0.mem_used_mib == 81234 and g0.util_pct == 100
+        assert g1.temp_c is None and g1.power_w is None  # [N/A] is unknown, not 0
+        assert feed.state.source == "nvidia-smi (host)" and feed.side == "host"
+        assert feed.channels == 2  # the stream and the compute-apps loop
+        opened = feed.streams_opened
+        await asyncio.sleep(0.5)
+        assert feed.streams_opened == opened  # long-lived: nothing new per period
+    finally:
+        await feed.stop()
+    assert feed.channels == 0
+
+
+@pytest.mark.skipif(not HAVE_SMI_STANDIN, reason="the test bed has no nvidia-smi stand-in yet")
+async def test_lost_gpu_is_a_state_not_a_crash(
+    testbed: Any, standin_env: None, local: LocalTransport
+) -> None:
+    testbed.set_gpus(GPU_STATE)
+    feed = NvidiaSmiFeed(Target(local, None), where="host", period_ms=100)
+    await feed.start()
+    try:
+        await until(lambda: feed.state.latest, what="readings")
+        testbed.set_gpus({**GPU_STATE, "lost": True})
+        await until(lambda: feed.state.lost, what="lost GPU event")
+        assert feed.state.error and "lost" in feed.state.error.lower()
+        testbed.set_gpus(GPU_STATE)  # back (e.g. after a reset): the stream restarts
+        await until(lambda: feed.state.error is None, timeout=15, what="recovery")
+    finally:
+        await feed.stop()
