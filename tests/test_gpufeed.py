@@ -140,9 +140,9 @@ def test_parse_apps_block_maps_host_pids_to_the_ct() -> None:
         "5151, python3, 1000, GPU-aaa",
         "6161, [Not Found], [N/A], GPU-bbb",
         "@gputui rc 0",
-        "@gputui pid 4242 /lxc/200 4242\t17",
-        "@gputui pid 5151 /lxc/201 5151\t9",
-        "@gputui pid 6161 - 6161",
+        "@gputui pid 4242 /lxc/200 pid:[4026532001] 4242\t17",
+        "@gputui pid 5151 /lxc/201 pid:[4026532002] 5151\t9",
+        "@gputui pid 6161 - pid:[4026531836] 6161",
     ]
     procs, rc, err = parse_apps_block(lines, ct=200)
     assert rc == 0 and err == ""
@@ -151,6 +151,24 @@ def test_parse_apps_block_maps_host_pids_to_the_ct() -> None:
     assert by[4242].used_mib == 80000
     assert by[5151].in_container is False and by[5151].ct_pid is None
     assert by[6161].in_container is False and by[6161].used_mib is None
+
+
+def test_parse_apps_block_by_pid_namespace() -> None:
+    """No /lxc/ cgroup (cgroup v1, the test bed): the CT's PID namespace decides."""
+    lines = [
+        "700, python3, 500, GPU-aaa",
+        "800, python3, 500, GPU-aaa",
+        "@gputui rc 0",
+        "@gputui pid 700 - pid:[4026532999] 700 12",
+        "@gputui pid 800 - pid:[4026532888] 800 3",
+    ]
+    procs, _, _ = parse_apps_block(lines, ct=200, ct_pid_ns="pid:[4026532999]")
+    assert [(p.host_pid, p.in_container, p.ct_pid) for p in procs] == [
+        (700, True, 12),
+        (800, False, None),
+    ]
+    procs, _, _ = parse_apps_block(lines, ct=200)  # namespace unknown: cannot tell
+    assert [(p.in_container, p.ct_pid) for p in procs] == [(None, None), (None, None)]
 
 
 def test_parse_apps_block_failure() -> None:

@@ -436,3 +436,32 @@ async def test_stopped_ct_is_reported(testbed: Any, ct: int, counting: CountingT
         assert mon.agent is None and mon.agent_error
     finally:
         await mon.stop()
+
+
+async def test_without_python_in_the_ct_a_shell_loop_lists_sessions(
+    testbed: Any, ct: int, counting: CountingTransport
+) -> None:
+    """python3 missing (simulated by a python name that does not exist): the
+    agent is reported unavailable and one long-lived shell loop lists tmux."""
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "nopy", "sleep 300")
+    mon = Monitor(
+        Target(counting, ct),
+        settings(interval=0.2),
+        gpu_feed=SimulatedGpus(1, lambda: 0.0),
+        agent_python="python3-missing",
+    )
+    await mon.start()
+    try:
+        snap = mon.snapshot
+        assert mon.agent is None
+        assert mon.agent_error and "python3-missing is not installed" in mon.agent_error
+        await until(lambda: snap.session_name == "nopy", what="session via the shell loop")
+        assert snap.sessions[0].panes[0].pid
+        t0 = time.monotonic()
+        await asyncio.sleep(1.5)
+        assert counting.pct_execs(since=t0) == []  # the loop is long-lived
+        assert mon.channels == 1
+    finally:
+        await mon.stop()
+    left = ct_processes(testbed, ct)
+    assert "gputui-panes" not in left

@@ -36,8 +36,8 @@ APPS_PERIOD_S = 5.0
 NOT_FOUND_RETRY_S = 300.0
 
 # Long-lived compute-apps loop. $1: seconds between listings. For every
-# listed PID it also prints its NSpid line and /lxc/<ct>/ cgroup (meaningful
-# on the host; inside a CT they describe the CT's own view).
+# listed PID it also prints its /lxc/<ct>/ cgroup, PID namespace and NSpid
+# fields (meaningful on the host; inside a CT they describe the CT's view).
 APPS_SCRIPT = r"""n=$1; shift
 while :; do
   out=$("$@" 2>&1); rc=$?
@@ -47,7 +47,8 @@ while :; do
     case $pid in ''|*[!0-9]*) continue;; esac
     ns=$(grep '^NSpid:' "/proc/$pid/status" 2>/dev/null | cut -f2-)
     cg=$(grep -o '/lxc/[0-9]*' "/proc/$pid/cgroup" 2>/dev/null | head -n 1)
-    echo "@gputui pid $pid ${cg:--} $ns"
+    pns=$(readlink "/proc/$pid/ns/pid" 2>/dev/null)
+    echo "@gputui pid $pid ${cg:--} ${pns:--} $ns"
   done
   echo "@gputui end"
   sleep "$n"
@@ -66,38 +67,51 @@ def apps_loop_argv(period_s: float = APPS_PERIOD_S) -> list[str]:
     ]
 
 
-def parse_apps_block(lines: list[str], ct: int | None) -> tuple[list[GpuProcess], int | None, str]:
+def parse_apps_block(
+    lines: list[str], ct: int | None, ct_pid_ns: str | None = None
+) -> tuple[list[GpuProcess], int | None, str]:
     """One listing of the apps loop -> (processes, nvidia-smi exit, its text
-    when it failed). Pure."""
+    when it failed). Pure.
+
+    A host PID is in container `ct` when its cgroup is under `/lxc/<ct>/`, or
+    (no such cgroup, e.g. cgroup v1 layouts, the test bed) when its PID
+    namespace is the CT's (`ct_pid_ns`, from the in-CT agent's hello); its
+    PID inside the CT is then the last `NSpid` field."""
     rc: int | None = None
     data: list[str] = []
-    pidinfo: dict[int, tuple[str, list[int]]] = {}
+    pidinfo: dict[int, tuple[str, str, list[int]]] = {}
     for line in lines:
         if line.startswith("@gputui rc "):
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, IndexError):
                 rc = int(line.split()[2])
         elif line.startswith("@gputui pid "):
             words = line.split()
             try:
                 pid = int(words[2])
-                nspids = [int(w) for w in words[4:]]
+                nspids = [int(w) for w in words[5:]]
             except (IndexError, ValueError):
                 continue
-            pidinfo[pid] = (words[3] if len(words) > 3 else "-", nspids)
+            pidinfo[pid] = (words[3], words[4], nspids)
         else:
             data.append(line)
     text = "\n".join(data)
     procs = gpu_parse.parse_compute_apps(text) if rc == 0 else []
     for p in procs:
-        cg, nspids = pidinfo.get(p.host_pid, ("-", []))
-        if cg.startswith("/lxc/"):
+        cg, pns, nspids = pidinfo.get(p.host_pid, ("-", "-", []))
+        in_ct: bool | None = None
+        if ct is None:
+            in_ct = None
+        elif cg.startswith("/lxc/"):
             try:
-                p.in_container = ct is not None and int(cg[5:]) == ct
+                in_ct = int(cg[5:]) == ct
             except ValueError:
-                p.in_container = None
+                in_ct = None
+        elif ct_pid_ns and pns != "-":
+            in_ct = pns == ct_pid_ns
         elif nspids:
-            p.in_container = False if len(nspids) == 1 else None
-        if p.in_container and len(nspids) > 1:
+            in_ct = False if len(nspids) == 1 else None
+        p.in_container = in_ct
+        if in_ct and len(nspids) > 1:
             p.ct_pid = nspids[-1]
     return procs, rc, "" if rc == 0 else text.strip()
 
@@ -165,6 +179,7 @@ class NvidiaSmiFeed(GpuFeed):
         self.apps_period_s = apps_period_s
         self.clock = clock
         self.side: str | None = None  # "host" | "ct" once chosen
+        self.ct_pid_ns: str | None = None  # the CT's PID namespace (the monitor sets it)
         self.streams_opened = 0
         self._procs: set[RemoteProcess] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -334,7 +349,7 @@ class NvidiaSmiFeed(GpuFeed):
                         break
                     line = raw.decode("utf-8", "replace").rstrip("\n")
                     if line == "@gputui end":
-                        procs, rc, _ = parse_apps_block(block, self.target.ct)
+                        procs, rc, _ = parse_apps_block(block, self.target.ct, self.ct_pid_ns)
                         block = []
                         if rc == 0 or rc is None:
                             if side == "ct":

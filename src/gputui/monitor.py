@@ -104,8 +104,10 @@ class Monitor:
         gpu_feed: GpuFeed | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        agent_python: str = "python3",
     ) -> None:
         self.target = target
+        self.agent_python = agent_python
         self.settings = settings
         self.clock = clock
         self.interval = float(_setting(settings, "interval", 1.0) or 1.0)
@@ -191,7 +193,7 @@ class Monitor:
         snap.connection_error = tr.state_detail
         snap.rtt_ms = tr.rtt_ms
         if self.gpu_feed is not None:
-            self.gpu_feed.subscribe(lambda: self._changed("gpus"))
+            self.gpu_feed.subscribe(self._on_gpus)
             await self.gpu_feed.start()
         await self._check_ct()
         await self._ensure_agent()
@@ -259,6 +261,20 @@ class Monitor:
             self._wake.set()
         self._changed("connection")
 
+    def _on_gpus(self) -> None:
+        feed = self.gpu_feed
+        if isinstance(feed, NvidiaSmiFeed):
+            tools = self.snapshot.tools
+            if feed.side == "host":
+                tools.nvidia_smi_host = True
+            elif feed.side == "ct":
+                tools.nvidia_smi_ct = True
+                if feed.where == "auto":
+                    tools.nvidia_smi_host = False
+            elif feed.state.error and "not found" in feed.state.error:
+                tools.nvidia_smi_host = False if feed.where != "ct" else tools.nvidia_smi_host
+        self._changed("gpus")
+
     async def _check_ct(self) -> None:
         """`pct status CT` (at start and after errors, at most once a minute)."""
         ct = self.target.ct
@@ -298,14 +314,14 @@ class Monitor:
             return
         self.agent_starts += 1
         try:
-            self.agent = await AgentClient.start(self.target)
+            self.agent = await AgentClient.start(self.target, python=self.agent_python)
         except AgentUnavailable as err:
             self.agent = None
             self.agent_error = str(err)
             self._agent_retry_at = now + self._agent_backoff
             self._agent_backoff = min(self._agent_backoff * 2, AGENT_RETRY_MAX_S)
             await self._check_ct()
-            if "python3" in str(err) and "not installed" in str(err):
+            if "is not installed" in err.problem or "too old" in err.problem:
                 self._agent_retry_at = now + AGENT_RETRY_MAX_S * 5
                 await self._ensure_fallback()
             return
@@ -324,6 +340,8 @@ class Monitor:
         snap.tools.nvidia_smi_host = gpu_tools[0]
         if self.follower is not None:
             self.follower.clock_offset = self.agent.clock_offset
+        if isinstance(self.gpu_feed, NvidiaSmiFeed) and self.target.ct is not None:
+            self.gpu_feed.ct_pid_ns = self.agent.hello.get("pid_ns")
         if self.target.ct is not None and snap.ct_status != CtStatus.RUNNING:
             snap.ct_status = CtStatus.RUNNING
             self._changed("ct")
