@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -298,3 +299,51 @@ async def test_follows_inside_the_ct_only(
             await f.stop()
     finally:
         os.unlink(name)
+
+
+WRITER = """\
+import sys, time
+n = int(sys.argv[2])
+with open(sys.argv[1], "ab", buffering=0) as f:
+    for i in range(1, n + 1):
+        # Written in two pieces so cuts often land mid-line.
+        f.write(b"line %d " % i)
+        f.write(b"of the run\\n")
+        if i % 50 == 0:
+            time.sleep(0.005)
+"""
+
+
+async def test_stream_killed_mid_run_resumes_with_no_gap_and_no_repeat(
+    local: Target, tmp_path: Path
+) -> None:
+    """The stream dies (SIGKILL: like a dropped connection) while a real
+    writer appends: every line 1..N arrives exactly once, in order."""
+    import signal
+
+    log = tmp_path / "seq.log"
+    log.touch()
+    c = Collect()
+    f = LogFollower(local, str(log), c.on_lines, c.on_state)
+    await f.start()
+    n = 20_000
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(n)])
+    try:
+        kills = 0
+        killed: object = None
+        while writer.poll() is None and kills < 8:
+            await until(lambda k=killed: f._proc not in (None, k), what="a new stream")
+            await asyncio.sleep(0.05)
+            killed = f._proc
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(killed.pid, signal.SIGKILL)  # type: ignore[union-attr]
+                kills += 1
+        writer.wait(timeout=30)
+        size = log.stat().st_size
+        await until(lambda: f.state.offset == size, timeout=20, what="catch up")
+    finally:
+        writer.kill()
+        await f.stop()
+    assert kills >= 3
+    assert f.streams_opened >= kills  # each kill hit a different stream
+    assert c.lines == [f"line {i} of the run" for i in range(1, n + 1)]
