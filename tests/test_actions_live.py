@@ -217,10 +217,19 @@ async def test_relaunch_instant_crash_keeps_pane_and_exit_code(
     assert "exited" in result.summary
     text = log.read_text()
     assert "boom" in text and "[gputui] exit 3" in text
-    panes = testbed.ct_exec(
-        ct, ["tmux", "list-panes", "-t", "=crash:", "-F", "#{pane_dead} #{pane_dead_status}"]
+    # remain-on-exit landed before the exit (tmux may see the pty close a
+    # moment before it reaps the exit status, so allow it that moment)
+    wait_for(
+        lambda: (
+            testbed.ct_exec(
+                ct,
+                ["tmux", "list-panes", "-t", "=crash:", "-F", "#{pane_dead} #{pane_dead_status}"],
+            ).stdout.strip()
+            == "1 3"
+        ),
+        timeout=3.0,
+        what="dead pane with exit status 3",
     )
-    assert panes.stdout.strip() == "1 3"  # remain-on-exit landed before the exit
     no_pwned(work)
 
 
@@ -405,5 +414,39 @@ async def test_cli_confirms_before_acting(
     assert audit_lines()[-1]["action"] == "kill"
 
     out = io.StringIO()
-    rc = await run_async("dump", args, settings(read_only=True), target=Target(LocalTransport(), ct), out=out)
+    rc = await run_async(
+        "dump", args, settings(read_only=True), target=Target(LocalTransport(), ct), out=out
+    )
     assert rc == 2 and "read-only" in out.getvalue()
+
+
+async def test_relaunch_run_typed_into_shell_recovers_exact_argv(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    """No start command (a shell the user typed into): command from
+    /proc/PID/cmdline (argv with spaces kept), log from fd 1."""
+    (work / "my train.py").write_text(TRAIN)
+    r = testbed.ct_exec(
+        ct, ["tmux", "new-session", "-d", "-s", "typed", "-c", tmux_arg(str(work)), "bash"]
+    )
+    assert r.returncode == 0, r.stderr
+    keys = f"{PY} 'my train.py' > 'out log.txt' 2>&1"
+    testbed.ct_exec(ct, ["tmux", "send-keys", "-t", "=typed:", "-l", keys])
+    testbed.ct_exec(ct, ["tmux", "send-keys", "-t", "=typed:", "Enter"])
+    log = work / "out log.txt"
+    wait_for(lambda: log.exists() and b"started" in log.read_bytes(), what="typed run")
+    plan = await plan_relaunch(target, settings(), "typed")
+    spec = plan.params["spec"]
+    assert spec["command"] == f"{PY} 'my train.py'"
+    assert spec["log"] == str(log) and spec["cwd"] == str(work)
+    assert "environment variables" in spec["source"]
+    readings = iter([1000.0, 1000.0])  # before the kill, after it; then 41000
+
+    async def gpu_mem() -> float | None:  # what the monitor's GPU feed would say
+        return next(readings, 41000.0)
+
+    result = await execute(target, plan, gpu_memory=gpu_mem)
+    assert result.ok, result.details
+    assert "GPU memory rising (+40000 MiB)" in result.summary
+    wait_for(lambda: b"step 3" in log.read_bytes(), timeout=3.0, what="unbuffered steps")
+    assert b"step 0" in Path(result.data["moved_log"]).read_bytes()  # SIGINT flushed the old run

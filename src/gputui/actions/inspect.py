@@ -32,6 +32,7 @@ LOG_READERS = {"tee", "cat", "logger", "ts", "pv"}
 # Lines "pid<TAB>what<TAB>link" (what: cwd, or an fd number) for each pid given.
 LINKS_SCRIPT = """for p in "$@"; do
   printf '%s\\tcwd\\t%s\\n' "$p" "$(readlink "/proc/$p/cwd" 2>/dev/null)"
+  printf '%s\\tcmdline\\t%s\\n' "$p" "$(tr '\\000\\n' '\\037\\036' < "/proc/$p/cmdline" 2>/dev/null)"
   for f in /proc/"$p"/fd/*; do
     [ -e "$f" ] || [ -L "$f" ] || continue
     printf '%s\\t%s\\t%s\\n' "$p" "${f##*/}" "$(readlink "$f" 2>/dev/null)"
@@ -82,6 +83,7 @@ class RunInfo:
     procs: list[PsRow] = field(default_factory=list)  # pane pid and its descendants
     fds: dict[int, dict[int, str]] = field(default_factory=dict)  # pid -> fd -> link
     cwds: dict[int, str] = field(default_factory=dict)
+    argvs: dict[int, list[str]] = field(default_factory=dict)  # exact argv from /proc/PID/cmdline
 
     def fd1(self, pid: int) -> str:
         return self.fds.get(pid, {}).get(1, "")
@@ -247,6 +249,9 @@ async def find_run(target: Target, session: str, tmux: list[str] | None = None) 
                 pid = int(parts[0])
                 if parts[1] == "cwd":
                     info.cwds[pid] = parts[2]
+                elif parts[1] == "cmdline":
+                    words = parts[2].replace("\x1e", "\n").split("\x1f")
+                    info.argvs[pid] = words[:-1] if words and words[-1] == "" else words
                 elif parts[1].isdigit():
                     info.fds.setdefault(pid, {})[int(parts[1])] = parts[2]
     return info

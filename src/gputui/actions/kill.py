@@ -226,18 +226,31 @@ async def check_unchanged(target: Target, plan: ActionPlan) -> None:
         )
 
 
+GPU_SETTLE_S = 2.0  # the driver may take a moment to release a dead process's memory
+
+
 async def gpu_after(
-    reader: GpuProcessReader | None, pids: list[int]
+    reader: GpuProcessReader | None, pids: list[int], settle_s: float = GPU_SETTLE_S
 ) -> tuple[bool | None, list[str]]:
-    """(freed?, lines) — freed is None without a GPU reader."""
+    """(freed?, lines) — freed is None without a GPU reader. Re-reads for up
+    to `settle_s` while a killed process still shows on a GPU."""
+    import asyncio
+
     if reader is None:
         return None, []
-    try:
-        procs = await reader()
-    except Exception as err:  # a GPU reading problem must not hide the kill result
-        return None, [f"GPU check failed: {err}"]
     mine = set(pids)
-    holding = [p for p in procs if (p.ct_pid in mine) or (p.ct_pid is None and p.host_pid in mine)]
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            procs = await reader()
+        except Exception as err:  # a GPU reading problem must not hide the kill result
+            return None, [f"GPU check failed: {err}"]
+        holding = [
+            p for p in procs if (p.ct_pid in mine) or (p.ct_pid is None and p.host_pid in mine)
+        ]
+        if not holding or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(0.5)
     lines = [
         f"still on GPU {p.gpu_uuid[:12]}: pid {p.ct_pid or p.host_pid} {p.name} "
         f"{'' if p.used_mib is None else f'{p.used_mib:.0f} MiB'}".rstrip()

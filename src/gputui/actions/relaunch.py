@@ -90,7 +90,9 @@ def spec_from_run(info: RunInfo, settings: Any) -> RunSpec:
     if pane.start_command:
         command, log, env, source = spec_from_start_command(pane.start_command, info.session, cwd)
     if not command and main is not None:
-        command, source = main.args, "process command line"
+        argv = info.argvs.get(main.pid)
+        command = join(argv) if argv else main.args
+        source = "process command line (the shell's environment variables are not carried over)"
         cwd = info.cwds.get(main.pid, cwd)
     if not command:
         raise ActionError(
@@ -107,7 +109,6 @@ def spec_from_run(info: RunInfo, settings: Any) -> RunSpec:
     log = log or getattr(settings, "log", None) or (found[0] if found else None)
     if not log:
         log = f"{cwd.rstrip('/')}/gputui-{info.session.replace('/', '_')}.log"
-    _ = join  # keep import local and explicit
     return RunSpec(info.session, cwd, command, abs_log(log, cwd), env, source)
 
 

@@ -34,6 +34,7 @@ exit "$rc"
 """
 WRAPPER_NAME = "gputui-run"  # $0 of the wrapper: what ps shows
 
+_SHELLS = {"bash", "sh", "zsh", "fish", "dash", "ksh", "-bash", "-sh", "-zsh"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON = re.compile(r"^(\s*(?:\S*/)?python[0-9.]*)(?=\s|$)")
 _REDIRECT = re.compile(
@@ -278,6 +279,12 @@ def spec_from_start_command(
 ) -> tuple[str, str | None, dict[str, str], str]:
     """(command, log or None, env, source) from a pane's start command."""
     argv = tmux_unquote(start_command)
+    if not argv or (
+        len(argv) == 1
+        and posixpath.basename(argv[0].split(" ")[0]) in _SHELLS
+        and " " not in argv[0].strip()
+    ):
+        return "", None, {}, ""  # an interactive shell: the run was typed into it
     if len(argv) >= 5 and argv[:2] == ["bash", "-c"] and argv[2] == WRAPPER:
         env = dict(kv.split("=", 1) for kv in argv[6:] if "=" in kv)
         return argv[5], argv[4], env, "gputui wrapper"
