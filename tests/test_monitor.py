@@ -465,3 +465,98 @@ async def test_without_python_in_the_ct_a_shell_loop_lists_sessions(
         await mon.stop()
     left = ct_processes(testbed, ct)
     assert "gputui-panes" not in left
+
+
+def test_ct_status_from_text() -> None:
+    from gputui.monitor import ct_status_from_text
+
+    assert ct_status_from_text("status: running\n") == CtStatus.RUNNING
+    assert ct_status_from_text("status: stopped\n") == CtStatus.STOPPED
+    assert ct_status_from_text("CT 200 not running\n") == CtStatus.STOPPED
+    assert (
+        ct_status_from_text("Configuration file 'nodes/pve/lxc/999.conf' does not exist\n")
+        == CtStatus.MISSING
+    )
+    assert ct_status_from_text("ssh: connection reset") is None
+
+
+async def test_ct_stopping_mid_run_is_noticed(
+    testbed: Any, ct: int, counting: CountingTransport
+) -> None:
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "s", "sleep 300")
+    mon = Monitor(
+        Target(counting, ct), settings(interval=0.2), gpu_feed=SimulatedGpus(1, lambda: 0.0)
+    )
+    await mon.start()
+    try:
+        assert mon.snapshot.ct_status == CtStatus.RUNNING
+        await until(lambda: mon.snapshot.session_name == "s", what="session")
+        testbed.ct_stop(ct)
+        await until(lambda: mon.snapshot.ct_status == CtStatus.STOPPED, what="CT stopped")
+        assert mon.agent is None
+    finally:
+        await mon.stop()
+
+
+async def test_gpus_from_the_standin_with_processes_mapped_into_the_ct(
+    testbed: Any, ct: int, ws: Path, counting: CountingTransport
+) -> None:
+    """nvidia-smi on the host reports host PIDs; the snapshot maps the one
+    running in the CT to its CT PID (the PID the agent sees in the pane)."""
+    marker = f"gputui-gpu-proc-{ct}"
+    tmux_in_ct(
+        testbed, ct, "new", "-d", "-s", "g", f"python3 -c 'import time; time.sleep(300)' {marker}"
+    )
+    host_pid = None
+    deadline = time.monotonic() + 10
+    while host_pid is None and time.monotonic() < deadline:
+        out = subprocess.run(
+            ["pgrep", "-f", f"^python3 -c .* {marker}$"], capture_output=True, text=True
+        ).stdout
+        pids = [int(p) for p in out.split()]
+        host_pid = pids[0] if pids else None
+        await asyncio.sleep(0.05)
+    assert host_pid is not None
+    uuid = "GPU-6b6e6f3c-0000-4000-8000-000000000000"
+    testbed.set_gpus(
+        {
+            "gpus": [
+                {"index": 0, "uuid": uuid, "memory.used": 81000, "utilization.gpu": 97},
+                {"index": 1, "temperature.gpu": None, "power.draw": "[N/A]"},
+            ],
+            "apps": [
+                {
+                    "pid": host_pid,
+                    "process_name": "python3",
+                    "used_memory": 80000,
+                    "gpu_uuid": uuid,
+                },
+                {"pid": 1, "process_name": "host-thing", "used_memory": 100, "gpu_uuid": uuid},
+            ],
+        }
+    )
+    from gputui.gpufeed import NvidiaSmiFeed
+
+    target = Target(counting, ct)
+    feed = NvidiaSmiFeed(target, where="auto", period_ms=200, apps_period_s=0.3)
+    mon = Monitor(target, settings(interval=0.2), gpu_feed=feed)
+    await mon.start()
+    try:
+        snap = mon.snapshot
+        await until(lambda: len(snap.gpus.latest) == 2, what="GPU readings")
+        g0, g1 = snap.gpus.latest[0], snap.gpus.latest[1]
+        assert g0.util_pct == 97 and g0.mem_used_mib == 81000 and g0.uuid == uuid
+        assert g1.temp_c is None and g1.power_w is None  # [N/A] is unknown, not 0
+        assert snap.gpus.source == "nvidia-smi (host)" and snap.tools.nvidia_smi_host is True
+        await until(lambda: snap.training_proc is not None, what="the python process")
+        ct_pid = snap.training_proc.pid if snap.training_proc else None
+        await until(
+            lambda: any(p.in_container for p in snap.gpus.processes), what="mapped GPU process"
+        )
+        by = {p.host_pid: p for p in snap.gpus.processes}
+        assert by[host_pid].in_container is True and by[host_pid].ct_pid == ct_pid
+        assert ct_pid != host_pid  # really two PID namespaces
+        assert by[1].in_container is False and by[1].ct_pid is None
+        assert mon.channels <= 6
+    finally:
+        await mon.stop()

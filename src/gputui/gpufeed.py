@@ -123,6 +123,7 @@ class GpuFeed(abc.ABC):
         self.state = GpuState()
         self._listeners: list[ChangeListener] = []
         self._notify_pending = False
+        self._kick = asyncio.Event()
 
     def subscribe(self, listener: ChangeListener) -> None:
         self._listeners.append(listener)
@@ -141,6 +142,16 @@ class GpuFeed(abc.ABC):
         self._notify_pending = False
         for cb in list(self._listeners):
             cb()
+
+    def kick(self) -> None:
+        """Retry now if waiting out a backoff (e.g. the link is back)."""
+        self._kick.set()
+
+    async def _backoff(self, seconds: float) -> None:
+        """Sleep `seconds`, or less when kicked."""
+        self._kick.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._kick.wait(), seconds)
 
     @abc.abstractmethod
     async def start(self) -> None: ...
@@ -264,7 +275,7 @@ class NvidiaSmiFeed(GpuFeed):
                     backoff = NOT_FOUND_RETRY_S  # the tools rarely appear on their own
                 not_found.clear()
                 i = 0
-            await asyncio.sleep(backoff)
+            await self._backoff(backoff)
             backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     async def _one_stream(self, side: str) -> tuple[bool, int | None, str]:
@@ -289,8 +300,9 @@ class NvidiaSmiFeed(GpuFeed):
                         got = True
                         self._chose(side)
                     self.state.add(item)
-                    if self.state.error and not self.state.lost:
-                        self.state.error = None
+                    # Readings again (nvidia-smi exits when any GPU is lost):
+                    # the error is over; the events keep the history.
+                    self.state.error = None
                 else:
                     self._event(item)
                 self._changed()
@@ -320,8 +332,8 @@ class NvidiaSmiFeed(GpuFeed):
 
     def _event(self, ev: GpuEvent) -> None:
         self.state.events.append(ev)
-        if ev.lost:
-            self.state.error = ev.text
+        if ev.lost:  # one line with the fix; the raw text stays in the event
+            self.state.error = gpu_parse.explain_exit(15, ev.text)
 
     def _chose(self, side: str) -> None:
         if self.side == side:
@@ -338,7 +350,7 @@ class NvidiaSmiFeed(GpuFeed):
             try:
                 proc = await self._open(side, apps_loop_argv(self.apps_period_s))
             except GputuiError:
-                await asyncio.sleep(backoff)
+                await self._backoff(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
                 continue
             block: list[str] = []
@@ -368,7 +380,7 @@ class NvidiaSmiFeed(GpuFeed):
                 await self._close(proc)
             if self._stopped:
                 return
-            await asyncio.sleep(backoff)
+            await self._backoff(backoff)
             backoff = min(backoff * 2, BACKOFF_MAX_S)
 
 

@@ -183,6 +183,11 @@ class LogFollower:
         if proc is not None:
             self._closing = asyncio.ensure_future(proc.close())
 
+    def kick(self) -> None:
+        """Retry now if waiting out a backoff (e.g. the link is back)."""
+        if self._proc is None:
+            self._restart.set()
+
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()

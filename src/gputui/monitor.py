@@ -53,7 +53,8 @@ LOG_TAIL_KEEP = 200  # lines kept in snapshot.log_tail
 PANE_TAIL_LINES = 50
 AGENT_RETRY_START_S = 2.0
 AGENT_RETRY_MAX_S = 120.0  # a broken agent costs at most one pct exec per 2 min
-FALLBACK_PERIOD_S = 5.0  # tmux listing period of the plain-command loop
+FALLBACK_PERIOD_S = 5.0
+CT_CHECK_MIN_S = 15.0  # `pct status` runs at start and after errors, not more often  # tmux listing period of the plain-command loop
 
 # The plain-command fallback (no python3 in the CT): one long-lived loop that
 # prints `tmux list-panes -a -F …` every $1 seconds. $2… is the tmux argv.
@@ -68,6 +69,18 @@ done
 
 def _setting(settings: Any, name: str, default: Any = None) -> Any:
     return getattr(settings, name, default) if settings is not None else default
+
+
+def ct_status_from_text(text: str) -> CtStatus | None:
+    """`pct status` output or a pct error -> the CT state, None if it does not say."""
+    low = text.lower()
+    if "status: running" in low:
+        return CtStatus.RUNNING
+    if "status: stopped" in low or "not running" in low:
+        return CtStatus.STOPPED
+    if "does not exist" in low:
+        return CtStatus.MISSING
+    return None
 
 
 def choose_session(sessions: list[Session], wanted: str | None) -> str | None:
@@ -259,6 +272,10 @@ class Monitor:
         if state == ConnectionState.CONNECTED:
             self._agent_retry_at = 0.0  # a fresh link: restart the agent at once
             self._wake.set()
+            if self.follower is not None and self.follower.running:
+                self.follower.kick()
+            if self.gpu_feed is not None:
+                self.gpu_feed.kick()
         self._changed("connection")
 
     def _on_gpus(self) -> None:
@@ -275,28 +292,24 @@ class Monitor:
                 tools.nvidia_smi_host = False if feed.where != "ct" else tools.nvidia_smi_host
         self._changed("gpus")
 
-    async def _check_ct(self) -> None:
-        """`pct status CT` (at start and after errors, at most once a minute)."""
+    async def _check_ct(self, error_text: str = "") -> None:
+        """The CT's state: read from an error's text when it says (`CT 200 not
+        running`, `... does not exist`), else `pct status CT` — at start and
+        after errors, at most once per CT_CHECK_MIN_S."""
         ct = self.target.ct
         if ct is None:
             return
-        now = self.clock()
-        if self._ct_checked_at is not None and now - self._ct_checked_at < 60.0:
-            return
-        self._ct_checked_at = now
-        try:
-            res = await self.target.run_host(["pct", "status", str(ct)], timeout=15.0)
-        except GputuiError:
-            return
-        text = (res.out + res.err).lower()
-        if "status: running" in text:
-            status = CtStatus.RUNNING
-        elif "status: stopped" in text or "not running" in text:
-            status = CtStatus.STOPPED
-        elif "does not exist" in text or "no such" in text:
-            status = CtStatus.MISSING
-        else:
-            status = CtStatus.UNKNOWN
+        status = ct_status_from_text(error_text) if error_text else None
+        if status is None:
+            now = self.clock()
+            if self._ct_checked_at is not None and now - self._ct_checked_at < CT_CHECK_MIN_S:
+                return
+            self._ct_checked_at = now
+            try:
+                res = await self.target.run_host(["pct", "status", str(ct)], timeout=15.0)
+            except GputuiError:
+                return
+            status = ct_status_from_text(res.out + res.err) or CtStatus.UNKNOWN
         if status != self.snapshot.ct_status:
             self.snapshot.ct_status = status
             self._changed("ct")
@@ -308,7 +321,6 @@ class Monitor:
             return
         if self.agent is not None:  # it went away
             await self._close_agent()
-            await self._check_ct()
         now = self.clock()
         if now < self._agent_retry_at:
             return
@@ -320,7 +332,7 @@ class Monitor:
             self.agent_error = str(err)
             self._agent_retry_at = now + self._agent_backoff
             self._agent_backoff = min(self._agent_backoff * 2, AGENT_RETRY_MAX_S)
-            await self._check_ct()
+            await self._check_ct(err.problem)
             if "is not installed" in err.problem or "too old" in err.problem:
                 self._agent_retry_at = now + AGENT_RETRY_MAX_S * 5
                 await self._ensure_fallback()
@@ -397,12 +409,10 @@ class Monitor:
                     tmux_parse.pane_target(pane.session, pane.window_index, pane.pane_index),
                     PANE_TAIL_LINES,
                 )
-        if _procs_key(procs) != _procs_key(snap.procs) or pane_tail != snap.pane_tail:
-            snap.procs = procs
-            snap.pane_tail = pane_tail
-            self._changed("procs")
-        else:
-            snap.procs = procs  # cpu %, rss, fd1 pos move every poll
+        if procs or _procs_key(procs) != _procs_key(snap.procs) or pane_tail != snap.pane_tail:
+            self._changed("procs")  # cpu %, rss and fd 1 pos move every poll
+        snap.procs = procs
+        snap.pane_tail = pane_tail
         path = self.follower.path if self.follower is not None else None
         if path:
             st = (await agent.stat([path])).get(path) or {}
