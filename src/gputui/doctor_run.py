@@ -1,0 +1,217 @@
+"""`gputui doctor`, end to end: connect, take one snapshot, diagnose, report.
+
+`inspect(settings)` returns (facts, snapshot, findings, inspected);
+`main(settings, as_json)` prints the text or JSON report and returns the exit
+code (0 nothing wrong, 1 something wrong, 2 could not inspect; see
+docs/doctor-json.md).
+
+One snapshot is a short watch, not a single reading: the monitor runs for
+`settle_s` seconds so the GPU stream delivers a few readings and the log is
+read and stat'ed. When the GPUs look held-but-idle, the watch goes on until
+the idle streak is long enough for the hang rule (`diagnose.IDLE_SHORT_S`),
+so a hang is named in one call instead of "come back later".
+
+Two corrections are made to the snapshot before diagnosis, both because a
+one-shot watch reads the log's backlog at start-up:
+
+- lines already in the file when the watch began are stamped with the time
+  they were *read*; a line cannot have been written after the file's last
+  modification, so `last_line_time` and `metrics.last_step_time` are capped
+  at the log's mtime (the agent's stat, in the local clock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from typing import Any
+
+from gputui import diagnose as rules
+from gputui.errors import GputuiError
+from gputui.gpufeed import GpuFeed
+from gputui.model import ConnectionState, CtStatus, Finding, Snapshot
+from gputui.monitor import Monitor
+from gputui.remote.base import Transport
+from gputui.remote.target import Target
+from gputui.report import exit_code, findings_to_json, render_text
+
+SETTLE_S = 2.0  # how long the one-shot watch runs at least
+IDLE_EXTRA_S = 0.5  # past diagnose.IDLE_SHORT_S, when GPUs look held and idle
+WATCH_MAX_S = 12.0  # never watch longer than this
+
+
+def _get(settings: Any, name: str, default: Any = None) -> Any:
+    value = getattr(settings, name, default) if settings is not None else default
+    return default if value is None else value
+
+
+def make_transport(settings: Any) -> Transport:
+    """The transport the settings name: this machine (--local) or ssh."""
+    if _get(settings, "local", False):
+        from gputui.remote.local import LocalTransport
+
+        return LocalTransport()
+    try:
+        from gputui.remote.ssh import SshTransport
+    except ImportError as err:  # pragma: no cover - while the ssh transport is missing
+        raise GputuiError(
+            "the ssh transport is not available in this build", "use --local"
+        ) from err
+    kwargs: dict[str, Any] = {}
+    for name in (
+        "host",
+        "port",
+        "user",
+        "identity_file",
+        "known_hosts",
+        "accept_new_host_key",
+        "connect_timeout",
+    ):
+        value = getattr(settings, name, None)
+        if value is not None:
+            kwargs[name] = value
+    return SshTransport(**kwargs)
+
+
+def _facts(transport: Transport, settings: Any, target: Target | None) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "target": target.label if target is not None else transport.label,
+        "connection": getattr(transport.state, "value", str(transport.state)),
+        "error": transport.state_detail,
+        "rtt_ms": transport.rtt_ms,
+        "ct": _get(settings, "ct"),
+    }
+    version = getattr(transport, "server_version", None)
+    if version:
+        facts["ssh"] = facts["server_version"] = version
+    host_key = getattr(transport, "host_key", None)
+    if host_key:
+        facts["host_key"] = host_key
+    return facts
+
+
+def _held_and_idle(snap: Snapshot, now: float) -> bool:
+    """Some fresh GPU reading holds memory while every reading so far is idle."""
+    gpus = snap.gpus
+    for idx, s in (gpus.latest or {}).items():
+        if s.time is None or now - s.time > rules.GPU_FRESH_S:
+            continue
+        if s.mem_used_mib is None or s.mem_used_mib < rules.HELD_MIB:
+            continue
+        ring = (gpus.util_history or {}).get(idx)
+        pts = list(ring.points()) if ring is not None else [(s.time, s.util_pct)]
+        if pts and all(v is not None and v < rules.IDLE_UTIL_PCT for _, v in pts):
+            return True
+    return False
+
+
+def _idle_span(snap: Snapshot) -> float:
+    """Seconds covered by the GPU readings so far (the shortest over GPUs)."""
+    spans = []
+    for ring in (snap.gpus.util_history or {}).values():
+        pts = list(ring.points())
+        if pts:
+            spans.append(pts[-1][0] - pts[0][0])
+    return min(spans) if spans else 0.0
+
+
+def correct_backlog_times(snap: Snapshot) -> None:
+    """Cap the arrival times of lines read from the backlog at the log's mtime
+    (see the module docstring)."""
+    log = snap.log
+    if log.mtime is None or not log.exists:
+        return
+    if log.last_line_time is not None and log.last_line_time > log.mtime:
+        log.last_line_time = log.mtime
+    m = snap.metrics
+    if m.last_step_time is not None and m.last_step_time > log.mtime:
+        m.last_step_time = log.mtime
+
+
+async def watch_once(
+    monitor: Monitor, settle_s: float = SETTLE_S, *, clock: Any = time.monotonic
+) -> Snapshot:
+    """Run the monitor for a short watch and return its snapshot; nothing is
+    left running on the target afterwards."""
+    start = clock()
+    try:
+        await monitor.start()
+        snap = monitor.snapshot
+        down = (CtStatus.STOPPED, CtStatus.MISSING)
+        while clock() - start < WATCH_MAX_S:
+            await asyncio.sleep(0.25)
+            if snap.ct_status in down or snap.connection == ConnectionState.FAILED:
+                break
+            if clock() - start < settle_s:
+                continue
+            log_read = monitor.follower is None or snap.log.exists is not None
+            gpus_read = bool(snap.gpus.latest) or bool(snap.gpus.error)
+            if not (log_read and gpus_read):
+                continue
+            if _held_and_idle(snap, time.time()) and _idle_span(snap) < (
+                rules.IDLE_SHORT_S + IDLE_EXTRA_S
+            ):
+                continue  # a possible hang: watch long enough to say so
+            break
+        await monitor.refresh()
+    finally:
+        await monitor.stop()
+    return monitor.snapshot
+
+
+async def inspect(
+    settings: Any,
+    *,
+    stale_after: float | None = None,
+    transport: Transport | None = None,
+    gpu_feed: GpuFeed | None = None,
+    settle_s: float = SETTLE_S,
+) -> tuple[dict[str, Any], Snapshot | None, list[Finding], bool]:
+    """(facts, snapshot, findings, inspected). `inspected` is False when the
+    target could not be reached at all (then the snapshot is None)."""
+    if stale_after is None:
+        stale_after = getattr(settings, "stale_after", None)
+    tr = transport if transport is not None else make_transport(settings)
+    ct = getattr(settings, "ct", None)
+    target = Target(tr, int(ct) if ct is not None else None)
+    try:
+        try:
+            await tr.connect()
+        except GputuiError as err:
+            facts = _facts(tr, settings, target)
+            facts["connection"] = "failed"
+            facts["error"] = str(err)
+            return facts, None, [], False
+        monitor = Monitor(target, settings, gpu_feed)
+        snap = await watch_once(monitor, settle_s)
+        facts = _facts(tr, settings, target)
+        facts["ct_status"] = getattr(snap.ct_status, "value", snap.ct_status)
+        if monitor.agent_error:
+            facts["agent_error"] = monitor.agent_error
+        correct_backlog_times(snap)
+        now = time.time()
+        snap.time = now
+        findings = rules.diagnose(snap, now, stale_after)
+        return facts, snap, findings, True
+    finally:
+        with contextlib.suppress(Exception):
+            await tr.close()
+
+
+def main(settings: Any, as_json: bool = False) -> int:
+    """`gputui doctor`: print the report, return the exit code."""
+    try:
+        facts, snap, findings, inspected = asyncio.run(inspect(settings))
+    except GputuiError as err:
+        print(f"gputui doctor: {err}", file=sys.stderr)
+        return exit_code([], inspected=False)
+    now = snap.time if snap is not None else time.time()
+    if as_json:
+        print(findings_to_json(facts, snap, findings, now=now, inspected=inspected))
+    else:
+        if not inspected:
+            print(f"gputui doctor: cannot inspect {facts.get('target')}: {facts.get('error')}")
+        print(render_text(facts, snap, findings, now=now), end="")
+    return exit_code(findings, inspected=inspected)

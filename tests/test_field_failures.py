@@ -1,0 +1,319 @@
+"""End to end: the four failures from the field, reproduced on the test bed
+(real sshd, stand-in pct with PID/mount namespaces, real tmux, real python3
+runs writing real logs, stand-in nvidia-smi listing the runs by HOST pid),
+and `gputui doctor --host gpuhost --ct N --json` run as a user would. Each
+diagnosis must name the failure with its evidence, exit 1, and come back
+within 10 s of the stale threshold.
+
+All scenarios live in their own CTs and are set up at once; their doctors run
+concurrently (one GPU state serves them all: each run owns its GPU, found
+through the compute-apps list), so the file takes ~15 s, not a minute.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+import scenarios as sc
+from scenarios import DoctorResult, Run
+
+STALE_AFTER = 3.0  # --stale-after for every doctor here
+DEADLINE_S = 10.0  # each diagnosis within this long after the stale threshold
+CT_BASE = 300
+
+TOP_KEYS = {"schema_version", "time", "target", "ok", "exit_code", "facts", "snapshot", "findings"}
+SNAPSHOT_KEYS = {
+    "time",
+    "target",
+    "connection",
+    "ct",
+    "tools",
+    "gpus",
+    "session",
+    "sessions",
+    "pane_tail",
+    "log",
+    "process",
+    "processes",
+    "metrics",
+}
+FINDING_KEYS = {
+    "kind",
+    "severity",
+    "title",
+    "evidence",
+    "action",
+    "action_label",
+    "alt_action",
+    "alt_action_label",
+    "fix",
+}
+
+
+class Field:
+    """The runs and what the doctor said about each."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, Run] = {}
+        self.results: dict[str, DoctorResult] = {}
+        self.stale_at: dict[str, float] = {}  # monotonic time the stale threshold passed
+
+
+@pytest.fixture(scope="module")
+def field(testbed: Any) -> Iterator[Field]:
+    if not sc.have_smi_standin(testbed):
+        pytest.skip("the test bed has no nvidia-smi stand-in yet")
+    f = Field()
+    cts = [CT_BASE + i for i in range(7)]
+    for n in cts[:-1]:
+        testbed.ct_create(n, running=True)
+    testbed.ct_create(cts[-1], running=False)  # the stopped CT
+    try:
+        _set_up(testbed, f, cts)
+        _diagnose_all(testbed, f, cts)
+        yield f
+    finally:
+        for n in cts:
+            testbed.ct_destroy(n)
+
+
+def _set_up(testbed: Any, f: Field, cts: list[int]) -> None:
+    # 1. block-buffered output behind `| tee` (the field's exact launch line)
+    buf = sc.prepare(testbed, cts[0], "buffered", "dflash")
+    sc.launch(testbed, buf, sc.tee_command(buf.path("start_training.sh"), str(buf.log)))
+    # 2a. dies at start with an ImportError; remain-on-exit set in the same tmux call
+    dead = sc.prepare(testbed, cts[1], "crash", "crash", log="crash.log")
+    sc.launch(testbed, dead, f"bash {dead.path('start_crash.sh')}", remain_on_exit=True)
+    # 2b. same crash, no remain-on-exit: the session is gone, the log keeps the traceback
+    gone = sc.prepare(testbed, cts[2], "crashgone", "dflash", log="train.log")
+    sc.launch(testbed, gone, sc.tee_command(gone.path("start_crash.sh"), str(gone.log)))
+    # 3. the start script writes to an old log name; the user watches train.log
+    drift = sc.prepare(testbed, cts[3], "drift", "dflash", log="train.log")
+    sc.launch(testbed, drift, f"bash {drift.path('start_old_log.sh')}")
+    # 4. deadlocks holding GPUs, unbuffered (the near miss: not "buffered")
+    hung = sc.prepare(testbed, cts[4], "hung", "dflash", log="train.log")
+    sc.launch(testbed, hung, sc.tee_command(hung.path("start_deadlock.sh"), str(hung.log)))
+    # 5. healthy: unbuffered, lines flowing, GPUs busy
+    ok = sc.prepare(testbed, cts[5], "healthy", "dflash", log="train.log")
+    sc.launch(testbed, ok, sc.tee_command(ok.path("start_healthy.sh"), str(ok.log)))
+    f.runs = {r.name: r for r in (buf, dead, gone, drift, hung, ok)}
+
+    # The GPUs as the host's nvidia-smi sees them, processes by HOST pid:
+    # each run owns one GPU; the hung run's holds memory at 0 % util.
+    pids = {
+        "buffered": sc.wait_python(buf, "train.py"),
+        "drift": sc.wait_python(drift, "train.py"),
+        "hung": sc.wait_python(hung, "deadlock.py"),
+        "healthy": sc.wait_python(ok, "train.py"),
+    }
+    testbed.set_gpus(
+        {
+            "gpus": [
+                sc.gpu(0, 45_000, 98),  # buffered: busy, 45 GB
+                sc.gpu(1, 44_000, 96),  # drift: busy
+                sc.gpu(2, 46_000, 0),  # hung: memory held, idle
+                sc.gpu(3, 45_500, 100),  # healthy: busy
+            ],
+            "apps": [
+                sc.app(pids["buffered"], 0, 44_800),
+                sc.app(pids["drift"], 1, 43_800),
+                sc.app(pids["hung"], 2, 45_800),
+                sc.app(pids["healthy"], 3, 45_300),
+            ],
+        }
+    )
+
+
+def _diagnose_all(testbed: Any, f: Field, cts: list[int]) -> None:
+    runs = f.runs
+    stale = ["--stale-after", f"{STALE_AFTER:g}", "--json"]
+    plan = {
+        "buffered": (cts[0], ["--session", "dflash", "--log", str(runs["buffered"].log)]),
+        "crash": (cts[1], ["--session", "crash", "--log", str(runs["crash"].log)]),
+        "crashgone": (cts[2], ["--session", "dflash", "--log", str(runs["crashgone"].log)]),
+        "drift": (cts[3], ["--session", "dflash", "--log", str(runs["drift"].log)]),
+        "hung": (cts[4], ["--session", "dflash", "--log", str(runs["hung"].log)]),
+        "healthy": (cts[5], ["--session", "dflash", "--log", str(runs["healthy"].log)]),
+        "stopped": (cts[6], []),
+    }
+    # The buffered run must have been silent longer than the threshold.
+    first = min(r.launched for r in runs.values())
+    f.stale_at = {name: first + STALE_AFTER for name in plan}
+    wait = first + STALE_AFTER + 0.3 - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
+    started = {
+        name: sc.start_doctor(testbed, ct, *flags, *stale) for name, (ct, flags) in plan.items()
+    }
+    with ThreadPoolExecutor(len(started)) as pool:
+        done = {name: pool.submit(sc.finish_doctor, h) for name, h in started.items()}
+        f.results = {name: fut.result() for name, fut in done.items()}
+    # One human-readable report as well (the text mode), for the buffered run.
+    text = sc.start_doctor(testbed, cts[0], *plan["buffered"][1], "--stale-after", "3")
+    f.results["buffered-text"] = sc.finish_doctor(text)
+
+
+def _in_time(f: Field, name: str) -> None:
+    """The diagnosis was out within DEADLINE_S of the stale threshold passing."""
+    r = f.results[name]
+    late = r.finished - f.stale_at[name]
+    assert late < DEADLINE_S, f"{name}: named {late:.1f} s after the threshold ({_show(r)})"
+
+
+def _show(r: DoctorResult) -> str:
+    return f"rc={r.rc} in {r.elapsed:.1f}s\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+
+
+# ------------------------------------------------------------------ 1. buffered
+
+
+def test_buffered_behind_tee_is_busy_but_silent(field: Field) -> None:
+    r = field.results["buffered"]
+    run = field.runs["buffered"]
+    assert r.rc == 1, _show(r)
+    assert r.kinds()[0] == "busy_but_silent", _show(r)
+    ev = r.evidence("busy_but_silent")
+    assert "pipe into tee" in ev
+    assert str(run.log) in ev
+    assert "PYTHONUNBUFFERED unset" in ev and "no -u" in ev
+    assert "held_but_idle" not in r.kinds()
+    _in_time(field, "buffered")
+
+
+def test_buffered_json_has_the_process_and_its_buffering(field: Field) -> None:
+    r = field.results["buffered"]
+    doc = r.doc
+    assert doc is not None, _show(r)
+    proc = doc["snapshot"]["process"]
+    assert proc is not None and proc["is_python"]
+    assert proc["cmdline"][-1] == "train.py" and "-u" not in proc["cmdline"]
+    out = proc["stdout"]
+    assert out["kind"] == "pipe" and out["path"].startswith("pipe:[")
+    assert any(rd["command"].startswith("tee") for rd in out["readers"])
+    assert out["reader_files"] == [str(field.runs["buffered"].log)]
+    b = proc["buffering"]
+    assert b["block_buffered"] is True and b["u_flag"] is False
+    assert b["pythonunbuffered"] is False and b["tty"] is False
+    # the GPU the run uses, mapped from the host PID to the CT PID
+    gp = [p for p in doc["snapshot"]["gpus"]["processes"] if p["ct_pid"] == proc["pid"]]
+    assert gp and gp[0]["host_pid"] == field.runs["buffered"].host_pid != proc["pid"]
+    assert doc["snapshot"]["log"]["size"] == 0  # nothing has reached the log
+
+
+def test_buffered_text_report(field: Field) -> None:
+    r = field.results["buffered-text"]
+    assert r.rc == 1, _show(r)
+    assert "busy_but_silent" not in r.stdout  # words for people, not ids
+    assert "block-buffered" in r.stdout and "tee" in r.stdout
+    assert "[r] relaunch unbuffered" in r.stdout
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+# ------------------------------------------------------------------ 2. crash
+
+
+def test_crash_with_remain_on_exit_is_session_dead(field: Field) -> None:
+    r = field.results["crash"]
+    assert r.rc == 1, _show(r)
+    assert r.kinds()[0] == "session_dead", _show(r)
+    ev = r.evidence("session_dead")
+    assert "exit status 1" in ev
+    assert "ModuleNotFoundError: No module named 'gputui_missing_module_xyz'" in ev
+    pane = r.doc["snapshot"]["sessions"][0]["panes"][0]  # type: ignore[index]
+    assert pane["dead"] is True and pane["dead_status"] == 1
+    _in_time(field, "crash")
+
+
+def test_crash_without_remain_on_exit_quotes_the_log(field: Field) -> None:
+    r = field.results["crashgone"]
+    assert r.rc == 1, _show(r)
+    assert r.kinds()[0] == "session_dead", _show(r)
+    ev = r.evidence("session_dead")
+    assert "ModuleNotFoundError: No module named 'gputui_missing_module_xyz'" in ev
+    assert "Traceback (most recent call last)" in r.doc["snapshot"]["log"]["tail"][0]  # type: ignore[index]
+    assert r.doc["snapshot"]["sessions"] == []  # type: ignore[index]
+    _in_time(field, "crashgone")
+
+
+# ------------------------------------------------------------------ 3. drift
+
+
+def test_start_script_writing_an_old_log_name(field: Field) -> None:
+    r = field.results["drift"]
+    run = field.runs["drift"]
+    assert r.rc == 1, _show(r)
+    kinds = r.kinds()
+    kind = "log_missing" if "log_missing" in kinds else "log_drift"
+    assert kind in kinds and kinds[0] in ("log_missing", "log_drift"), _show(r)
+    ev = r.evidence(kind)
+    old = str(run.dir / "train-old.log")
+    assert old in r.finding(kind)["title"]
+    assert str(run.log) in ev
+    assert r.finding(kind)["action"] == "watch_log"
+    assert "busy_but_silent" not in kinds  # -u: not buffered
+    _in_time(field, "drift")
+
+
+# ------------------------------------------------------------------ 4. hung
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="diagnose.Context.hung needs IDLE_FOR_S (60 s) without progress even with "
+    "--stale-after 3; fix: use min(IDLE_FOR_S, threshold) there (reported to the lead)",
+)
+def test_deadlock_holding_gpus_is_held_but_idle(field: Field) -> None:
+    r = field.results["hung"]
+    assert r.rc == 1, _show(r)
+    assert "busy_but_silent" not in r.kinds(), _show(r)  # -u: a hang is not buffering
+    assert r.kinds()[0] == "held_but_idle", _show(r)
+    f = r.finding("held_but_idle")
+    assert f["action"] == "dump"
+    ev = r.evidence("held_but_idle")
+    assert "GPU 2" in ev and "last step 3" in ev
+    proc = r.doc["snapshot"]["process"]  # type: ignore[index]
+    assert proc["buffering"]["block_buffered"] is False and proc["buffering"]["u_flag"] is True
+    _in_time(field, "hung")
+
+
+# ------------------------------------------------------------------ healthy / stopped
+
+
+def test_healthy_run_exits_0_with_no_finding(field: Field) -> None:
+    r = field.results["healthy"]
+    assert r.rc == 0, _show(r)
+    doc = r.doc
+    assert doc is not None and doc["ok"] is True and doc["exit_code"] == 0
+    assert [f for f in doc["findings"] if f["severity"] != "info"] == []
+    assert doc["snapshot"]["log"]["lines_total"] > 5
+    assert doc["snapshot"]["process"]["buffering"]["block_buffered"] is False
+    _in_time(field, "healthy")
+
+
+def test_stopped_ct(field: Field) -> None:
+    r = field.results["stopped"]
+    assert r.rc in (1, 2), _show(r)
+    doc = r.doc
+    assert doc is not None and doc["exit_code"] == r.rc
+    assert "ct_stopped" in r.kinds(), _show(r)
+    assert f"pct start {CT_BASE + 6}" in r.finding("ct_stopped")["fix"]
+    _in_time(field, "stopped")
+
+
+def test_json_matches_the_documented_schema(field: Field) -> None:
+    for name, r in field.results.items():
+        if r.doc is None:
+            assert name.endswith("-text"), _show(r)
+            continue
+        assert set(r.doc) >= TOP_KEYS, name
+        assert r.doc["schema_version"] == 1
+        assert r.doc["exit_code"] == r.rc and r.doc["ok"] == (r.rc == 0)
+        for f in r.doc["findings"]:
+            assert set(f) >= FINDING_KEYS and f["severity"] in ("error", "warning", "info")
+        if r.doc["snapshot"] is not None:
+            assert set(r.doc["snapshot"]) >= SNAPSHOT_KEYS, name
