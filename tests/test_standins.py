@@ -171,6 +171,11 @@ async def test_usage_errors(testbed: Testbed, ct: int, no_delay: None) -> None:
     unknown = await ssh_run(testbed, ["pct", "frobnicate"])
     assert unknown.exit_status == 255
     assert "unknown command 'pct frobnicate'" in str(unknown.stderr)
+    unquoted = await ssh_run(testbed, ["pct", "exec", str(ct), "ls", "-la"])
+    assert unquoted.exit_status == 255
+    assert str(unquoted.stderr).startswith("Unknown option: la\n400 unable to parse option\n")
+    dashed = await ssh_run(testbed, ["pct", "exec", str(ct), "--", "ls", "-d", "/root"])
+    assert (dashed.exit_status, str(dashed.stdout)) == (0, "/root\n")
     bad = await ssh_run(testbed, ["pct", "status", "abc"])
     assert bad.exit_status == 255
     assert "vmid: invalid format" in str(bad.stderr)

@@ -198,6 +198,11 @@ class Testbed:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(5)
 
+    @property
+    def sshd_pid(self) -> int | None:
+        """PID of the running sshd (None when stopped)."""
+        return self._sshd.pid if self._sshd is not None and self._sshd.poll() is None else None
+
     def stop(self) -> None:
         for ct in sorted(self._cts):
             self.ct_destroy(ct)
