@@ -84,3 +84,25 @@ def test_ct_fixture_gives_a_running_ct_and_destroys_it(testbed: Testbed) -> None
     # nothing from the CT survives: no `sleep 300` anywhere on the host
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert "sleep 300" not in ps.splitlines()
+
+
+def test_stop_leaves_no_process_or_file_behind() -> None:
+    tb = Testbed().start()
+    root = str(tb.root)
+    tb.ct_create(250)
+    stream = subprocess.Popen(
+        tb.ssh_argv("nvidia-smi", "--query-gpu=index", "--format=csv", "-lms", "100000"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert stream.stdout is not None
+        assert stream.stdout.readline() == "index\n"  # the remote loop is up
+        tb.stop()
+        stream.wait(10)
+    finally:
+        stream.kill()
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert root not in ps
+    assert not os.path.exists(root)

@@ -11,6 +11,7 @@ private /tmp), so paths are visible both on the "host" and inside CTs:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -204,11 +205,46 @@ class Testbed:
         return self._sshd.pid if self._sshd is not None and self._sshd.poll() is None else None
 
     def stop(self) -> None:
+        """Destroy every CT made here, stop sshd and its sessions, kill what still runs with our
+        stand-in state in its environment (e.g. a stream a test never closed), delete the files."""
         for ct in sorted(self._cts):
             self.ct_destroy(ct)
+        sessions = self._children(self._sshd.pid) if self._sshd is not None else []
         self._kill_sshd()
-        # sshd children (sessions) run in their own sessions: kill what still uses our state.
+        for pid in sessions:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        self._kill_leftovers()
         shutil.rmtree(self.root, ignore_errors=True)
+
+    @staticmethod
+    def _children(ppid: int) -> list[int]:
+        kids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == ppid:
+                kids.append(int(entry))
+        return kids
+
+    def _kill_leftovers(self) -> None:
+        """SIGKILL processes started through this test bed (their environment names our state dir)."""
+        marker = f"GPUTUI_STANDIN_STATE={self.state_dir}".encode()
+        me = os.getpid()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == me:
+                continue
+            try:
+                env = Path(f"/proc/{entry}/environ").read_bytes()
+            except OSError:
+                continue
+            if marker in env.split(b"\0"):
+                with contextlib.suppress(OSError):
+                    os.kill(int(entry), signal.SIGKILL)
 
     # ---------------------------------------------------------------- clients
 
