@@ -12,7 +12,7 @@ import shlex
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from textual import on, work
@@ -82,6 +82,7 @@ class GputuiApp(App[int]):
         clock: Callable[[], float] = time.time,
         live: bool = True,
         on_exit: Callable[[], Any] | None = None,
+        start: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__()
         self.monitor = monitor
@@ -93,6 +94,7 @@ class GputuiApp(App[int]):
         self.clock = clock
         self.live = live  # False in snapshot tests: no timers, one apply
         self.on_exit_hook = on_exit
+        self.start_hook = start or monitor.start  # e.g. connect the transport first
         self.findings: list[Finding] = []
         self._dirty: set[str] = set()
         self._apply_pending = False
@@ -143,7 +145,7 @@ class GputuiApp(App[int]):
 
     @work(group="monitor", exit_on_error=False)
     async def _start_monitor(self) -> None:
-        await self.monitor.start()
+        await self.start_hook()
 
     # ------------------------------------------------------------ live data
 
@@ -230,7 +232,7 @@ class GputuiApp(App[int]):
         snap = self.monitor.snapshot
         panel = self._q(LogPanel)
         if snap.log.path != self._log_path:
-            if self._log_path is not None:
+            if self._log_path:
                 panel.restart(f"── now following {snap.log.path or '(nothing)'} ──")
             self._log_path = snap.log.path
         panel.add_lines(self.monitor.drain_log_lines())
@@ -238,11 +240,12 @@ class GputuiApp(App[int]):
     # ------------------------------------------------------------ verbs
 
     def why_not(self, verb: str) -> str | None:
-        if verb != "watch_log" and self.actions is None:
-            return "actions are not available in this build"
-        return why_not(
+        why = why_not(
             verb, self.monitor.snapshot, read_only=self.read_only, can_launch=self.can_launch
         )
+        if why is None and verb != "watch_log" and self.actions is None:
+            return "actions are not available in this build"
+        return why
 
     def _refresh_availability(self, snap: Snapshot) -> None:
         state = tuple(self.why_not(v.id) for v in VERBS)
@@ -334,7 +337,8 @@ class GputuiApp(App[int]):
         self.notify(f"watching session {name}", timeout=2)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(help_markdown({v.id: self.why_not(v.id) for v in VERBS})))
+        why = {v.id: self.why_not(v.id) for v in VERBS}
+        self.push_screen(HelpScreen(help_markdown(why, self.findings)))
 
     def action_filter(self) -> None:
         box = self._q("#log-filter", Input)
@@ -395,11 +399,14 @@ def run_app(settings: Any) -> int:
     app = GputuiApp(
         parts.monitor,
         actions=parts.actions,
-        read_only=bool(getattr(settings, "read_only", False)),
+        read_only=bool(getattr(parts.settings, "read_only", False)),
         can_launch=parts.can_launch,
-        stale_after=getattr(settings, "stale_after", None),
+        stale_after=getattr(parts.settings, "stale_after", None),
         on_exit=parts.on_exit,
+        start=parts.start,
     )
+    if parts.actions is not None:
+        parts.actions.progress = lambda text: app.notify(text, timeout=4)
     rc = app.run()
     return int(rc or 0)
 

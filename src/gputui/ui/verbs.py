@@ -67,7 +67,7 @@ class ActionBackend(Protocol):
 
 def why_not(verb: str, snap: Snapshot, *, read_only: bool, can_launch: bool = False) -> str | None:
     """None when `verb` applies now, else the reason in a few words."""
-    if read_only:
+    if read_only and verb != "watch_log":  # following another file changes nothing
         return "read-only mode (--read-only)"
     if snap.connection != ConnectionState.CONNECTED:
         return f"not connected ({snap.connection.value})"

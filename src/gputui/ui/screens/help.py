@@ -8,6 +8,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
+from gputui.model import Finding
 from gputui.ui.verbs import VERBS
 
 HELP_HEAD = """\
@@ -37,13 +38,27 @@ with `PYTHONUNBUFFERED=1`; `f` flushes the running process without a restart.
 """
 
 
-def help_markdown(unavailable: dict[str, str | None]) -> str:
+def findings_markdown(findings: list[Finding]) -> str:
+    if not findings:
+        return "\n## Findings now\n\nNothing wrong found.\n"
+    out = ["\n## Findings now\n"]
+    for f in findings:
+        out.append(f"- **{f.severity.value}: {f.title}**")
+        out += [f"  - {line}" for line in f.evidence[:6]]
+        if f.action_label:
+            out.append(f"  - key: `{f.action_label}`")
+        if f.fix:
+            out.append(f"  - fix: `{f.fix}`")
+    return "\n".join(out) + "\n"
+
+
+def help_markdown(unavailable: dict[str, str | None], findings: list[Finding] | None = None) -> str:
     rows = []
     for v in VERBS:
         why = unavailable.get(v.id)
         note = f" — *off: {why}*" if why else ""
         rows.append(f"| `{v.key}` | {v.help}{note} |")
-    return HELP_HEAD + "\n".join(rows) + "\n" + HELP_TAIL
+    return HELP_HEAD + "\n".join(rows) + "\n" + findings_markdown(findings or []) + HELP_TAIL
 
 
 class HelpScreen(ModalScreen[None]):

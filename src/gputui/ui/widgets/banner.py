@@ -15,17 +15,38 @@ _ICON = {Severity.ERROR: "✖", Severity.WARNING: "⚠", Severity.INFO: "ℹ"}
 
 
 def top_finding(findings: list[Finding]) -> Finding | None:
-    """The most severe finding; ties keep the diagnosis order."""
-    if not findings:
+    """The most severe warning or error; ties keep the diagnosis order. Info
+    findings (a missing optional tool) never raise the banner: see `?`."""
+    serious = [f for f in findings if f.severity != Severity.INFO]
+    if not serious:
         return None
-    return sorted(findings, key=lambda f: _ORDER.get(f.severity, 3))[0]
+    return sorted(serious, key=lambda f: _ORDER.get(f.severity, 3))[0]
+
+
+def squeeze_evidence(lines: list[str]) -> list[str]:
+    """One line per GPU is too much for a banner: keep the first, count the rest."""
+    out: list[str] = []
+    gpu_run = 0
+    for line in lines:
+        if line.startswith("GPU "):
+            gpu_run += 1
+            if gpu_run > 1:
+                continue
+        elif gpu_run > 1:
+            out[-1] += f"  (+{gpu_run - 1} GPUs alike)"
+            gpu_run = 0
+        else:
+            gpu_run = 0
+        out.append(line)
+    if gpu_run > 1:
+        out[-1] += f"  (+{gpu_run - 1} GPUs alike)"
+    return out
 
 
 def banner_text(f: Finding, hints: list[str], more: int, evidence_lines: int = 3) -> Text:
+    """Title, then the keys (so a clipped banner never loses them), then evidence."""
     t = Text()
     t.append(f"{_ICON.get(f.severity, '!')} {f.title}", style="bold")
-    for line in f.evidence[:evidence_lines]:
-        t.append(f"\n  · {line}")
     keys = [h for h in [f.action_label, getattr(f, "alt_action_label", ""), *hints] if h]
     tail = "   ".join(dict.fromkeys(keys))
     if f.fix and not f.action_label:
@@ -33,7 +54,9 @@ def banner_text(f: Finding, hints: list[str], more: int, evidence_lines: int = 3
     if more:
         tail += f"   (+{more} more: ? help)"
     if tail:
-        t.append(f"\n  {tail}", style="bold")
+        t.append(f"\n  {tail}", style="bold reverse")
+    for line in squeeze_evidence(f.evidence)[:evidence_lines]:
+        t.append(f"\n  · {line}")
     return t
 
 

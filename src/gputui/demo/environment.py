@@ -1,0 +1,152 @@
+"""The `--demo` environment: real local parts, simulated GPUs.
+
+- a private tmux server (TMUX_TMPDIR points at a directory of our own, so
+  the user's tmux is never touched; every tmux that gputui starts — the
+  agent's, the actions', `attach` — inherits it);
+- the shipped `train.py` copied into the demo directory and launched as
+  `python3 train.py 2>&1 | tee -a <dir>/train.log` in tmux session
+  `demo-train` (block-buffered stdout: the failure the banner explains);
+- `SimulatedGpus` (8 × H200) whose load follows the script's `phase.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from gputui.errors import GputuiError
+
+SESSION = "demo-train"
+GPUS = 8
+STALE_AFTER_S = 20.0  # the demo says "silent" sooner than a real run would
+METRIC_REGEX = r"step (?P<step>\d+) \| loss (?P<loss>[\d.]+) \| tok/s (?P<throughput>[\d.,]+)"
+LOAD = {"loading": 0.12, "training": 0.97}
+
+
+def default_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(base) / "gputui" / "demo"
+
+
+@dataclass
+class DemoEnvironment:
+    root: Path = field(default_factory=default_dir)
+
+    @property
+    def tmux_dir(self) -> Path:
+        return self.root / "tmux"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "train.log"
+
+    @property
+    def script(self) -> Path:
+        return self.root / "train.py"
+
+    @property
+    def command(self) -> str:
+        return f"python3 train.py 2>&1 | tee -a {shlex.quote(str(self.log))}"
+
+    def env(self) -> dict[str, str]:
+        # no TMUX (we are not inside the user's tmux), and no PYTHONUNBUFFERED:
+        # the demo run must start block-buffered like a real one behind `| tee`
+        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "PYTHONUNBUFFERED")}
+        env["TMUX_TMPDIR"] = str(self.tmux_dir)
+        return env
+
+    def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        if shutil.which("tmux") is None:
+            raise GputuiError("the demo needs tmux, and tmux is not installed", "apt install tmux")
+        return subprocess.run(
+            ["tmux", *args], env=self.env(), capture_output=True, text=True, timeout=10, check=check
+        )
+
+    def prepare(self) -> None:
+        """Fresh demo: stop an old demo server, keep old logs (moved aside), copy the script."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.tmux_dir.mkdir(mode=0o700, exist_ok=True)
+        self.tmux("kill-server", check=False)
+        if self.log.exists():
+            self.log.rename(self.root / f"train.log.{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.copyfile(Path(__file__).with_name("train.py"), self.script)
+        (self.root / "phase.json").unlink(missing_ok=True)
+
+    def launch(self) -> None:
+        """Start the buffered run the way people do: tmux + `| tee`."""
+        self.tmux(
+            "new-session",
+            "-d",
+            "-s",
+            SESSION,
+            "-x",
+            "160",
+            "-y",
+            "40",
+            "-c",
+            str(self.root),
+            "bash",
+            "-c",
+            self.command,
+            ";",
+            "set-option",
+            "-p",
+            "-t",
+            f"={SESSION}:",
+            "remain-on-exit",
+            "on",
+        )
+
+    def apply_env(self) -> None:
+        """Point every tmux this process starts at the private server."""
+        os.environ["TMUX_TMPDIR"] = str(self.tmux_dir)
+        os.environ.pop("TMUX", None)
+        # py-spy installed next to gputui (same venv) should be found by `d`
+        bindir = str(Path(sys.executable).parent)
+        if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+
+    def load(self) -> float:
+        """0..1 for SimulatedGpus: what the demo run is doing right now."""
+        try:
+            state = json.loads((self.root / "phase.json").read_text())
+            pid = int(state["pid"])
+            os.kill(pid, 0)
+        except (OSError, ValueError, KeyError):
+            return 0.0
+        return LOAD.get(str(state.get("phase")), 0.0)
+
+    def settings(self, base: Any = None) -> Any:
+        """Settings for the monitor and the actions: this machine, our session and log."""
+        s = SimpleNamespace(
+            **(vars(base) if base is not None and hasattr(base, "__dict__") else {})
+        )
+        s.host, s.ct, s.local, s.demo = None, None, True, True
+        s.session, s.log = SESSION, str(self.log)
+        s.interval = getattr(s, "interval", None) or 1.0
+        s.stale_after = STALE_AFTER_S
+        s.read_only = bool(getattr(s, "read_only", False))
+        s.metric_regexes = [METRIC_REGEX]
+        s.run = SimpleNamespace(
+            command="python3 train.py",
+            cwd=str(self.root),
+            session=SESSION,
+            log=str(self.log),
+            env={},
+        )
+        return s
+
+    def teardown(self) -> None:
+        """Quit: stop the demo run and its private tmux server."""
+        self.tmux("kill-server", check=False)

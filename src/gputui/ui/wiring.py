@@ -1,0 +1,141 @@
+"""From Settings to the parts the dashboard runs on: target, monitor, actions.
+
+`--demo` builds the local demo environment (private tmux server, a buffered
+training script, simulated GPUs); `--local` watches this machine with NVML;
+otherwise the ssh transport reaches the host (and `pct exec` the CT).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gputui.errors import GputuiError
+from gputui.model import Snapshot
+from gputui.remote.target import Target
+from gputui.ui.verbs import ActionOutcome, PlannedAction
+
+
+class ActionsBackend:
+    """The `gputui.actions` module behind the dashboard's verbs."""
+
+    def __init__(self, target: Target, settings: Any, monitor: Any) -> None:
+        self.target = target
+        self.settings = settings
+        self.monitor = monitor
+        self.progress: Callable[[str], None] | None = None
+
+    async def plan(self, verb: str, snap: Snapshot) -> PlannedAction:
+        from gputui import actions as a
+
+        session = snap.session_name or getattr(self.settings, "session", None)
+        t, s = self.target, self.settings
+        if verb == "relaunch":
+            plan = await a.plan_relaunch(t, s, session)
+        elif verb == "launch":
+            plan = await a.plan_launch(t, s)
+        elif verb in ("kill", "force_kill"):
+            plan = await a.plan_kill(t, s, session, force=verb == "force_kill")
+        elif verb == "dump":
+            plan = await a.plan_dump(t, s, session)
+        elif verb == "flush":
+            plan = await a.plan_flush(t, s, session, log=snap.log.path or None)
+        elif verb == "attach":
+            plan = a.plan_attach(s, session)
+        else:
+            raise GputuiError(f"unknown action {verb!r}", "press ? for the list of keys")
+        return PlannedAction(
+            verb=verb,
+            title=plan.title.rstrip("?"),
+            target=plan.target,
+            description="\n".join(plan.notes),
+            commands=[a.render_argv(argv) for argv in plan.commands],
+            plan=plan,
+            interactive_argv=list(plan.commands[0]) if verb == "attach" and plan.commands else None,
+        )
+
+    async def execute(self, planned: PlannedAction) -> ActionOutcome:
+        from gputui import actions as a
+
+        result = await a.execute(
+            self.target,
+            planned.plan,
+            self.progress,
+            gpu_memory=self._gpu_memory,
+            gpu_processes=self._gpu_processes,
+        )
+        details = "\n".join(result.details)
+        if result.output:
+            details = f"{details}\n\n{result.output}" if details else result.output
+        return ActionOutcome(result.ok, result.summary, details, result.saved_path)
+
+    async def _gpu_memory(self) -> float | None:
+        latest = self.monitor.snapshot.gpus.latest.values()
+        used = [s.mem_used_mib for s in latest if s.mem_used_mib is not None]
+        return sum(used) if used else None
+
+    async def _gpu_processes(self) -> list[Any]:
+        return list(self.monitor.snapshot.gpus.processes)
+
+
+@dataclass
+class Parts:
+    monitor: Any
+    actions: ActionsBackend | None
+    can_launch: bool
+    start: Callable[[], Awaitable[None]]
+    on_exit: Callable[[], Awaitable[None]]
+    settings: Any
+
+
+def make_transport(settings: Any) -> Any:
+    if getattr(settings, "local", False) or getattr(settings, "demo", False):
+        from gputui.remote.local import LocalTransport
+
+        return LocalTransport()
+    try:
+        from gputui.remote import ssh
+    except ImportError as e:
+        raise GputuiError(
+            "this build has no ssh transport", "use --local or --demo, or update gputui"
+        ) from e
+    factory = getattr(ssh.SshTransport, "from_settings", None)
+    return factory(settings) if factory is not None else ssh.SshTransport(settings)
+
+
+def build(settings: Any) -> Parts:
+    from gputui.monitor import Monitor
+
+    gpu_feed = None
+    demo = None
+    if getattr(settings, "demo", False):
+        from gputui.demo.environment import GPUS, DemoEnvironment
+        from gputui.gpufeed import SimulatedGpus
+
+        demo = DemoEnvironment()
+        demo.prepare()
+        demo.apply_env()
+        demo.launch()
+        settings = demo.settings(settings)
+        gpu_feed = SimulatedGpus(GPUS, demo.load, name="NVIDIA H200 (simulated)")
+    transport = make_transport(settings)
+    target = Target(transport, getattr(settings, "ct", None))
+    monitor = Monitor(target, settings, gpu_feed)
+    actions = (
+        None if getattr(settings, "read_only", False) else ActionsBackend(target, settings, monitor)
+    )
+    run = getattr(settings, "run", None)
+
+    async def start() -> None:
+        await transport.connect()
+        await monitor.start()
+
+    async def on_exit() -> None:
+        with contextlib.suppress(Exception):
+            await transport.close()
+        if demo is not None:
+            demo.teardown()
+
+    return Parts(monitor, actions, bool(getattr(run, "command", None)), start, on_exit, settings)
