@@ -224,7 +224,7 @@ class LogFollower:
         except GputuiError as err:
             self._set_error(str(err))
             return False
-        except (OSError, ConnectionError) as err:
+        except Exception as err:  # the transport library's own errors (asyncssh.Error, ...)
             self._set_error(f"log stream for {self.path} failed: {err}")
             return False
         self._proc = proc
@@ -248,7 +248,7 @@ class LogFollower:
                 if not chunk:
                     break
                 self._consume(chunk)
-        except (OSError, ConnectionError, GputuiError, EOFError) as err:
+        except Exception as err:  # a broken link: reopen at the offset
             self._set_error(f"log stream for {self.path} broke: {err}")
         finally:
             # Held-back bytes were not counted in the offset: they come again.

@@ -201,6 +201,8 @@ class Monitor:
         snap = self.snapshot
         snap.started = self.clock()
         tr = self.target.transport
+        if tr.state == ConnectionState.CONNECTING:
+            await tr.connect()  # ConnectError: one line with the fix, for the caller
         tr.on_state(self._on_connection)
         snap.connection = tr.state
         snap.connection_error = tr.state_detail
