@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import uuid
 
 import asyncssh
 
@@ -70,20 +71,25 @@ def test_workspace_is_outside_tmp_and_seen_in_ct(testbed: Testbed, ct: int) -> N
 
 def test_ct_fixture_gives_a_running_ct_and_destroys_it(testbed: Testbed) -> None:
     number = 299
+    tag = (
+        f"sleep {uuid.uuid4().int % 90000 + 10000}"  # unique: other suites run on this machine too
+    )
     testbed.ct_create(number)
     try:
         assert testbed.ct_running(number)
         init = testbed.ct_init_pid(number)
         assert init is not None
-        sleeper = testbed.ct_exec(number, ["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"])
+        sleeper = testbed.ct_exec(number, ["sh", "-c", f"{tag} >/dev/null 2>&1 & echo $!"])
         assert sleeper.returncode == 0, sleeper.stderr
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+        assert tag in ps.stdout.splitlines()
     finally:
         testbed.ct_destroy(number)
     assert not testbed.ct_conf_path(number).exists()
     assert not os.path.exists(f"/proc/{init}")
-    # nothing from the CT survives: no `sleep 300` anywhere on the host
+    # nothing from the CT survives: our sleep is gone from the host
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
-    assert "sleep 300" not in ps.splitlines()
+    assert tag not in ps.splitlines()
 
 
 def test_stop_leaves_no_process_or_file_behind() -> None:
