@@ -154,6 +154,10 @@ def _diagnose_all(testbed: Any, f: Field, cts: list[int]) -> None:
         done = {name: pool.submit(sc.finish_doctor, h) for name, h in started.items()}
         f.results = {name: fut.result() for name, fut in done.items()}
     # One human-readable report as well (the text mode), for the buffered run.
+    for name, r in f.results.items():
+        print(
+            f"doctor {name}: exit {r.rc} in {r.elapsed:.1f} s, {r.finished - f.stale_at[name]:.1f} s after the threshold"
+        )
     text = sc.start_doctor(testbed, cts[0], *plan["buffered"][1], "--stale-after", "3")
     f.results["buffered-text"] = sc.finish_doctor(text)
 
@@ -260,6 +264,22 @@ def test_start_script_writing_an_old_log_name(field: Field) -> None:
 
 
 # ------------------------------------------------------------------ 4. hung
+
+
+def test_unbuffered_hung_run_is_not_called_buffered(field: Field) -> None:
+    """The near miss: a silent log with GPUs held is not blamed on buffering
+    when the process runs with -u."""
+    r = field.results["hung"]
+    assert "busy_but_silent" not in r.kinds(), _show(r)
+    proc = r.doc["snapshot"]["process"]  # type: ignore[index]
+    assert proc["cmdline"][-2:] == ["-u", "deadlock.py"]
+    assert proc["buffering"]["block_buffered"] is False and proc["buffering"]["u_flag"] is True
+    gp = [p for p in r.doc["snapshot"]["gpus"]["processes"] if p["ct_pid"] == proc["pid"]]  # type: ignore[index]
+    assert gp and gp[0]["gpu_uuid"] == "GPU-e2e00002"
+    # the doctor watched the idle GPU long enough for the hang rule
+    util = [d["util_pct"] for d in r.doc["snapshot"]["gpus"]["devices"] if d["index"] == 2]  # type: ignore[index]
+    assert util == [0] and r.elapsed >= 5.0
+    _in_time(field, "hung")
 
 
 @pytest.mark.xfail(

@@ -30,7 +30,7 @@ from typing import Any
 
 from gputui import diagnose as rules
 from gputui.errors import GputuiError
-from gputui.gpufeed import GpuFeed
+from gputui.gpufeed import GpuFeed, NvidiaSmiFeed
 from gputui.model import ConnectionState, CtStatus, Finding, Snapshot
 from gputui.monitor import Monitor
 from gputui.remote.base import Transport
@@ -38,8 +38,9 @@ from gputui.remote.target import Target
 from gputui.report import exit_code, findings_to_json, render_text
 
 SETTLE_S = 2.0  # how long the one-shot watch runs at least
-IDLE_EXTRA_S = 0.5  # past diagnose.IDLE_SHORT_S, when GPUs look held and idle
+IDLE_EXTRA_S = 0.1  # past diagnose.IDLE_SHORT_S, when GPUs look held and idle
 WATCH_MAX_S = 12.0  # never watch longer than this
+APPS_PERIOD_S = 1.0  # compute-apps listing period during the watch
 
 
 def _get(settings: Any, name: str, default: Any = None) -> Any:
@@ -93,10 +94,17 @@ def _facts(transport: Transport, settings: Any, target: Target | None) -> dict[s
 
 
 def _held_and_idle(snap: Snapshot, now: float) -> bool:
-    """Some fresh GPU reading holds memory while every reading so far is idle."""
+    """A live run, and one of its GPUs (all GPUs when the process-to-GPU
+    mapping is unknown) holds memory while every reading so far is idle."""
+    if not any(p.is_python for p in snap.procs):
+        return False
     gpus = snap.gpus
+    pids = {p.pid for p in snap.procs}
+    mine = {gp.gpu_uuid for gp in gpus.processes or [] if gp.ct_pid in pids and gp.gpu_uuid}
     for idx, s in (gpus.latest or {}).items():
         if s.time is None or now - s.time > rules.GPU_FRESH_S:
+            continue
+        if mine and s.uuid not in mine:
             continue
         if s.mem_used_mib is None or s.mem_used_mib < rules.HELD_MIB:
             continue
@@ -115,6 +123,17 @@ def _idle_span(snap: Snapshot) -> float:
         if pts:
             spans.append(pts[-1][0] - pts[0][0])
     return min(spans) if spans else 0.0
+
+
+def one_shot_gpu_feed(target: Target, settings: Any) -> GpuFeed | None:
+    """The monitor's nvidia-smi feed, but listing the compute apps every
+    second: the host-PID -> CT-PID mapping needs the agent's PID namespace,
+    which arrives after the first listing, and a short watch cannot wait for
+    the next one at the usual 5 s. None: let the monitor choose (NVML)."""
+    source = _get(settings, "gpu_source", "auto")
+    if source == "nvml" or (_get(settings, "local", False) and source == "auto"):
+        return None
+    return NvidiaSmiFeed(target, where=source, apps_period_s=APPS_PERIOD_S)
 
 
 def correct_backlog_times(snap: Snapshot) -> None:
@@ -184,6 +203,8 @@ async def inspect(
             facts["connection"] = "failed"
             facts["error"] = str(err)
             return facts, None, [], False
+        if gpu_feed is None:
+            gpu_feed = one_shot_gpu_feed(target, settings)
         monitor = Monitor(target, settings, gpu_feed)
         snap = await watch_once(monitor, settle_s)
         facts = _facts(tr, settings, target)
