@@ -26,6 +26,8 @@ def testbed() -> Iterator[Testbed]:
 def ct(testbed: Testbed) -> Iterator[int]:
     """A fresh running container number (200, 201, ...); destroyed with its processes afterwards."""
     number = next(_ct_numbers)
+    while testbed.ct_conf_path(number).exists():  # taken by a test that picked its own number
+        number = next(_ct_numbers)
     testbed.ct_create(number, running=True)
     try:
         yield number
