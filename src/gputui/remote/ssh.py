@@ -336,7 +336,7 @@ class SshTransport(Transport):
         if isinstance(err, socket.gaierror):
             return ConnectError(
                 f"unknown host {self.host!r}: not a Host alias in your ssh config and DNS cannot resolve it",
-                "check the name, or add a `Host` entry to ~/.ssh/config (or pass --config with an ssh config)",
+                "check the name, or add a `Host` entry to ~/.ssh/config (or pass --ssh-config FILE)",
             )
         if isinstance(err, ConnectionRefusedError):
             return ConnectError(

@@ -1,0 +1,211 @@
+"""The `gputui` command: flags + config file -> Settings -> dashboard, doctor or an action.
+
+Every problem a user can cause ends as one line on stderr (`gputui: ...`)
+and exit status 2; Ctrl-C exits 130 quietly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from gputui import __version__
+from gputui.config import Settings, settings_from
+from gputui.errors import GputuiError
+
+ACTIONS = ("relaunch", "kill", "dump", "flush", "launch")
+
+HOW_TO_START = (
+    "no target given — try `gputui --demo`, or watch a run with "
+    "`gputui --host HOST --ct N` (or set host in ~/.config/gputui/config.toml)"
+)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _ct_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a CT number (e.g. 200, as `pct list` shows)"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a CT number (e.g. 200)")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port {value} is out of range 1-65535")
+    return value
+
+
+def add_target_flags(p: argparse.ArgumentParser, suppress: bool = False) -> None:
+    """The flags that say what to watch. In subcommands the defaults are
+    SUPPRESS so a flag given before the subcommand is not overwritten."""
+    d = {"default": argparse.SUPPRESS} if suppress else {}
+    b = {"default": argparse.SUPPRESS} if suppress else {"default": False}
+    g = p.add_argument_group("target")
+    g.add_argument("--host", help="host or ~/.ssh/config alias to ssh to", **d)
+    g.add_argument("--port", type=_port, help="ssh port", **d)
+    g.add_argument("--user", help="ssh user", **d)
+    g.add_argument("-i", dest="identity_file", metavar="FILE", help="ssh private key", **d)
+    g.add_argument(
+        "--ct", type=_ct_number, metavar="N", help="Proxmox LXC container of the run", **d
+    )
+    g.add_argument("--session", metavar="NAME", help="tmux session of the run", **d)
+    g.add_argument("--log", metavar="PATH", help="log file the run writes", **d)
+    g.add_argument(
+        "--config", metavar="FILE", help="config file (default ~/.config/gputui/config.toml)", **d
+    )
+    g.add_argument(
+        "--ssh-config",
+        dest="ssh_config",
+        metavar="FILE",
+        help="ssh_config file instead of ~/.ssh/config",
+        **d,
+    )
+    g.add_argument(
+        "--known-hosts",
+        dest="known_hosts",
+        metavar="FILE",
+        help="known_hosts file to check the host key against",
+        **d,
+    )
+    g.add_argument(
+        "--connect-timeout",
+        dest="connect_timeout",
+        type=_positive_float,
+        metavar="S",
+        help="seconds to wait for the connection (10)",
+        **d,
+    )
+    g.add_argument(
+        "--interval", type=_positive_float, metavar="S", help="seconds between polls (1.0)", **d
+    )
+    g.add_argument(
+        "--stale-after",
+        dest="stale_after",
+        type=_positive_float,
+        metavar="S",
+        help="log silence that counts as stalled (adaptive)",
+        **d,
+    )
+    g.add_argument(
+        "--read-only",
+        dest="read_only",
+        action="store_true",
+        help="disable every action that changes something",
+        **b,
+    )
+    g.add_argument(
+        "--accept-new-host-key",
+        dest="accept_new_host_key",
+        action="store_true",
+        help="accept an UNKNOWN host key after showing its fingerprint (never a changed one)",
+        **b,
+    )
+    mode = g.add_mutually_exclusive_group()
+    mode.add_argument("--local", action="store_true", help="watch this machine (no ssh)", **b)
+    mode.add_argument(
+        "--demo", action="store_true", help="a self-contained demo run on this machine", **b
+    )
+
+
+def _action_flags(p: argparse.ArgumentParser, command: str) -> None:
+    try:
+        from gputui.actions_cli import add_arguments
+    except ImportError:  # the actions module is not there: the flags we promise
+        p.add_argument("--yes", "-y", action="store_true", help="run without asking")
+        if command == "kill":
+            p.add_argument("--force", action="store_true", help="SIGTERM then SIGKILL, no SIGINT")
+        if command == "dump":
+            p.add_argument("--native", action="store_true")
+            p.add_argument("--locals", action="store_true")
+            p.add_argument("--pid", type=int, action="append")
+        return
+    add_arguments(p, command)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gputui",
+        description="A terminal dashboard for a training run on a remote GPU machine "
+        "(Proxmox LXC + tmux + log).",
+    )
+    parser.add_argument("--version", action="version", version=f"gputui {__version__}")
+    add_target_flags(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    doctor = sub.add_parser(
+        "doctor", help="check the connection, container and tools; print a report"
+    )
+    add_target_flags(doctor, suppress=True)
+    doctor.add_argument("--json", action="store_true", help="print JSON")
+    helps = {
+        "relaunch": "restart the run unbuffered (PYTHONUNBUFFERED=1, tee -a -i)",
+        "kill": "stop the run (SIGINT, then SIGTERM, then SIGKILL)",
+        "dump": "py-spy dump of the run's Python processes",
+        "flush": "flush a live process's stdout through gdb",
+        "launch": "start the [run] command from the config in tmux",
+    }
+    for name in ACTIONS:
+        p = sub.add_parser(name, help=helps[name])
+        add_target_flags(p, suppress=True)
+        _action_flags(p, name)
+    return parser
+
+
+def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings]:
+    args = build_parser().parse_args(argv)
+    return args, settings_from(args)
+
+
+def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
+    command = getattr(args, "command", None)
+    if command == "doctor":
+        if not (settings.host or settings.local or settings.demo):
+            raise GputuiError(
+                "no target given", "pass --host HOST [--ct N], or --local to check this machine"
+            )
+        from gputui import doctor
+
+        return doctor.run(settings, as_json=bool(getattr(args, "json", False)))
+    if command in ACTIONS:
+        from gputui import actions_cli
+
+        return actions_cli.run(command, args, settings)
+    if not (settings.host or settings.local or settings.demo):
+        print(f"gputui: {HOW_TO_START}", file=sys.stderr)
+        return 2
+    from gputui.ui.app import run_app
+
+    return run_app(settings)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args, settings = parse(argv)
+        return _dispatch(args, settings)
+    except GputuiError as err:
+        print(f"gputui: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""Settings: the TOML config file, then command-line flags on top.
+
+The file is optional (default `~/.config/gputui/config.toml`, or `--config
+FILE`). Every mistake in it is a `ConfigError` naming the file, the line and
+the key: a TOML syntax error, an unknown key, a value of the wrong type.
+`config.example.toml` documents every key.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+from gputui.errors import ConfigError
+
+DEFAULT_CONFIG = Path("~/.config/gputui/config.toml")
+GPU_SOURCES = ("auto", "host", "ct", "nvml")
+METRIC_GROUPS = ("step", "loss", "throughput")
+
+
+@dataclass
+class RunConfig:
+    """How to (re)launch the run: `[run]` in the config file."""
+
+    command: str | None = None  # e.g. "bash /root/start_training.sh"
+    cwd: str | None = None
+    session: str | None = None  # tmux session name for a launch
+    log: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Settings:
+    """Everything gputui needs to know about what to watch and how."""
+
+    host: str | None = None
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    ct: int | None = None
+    session: str | None = None
+    log: str | None = None
+    interval: float = 1.0
+    stale_after: float | None = None  # None: adaptive (from the run's own step rhythm)
+    read_only: bool = False
+    local: bool = False
+    demo: bool = False
+    connect_timeout: float = 10.0
+    gpu_source: str = "auto"
+    metric_regexes: list[str] = field(default_factory=list)
+    run: RunConfig = field(default_factory=RunConfig)
+    known_hosts: str | None = None
+    accept_new_host_key: bool = False
+    ssh_config: str | None = None  # an ssh_config file instead of ~/.ssh/config
+    keepalive: float = 15.0
+    config_path: str | None = None  # the gputui config file that was read, if any
+
+
+# (section, key) -> (Settings attribute, accepted types, description of the type)
+_STR = ((str,), "a string")
+_INT = ((int,), "an integer")
+_NUM = ((int, float), "a number")
+_BOOL = ((bool,), "true or false")
+_STRLIST = ((list,), "a list of strings")
+_TABLE = ((dict,), "a table of strings")
+
+KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
+    ("", "host"): ("host", _STR),
+    ("", "port"): ("port", _INT),
+    ("", "user"): ("user", _STR),
+    ("", "identity_file"): ("identity_file", _STR),
+    ("", "ct"): ("ct", _INT),
+    ("", "session"): ("session", _STR),
+    ("", "log"): ("log", _STR),
+    ("ssh", "known_hosts"): ("known_hosts", _STR),
+    ("ssh", "config"): ("ssh_config", _STR),
+    ("ssh", "connect_timeout"): ("connect_timeout", _NUM),
+    ("ssh", "keepalive"): ("keepalive", _NUM),
+    ("ssh", "accept_new_host_key"): ("accept_new_host_key", _BOOL),
+    ("ui", "interval"): ("interval", _NUM),
+    ("ui", "stale_after"): ("stale_after", _NUM),
+    ("ui", "read_only"): ("read_only", _BOOL),
+    ("gpu", "source"): ("gpu_source", _STR),
+    ("metrics", "regexes"): ("metric_regexes", _STRLIST),
+    ("run", "command"): ("run.command", _STR),
+    ("run", "cwd"): ("run.cwd", _STR),
+    ("run", "session"): ("run.session", _STR),
+    ("run", "log"): ("run.log", _STR),
+    ("run", "env"): ("run.env", _TABLE),
+}
+SECTIONS = {s for s, _ in KEYS if s}
+
+
+def _line_of(text: str, section: str, key: str | None) -> int | None:
+    """The line number (1-based) where `key` is set in `[section]`, or where
+    the section starts when key is None. A plain scan: good enough to point
+    a user at the right line."""
+    current = ""
+    header = re.compile(r"^\s*\[\s*([A-Za-z0-9_.\-\"']+)\s*\]\s*(#.*)?$")
+    for n, line in enumerate(text.splitlines(), 1):
+        m = header.match(line)
+        if m:
+            current = m.group(1).strip("\"'")
+            if key is None and current == section:
+                return n
+            continue
+        if key is not None and current == section:
+            km = re.match(r"^\s*[\"']?([A-Za-z0-9_\-]+)[\"']?\s*=", line)
+            if km and km.group(1) == key:
+                return n
+    return None
+
+
+def _where(path: Path, text: str, section: str, key: str | None) -> str:
+    line = _line_of(text, section, key)
+    name = f"{section}.{key}" if section and key else (key or f"[{section}]")
+    return f"{path}:{line}: `{name}`" if line else f"{path}: `{name}`"
+
+
+def _check_type(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in types:
+        return False
+    return isinstance(value, types)
+
+
+def _set(settings: Settings, attr: str, value: Any) -> None:
+    if attr.startswith("run."):
+        setattr(settings.run, attr[4:], value)
+    else:
+        setattr(settings, attr, value)
+
+
+def parse_config(text: str, path: Path) -> Settings:
+    """Settings from the text of a config file; ConfigError names file:line and key."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        msg = str(err)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        where = f"{path}:{m.group(1)}" if m else str(path)
+        reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
+        raise ConfigError(
+            f"{where}: invalid TOML: {reason}",
+            "fix that line (see config.example.toml for the format)",
+        ) from None
+    settings = Settings(config_path=str(path))
+    for name, value in data.items():
+        if isinstance(value, dict) and name in SECTIONS:
+            for key, v in value.items():
+                _apply(settings, text, path, name, key, v)
+        elif isinstance(value, dict):
+            raise ConfigError(
+                f"{_where(path, text, name, None)}: unknown section",
+                f"known sections: {', '.join(sorted('[' + s + ']' for s in SECTIONS))}",
+            )
+        else:
+            _apply(settings, text, path, "", name, value)
+    _validate(settings, text, path)
+    return settings
+
+
+def _apply(settings: Settings, text: str, path: Path, section: str, key: str, value: Any) -> None:
+    spec = KEYS.get((section, key))
+    if spec is None:
+        known = sorted(k for s, k in KEYS if s == section)
+        raise ConfigError(
+            f"{_where(path, text, section, key)}: unknown key",
+            f"known keys{' in [' + section + ']' if section else ' at the top'}: {', '.join(known)}",
+        )
+    attr, (types, wanted) = spec
+    if not _check_type(value, types):
+        raise ConfigError(
+            f"{_where(path, text, section, key)}: must be {wanted}, not {type(value).__name__} {value!r}",
+            "fix the value (see config.example.toml)",
+        )
+    if types == (list,) and not all(isinstance(x, str) for x in value):
+        raise ConfigError(
+            f"{_where(path, text, section, key)}: must be {wanted}", "quote each item"
+        )
+    if types == (dict,):
+        bad = [k for k, x in value.items() if not isinstance(x, str)]
+        if bad:
+            raise ConfigError(
+                f"{_where(path, text, section, key)}: value of {bad[0]!r} must be a string",
+                'quote it, e.g. PYTHONUNBUFFERED = "1"',
+            )
+        value = dict(value)
+    if types == _NUM[0]:
+        value = float(value)
+    _set(settings, attr, value)
+
+
+def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
+    """Value checks shared by the file and the flags."""
+
+    def where(section: str, key: str, flag: str) -> str:
+        if path is not None and _line_of(text, section, key):
+            return _where(path, text, section, key)
+        return flag
+
+    if s.port is not None and not 1 <= s.port <= 65535:
+        raise ConfigError(
+            f"{where('', 'port', '--port')}: port {s.port} is out of range", "use 1-65535"
+        )
+    if s.ct is not None and s.ct < 1:
+        raise ConfigError(
+            f"{where('', 'ct', '--ct')}: CT number {s.ct} is invalid",
+            "use the CT id from `pct list`, e.g. 200",
+        )
+    if s.interval <= 0:
+        raise ConfigError(
+            f"{where('ui', 'interval', '--interval')}: interval must be > 0", "e.g. 1.0"
+        )
+    if s.stale_after is not None and s.stale_after <= 0:
+        raise ConfigError(
+            f"{where('ui', 'stale_after', '--stale-after')}: must be > 0 seconds",
+            "e.g. 120, or leave it out for adaptive",
+        )
+    if s.connect_timeout <= 0:
+        raise ConfigError(
+            f"{where('ssh', 'connect_timeout', 'connect_timeout')}: must be > 0 seconds", "e.g. 10"
+        )
+    if s.gpu_source not in GPU_SOURCES:
+        raise ConfigError(
+            f"{where('gpu', 'source', 'gpu source')}: unknown GPU source {s.gpu_source!r}",
+            f"use one of: {', '.join(GPU_SOURCES)}",
+        )
+    for rx in s.metric_regexes:
+        try:
+            compiled = re.compile(rx)
+        except re.error as err:
+            raise ConfigError(
+                f"{where('metrics', 'regexes', 'metric regex')}: invalid regex {rx!r}: {err}",
+                "fix the pattern (TOML literal strings '...' keep backslashes as typed)",
+            ) from None
+        if not set(compiled.groupindex) & set(METRIC_GROUPS):
+            raise ConfigError(
+                f"{where('metrics', 'regexes', 'metric regex')}: regex {rx!r} has no named group step, loss or throughput",
+                r"name what it captures, e.g. 'step (?P<step>\d+)'",
+            )
+
+
+def load_config(path: str | Path | None = None) -> Settings:
+    """Settings from the config file (`path`, else the default one if it exists)."""
+    explicit = path is not None
+    p = Path(path if path is not None else DEFAULT_CONFIG).expanduser()
+    if not p.exists():
+        if explicit:
+            raise ConfigError(
+                f"config file {p} does not exist", "check the path given with --config"
+            )
+        return Settings()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(
+            f"cannot read config file {p}: {err}", "check its permissions and encoding"
+        ) from None
+    return parse_config(text, p)
+
+
+# flag dest -> Settings attribute
+FLAG_FIELDS = {
+    "host": "host",
+    "port": "port",
+    "user": "user",
+    "identity_file": "identity_file",
+    "ct": "ct",
+    "session": "session",
+    "log": "log",
+    "interval": "interval",
+    "stale_after": "stale_after",
+    "known_hosts": "known_hosts",
+    "ssh_config": "ssh_config",
+    "connect_timeout": "connect_timeout",
+}
+FLAG_BOOLS = ("read_only", "local", "demo", "accept_new_host_key")
+
+
+def settings_from(args: Any, base: Settings | None = None) -> Settings:
+    """Flags on top of the config: a flag that was given wins."""
+    s = base if base is not None else load_config(getattr(args, "config", None))
+    for dest, attr in FLAG_FIELDS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            setattr(s, attr, value)
+    for dest in FLAG_BOOLS:
+        if getattr(args, dest, False):
+            setattr(s, dest, True)
+    if s.local and s.demo:
+        raise ConfigError("--local and --demo cannot be combined", "pick one")
+    _validate(s)
+    return s
+
+
+def settings_fields() -> list[str]:
+    return [f.name for f in fields(Settings)]

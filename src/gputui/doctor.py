@@ -1,0 +1,216 @@
+"""`gputui doctor`: what gputui finds about the target, as text or JSON.
+
+`gather_facts(settings)` connects and collects plain facts (connection,
+container status, tools); `render_facts` / `facts_json` print them. They are
+kept apart so the run's snapshot and findings can be added to the same
+report later (see doctor_run.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import asdict
+from typing import Any
+
+from gputui.errors import ContainerError, GputuiError
+from gputui.model import CtStatus, Tools
+from gputui.remote.base import Transport
+from gputui.remote.target import Target
+
+# One fixed script (no values spliced in) that reports every tool in one call:
+# `name<TAB>version` per line, version empty when the tool is missing.
+TOOLS_SCRIPT = r"""for t in tmux python3 py-spy gdb nvidia-smi; do
+  if command -v "$t" >/dev/null 2>&1; then
+    case "$t" in
+      tmux) v=$(tmux -V 2>&1 | head -n 1) ;;
+      python3) v=$(python3 --version 2>&1 | head -n 1) ;;
+      py-spy) v=$(py-spy --version 2>&1 | head -n 1) ;;
+      gdb) v=$(gdb --version 2>&1 | head -n 1) ;;
+      *) v=$(command -v "$t") ;;
+    esac
+    printf '%s\t%s\n' "$t" "${v:-yes}"
+  else
+    printf '%s\t\n' "$t"
+  fi
+done
+"""
+
+
+def make_transport(settings: Any) -> Transport:
+    """The transport the settings name: this machine (--local/--demo) or ssh."""
+    if getattr(settings, "local", False) or getattr(settings, "demo", False):
+        from gputui.remote.local import LocalTransport
+
+        return LocalTransport()
+    from gputui.remote.ssh import SshTransport
+
+    if not getattr(settings, "host", None):
+        raise GputuiError(
+            "no host given", "pass --host H (and --ct N on a Proxmox host), or --local"
+        )
+    return SshTransport(
+        settings.host,
+        port=getattr(settings, "port", None),
+        user=getattr(settings, "user", None),
+        identity_file=getattr(settings, "identity_file", None),
+        config_path=getattr(settings, "ssh_config", None),
+        known_hosts=getattr(settings, "known_hosts", None),
+        connect_timeout=getattr(settings, "connect_timeout", 10.0) or 10.0,
+        keepalive=getattr(settings, "keepalive", 15.0) or 15.0,
+        accept_new_host_key=bool(getattr(settings, "accept_new_host_key", False)),
+    )
+
+
+async def container_status(transport: Transport, ct: int, timeout: float = 15.0) -> CtStatus:
+    """`pct status CT` on the host. ContainerError when the host has no pct."""
+    result = await transport.run(["pct", "status", str(ct)], timeout=timeout)
+    text = (result.out + result.err).strip()
+    if result.exit_status == 127 or ("pct" in result.err and "not found" in result.err):
+        raise ContainerError(
+            f"`pct` not found on {transport.label}: it is not a Proxmox host",
+            "use without --ct on a plain GPU server",
+        )
+    if "does not exist" in text:
+        return CtStatus.MISSING
+    if "status: running" in text:
+        return CtStatus.RUNNING
+    if "status: stopped" in text:
+        return CtStatus.STOPPED
+    return CtStatus.UNKNOWN
+
+
+def require_running(status: CtStatus, ct: int, where: str) -> None:
+    """ContainerError with the fix when the CT cannot run commands."""
+    if status == CtStatus.MISSING:
+        raise ContainerError(
+            f"container {ct} does not exist on {where}",
+            "check the number with `pct list` on the host",
+        )
+    if status == CtStatus.STOPPED:
+        raise ContainerError(
+            f"container {ct} on {where} is stopped", f"start it with `pct start {ct}` on the host"
+        )
+
+
+async def connect_target(settings: Any) -> Target:
+    """Connect and check the CT: a Target ready for commands, or a one-line error."""
+    transport = make_transport(settings)
+    await transport.connect()
+    ct = getattr(settings, "ct", None)
+    if ct is not None:
+        try:
+            require_running(await container_status(transport, int(ct)), int(ct), transport.label)
+        except BaseException:
+            await transport.close()
+            raise
+    return Target(transport, int(ct) if ct is not None else None)
+
+
+def _parse_tools(text: str) -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for line in text.splitlines():
+        name, _, version = line.partition("\t")
+        if name:
+            found[name.strip()] = version.strip() or None
+    return found
+
+
+async def _tools(target: Target) -> Tools:
+    probe = ["sh", "-c", TOOLS_SCRIPT]
+    if target.ct is not None:
+        inside, host = await asyncio.gather(
+            target.run(probe, timeout=20), target.run_host(probe, timeout=20)
+        )
+        ct_tools, host_tools = _parse_tools(inside.out), _parse_tools(host.out)
+    else:
+        host = await target.run_host(probe, timeout=20)
+        ct_tools = host_tools = _parse_tools(host.out)
+    return Tools(
+        tmux=ct_tools.get("tmux"),
+        python3=ct_tools.get("python3"),
+        py_spy=ct_tools.get("py-spy"),
+        nvidia_smi_host=host_tools.get("nvidia-smi") is not None,
+        nvidia_smi_ct=(ct_tools.get("nvidia-smi") is not None) if target.ct is not None else None,
+        gdb=ct_tools.get("gdb"),
+    )
+
+
+async def gather_facts(settings: Any) -> dict[str, Any]:
+    """Connection, CT status and tools. Raises GputuiError (one line) when the
+    host cannot be reached or the CT cannot run commands."""
+    t0 = time.perf_counter()
+    target = await connect_target(settings)
+    transport = target.transport
+    try:
+        connect_ms = (time.perf_counter() - t0) * 1000.0
+        facts: dict[str, Any] = {
+            "target": target.label,
+            "connection": {
+                "transport": "local"
+                if getattr(settings, "local", False) or getattr(settings, "demo", False)
+                else "ssh",
+                "host": getattr(transport, "resolved_host", None)
+                or getattr(settings, "host", None),
+                "port": getattr(transport, "resolved_port", None),
+                "user": getattr(transport, "resolved_user", None),
+                "state": transport.state.value,
+                "rtt_ms": round(transport.rtt_ms, 1) if transport.rtt_ms is not None else None,
+                "connect_ms": round(connect_ms, 1),
+            },
+            "ct": None,
+        }
+        if target.ct is not None:
+            facts["ct"] = {"number": target.ct, "status": CtStatus.RUNNING.value}
+        facts["tools"] = asdict(await _tools(target))
+        return facts
+    finally:
+        await transport.close()
+
+
+def _fmt(value: Any) -> str:
+    return (
+        "missing" if value is None or value is False else ("yes" if value is True else str(value))
+    )
+
+
+def render_facts(facts: dict[str, Any]) -> str:
+    c = facts["connection"]
+    lines = [f"target      {facts['target']}"]
+    if c["transport"] == "ssh":
+        lines.append(
+            f"connection  {c['user']}@{c['host']} port {c['port']}: {c['state']}, "
+            f"round trip {c['rtt_ms']} ms, connected in {c['connect_ms']:.0f} ms"
+        )
+    else:
+        lines.append(f"connection  this machine: {c['state']}")
+    ct = facts.get("ct")
+    lines.append(
+        f"container   {ct['number']}: {ct['status']}"
+        if ct
+        else "container   none (commands run on the host)"
+    )
+    t = facts["tools"]
+    where = "in the CT" if ct else "on the host"
+    lines.append(f"tools {where}:")
+    lines.append(f"  tmux        {_fmt(t['tmux'])}")
+    lines.append(f"  python3     {_fmt(t['python3'])}")
+    lines.append(f"  py-spy      {_fmt(t['py_spy'])}")
+    lines.append(f"  gdb         {_fmt(t['gdb'])}")
+    lines.append(
+        f"  nvidia-smi  host: {_fmt(t['nvidia_smi_host'])}"
+        + (f", CT: {_fmt(t['nvidia_smi_ct'])}" if ct else "")
+    )
+    return "\n".join(lines) + "\n"
+
+
+def facts_json(facts: dict[str, Any]) -> str:
+    return json.dumps(facts, indent=2, sort_keys=False)
+
+
+def run(settings: Any, as_json: bool = False) -> int:
+    """`gputui doctor`: print the facts; GputuiError propagates (cli: exit 2)."""
+    facts = asyncio.run(gather_facts(settings))
+    print(facts_json(facts) if as_json else render_facts(facts), end="" if not as_json else "\n")
+    return 0
