@@ -434,3 +434,30 @@ def test_plain_table_matches_the_real_layout(testbed: Testbed, gpus: Testbed) ->
 def test_state_file_is_json_the_test_controls(testbed: Testbed, gpus: Testbed) -> None:
     testbed.set_gpus(BUSY)
     assert json.loads((testbed.state_dir / "gpus.json").read_text()) == BUSY
+
+
+def test_killing_pct_exec_on_the_host_leaves_the_ct_command_running(
+    testbed: Testbed, ct: int
+) -> None:
+    """Like lxc-attach (which only waits, it does not forward SIGTERM): a stream must be wrapped
+    *inside* the CT to end with its channel; killing the host-side `pct exec` is not enough."""
+    tag = f"sleep {uuid.uuid4().int % 90000 + 10000}"
+    env = testbed.env()
+    env["GPUTUI_PCT_DELAY"] = "0"
+    pct = subprocess.Popen(
+        ["pct", "exec", str(ct), "--", *tag.split()], env=env, stdin=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 5
+    while (
+        tag
+        not in subprocess.run(
+            ["ps", "-eo", "args"], capture_output=True, text=True
+        ).stdout.splitlines()
+    ):
+        assert time.monotonic() < deadline, "the command never started in the CT"
+        time.sleep(0.02)
+    pct.terminate()
+    pct.wait(5)
+    time.sleep(0.1)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert tag in ps.splitlines()  # still running inside the CT; the ct fixture's destroy kills it
