@@ -7,6 +7,18 @@ private /tmp), so paths are visible both on the "host" and inside CTs:
     root/bin/        copies of tests/standins/* (on the PATH of every ssh session via sshd SetEnv)
     root/state/      stand-in state (CT configs and runtime, pct delay, nvidia-smi gpus.json)
     root/workspace/  for tests' logs and scripts (visible on the host and inside CTs)
+
+Fixtures (tests/conftest.py): `testbed` (session) is a started Testbed; `ct` (function) is a
+fresh running CT number (200, 201, ...), destroyed afterwards with every process in it.
+
+Behaviour worth knowing:
+- every ssh session gets PATH=<bin_dir>:... and GPUTUI_STANDIN_STATE=<state_dir> (sshd SetEnv);
+  root's ~/.bashrc may prepend more to PATH, so `pct`/`nvidia-smi` resolve to the stand-ins.
+- `pct` sleeps 0.3 s per call (like the Perl original) unless set_pct_delay() says otherwise;
+  ct_create/ct_start/ct_stop/ct_exec skip that delay.
+- `pct exec` keeps the caller's environment and cwd (/root over ssh); killing the host-side
+  `pct exec` does not stop the command inside the CT (lxc-attach does not forward signals).
+- stop() ends sshd, its sessions and any process whose environment names our state dir.
 """
 
 from __future__ import annotations
