@@ -133,6 +133,7 @@ class GputuiApp(App[int]):
 
     def on_mount(self) -> None:
         self._main = self.screen
+        self._q(Banner).compact = self.has_class("-short")
         self.monitor.subscribe(self._on_monitor)
         self._apply(set(("connection", "gpus", "sessions", "procs", "log", "metrics", "ct")))
         self._tick()

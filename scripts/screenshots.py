@@ -1,0 +1,92 @@
+"""Regenerate screenshots/*.svg of the dashboard, headless and stable.
+
+Uses the demo package's fixed scenes (gputui.demo.scenes): the same
+snapshots, frozen clock and fixed log lines every run, so the SVGs only
+change when the UI does.
+
+    python scripts/screenshots.py [--out screenshots] [--size 120x36]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from gputui.demo.scenes import PY_SPY_OUTPUT, SCENES, T0, RecordingActions, SceneMonitor
+from gputui.ui.app import GputuiApp
+from gputui.ui.verbs import ActionOutcome
+
+Steps = Callable[[Pilot[int]], Awaitable[None]]
+
+
+async def _nothing(pilot: Pilot[int]) -> None:
+    await pilot.pause()
+
+
+async def _confirm(pilot: Pilot[int]) -> None:
+    await pilot.press("r")
+    await pilot.pause()
+
+
+async def _dump(pilot: Pilot[int]) -> None:
+    await pilot.press("d")
+    await pilot.pause()
+    await pilot.press("y")
+    await pilot.app.workers.wait_for_complete()
+    pilot.app.clear_notifications()
+    await pilot.pause()
+
+
+DUMP = ActionOutcome(
+    True,
+    "py-spy dump of pid 4242: 2 threads",
+    details=PY_SPY_OUTPUT,
+    saved_path="~/.local/state/gputui/dumps/dflash-4242.txt",
+)
+
+SHOTS: list[tuple[str, str, Steps, ActionOutcome | None]] = [
+    ("healthy", "healthy", _nothing, None),
+    ("buffered-banner", "buffered", _nothing, None),
+    ("dead-session", "dead", _nothing, None),
+    ("confirm-relaunch", "buffered", _confirm, None),
+    ("py-spy-dump", "healthy", _dump, DUMP),
+]
+
+
+async def shoot(out: Path, size: tuple[int, int]) -> list[Path]:
+    written = []
+    for name, scene, steps, outcome in SHOTS:
+        snap, lines, findings = SCENES[scene](T0)
+        app = GputuiApp(
+            SceneMonitor(snap, lines),
+            actions=RecordingActions(outcome),
+            diagnose=lambda s, now, f=findings: list(f),
+            clock=lambda: T0,
+            live=False,
+        )
+        async with app.run_test(size=size) as pilot:
+            await steps(pilot)
+            path = app.save_screenshot(filename=f"{name}.svg", path=str(out))
+            written.append(Path(path))
+    return written
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "screenshots"))
+    ap.add_argument("--size", default="120x36", help="COLSxROWS")
+    args = ap.parse_args()
+    cols, rows = (int(x) for x in args.size.split("x"))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for p in asyncio.run(shoot(out, (cols, rows))):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

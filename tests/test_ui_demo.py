@@ -1,0 +1,74 @@
+"""`gputui --demo` end to end on this machine: real tmux (private server),
+the real buffered demo script behind `| tee`, the real monitor and actions,
+simulated GPUs. The banner must explain the buffering and `r` must fix it.
+
+Slow on purpose (~35 s): the run has to stay silent past the demo's
+20 s stale threshold before the diagnosis may call it silent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from gputui.ui.app import GputuiApp
+from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.widgets.banner import Banner
+from gputui.ui.wiring import build
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="the demo needs tmux")
+
+
+async def wait_for(cond, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if cond():
+            return True
+        await asyncio.sleep(0.5)
+    return False
+
+
+@pytest.mark.timeout(150)
+async def test_demo_banner_explains_buffering_and_relaunch_fixes_it(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setenv("TMUX_TMPDIR", str(tmp_path))  # restored after: build() repoints it
+    monkeypatch.setenv("PATH", __import__("os").environ["PATH"])
+    parts = build(SimpleNamespace(demo=True, read_only=False))
+    app = GputuiApp(
+        parts.monitor,
+        actions=parts.actions,
+        can_launch=parts.can_launch,
+        stale_after=parts.settings.stale_after,
+        on_exit=parts.on_exit,
+        start=parts.start,
+    )
+    banner_kind = lambda: app.query_one(Banner).finding and app.query_one(Banner).finding.kind  # noqa: E731
+    try:
+        async with app.run_test(size=(120, 36)) as pilot:
+            snap = parts.monitor.snapshot
+            assert await wait_for(lambda: banner_kind() == "busy_but_silent", 45), (
+                f"no buffering banner; findings: {[f.kind for f in app.findings]}"
+            )
+            assert snap.training_proc is not None and snap.training_proc.block_buffered
+            assert len(snap.metrics.throughput) == 0  # nothing reached the log yet
+            await pilot.press("r")
+            assert await wait_for(lambda: isinstance(app.screen, ConfirmScreen), 10)
+            assert app.executed == []  # the box is open; nothing ran
+            await pilot.press("y")
+            await app.workers.wait_for_complete()
+            assert [p.verb for p in app.executed] == ["relaunch"]
+            assert await wait_for(lambda: len(snap.metrics.throughput) >= 8, 20)
+            assert await wait_for(lambda: banner_kind() is None, 10)
+            proc = snap.training_proc
+            assert proc is not None and proc.block_buffered is False
+            old_logs = list((tmp_path / "gputui" / "demo").glob("train.log.*"))
+            assert old_logs, "the relaunch must keep the old log (moved aside)"
+            await pilot.press("escape")  # close the result box
+            await pilot.press("q")
+            await pilot.pause()
+    finally:
+        await parts.on_exit()
