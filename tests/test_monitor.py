@@ -560,3 +560,80 @@ async def test_gpus_from_the_standin_with_processes_mapped_into_the_ct(
         assert mon.channels <= 6
     finally:
         await mon.stop()
+
+
+SEQ_WRITER = """\
+import os, sys, time
+stop = sys.argv[1]
+i = 0
+while not os.path.exists(stop):
+    i += 1
+    sys.stdout.write("seq %d" % i)
+    sys.stdout.flush()
+    sys.stdout.write(" done\\n")  # the cut often lands between the two halves
+    sys.stdout.flush()
+    time.sleep(0.001)
+"""
+
+
+async def test_log_resumes_after_the_ssh_connection_is_cut(testbed: Any, ct: int, ws: Path) -> None:
+    """Over the real sshd: numbered lines are written while the TCP
+    connection is cut twice; the lines received are exactly 1..N.
+    (~6 s: two real reconnects with the transport's backoff.)"""
+    import socket
+
+    (ws / "seq.py").write_text(SEQ_WRITER)
+    log = ws / "seq.log"
+    log.write_text("")
+    stop = ws / "seq.stop"
+    tr = testbed.transport()
+    await tr.connect()
+    mon = Monitor(
+        Target(tr, ct), settings(interval=0.5, log=str(log)), gpu_feed=SimulatedGpus(1, lambda: 1)
+    )
+    got: list[str] = []
+    states: list[ConnectionState] = []
+    at_cut: list[int] = []
+
+    def on_change(snap: Snapshot, parts: set[str]) -> None:
+        got.extend(mon.drain_log_lines())
+        if "connection" in parts:
+            states.append(snap.connection)
+
+    mon.subscribe(on_change)
+    await mon.start()
+    try:
+        await until(lambda: mon.snapshot.log.exists, what="following")
+        py = shlex.quote(str(ws / "seq.py"))
+        cmd = f"python3 {py} {shlex.quote(str(stop))} >> {shlex.quote(str(log))}"
+        tmux_in_ct(testbed, ct, "new", "-d", "-s", "seq", cmd)
+        for k in (1, 2):
+            await until(lambda k=k: len(got) >= k * 300, what=f"lines before cut {k}")
+            sock = tr._socket()
+            assert sock is not None
+            sock.shutdown(socket.SHUT_RDWR)
+            at_cut.append(len(got))
+            await until(lambda: tr.state == ConnectionState.RECONNECTING, what="link down")
+            await until(lambda: tr.state == ConnectionState.CONNECTED, what="link back")
+        await until(lambda: len(got) > at_cut[-1] + 300, what="lines after the cuts")
+        stop.touch()  # the writer ends; N is what the file holds
+        await asyncio.sleep(0.2)
+        n = len(log.read_text().splitlines())
+        await until(lambda: len(got) >= n, timeout=30, what="all lines")
+        await asyncio.sleep(0.3)
+        got.extend(mon.drain_log_lines())
+    finally:
+        stop.touch()
+        await mon.stop()
+        await tr.close()
+    assert tr.reconnects >= 2
+    assert at_cut[-1] < n - 300  # both cuts landed while lines were still coming
+    assert ConnectionState.RECONNECTING in states and states[-1] != ConnectionState.RECONNECTING
+    assert got == [f"seq {i} done" for i in range(1, n + 1)]
+    assert mon.follower is not None and mon.follower.streams_opened >= 3
+    assert mon.snapshot.log.truncations == 0 and mon.snapshot.log.rotations == 0
+    deadline = time.monotonic() + 5
+    while "gputui-follow" in ct_processes(testbed, ct) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    left = ct_processes(testbed, ct)
+    assert "gputui-follow" not in left and "gputui-agent" not in left
