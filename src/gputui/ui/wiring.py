@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.errors import GputuiError
-from gputui.model import Snapshot
+from gputui.model import ConnectionState, Snapshot
 from gputui.remote.target import Target
 from gputui.ui.verbs import ActionOutcome, PlannedAction
 
@@ -90,21 +90,6 @@ class Parts:
     settings: Any
 
 
-def make_transport(settings: Any) -> Any:
-    if getattr(settings, "local", False) or getattr(settings, "demo", False):
-        from gputui.remote.local import LocalTransport
-
-        return LocalTransport()
-    try:
-        from gputui.remote import ssh
-    except ImportError as e:
-        raise GputuiError(
-            "this build has no ssh transport", "use --local or --demo, or update gputui"
-        ) from e
-    factory = getattr(ssh.SshTransport, "from_settings", None)
-    return factory(settings) if factory is not None else ssh.SshTransport(settings)
-
-
 def build(settings: Any) -> Parts:
     from gputui.monitor import Monitor
 
@@ -120,6 +105,8 @@ def build(settings: Any) -> Parts:
         demo.launch()
         settings = demo.settings(settings)
         gpu_feed = SimulatedGpus(GPUS, demo.load, name="NVIDIA H200 (simulated)")
+    from gputui.doctor import make_transport
+
     transport = make_transport(settings)
     target = Target(transport, getattr(settings, "ct", None))
     monitor = Monitor(target, settings, gpu_feed)
@@ -129,7 +116,14 @@ def build(settings: Any) -> Parts:
     run = getattr(settings, "run", None)
 
     async def start() -> None:
-        await transport.connect()
+        try:
+            await transport.connect()
+        except Exception as e:  # show it in the header too, not only as a toast
+            monitor.snapshot.connection = ConnectionState.FAILED
+            monitor.snapshot.connection_error = str(e)
+            for cb in list(getattr(monitor, "_listeners", [])):
+                cb(monitor.snapshot, {"connection"})
+            raise
         await monitor.start()
 
     async def on_exit() -> None:
