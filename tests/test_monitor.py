@@ -433,6 +433,15 @@ async def test_collect_snapshot_one_shot(
     assert snap.session_name == "s1" and snap.sessions
     assert list(snap.log_tail) == ["hello"]
     assert snap.gpus.latest[0].util_pct is not None
+    # What `gputui doctor --json` prints from it.
+    import json
+
+    from gputui.report import snapshot_to_dict
+
+    d = json.loads(json.dumps(snapshot_to_dict(snap)))
+    assert d["ct"] == {"id": ct, "status": "running"}
+    assert 47 <= d["gpus"]["devices"][0]["util_pct"] <= 53  # load 0.5 ± jitter
+    assert d["tools"]["tmux"]
     left = ct_processes(testbed, ct)
     assert "gputui-agent" not in left and "tail -c" not in left
 
