@@ -10,7 +10,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -76,8 +76,23 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, testbed: Any) -> None:
 
 
 @pytest.fixture
-def target(env: None, ct: int) -> Iterator[Target]:
-    yield Target(LocalTransport(), ct)
+async def target(env: None, ct: int, testbed: Any) -> AsyncIterator[Target]:
+    """The CT through the real sshd once SshTransport exists (set
+    GPUTUI_TEST_TRANSPORT=local to force the local transport), else through
+    LocalTransport running the same stand-in `pct` on this machine."""
+    try:
+        from gputui.remote import ssh  # the transport helper's module
+    except ImportError:
+        ssh = None
+    if ssh is None or os.environ.get("GPUTUI_TEST_TRANSPORT") == "local":
+        yield Target(LocalTransport(), ct)
+        return
+    transport = testbed.transport()
+    await transport.connect()
+    try:
+        yield Target(transport, ct)
+    finally:
+        await transport.close()
 
 
 @pytest.fixture
@@ -219,17 +234,18 @@ async def test_relaunch_instant_crash_keeps_pane_and_exit_code(
     assert "boom" in text and "[gputui] exit 3" in text
     # remain-on-exit landed before the exit (tmux may see the pty close a
     # moment before it reaps the exit status, so allow it that moment)
-    wait_for(
-        lambda: (
-            testbed.ct_exec(
-                ct,
-                ["tmux", "list-panes", "-t", "=crash:", "-F", "#{pane_dead} #{pane_dead_status}"],
-            ).stdout.strip()
-            == "1 3"
-        ),
-        timeout=3.0,
-        what="dead pane with exit status 3",
-    )
+    seen: list[str] = []
+
+    def pane_state() -> bool:
+        fmt = "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}"
+        r = testbed.ct_exec(ct, ["tmux", "list-panes", "-t", "=crash:", "-F", fmt])
+        seen.append(r.stdout.strip() + r.stderr.strip())
+        return seen[-1] == "1 3"
+
+    try:
+        wait_for(pane_state, timeout=3.0, what="dead pane with exit status 3")
+    except AssertionError:
+        raise AssertionError(f"pane states seen: {seen[-3:]}") from None
     no_pwned(work)
 
 
@@ -450,3 +466,44 @@ async def test_relaunch_run_typed_into_shell_recovers_exact_argv(
     assert "GPU memory rising (+40000 MiB)" in result.summary
     wait_for(lambda: b"step 3" in log.read_bytes(), timeout=3.0, what="unbuffered steps")
     assert b"step 0" in Path(result.data["moved_log"]).read_bytes()  # SIGINT flushed the old run
+
+
+def host_pid_of(ct_pid: int, needle: str) -> int:
+    """The host PID of a CT process (NSpid's last field is its CT PID)."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            status = (d / "status").read_text()
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ns = [ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")]
+        if ns and len(ns[0]) > 1 and int(ns[0][-1]) == ct_pid and needle.encode() in cmd:
+            return int(d.name)
+    raise AssertionError(f"no host process for CT pid {ct_pid}")
+
+
+async def test_gpu_readers_map_host_pids_into_the_ct(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    from gputui.actions.gpu import memory_reader, process_reader
+
+    start_buffered(testbed, ct, "gpu", work)
+    plan = await plan_kill(target, settings(), "gpu", int_wait=2.0)
+    leader = plan.params["leader"]
+    host_pid = host_pid_of(leader, "train.py")
+    assert host_pid != leader  # really another PID namespace
+    testbed.set_gpus(
+        {
+            "gpus": [{"index": 0, "memory.used": 40000}, {"index": 1, "memory.used": 1000}],
+            "apps": [{"pid": host_pid, "process_name": "python3", "used_memory": 39000}],
+        }
+    )
+    assert await memory_reader(target)() == 41000
+    procs = await process_reader(target)()
+    assert [(p.host_pid, p.ct_pid) for p in procs] == [(host_pid, leader)]
+    # The stand-in keeps listing it after the kill: the report names it.
+    result = await execute(target, plan, gpu_processes=process_reader(target))
+    assert result.ended_by == "SIGINT" and "still held" in result.summary
+    assert any(f"pid {leader}" in d and "39000 MiB" in d for d in result.details), result.details

@@ -110,7 +110,15 @@ async def run_async(
         print(plan.display, file=out)
         if not getattr(args, "yes", False) and not confirm(plan, out, ask):
             return 1
-        result = await execute(target, plan, lambda s: print(f"… {s}", file=err, flush=True))
+        from gputui.actions.gpu import memory_reader, process_reader
+
+        result = await execute(
+            target,
+            plan,
+            lambda s: print(f"… {s}", file=err, flush=True),
+            gpu_memory=memory_reader(target),
+            gpu_processes=process_reader(target),
+        )
     except GputuiError as e:
         print(f"gputui: {e}", file=err)
         return 2

@@ -229,8 +229,24 @@ async def check_unchanged(target: Target, plan: ActionPlan) -> None:
 GPU_SETTLE_S = 2.0  # the driver may take a moment to release a dead process's memory
 
 
+async def gpu_host_pids(reader: GpuProcessReader | None, pids: list[int]) -> dict[int, int]:
+    """Host PIDs of the run's processes on the GPUs, read BEFORE stopping it
+    (a dead process can no longer be mapped from host PID to CT PID)."""
+    if reader is None:
+        return {}
+    try:
+        procs = await reader()
+    except Exception:
+        return {}
+    mine = set(pids)
+    return {p.host_pid: p.ct_pid for p in procs if p.ct_pid is not None and p.ct_pid in mine}
+
+
 async def gpu_after(
-    reader: GpuProcessReader | None, pids: list[int], settle_s: float = GPU_SETTLE_S
+    reader: GpuProcessReader | None,
+    pids: list[int],
+    settle_s: float = GPU_SETTLE_S,
+    host_pids: dict[int, int] | None = None,
 ) -> tuple[bool | None, list[str]]:
     """(freed?, lines) — freed is None without a GPU reader. Re-reads for up
     to `settle_s` while a killed process still shows on a GPU."""
@@ -246,16 +262,27 @@ async def gpu_after(
         except Exception as err:  # a GPU reading problem must not hide the kill result
             return None, [f"GPU check failed: {err}"]
         holding = [
-            p for p in procs if (p.ct_pid in mine) or (p.ct_pid is None and p.host_pid in mine)
+            p
+            for p in procs
+            if p.ct_pid in mine
+            or p.host_pid in (host_pids or ())
+            or (p.ct_pid is None and p.in_container is None and p.host_pid in mine)
         ]
         if not holding or time.monotonic() >= deadline:
             break
         await asyncio.sleep(0.5)
-    lines = [
-        f"still on GPU {p.gpu_uuid[:12]}: pid {p.ct_pid or p.host_pid} {p.name} "
-        f"{'' if p.used_mib is None else f'{p.used_mib:.0f} MiB'}".rstrip()
-        for p in procs
-    ]
+    known = host_pids or {}
+    lines = []
+    for p in procs:
+        ct_pid = p.ct_pid if p.ct_pid is not None else known.get(p.host_pid)
+        who = (
+            f"pid {ct_pid} (host pid {p.host_pid})"
+            if ct_pid is not None
+            else f"host pid {p.host_pid}"
+        )
+        mem = "" if p.used_mib is None else f" {p.used_mib:.0f} MiB"
+        mark = " (this run)" if p in holding else ""
+        lines.append(f"still on GPU {p.gpu_uuid[:12]}: {who} {p.name}{mem}{mark}")
     return (not holding), lines
 
 
@@ -266,8 +293,9 @@ async def execute_kill(
     gpu_processes: GpuProcessReader | None = None,
 ) -> ActionResult:
     await check_unchanged(target, plan)
+    on_gpu = await gpu_host_pids(gpu_processes, plan.pids)
     ended, lines, secs = await run_kill(target, plan, progress)
-    freed, gpu_lines = await gpu_after(gpu_processes, plan.pids)
+    freed, gpu_lines = await gpu_after(gpu_processes, plan.pids, host_pids=on_gpu)
     details = [f"{secs:.1f} s", *[ln for ln in lines if ln.startswith("left ")], *gpu_lines]
     if ended is None:
         summary = f"run in {plan.session!r} still alive after SIGKILL ({secs:.1f} s)"

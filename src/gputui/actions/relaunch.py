@@ -15,7 +15,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gputui.actions.inspect import RunInfo, file_size, find_run, list_panes_argv
-from gputui.actions.kill import GpuProcessReader, gpu_after, plan_kill_from, run_kill
+from gputui.actions.kill import (
+    GpuProcessReader,
+    gpu_after,
+    gpu_host_pids,
+    plan_kill_from,
+    run_kill,
+)
 from gputui.actions.plan import (
     ActionError,
     ActionPlan,
@@ -242,6 +248,7 @@ async def execute_start(
         )
         await check_unchanged(target, kill_plan)
         say(progress, "stopping the old run…")
+        on_gpu = await gpu_host_pids(gpu_processes, plan.pids)
         ended, lines, secs = await run_kill(target, kill_plan, progress)
         if ended is None:
             return ActionResult(
@@ -251,7 +258,7 @@ async def execute_start(
                 elapsed_s=time.monotonic() - t0,
             )
         details.append(f"old run ended by {ended} after {secs:.1f} s")
-        _freed, gpu_lines = await gpu_after(gpu_processes, plan.pids)
+        _freed, gpu_lines = await gpu_after(gpu_processes, plan.pids, host_pids=on_gpu)
         details += gpu_lines
         mem0 = await _mem(gpu_memory)
     # 2. old session
