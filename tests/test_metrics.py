@@ -232,3 +232,21 @@ def test_series_and_median_step_interval() -> None:
         m.add(pt)
     assert m.last_step == 30 and m.median_step_interval == 2.0
     assert m.throughput_unit == "it/s" and m.loss.last() == 2.0
+
+
+@pytest.mark.parametrize(
+    ("line", "step", "loss", "thr"),
+    [
+        ("step 12 | loss 3.2100 | tok/s 48538", 12, 3.21, 48538.0),
+        ("step 12 | loss 3.21 | tok/s 48,538", 12, 3.21, 48538.0),
+        ("step 5 loss=2.3 tokens/s=1234.5", 5, 2.3, 1234.5),
+        ("step 3 loss 2.0 | 12,345 tok/s", 3, 2.0, 12345.0),
+        ("loss=2.3 tok/s", None, 2.3, None),
+    ],
+)
+def test_generic_rate_after_its_unit_and_not_another_keys_value(
+    line: str, step: int | None, loss: float | None, thr: float | None
+) -> None:
+    p = MetricParser().parse(line, 0.0)
+    assert p is not None
+    assert (p.step, p.loss, p.throughput) == (step, loss, thr)

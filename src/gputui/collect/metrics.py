@@ -244,24 +244,28 @@ _GEN_UNIT_RE = re.compile(
 _GEN_NUM_BEFORE_RE = re.compile(r"(?<![\w.,])(" + _THOUSANDS + r")\s*$")
 _GEN_THR_BEFORE_RE = re.compile(
     r"\b(tokens_per_second|tokens_per_sec|tok_per_sec|tok/s|tok/sec|tokens/s|tokens/sec|tps|"
-    r"throughput)\b\s*[:=]\s*(" + _THOUSANDS + r")",
+    r"throughput)(?![\w/])\s*[:=]?\s*(" + _THOUSANDS + r")(?![\w.])",
     re.I,
 )
+# "loss=2.3 tok/s ..." — a number that is another key's value is not a rate.
+_GEN_KEYED_VALUE_RE = re.compile(r"[:=]\s*$")
 
 
 def _generic(line: str) -> Found | None:
     thr: float | None = None
     low_has = ("tok" in line) or ("tps" in line) or ("TPS" in line) or ("hroughput" in line)
     if low_has:
-        for u in _GEN_UNIT_RE.finditer(line):
-            nb = _GEN_NUM_BEFORE_RE.search(line, max(0, u.start() - 40), u.start())
-            if nb:
-                thr = _num(nb.group(1))
-                break
-        if thr is None:
-            m2 = _GEN_THR_BEFORE_RE.search(line)
-            if m2:
-                thr = _num(m2.group(2))
+        # "tok/s 48,538" / "tokens_per_second=1234": the unit names the value after it.
+        m2 = _GEN_THR_BEFORE_RE.search(line)
+        if m2:
+            thr = _num(m2.group(2))
+        else:  # "48,538 tok/s": the number right before the unit
+            for u in _GEN_UNIT_RE.finditer(line):
+                lo = max(0, u.start() - 40)
+                nb = _GEN_NUM_BEFORE_RE.search(line, lo, u.start())
+                if nb and not _GEN_KEYED_VALUE_RE.search(line, lo, nb.start()):
+                    thr = _num(nb.group(1))
+                    break
     loss: float | None = None
     if "oss" in line:
         lm = _GEN_LOSS_RE.search(line)
