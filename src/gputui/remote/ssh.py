@@ -559,12 +559,8 @@ class SshTransport(Transport):
         command = command_line(wrapped)
         deadline = time.monotonic() + timeout
         try:
-            conn = await self._connection(deadline)
             async with self._slot(max(0.0, deadline - time.monotonic())):
-                proc = await asyncio.wait_for(
-                    conn.create_process(command, encoding=None),
-                    max(0.01, deadline - time.monotonic()),
-                )
+                proc = await self._start(command, deadline)
                 try:
                     out, err = await asyncio.wait_for(
                         self._collect(proc, input), max(0.01, deadline - time.monotonic())
@@ -586,6 +582,29 @@ class SshTransport(Transport):
             status = None
         return CommandResult(argv, status, out, err)
 
+    async def _start(self, command: str, deadline: float) -> asyncssh.SSHClientProcess[bytes]:
+        """Open a channel running `command`. When the connection turns out to
+        be dead before the channel opened (nothing ran yet), wait for the
+        reconnect and try again, until `deadline`."""
+        while True:
+            conn = await self._connection(deadline)
+            try:
+                return await asyncio.wait_for(
+                    conn.create_process(command, encoding=None),
+                    max(0.01, deadline - time.monotonic()),
+                )
+            except (
+                asyncssh.ChannelOpenError,
+                asyncssh.ConnectionLost,
+                asyncssh.DisconnectError,
+            ) as e:
+                if conn is self._conn and not conn.is_closed():
+                    raise  # a live connection refused the channel: not a dead link
+                self._connection_lost(conn, e)
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(0.05)
+
     @staticmethod
     async def _collect(
         proc: asyncssh.SSHClientProcess[bytes], input: bytes | None
@@ -605,7 +624,6 @@ class SshTransport(Transport):
         argv = list(argv)
         command = command_line(with_watchdog(argv) if watchdog else argv)
         deadline = time.monotonic() + self.connect_timeout
-        conn = await self._connection(deadline)
         try:
             await asyncio.wait_for(self._slots.acquire(), max(0.01, deadline - time.monotonic()))
         except asyncio.TimeoutError:
@@ -615,10 +633,7 @@ class SshTransport(Transport):
             ) from None
         self._take()
         try:
-            proc = await asyncio.wait_for(
-                conn.create_process(command, encoding=None),
-                max(0.01, deadline - time.monotonic()),
-            )
+            proc = await self._start(command, deadline)
         except BaseException as e:
             self._give()
             if isinstance(e, asyncio.TimeoutError):
