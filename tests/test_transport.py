@@ -10,6 +10,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -227,7 +228,7 @@ async def test_reconnect_after_sshd_child_is_killed(ssh: SshTransport, testbed) 
     # walk up from the command to the sshd process that serves this connection
     chain = [pid]
     while chain[-1] > 1:
-        stat = open(f"/proc/{chain[-1]}/stat").read()
+        stat = Path(f"/proc/{chain[-1]}/stat").read_text()
         chain.append(int(stat.rsplit(")", 1)[1].split()[1]))
         if chain[-1] == testbed.sshd_pid:
             break
