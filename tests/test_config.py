@@ -1,0 +1,103 @@
+"""The config file: every key documented, every mistake named with file:line and key."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gputui import config
+from gputui.config import KEYS, Settings, load_config, parse_config, settings_from
+from gputui.errors import ConfigError
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "config.example.toml"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "config.toml"
+    p.write_text(text)
+    return p
+
+
+def test_example_parses_into_settings() -> None:
+    s = load_config(EXAMPLE)
+    assert (s.host, s.user, s.ct, s.session, s.log) == (
+        "10.1.2.6",
+        "root",
+        200,
+        "dflash",
+        "/workspace/train.log",
+    )
+    assert s.gpu_source == "auto" and s.connect_timeout == 10.0 and s.keepalive == 15.0
+    assert s.run.command == "bash /root/start_training.sh" and s.run.env == {
+        "WANDB_MODE": "offline"
+    }
+    assert len(s.metric_regexes) == 1 and "(?P<step>" in s.metric_regexes[0]
+
+
+def test_example_documents_every_key() -> None:
+    text = EXAMPLE.read_text()
+    for section, key in KEYS:
+        if section:
+            assert f"[{section}]" in text, section
+        # set or shown commented out, with a comment somewhere above it
+        assert re.search(rf"^#? ?{re.escape(key)} =", text, re.M), f"{section}.{key} undocumented"
+
+
+def test_missing_default_file_is_fine(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(config, "DEFAULT_CONFIG", tmp_path / "nope.toml")
+    assert load_config() == Settings()
+
+
+def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('host = "h"\nport = 22\n[ui\n', ":3: invalid TOML"),
+        ('host = "h"\nhots = "x"\n', ":2: `hots`: unknown key"),
+        ("[gpu]\nsource = 3\n", ":2: `gpu.source`: must be a string, not int 3"),
+        ("[ui]\nread_only = 1\n", ":2: `ui.read_only`: must be true or false"),
+        ("port = true\n", ":1: `port`: must be an integer"),
+        ('[ssh]\nconnect_timeout = "10"\n', ":2: `ssh.connect_timeout`: must be a number"),
+        ('[metrics]\nregexes = "step"\n', ":2: `metrics.regexes`: must be a list of strings"),
+        ("[metrics]\nregexes = [1]\n", ":2: `metrics.regexes`: must be a list of strings"),
+        ("[run]\nenv = { A = 1 }\n", ":2: `run.env`: value of 'A' must be a string"),
+        ("\n[colour]\nx = 1\n", ":2: `[colour]`: unknown section"),
+        ('[gpu]\nsource = "gpu0"\n', ":2: `gpu.source`: unknown GPU source"),
+        ("[metrics]\nregexes = ['step (\\d+']\n", ":2: `metrics.regexes`: invalid regex"),
+        ("[metrics]\nregexes = ['step (\\d+)']\n", "has no named group"),
+        ("port = 70000\n", ":1: `port`: port 70000 is out of range"),
+        ("[ui]\ninterval = 0\n", ":2: `ui.interval`: interval must be > 0"),
+    ],
+)
+def test_mistakes_name_file_line_and_key(tmp_path: Path, text: str, expected: str) -> None:
+    p = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert expected in msg, msg
+    assert str(p) in msg or "has no named group" in expected
+    assert "\n" not in msg and " — " in msg  # one line, with a fix
+
+
+def test_flags_override_the_file(tmp_path: Path) -> None:
+    p = write(
+        tmp_path, 'host = "a"\nct = 200\nsession = "s"\n[ui]\ninterval = 2.0\nread_only = false\n'
+    )
+    args = type(
+        "A", (), {"config": str(p), "host": "b", "ct": None, "interval": 0.5, "read_only": True}
+    )()
+    s = settings_from(args)
+    assert (s.host, s.ct, s.session, s.interval, s.read_only) == ("b", 200, "s", 0.5, True)
+    assert s.config_path == str(p)
+
+
+def test_parse_config_keeps_defaults_for_unset_keys() -> None:
+    s = parse_config('host = "h"\n', Path("x.toml"))
+    assert s.interval == 1.0 and s.stale_after is None and s.gpu_source == "auto"
+    assert s.run.env == {} and s.metric_regexes == []
