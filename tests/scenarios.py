@@ -26,40 +26,19 @@ RUNS = Path(__file__).resolve().parent / "fixtures" / "runs"
 CLEAN_PATH = "/usr/local/bin:/usr/bin:/bin"
 H200_MIB = 143771
 
-# `gputui doctor ARGS…` in a fresh interpreter: through the CLI when it is
-# there; else straight through doctor_run (the CLI is being written).
-CLI_RUNNER = "import sys\nfrom gputui.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-FALLBACK_RUNNER = """\
-import argparse, sys
-from types import SimpleNamespace
+# `gputui doctor ARGS…` in a fresh interpreter, through the CLI's own parser
+# and config loading. Until cli.py dispatches `doctor` to doctor_run (its
+# `doctor` still prints the connection facts only), the runner parses with
+# the CLI and hands the Settings to doctor_run.main itself.
+RUNNER = """\
+import inspect, sys
+from gputui import cli
+if "doctor_run" in inspect.getsource(cli):
+    sys.exit(cli.main(sys.argv[1:]))
 from gputui import doctor_run
-p = argparse.ArgumentParser(prog="gputui")
-p.add_argument("cmd")
-p.add_argument("--host"); p.add_argument("--ct", type=int); p.add_argument("--config")
-p.add_argument("--session"); p.add_argument("--log"); p.add_argument("--json", action="store_true")
-p.add_argument("--stale-after", type=float); p.add_argument("--local", action="store_true")
-a = p.parse_args()
-s = SimpleNamespace(host=a.host, port=None, user=None, identity_file=None, known_hosts=None,
-    ct=a.ct, session=a.session, log=a.log, interval=1.0, stale_after=a.stale_after,
-    local=a.local, gpu_source="host", metric_regexes=[], run=None, connect_timeout=10)
-sys.exit(doctor_run.main(s, a.json))
+args, settings = cli.parse(sys.argv[1:])
+sys.exit(doctor_run.main(settings, bool(args.json)))
 """
-
-
-def have_cli() -> bool:
-    try:
-        import gputui.cli  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def have_ssh() -> bool:
-    try:
-        import gputui.remote.ssh  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def have_smi_standin(testbed: Any) -> bool:
@@ -214,31 +193,31 @@ class DoctorResult:
 
 
 def user_home(testbed: Any) -> Path:
-    """A HOME whose ~/.ssh/config is the test bed's (Host gpuhost → 127.0.0.1)."""
+    """An empty HOME: no ~/.ssh/config, no ~/.config/gputui; everything the
+    doctor knows about `gpuhost` comes from the config file it is given."""
     home = Path(testbed.root) / "e2e-home"
-    ssh = home / ".ssh"
-    ssh.mkdir(parents=True, exist_ok=True)
-    ssh.chmod(0o700)
-    shutil.copyfile(testbed.ssh_config_path, ssh / "config")
+    home.mkdir(parents=True, exist_ok=True)
     return home
+
+
+def config_file(testbed: Any) -> Path:
+    """A gputui config naming the test bed's ssh_config (Host gpuhost → 127.0.0.1)."""
+    path = Path(testbed.root) / "e2e-gputui.toml"
+    path.write_text(f"[ssh]\nconfig = {json.dumps(str(testbed.ssh_config_path))}\n")
+    return path
 
 
 def doctor_env(testbed: Any) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GPUTUI"))}
     env["HOME"] = str(user_home(testbed))
     env.pop("SSH_AUTH_SOCK", None)
-    if not (have_cli() and have_ssh()):
-        # Fallback while the CLI/ssh transport are missing: --local with the
-        # stand-ins on PATH (pct exec still enters the CT's namespaces).
-        env["PATH"] = testbed.env()["PATH"]
-        env["GPUTUI_STANDIN_STATE"] = str(testbed.state_dir)
     return env
 
 
 def doctor_argv(testbed: Any, ct: int, *flags: str) -> list[str]:
-    runner = CLI_RUNNER if have_cli() else FALLBACK_RUNNER
-    where = ["--host", "gpuhost"] if (have_cli() and have_ssh()) else ["--local"]
-    return [sys.executable, "-c", runner, "doctor", *where, "--ct", str(ct), *flags]
+    """`gputui doctor --host gpuhost --ct N --config CFG FLAGS…` as argv."""
+    where = ["--host", "gpuhost", "--ct", str(ct), "--config", str(config_file(testbed))]
+    return [sys.executable, "-c", RUNNER, "doctor", *where, *flags]
 
 
 def start_doctor(testbed: Any, ct: int, *flags: str) -> tuple[subprocess.Popen[str], float]:

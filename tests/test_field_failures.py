@@ -64,102 +64,113 @@ class Field:
         self.stale_at: dict[str, float] = {}  # monotonic time the stale threshold passed
 
 
+# Each scenario: (name, CT offset, GPU (index, MiB, util %) it owns or None).
+# They run in waves of WAVE_SIZE doctors (2 cores: 7 at once would measure
+# the machine, not gputui); a wave's runs start while the previous wave's
+# doctors work, and each doctor starts once its own run passed the threshold.
+SCENARIOS: list[tuple[str, int, tuple[int, float, float] | None]] = [
+    ("buffered", 0, (0, 45_000, 98)),  # busy, 45 GB, log silent
+    ("crash", 1, None),
+    ("crashgone", 2, None),
+    ("drift", 3, (1, 44_000, 96)),
+    ("healthy", 5, (3, 45_500, 100)),
+    ("stopped", 6, None),
+    ("hung", 4, (2, 46_000, 0)),  # memory held, idle: the longest watch, last
+]
+WAVE_SIZE = 3
+
+
 @pytest.fixture(scope="module")
 def field(testbed: Any) -> Iterator[Field]:
     if not sc.have_smi_standin(testbed):
         pytest.skip("the test bed has no nvidia-smi stand-in yet")
     f = Field()
-    cts = [CT_BASE + i for i in range(7)]
-    for n in cts[:-1]:
-        testbed.ct_create(n, running=True)
-    testbed.ct_create(cts[-1], running=False)  # the stopped CT
+    cts = {name: CT_BASE + off for name, off, _ in SCENARIOS}
+    for name, n in cts.items():
+        testbed.ct_create(n, running=name != "stopped")
     try:
-        _set_up(testbed, f, cts)
-        _diagnose_all(testbed, f, cts)
+        gpus: dict[int, dict[str, Any]] = {}
+        apps: list[dict[str, Any]] = []
+        waves = [SCENARIOS[i : i + WAVE_SIZE] for i in range(0, len(SCENARIOS), WAVE_SIZE)]
+        pending: dict[str, tuple[list[str], float]] = {}
+        for wave in waves:
+            for name, _, gpu in wave:
+                flags, pid = _start(testbed, f, name, cts[name])
+                if gpu is not None:
+                    idx, mib, util = gpu
+                    gpus[idx] = sc.gpu(idx, mib, util)
+                    assert pid is not None
+                    apps.append(sc.app(pid, idx, mib - 200))
+                launched = f.runs[name].launched if name in f.runs else time.monotonic()
+                pending[name] = (flags, launched + STALE_AFTER)
+            testbed.set_gpus({"gpus": [gpus[i] for i in sorted(gpus)], "apps": apps})
+            _diagnose(testbed, f, cts, pending)
+            pending = {}
+        # One human-readable report too (text mode; not timed: it runs after the waves).
+        text = sc.start_doctor(
+            testbed, cts["buffered"], *_flags(f, "buffered"), "--stale-after", "3"
+        )
+        f.results["buffered-text"] = sc.finish_doctor(text)
         yield f
     finally:
-        for n in cts:
+        for n in cts.values():
             testbed.ct_destroy(n)
 
 
-def _set_up(testbed: Any, f: Field, cts: list[int]) -> None:
-    # 1. block-buffered output behind `| tee` (the field's exact launch line)
-    buf = sc.prepare(testbed, cts[0], "buffered", "dflash")
-    sc.launch(testbed, buf, sc.tee_command(buf.path("start_training.sh"), str(buf.log)))
-    # 2a. dies at start with an ImportError; remain-on-exit set in the same tmux call
-    dead = sc.prepare(testbed, cts[1], "crash", "crash", log="crash.log")
-    sc.launch(testbed, dead, f"bash {dead.path('start_crash.sh')}", remain_on_exit=True)
-    # 2b. same crash, no remain-on-exit: the session is gone, the log keeps the traceback
-    gone = sc.prepare(testbed, cts[2], "crashgone", "dflash", log="train.log")
-    sc.launch(testbed, gone, sc.tee_command(gone.path("start_crash.sh"), str(gone.log)))
-    # 3. the start script writes to an old log name; the user watches train.log
-    drift = sc.prepare(testbed, cts[3], "drift", "dflash", log="train.log")
-    sc.launch(testbed, drift, f"bash {drift.path('start_old_log.sh')}")
-    # 4. deadlocks holding GPUs, unbuffered (the near miss: not "buffered")
-    hung = sc.prepare(testbed, cts[4], "hung", "dflash", log="train.log")
-    sc.launch(testbed, hung, sc.tee_command(hung.path("start_deadlock.sh"), str(hung.log)))
-    # 5. healthy: unbuffered, lines flowing, GPUs busy
-    ok = sc.prepare(testbed, cts[5], "healthy", "dflash", log="train.log")
-    sc.launch(testbed, ok, sc.tee_command(ok.path("start_healthy.sh"), str(ok.log)))
-    f.runs = {r.name: r for r in (buf, dead, gone, drift, hung, ok)}
-
-    # The GPUs as the host's nvidia-smi sees them, processes by HOST pid:
-    # each run owns one GPU; the hung run's holds memory at 0 % util.
-    pids = {
-        "buffered": sc.wait_python(buf, "train.py"),
-        "drift": sc.wait_python(drift, "train.py"),
-        "hung": sc.wait_python(hung, "deadlock.py"),
-        "healthy": sc.wait_python(ok, "train.py"),
-    }
-    testbed.set_gpus(
-        {
-            "gpus": [
-                sc.gpu(0, 45_000, 98),  # buffered: busy, 45 GB
-                sc.gpu(1, 44_000, 96),  # drift: busy
-                sc.gpu(2, 46_000, 0),  # hung: memory held, idle
-                sc.gpu(3, 45_500, 100),  # healthy: busy
-            ],
-            "apps": [
-                sc.app(pids["buffered"], 0, 44_800),
-                sc.app(pids["drift"], 1, 43_800),
-                sc.app(pids["hung"], 2, 45_800),
-                sc.app(pids["healthy"], 3, 45_300),
-            ],
-        }
-    )
+def _flags(f: Field, name: str) -> list[str]:
+    run = f.runs[name]
+    return ["--session", run.session, "--log", str(run.log)]
 
 
-def _diagnose_all(testbed: Any, f: Field, cts: list[int]) -> None:
-    runs = f.runs
+def _start(testbed: Any, f: Field, name: str, ct: int) -> tuple[list[str], int | None]:
+    """Start one scenario's run; its doctor flags and the training process's host PID."""
+    if name == "stopped":
+        return [], None
+    session = "crash" if name == "crash" else "dflash"
+    log = "crash.log" if name == "crash" else "train.log"
+    run = sc.prepare(testbed, ct, name, session, log=log)
+    f.runs[name] = run
+    if name == "buffered":  # 1. block-buffered behind `| tee`, the field's launch line
+        sc.launch(testbed, run, sc.tee_command(run.path("start_training.sh"), str(run.log)))
+        pid: int | None = sc.wait_python(run, "train.py")
+    elif name == "crash":  # 2a. ImportError at start, remain-on-exit in the same tmux call
+        sc.launch(testbed, run, f"bash {run.path('start_crash.sh')}", remain_on_exit=True)
+        pid = None
+    elif name == "crashgone":  # 2b. same, no remain-on-exit: only the log keeps the traceback
+        sc.launch(testbed, run, sc.tee_command(run.path("start_crash.sh"), str(run.log)))
+        pid = None
+    elif name == "drift":  # 3. the start script still writes train-old.log
+        sc.launch(testbed, run, f"bash {run.path('start_old_log.sh')}")
+        pid = sc.wait_python(run, "train.py")
+    elif name == "hung":  # 4. -u, a few steps, then deadlocked holding its GPU
+        sc.launch(testbed, run, sc.tee_command(run.path("start_deadlock.sh"), str(run.log)))
+        pid = sc.wait_python(run, "deadlock.py")
+    else:  # healthy: -u, a line every 0.2 s, GPU busy
+        sc.launch(testbed, run, sc.tee_command(run.path("start_healthy.sh"), str(run.log)))
+        pid = sc.wait_python(run, "train.py")
+    return ["--session", session, "--log", str(run.log)], pid
+
+
+def _diagnose(
+    testbed: Any, f: Field, cts: dict[str, int], wave: dict[str, tuple[list[str], float]]
+) -> None:
+    """Run the wave's doctors concurrently, each once its threshold has passed."""
     stale = ["--stale-after", f"{STALE_AFTER:g}", "--json"]
-    plan = {
-        "buffered": (cts[0], ["--session", "dflash", "--log", str(runs["buffered"].log)]),
-        "crash": (cts[1], ["--session", "crash", "--log", str(runs["crash"].log)]),
-        "crashgone": (cts[2], ["--session", "dflash", "--log", str(runs["crashgone"].log)]),
-        "drift": (cts[3], ["--session", "dflash", "--log", str(runs["drift"].log)]),
-        "hung": (cts[4], ["--session", "dflash", "--log", str(runs["hung"].log)]),
-        "healthy": (cts[5], ["--session", "dflash", "--log", str(runs["healthy"].log)]),
-        "stopped": (cts[6], []),
-    }
-    # The buffered run must have been silent longer than the threshold.
-    first = min(r.launched for r in runs.values())
-    f.stale_at = {name: first + STALE_AFTER for name in plan}
-    wait = first + STALE_AFTER + 0.3 - time.monotonic()
-    if wait > 0:
-        time.sleep(wait)
-    started = {
-        name: sc.start_doctor(testbed, ct, *flags, *stale) for name, (ct, flags) in plan.items()
-    }
+    started = {}
+    for name, (flags, stale_at) in sorted(wave.items(), key=lambda kv: kv[1][1]):
+        f.stale_at[name] = stale_at
+        wait = stale_at + 0.3 - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        started[name] = sc.start_doctor(testbed, cts[name], *flags, *stale)
     with ThreadPoolExecutor(len(started)) as pool:
         done = {name: pool.submit(sc.finish_doctor, h) for name, h in started.items()}
-        f.results = {name: fut.result() for name, fut in done.items()}
-    # One human-readable report as well (the text mode), for the buffered run.
-    for name, r in f.results.items():
-        print(
-            f"doctor {name}: exit {r.rc} in {r.elapsed:.1f} s, {r.finished - f.stale_at[name]:.1f} s after the threshold"
-        )
-    text = sc.start_doctor(testbed, cts[0], *plan["buffered"][1], "--stale-after", "3")
-    f.results["buffered-text"] = sc.finish_doctor(text)
+        for name, fut in done.items():
+            r = f.results[name] = fut.result()
+            late = r.finished - f.stale_at[name]
+            print(
+                f"doctor {name}: exit {r.rc} in {r.elapsed:.1f} s, {late:.1f} s after the threshold"
+            )
 
 
 def _in_time(f: Field, name: str) -> None:

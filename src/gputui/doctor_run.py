@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from gputui import diagnose as rules
+from gputui.doctor import make_transport
 from gputui.errors import GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed
 from gputui.model import ConnectionState, CtStatus, Finding, Snapshot
@@ -46,34 +47,6 @@ APPS_PERIOD_S = 1.0  # compute-apps listing period during the watch
 def _get(settings: Any, name: str, default: Any = None) -> Any:
     value = getattr(settings, name, default) if settings is not None else default
     return default if value is None else value
-
-
-def make_transport(settings: Any) -> Transport:
-    """The transport the settings name: this machine (--local) or ssh."""
-    if _get(settings, "local", False):
-        from gputui.remote.local import LocalTransport
-
-        return LocalTransport()
-    try:
-        from gputui.remote.ssh import SshTransport
-    except ImportError as err:  # pragma: no cover - while the ssh transport is missing
-        raise GputuiError(
-            "the ssh transport is not available in this build", "use --local"
-        ) from err
-    kwargs: dict[str, Any] = {}
-    for name in (
-        "host",
-        "port",
-        "user",
-        "identity_file",
-        "known_hosts",
-        "accept_new_host_key",
-        "connect_timeout",
-    ):
-        value = getattr(settings, name, None)
-        if value is not None:
-            kwargs[name] = value
-    return SshTransport(**kwargs)
 
 
 def _facts(transport: Transport, settings: Any, target: Target | None) -> dict[str, Any]:
@@ -165,10 +138,18 @@ async def watch_once(
                 break
             if clock() - start < settle_s:
                 continue
-            log_read = monitor.follower is None or snap.log.exists is not None
+            log = snap.log
+            log_read = monitor.follower is None or (
+                log.exists is False
+                or (log.exists is True and log.size is not None and log.offset >= log.size)
+            )  # the backlog is read: a dead run's traceback is in the tail
             gpus_read = bool(snap.gpus.latest) or bool(snap.gpus.error)
             if not (log_read and gpus_read):
                 continue
+            if snap.ct is not None and any(
+                gp.in_container is None for gp in snap.gpus.processes or []
+            ):
+                continue  # host PIDs not yet mapped to the CT (next listing: 1 s)
             if _held_and_idle(snap, time.time()) and _idle_span(snap) < (
                 rules.IDLE_SHORT_S + IDLE_EXTRA_S
             ):
@@ -215,10 +196,13 @@ async def inspect(
         now = time.time()
         snap.time = now
         findings = rules.diagnose(snap, now, stale_after)
-        return facts, snap, findings, True
+        # the report shows the link as it was during the watch, not "closed"
+        seen = (snap.connection, snap.connection_error, snap.rtt_ms)
     finally:
         with contextlib.suppress(Exception):
             await tr.close()
+    snap.connection, snap.connection_error, snap.rtt_ms = seen
+    return facts, snap, findings, True
 
 
 def main(settings: Any, as_json: bool = False) -> int:
