@@ -211,7 +211,10 @@ async def test_relaunch_turns_buffered_run_unbuffered_and_keeps_old_log(
     entries = audit_lines()
     assert entries[-1]["action"] == "relaunch" and entries[-1]["ok"] is True
     assert entries[-1]["session"] == NASTY and entries[-1]["commands"] == plan.commands
-    print(f"relaunch total {relaunch_s:.2f} s; first log growth {result.data['first_growth_s']}")
+    print(
+        f"relaunch total {relaunch_s:.2f} s, phases {result.data['phases']}; "
+        f"first log growth {result.data['first_growth_s']} s"
+    )
 
 
 async def test_relaunch_instant_crash_keeps_pane_and_exit_code(

@@ -30,19 +30,9 @@ COMMANDS = ("relaunch", "kill", "dump", "flush", "launch")
 
 def make_target(settings: Any) -> Target:
     """Target from Settings: this machine with --local, else ssh to the host."""
-    ct = getattr(settings, "ct", None)
-    if getattr(settings, "local", False) or not getattr(settings, "host", None):
-        from gputui.remote.local import LocalTransport
+    from gputui.doctor import make_transport
 
-        return Target(LocalTransport(), ct)
-    from gputui.remote.ssh import SshTransport  # the transport helper's module
-
-    kw = {
-        k: getattr(settings, k)
-        for k in ("host", "port", "user", "identity_file", "known_hosts", "connect_timeout")
-        if getattr(settings, k, None) is not None
-    }
-    return Target(SshTransport(**kw), ct)
+    return Target(make_transport(settings), getattr(settings, "ct", None))
 
 
 def _pids(args: argparse.Namespace) -> list[int] | None:

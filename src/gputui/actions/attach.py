@@ -27,6 +27,8 @@ def attach_argv(settings: Any, session: str | None = None) -> list[str]:
     if getattr(settings, "local", False) or not host:
         return ["env", "-u", "TMUX", *remote] if os.environ.get("TMUX") else remote
     argv = ["ssh", "-t"]
+    if getattr(settings, "ssh_config", None):
+        argv += ["-F", str(settings.ssh_config)]
     if getattr(settings, "port", None):
         argv += ["-p", str(settings.port)]
     if getattr(settings, "identity_file", None):

@@ -9,12 +9,11 @@ the same tmux call), then verify: session alive, log growing, GPU memory rising.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gputui.actions.inspect import RunInfo, file_size, find_run, list_panes_argv
+from gputui.actions.inspect import RunInfo, find_run, list_panes_argv
 from gputui.actions.kill import (
     GpuProcessReader,
     gpu_after,
@@ -46,6 +45,43 @@ from gputui.remote.target import Target
 GpuMemoryReader = Callable[[], Awaitable[float | None]]  # total used MiB, None = unknown
 
 VERIFY_S = 3.0
+
+# $1 log, $2 how long (ds), then the tmux list-panes argv. Prints "t DS SIZE"
+# when the log size changes (and at the start and end), then "panes" and the
+# list-panes output; stops early when the pane has died.
+VERIFY_SCRIPT = """log=$1; n=$2; shift 2
+size() { s=$(stat -c %s -- "$log" 2>/dev/null) || s=-1; echo "$s"; }
+last=$(size); echo "t 0 $last"; i=0
+while [ "$i" -lt "$n" ]; do
+  sleep 0.1; i=$((i + 1))
+  cur=$(size)
+  [ "$cur" != "$last" ] && { echo "t $i $cur"; last=$cur; }
+  if [ $((i % 5)) -eq 0 ] && "$@" 2>/dev/null | grep -q "^[^\037]*\037[^\037]*\037[^\037]*\037[^\037]*\0371"; then
+    break
+  fi
+done
+echo "t $i $(size)"
+echo panes
+"$@"
+"""
+
+
+def verify_argv(log: str, seconds: float, list_panes: list[str]) -> list[str]:
+    return ["sh", "-c", VERIFY_SCRIPT, "gputui-verify", log, str(round(seconds * 10)), *list_panes]
+
+
+def parse_verify(text: str) -> tuple[list[tuple[float, int]], list[Any]]:
+    """[(seconds, log size; -1 = missing)], panes."""
+    from gputui.actions.inspect import parse_panes
+
+    head, _, panes = text.partition("panes\n")
+    sizes = []
+    for line in head.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "t" and parts[1].isdigit():
+            sizes.append((int(parts[1]) / 10.0, int(parts[2])))
+    return sizes, parse_panes(panes)
+
 
 # $1 = log. Moves it to log.YYYYmmdd-HHMMSS (or .N when taken); never overwrites.
 MOVE_SCRIPT = """log=$1
@@ -231,6 +267,10 @@ async def execute_start(
     spec = RunSpec(**plan.params["spec"])
     details: list[str] = []
     t0 = time.monotonic()
+    phases: dict[str, float] = {}
+
+    def mark(name: str) -> None:
+        phases[name] = round(time.monotonic() - t0 - sum(phases.values()), 3)
     mem0 = await _mem(gpu_memory)
     # 1. stop
     if "kill" in plan.params:
@@ -261,10 +301,12 @@ async def execute_start(
         _freed, gpu_lines = await gpu_after(gpu_processes, plan.pids, host_pids=on_gpu)
         details += gpu_lines
         mem0 = await _mem(gpu_memory)
+    mark("stop")
     # 2. old session
     res = await target.run(plan.params["kill_session"])
     if res.ok:
         details.append(f"removed old tmux session {spec.session!r}")
+    mark("remove session")
     # 3. move the log aside
     res = await target.run(move_log_argv(spec.log))
     moved = None
@@ -280,6 +322,7 @@ async def execute_start(
         details.append(f"old log moved to {moved}")
     else:
         details.append(f"no old log at {spec.log}")
+    mark("move log")
     # 4. start
     say(progress, f"starting session {spec.session!r}…")
     start = plan.commands[-1]
@@ -292,26 +335,23 @@ async def execute_start(
             elapsed_s=time.monotonic() - t0,
             data={"moved_log": moved},
         )
-    t_start = time.monotonic()
-    # 5. verify
+    mark("start")
+    # 5. verify: one call polls inside the target (a pct exec costs ~0.3 s each)
     verify_s = float(plan.params.get("verify_s", VERIFY_S))
-    size0 = await file_size(target, spec.log)
-    first_growth: float | None = None
-    while time.monotonic() - t_start < verify_s:
-        await asyncio.sleep(0.25)
-        size = await file_size(target, spec.log)
-        if first_growth is None and size is not None and size > (size0 or 0):
-            first_growth = time.monotonic() - t_start
-    size1 = await file_size(target, spec.log)
-    panes = await target.run(plan.params["list_panes"])
-    from gputui.actions.inspect import parse_panes
-
-    pane_list = parse_panes(panes.out) if panes.ok else []
+    say(progress, f"verifying for {verify_s:g} s…")
+    res = await target.run(
+        verify_argv(spec.log, verify_s, plan.params["list_panes"]), timeout=verify_s + 30.0
+    )
+    sizes, pane_list = parse_verify(res.out)
+    size0 = sizes[0][1] if sizes else None
+    size1 = sizes[-1][1] if sizes else None
+    first_growth = next((t for t, n in sizes if size0 is not None and n > size0), None)
     alive = bool(pane_list) and not pane_list[0].dead
+    mark("verify")
     mem1 = await _mem(gpu_memory)
     grew = size1 is not None and size1 > (size0 or 0)
     details.append(
-        f"after {time.monotonic() - t_start:.1f} s: session "
+        f"after {sizes[-1][0] if sizes else 0:.1f} s: session "
         + ("alive" if alive else "DEAD" if pane_list else "GONE")
         + f", log {size0 or 0} -> {size1 or 0} bytes"
         + (f" (first growth at {first_growth:.2f} s)" if first_growth is not None else "")
@@ -338,6 +378,7 @@ async def execute_start(
         elapsed_s=time.monotonic() - t0,
         data={
             "moved_log": moved,
+            "phases": phases,
             "alive": alive,
             "log_grew": grew,
             "first_growth_s": first_growth,
