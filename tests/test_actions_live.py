@@ -510,3 +510,46 @@ async def test_gpu_readers_map_host_pids_into_the_ct(
     result = await execute(target, plan, gpu_processes=process_reader(target))
     assert result.ended_by == "SIGINT" and "still held" in result.summary
     assert any(f"pid {leader}" in d and "39000 MiB" in d for d in result.details), result.details
+
+
+LAUNCHER = """\
+import subprocess, sys, time
+ranks = [subprocess.Popen([sys.executable, "train.py"]) for _ in range(2)]  # like torchrun
+try:
+    for r in ranks:
+        r.wait()
+except KeyboardInterrupt:
+    for r in ranks:
+        r.wait()  # the ranks got the SIGINT too (same process group)
+    raise
+"""
+
+
+async def test_ranks_dumped_and_stopped_together(
+    target: Target, testbed: Any, ct: int, work: Path
+) -> None:
+    (work / "launch.py").write_text(LAUNCHER)
+    log = work / "ddp.log"
+    cmd = f"{PY} launch.py 2>&1 | tee ddp.log"
+    r = testbed.ct_exec(
+        ct, ["tmux", "new-session", "-d", "-s", "ddp", "-c", tmux_arg(str(work)), cmd]
+    )
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: log.exists() and log.read_bytes().count(b"started") == 2, what="two ranks")
+    plan = await plan_dump(target, settings(), "ddp", py_spy=PY_SPY)
+    assert len(plan.commands) == 3  # launcher + 2 ranks, each its own py-spy call
+    result = await execute(target, plan)
+    if "ptrace refused" in result.summary:
+        pytest.skip(f"ptrace is refused here: {result.details}")
+    assert result.ok and result.output.count("train_step") == 2, result.output
+    # Only the chosen rank when asked
+    one = await plan_dump(target, settings(), "ddp", pids=[plan.pids[1]], py_spy=PY_SPY)
+    assert [c[3] for c in one.commands] == [str(plan.pids[1])]
+
+    kill = await plan_kill(target, settings(), "ddp")
+    assert len(kill.params["pgids"]) == 1 and len(kill.pids) >= 4  # sh, launcher, 2 ranks (+tee)
+    res = await execute(target, kill)
+    assert res.ok and res.ended_by == "SIGINT", (res.summary, res.details)
+    ps = testbed.ct_exec(ct, ["ps", "-eo", "args="]).stdout
+    assert "train.py" not in ps and "launch.py" not in ps
+    assert log.read_bytes().count(b"KeyboardInterrupt") >= 2  # each rank flushed on SIGINT
