@@ -65,11 +65,12 @@ def append(path: Path, data: str | bytes) -> None:
 
 
 def test_follow_argv_passes_values_as_arguments() -> None:
-    argv = follow_argv("/work space/it's.log", 1234, 99)
+    argv = follow_argv("/work space/it's.log", 1234, 99, backlog=4096)
     assert argv[:2] == ["sh", "-c"]
     assert "1234" not in argv[2] and "it's" not in argv[2]  # never spliced into the script
-    assert argv[-3:] == ["1234", "99", "/work space/it's.log"]
-    assert follow_argv("/x", 0, None)[-2] == ""
+    assert argv[-4:] == ["1234", "99", "/work space/it's.log", "4096"]
+    assert follow_argv("/x", 0, None)[-3] == ""
+    assert follow_argv("/x", None, None)[-4] == "-"  # first start: from near the end
 
 
 @pytest.mark.parametrize(
@@ -347,3 +348,37 @@ async def test_stream_killed_mid_run_resumes_with_no_gap_and_no_repeat(
     assert kills >= 3
     assert f.streams_opened >= kills  # each kill hit a different stream
     assert c.lines == [f"line {i} of the run" for i in range(1, n + 1)]
+
+
+async def test_an_existing_log_is_read_from_near_its_end_with_its_own_age(
+    local: Target, tmp_path: Path
+) -> None:
+    """A big old log: only the last `backlog` bytes are read, from a line
+    start; those lines are dated by the file's mtime, not by their arrival, so
+    "silent for" says an hour, not zero."""
+    log = tmp_path / "old.log"
+    with open(log, "w") as fh:
+        for i in range(1, 100_001):
+            fh.write(f"old line {i}\n")
+    hour_ago = time.time() - 3600
+    os.utime(log, (hour_ago, hour_ago))
+    c = Collect()
+    f = LogFollower(local, str(log), c.on_lines, c.on_state, backlog=4096)
+    await f.start()
+    try:
+        await until(lambda: c.lines[-1:] == ["old line 100000"], what="backlog")
+        assert 4096 / 17 <= len(c.lines) <= 4096 / 14 + 1  # ~4 KiB of "old line NNNNN"
+        first = int(c.lines[0].split()[-1])
+        assert c.lines == [f"old line {i}" for i in range(first, 100_001)]  # whole lines only
+        assert f.state.last_line_time == pytest.approx(hour_ago, abs=1.0)
+        silent = f.state.silent_for(time.time())
+        assert silent is not None and silent > 3500
+        assert f.batch_is_backlog and len(f.state.line_gaps) == 0
+        append(log, "fresh\n")
+        await until(lambda: c.lines[-1:] == ["fresh"], what="a live line")
+        assert f.state.last_line_time is not None
+        assert time.time() - f.state.last_line_time < 5
+        assert not f.batch_is_backlog
+        assert f.state.offset == log.stat().st_size
+    finally:
+        await f.stop()

@@ -399,7 +399,9 @@ async def test_burst_through_the_monitor_stays_bounded(
     tracemalloc.start()
     await mon.start()
     try:
-        await until(lambda: mon.snapshot.log.exists, what="following")
+        # The stream has started (else the burst would be an existing log,
+        # read from near its end).
+        await until(lambda: mon.follower is not None and mon.follower.positioned, what="stream")
         with open(log, "ab") as out:
             subprocess.run(["python3", "-c", BURST, str(n)], stdout=out, check=True)
         size = log.stat().st_size
@@ -409,6 +411,8 @@ async def test_burst_through_the_monitor_stays_bounded(
         tracemalloc.stop()
         await mon.stop()
     snap = mon.snapshot
+    f = mon.follower
+    assert f is not None
     assert snap.log.lines_total == n
     assert len(snap.log_tail) == snap.log_tail.maxlen == 200
     pending = mon.drain_log_lines()
@@ -623,7 +627,7 @@ async def test_log_resumes_after_the_ssh_connection_is_cut(testbed: Any, ct: int
     mon.subscribe(on_change)
     await mon.start()
     try:
-        await until(lambda: mon.snapshot.log.exists, what="following")
+        await until(lambda: mon.follower is not None and mon.follower.positioned, what="stream")
         py = shlex.quote(str(ws / "seq.py"))
         cmd = f"python3 {py} {shlex.quote(str(stop))} >> {shlex.quote(str(log))}"
         tmux_in_ct(testbed, ct, "new", "-d", "-s", "seq", cmd)

@@ -41,14 +41,19 @@ from gputui.model import LogState
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
 
-# The remote side. $1 offset (bytes consumed), $2 the inode last seen ("" if
-# none), $3 the path. Prints the header, then tails from the right byte.
-FOLLOW_SCRIPT = r"""off=$1; ino=$2; p=$3
+# The remote side. $1 offset (bytes consumed; "-" on the first start: begin
+# $4 bytes before the end), $2 the inode last seen ("" if none), $3 the path.
+# Prints the header `@gputui KIND SIZE MTIME INODE START`, then tails from
+# byte START.
+FOLLOW_SCRIPT = r"""off=$1; ino=$2; p=$3; back=${4:-0}
 if st=$(stat -L -c '%s %Y %i' -- "$p" 2>/dev/null); then
   set -- $st
-  if [ "$1" -lt "$off" ]; then echo "@gputui truncated $st"; off=0
-  elif [ -n "$ino" ] && [ "$3" != "$ino" ]; then echo "@gputui rotated $st"; off=0
-  else echo "@gputui ok $st"; fi
+  if [ "$off" = "-" ]; then
+    if [ "$1" -gt "$back" ]; then off=$(($1 - back)); else off=0; fi
+    echo "@gputui ok $st $off"
+  elif [ "$1" -lt "$off" ]; then echo "@gputui truncated $st 0"; off=0
+  elif [ -n "$ino" ] && [ "$3" != "$ino" ]; then echo "@gputui rotated $st 0"; off=0
+  else echo "@gputui ok $st $off"; fi
 else
   echo "@gputui missing"; off=0
 fi
@@ -58,6 +63,7 @@ exec tail -c "+$((off + 1))" -F -- "$p" 2>&1
 HEADER_PREFIX = b"@gputui "
 READ_CHUNK = 65536
 MSG_MAX = 4096  # bytes of a possible tail note held back waiting for its newline
+BACKLOG_BYTES = 256 * 1024  # how much of an existing log the first stream reads
 BACKOFF_START_S = 0.5
 BACKOFF_MAX_S = 60.0  # a CT that stays stopped costs one pct exec a minute
 VERIFY_GRACE_S = 3.0  # how long a stat may disagree with the stream before a restart
@@ -73,16 +79,20 @@ class FileStat:
     inode: int
 
 
-def follow_argv(path: str, offset: int, inode: int | None) -> list[str]:
-    """argv (inside the target) that follows `path` from byte `offset`."""
+def follow_argv(
+    path: str, offset: int | None, inode: int | None, backlog: int = BACKLOG_BYTES
+) -> list[str]:
+    """argv (inside the target) that follows `path` from byte `offset`, or
+    (offset None: the first start) from `backlog` bytes before its end."""
     return [
         "sh",
         "-c",
         FOLLOW_SCRIPT,
         "gputui-follow",
-        str(int(offset)),
+        "-" if offset is None else str(int(offset)),
         "" if inode is None else str(int(inode)),
         path,
+        str(int(backlog)),
     ]
 
 
@@ -137,8 +147,10 @@ class LogFollower:
         *,
         keep: int = 500,
         clock: Callable[[], float] = time.time,
+        backlog: int = BACKLOG_BYTES,
     ) -> None:
         self.target = target
+        self.backlog = backlog
         self.path = path
         self.on_lines = on_lines
         self.on_state = on_state
@@ -156,6 +168,14 @@ class LogFollower:
         self._stopped = False
         self._restart = asyncio.Event()
         self._disagree_since: float | None = None
+        self._positioned = False  # a header has told us where reading starts
+        self._skip_partial = False  # started mid-file: drop bytes up to the first line end
+        self._backlog_end = 0  # bytes up to here were in the file before we started
+        # For the batch being handed to on_lines: the time its lines are
+        # attributed to, and whether they are backlog (written before we
+        # started, so they arrive together; their time is the file's mtime).
+        self.batch_time = 0.0
+        self.batch_is_backlog = False
         self._closing: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------ lifecycle
@@ -189,6 +209,11 @@ class LogFollower:
             self._restart.set()
 
     @property
+    def positioned(self) -> bool:
+        """A stream has started and said where reading begins."""
+        return self._positioned
+
+    @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
@@ -218,7 +243,8 @@ class LogFollower:
 
     async def _one_stream(self) -> bool:
         """Open the stream, read it to its end. True if it got going."""
-        argv = follow_argv(self.path, self.state.offset, self.inode)
+        offset = self.state.offset if self._positioned else None
+        argv = follow_argv(self.path, offset, self.inode, self.backlog)
         try:
             proc = await self.target.open(argv)
         except GputuiError as err:
@@ -262,6 +288,8 @@ class LogFollower:
         kind = words[1] if len(words) > 1 else "missing"
         st = self.state
         st.error = None
+        first = not self._positioned
+        self._positioned = True
         if kind == "missing":
             if st.exists:
                 self._had_file = True
@@ -273,12 +301,20 @@ class LogFollower:
                 size, mtime, inode = int(words[2]), float(words[3]), int(words[4])
             except (IndexError, ValueError):
                 size, mtime, inode = st.size or 0, st.mtime or 0.0, self.inode or 0
+            try:
+                start = int(words[5])
+            except (IndexError, ValueError):
+                start = st.offset
             if kind == "truncated":
                 st.truncations += 1
                 self._reset_position()
             elif kind == "rotated":
                 st.rotations += 1
                 self._reset_position()
+            elif first:
+                st.offset = start
+                self._skip_partial = start > 0
+                self._backlog_end = size
             st.exists = True
             st.size = size
             st.mtime = mtime + self.clock_offset
@@ -329,26 +365,49 @@ class LogFollower:
     def _feed(self, data: bytes) -> None:
         if not data:
             return
-        self.state.offset += len(data)
-        now = self.clock()
         st = self.state
+        if self._skip_partial:
+            # Started in the middle of a line: it is not a line of ours.
+            cut = min((i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0), default=-1)
+            if cut < 0:
+                st.offset += len(data)
+                return
+            if data[cut : cut + 2] == b"\r\n":
+                cut += 1
+            st.offset += cut + 1
+            data = data[cut + 1 :]
+            self._skip_partial = False
+            if not data:
+                return
+        st.offset += len(data)
+        now = self.clock()
         if st.size is None or st.size < st.offset:
             st.size = st.offset
         st.exists = True
-        st.mtime = now  # data just arrived: the file was written about now
+        backlog = st.offset <= self._backlog_end
+        if backlog and st.mtime is not None:
+            t = min(now, st.mtime)
+        else:
+            t = now
+            st.mtime = now  # data just arrived: the file was written about now
         lines = self._splitter.feed(data)
         if lines:
-            self._emit(list(lines))
+            self._emit(list(lines), t, backlog)
 
-    def _emit(self, lines: list[str]) -> None:
+    def _emit(self, lines: list[str], t: float | None = None, backlog: bool = False) -> None:
         st = self.state
         n = len(lines)
-        st.note_line(self.clock())
+        t = self.clock() if t is None else t
+        st.note_line(t)
         if n > 1:  # the rest of a batch arrived together: gaps of 0
             st.lines_total += n - 1
-            gaps = st.line_gaps
-            gaps.extend([0.0] * min(n - 1, gaps.maxlen or n - 1))
+            if not backlog:
+                gaps = st.line_gaps
+                gaps.extend([0.0] * min(n - 1, gaps.maxlen or n - 1))
+        if backlog:
+            st.line_gaps.clear()  # backlog lines say nothing about the run's rhythm
         self.tail.extend(lines)
+        self.batch_time, self.batch_is_backlog = t, backlog
         self.on_lines(lines)
 
     def _tail_note(self, kind: str) -> None:

@@ -509,7 +509,9 @@ class Monitor:
         if overflow > 0:
             self.dropped_log_lines += overflow
         self._pending_lines.extend(lines if n <= PENDING_LINES_MAX else lines[-PENDING_LINES_MAX:])
-        now = self.clock()
+        f = self.follower
+        backlog = f is not None and f.batch_is_backlog
+        now = f.batch_time if f is not None and f.batch_time else self.clock()
         metrics = self.snapshot.metrics
         parse = self.metric_parser.parse
         got = False
@@ -522,6 +524,8 @@ class Monitor:
                 metrics.add(p)
                 got = True
         if got:
+            if backlog:  # lines written before we started: no step rhythm in them
+                metrics.step_intervals.clear()
             metrics.preset = self.metric_parser.preset_name
             self._changed("log", "metrics")
         else:
