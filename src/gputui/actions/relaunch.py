@@ -271,6 +271,7 @@ async def execute_start(
 
     def mark(name: str) -> None:
         phases[name] = round(time.monotonic() - t0 - sum(phases.values()), 3)
+
     mem0 = await _mem(gpu_memory)
     # 1. stop
     if "kill" in plan.params:
