@@ -69,7 +69,9 @@ class Banner(Static):
         self._shown_key: tuple[object, ...] | None = None
         self.compact = False  # short terminals: one evidence line
 
-    def show(self, findings: list[Finding], hints: list[str] | None = None) -> None:
+    def show(
+        self, findings: list[Finding], hints: list[str] | None = None, *, force: bool = False
+    ) -> None:
         f = top_finding(findings)
         self.finding = f
         key = (
@@ -77,8 +79,8 @@ class Banner(Static):
             if f is None
             else (f.kind, f.title, tuple(f.evidence), len(findings), tuple(hints or []))
         )
-        if key == self._shown_key:
-            return  # nothing changed: no repaint
+        if key == self._shown_key and not force:
+            return  # nothing changed: no repaint (force: the layout changed, e.g. compact)
         self._shown_key = key
         self.set_class(f is not None, "-shown")
         for sev in Severity:
