@@ -147,6 +147,14 @@ async def test_buffered_banner_then_relaunch_clears_it(testbed: Any, ct: int) ->
             assert numbered(app) == []  # nothing reached the log
             proc = snap.training_proc
             assert proc is not None and proc.block_buffered is True
+            # down to 100x30 the banner goes compact and keeps its key (and the app survives)
+            await pilot.resize_terminal(100, 30)
+            await pilot.pause(0.3)
+            assert app.is_running and banner.compact and banner.display
+            assert "[r] relaunch unbuffered" in str(banner.render())
+            await pilot.resize_terminal(*SIZE)
+            await pilot.pause(0.3)
+            assert not banner.compact
 
             await pilot.press("r")
             await until(lambda: isinstance(app.screen, ConfirmScreen), 15, "the confirm box")
