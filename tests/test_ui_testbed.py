@@ -184,6 +184,7 @@ async def test_buffered_banner_then_relaunch_clears_it(testbed: Any, ct: int) ->
             )
             nums = numbered(app, new.pid)
             assert nums == list(range(1, len(nums) + 1)), nums
+            assert f"line 00001 pid {new.pid} " in run.log.read_text()  # the file, too
             await until(
                 lambda: kind() is None and not banner.display,
                 10,
