@@ -77,12 +77,12 @@ def test_actions_dispatch(monkeypatch, tmp_path) -> None:
 
 
 def test_ctrl_c_exits_130_quietly(monkeypatch, capsys) -> None:
-    from gputui import doctor
+    from gputui import doctor_run
 
     def interrupted(settings, as_json=False):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(doctor, "run", interrupted)
+    monkeypatch.setattr(doctor_run, "main", interrupted)
     assert cli.main(["doctor", "--local"]) == 130
     assert capsys.readouterr() == ("", "")
 
@@ -99,12 +99,13 @@ def test_doctor_on_the_test_bed_via_alias(testbed, ct: int, capsys) -> None:
     ]
     assert cli.main(base) == 0
     out = capsys.readouterr().out
-    assert f"port {testbed.port}: connected, round trip" in out
-    assert f"container   {ct}: running" in out
+    assert f"root@127.0.0.1:{testbed.port} ct {ct}" in out
+    assert "connected (round trip" in out
+    assert f"CT {ct} running" in out
     tmux = subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip()
-    assert f"tmux        {tmux}" in out
+    assert f"tmux {tmux}" in out
     assert cli.main([*base, "--json"]) == 0
-    facts = json.loads(capsys.readouterr().out)
+    facts = json.loads(capsys.readouterr().out)["facts"]
     c = facts["connection"]
     assert (c["host"], c["port"], c["user"], c["state"]) == (
         "127.0.0.1",

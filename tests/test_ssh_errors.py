@@ -83,7 +83,7 @@ def test_alias_from_ssh_config_works(capsys, testbed) -> None:
         capsys, "--host", testbed.alias, "--ssh-config", str(testbed.ssh_config_path)
     )
     assert rc == 0, err
-    assert f"root@127.0.0.1 port {testbed.port}: connected" in out
+    assert f"root@127.0.0.1:{testbed.port}\n" in out and "connection  connected (round trip" in out
 
 
 def test_closed_port(capsys) -> None:

@@ -181,9 +181,9 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
             raise GputuiError(
                 "no target given", "pass --host HOST [--ct N], or --local to check this machine"
             )
-        from gputui import doctor
+        from gputui import doctor_run
 
-        return doctor.run(settings, as_json=bool(getattr(args, "json", False)))
+        return doctor_run.main(settings, as_json=bool(getattr(args, "json", False)))
     if command in ACTIONS:
         from gputui import actions_cli
 

@@ -492,6 +492,9 @@ class Context:
         if not held:
             return False
         no_progress = self.no_progress_for()
+        # a configured stale threshold below IDLE_FOR_S (a one-shot doctor with
+        # --stale-after 3) shortens the "nothing progressed" wait too
+        quiet = min(IDLE_FOR_S, self.threshold)
         for g in held:
             if g.idle_for is None:
                 return False
@@ -501,13 +504,13 @@ class Context:
                 and g.idle_for >= IDLE_SHORT_S
                 and g.idle_samples >= IDLE_SHORT_SAMPLES
                 and no_progress is not None
-                and no_progress >= IDLE_FOR_S
+                and no_progress >= quiet
             )
             if not (long_idle or short_but_all):
                 return False
         # steps still advancing means not hung
         last = self.metrics.last_step_time
-        return last is None or self.now - last >= IDLE_FOR_S
+        return last is None or self.now - last >= quiet
 
     @cached_property
     def drift_files(self) -> list[str]:
@@ -984,8 +987,10 @@ def rule_gpu_memory_orphaned(ctx: Context) -> Finding | None:
             fix=ctx.in_ct("kill " + " ".join(map(str, pids)))
             + "  (after checking they are leftovers)",
         )
-    if run_alive or not ctx.run_known_gone:
+    if run_alive or not ctx.run_known_gone or not ctx.ct_usable:
         return None
+    if gprocs and all(gp.in_container is False for gp in gprocs):
+        return None  # held by other containers' processes: not ours to call orphaned
     ev = [g.line() for g in held]
     if gprocs:
         ev += [_gp_line(gp) for gp in gprocs]

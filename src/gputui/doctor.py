@@ -117,7 +117,7 @@ def _parse_tools(text: str) -> dict[str, str | None]:
     return found
 
 
-async def _tools(target: Target) -> Tools:
+async def probe_tools(target: Target) -> Tools:
     probe = ["sh", "-c", TOOLS_SCRIPT]
     if target.ct is not None:
         inside, host = await asyncio.gather(
@@ -144,29 +144,33 @@ async def gather_facts(settings: Any) -> dict[str, Any]:
     target = await connect_target(settings)
     transport = target.transport
     try:
-        connect_ms = (time.perf_counter() - t0) * 1000.0
-        facts: dict[str, Any] = {
-            "target": target.label,
-            "connection": {
-                "transport": "local"
-                if getattr(settings, "local", False) or getattr(settings, "demo", False)
-                else "ssh",
-                "host": getattr(transport, "resolved_host", None)
-                or getattr(settings, "host", None),
-                "port": getattr(transport, "resolved_port", None),
-                "user": getattr(transport, "resolved_user", None),
-                "state": transport.state.value,
-                "rtt_ms": round(transport.rtt_ms, 1) if transport.rtt_ms is not None else None,
-                "connect_ms": round(connect_ms, 1),
-            },
-            "ct": None,
-        }
-        if target.ct is not None:
-            facts["ct"] = {"number": target.ct, "status": CtStatus.RUNNING.value}
-        facts["tools"] = asdict(await _tools(target))
+        facts = connection_facts(target, settings, (time.perf_counter() - t0) * 1000.0)
+        facts["tools"] = asdict(await probe_tools(target))
         return facts
     finally:
         await transport.close()
+
+
+def connection_facts(target: Target, settings: Any, connect_ms: float) -> dict[str, Any]:
+    """target / connection / ct facts of a connected target (CT checked running)."""
+    transport = target.transport
+    local = getattr(settings, "local", False) or getattr(settings, "demo", False)
+    facts: dict[str, Any] = {
+        "target": target.label,
+        "connection": {
+            "transport": "local" if local else "ssh",
+            "host": getattr(transport, "resolved_host", None) or getattr(settings, "host", None),
+            "port": getattr(transport, "resolved_port", None),
+            "user": getattr(transport, "resolved_user", None),
+            "state": transport.state.value,
+            "rtt_ms": round(transport.rtt_ms, 1) if transport.rtt_ms is not None else None,
+            "connect_ms": round(connect_ms, 1),
+        },
+        "ct": None,
+    }
+    if target.ct is not None:
+        facts["ct"] = {"number": target.ct, "status": CtStatus.RUNNING.value}
+    return facts
 
 
 def _fmt(value: Any) -> str:

@@ -26,10 +26,17 @@ import asyncio
 import contextlib
 import sys
 import time
+from dataclasses import asdict
 from typing import Any
 
 from gputui import diagnose as rules
-from gputui.doctor import make_transport
+from gputui.doctor import (
+    connection_facts,
+    container_status,
+    make_transport,
+    probe_tools,
+    require_running,
+)
 from gputui.errors import GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed
 from gputui.model import ConnectionState, CtStatus, Finding, Snapshot
@@ -47,23 +54,6 @@ APPS_PERIOD_S = 1.0  # compute-apps listing period during the watch
 def _get(settings: Any, name: str, default: Any = None) -> Any:
     value = getattr(settings, name, default) if settings is not None else default
     return default if value is None else value
-
-
-def _facts(transport: Transport, settings: Any, target: Target | None) -> dict[str, Any]:
-    facts: dict[str, Any] = {
-        "target": target.label if target is not None else transport.label,
-        "connection": getattr(transport.state, "value", str(transport.state)),
-        "error": transport.state_detail,
-        "rtt_ms": transport.rtt_ms,
-        "ct": _get(settings, "ct"),
-    }
-    version = getattr(transport, "server_version", None)
-    if version:
-        facts["ssh"] = facts["server_version"] = version
-    host_key = getattr(transport, "host_key", None)
-    if host_key:
-        facts["host_key"] = host_key
-    return facts
 
 
 def _held_and_idle(snap: Snapshot, now: float) -> bool:
@@ -169,27 +159,27 @@ async def inspect(
     gpu_feed: GpuFeed | None = None,
     settle_s: float = SETTLE_S,
 ) -> tuple[dict[str, Any], Snapshot | None, list[Finding], bool]:
-    """(facts, snapshot, findings, inspected). `inspected` is False when the
-    target could not be reached at all (then the snapshot is None)."""
+    """(facts, snapshot, findings, inspected).
+
+    Raises GputuiError (one line, exit 2) when the host cannot be reached,
+    the CT does not exist or is stopped, or the host has no `pct` — the
+    target cannot be inspected then, as for `doctor.gather_facts`."""
     if stale_after is None:
         stale_after = getattr(settings, "stale_after", None)
     tr = transport if transport is not None else make_transport(settings)
     ct = getattr(settings, "ct", None)
     target = Target(tr, int(ct) if ct is not None else None)
+    t0 = time.perf_counter()
     try:
-        try:
-            await tr.connect()
-        except GputuiError as err:
-            facts = _facts(tr, settings, target)
-            facts["connection"] = "failed"
-            facts["error"] = str(err)
-            return facts, None, [], False
+        await tr.connect()
+        if target.ct is not None:
+            require_running(await container_status(tr, target.ct), target.ct, tr.label)
+        facts = connection_facts(target, settings, (time.perf_counter() - t0) * 1000.0)
+        facts["tools"] = asdict(await probe_tools(target))
         if gpu_feed is None:
             gpu_feed = one_shot_gpu_feed(target, settings)
         monitor = Monitor(target, settings, gpu_feed)
         snap = await watch_once(monitor, settle_s)
-        facts = _facts(tr, settings, target)
-        facts["ct_status"] = getattr(snap.ct_status, "value", snap.ct_status)
         if monitor.agent_error:
             facts["agent_error"] = monitor.agent_error
         correct_backlog_times(snap)
@@ -206,17 +196,18 @@ async def inspect(
 
 
 def main(settings: Any, as_json: bool = False) -> int:
-    """`gputui doctor`: print the report, return the exit code."""
+    """`gputui doctor`: print the report, return the exit code (0/1/2)."""
     try:
         facts, snap, findings, inspected = asyncio.run(inspect(settings))
     except GputuiError as err:
-        print(f"gputui doctor: {err}", file=sys.stderr)
+        if as_json:
+            facts = {"target": getattr(settings, "host", None), "error": str(err)}
+            print(findings_to_json(facts, None, [], now=time.time(), inspected=False))
+        print(f"gputui: {err}", file=sys.stderr)
         return exit_code([], inspected=False)
     now = snap.time if snap is not None else time.time()
     if as_json:
         print(findings_to_json(facts, snap, findings, now=now, inspected=inspected))
     else:
-        if not inspected:
-            print(f"gputui doctor: cannot inspect {facts.get('target')}: {facts.get('error')}")
         print(render_text(facts, snap, findings, now=now), end="")
     return exit_code(findings, inspected=inspected)

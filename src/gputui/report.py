@@ -294,6 +294,9 @@ def render_text(
     ct_line = _ct_line(facts, snap)
     if ct_line:
         rows.append(("container", ct_line))
+    tools = _tools_line(facts.get("tools"))
+    if tools:
+        rows.append(("tools", tools))
     if snap is not None:
         rows += _gpu_rows(snap)
         rows.append(("session", _session_line(snap)))
@@ -349,9 +352,29 @@ def _connection_line(facts: dict[str, Any], snap: Snapshot | None) -> str:
     for k in ("ssh", "server_version", "host_key"):
         if facts.get(k):
             line += f", {k.replace('_', ' ')} {facts[k]}"
-    if err:
+    if err and str(state) != "connected":
         line += f" — {err}"
     return line
+
+
+def _tools_line(tools: Any) -> str:
+    """`tmux 3.3a · python3 Python 3.11.7 · py-spy missing · nvidia-smi host+ct`."""
+    if not isinstance(tools, dict):
+        return ""
+    parts = [
+        f"{name} {tools.get(key) or 'missing'}"
+        for name, key in (
+            ("tmux", "tmux"),
+            ("python3", "python3"),
+            ("py-spy", "py_spy"),
+            ("gdb", "gdb"),
+        )
+    ]
+    where = [
+        w for w, key in (("host", "nvidia_smi_host"), ("ct", "nvidia_smi_ct")) if tools.get(key)
+    ]
+    parts.append("nvidia-smi " + ("+".join(where) if where else "missing"))
+    return " · ".join(parts)
 
 
 def _ct_line(facts: dict[str, Any], snap: Snapshot | None) -> str:
