@@ -1021,7 +1021,10 @@ def rule_gpu_xid(ctx: Context) -> Finding | None:
     recent = [
         e
         for e in (ctx.gpus.events or [])
-        if not e.lost and e.time is not None and ctx.now - e.time <= RECENT_EVENT_S
+        if not e.lost
+        and e.time is not None
+        and ctx.now - e.time <= RECENT_EVENT_S
+        and e.text != ctx.gpus.error  # the reader's own failure: gpu_unreadable says it
     ]
     if not recent:
         return None

@@ -358,18 +358,20 @@ def _connection_line(facts: dict[str, Any], snap: Snapshot | None) -> str:
 
 
 def _tools_line(tools: Any) -> str:
-    """`tmux 3.3a · python3 Python 3.11.7 · py-spy missing · nvidia-smi host+ct`."""
+    """`tmux 3.3a · Python 3.11.7 · py-spy missing · GNU gdb 13.1 · nvidia-smi host+ct`."""
     if not isinstance(tools, dict):
         return ""
-    parts = [
-        f"{name} {tools.get(key) or 'missing'}"
-        for name, key in (
-            ("tmux", "tmux"),
-            ("python3", "python3"),
-            ("py-spy", "py_spy"),
-            ("gdb", "gdb"),
-        )
-    ]
+    parts = []
+    for name, key in (
+        ("tmux", "tmux"),
+        ("python3", "python3"),
+        ("py-spy", "py_spy"),
+        ("gdb", "gdb"),
+    ):
+        version = str(tools.get(key) or "missing")
+        # `tmux -V` says "tmux 3.3a", python3 "Python 3.11.7": name the tool once
+        known = version.lower().startswith(name[:4].lower()) or name[:3] in version.lower()
+        parts.append(version if known and version != "missing" else f"{name} {version}")
     where = [
         w for w, key in (("host", "nvidia_smi_host"), ("ct", "nvidia_smi_ct")) if tools.get(key)
     ]
