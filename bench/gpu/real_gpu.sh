@@ -9,6 +9,7 @@ OUT=${OUT:-/tmp/gputui-real-gpu}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/real_gpu.log") 2>&1
 ROOT=$(pwd)
+unset PYTHONUNBUFFERED  # the run under test must be block-buffered, as in the field
 RUN=/var/tmp/gputui-real-run
 rm -rf "$RUN" && mkdir -p "$RUN"
 
