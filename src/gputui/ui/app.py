@@ -178,8 +178,7 @@ class GputuiApp(App[int]):
         if parts & {"sessions", "procs"}:
             self._q(SessionList).show(snap.sessions, now, snap.session_name)
             self._q(RunPanel).show_proc(snap)
-        if "metrics" in parts:
-            self._q(RunPanel).show_metrics(snap.metrics)
+        # metrics change with nearly every log batch: the 1 Hz tick shows them
         self._refresh_availability(snap)
 
     def on_resize(self, event: Any) -> None:
@@ -198,7 +197,7 @@ class GputuiApp(App[int]):
             top.styles.height = height
 
     def _tick(self) -> None:
-        """Once a second: graphs, ages, log state, banner."""
+        """Once a second: graphs, ages, log state, metrics, banner."""
         if self._stopped:
             return
         snap = self.monitor.snapshot
@@ -209,6 +208,7 @@ class GputuiApp(App[int]):
         series, ymax = mem_series_gib(snap.gpus)
         self._q("#mem-plot", HistoryPlot).show(series, ymax)
         self._q(LogPanel).show_state(snap.log, now, self.stale_after or DEFAULT_STALE_AFTER)
+        self._q(RunPanel).show_metrics(snap.metrics)
         try:
             self.findings = list(self.diagnose(snap, now))
         except Exception as e:  # a broken rule must not take the dashboard down

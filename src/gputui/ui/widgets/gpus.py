@@ -83,9 +83,34 @@ def gpu_title(gpus: GpuState) -> str:
     return f"GPUs · {n}× {' / '.join(names)}" if names else f"GPUs · {n}"
 
 
+def gpu_rows_key(gpus: GpuState) -> tuple[object, ...]:
+    """Everything `gpu_table` shows: equal keys, equal tables."""
+    held_by = {p.gpu_uuid for p in gpus.processes}
+    rows = tuple(
+        (
+            i,
+            s.mem_used_mib,
+            s.mem_total_mib,
+            s.util_pct,
+            s.temp_c,
+            s.power_w,
+            s.power_limit_w,
+            bool(s.uuid and s.uuid in held_by),
+        )
+        for i, s in sorted(gpus.latest.items())
+    )
+    return (gpus.error, rows)
+
+
 class GpuTable(Static):
+    _key: tuple[object, ...] | None = None
+
     def show(self, gpus: GpuState) -> None:
-        self.update(GpuRows(gpus))
+        key = gpu_rows_key(gpus)
+        if key != self._key:
+            self._key = key
+            # the box has a fixed height (#top in app.tcss): repaint, no reflow
+            self.update(GpuRows(gpus), layout=False)
         self.border_title = gpu_title(gpus)
         events = [e.text for e in list(gpus.events)[-1:]]
         self.border_subtitle = events[0][:60] if events else ""
@@ -102,11 +127,15 @@ class HistoryPlot(PlotextPlot):
         self._ymax = 100.0
 
     def show(self, series: dict[int, list[float | None]], ymax: float) -> None:
-        self._series = {
+        new = {
             i: [0.0 if v is None else v for v in vals[-HISTORY_POINTS:]]
             for i, vals in series.items()
         }
-        self._ymax = ymax if ymax > 0 else 100.0
+        ymax = ymax if ymax > 0 else 100.0
+        if new == self._series and ymax == self._ymax:
+            return  # a plotext render costs 5-10 ms: only when the data moved
+        self._series = new
+        self._ymax = ymax
         self.refresh()
 
     def render(self):  # type: ignore[no-untyped-def]

@@ -9,10 +9,11 @@ from rich.highlighter import Highlighter
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Input, Log, Static
+from textual.widgets import Input, Log
 
 from gputui.model import LogState
 from gputui.ui.format import human_age
+from gputui.ui.widgets.quiet import QuietStatic
 
 MAX_LINES = 5000
 
@@ -83,7 +84,7 @@ class LogPanel(Vertical):
         self._held = 0  # lines that arrived while paused
 
     def compose(self) -> ComposeResult:
-        yield Static(id="log-state")
+        yield QuietStatic(id="log-state")
         yield Input(placeholder="filter (regex; empty clears; esc closes)", id="log-filter")
         log = TailLog(max_lines=MAX_LINES, highlight=True, id="log")
         log.highlighter = TrainingLogHighlighter()
@@ -99,7 +100,7 @@ class LogPanel(Vertical):
             t.append(f"  ⏸ paused ({self._held} new)", style="bold yellow")
         if self._pattern is not None:
             t.append(f"  filter /{self._pattern.pattern}/", style="bold cyan")
-        self.query_one("#log-state", Static).update(t)
+        self.query_one("#log-state", QuietStatic).show_text(t)  # one row: repaint only
         self.border_title = f"log {log.path}" if log.path else "log"
 
     def add_lines(self, lines: list[str]) -> None:

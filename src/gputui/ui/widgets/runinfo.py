@@ -6,10 +6,11 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Label, Sparkline, Static
+from textual.widgets import Sparkline
 
 from gputui.model import Metrics, Proc, Ring, Snapshot
 from gputui.ui.format import buffering_verdict, human_bytes, median, number, stdout_route
+from gputui.ui.widgets.quiet import QuietStatic
 
 SPARK_POINTS = 120
 
@@ -59,31 +60,34 @@ class MetricRow(Horizontal):
         self._last: list[float] = []
 
     def compose(self) -> ComposeResult:
-        yield Label(self._name, classes="metric-name")
+        yield QuietStatic(self._name, classes="metric-name")
         yield Sparkline([], summary_function=max)
-        yield Static(classes="metric-value")
+        yield QuietStatic(classes="metric-value")
 
-    def show(self, values: list[float], text: Text) -> None:
+    def show(self, values: list[float], text: Text, name: str | None = None) -> None:
         if values != self._last:
             self._last = values
             self.query_one(Sparkline).data = values  # a new list repaints it
-        self.query_one(".metric-value", Static).update(text)
+        # one row high, fixed widths (app.tcss): repaint only, and only on change
+        self.query_one(".metric-value", QuietStatic).show_text(text)
+        if name is not None:
+            self.query_one(".metric-name", QuietStatic).show_text(name)
 
 
 class RunPanel(Vertical):
     def compose(self) -> ComposeResult:
-        yield Static(id="proc")
+        yield QuietStatic(id="proc")
         yield MetricRow("tok/s", id="m-throughput")
         yield MetricRow("loss", id="m-loss")
         yield MetricRow("s/step", id="m-step")
 
     def show_proc(self, snap: Snapshot) -> None:
-        self.query_one("#proc", Static).update(proc_text(snap))
+        # three rows high (app.tcss): repaint only, and only on change
+        self.query_one("#proc", QuietStatic).show_text(proc_text(snap))
 
     def show_metrics(self, m: Metrics) -> None:
         row = self.query_one("#m-throughput", MetricRow)
-        row.query_one(Label).update(m.throughput_unit or "tok/s")
-        row.show(_values(m.throughput), metric_text(m.throughput))
+        row.show(_values(m.throughput), metric_text(m.throughput), m.throughput_unit or "tok/s")
         self.query_one("#m-loss", MetricRow).show(_values(m.loss), metric_text(m.loss, digits=3))
         intervals = list(m.step_intervals)[-SPARK_POINTS:]
         step = Text(no_wrap=True, overflow="ellipsis")

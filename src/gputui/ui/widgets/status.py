@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
 
 from gputui.model import ConnectionState, CtStatus, Snapshot
+from gputui.ui.widgets.quiet import QuietStatic
 
 
 def status_text(snap: Snapshot, *, read_only: bool = False) -> Text:
@@ -44,6 +44,7 @@ def status_text(snap: Snapshot, *, read_only: bool = False) -> Text:
     return t
 
 
-class StatusLine(Static):
+class StatusLine(QuietStatic):
     def show(self, snap: Snapshot, *, read_only: bool) -> None:
-        self.update(status_text(snap, read_only=read_only))
+        # one row high (app.tcss): a changed text repaints, never reflows
+        self.show_text(status_text(snap, read_only=read_only))
