@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterable
 
+from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.geometry import Size
 from textual.widgets import Input, Log
+from typing_extensions import Self
 
 from gputui.model import LogState
 from gputui.ui.format import human_age
@@ -70,7 +74,39 @@ def log_state_text(log: LogState, now: float, stale_after: float) -> Text:
 
 
 class TailLog(Log):
-    pass
+    """A `Log` whose writes repaint only itself.
+
+    Textual's `Log.write_lines` assigns `virtual_size` (a layout reactive), so
+    every batch reflows the whole screen, and starts a thread to measure the
+    new lines' width, which assigns it again. This log never changes size with
+    its content (`height: 1fr`, scrollbars always on), so here the virtual
+    size is set without a layout and the width is measured inline.
+    """
+
+    def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> Self:
+        at_end = self.is_vertical_scroll_end
+        auto_scroll = self.auto_scroll if scroll_end is None else scroll_end
+        new_lines: list[str] = []
+        for line in lines:
+            new_lines.extend(line.splitlines())
+        if not new_lines:
+            return self
+        start = len(self._lines)
+        self._lines.extend(new_lines)
+        if self.max_lines is not None and len(self._lines) > self.max_lines:
+            start -= len(self._lines) - self.max_lines
+            self._prune_max_lines()
+        process = self._process_line
+        self._width = max(self._width, max(cell_len(process(x)) for x in new_lines))
+        size = Size(self._width, self.line_count)
+        self.set_reactive(Log.virtual_size, size)
+        self._scroll_update(size)
+        self.refresh_lines(max(0, start), len(new_lines))
+        if auto_scroll and not self.is_vertical_scrollbar_grabbed and at_end:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        else:
+            self.refresh()
+        return self
 
 
 class LogPanel(Vertical):
