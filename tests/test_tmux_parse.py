@@ -19,6 +19,7 @@ import pytest
 from gputui.collect.tmux import (
     LIST_PANES_FORMAT,
     capture_argv,
+    decode_format_output,
     is_no_server,
     list_panes_argv,
     pane_target,
@@ -82,8 +83,11 @@ def tmux_sock() -> Iterator[str]:
         os.kill(int(pid), signal.SIGTERM)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            out = run([*t, "list-panes", "-a", "-F", "#{session_name} #{pane_dead}"]).stdout
-            if "dead3 1" in out and "sig 1" in out:
+            # tmux marks a pane dead (pty EOF) a moment before it reaps the
+            # process and fills in the status/signal: wait for both
+            fmt = "#{session_name} #{pane_dead}#{pane_dead_status}#{pane_dead_signal}"
+            out = run([*t, "list-panes", "-a", "-F", fmt]).stdout
+            if "dead3 13" in out and "sig 115" in out:
                 break
             time.sleep(0.05)
         yield sock
@@ -251,3 +255,32 @@ def test_newline_in_path_does_not_split_record() -> None:
     fields = ["s", "1", "1", "0", "0", "0", "5", "0", "", "", "bash", "bash", "/tmp/a\nb"]
     (s,) = parse_panes("\x1f".join(fields) + "\x1e\n")
     assert s.panes[0].current_path == "/tmp/a\nb"
+
+
+def tmux34_escaped(raw: str) -> str:
+    """What tmux 3.4 prints for the same panes: control characters in -F
+    output as octal escapes, a backslash doubled (as seen on the lent H200
+    machine's tmux 3.4, where the raw separators made every session vanish)."""
+    out = []
+    for ch in raw:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch != "\n" and ord(ch) < 32:
+            out.append(f"\\{ord(ch):03o}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def test_tmux34_escaped_separators_parse_the_same(tmux_sock: str) -> None:
+    raw = run(list_panes_argv(tmux_sock)).stdout
+    assert "\x1f" in raw
+    escaped = tmux34_escaped(raw)
+    assert "\x1f" not in escaped and "\\037" in escaped
+    assert parse_panes(escaped) == parse_panes(raw)
+    assert len(parse_panes(escaped)) >= 3
+
+
+def test_raw_output_with_backslashes_is_left_alone() -> None:
+    assert decode_format_output("a\x1fC:\\037\\x") == "a\x1fC:\\037\\x"
+    assert decode_format_output("a\\037b\\\\c") == "a\x1fb\\c"

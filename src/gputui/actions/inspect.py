@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from gputui.actions.runspec import session_target, tmux_argv
+from gputui.collect.tmux import decode_format_output
 from gputui.remote.target import Target
 
 SEP = "\x1f"
@@ -167,7 +168,7 @@ def _is_file(link: str) -> bool:
 
 def parse_panes(text: str) -> list[PaneInfo]:
     panes = []
-    for line in text.splitlines():
+    for line in decode_format_output(text).splitlines():
         parts = line.split(SEP)
         if len(parts) < 8:
             continue

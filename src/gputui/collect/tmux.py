@@ -216,6 +216,24 @@ def parse_pane_record(record: str) -> tuple[Session, Pane] | None:
     return session, p
 
 
+_VIS_ESCAPE_RE = re.compile(r"\\(\\|[0-7]{3})")
+
+
+def decode_format_output(text: str) -> str:
+    """Undo tmux 3.4's escaping of `-F` output.
+
+    tmux 3.4 prints control characters in format output as octal escapes
+    (our 0x1f separator comes back as the four characters `\\037`; seen on
+    Ubuntu 24.04's tmux 3.4 and on the lent H200 machine); 3.3a (Proxmox VE
+    8) and 3.5+ print the raw bytes. Decode only when the separator came
+    back escaped, so raw output with backslashes in paths is left alone."""
+    if FIELD_SEP in text or "\\037" not in text:
+        return text
+    return _VIS_ESCAPE_RE.sub(
+        lambda m: "\\" if m.group(1) == "\\" else chr(int(m.group(1), 8)), text
+    )
+
+
 def parse_panes(text: str) -> list[Session]:
     """Output of `list_panes_argv()` -> sessions (in tmux's order) with panes.
 
@@ -223,7 +241,7 @@ def parse_panes(text: str) -> list[Session]:
     dead_signal (signal number); a running pane has both None. Lines that do
     not have our fields are skipped."""
     sessions: dict[str, Session] = {}
-    for rec in _records(text):
+    for rec in _records(decode_format_output(text)):
         parsed = parse_pane_record(rec)
         if parsed is None:
             continue
