@@ -1011,9 +1011,11 @@ def rule_gpu_memory_orphaned(ctx: Context) -> Finding | None:
 
 
 def _gp_line(gp: GpuProcess) -> str:
-    where = f"CT PID {gp.ct_pid}" if gp.ct_pid is not None else "not in the watched CT"
     used = f"{gib(gp.used_mib)}" if gp.used_mib is not None else "? GiB"
     name = f" {gp.name}" if gp.name else ""
+    if gp.ct_pid == gp.host_pid:  # a plain host: one PID space
+        return f"PID {gp.host_pid}{name}: {used} on {gp.gpu_uuid or 'a GPU'}"
+    where = f"CT PID {gp.ct_pid}" if gp.ct_pid is not None else "not in the watched CT"
     return f"host PID {gp.host_pid}{name} ({where}): {used} on {gp.gpu_uuid or 'a GPU'}"
 
 

@@ -99,8 +99,8 @@ def parse_apps_block(
     for p in procs:
         cg, pns, nspids = pidinfo.get(p.host_pid, ("-", "-", []))
         in_ct: bool | None = None
-        if ct is None:
-            in_ct = None
+        if ct is None:  # a plain host (or --local): its PIDs are the run's PIDs
+            in_ct, nspids = True, [p.host_pid, p.host_pid]
         elif cg.startswith("/lxc/"):
             try:
                 in_ct = int(cg[5:]) == ct
@@ -445,6 +445,8 @@ class NvmlFeed(GpuFeed):
                 for ev in events:
                     self.state.events.append(ev)
                 if procs is not None:
+                    for p in procs:  # NVML on this machine: its PIDs are ours
+                        p.in_container, p.ct_pid = True, p.host_pid
                     self.state.processes = procs
                 self.state.error = next((e.text for e in events if e.lost), None)
                 backoff = BACKOFF_START_S
