@@ -69,3 +69,28 @@ async def test_log_view_stays_where_the_user_scrolled() -> None:
         await pilot.pause()
         assert log.scroll_y == 10
         assert log.lines[-1] == "line 200"
+
+
+async def test_log_lines_show_on_arrival_then_at_most_one_write_per_interval() -> None:
+    app, mon = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        log = app.query_one("#log", Log)
+        writes: list[list[str]] = []
+        orig = log.write_lines
+
+        def counted(lines: Any, scroll_end: bool | None = None) -> Any:
+            writes.append(list(lines))
+            return orig(writes[-1], scroll_end)
+
+        log.write_lines = counted  # type: ignore[method-assign]
+        await pilot.pause(0.2)
+        mon.push_lines(["first"])
+        mon.publish({"log"})
+        assert log.lines[-1] == "first"  # at once: no timer in the way
+        for i in range(5):  # a flood right after: held, then one batch
+            mon.push_lines([f"more {i}"])
+            mon.publish({"log"})
+        assert log.lines[-1] == "first"
+        await pilot.pause(0.25)
+        assert log.lines[-5:] == [f"more {i}" for i in range(5)]
+        assert writes == [["first"], [f"more {i}" for i in range(5)]]

@@ -2,7 +2,9 @@
 
 Live data never recomposes: a monitor callback marks parts dirty, one
 coalesced apply updates the widgets in place, a 1 Hz tick redraws graphs,
-ages and the banner, and a 10 Hz timer moves log lines in batches.
+ages, metrics and the banner. Log lines move in as soon as the monitor says
+they arrived, at most one write per LOG_WRITE_INTERVAL (the first at once,
+the rest in one batch when the interval is over).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from gputui.ui.widgets.status import StatusLine
 
 Diagnose = Callable[[Snapshot, float], list[Finding]]
 DEFAULT_STALE_AFTER = 30.0
+LOG_WRITE_INTERVAL = 0.1  # s; each log write costs a screen update (~5-10 ms)
 
 
 def default_diagnose(stale_after: float | None) -> Diagnose:
@@ -99,6 +102,8 @@ class GputuiApp(App[int]):
         self._dirty: set[str] = set()
         self._apply_pending = False
         self._log_path: str | None = None
+        self._last_log_write = -1e9  # time.monotonic() of the last drain
+        self._log_flush_pending = False
         self._availability: tuple[str | None, ...] = ()
         self._stopped = False
         self.executed: list[PlannedAction] = []  # every action that really ran
@@ -141,7 +146,6 @@ class GputuiApp(App[int]):
         self._q(SessionList).focus()
         if self.live:
             self.set_interval(1.0, self._tick)
-            self.set_interval(0.1, self._drain_log)
             self._start_monitor()
 
     @work(group="monitor", exit_on_error=False)
@@ -155,6 +159,8 @@ class GputuiApp(App[int]):
         if self._thread_id != threading.get_ident():
             self.call_from_thread(self._on_monitor, snap, parts)
             return
+        if "log" in parts:
+            self._log_arrived()
         self._dirty |= parts
         if not self._apply_pending:
             self._apply_pending = True
@@ -200,6 +206,8 @@ class GputuiApp(App[int]):
         """Once a second: graphs, ages, log state, metrics, banner."""
         if self._stopped:
             return
+        if not self._log_flush_pending:  # a monitor that never says "log" still shows lines
+            self._drain_log()
         snap = self.monitor.snapshot
         now = self.clock()
         self._q(StatusLine).show(snap, read_only=self.read_only)
@@ -226,10 +234,25 @@ class GputuiApp(App[int]):
                 hints.append(f"[{v.key}] {v.label}")
         return hints
 
+    def _log_arrived(self) -> None:
+        """Lines arrived: write them now, or once the write interval is over
+        (leading edge + trailing flush: no waiting at 10 lines/s, still one
+        batch per interval under a flood)."""
+        if self._log_flush_pending:
+            return
+        wait = self._last_log_write + LOG_WRITE_INTERVAL - time.monotonic()
+        if wait <= 0:
+            self._drain_log()
+        else:
+            self._log_flush_pending = True
+            self.set_timer(wait, self._drain_log)
+
     def _drain_log(self) -> None:
-        """Ten times a second: move new log lines into the view in one batch."""
+        """Move new log lines into the view in one batch."""
+        self._log_flush_pending = False
         if self._stopped:
             return
+        self._last_log_write = time.monotonic()
         snap = self.monitor.snapshot
         panel = self._q(LogPanel)
         if snap.log.path != self._log_path:
