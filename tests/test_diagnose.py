@@ -232,6 +232,24 @@ CASES = [
         {"buffered": True, "silent": 100.0, "steps": False},
         None,
     ),
+    # ------------------------------------------------------- buffered_output
+    # a fast buffered run: 8 KiB (~200 lines) every ~27 s, never silent for
+    # long — what the real H200 run looked like (docs/real-gpu.md)
+    Case(
+        "buffered, lines arrive in 8 KiB bursts",
+        {"buffered": True, "line_gaps": ((0.0,) * 99 + (27.0,)) * 2},
+        "buffered_output",
+        Severity.WARNING,
+        title_has=("bursts up to 27 s late", "PID 12", "PYTHONUNBUFFERED unset"),
+        evidence_has=("~100 lines at once",),
+        action="relaunch",
+    ),
+    Case(
+        "unbuffered, bursty writer (a progress dump): not called buffered",
+        {"line_gaps": ((0.0,) * 99 + (27.0,)) * 2},
+        None,
+        absent=("buffered_output",),
+    ),
     # ------------------------------------------------------- busy_but_silent
     Case(
         "busy but silent: buffered behind tee",

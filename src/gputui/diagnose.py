@@ -75,6 +75,7 @@ SPECIFICITY: tuple[str, ...] = (
     "run_exited",
     "held_but_idle",
     "busy_but_silent",
+    "buffered_output",
     "log_drift",
     "log_missing",
     "stale_code",
@@ -852,6 +853,72 @@ def rule_busy_but_silent(ctx: Context) -> Finding | None:
     )
 
 
+BURST_GAP_S = 0.05  # lines closer than this arrived in one write
+BURST_PAUSE_S = 2.0  # ... and a pause at least this long separates bursts
+BURST_SHARE = 0.8  # this share of the recent gaps is "same write"
+
+
+def log_bursts(gaps: list[float]) -> tuple[int, float] | None:
+    """(lines per burst, longest pause) when the log's recent lines came in
+    bursts — most gaps ~0 with long pauses between — else None. That is what
+    an 8 KiB stdout buffer looks like from the outside."""
+    gs = gaps[-200:]
+    if len(gs) < 20:
+        return None
+    same_write = sum(1 for g in gs if g < BURST_GAP_S)
+    pauses = [g for g in gs if g >= BURST_PAUSE_S]
+    if not pauses or same_write / len(gs) < BURST_SHARE:
+        return None
+    return max(1, round(len(gs) / len(pauses))), max(pauses)
+
+
+def rule_buffered_output(ctx: Context) -> Finding | None:
+    """Block-buffered but not (yet) silent: the log gets lines, late and in
+    8 KiB bursts. A WARNING once the bursts are seen, INFO before."""
+    if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung:
+        return None
+    if ctx.block_buffered is not True or ctx.log_silent or ctx.drift_files:
+        return None
+    p = ctx.proc
+    assert p is not None
+    ev = [
+        f"PID {p.pid} ({_short(p.command, 80)}): stdout is {stdout_words(p)}",
+        "; ".join(buffering_words(p)) + " → Python writes stdout in 8 KiB blocks",
+    ]
+    bursts = log_bursts(list(getattr(ctx.log, "line_gaps", None) or []))
+    if bursts is None:
+        return Finding(
+            kind="buffered_output",
+            severity=Severity.INFO,
+            title=f"stdout of PID {p.pid} is block-buffered: its lines reach the log late, 8 KiB at a time",
+            evidence=ev,
+            action="relaunch",
+            action_label="[r] relaunch unbuffered",
+            alt_action="flush",
+            alt_action_label="[f] flush live",
+            fix="add `-u` to the python command or `export PYTHONUNBUFFERED=1` in the start script",
+        )
+    per_burst, pause = bursts
+    ev.insert(
+        0,
+        f"log {ctx.log.path or '(none)'}: ~{per_burst} lines at once, then up to {dur(pause)} of silence",
+    )
+    return Finding(
+        kind="buffered_output",
+        severity=Severity.WARNING,
+        title=(
+            f"log lines arrive in bursts up to {dur(pause)} late: stdout of PID {p.pid} is "
+            f"{stdout_words(p)} with no -u and PYTHONUNBUFFERED unset"
+        ),
+        evidence=ev,
+        action="relaunch",
+        action_label="[r] relaunch unbuffered",
+        alt_action="flush",
+        alt_action_label="[f] flush live",
+        fix="add `-u` to the python command or `export PYTHONUNBUFFERED=1` in the start script",
+    )
+
+
 def rule_log_missing(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.log.path or ctx.log.exists is not False:
         return None
@@ -1110,6 +1177,7 @@ RULES: tuple[Rule, ...] = (
     rule_loading,
     rule_held_but_idle,
     rule_busy_but_silent,
+    rule_buffered_output,
     rule_log_missing,
     rule_log_drift,
     rule_progress_stalled,
