@@ -14,7 +14,7 @@ import pytest
 from gputui.collect.logtail import LineSplitter
 from gputui.collect.metrics import PRESET_NAMES, MetricParser
 from gputui.errors import ConfigError
-from gputui.model import Metrics
+from gputui.model import MetricPoint, Metrics
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 NAN = float("nan")
@@ -250,3 +250,25 @@ def test_generic_rate_after_its_unit_and_not_another_keys_value(
     p = MetricParser().parse(line, 0.0)
     assert p is not None
     assert (p.step, p.loss, p.throughput) == (step, loss, thr)
+
+
+def test_step_counter_going_back_is_a_new_run_not_ignored() -> None:
+    m = Metrics()
+    for i, step in enumerate(range(100, 156)):
+        m.add(MetricPoint(time=float(i), step=step))
+    assert m.last_step == 155
+    for i, step in enumerate(range(1, 11)):  # relaunched: counts from 1 again
+        m.add(MetricPoint(time=100.0 + 2 * i, step=step))
+    assert m.last_step == 10 and m.last_step_time == 118.0 and m.restarts == 1
+    assert m.median_step_interval == 2.0
+
+
+def test_buffered_bursts_give_the_average_step_time_not_zero() -> None:
+    m = Metrics()
+    t = 0.0
+    for burst in range(3):  # 200 steps land at once every 27 s
+        t = 27.0 * burst
+        for k in range(200):
+            m.add(MetricPoint(time=t, step=burst * 200 + k))
+    med = m.median_step_interval
+    assert med is not None and 0.05 < med < 0.2  # 54 s over 399 advances ≈ 0.135 s

@@ -285,13 +285,24 @@ class Metrics:
     step_intervals: deque[float] = field(default_factory=lambda: deque(maxlen=200))
     preset: str = ""  # which parser matched
 
+    advance_times: deque[float] = field(default_factory=lambda: deque(maxlen=201))
+    restarts: int = 0  # times the step counter went back (a relaunch, a new epoch bar)
+
     def add(self, p: MetricPoint) -> None:
         if p.step is not None:
-            if self.last_step is None or p.step > self.last_step:
+            if self.last_step is not None and p.step < self.last_step:
+                # a new run (relaunch) or a per-epoch counter: start counting again
+                self.restarts += 1
+                self.last_step, self.last_step_time = p.step, p.time
+                self.step_intervals.clear()
+                self.advance_times.clear()
+                self.advance_times.append(p.time)
+            elif self.last_step is None or p.step > self.last_step:
                 if self.last_step_time is not None:
                     self.step_intervals.append(p.time - self.last_step_time)
                 self.last_step = p.step
                 self.last_step_time = p.time
+                self.advance_times.append(p.time)
             self.step.append(p.time, float(p.step))
         if p.loss is not None:
             self.loss.append(p.time, p.loss)
@@ -302,10 +313,19 @@ class Metrics:
 
     @property
     def median_step_interval(self) -> float | None:
+        """Median seconds between advances of the step counter. When most
+        advances arrived in the same write (a block-buffered log delivers
+        8 KiB of steps at once) the per-line gaps are ~0 and say nothing: use
+        the average over the whole span instead."""
         if not self.step_intervals:
             return None
         xs = sorted(self.step_intervals)
         n = len(xs)
+        same_write = sum(1 for x in xs if x < 0.001)
+        if same_write * 2 >= n and len(self.advance_times) >= 2:
+            span = self.advance_times[-1] - self.advance_times[0]
+            if span > 0:
+                return span / (len(self.advance_times) - 1)
         return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
