@@ -94,3 +94,37 @@ async def test_log_lines_show_on_arrival_then_at_most_one_write_per_interval() -
         await pilot.pause(0.25)
         assert log.lines[-5:] == [f"more {i}" for i in range(5)]
         assert writes == [["first"], [f"more {i}" for i in range(5)]]
+
+
+async def test_a_burst_shows_its_last_lines_and_says_how_many_were_skipped() -> None:
+    app, mon = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        log = app.query_one("#log", Log)
+        burst = [f"burst {i}" for i in range(3000)]
+        mon.push_lines(burst)
+        mon.dropped_log_lines = 7  # type: ignore[attr-defined]  # the monitor let 7 go
+        app._drain_log()
+        app._tick()
+        await pilot.pause()
+        assert log.lines[-201] == "⋯ 2,800 lines skipped (burst; still in the log file) ⋯"
+        assert log.lines[-200:] == burst[-200:]  # in order, the newest last
+        state = str(app.query_one("#log-state").render())
+        assert "2,807 lines skipped during burst" in state
+        mon.push_lines(["after 1", "after 2"])  # a normal batch: every line
+        app._drain_log()
+        assert log.lines[-2:] == ["after 1", "after 2"]
+        await pilot.press("p", "p")  # pause + resume redraws every kept line
+        assert log.lines[-3002:] == [*burst, "after 1", "after 2"]
+
+
+async def test_log_width_counts_cells_for_tabs_and_wide_characters() -> None:
+    app, _mon = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        log = app.query_one("#log", TailLog)
+        log.clear()
+        await pilot.pause()
+        widest = 0
+        for line, cells in (("abc", 3), ("a\tb", 9), ("日本語のログ", 12), ("x" * 150, 150)):
+            log.write_lines([line])
+            widest = max(widest, cells)
+            assert log.virtual_size.width == widest, line

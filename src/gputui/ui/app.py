@@ -104,6 +104,7 @@ class GputuiApp(App[int]):
         self._log_path: str | None = None
         self._last_log_write = -1e9  # time.monotonic() of the last drain
         self._log_flush_pending = False
+        self._dropped_base = 0  # monitor's dropped_log_lines when this log's view began
         self._availability: tuple[str | None, ...] = ()
         self._stopped = False
         self.executed: list[PlannedAction] = []  # every action that really ran
@@ -215,7 +216,9 @@ class GputuiApp(App[int]):
         self._q("#util-plot", HistoryPlot).show(util_series(snap.gpus), 100.0)
         series, ymax = mem_series_gib(snap.gpus)
         self._q("#mem-plot", HistoryPlot).show(series, ymax)
-        self._q(LogPanel).show_state(snap.log, now, self.stale_after or DEFAULT_STALE_AFTER)
+        self._q(LogPanel).show_state(
+            snap.log, now, self.stale_after or DEFAULT_STALE_AFTER, self._dropped_lines()
+        )
         self._q(RunPanel).show_metrics(snap.metrics)
         try:
             self.findings = list(self.diagnose(snap, now))
@@ -233,6 +236,11 @@ class GputuiApp(App[int]):
                 v = VERB_BY_ID[verb]
                 hints.append(f"[{v.key}] {v.label}")
         return hints
+
+    def _dropped_lines(self) -> int:
+        """Lines of the followed log the monitor dropped (a burst outran the view)."""
+        dropped = getattr(self.monitor, "dropped_log_lines", 0)
+        return dropped - self._dropped_base if isinstance(dropped, int) else 0
 
     def _log_arrived(self) -> None:
         """Lines arrived: write them now, or once the write interval is over
@@ -258,6 +266,7 @@ class GputuiApp(App[int]):
         if snap.log.path != self._log_path:
             if self._log_path:
                 panel.restart(f"── now following {snap.log.path or '(nothing)'} ──")
+                self._dropped_base += self._dropped_lines()
             self._log_path = snap.log.path
         panel.add_lines(self.monitor.drain_log_lines())
 

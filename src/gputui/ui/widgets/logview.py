@@ -20,6 +20,13 @@ from gputui.ui.format import human_age
 from gputui.ui.widgets.quiet import QuietStatic
 
 MAX_LINES = 5000
+# A batch bigger than BURST_BATCH (>= 10,000 lines/s at 10 writes/s) is a
+# burst: the view gets its last BURST_KEEP lines and a line saying how many
+# were skipped (they stay in the file, and in the lines a pause/filter
+# redraws). Nobody reads 5,000 lines scrolling past in 100 ms; writing them
+# keeps the event loop from answering keys.
+BURST_BATCH = 1000
+BURST_KEEP = 200
 
 
 _HIGHLIGHTS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -83,6 +90,12 @@ class TailLog(Log):
     size is set without a layout and the width is measured inline.
     """
 
+    def _line_width(self, line: str) -> int:
+        # printable ASCII (nearly every training log line) is one cell a character
+        if line.isascii() and line.isprintable():
+            return len(line)
+        return cell_len(self._process_line(line))
+
     def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> Self:
         at_end = self.is_vertical_scroll_end
         auto_scroll = self.auto_scroll if scroll_end is None else scroll_end
@@ -96,8 +109,7 @@ class TailLog(Log):
         if self.max_lines is not None and len(self._lines) > self.max_lines:
             start -= len(self._lines) - self.max_lines
             self._prune_max_lines()
-        process = self._process_line
-        self._width = max(self._width, max(cell_len(process(x)) for x in new_lines))
+        self._width = max(self._width, max(map(self._line_width, new_lines)))
         size = Size(self._width, self.line_count)
         self.set_reactive(Log.virtual_size, size)
         self._scroll_update(size)
@@ -118,6 +130,7 @@ class LogPanel(Vertical):
         self._pattern: re.Pattern[str] | None = None
         self.paused = False
         self._held = 0  # lines that arrived while paused
+        self.skipped = 0  # lines of bursts the view never showed
 
     def compose(self) -> ComposeResult:
         yield QuietStatic(id="log-state")
@@ -130,8 +143,11 @@ class LogPanel(Vertical):
     def log(self) -> TailLog:
         return self.query_one(TailLog)
 
-    def show_state(self, log: LogState, now: float, stale_after: float) -> None:
+    def show_state(self, log: LogState, now: float, stale_after: float, dropped: int = 0) -> None:
+        """`dropped`: lines the monitor let go before the view asked for them."""
         t = log_state_text(log, now, stale_after)
+        if self.skipped + dropped:
+            t.append(f"  ⋯ {self.skipped + dropped:,} lines skipped during burst", style="yellow")
         if self.paused:
             t.append(f"  ⏸ paused ({self._held} new)", style="bold yellow")
         if self._pattern is not None:
@@ -148,11 +164,19 @@ class LogPanel(Vertical):
             return
         if self._pattern is not None:
             lines = [x for x in lines if self._pattern.search(x)]
+        if len(lines) > BURST_BATCH:
+            n = len(lines) - BURST_KEEP
+            self.skipped += n
+            lines = [
+                f"⋯ {n:,} lines skipped (burst; still in the log file) ⋯",
+                *lines[-BURST_KEEP:],
+            ]
         if lines:
             self.log.write_lines(lines)
 
     def restart(self, note: str) -> None:
         """A new log is followed: start the view afresh."""
+        self.skipped = 0
         self._lines.clear()
         self.log.clear()
         self.log.write_line(note)
