@@ -450,6 +450,41 @@ async def test_collect_snapshot_one_shot(
     assert "gputui-agent" not in left and "tail -c" not in left
 
 
+async def test_start_is_concurrent_and_skips_pct_status_when_the_agent_runs(
+    testbed: Any, ct: int, ws: Path, counting: CountingTransport
+) -> None:
+    """With the log path given, its stream opens before the agent is up (not
+    after the first poll), and a running agent stands for `pct status`: no
+    `pct status` at all while the CT runs."""
+    log = ws / "given.log"
+    log.write_text("first line\n")
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "s", "sleep 300")
+    mon = Monitor(
+        Target(counting, ct), settings(log=str(log)), gpu_feed=SimulatedGpus(1, lambda: 0.0)
+    )
+    seen: list[set[str]] = []
+    mon.subscribe(lambda snap, parts: seen.append(set(parts)))
+    agent_up_at_follow: list[bool] = []
+    inner_open = counting.open
+
+    async def open_(argv: list[str], *, watchdog: bool = True) -> RemoteProcess:
+        if "gputui-follow" in argv:
+            agent_up_at_follow.append(mon.agent is not None)
+        return await inner_open(argv, watchdog=watchdog)
+
+    counting.open = open_  # type: ignore[method-assign]
+    await mon.start()
+    try:
+        assert mon.snapshot.ct_status == CtStatus.RUNNING and mon.agent is not None
+        await until(lambda: list(mon.snapshot.log_tail) == ["first line"], what="log")
+        assert agent_up_at_follow == [False]  # opened while the agent was still starting
+        argvs = [a for _, _, a in counting.calls]
+        assert not [a for a in argvs if a[:2] == ["pct", "status"]]
+        assert len(seen) >= 2  # published in parts, not once at the end
+    finally:
+        await mon.stop()
+
+
 async def test_stopped_ct_is_reported(testbed: Any, ct: int, counting: CountingTransport) -> None:
     testbed.ct_stop(ct)
     mon = Monitor(Target(counting, ct), settings(), gpu_feed=SimulatedGpus(1, lambda: 0.0))

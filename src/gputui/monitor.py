@@ -207,10 +207,17 @@ class Monitor:
         snap.connection = tr.state
         snap.connection_error = tr.state_detail
         snap.rtt_ms = tr.rtt_ms
+        self._changed("connection")
+        # Everything at once, each part published as it lands: the GPU feed
+        # and (when the log path is known from --log / the config) the log
+        # stream run as their own tasks while the agent starts. No `pct
+        # status` up front: a running agent proves the CT runs; the CT is
+        # checked only when the agent fails.
         if self.gpu_feed is not None:
             self.gpu_feed.subscribe(self._on_gpus)
             await self.gpu_feed.start()
-        await self._check_ct()
+        if self._wanted_log() is not None:
+            await self._choose_log()
         await self._ensure_agent()
         await self.refresh()
         self._tasks.append(asyncio.create_task(self._poll_loop(), name="monitor poll"))
@@ -344,6 +351,7 @@ class Monitor:
             self.agent_error = str(err)
             self._agent_retry_at = now + self._agent_backoff
             self._agent_backoff = min(self._agent_backoff * 2, AGENT_RETRY_MAX_S)
+            await self._check_ct(err.problem)
             return
         self.agent_error = None
         self._agent_backoff = AGENT_RETRY_START_S
@@ -403,17 +411,22 @@ class Monitor:
         pane = snap.session.main_pane if snap.session is not None else None
         procs: list[Proc] = []
         pane_tail: list[str] = []
+        if pane is not None and not pane.dead and pane.pid:
+            procs = await agent.processes(pane.pid)
+        if procs or _procs_key(procs) != _procs_key(snap.procs):
+            self._changed("procs")  # cpu %, rss and fd 1 pos move every poll
+        snap.procs = procs
+        # The log path may come from these processes' stdout: open its stream
+        # now, so it starts while the pane is captured.
+        await self._choose_log()
         if pane is not None:
-            if not pane.dead and pane.pid:
-                procs = await agent.processes(pane.pid)
             with contextlib.suppress(AgentError):
                 pane_tail = await agent.capture(
                     tmux_parse.pane_target(pane.session, pane.window_index, pane.pane_index),
                     PANE_TAIL_LINES,
                 )
-        if procs or _procs_key(procs) != _procs_key(snap.procs) or pane_tail != snap.pane_tail:
-            self._changed("procs")  # cpu %, rss and fd 1 pos move every poll
-        snap.procs = procs
+        if pane_tail != snap.pane_tail:
+            self._changed("procs")
         snap.pane_tail = pane_tail
         path = self.follower.path if self.follower is not None else None
         if path:
