@@ -442,7 +442,7 @@ async def test_client_end_to_end_local(work: Path, spawn: Callable[..., Any]) ->
     finally:
         await client.close()
         await transport.close()
-    assert set(agent_pids()) - before == set()
+    wait_for(lambda: not (set(agent_pids()) - before), what="agents to exit")
     with pytest.raises(AgentError):
         await client.call("ping")
 

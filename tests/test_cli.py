@@ -103,7 +103,7 @@ def test_doctor_on_the_test_bed_via_alias(testbed, ct: int, capsys) -> None:
     assert "connected (round trip" in out
     assert f"CT {ct} running" in out
     tmux = subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip()
-    assert f"tmux {tmux}" in out
+    assert f"tools       {tmux} · Python 3" in out
     assert cli.main([*base, "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)["facts"]
     c = facts["connection"]
