@@ -313,3 +313,42 @@ async def test_lost_gpu_is_a_state_not_a_crash(
         await until(lambda: feed.state.error is None, timeout=15, what="recovery")
     finally:
         await feed.stop()
+
+
+@pytest.mark.skipif(not HAVE_SMI_STANDIN, reason="the test bed has no nvidia-smi stand-in yet")
+async def test_listing_is_mapped_again_when_the_ct_pid_namespace_becomes_known(
+    testbed: Any, ct: int, standin_env: None, local: LocalTransport
+) -> None:
+    """The feed lists the apps before the agent says the CT's PID namespace:
+    setting it maps the last listing at once, not at the next one."""
+    import subprocess
+
+    marker = f"gputui-late-ns-{ct}"
+    cmd = f"python3 -c 'import time; time.sleep(300)' {marker}"
+    r = testbed.ct_exec(ct, ["tmux", "new", "-d", "-s", "g", cmd])
+    assert r.returncode == 0, r.stderr
+    pid = await until(
+        lambda: subprocess.run(
+            ["pgrep", "-f", f"^python3 -c .* {marker}$"], capture_output=True, text=True
+        ).stdout.split(),
+        what="the CT process",
+    )
+    host_pid = int(pid[0])
+    testbed.set_gpus(
+        {
+            **GPU_STATE,
+            "apps": [{"pid": host_pid, "used_memory": 100, "gpu_uuid": "GPU-0000aaaa"}],
+        }
+    )
+    # A listing period far beyond the test: only the re-map can map it.
+    feed = NvidiaSmiFeed(Target(local, ct), where="host", period_ms=100, apps_period_s=300)
+    await feed.start()
+    try:
+        await until(lambda: feed.state.processes, what="the first listing")
+        (p,) = feed.state.processes
+        assert p.host_pid == host_pid and p.ct_pid is None
+        feed.ct_pid_ns = os.readlink(f"/proc/{host_pid}/ns/pid")
+        (p,) = feed.state.processes
+        assert p.in_container is True and p.ct_pid is not None and p.ct_pid != host_pid
+    finally:
+        await feed.stop()

@@ -190,7 +190,8 @@ class NvidiaSmiFeed(GpuFeed):
         self.apps_period_s = apps_period_s
         self.clock = clock
         self.side: str | None = None  # "host" | "ct" once chosen
-        self.ct_pid_ns: str | None = None  # the CT's PID namespace (the monitor sets it)
+        self._ct_pid_ns: str | None = None  # the CT's PID namespace (the monitor sets it)
+        self._last_apps: tuple[str, list[str]] | None = None  # (side, block) of the last listing
         self.streams_opened = 0
         self._procs: set[RemoteProcess] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -199,6 +200,34 @@ class NvidiaSmiFeed(GpuFeed):
     @property
     def channels(self) -> int:
         return len(self._procs)
+
+    @property
+    def ct_pid_ns(self) -> str | None:
+        """The CT's PID namespace (from the in-CT agent's hello)."""
+        return self._ct_pid_ns
+
+    @ct_pid_ns.setter
+    def ct_pid_ns(self, value: str | None) -> None:
+        if value == self._ct_pid_ns:
+            return
+        self._ct_pid_ns = value
+        # The GPU feed usually lists the apps before the agent is up: map the
+        # last listing again now rather than at the next one (APPS_PERIOD_S).
+        if self._last_apps is not None:
+            self._apply_apps(*self._last_apps)
+
+    def _apply_apps(self, side: str, block: list[str]) -> None:
+        """One listing of the apps loop -> state.processes (if it changed)."""
+        self._last_apps = (side, block)
+        procs, rc, _ = parse_apps_block(block, self.target.ct, self._ct_pid_ns)
+        if rc == 0 or rc is None:
+            if side == "ct":
+                for p in procs:  # the CT's own view: PIDs are CT PIDs
+                    p.in_container = True
+                    p.ct_pid = p.host_pid
+            if _procs_key(procs) != _procs_key(self.state.processes):
+                self.state.processes = procs
+                self._changed()
 
     def _sides(self) -> list[str]:
         if self.where == "host" or (self.where == "auto" and self.target.ct is None):
@@ -361,16 +390,8 @@ class NvidiaSmiFeed(GpuFeed):
                         break
                     line = raw.decode("utf-8", "replace").rstrip("\n")
                     if line == "@gputui end":
-                        procs, rc, _ = parse_apps_block(block, self.target.ct, self.ct_pid_ns)
+                        self._apply_apps(side, block)
                         block = []
-                        if rc == 0 or rc is None:
-                            if side == "ct":
-                                for p in procs:  # the CT's own view: PIDs are CT PIDs
-                                    p.in_container = True
-                                    p.ct_pid = p.host_pid
-                            if _procs_key(procs) != _procs_key(self.state.processes):
-                                self.state.processes = procs
-                                self._changed()
                         backoff = BACKOFF_START_S
                     elif len(block) < 10_000:
                         block.append(line)
