@@ -21,7 +21,7 @@ from gputui.gpufeed import (
     apps_loop_argv,
     parse_apps_block,
 )
-from gputui.model import GpuEvent, GpuSample
+from gputui.model import GpuEvent, GpuSample, GpuState
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 
@@ -107,7 +107,8 @@ class FakeReader:
         return [] if self.lost else [GpuSample(index=0, time=now, util_pct=42.0)]
 
     def take_events(self) -> list[GpuEvent]:
-        return [GpuEvent(time=0.0, text="GPU 0: GPU is lost", lost=True)] if self.lost else []
+        ev = GpuEvent(time=time.time(), text="GPU 0: GPU is lost", lost=True)
+        return [ev] if self.lost else []
 
     def processes(self) -> list[Any]:
         return []
@@ -129,6 +130,30 @@ async def test_nvml_feed_reads_reports_lost_and_shuts_down() -> None:
     finally:
         await feed.stop()
     assert r.inits == 1 and r.shut
+
+
+def test_gpu_state_lost_is_the_current_state_not_the_history() -> None:
+    st = GpuState()
+    assert not st.lost
+    st.events.append(GpuEvent(time=5.0, text="Unable to determine the device handle", lost=True))
+    assert st.lost  # no reading at all
+    st.add(GpuSample(index=0, time=1.0))
+    st.add(GpuSample(index=1, time=1.0))
+    assert st.lost  # lost after the last readings
+    st.add(GpuSample(index=0, time=6.0))
+    assert st.lost  # GPU 1 has not been read since
+    st.add(GpuSample(index=1, time=6.0))
+    assert not st.lost  # every GPU read again: recovered
+    st.events.append(GpuEvent(time=7.0, text="Xid 13: Graphics Exception", lost=False))
+    assert not st.lost  # other events do not count
+    for _ in range(60):  # the lost event has long left the bounded history
+        st.events.append(GpuEvent(time=8.0, text="Xid 13", lost=False))
+    st.events.append(GpuEvent(time=9.0, text="GPU is lost", lost=True))
+    assert st.lost
+    st.events.append(GpuEvent(time=9.0, text="same read", lost=True))
+    st.add(GpuSample(index=0, time=9.0))  # NVML: one read, GPU 1 lost, GPU 0 read
+    st.add(GpuSample(index=1, time=8.5))
+    assert st.lost
 
 
 # ------------------------------------------------------------ compute apps loop
@@ -309,8 +334,12 @@ async def test_lost_gpu_is_a_state_not_a_crash(
         testbed.set_gpus({**GPU_STATE, "lost": True})
         await until(lambda: feed.state.lost, what="lost GPU event")
         assert feed.state.error and "lost" in feed.state.error.lower()
+        assert feed.state.lost
         testbed.set_gpus(GPU_STATE)  # back (e.g. after a reset): the stream restarts
         await until(lambda: feed.state.error is None, timeout=15, what="recovery")
+        await until(lambda: len(feed.state.latest) == 2, what="readings again")
+        assert not feed.state.lost  # recovered: not lost now ...
+        assert any(e.lost for e in feed.state.events)  # ... and the history keeps it
     finally:
         await feed.stop()
 

@@ -130,7 +130,16 @@ class GpuState:
 
     @property
     def lost(self) -> bool:
-        return any(e.lost for e in self.events)
+        """A GPU is lost now: the newest lost event is not older than the
+        oldest of the GPUs' latest samples (some GPU has not been read since).
+        Readings of every GPU after it mean it recovered; `events` keeps the
+        history."""
+        last_lost = max((e.time for e in self.events if e.lost), default=None)
+        if last_lost is None:
+            return False
+        if not self.latest:
+            return True
+        return last_lost >= min(s.time for s in self.latest.values())
 
 
 # ---------------------------------------------------------------- tmux
