@@ -485,6 +485,36 @@ async def test_start_is_concurrent_and_skips_pct_status_when_the_agent_runs(
         await mon.stop()
 
 
+@pytest.mark.parametrize("delay", [0.05, 0.4])
+async def test_stop_during_start_up_leaves_nothing_running(
+    testbed: Any, ct: int, ws: Path, counting: CountingTransport, delay: float
+) -> None:
+    """q while the monitor is still starting: start() ends quietly, and the
+    agent that was on its way up is closed, not left running in the CT."""
+    log = ws / "early.log"
+    log.write_text("x\n")
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "s", "sleep 300")
+    mon = Monitor(
+        Target(counting, ct), settings(log=str(log)), gpu_feed=SimulatedGpus(1, lambda: 0.0)
+    )
+    start = asyncio.create_task(mon.start())
+    await asyncio.sleep(delay)
+    assert not start.done()  # still starting (the agent takes >= the pct delay)
+    t0 = time.monotonic()
+    await mon.stop()
+    took = time.monotonic() - t0
+    await asyncio.wait_for(start, 5)  # returns, no error
+    assert mon.channels == 0 and mon.agent is None
+    assert took < 5  # (bench figure over ssh: < 1 s)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        left = ct_processes(testbed, ct)
+        if "gputui-agent" not in left and "gputui-follow" not in left:
+            break
+        await asyncio.sleep(0.1)
+    assert "gputui-agent" not in left and "gputui-follow" not in left, left
+
+
 async def test_stopped_ct_is_reported(testbed: Any, ct: int, counting: CountingTransport) -> None:
     testbed.ct_stop(ct)
     mon = Monitor(Target(counting, ct), settings(), gpu_feed=SimulatedGpus(1, lambda: 0.0))

@@ -54,6 +54,7 @@ PANE_TAIL_LINES = 50
 AGENT_RETRY_START_S = 2.0
 AGENT_RETRY_MAX_S = 120.0  # a broken agent costs at most one pct exec per 2 min
 FALLBACK_PERIOD_S = 5.0
+AGENT_STOP_WAIT_S = 1.0  # stop() waits this long for an agent still starting, to close it
 CT_CHECK_MIN_S = 15.0  # `pct status` runs at start and after errors, not more often  # tmux listing period of the plain-command loop
 
 # The plain-command fallback (no python3 in the CT): one long-lived loop that
@@ -154,6 +155,9 @@ class Monitor:
         self._agent_backoff = AGENT_RETRY_START_S
         self._fallback_proc: RemoteProcess | None = None
         self._ct_checked_at: float | None = None
+        self._start_task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._agent_starting: asyncio.Future[AgentClient] | None = None
 
     def _default_gpu_feed(self) -> GpuFeed | None:
         source = _setting(self.settings, "gpu_source", "auto") or "auto"
@@ -195,9 +199,25 @@ class Monitor:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """Connect if needed and start every part; returns after the first
+        poll. A stop() meanwhile (q while starting) ends it early, quietly."""
         if self._running:
             return
         self._running = True
+        self._stopping = False
+        task = asyncio.create_task(self._start(), name="monitor start")
+        self._start_task = task
+        try:
+            await task
+        except asyncio.CancelledError:
+            if self._stopping and task.cancelled():
+                return  # stop() ended the start-up
+            raise
+        finally:
+            if self._start_task is task:
+                self._start_task = None
+
+    async def _start(self) -> None:
         snap = self.snapshot
         snap.started = self.clock()
         tr = self.target.transport
@@ -226,6 +246,12 @@ class Monitor:
     async def stop(self) -> None:
         """Close every channel; nothing is left running on the target."""
         self._running = False
+        self._stopping = True
+        start, self._start_task = self._start_task, None
+        if start is not None and start is not asyncio.current_task():
+            start.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await start
         tasks, self._tasks = self._tasks, []
         for t in tasks:
             t.cancel()
@@ -237,6 +263,7 @@ class Monitor:
         if self.gpu_feed is not None:
             await self.gpu_feed.stop()
         await self._close_agent()
+        await self._close_starting_agent()
         await self._close_fallback()
 
     async def refresh(self) -> None:
@@ -334,8 +361,17 @@ class Monitor:
         if now < self._agent_retry_at:
             return
         self.agent_starts += 1
+        # In its own task: a stop() while it starts (q during start-up) must
+        # not cancel it half-way (that would leave it running in the CT);
+        # stop() closes it once it is up.
+        fut = asyncio.ensure_future(AgentClient.start(self.target, python=self.agent_python))
+        self._agent_starting = fut
         try:
-            self.agent = await AgentClient.start(self.target, python=self.agent_python)
+            try:
+                self.agent = await asyncio.shield(fut)
+            finally:
+                if fut.done() and self._agent_starting is fut:
+                    self._agent_starting = None
         except AgentUnavailable as err:
             self.agent = None
             self.agent_error = str(err)
@@ -374,6 +410,20 @@ class Monitor:
         if agent is not None:
             with contextlib.suppress(Exception):
                 await agent.close()
+
+    async def _close_starting_agent(self) -> None:
+        """An agent start cut short by stop(): wait for it a little, close it."""
+        fut, self._agent_starting = self._agent_starting, None
+        if fut is None:
+            return
+        if not fut.done():
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(fut), AGENT_STOP_WAIT_S)
+        if not fut.done():  # still starting: close it whenever it comes up
+            fut.add_done_callback(_close_when_started)
+        elif not fut.cancelled() and fut.exception() is None:
+            with contextlib.suppress(Exception):
+                await fut.result().close()
 
     # ------------------------------------------------------------ polling
 
@@ -598,6 +648,17 @@ class Monitor:
         if proc is not None:
             with contextlib.suppress(Exception):
                 await proc.close()
+
+
+_closing: set[asyncio.Future[Any]] = set()  # closes of agents started during a stop
+
+
+def _close_when_started(fut: asyncio.Future[AgentClient]) -> None:
+    if fut.cancelled() or fut.exception() is not None:
+        return
+    task = asyncio.ensure_future(fut.result().close())
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
 
 
 def _sessions_key(sessions: list[Session]) -> list[tuple[Any, ...]]:
