@@ -345,7 +345,7 @@ async def test_watch_session_and_watch_log(
 async def test_steady_state_starts_no_pct_exec(testbed: Any, ct: int, ws: Path) -> None:
     """Over the real sshd, with the GPU stream from the stand-in nvidia-smi on
     the host: count every command gputui starts. A few at start (agent, log
-    stream, GPU stream + apps loop, pct status), then none while 25+ polls
+    stream, GPU stream + apps loop; no pct status: the agent runs), then none while 25+ polls
     run — 0 pct exec per minute. (~8 s: it measures a steady state.)"""
     log = ws / "steady.log"
     cmd = f"python3 -u {shlex.quote(str(ws / 'train.py'))} > {shlex.quote(str(log))} 2>&1"

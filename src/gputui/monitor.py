@@ -55,7 +55,7 @@ AGENT_RETRY_START_S = 2.0
 AGENT_RETRY_MAX_S = 120.0  # a broken agent costs at most one pct exec per 2 min
 FALLBACK_PERIOD_S = 5.0
 AGENT_STOP_WAIT_S = 1.0  # stop() waits this long for an agent still starting, to close it
-CT_CHECK_MIN_S = 15.0  # `pct status` runs at start and after errors, not more often  # tmux listing period of the plain-command loop
+CT_CHECK_MIN_S = 15.0  # `pct status` runs only after agent errors, not more often
 
 # The plain-command fallback (no python3 in the CT): one long-lived loop that
 # prints `tmux list-panes -a -F …` every $1 seconds. $2… is the tmux argv.
