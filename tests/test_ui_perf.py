@@ -128,3 +128,22 @@ async def test_log_width_counts_cells_for_tabs_and_wide_characters() -> None:
             log.write_lines([line])
             widest = max(widest, cells)
             assert log.virtual_size.width == widest, line
+
+
+async def test_p_and_q_reach_the_filter_box_and_open_boxes_not_the_dashboard() -> None:
+    app, _mon = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("p")  # on the dashboard: handled by the app at once
+        assert app.query_one("LogPanel").paused  # type: ignore[attr-defined]
+        await pilot.press("p")
+        await pilot.press("slash", *"step q", "enter")
+        await pilot.pause()
+        assert app.query_one("#log-filter").value == "step q"  # type: ignore[attr-defined]
+        assert not app.query_one("LogPanel").paused  # type: ignore[attr-defined]
+        assert app.is_running
+        await pilot.press("question_mark")
+        await pilot.pause()
+        await pilot.press("p", "q")  # the help box is on top: not the dashboard's keys
+        await pilot.pause()
+        assert app.is_running
+        assert not app.query_one("LogPanel").paused  # type: ignore[attr-defined]

@@ -57,10 +57,14 @@ class GputuiApp(App[int]):
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {ActionCommands}
     BINDINGS = [  # noqa: RUF012
-        Binding("q", "quit", "quit", id="quit"),
+        # q and p are handled by the app before the focused widget sees them
+        # (priority): under a log flood each hop of a bubbling key waits a turn
+        # of the event loop. `check_action` passes them on to the filter box
+        # and to boxes on top of the dashboard.
+        Binding("q", "quit", "quit", id="quit", priority=True),
         Binding("question_mark", "help", "help", key_display="?", id="help"),
         Binding("slash", "filter", "filter", key_display="/", id="filter"),
-        Binding("p", "pause", "pause", id="pause"),
+        Binding("p", "pause", "pause", id="pause", priority=True),
         *[
             Binding(
                 v.key,
@@ -280,6 +284,12 @@ class GputuiApp(App[int]):
             return "actions are not available in this build"
         return why
 
+    def _dashboard_has_keys(self) -> bool:
+        """The dashboard is on top and no text box is being typed in."""
+        if not hasattr(self, "_main") or self.screen is not self._main:
+            return False
+        return not isinstance(self.focused, Input)
+
     def _refresh_availability(self, snap: Snapshot) -> None:
         state = tuple(self.why_not(v.id) for v in VERBS)
         if state != self._availability:
@@ -287,6 +297,8 @@ class GputuiApp(App[int]):
             self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("quit", "pause") and not self._dashboard_has_keys():
+            return False  # the priority key goes on to the input or box that has focus
         if action == "verb" and parameters:
             return True if self.why_not(str(parameters[0])) is None else None  # None: greyed
         return True
