@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -25,7 +26,7 @@ from textual.widgets import DataTable, Footer, Input
 from textual.worker import Worker, WorkerState
 
 from gputui.errors import GputuiError
-from gputui.model import Finding, Snapshot
+from gputui.model import ConnectionState, Finding, Snapshot
 from gputui.ui.commands import ActionCommands
 from gputui.ui.feed import MonitorLike
 from gputui.ui.screens.confirm import ConfirmScreen
@@ -441,6 +442,21 @@ def run_app(settings: Any) -> int:
     from gputui.ui.wiring import build
 
     parts = build(settings)
+    first_failure: list[str] = []
+
+    async def start() -> None:
+        """A target that cannot be reached at all (unknown host, refused,
+        bad key) ends the dashboard with the same one line as `doctor`,
+        exit 2; once connected, a lost link is shown live instead."""
+        try:
+            await parts.start()
+        except GputuiError as err:
+            if parts.monitor.snapshot.connection == ConnectionState.FAILED:
+                first_failure.append(str(err))
+                app.exit(2)
+                return
+            raise
+
     app = GputuiApp(
         parts.monitor,
         actions=parts.actions,
@@ -448,11 +464,14 @@ def run_app(settings: Any) -> int:
         can_launch=parts.can_launch,
         stale_after=getattr(parts.settings, "stale_after", None),
         on_exit=parts.on_exit,
-        start=parts.start,
+        start=start,
     )
     if parts.actions is not None:
         parts.actions.progress = lambda text: app.notify(text, timeout=4)
     rc = app.run()
+    if first_failure:
+        print(f"gputui: {first_failure[0]}", file=sys.stderr)
+        return 2
     return int(rc or 0)
 
 
