@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -129,3 +131,19 @@ def test_console_script_one_line_error() -> None:
     )
     assert r.returncode == 2
     assert r.stderr.startswith("gputui: unknown host") and r.stderr.count("\n") == 1
+
+
+def test_dashboard_on_an_unreachable_host_ends_in_one_line() -> None:
+    """The TUI itself (not only doctor): unknown host -> one line, exit 2."""
+    r = subprocess.run(
+        [sys.executable, "-m", "gputui.cli", "--host", "nonexistent.invalid"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TERM": "xterm-256color"},
+    )
+    assert r.returncode == 2
+    # what a terminal shows: the screen's own escape codes are invisible
+    visible = re.sub(r"\x1b(\[[0-9;?<>=$]*[A-Za-z]|\][^\x07]*\x07|[=>])", "", r.stderr)
+    last = visible.strip().splitlines()[-1]
+    assert last.startswith("gputui: unknown host") and "Traceback" not in r.stderr
