@@ -35,12 +35,11 @@ BACKOFF_MAX_S = 60.0
 APPS_PERIOD_S = 5.0
 NOT_FOUND_RETRY_S = 300.0
 
-# Long-lived compute-apps loop. $1: seconds between listings. For every
-# listed PID it also prints its /lxc/<ct>/ cgroup, PID namespace and NSpid
-# fields (meaningful on the host; inside a CT they describe the CT's view).
-APPS_SCRIPT = r"""n=$1; shift
-while :; do
-  out=$("$@" 2>&1); rc=$?
+# One compute-apps listing ("$@": the nvidia-smi argv), ending in "@gputui
+# end". For every listed PID it also prints its /lxc/<ct>/ cgroup, PID
+# namespace and NSpid fields (meaningful on the host; inside a CT they
+# describe the CT's view). `parse_apps_block` reads it.
+APPS_LISTING = r"""  out=$("$@" 2>&1); rc=$?
   printf '%s\n' "$out"
   echo "@gputui rc $rc"
   for pid in $(printf '%s\n' "$out" | cut -d, -f1); do
@@ -51,9 +50,10 @@ while :; do
     echo "@gputui pid $pid ${cg:--} ${pns:--} $ns"
   done
   echo "@gputui end"
-  sleep "$n"
-done
 """
+
+# Long-lived compute-apps loop: the listing above every $1 seconds.
+APPS_SCRIPT = "n=$1; shift\nwhile :; do\n" + APPS_LISTING + '  sleep "$n"\ndone\n'
 
 
 def apps_loop_argv(period_s: float = APPS_PERIOD_S) -> list[str]:
@@ -65,6 +65,11 @@ def apps_loop_argv(period_s: float = APPS_PERIOD_S) -> list[str]:
         f"{period_s:g}",
         *gpu_parse.compute_apps_argv(),
     ]
+
+
+def apps_once_argv() -> list[str]:
+    """One listing of the apps loop, for a one-off reading (the actions)."""
+    return ["sh", "-c", APPS_LISTING, "gputui-gpu-apps", *gpu_parse.compute_apps_argv()]
 
 
 def parse_apps_block(

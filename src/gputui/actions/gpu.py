@@ -3,7 +3,8 @@ readers backed by the monitor's live feed instead).
 
 `host_memory_used(target)`: total used MiB over all GPUs, from nvidia-smi on
 the host (falling back to the CT). `host_gpu_processes(target)`: processes
-holding GPU memory, with `ct_pid` filled from the host's /proc NSpid.
+holding GPU memory, with `ct_pid` filled from the host's /proc (one listing
+of the GPU feed's compute-apps script, mapped by the same parser).
 """
 
 from __future__ import annotations
@@ -11,20 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
-from gputui.collect.gpu import (
-    compute_apps_argv,
-    parse_compute_apps,
-    parse_gpu_output,
-    query_gpu_argv,
-)
+from gputui.collect.gpu import parse_gpu_output, query_gpu_argv
+from gputui.gpufeed import apps_once_argv, parse_apps_block
 from gputui.model import GpuProcess, GpuSample
 from gputui.remote.target import Target
-
-# Lines "pid<TAB>NSpid:<TAB>a<TAB>b…" for each host pid given.
-NSPID_SCRIPT = """for p in "$@"; do
-  printf '%s\\t%s\\n' "$p" "$(grep '^NSpid:' "/proc/$p/status" 2>/dev/null)"
-done
-"""
 
 
 def memory_reader(target: Target) -> Callable[[], Awaitable[float | None]]:
@@ -46,25 +37,18 @@ def memory_reader(target: Target) -> Callable[[], Awaitable[float | None]]:
 
 def process_reader(target: Target) -> Callable[[], Awaitable[list[GpuProcess]]]:
     async def read() -> list[GpuProcess]:
-        res = await target.run_host(compute_apps_argv(), timeout=10.0)
+        res = await target.run_host(apps_once_argv(), timeout=10.0)
         if not res.ok:
             return []
-        procs = parse_compute_apps(res.out)
-        if target.ct is not None and procs:
-            ns = await target.run_host(
-                ["sh", "-c", NSPID_SCRIPT, "gputui-nspid", *[str(p.host_pid) for p in procs]]
-            )
-            inner: dict[int, int] = {}
-            for line in ns.out.splitlines():
-                pid, _, rest = line.partition("\t")
-                ids = rest.split()[1:]
-                if pid.isdigit() and len(ids) > 1 and ids[-1].isdigit():
-                    inner[int(pid)] = int(ids[-1])
-            for p in procs:
-                p.ct_pid = inner.get(p.host_pid)
-        elif target.ct is None:
-            for p in procs:
-                p.ct_pid = p.host_pid
+        lines = res.out.splitlines()
+        block = lines[: lines.index("@gputui end")] if "@gputui end" in lines else lines
+        procs, _, _ = parse_apps_block(block, target.ct)
+        if any(p.in_container is None for p in procs):
+            # No /lxc/<ct>/ cgroup to tell (cgroup v1, the test bed): the
+            # CT's PID namespace does, as the monitor's agent hello gives it.
+            ns = await target.run(["readlink", "/proc/self/ns/pid"])
+            if ns.ok and ns.out.strip():
+                procs, _, _ = parse_apps_block(block, target.ct, ns.out.strip())
         return procs
 
     return read
