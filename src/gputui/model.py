@@ -157,6 +157,7 @@ class Pane:
     current_command: str = ""
     start_command: str = ""
     current_path: str = ""
+    start_command_raw: str = ""  # as tmux printed it (actions.runspec.tmux_unquote reads it)
 
 
 @dataclass

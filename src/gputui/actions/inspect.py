@@ -11,22 +11,10 @@ import re
 from dataclasses import dataclass, field
 
 from gputui.actions.runspec import session_target, tmux_argv
-from gputui.collect.tmux import decode_format_output
+from gputui.collect import tmux as tmux_parse
+from gputui.model import Pane
 from gputui.remote.target import Target
 
-SEP = "\x1f"
-PANE_FORMAT = SEP.join(
-    [
-        "#{session_name}",
-        "#{window_index}",
-        "#{pane_index}",
-        "#{pane_pid}",
-        "#{pane_dead}",
-        "#{pane_dead_status}",
-        "#{pane_current_path}",
-        "#{pane_start_command}",
-    ]
-)
 _PYTHON_NAME = re.compile(r"^python[0-9.]*$")
 LOG_READERS = {"tee", "cat", "logger", "ts", "pv"}
 
@@ -40,18 +28,6 @@ LINKS_SCRIPT = """for p in "$@"; do
   done
 done
 """
-
-
-@dataclass
-class PaneInfo:
-    session: str
-    window_index: int
-    pane_index: int
-    pid: int | None
-    dead: bool
-    dead_status: int | None
-    current_path: str
-    start_command: str
 
 
 @dataclass
@@ -80,7 +56,7 @@ class RunInfo:
     """What runs in one tmux session right now."""
 
     session: str
-    pane: PaneInfo | None
+    pane: Pane | None
     procs: list[PsRow] = field(default_factory=list)  # pane pid and its descendants
     fds: dict[int, dict[int, str]] = field(default_factory=dict)  # pid -> fd -> link
     cwds: dict[int, str] = field(default_factory=dict)
@@ -166,27 +142,9 @@ def _is_file(link: str) -> bool:
     )
 
 
-def parse_panes(text: str) -> list[PaneInfo]:
-    panes = []
-    for line in decode_format_output(text).splitlines():
-        parts = line.split(SEP)
-        if len(parts) < 8:
-            continue
-        name, win, pane, pid, dead, status, path = parts[:7]
-        start = SEP.join(parts[7:])
-        panes.append(
-            PaneInfo(
-                session=name,
-                window_index=int(win) if win.isdigit() else 0,
-                pane_index=int(pane) if pane.isdigit() else 0,
-                pid=int(pid) if pid.isdigit() else None,
-                dead=dead == "1",
-                dead_status=int(status) if status.lstrip("-").isdigit() else None,
-                current_path=path,
-                start_command=start,
-            )
-        )
-    return panes
+def parse_panes(text: str) -> list[Pane]:
+    """Output of `list_panes_argv` -> its panes (collect.tmux's format and parser)."""
+    return [p for s in tmux_parse.parse_panes(text) for p in s.panes]
 
 
 def parse_ps(text: str) -> list[PsRow]:
@@ -229,7 +187,9 @@ async def list_procs(target: Target) -> list[PsRow]:
 
 
 def list_panes_argv(session: str, tmux: list[str] | None = None) -> list[str]:
-    return tmux_argv(tmux, "list-panes", "-s", "-t", session_target(session), "-F", PANE_FORMAT)
+    return tmux_argv(
+        tmux, "list-panes", "-s", "-t", session_target(session), "-F", tmux_parse.LIST_PANES_FORMAT
+    )
 
 
 async def find_run(target: Target, session: str, tmux: list[str] | None = None) -> RunInfo:

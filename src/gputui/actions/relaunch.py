@@ -40,23 +40,25 @@ from gputui.actions.runspec import (
     spec_from_start_command,
     tmux_argv,
 )
+from gputui.collect import tmux as tmux_parse
 from gputui.remote.target import Target
 
 GpuMemoryReader = Callable[[], Awaitable[float | None]]  # total used MiB, None = unknown
 
 VERIFY_S = 3.0
 
-# $1 log, $2 how long (ds), then the tmux list-panes argv. Prints "t DS SIZE"
-# when the log size changes (and at the start and end), then "panes" and the
-# list-panes output; stops early when the pane has died.
-VERIFY_SCRIPT = """log=$1; n=$2; shift 2
+# $1 log, $2 how long (ds), $3 a grep pattern matching a dead pane's line,
+# then the tmux list-panes argv. Prints "t DS SIZE" when the log size changes
+# (and at the start and end), then "panes" and the list-panes output; stops
+# early when the pane has died.
+VERIFY_SCRIPT = """log=$1; n=$2; dead=$3; shift 3
 size() { s=$(stat -c %s -- "$log" 2>/dev/null) || s=-1; echo "$s"; }
 last=$(size); echo "t 0 $last"; i=0
 while [ "$i" -lt "$n" ]; do
   sleep 0.1; i=$((i + 1))
   cur=$(size)
   [ "$cur" != "$last" ] && { echo "t $i $cur"; last=$cur; }
-  if [ $((i % 5)) -eq 0 ] && "$@" 2>/dev/null | grep -q "^[^\037]*\037[^\037]*\037[^\037]*\037[^\037]*\0371"; then
+  if [ $((i % 5)) -eq 0 ] && "$@" 2>/dev/null | grep -q "$dead"; then
     break
   fi
 done
@@ -66,8 +68,26 @@ echo panes
 """
 
 
+# A list-panes line whose pane_dead field (collect.tmux's format) is 1.
+DEAD_PANE_PATTERN = (
+    "^"
+    + f"[^{tmux_parse.FIELD_SEP}]*{tmux_parse.FIELD_SEP}"
+    * tmux_parse.PANE_FIELDS.index("pane_dead")
+    + "1"
+)
+
+
 def verify_argv(log: str, seconds: float, list_panes: list[str]) -> list[str]:
-    return ["sh", "-c", VERIFY_SCRIPT, "gputui-verify", log, str(round(seconds * 10)), *list_panes]
+    return [
+        "sh",
+        "-c",
+        VERIFY_SCRIPT,
+        "gputui-verify",
+        log,
+        str(round(seconds * 10)),
+        DEAD_PANE_PATTERN,
+        *list_panes,
+    ]
 
 
 def parse_verify(text: str) -> tuple[list[tuple[float, int]], list[Any]]:
@@ -129,8 +149,10 @@ def spec_from_run(info: RunInfo, settings: Any) -> RunSpec:
     main = info.main_python
     cwd = pane.current_path or (info.cwds.get(main.pid, "") if main else "") or "/root"
     command, log, env, source = ("", None, {}, "")
-    if pane.start_command:
-        command, log, env, source = spec_from_start_command(pane.start_command, info.session, cwd)
+    if pane.start_command_raw:
+        command, log, env, source = spec_from_start_command(
+            pane.start_command_raw, info.session, cwd
+        )
     if not command and main is not None:
         argv = info.argvs.get(main.pid)
         command = join(argv) if argv else main.args

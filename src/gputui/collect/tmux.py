@@ -212,6 +212,7 @@ def parse_pane_record(record: str) -> tuple[Session, Pane] | None:
         current_command=current_command,
         start_command=start_command_text(start),
         current_path=current_path,
+        start_command_raw=start,
     )
     return session, p
 
