@@ -26,7 +26,7 @@ PTRACE_FIX = (
 )
 PTRACE_DENIED = re.compile(r"permission denied|operation not permitted|ptrace", re.I)
 
-# Print the first usable py-spy among the candidates ($@).
+# Print the first usable tool among the candidates ($@).
 FIND_TOOL_SCRIPT = """for c in "$@"; do
   p=$(command -v -- "$c" 2>/dev/null) && [ -n "$p" ] && { printf '%s\\n' "$p"; exit 0; }
 done
@@ -38,6 +38,31 @@ PY_SPY_CANDIDATES = ["py-spy", "/usr/local/bin/py-spy", "/root/.local/bin/py-spy
 async def find_tool(target: Target, candidates: list[str]) -> str | None:
     res = await target.run(["sh", "-c", FIND_TOOL_SCRIPT, "gputui-which", *candidates])
     return res.out.strip().splitlines()[0] if res.ok and res.out.strip() else None
+
+
+async def require_tool(target: Target, candidates: list[str], tool: str, install: str) -> str:
+    """The first usable candidate, or ActionError naming `install` as the fix."""
+    exe = await find_tool(target, candidates)
+    if exe is None:
+        raise ActionError(
+            f"{tool} is not installed on {target.label}",
+            f"install it inside the container: {install}",
+        )
+    return exe
+
+
+def in_session(name: str | None) -> str:
+    """ " in session 'x'" for a plan's title, or nothing without a session."""
+    return f" in session {name!r}" if name else ""
+
+
+def pids_target(target: Target, name: str | None, pids: list[int]) -> str:
+    """A plan's target line for processes picked by PID (dump, flush)."""
+    return (
+        f"{target.label}"
+        + (f" · session {name!r}" if name else "")
+        + f" · pids {' '.join(map(str, pids))}"
+    )
 
 
 def _candidates(extra: list[str], pythons: list[str]) -> list[str]:
@@ -83,22 +108,13 @@ async def plan_dump(
     else:
         argv0s, listing = [], [f"  pid {p}" for p in pids]
     extra = [py_spy] if py_spy else []
-    exe = await find_tool(target, _candidates(extra, argv0s))
-    if exe is None:
-        raise ActionError(
-            f"py-spy is not installed on {target.label}",
-            f"install it inside the container: {PY_SPY_INSTALL}",
-        )
+    exe = await require_tool(target, _candidates(extra, argv0s), "py-spy", PY_SPY_INSTALL)
     flags = (["--native"] if native else []) + (["--locals"] if locals_ else [])
     commands = [[exe, "dump", "--pid", str(int(p)), *flags] for p in pids]
     return ActionPlan(
         action="dump",
-        title=f"py-spy dump of {len(pids)} Python process(es)"
-        + (f" in session {name!r}" if name else "")
-        + "?",
-        target=f"{target.label}"
-        + (f" · session {name!r}" if name else "")
-        + f" · pids {' '.join(map(str, pids))}",
+        title=f"py-spy dump of {len(pids)} Python process(es){in_session(name)}?",
+        target=pids_target(target, name, pids),
         session=name,
         ct=target.ct,
         pids=[int(p) for p in pids],

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gputui.actions.dump import PTRACE_DENIED, PTRACE_FIX, find_tool
+from gputui.actions.dump import PTRACE_DENIED, PTRACE_FIX, in_session, pids_target, require_tool
 from gputui.actions.inspect import file_size, find_run
 from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
 from gputui.remote.target import Target
@@ -58,20 +58,11 @@ async def plan_flush(
         logs = logs or info.log_files()
     if not logs and getattr(settings, "log", None):
         logs = [settings.log]
-    exe = await find_tool(target, [gdb] if gdb else ["gdb"])
-    if exe is None:
-        raise ActionError(
-            f"gdb is not installed on {target.label}",
-            f"install it inside the container: {GDB_INSTALL}",
-        )
+    exe = await require_tool(target, [gdb] if gdb else ["gdb"], "gdb", GDB_INSTALL)
     return ActionPlan(
         action="flush",
-        title=f"Flush stdout of {len(pids)} Python process(es) live"
-        + (f" in session {name!r}" if name else "")
-        + "?",
-        target=f"{target.label}"
-        + (f" · session {name!r}" if name else "")
-        + f" · pids {' '.join(map(str, pids))}",
+        title=f"Flush stdout of {len(pids)} Python process(es) live{in_session(name)}?",
+        target=pids_target(target, name, pids),
         session=name,
         ct=target.ct,
         pids=[int(p) for p in pids],
