@@ -79,7 +79,7 @@ class RunPanel(Vertical):
         yield QuietStatic(id="proc")
         yield MetricRow("tok/s", id="m-throughput")
         yield MetricRow("loss", id="m-loss")
-        yield MetricRow("s/step", id="m-step")
+        yield MetricRow("step", id="m-step")
 
     def show_proc(self, snap: Snapshot) -> None:
         # three rows high (app.tcss): repaint only, and only on change
@@ -94,6 +94,6 @@ class RunPanel(Vertical):
         step.append(number(m.last_step), style="bold")
         med = m.median_step_interval
         if med is not None:
-            step.append(f"  med {med:.2f} s/step", style="dim")
+            step.append(f"  {med:.2f} s/step (median)", style="dim")
         self.query_one("#m-step", MetricRow).show(intervals, step)
         self.border_subtitle = f"parser: {m.preset}" if m.preset else ""
