@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import helpers
 from gputui.actions import (
     ActionsDisabled,
     audit_path,
@@ -124,14 +125,7 @@ def start_buffered(testbed: Any, ct: int, session: str, work: Path, *flags: str)
 
 
 def wait_for(fn: Any, timeout: float = 8.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    return helpers.wait_for(fn, timeout, what)
 
 
 def audit_lines() -> list[dict[str, Any]]:

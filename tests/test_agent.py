@@ -32,6 +32,7 @@ from gputui.remote.agent_client import (
 )
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
+from helpers import wait_for
 
 PY = shutil.which("python3") or sys.executable
 
@@ -49,17 +50,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TMUX"))}
     env.update(extra)
     return env
-
-
-def wait_for(fn: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture

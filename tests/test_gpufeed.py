@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +24,10 @@ from gputui.gpufeed import (
 from gputui.model import GpuEvent, GpuSample, GpuState
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
+from helpers import until
 
 STANDINS = Path(__file__).resolve().parent / "standins"
 HAVE_SMI_STANDIN = (STANDINS / "nvidia-smi").exists()
-
-
-async def until(fn: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture

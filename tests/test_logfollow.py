@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import helpers
 from gputui.logfollow import FileStat, LogFollower, classify_tail_note, follow_argv
 from gputui.model import LogState
 from gputui.remote.local import LocalTransport
@@ -22,14 +23,7 @@ from gputui.remote.target import Target
 
 
 async def until(fn: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+    return await helpers.until(fn, timeout, what)
 
 
 @pytest.fixture

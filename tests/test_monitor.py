@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import helpers
 from gputui.gpufeed import SimulatedGpus
 from gputui.model import ConnectionState, CtStatus, Snapshot
 from gputui.monitor import (
@@ -111,14 +112,7 @@ def settings(**kw: Any) -> SimpleNamespace:
 
 
 async def until(fn: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
+    return await helpers.until(fn, timeout, what, poll=0.05)
 
 
 @pytest.fixture
