@@ -231,3 +231,22 @@ def test_read_only_and_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert [x["ok"] for x in lines] == [True, False]
     assert lines[0]["commands"] == [["sh", "-c", "x"]] and lines[0]["ended_by"] == "SIGINT"
     assert lines[0]["target"] == "local" and lines[0]["action"] == "kill" and lines[0]["time"]
+
+
+@pytest.mark.parametrize("escaped", [False, True])
+@pytest.mark.parametrize(("dead", "stops_at"), [("1", "5"), ("0", "15")])
+def test_verify_stops_early_on_a_dead_pane_raw_or_tmux34_escaped(
+    escaped: bool, dead: str, stops_at: str
+) -> None:
+    """The verify loop's early stop must see a dead pane whether tmux prints
+    the 0x1f separator raw (3.3a) or as the text \\037 (3.4)."""
+    from gputui.actions.relaunch import DEAD_PANE_PATTERN, VERIFY_SCRIPT
+    from gputui.collect.tmux import FIELD_SEP, PANE_FIELDS
+
+    fields = ["s"] * PANE_FIELDS.index("pane_dead") + [dead, "0"]
+    line = FIELD_SEP.join(fields)
+    if escaped:
+        line = line.replace(FIELD_SEP, "\\037")
+    argv = ["sh", "-c", VERIFY_SCRIPT, "v", "/nonexistent", "15", DEAD_PANE_PATTERN]
+    r = subprocess.run([*argv, "printf", "%s\n", line], capture_output=True, text=True)
+    assert r.stdout.split()[3:5] == ["t", stops_at]

@@ -52,13 +52,14 @@ VERIFY_S = 3.0
 # (and at the start and end), then "panes" and the list-panes output; stops
 # early when the pane has died.
 VERIFY_SCRIPT = """log=$1; n=$2; dead=$3; shift 3
+us=$(printf '\\037')  # tmux 3.4 prints the 0x1f separator as the text \\037
 size() { s=$(stat -c %s -- "$log" 2>/dev/null) || s=-1; echo "$s"; }
 last=$(size); echo "t 0 $last"; i=0
 while [ "$i" -lt "$n" ]; do
   sleep 0.1; i=$((i + 1))
   cur=$(size)
   [ "$cur" != "$last" ] && { echo "t $i $cur"; last=$cur; }
-  if [ $((i % 5)) -eq 0 ] && "$@" 2>/dev/null | grep -q "$dead"; then
+  if [ $((i % 5)) -eq 0 ] && "$@" 2>/dev/null | sed 's/\\\\037/'"$us"'/g' | grep -q "$dead"; then
     break
   fi
 done
