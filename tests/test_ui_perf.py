@@ -147,3 +147,12 @@ async def test_p_and_q_reach_the_filter_box_and_open_boxes_not_the_dashboard() -
         await pilot.pause()
         assert app.is_running
         assert not app.query_one("LogPanel").paused  # type: ignore[attr-defined]
+
+
+def test_history_plot_keeps_unknown_readings_as_gaps_not_zero() -> None:
+    """[N/A] utilization must not draw as an idle GPU (0 %)."""
+    from gputui.ui.widgets.gpus import HistoryPlot
+
+    plot = HistoryPlot("util %", "%")
+    plot.show({0: [90.0, None, 95.0]}, 100.0)
+    assert plot._series == {0: [90.0, None, 95.0]}

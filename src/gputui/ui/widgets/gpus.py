@@ -123,14 +123,12 @@ class HistoryPlot(PlotextPlot):
         super().__init__(**kw)  # type: ignore[arg-type]
         self._title = title
         self._unit = unit
-        self._series: dict[int, list[float]] = {}
+        self._series: dict[int, list[float | None]] = {}
         self._ymax = 100.0
 
     def show(self, series: dict[int, list[float | None]], ymax: float) -> None:
-        new = {
-            i: [0.0 if v is None else v for v in vals[-HISTORY_POINTS:]]
-            for i, vals in series.items()
-        }
+        # unknown readings ([N/A]) stay gaps in the line, never a drop to 0
+        new = {i: list(vals[-HISTORY_POINTS:]) for i, vals in series.items()}
         ymax = ymax if ymax > 0 else 100.0
         if new == self._series and ymax == self._ymax:
             return  # a plotext render costs 5-10 ms: only when the data moved
@@ -152,9 +150,10 @@ class HistoryPlot(PlotextPlot):
             ["0", f"{self._ymax / 2:.0f}", f"{self._ymax:.0f}{self._unit}"],
         )
         for _i, vals in sorted(self._series.items()):
-            if vals:
-                offset = HISTORY_POINTS - len(vals)
-                plt.plot(list(range(offset, HISTORY_POINTS)), vals, marker="braille")
+            offset = HISTORY_POINTS - len(vals)
+            known = [(offset + k, v) for k, v in enumerate(vals) if v is not None]
+            if known:
+                plt.plot([x for x, _ in known], [y for _, y in known], marker="braille")
         return super().render()
 
 
