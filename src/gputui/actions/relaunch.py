@@ -383,7 +383,9 @@ async def execute_start(
     if pane_list and pane_list[0].dead:
         details.append(f"pane exit status {pane_list[0].dead_status}; see the log {spec.log}")
     if mem0 is not None and mem1 is not None:
-        details.append(f"GPU memory {mem0:.0f} -> {mem1:.0f} MiB")
+        details.append(
+            f"GPU memory in use (all GPUs): {mem0 / 1024:,.1f} -> {mem1 / 1024:,.1f} GiB"
+        )
     ok = alive
     summary = (
         f"{plan.action}ed {spec.session!r}: "
