@@ -97,6 +97,18 @@ async def target(env: None, ct: int, testbed: Any) -> AsyncIterator[Target]:
 
 
 @pytest.fixture
+def py_spy(testbed: Any) -> str:
+    """py-spy where the CT can see it: the venv may live under /tmp (a CI
+    clone), which is private inside the CT, so copy the static binary into
+    the shared workspace."""
+    dest = Path(testbed.workspace) / "tools" / "py-spy"
+    if not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(PY_SPY, dest)
+    return str(dest)
+
+
+@pytest.fixture
 def work(testbed: Any, tmp_path: Path) -> Path:
     """A directory with a nasty name, visible inside the CT."""
     d = Path(testbed.workspace) / tmp_path.name / "dir $(touch PWNED); 'q\" x;"
@@ -329,11 +341,11 @@ async def test_force_kill_reaches_sigkill(
 
 
 async def test_py_spy_dump_shows_training_loop(
-    target: Target, testbed: Any, ct: int, work: Path
+    target: Target, testbed: Any, ct: int, work: Path, py_spy: str
 ) -> None:
     start_buffered(testbed, ct, "spy", work)
-    plan = await plan_dump(target, settings(), "spy", py_spy=PY_SPY)
-    assert plan.commands[0][0] == PY_SPY and plan.commands[0][1:3] == ["dump", "--pid"]
+    plan = await plan_dump(target, settings(), "spy", py_spy=py_spy)
+    assert plan.commands[0][0] == py_spy and plan.commands[0][1:3] == ["dump", "--pid"]
     result = await execute(target, plan)
     if "ptrace refused" in result.summary:
         pytest.skip(f"ptrace is refused here: {result.details}")
@@ -520,7 +532,7 @@ except KeyboardInterrupt:
 
 
 async def test_ranks_dumped_and_stopped_together(
-    target: Target, testbed: Any, ct: int, work: Path
+    target: Target, testbed: Any, ct: int, work: Path, py_spy: str
 ) -> None:
     (work / "launch.py").write_text(LAUNCHER)
     log = work / "ddp.log"
@@ -530,14 +542,14 @@ async def test_ranks_dumped_and_stopped_together(
     )
     assert r.returncode == 0, r.stderr
     wait_for(lambda: log.exists() and log.read_bytes().count(b"started") == 2, what="two ranks")
-    plan = await plan_dump(target, settings(), "ddp", py_spy=PY_SPY)
+    plan = await plan_dump(target, settings(), "ddp", py_spy=py_spy)
     assert len(plan.commands) == 3  # launcher + 2 ranks, each its own py-spy call
     result = await execute(target, plan)
     if "ptrace refused" in result.summary:
         pytest.skip(f"ptrace is refused here: {result.details}")
     assert result.ok and result.output.count("train_step") == 2, result.output
     # Only the chosen rank when asked
-    one = await plan_dump(target, settings(), "ddp", pids=[plan.pids[1]], py_spy=PY_SPY)
+    one = await plan_dump(target, settings(), "ddp", pids=[plan.pids[1]], py_spy=py_spy)
     assert [c[3] for c in one.commands] == [str(plan.pids[1])]
 
     kill = await plan_kill(target, settings(), "ddp")
