@@ -27,7 +27,9 @@ class Target:
 
     @property
     def label(self) -> str:
-        return f"{self.transport.label} ct {self.ct}" if self.ct is not None else self.transport.label
+        return (
+            f"{self.transport.label} ct {self.ct}" if self.ct is not None else self.transport.label
+        )
 
     def wrap(self, argv: list[str]) -> list[str]:
         return in_container(self.ct, argv)
