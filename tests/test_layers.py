@@ -1,0 +1,57 @@
+"""Architecture rules the code must keep: Textual stays in ui/, and the pure
+parsing and diagnosis modules do no I/O of their own."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "gputui"
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_nothing_outside_ui_imports_textual() -> None:
+    offenders = [
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if "ui" not in p.relative_to(SRC).parts
+        and any(
+            m == "textual" or m.startswith(("textual.", "textual_plotext"))
+            for m in imported_modules(p)
+        )
+    ]
+    assert offenders == []
+
+
+PURE = [
+    "diagnose.py",
+    "model.py",
+    "collect/gpu.py",
+    "collect/tmux.py",
+    "collect/logtail.py",
+    "collect/metrics.py",
+]
+IO_MODULES = {
+    "asyncio",
+    "asyncssh",
+    "subprocess",
+    "socket",
+    "gputui.remote.base",
+    "gputui.remote.target",
+}
+
+
+def test_parsing_and_diagnosis_do_no_io() -> None:
+    for rel in PURE:
+        mods = imported_modules(SRC / rel)
+        assert not (mods & IO_MODULES), (rel, sorted(mods & IO_MODULES))
