@@ -4,7 +4,13 @@ Uses the demo package's fixed scenes (gputui.demo.scenes): the same
 snapshots, frozen clock and fixed log lines every run, so the SVGs only
 change when the UI does.
 
-    python scripts/screenshots.py [--out screenshots] [--size 120x36]
+    python scripts/screenshots.py [--out screenshots] [--size 120x36] [--live]
+
+`--live` also runs the real `gputui --demo` headless (local tmux, the
+block-buffered demo script behind `| tee`, simulated GPUs) and saves it as
+the user sees it: `demo-live-buffered.svg` when the banner explains the
+buffering, `demo-live-relaunched.svg` after `r`, `y` and a few steps. Those
+two show live data, so they differ from run to run.
 """
 
 from __future__ import annotations
@@ -75,16 +81,71 @@ async def shoot(out: Path, size: tuple[int, int]) -> list[Path]:
     return written
 
 
+async def shoot_live(out: Path, size: tuple[int, int]) -> list[Path]:
+    import os
+    import tempfile
+    import time
+    from types import SimpleNamespace
+
+    from gputui.ui.widgets.banner import Banner
+    from gputui.ui.wiring import build
+
+    async def until(cond: Callable[[], bool], timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > end:
+                raise SystemExit("the live demo did not reach the expected state in time")
+            await asyncio.sleep(0.25)
+
+    written = []
+    with tempfile.TemporaryDirectory() as state:
+        os.environ["XDG_STATE_HOME"] = state  # the demo's files and tmux server
+        parts = build(SimpleNamespace(demo=True, read_only=False))
+        app = GputuiApp(
+            parts.monitor,
+            actions=parts.actions,
+            can_launch=parts.can_launch,
+            stale_after=parts.settings.stale_after,
+            on_exit=parts.on_exit,
+            start=parts.start,
+        )
+        snap = parts.monitor.snapshot
+        try:
+            async with app.run_test(size=size) as pilot:
+                banner = app.query_one(Banner)
+                await until(lambda: bool(banner.finding), 60)
+                written.append(Path(app.save_screenshot("demo-live-buffered.svg", str(out))))
+                await pilot.press("r")
+                await pilot.pause(1.0)
+                await pilot.press("y")
+                await app.workers.wait_for_complete()
+                await pilot.press("escape")
+                # the old run's buffer flushes on SIGINT first; wait for the new run's steps
+                m = snap.metrics
+                await until(lambda: m.restarts >= 1 and (m.last_step or 0) >= 12, 90)
+                await pilot.pause(1.5)
+                app.clear_notifications()
+                written.append(Path(app.save_screenshot("demo-live-relaunched.svg", str(out))))
+                await pilot.press("q")
+        finally:
+            await parts.on_exit()
+    return written
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "screenshots"))
     ap.add_argument("--size", default="120x36", help="COLSxROWS")
+    ap.add_argument("--live", action="store_true", help="also capture the live demo")
     args = ap.parse_args()
     cols, rows = (int(x) for x in args.size.split("x"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for p in asyncio.run(shoot(out, (cols, rows))):
         print(p)
+    if args.live:
+        for p in asyncio.run(shoot_live(out, (cols, rows))):
+            print(p)
     return 0
 
 

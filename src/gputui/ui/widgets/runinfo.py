@@ -93,7 +93,7 @@ class RunPanel(Vertical):
         step = Text(no_wrap=True, overflow="ellipsis")
         step.append(number(m.last_step), style="bold")
         med = m.median_step_interval
-        if med is not None:
+        if med:  # None, or 0 when every step so far arrived in one write
             step.append(f"  {med:.2f} s/step (median)", style="dim")
         self.query_one("#m-step", MetricRow).show(intervals, step)
         self.border_subtitle = f"parser: {m.preset}" if m.preset else ""
