@@ -219,6 +219,9 @@ class Proc:
     env_pythonunbuffered: bool | None = None  # None: environ unreadable
     fd1_pos: int | None = None  # fdinfo pos of fd 1 (bytes written so far, for files)
     source_files: list[tuple[str, float]] = field(default_factory=list)  # (path, mtime)
+    # Regular files the process has open for writing (a FileHandler log,
+    # `> out.txt`, checkpoints...), /dev excluded, bounded by the agent.
+    write_files: list[str] = field(default_factory=list)
 
     @property
     def block_buffered(self) -> bool | None:
@@ -401,6 +404,9 @@ class Snapshot:
     session_gone: bool = False  # the watched session existed and is now gone
     pane_tail: list[str] = field(default_factory=list)  # capture-pane of the watched pane
     procs: list[Proc] = field(default_factory=list)  # the watched pane's process tree
+    # Where `procs` came from: "session" (the watched tmux pane), "log" (the
+    # processes writing the log, found without tmux), "" (no run found).
+    run_found_by: str = ""
     log: LogState = field(default_factory=LogState)
     log_tail: deque[str] = field(default_factory=lambda: deque(maxlen=200))
     metrics: Metrics = field(default_factory=Metrics)

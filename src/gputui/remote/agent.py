@@ -42,6 +42,8 @@ MAX_CMDLINE_BYTES = 16 * 1024
 MAX_TREE = 500  # processes reported per tree
 MAX_SCAN = 5000  # processes scanned for pipe readers
 MAX_SOURCE_FILES = 200
+MAX_WRITE_FILES = 32  # files reported per process as open for writing
+MAX_WRITERS = 64  # processes reported by the `writers` op
 MAX_WALK_ENTRIES = 3000
 SOURCES_TTL_S = 5.0  # the source-file walk is repeated at most this often per process
 MAX_TEXT = 256 * 1024  # bytes of command output returned
@@ -349,9 +351,9 @@ def tree_pids(root_pid: int, stats: "dict[int, dict]") -> "list[int]":
     return out[:MAX_TREE]
 
 
-def written_files(pid: int) -> "list[str]":
-    """Regular files pid has open for writing (O_WRONLY/O_RDWR), not /dev,
-    /proc or /sys; fd order."""
+def written_files(pid: int, limit: int = MAX_WRITE_FILES) -> "list[str]":
+    """Regular files pid has open for writing (O_WRONLY/O_RDWR, with or
+    without O_APPEND), not /dev, /proc or /sys; fd order, at most `limit`."""
     out = []
     try:
         fds = sorted(int(fd) for fd in os.listdir("/proc/%d/fd" % pid) if fd.isdigit())
@@ -369,7 +371,129 @@ def written_files(pid: int) -> "list[str]":
         link = text(link)
         if link not in out:
             out.append(link)
+            if len(out) >= limit:
+                break
     return out
+
+
+def _writing(pid: int, fd: int) -> bool:
+    flags = read_fdinfo(pid, fd).get("flags")
+    return flags is not None and flags & 3 in (1, 2)
+
+
+def file_writers(paths: "set[str]", pids: "list[int]") -> "list[list[int]]":
+    """[[pid, fd]] of the processes holding one of `paths` (the same file,
+    spelled as /proc/PID/fd links show it) open for writing."""
+    me = os.getpid()
+    out = []
+    for pid in pids[:MAX_SCAN]:
+        if pid == me:
+            continue
+        try:
+            fds = os.listdir("/proc/%d/fd" % pid)
+        except OSError:
+            continue
+        for fd in fds:
+            if not fd.isdigit():
+                continue
+            link = _readlink("/proc/%d/fd/%s" % (pid, fd))
+            if link is not None and link in paths and _writing(pid, int(fd)):
+                out.append([pid, int(fd)])
+                break
+    return out
+
+
+def pipe_writers(link: str, reader: int, pids: "list[int]") -> "list[int]":
+    """Processes whose stdout or stderr is the pipe `link` ("pipe:[ino]"):
+    what feeds a reader such as tee."""
+    out = []
+    for pid in pids[:MAX_SCAN]:
+        if pid == reader:
+            continue
+        for fd in (1, 2):
+            if _readlink("/proc/%d/fd/%d" % (pid, fd)) == link:
+                out.append(pid)
+                break
+    return out
+
+
+def run_roots(members: "set[int]", stats: "dict[int, dict]") -> "list[int]":
+    """The members with no other member among their ancestors: the tops of
+    the run (`bash start.sh` above its python, or the python itself)."""
+    roots = []
+    for pid in sorted(members):
+        st = stats.get(pid)
+        seen = 0
+        parent = st["ppid"] if st else 0
+        top = True
+        while parent > 1 and seen < 64:
+            if parent in members:
+                top = False
+                break
+            pst = stats.get(parent)
+            if pst is None:
+                break
+            parent = pst["ppid"]
+            seen += 1
+        if top:
+            roots.append(pid)
+    return roots
+
+
+def log_writers(path: str) -> dict:
+    """Who writes the file `path`: {writers: [{pid, fd, command}], readers:
+    [pid] (writers that are log readers like tee, followed back), run: [pid]
+    (the processes of the run), roots: [pid] (the tops of the run's trees)}.
+
+    A writer whose stdin is a pipe and which is not Python (tee, a logger)
+    is followed back to the processes whose stdout/stderr is that pipe, up
+    to 3 levels (`python | tee a | tee b`). Whatever is not followed is the
+    run itself (`nohup python train.py > log`, or a FileHandler)."""
+    paths = set([path, os.path.abspath(path), os.path.realpath(path)])
+    pids = list_pids()
+    writers = file_writers(paths, pids)
+    members = set()  # type: set
+    readers = []
+    frontier = [pid for pid, _ in writers]
+    seen = set(frontier)
+    for _level in range(4):
+        nxt = []
+        for pid in frontier:
+            link0 = _readlink("/proc/%d/fd/0" % pid)
+            if _level < 3 and stdout_kind(link0) == "pipe" and not _is_python_pid(pid):
+                feeders = pipe_writers(link0, pid, pids)
+                if feeders:
+                    readers.append(pid)
+                    for f in feeders:
+                        if f not in seen:
+                            seen.add(f)
+                            nxt.append(f)
+                    continue
+            members.add(pid)
+        frontier = nxt
+        if not frontier:
+            break
+    stats = {}
+    for pid in pids[:MAX_SCAN]:
+        st = read_stat(pid)
+        if st is not None:
+            stats[pid] = st
+    members = set(p for p in members if p in stats)
+    out_writers = []
+    for pid, fd in writers[:MAX_WRITERS]:
+        cmd = read_cmdline(pid)
+        out_writers.append({"pid": pid, "fd": fd, "command": " ".join(cmd)})
+    return {
+        "path": path,
+        "writers": out_writers,
+        "readers": readers[:MAX_WRITERS],
+        "run": sorted(members)[:MAX_WRITERS],
+        "roots": run_roots(members, stats)[:MAX_WRITERS],
+    }
+
+
+def _is_python_pid(pid: int) -> bool:
+    return is_python_argv(read_cmdline(pid), _readlink("/proc/%d/exe" % pid))
 
 
 def pipe_readers(link: str, writer: int, pids: "list[int] | None" = None) -> "list[int]":
@@ -577,6 +701,7 @@ class ProcReader:
             "stdout": stdout_target(pid, pids),
             "fd1_pos": None,
             "source_files": [],
+            "write_files": written_files(pid),
         }
         d["fd1_pos"] = d["stdout"]["pos"]
         if is_py:
@@ -687,6 +812,10 @@ class Agent:
     def op_procs(self, args: dict) -> list:
         root = int(args["root_pid"])
         return self.procs.tree(root, sources=bool(args.get("sources", True)))
+
+    def op_writers(self, args: dict) -> dict:
+        """The run writing `path`, found without tmux (see log_writers)."""
+        return log_writers(str(args["path"]))
 
     def op_tmux(self, args: dict) -> dict:
         """Run tmux read-only subcommands: `commands` is a list of argv lists
@@ -812,11 +941,13 @@ class Agent:
 OPS = {
     "hello": "-> agent_version, python, pid, uid, hostname, boot_time, clock, clk_tck, pid_ns, tools",
     "ping": "-> clock",
-    "procs": "root_pid, sources=true -> [proc dict] (root first, breadth first)",
+    "procs": "root_pid, sources=true -> [proc dict] (root first, breadth first; "
+    "write_files: files each has open for writing)",
     "tmux": "commands (argv lists after `tmux`), socket?, socket_name? -> results",
     "capture": "target, lines=50, socket? -> exit, stdout, stderr",
     "stat": "paths -> [{path, exists, size, mtime, inode, dev, is_file | error}]",
     "read": "path, offset, max_bytes -> data (base64), offset, size, inode, mtime, truncated",
+    "writers": "path -> {path, writers: [{pid, fd, command}], readers, run, roots}",
     "pidmap": "pids, ct, pid_ns? -> [{pid, exists, ct_pid, in_container, pid_ns, cgroup, cmdline}]",
 }
 

@@ -259,6 +259,12 @@ class AgentClient:
         items = await self.call("procs", timeout=timeout, root_pid=int(root_pid), sources=sources)
         return procs_from_agent(items, self.clock_offset)
 
+    async def writers(self, path: str, timeout: float = 5.0) -> dict[str, Any]:
+        """The run writing `path`, found without tmux: {writers: [{pid, fd,
+        command}], readers: [pid] (tee-like writers followed back), run:
+        [pid], roots: [pid] (tops of the run's process trees)}."""
+        return dict(await self.call("writers", timeout=timeout, path=str(path)))
+
     async def sessions(self, socket_path: str | None = None, timeout: float = 5.0) -> list[Session]:
         """tmux sessions with their panes (tmux's own `list-panes -a`)."""
         from gputui.collect import tmux
