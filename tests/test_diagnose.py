@@ -87,6 +87,8 @@ def run(
     events: tuple[GpuEvent, ...] = (),
     gpu_error: str | None = None,
     extra_procs: tuple[Proc, ...] = (),
+    write_files: tuple[str, ...] = (),  # files the python process has open for writing
+    run_found_by: str = "session",
 ) -> Snapshot:
     util_c = util if callable(util) else const(util)
     mem_c = mem if callable(mem) else const(mem)
@@ -140,6 +142,7 @@ def run(
                 ),
                 fd1_pos=0 if buffered else 123_456,
                 source_files=[(p, (start or NOW) + dt) for p, dt in sources],
+                write_files=list(write_files),
             )
         )
     procs += list(extra_procs)
@@ -192,6 +195,7 @@ def run(
         log=log,
         metrics=metrics,
         started=NOW - 600,
+        run_found_by=run_found_by if procs else "",
     )
     s.log_tail.extend(log_tail)
     return s
@@ -507,6 +511,99 @@ CASES = [
         {"stdout_files": ("/workspace/./train.log",)},
         None,
     ),
+    Case(
+        "FileHandler log: stdout goes to stdout.txt, the process writes the log itself",
+        {
+            "stdout": "file",
+            "stdout_files": ("/workspace/stdout.txt",),
+            "write_files": ("/workspace/stdout.txt", LOG),
+            "silent": 7200.0,
+            "buffered": True,
+            "steps": False,
+        },
+        "busy_but_silent",  # no drift: the log is the run's; stdout.txt is still buffered
+        Severity.WARNING,
+        absent=("log_drift",),
+    ),
+    Case(
+        "FileHandler log, stdout to another file, lines flowing: no finding",
+        {
+            "stdout": "file",
+            "stdout_files": ("/workspace/stdout.txt",),
+            "write_files": ("/workspace/stdout.txt", "/workspace/./train.log"),
+        },
+        None,
+    ),
+    Case(
+        "the log is written by a child of the training process (a logger process)",
+        {
+            "stdout": "file",
+            "stdout_files": ("/workspace/stdout.txt",),
+            "extra_procs": (
+                Proc(pid=14, ppid=12, cmdline=["python", "logger.py"], write_files=[LOG]),
+            ),
+        },
+        None,
+    ),
+    Case(
+        "near miss: the process writes other files (a checkpoint), not the log: drift",
+        {
+            "silent": 7200.0,
+            "stdout": "file",
+            "stdout_files": ("/workspace/stdout.txt",),
+            "write_files": ("/workspace/stdout.txt", "/workspace/ckpt.pt"),
+            "buffered": True,
+            "steps": False,
+        },
+        "log_drift",
+        Severity.WARNING,
+        title_has=("PID 12 writes /workspace/stdout.txt",),
+    ),
+    Case(
+        "log missing; stdout a tty, the process writes its own log elsewhere",
+        {
+            "log_exists": False,
+            "silent": None,
+            "stdout": "tty",
+            "write_files": ("/workspace/ckpt.pt", "/workspace/runs/7/train.log", "/w/x.log"),
+        },
+        "log_missing",
+        Severity.WARNING,
+        title_has=("PID 12 writes /workspace/runs/7/train.log",),
+        evidence_has=("has open for writing: /workspace/runs/7/train.log, /w/x.log",),
+        action="watch_log",
+    ),
+    # ------------------------------------------------- run found by its log (no tmux)
+    Case(
+        "nohup run found by its log, no tmux session: buffered and silent",
+        {
+            "session": "none",
+            "run_found_by": "log",
+            "stdout": "file",
+            "buffered": True,
+            "silent": 240.0,
+            "steps": False,
+        },
+        "busy_but_silent",
+        Severity.WARNING,
+        absent=("session_missing", "session_dead", "run_exited"),
+        action="relaunch",
+    ),
+    Case(
+        "--session names a missing session but the run was found by its log: a note, no launch",
+        {
+            "session": "missing",
+            "run_found_by": "log",
+            "stdout": "file",
+            "buffered": True,
+            "silent": 240.0,
+            "steps": False,
+        },
+        "busy_but_silent",
+        Severity.WARNING,
+        absent=("session_dead",),
+        extra={"also": "session_missing"},
+    ),
     # ---------------------------------------------------------- progress_stalled
     Case(
         "lines flow, step stuck for 3 min at 5 s/step",
@@ -666,6 +763,20 @@ def test_rules(case: Case) -> None:
         assert k not in kinds, [x.title for x in findings]
     if "also" in case.extra:
         assert case.extra["also"] in kinds
+
+
+def test_session_missing_for_a_run_found_by_its_log_offers_no_launch() -> None:
+    snap = run(session="missing", run_found_by="log", stdout="file")
+    (f,) = [f for f in diagnose(snap, NOW) if f.kind == "session_missing"]
+    assert f.severity == Severity.INFO and f.action == ""
+    assert "runs outside tmux (PID 12)" in f.title and LOG in f.title
+    # the same without the run: a warning offering to launch
+    (g,) = [
+        f
+        for f in diagnose(run(session="missing", proc=False, util=0.0, mem=0.0), NOW)
+        if f.kind == "session_missing"
+    ]
+    assert g.severity == Severity.WARNING and g.action == "launch"
 
 
 def test_busy_but_silent_offers_flush_too() -> None:

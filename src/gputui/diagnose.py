@@ -514,8 +514,23 @@ class Context:
         return last is None or self.now - last >= quiet
 
     @cached_property
+    def log_written_by_run(self) -> bool:
+        """Some process of the run has the watched log open for writing (a
+        `logging.FileHandler`, `open(log, "a")`, tee...)."""
+        if not self.log.path:
+            return False
+        watched = os.path.normpath(self.log.path)
+        return any(
+            os.path.normpath(f) == watched
+            for p in self.procs
+            for f in (getattr(p, "write_files", None) or [])
+            if f
+        )
+
+    @cached_property
     def drift_files(self) -> list[str]:
-        """Files the process's stdout really reaches, when the watched log is not one."""
+        """Files the process's stdout really reaches, when the watched log is
+        not one of them and no process of the run writes it by itself."""
         p = self.proc
         if p is None or p.stdout is None or not self.log.path:
             return []
@@ -524,6 +539,8 @@ class Context:
             return []
         watched = os.path.normpath(self.log.path)
         if any(os.path.normpath(f) == watched for f in files):
+            return []
+        if self.log_written_by_run:
             return []
         return files
 
@@ -711,6 +728,20 @@ def rule_session_missing(ctx: Context) -> Finding | None:
         return None
     others = ", ".join(s.name for s in ctx.sessions) or "none"
     ev = [f"tmux sessions in {ctx.ct_words}: {others}"]
+    if snap.run_found_by == "log" and ctx.procs:
+        # The run is alive outside tmux (nohup, a closed ssh shell): found by
+        # the processes writing the log. Launching would start a second one.
+        p = ctx.proc or ctx.procs[0]
+        return Finding(
+            kind="session_missing",
+            severity=Severity.INFO,
+            title=(
+                f"no tmux session named {snap.session_name}; the run writing "
+                f"{ctx.log.path} runs outside tmux (PID {p.pid})"
+            ),
+            evidence=[*ev, f"PID {p.pid} ({_short(p.command, 80)}) writes {ctx.log.path}"],
+            fix="drop --session to watch it by its log",
+        )
     error = last_error_line(list(snap.log_tail or []))
     if error:
         ev += [f"last lines of the log {ctx.log.path}:", *_quote_tail(list(snap.log_tail))]
@@ -937,6 +968,19 @@ def rule_log_missing(ctx: Context) -> Finding | None:
             evidence=ev,
             action="watch_log",
             action_label=f"[w] watch {files[0]}",
+        )
+    logs = _written_logs(ctx)
+    if logs:
+        p = ctx.proc
+        who = f"PID {p.pid}" if p is not None else "the run"
+        ev.append(f"{who} has open for writing: {', '.join(logs[:5])}")
+        return Finding(
+            kind="log_missing",
+            severity=Severity.WARNING,
+            title=f"log {ctx.log.path} does not exist; {who} writes {logs[0]}",
+            evidence=ev,
+            action="watch_log",
+            action_label=f"[w] watch {logs[0]}",
         )
     return Finding(
         kind="log_missing",
@@ -1194,3 +1238,20 @@ def _proc_files(ctx: Context) -> list[str]:
     if p is None or p.stdout is None:
         return []
     return [f for f in p.stdout.files if f and f != ctx.log.path]
+
+
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".jsonl")
+
+
+def _written_logs(ctx: Context) -> list[str]:
+    """Log-like files the run's processes have open for writing (not its
+    stdout): the same name as the watched log first, then *.log, *.txt ..."""
+    watched = os.path.basename(ctx.log.path or "")
+    files: list[str] = []
+    for p in [ctx.proc, *ctx.procs]:
+        for f in getattr(p, "write_files", None) or []:
+            if f and f != ctx.log.path and f not in files:
+                files.append(f)
+    same = [f for f in files if watched and os.path.basename(f) == watched]
+    logs = [f for f in files if f not in same and f.lower().endswith(LOG_SUFFIXES)]
+    return same + logs
