@@ -5,6 +5,9 @@ new `pct exec` per poll:
 
 - the agent in the CT (`AgentClient`): tmux sessions, the watched pane's
   process tree and tail, and a stat of the log, every `interval` seconds;
+  with no tmux session to watch, the process tree of the run that writes
+  the log (found by the agent's `writers` op, re-searched at most every
+  WRITERS_RETRY_S while none is found);
 - one log stream (`LogFollower`: `tail -c +OFFSET -F`, by byte offset);
 - the GPU feed (`NvidiaSmiFeed`: `nvidia-smi -lms` + a compute-apps loop on
   the host; or NVML locally; or simulated).
@@ -56,6 +59,7 @@ AGENT_RETRY_MAX_S = 120.0  # a broken agent costs at most one pct exec per 2 min
 FALLBACK_PERIOD_S = 5.0
 AGENT_STOP_WAIT_S = 1.0  # stop() waits this long for an agent still starting, to close it
 CT_CHECK_MIN_S = 15.0  # `pct status` runs only after agent errors, not more often
+WRITERS_RETRY_S = 3.0  # with no tmux run, who writes the log is searched at most this often
 
 # The plain-command fallback (no python3 in the CT): one long-lived loop that
 # prints `tmux list-panes -a -F …` every $1 seconds. $2… is the tmux argv.
@@ -158,6 +162,12 @@ class Monitor:
         self._start_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._agent_starting: asyncio.Future[AgentClient] | None = None
+        # The run found by its log when no tmux session is watched: (log path,
+        # root PIDs), and when the next search may run (monotonic).
+        self._log_run: tuple[str, list[int]] | None = None
+        self._writers_next = 0.0
+        self._writers_path: str | None = None
+        self.writers_searches = 0
 
     def _default_gpu_feed(self) -> GpuFeed | None:
         source = _setting(self.settings, "gpu_source", "auto") or "auto"
@@ -461,11 +471,20 @@ class Monitor:
         pane = snap.session.main_pane if snap.session is not None else None
         procs: list[Proc] = []
         pane_tail: list[str] = []
+        found_by = ""
         if pane is not None and not pane.dead and pane.pid:
             procs = await agent.processes(pane.pid)
+            found_by = "session"
+            self._log_run = None
+        elif snap.session is None and not snap.session_gone:
+            procs = await self._procs_by_log(agent)
+            found_by = "log" if procs else ""
         if procs or _procs_key(procs) != _procs_key(snap.procs):
             self._changed("procs")  # cpu %, rss and fd 1 pos move every poll
+        if found_by != snap.run_found_by:
+            self._changed("procs", "sessions")
         snap.procs = procs
+        snap.run_found_by = found_by
         # The log path may come from these processes' stdout: open its stream
         # now, so it starts while the pane is captured.
         await self._choose_log()
@@ -491,6 +510,57 @@ class Monitor:
                 self.follower.observe_stat(fs)
                 if (snap.log.size, snap.log.mtime, snap.log.exists) != before:
                     self._changed("log")
+
+    def _known_log(self) -> str | None:
+        """The log the user named (--log, the run config), else the one followed."""
+        run = _setting(self.settings, "run")
+        path = self._log_override or _setting(run, "log") or None
+        if path is None and self.follower is not None:
+            path = self.follower.path
+        return path
+
+    async def _procs_by_log(self, agent: AgentClient) -> list[Proc]:
+        """No tmux session watched: the process trees of the run that writes
+        the log (`nohup python train.py > log &`, `python | tee log` from a
+        shell that is gone). Once found, each poll costs one `procs` call per
+        root, as with tmux; the search itself (a scan of every process's fds)
+        runs at most every WRITERS_RETRY_S while nothing is found."""
+        path = self._known_log()
+        if not path:
+            self._log_run = None
+            return []
+        if self._log_run is not None and self._log_run[0] == path:
+            procs = await self._trees(agent, self._log_run[1])
+            if procs:
+                return procs
+        self._log_run = None
+        now = time.monotonic()
+        if now < self._writers_next and path == self._writers_path:
+            return []  # a new log path is searched at once
+        self._writers_next = now + WRITERS_RETRY_S
+        self._writers_path = path
+        self.writers_searches += 1
+        found = await agent.writers(path)
+        roots = [int(p) for p in found.get("roots") or []]
+        if not roots:
+            return []
+        procs = await self._trees(agent, roots)
+        if procs:
+            self._log_run = (path, roots)
+        return procs
+
+    @staticmethod
+    async def _trees(agent: AgentClient, roots: list[int]) -> list[Proc]:
+        out: list[Proc] = []
+        seen: set[int] = set()
+        for root in roots:
+            if root in seen:
+                continue
+            for p in await agent.processes(root):
+                if p.pid not in seen:
+                    seen.add(p.pid)
+                    out.append(p)
+        return out
 
     def _set_sessions(self, sessions: list[Session]) -> None:
         snap = self.snapshot
