@@ -412,3 +412,38 @@ def python_pid_in(ws: Path) -> int:
         return None
 
     return helpers.wait_for(find, timeout=10.0, what="python3 train.py in the CT")
+
+
+def test_doctor_names_a_buffered_nohup_run_found_by_its_log(testbed: Any, ct: int) -> None:
+    """`gputui doctor --host gpuhost --ct N --log LOG` as a user runs it, on a
+    `nohup python3 train.py > train.log 2>&1 &` run with no tmux in the CT.
+    (~6 s: the 3 s stale threshold, then the doctor's own watch.)"""
+    import scenarios as sc
+
+    if not sc.have_smi_standin(testbed):
+        pytest.skip("the test bed has no nvidia-smi stand-in")
+    run = sc.prepare(testbed, ct, "nohup", session="", log="train.log")
+    cmd = f"cd {shlex.quote(str(run.dir))} && nohup python3 train.py > train.log 2>&1 &"
+    r = testbed.ct_exec(ct, ["env", "-i", f"PATH={CLEAN_PATH}", "HOME=/root", "sh", "-c", cmd])
+    assert r.returncode == 0, r.stderr
+    launched = time.monotonic()
+    host_pid = sc.wait_python(run, "train.py")
+    try:
+        testbed.set_gpus({"gpus": [sc.gpu(0, 45_000, 98)], "apps": [sc.app(host_pid, 0, 44_800)]})
+        time.sleep(max(0.0, launched + 3.3 - time.monotonic()))
+        res = sc.finish_doctor(
+            sc.start_doctor(testbed, ct, "--log", str(run.log), "--stale-after", "3", "--json")
+        )
+        out = f"rc={res.rc}\n{res.stdout}\n{res.stderr}"
+        assert res.rc == 1, out
+        assert res.kinds()[0] == "busy_but_silent", out
+        assert "session_missing" not in res.kinds() and "log_drift" not in res.kinds()
+        ev = res.evidence("busy_but_silent")
+        assert str(run.log) in ev and "PYTHONUNBUFFERED unset" in ev
+        assert res.doc is not None
+        proc = res.doc["snapshot"]["process"]
+        assert proc is not None and proc["cmdline"][-1] == "train.py"
+        assert proc["buffering"]["block_buffered"] is True
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(host_pid, signal.SIGKILL)
