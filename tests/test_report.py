@@ -79,6 +79,7 @@ def test_json_buffered_run_has_process_stdout_and_buffering_evidence() -> None:
         "found": True,
         "gone": False,
         "alive": True,
+        "run_found_by": "session",
     }
     (f,) = doc["findings"]
     assert f["kind"] == "busy_but_silent" and f["severity"] == "warning"

@@ -82,6 +82,7 @@ def proc_to_dict(p: Proc) -> dict[str, Any]:
         },
         "fd1_pos": p.fd1_pos,
         "source_files": [{"path": f, "mtime": _num(m)} for f, m in (p.source_files or [])],
+        "write_files": list(getattr(p, "write_files", None) or []),
     }
 
 
@@ -152,6 +153,7 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
             "found": session is not None,
             "gone": snap.session_gone,
             "alive": session.alive if session is not None else None,
+            "run_found_by": getattr(snap, "run_found_by", "") or "",
         },
         "sessions": [
             {
