@@ -695,14 +695,22 @@ CASES = [
     Case("tools not probed yet: no claim", {"tools": Tools()}, None),
     # ---------------------------------------------------------------- GPU
     Case(
-        "GPU lost",
+        "GPU lost (no reading since)",
+        {
+            "events": (GpuEvent(NOW, "Unable to determine the device handle for GPU0", lost=True),),
+        },
+        "gpu_lost",
+        Severity.ERROR,
+    ),
+    Case(
+        "GPU was lost but readings came back: no stale alarm",
         {
             "events": (
                 GpuEvent(NOW - 5, "Unable to determine the device handle for GPU0", lost=True),
             ),
         },
-        "gpu_lost",
-        Severity.ERROR,
+        None,
+        absent=("gpu_lost",),
     ),
     Case(
         "Xid event",

@@ -597,7 +597,7 @@ def rule_ct_stopped(ctx: Context) -> Finding | None:
 
 def rule_gpu_lost(ctx: Context) -> Finding | None:
     lost = [e for e in (ctx.gpus.events or []) if e.lost]
-    if not lost:
+    if not lost or not ctx.gpus.lost:  # GpuState.lost: still lost now, not recovered
         return None
     return Finding(
         kind="gpu_lost",
