@@ -14,7 +14,6 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-import uuid
 from dataclasses import dataclass, field
 
 # The fixed script. $1 = log, $2 = the user's command (a shell command line,
@@ -24,9 +23,6 @@ from dataclasses import dataclass, field
 WRAPPER = """set -o pipefail
 log=$1; cmd=$2; shift 2
 for kv in "$@"; do export "$kv"; done
-# wait until the same tmux call has set remain-on-exit (new_session_argv):
-# a command that dies before that loses its exit status in tmux 3.3a
-if [ -n "${GPUTUI_GATE:-}" ]; then tmux wait-for "$GPUTUI_GATE" 2>/dev/null; unset GPUTUI_GATE; fi
 export PYTHONUNBUFFERED=1
 trap 'printf "[gputui] SIGINT\\n" >> "$log"' INT
 mkdir -p -- "$(dirname -- "$log")"
@@ -196,41 +192,21 @@ def pane_target(session: str) -> str:
     return f"={session}:"
 
 
-GATE_VAR = "GPUTUI_GATE"
-
-
-def wrapper_argv(spec: RunSpec, gate: str = "") -> list[str]:
-    """The argv the tmux pane runs (before tmux escaping). With `gate`, the
-    wrapper first waits for that tmux wait-for channel."""
+def wrapper_argv(spec: RunSpec) -> list[str]:
+    """The argv the tmux pane runs (before tmux escaping)."""
     env = [f"{k}={v}" for k, v in spec.env.items()]
-    if gate:
-        env.append(f"{GATE_VAR}={gate}")
     return ["bash", "-c", WRAPPER, WRAPPER_NAME, spec.log, spec.effective_command, *env]
 
 
 def new_session_argv(spec: RunSpec, tmux: list[str] | None = None) -> list[str]:
     """One tmux invocation: create the detached session running the wrapper,
-    set remain-on-exit on its pane, then let the wrapper go (wait-for -S).
-
-    Setting the option in the same call is not enough on its own: with tmux
-    3.3a a command that exits before `set-option` is processed keeps its pane
-    but loses its exit status (seen 3 times in 15 here); the wrapper waits on
-    a wait-for channel that this same call signals last."""
+    then set remain-on-exit on its pane before anything can exit."""
     check_session_name(spec.session)
     check_env(spec.env)
     base = list(tmux or ["tmux"])
-    gate = f"gputui-gate-{uuid.uuid4().hex[:12]}"
-    new = ["new-session", "-d", "-s", spec.session, "-c", spec.cwd, *wrapper_argv(spec, gate)]
+    new = ["new-session", "-d", "-s", spec.session, "-c", spec.cwd, *wrapper_argv(spec)]
     opt = ["set-option", "-p", "-t", pane_target(spec.session), "remain-on-exit", "on"]
-    go = ["wait-for", "-S", gate]
-    return (
-        base
-        + [tmux_arg(a) for a in new]
-        + [";"]
-        + [tmux_arg(a) for a in opt]
-        + [";"]
-        + [tmux_arg(a) for a in go]
-    )
+    return base + [tmux_arg(a) for a in new] + [";"] + [tmux_arg(a) for a in opt]
 
 
 def abs_log(log: str, cwd: str) -> str:
@@ -311,7 +287,6 @@ def spec_from_start_command(
         return "", None, {}, ""  # an interactive shell: the run was typed into it
     if len(argv) >= 5 and argv[:2] == ["bash", "-c"] and argv[2] == WRAPPER:
         env = dict(kv.split("=", 1) for kv in argv[6:] if "=" in kv)
-        env.pop(GATE_VAR, None)  # one launch's gate, not the run's environment
         return argv[5], argv[4], env, "gputui wrapper"
     if len(argv) == 1:
         command = argv[0]  # tmux new "CMD STRING": one argument, run by sh -c
