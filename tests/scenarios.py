@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import helpers
+
 RUNS = Path(__file__).resolve().parent / "fixtures" / "runs"
 CLEAN_PATH = "/usr/local/bin:/usr/bin:/bin"
 H200_MIB = 143771
@@ -92,10 +94,18 @@ def launch(testbed: Any, run: Run, command: str, *, remain_on_exit: bool = False
     """`tmux new -d -s SESSION COMMAND` in the run's CT, in its directory;
     with remain-on-exit set in the same tmux call (as it must be)."""
     args = ["new", "-d", "-s", run.session, "-c", str(run.dir), command]
-    if remain_on_exit:
-        args += [";", "set", "-p", "-t", run.session, "remain-on-exit", "on"]
     run.launched = time.monotonic()
-    tmux_in_ct(testbed, run.ct, *args)
+    if not remain_on_exit:
+        tmux_in_ct(testbed, run.ct, *args)
+        return
+    args += [";", "set", "-p", "-t", run.session, "remain-on-exit", "on"]
+
+    def tmux(a: list[str]) -> Any:
+        env = ["env", "-i", f"PATH={CLEAN_PATH}", "HOME=/root", "TERM=xterm"]
+        return testbed.ct_exec(run.ct, [*env, "tmux", *a])
+
+    # a run that dies at once: retry until tmux records its exit status
+    helpers.dead_pane_with_status(tmux, run.session, lambda: tmux_in_ct(testbed, run.ct, *args))
 
 
 def tee_command(script: str, log: str) -> str:

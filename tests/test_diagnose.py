@@ -392,6 +392,20 @@ CASES = [
     ),
     # ------------------------------------------------------------ session_dead
     Case(
+        "tmux lost the dead pane's status: the wrapper's [gputui] exit line has it",
+        {
+            "session": "dead",
+            "dead_status": None,
+            "pane_tail": (*IMPORT_TB, "[gputui] exit 1 at 2026-11-29 19:00:00"),
+            "util": 0.0,
+            "mem": 0.0,
+        },
+        "session_dead",
+        Severity.ERROR,
+        title_has=("exit status 1",),
+        evidence_has=("exit status 1 (from the log's [gputui] exit line)",),
+    ),
+    Case(
         "pane dead with ImportError",
         {"session": "dead", "dead_status": 1, "pane_tail": IMPORT_TB, "util": 0.0, "mem": 0.0},
         "session_dead",

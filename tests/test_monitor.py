@@ -272,22 +272,28 @@ async def test_start_script_redirecting_elsewhere_is_reported(
 async def test_dead_pane_keeps_exit_status_and_output(
     testbed: Any, ct: int, counting: CountingTransport
 ) -> None:
-    tmux_in_ct(
-        testbed,
-        ct,
-        "new",
-        "-d",
-        "-s",
-        "crash",
-        "sh -c 'echo ImportError: no module named torch; exit 3'",
-        ";",
-        "set",
-        "-p",
-        "-t",
-        "crash",
-        "remain-on-exit",
-        "on",
-    )
+    def tmux(args: list[str]) -> Any:
+        return testbed.ct_exec(ct, ["env", "-i", f"PATH={CLEAN_PATH}", "HOME=/root", "tmux", *args])
+
+    def start() -> None:
+        tmux_in_ct(
+            testbed,
+            ct,
+            "new",
+            "-d",
+            "-s",
+            "crash",
+            "sh -c 'echo ImportError: no module named torch; exit 3'",
+            ";",
+            "set",
+            "-p",
+            "-t",
+            "crash",
+            "remain-on-exit",
+            "on",
+        )
+
+    assert helpers.dead_pane_with_status(tmux, "crash", start) == "1|3|"
     mon = Monitor(Target(counting, ct), settings(), gpu_feed=SimulatedGpus(1, lambda: 0.0))
     await mon.start()
     try:

@@ -608,6 +608,19 @@ def rule_gpu_lost(ctx: Context) -> Finding | None:
     )
 
 
+_WRAPPER_EXIT_RE = re.compile(r"^\[gputui\] exit (\d+)\b")
+
+
+def wrapper_exit_status(lines: list[str]) -> int | None:
+    """The exit status gputui's launch wrapper recorded (`[gputui] exit N`),
+    the last one in `lines`, else None."""
+    for line in reversed(lines):
+        m = _WRAPPER_EXIT_RE.match(line.strip())
+        if m:
+            return int(m.group(1))
+    return None
+
+
 def rule_session_dead(ctx: Context) -> Finding | None:
     snap = ctx.snap
     if not ctx.ct_usable or not ctx.session_dead:
@@ -638,6 +651,12 @@ def rule_session_dead(ctx: Context) -> Finding | None:
         )
 
     status, sig = pane.dead_status, pane.dead_signal
+    recorded = None
+    if status is None and sig is None:
+        # tmux 3.3a sometimes loses a dead pane's status; gputui's own
+        # launch wrapper writes it into the log as "[gputui] exit N"
+        recorded = wrapper_exit_status(pane_tail) or wrapper_exit_status(log_tail)
+        status = recorded
     if sig is None and status is not None and 128 < status <= 128 + 64:
         sig = status - 128  # the shell reports a child killed by signal N as 128+N
     piped = "|" in (pane.start_command or "")
@@ -676,7 +695,11 @@ def rule_session_dead(ctx: Context) -> Finding | None:
         title = f"session {name} died with exit status {status}"
         if error:
             title += f": {error}"
-        ev.insert(1, f"exit status {status}")
+        ev.insert(
+            1,
+            f"exit status {status}"
+            + (" (from the log's [gputui] exit line)" if recorded is not None else ""),
+        )
     else:
         title = f"session {name} died (exit status unknown)"
         if error:
