@@ -1,12 +1,16 @@
-"""Polling helpers shared by the tests: wait until a condition holds, fail
-naming what was awaited."""
+"""Helpers shared by the tests: wait until a condition holds (failing with
+what was awaited), a transport that records the commands gputui starts, and
+the settings a Monitor reads."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
+
+from gputui.remote.base import CommandResult, RemoteProcess, Transport
 
 
 async def until(
@@ -62,3 +66,56 @@ def dead_pane_with_status(
             time.sleep(0.05)
         tmux(["kill-session", "-t", f"={session}"])
     raise AssertionError(f"tmux never recorded the exit of {session}: last state {state!r}")
+
+
+class CountingTransport(Transport):
+    """Delegates to a real transport and records every command gputui starts."""
+
+    def __init__(self, inner: Transport) -> None:
+        super().__init__()
+        self.inner = inner
+        self.label = inner.label
+        self.calls: list[tuple[float, str, list[str]]] = []  # (monotonic, run|open, argv)
+        inner.on_state(self._set_state)
+
+    @property  # type: ignore[override]
+    def rtt_ms(self) -> float | None:
+        return self.inner.rtt_ms
+
+    @rtt_ms.setter
+    def rtt_ms(self, value: float | None) -> None:
+        pass
+
+    async def connect(self) -> None:
+        await self.inner.connect()
+
+    async def run(
+        self, argv: list[str], *, timeout: float = 10.0, input: bytes | None = None
+    ) -> CommandResult:
+        self.calls.append((time.monotonic(), "run", list(argv)))
+        return await self.inner.run(argv, timeout=timeout, input=input)
+
+    async def open(self, argv: list[str], *, watchdog: bool = True) -> RemoteProcess:
+        self.calls.append((time.monotonic(), "open", list(argv)))
+        return await self.inner.open(argv, watchdog=watchdog)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def pct_execs(self, since: float = 0.0) -> list[list[str]]:
+        return [a for t, _, a in self.calls if t >= since and a[:2] == ["pct", "exec"]]
+
+
+def monitor_settings(**kw: Any) -> SimpleNamespace:
+    """The Settings fields the Monitor reads, fast-polling, for tests."""
+    base: dict[str, Any] = {
+        "interval": 0.25,
+        "session": None,
+        "log": None,
+        "gpu_source": "host",
+        "metric_regexes": [],
+        "local": False,
+        "run": None,
+    }
+    base.update(kw)
+    return SimpleNamespace(**base)

@@ -22,7 +22,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -32,7 +31,6 @@ from gputui.collect.procs import proc_from_agent
 from gputui.diagnose import Context, diagnose
 from gputui.model import Snapshot
 from gputui.remote.agent import ProcReader, log_writers
-from gputui.remote.base import CommandResult, RemoteProcess
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 
@@ -273,40 +271,7 @@ def test_write_files_are_bounded_and_skip_devices(work: Path, groups: list[int])
 # ------------------------------------------------------------------ monitor, on the test bed
 
 
-class PctCounter(LocalTransport):
-    """The real local transport, counting the `pct exec`s gputui starts."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.pct: list[tuple[float, list[str]]] = []
-
-    def _note(self, argv: list[str]) -> None:
-        if argv[:2] == ["pct", "exec"]:
-            self.pct.append((time.monotonic(), list(argv)))
-
-    async def run(
-        self, argv: list[str], *, timeout: float = 10.0, input: bytes | None = None
-    ) -> CommandResult:
-        self._note(argv)
-        return await super().run(argv, timeout=timeout, input=input)
-
-    async def open(self, argv: list[str], *, watchdog: bool = True) -> RemoteProcess:
-        self._note(argv)
-        return await super().open(argv, watchdog=watchdog)
-
-
-def settings(**kw: Any) -> SimpleNamespace:
-    base: dict[str, Any] = {
-        "interval": 0.25,
-        "session": None,
-        "log": None,
-        "gpu_source": "host",
-        "metric_regexes": [],
-        "local": False,
-        "run": None,
-    }
-    base.update(kw)
-    return SimpleNamespace(**base)
+settings = helpers.monitor_settings
 
 
 @pytest.fixture
@@ -345,7 +310,7 @@ async def test_monitor_finds_a_nohup_run_by_its_log_and_diagnoses_buffering(
             ],
         }
     )
-    tr = PctCounter()
+    tr = helpers.CountingTransport(LocalTransport())
     await tr.connect()
     target = Target(tr, ct)
     feed = NvidiaSmiFeed(target, where="auto", period_ms=200, apps_period_s=0.3)
@@ -367,7 +332,7 @@ async def test_monitor_finds_a_nohup_run_by_its_log_and_diagnoses_buffering(
         polls = mon.polls
         await helpers.until(lambda: mon.polls >= polls + 4, what="four more polls")
         assert mon.writers_searches == searches == 1
-        assert [a for t, a in tr.pct if t >= t0] == []
+        assert tr.pct_execs(since=t0) == []
         # the diagnosis, once the log has been silent past a 2 s threshold
         await helpers.until(
             lambda: any(g.in_container for g in snap.gpus.processes), what="GPU process mapped"

@@ -12,7 +12,6 @@ import time
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,7 +26,7 @@ from gputui.monitor import (
     collect_snapshot,
     stdout_log_files,
 )
-from gputui.remote.base import CommandResult, RemoteProcess, Transport
+from gputui.remote.base import RemoteProcess
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 
@@ -59,56 +58,8 @@ for i in range(1, int(sys.argv[1]) + 1):
 """
 
 
-class CountingTransport(Transport):
-    """Delegates to a real transport and records every command gputui starts."""
-
-    def __init__(self, inner: Transport) -> None:
-        super().__init__()
-        self.inner = inner
-        self.label = inner.label
-        self.calls: list[tuple[float, str, list[str]]] = []  # (monotonic, run|open, argv)
-        inner.on_state(self._set_state)
-
-    @property  # type: ignore[override]
-    def rtt_ms(self) -> float | None:
-        return self.inner.rtt_ms
-
-    @rtt_ms.setter
-    def rtt_ms(self, value: float | None) -> None:
-        pass
-
-    async def connect(self) -> None:
-        await self.inner.connect()
-
-    async def run(
-        self, argv: list[str], *, timeout: float = 10.0, input: bytes | None = None
-    ) -> CommandResult:
-        self.calls.append((time.monotonic(), "run", list(argv)))
-        return await self.inner.run(argv, timeout=timeout, input=input)
-
-    async def open(self, argv: list[str], *, watchdog: bool = True) -> RemoteProcess:
-        self.calls.append((time.monotonic(), "open", list(argv)))
-        return await self.inner.open(argv, watchdog=watchdog)
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-    def pct_execs(self, since: float = 0.0) -> list[list[str]]:
-        return [a for t, _, a in self.calls if t >= since and a[:2] == ["pct", "exec"]]
-
-
-def settings(**kw: Any) -> SimpleNamespace:
-    base: dict[str, Any] = {
-        "interval": 0.25,
-        "session": None,
-        "log": None,
-        "gpu_source": "host",
-        "metric_regexes": [],
-        "local": False,
-        "run": None,
-    }
-    base.update(kw)
-    return SimpleNamespace(**base)
+CountingTransport = helpers.CountingTransport
+settings = helpers.monitor_settings
 
 
 async def until(fn: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
