@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gputui.coalesce import OncePerTurn
 from gputui.collect import gpu as gpu_parse
 from gputui.errors import GputuiError
 from gputui.model import GpuEvent, GpuProcess, GpuSample, GpuState
@@ -127,7 +128,7 @@ class GpuFeed(abc.ABC):
     def __init__(self) -> None:
         self.state = GpuState()
         self._listeners: list[ChangeListener] = []
-        self._notify_pending = False
+        self._notify = OncePerTurn(self._fire)
         self._kick = asyncio.Event()
 
     def subscribe(self, listener: ChangeListener) -> None:
@@ -135,16 +136,9 @@ class GpuFeed(abc.ABC):
 
     def _changed(self) -> None:
         """Coalesce: one notification per event-loop turn."""
-        if self._notify_pending:
-            return
-        self._notify_pending = True
-        try:
-            asyncio.get_running_loop().call_soon(self._fire)
-        except RuntimeError:
-            self._fire()
+        self._notify.request()
 
     def _fire(self) -> None:
-        self._notify_pending = False
         for cb in list(self._listeners):
             cb()
 

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from gputui.coalesce import OncePerTurn
 from gputui.collect import tmux as tmux_parse
 from gputui.collect.metrics import MetricParser
 from gputui.errors import CommandTimeout, GputuiError
@@ -146,7 +147,7 @@ class Monitor:
         self._listeners: list[Listener] = []
         self._pending_lines: deque[str] = deque(maxlen=PENDING_LINES_MAX)
         self._dirty: set[str] = set()
-        self._flush_scheduled = False
+        self._publish = OncePerTurn(self._flush)
         self._session_override: str | None = _setting(settings, "session")
         self._log_override: str | None = _setting(settings, "log")
         self._seen_session: str | None = None
@@ -182,16 +183,9 @@ class Monitor:
 
     def _changed(self, *parts: str) -> None:
         self._dirty.update(parts)
-        if self._flush_scheduled:
-            return
-        self._flush_scheduled = True
-        try:
-            asyncio.get_running_loop().call_soon(self._flush)
-        except RuntimeError:
-            self._flush()
+        self._publish.request()
 
     def _flush(self) -> None:
-        self._flush_scheduled = False
         parts, self._dirty = self._dirty & PARTS, set()
         if not parts:
             return
