@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import html
-import re
-
 import pytest
 from textual.widgets import Log
 
@@ -16,6 +13,7 @@ from gputui.ui.screens.help import HelpScreen
 from gputui.ui.screens.result import ResultScreen
 from gputui.ui.verbs import ActionOutcome
 from gputui.ui.widgets.banner import Banner
+from ui_scenarios import screen_text
 
 SIZE = (120, 36)
 
@@ -36,21 +34,6 @@ def make_app(
         **kw,  # type: ignore[arg-type]
     )
     return app, mon, actions, current  # type: ignore[return-value]
-
-
-def screen_text(app: GputuiApp) -> str:
-    """The screen as plain text, rebuilt from the SVG screenshot's text runs."""
-    svg = app.export_screenshot()
-    rows: dict[float, list[tuple[float, str]]] = {}
-    for m in re.finditer(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', svg):
-        rows.setdefault(float(m[2]), []).append((float(m[1]), html.unescape(m[3])))
-    out = []
-    for y in sorted(rows):
-        line = ""
-        for x, t in sorted(rows[y]):
-            line = line.ljust(round(x / 12.2)) + t
-        out.append(line.replace("\xa0", " "))
-    return "\n".join(out)
 
 
 def log_text(app: GputuiApp) -> str:
