@@ -19,11 +19,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from gputui.collect.metrics import compile_user_regex
 from gputui.errors import ConfigError
 
 DEFAULT_CONFIG = Path("~/.config/gputui/config.toml")
 GPU_SOURCES = ("auto", "host", "ct", "nvml")
-METRIC_GROUPS = ("step", "loss", "throughput")
 
 
 @dataclass
@@ -235,17 +235,10 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
         )
     for rx in s.metric_regexes:
         try:
-            compiled = re.compile(rx)
-        except re.error as err:
-            raise ConfigError(
-                f"{where('metrics', 'regexes', 'metric regex')}: invalid regex {rx!r}: {err}",
-                "fix the pattern (TOML literal strings '...' keep backslashes as typed)",
-            ) from None
-        if not set(compiled.groupindex) & set(METRIC_GROUPS):
-            raise ConfigError(
-                f"{where('metrics', 'regexes', 'metric regex')}: regex {rx!r} has no named group step, loss or throughput",
-                r"name what it captures, e.g. 'step (?P<step>\d+)'",
-            )
+            compile_user_regex(rx)  # the parser's own check, so the two never disagree
+        except ConfigError as err:
+            where_ = where("metrics", "regexes", "metric regex")
+            raise ConfigError(f"{where_}: {err.problem}", err.fix) from None
 
 
 def load_config(path: str | Path | None = None) -> Settings:

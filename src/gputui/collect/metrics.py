@@ -297,12 +297,12 @@ def compile_user_regex(pattern: str) -> re.Pattern[str]:
         rx = re.compile(pattern)
     except re.error as e:
         raise ConfigError(
-            f"metric regex `{pattern}` is invalid: {e}",
-            "fix it in metric_regexes (Python syntax, named groups step/loss/throughput)",
+            f"invalid regex `{pattern}`: {e}",
+            "fix the pattern (Python syntax; TOML literal strings '...' keep backslashes as typed)",
         ) from None
     if not any(g in rx.groupindex for g in USER_GROUPS):
         raise ConfigError(
-            f"metric regex `{pattern}` has no named group step, loss or throughput",
+            f"regex `{pattern}` has no named group step, loss or throughput",
             r"name what it captures, e.g. 'loss=(?P<loss>[\d.]+)'",
         )
     return rx
