@@ -72,7 +72,7 @@ def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
         ("[metrics]\nregexes = ['step (\\d+']\n", ":2: `metrics.regexes`: invalid regex"),
         ("[metrics]\nregexes = ['step (\\d+)']\n", "has no named group"),
         ("port = 70000\n", ":1: `port`: port 70000 is out of range"),
-        ("[ui]\ninterval = 0\n", ":2: `ui.interval`: interval must be > 0"),
+        ("[ui]\ninterval = 0\n", ":2: `ui.interval`: interval 0 s is out of range — use 0.2"),
     ],
 )
 def test_mistakes_name_file_line_and_key(tmp_path: Path, text: str, expected: str) -> None:

@@ -1,17 +1,26 @@
 """The `gputui` command: flags + config file -> Settings -> dashboard, doctor or an action.
 
 Every problem a user can cause ends as one line on stderr (`gputui: ...`)
-and exit status 2; Ctrl-C exits 130 quietly.
+and exit status 2; Ctrl-C exits 130 quietly; anything else is a bug: one
+line naming a crash file with the traceback (gputui.crash), exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from gputui import __version__
-from gputui.config import Settings, settings_from
+from gputui.config import (
+    MAX_CONNECT_TIMEOUT_S,
+    MIN_INTERVAL_S,
+    Settings,
+    check_local_files,
+    settings_from,
+)
 from gputui.errors import GputuiError
 
 ACTIONS = ("relaunch", "kill", "dump", "flush", "launch")
@@ -22,22 +31,41 @@ HOW_TO_START = (
 )
 
 
-def _positive_float(text: str) -> float:
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line naming it and the fix (exit 2),
+    not the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"gputui: {message} — see `{self.prog} --help`\n")
+
+
+def _seconds(text: str) -> float:
+    """A finite number of seconds > 0 (ranges per flag: config._validate)."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds, e.g. 10")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
     return value
 
 
+def whole_number(text: str) -> int:
+    """An integer written in ASCII digits: int() alone takes '２００' as 200."""
+    t = text.strip()
+    if not (t.isascii() and t.isdigit()):
+        raise ValueError(text)
+    return int(t)
+
+
 def _ct_number(text: str) -> int:
     try:
-        value = int(text)
+        value = whole_number(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a CT number (e.g. 200, as `pct list` shows)"
+            f"{text!r} is not a CT number (digits 0-9, e.g. 200, as `pct list` shows)"
         ) from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a CT number (e.g. 200)")
@@ -46,9 +74,9 @@ def _ct_number(text: str) -> int:
 
 def _port(text: str) -> int:
     try:
-        value = int(text)
+        value = whole_number(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (digits 0-9)") from None
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port {value} is out of range 1-65535")
     return value
@@ -89,18 +117,22 @@ def add_target_flags(p: argparse.ArgumentParser, suppress: bool = False) -> None
     g.add_argument(
         "--connect-timeout",
         dest="connect_timeout",
-        type=_positive_float,
+        type=_seconds,
         metavar="S",
-        help="seconds to wait for the connection (10)",
+        help=f"seconds to wait for the connection (10; at most {MAX_CONNECT_TIMEOUT_S:g})",
         **d,
     )
     g.add_argument(
-        "--interval", type=_positive_float, metavar="S", help="seconds between polls (1.0)", **d
+        "--interval",
+        type=_seconds,
+        metavar="S",
+        help=f"seconds between polls (1.0; at least {MIN_INTERVAL_S:g})",
+        **d,
     )
     g.add_argument(
         "--stale-after",
         dest="stale_after",
-        type=_positive_float,
+        type=_seconds,
         metavar="S",
         help="log silence that counts as stalled (adaptive)",
         **d,
@@ -142,7 +174,7 @@ def _action_flags(p: argparse.ArgumentParser, command: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gputui",
         description="A terminal dashboard for a training run on a remote GPU machine "
         "(Proxmox LXC + tmux + log).",
@@ -176,6 +208,7 @@ def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings]:
 
 def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     command = getattr(args, "command", None)
+    check_local_files(settings)
     if command == "doctor":
         if not (settings.host or settings.local or settings.demo):
             raise GputuiError(
@@ -205,6 +238,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as err:  # a bug: the traceback goes to a crash file, not the terminal
+        from gputui import crash
+
+        return crash.report(err)
 
 
 if __name__ == "__main__":  # pragma: no cover

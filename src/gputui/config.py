@@ -8,7 +8,9 @@ the key: a TOML syntax error, an unknown key, a value of the wrong type.
 
 from __future__ import annotations
 
+import math
 import re
+import stat
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -24,6 +26,13 @@ from gputui.errors import ConfigError
 
 DEFAULT_CONFIG = Path("~/.config/gputui/config.toml")
 GPU_SOURCES = ("auto", "host", "ct", "nvml")
+CONFIG_MAX_BYTES = 1024 * 1024  # a config is a few hundred bytes; /dev/zero is endless
+# Each poll runs commands on the target (agent requests, a process listing):
+# below 0.2 s a poll would start before the last one's answers are back on a
+# real link, and the target pays for it; above an hour nothing is "live".
+MIN_INTERVAL_S = 0.2
+MAX_INTERVAL_S = 3600.0
+MAX_CONNECT_TIMEOUT_S = 600.0  # a hung host must still end in a message
 
 
 @dataclass
@@ -215,18 +224,26 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
             f"{where('', 'ct', '--ct')}: CT number {s.ct} is invalid",
             "use the CT id from `pct list`, e.g. 200",
         )
-    if s.interval <= 0:
+    if not (math.isfinite(s.interval) and MIN_INTERVAL_S <= s.interval <= MAX_INTERVAL_S):
         raise ConfigError(
-            f"{where('ui', 'interval', '--interval')}: interval must be > 0", "e.g. 1.0"
+            f"{where('ui', 'interval', '--interval')}: interval {s.interval:g} s is out of range",
+            f"use {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g} seconds, e.g. 1.0",
         )
-    if s.stale_after is not None and s.stale_after <= 0:
+    if s.stale_after is not None and not (math.isfinite(s.stale_after) and s.stale_after > 0):
         raise ConfigError(
-            f"{where('ui', 'stale_after', '--stale-after')}: must be > 0 seconds",
+            f"{where('ui', 'stale_after', '--stale-after')}: must be a finite number of seconds > 0",
             "e.g. 120, or leave it out for adaptive",
         )
-    if s.connect_timeout <= 0:
+    if not (math.isfinite(s.connect_timeout) and 0 < s.connect_timeout <= MAX_CONNECT_TIMEOUT_S):
         raise ConfigError(
-            f"{where('ssh', 'connect_timeout', 'connect_timeout')}: must be > 0 seconds", "e.g. 10"
+            f"{where('ssh', 'connect_timeout', '--connect-timeout')}: "
+            f"{s.connect_timeout:g} s is out of range",
+            f"use a number of seconds above 0 and at most {MAX_CONNECT_TIMEOUT_S:g}, e.g. 10",
+        )
+    if not (math.isfinite(s.keepalive) and s.keepalive >= 0):
+        raise ConfigError(
+            f"{where('ssh', 'keepalive', 'keepalive')}: must be a finite number of seconds",
+            "e.g. 15, or 0 to turn keepalives off",
         )
     if s.gpu_source not in GPU_SOURCES:
         raise ConfigError(
@@ -251,13 +268,73 @@ def load_config(path: str | Path | None = None) -> Settings:
                 f"config file {p} does not exist", "check the path given with --config"
             )
         return Settings()
+    # stat first, never open blind: opening a FIFO blocks, /dev/zero never ends
+    kind = _not_a_file(p)
+    if kind:
+        raise ConfigError(
+            f"config file {p} is {kind}, not a file", "pass a TOML file with --config"
+        )
     try:
+        if p.stat().st_size > CONFIG_MAX_BYTES:
+            raise ConfigError(
+                f"config file {p} is over {CONFIG_MAX_BYTES // 1024} KiB",
+                "pass the gputui TOML config (a few lines, see config.example.toml)",
+            )
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(
             f"cannot read config file {p}: {err}", "check its permissions and encoding"
         ) from None
     return parse_config(text, p)
+
+
+def _not_a_file(p: Path) -> str:
+    """'' for a regular file (after symlinks), else what it is instead."""
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return ""  # the caller's open names the error
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def check_local_files(s: Settings) -> None:
+    """The ssh files named by flags or the config must be files on this
+    machine: asyncssh's own errors for them read like an unreachable host."""
+    if s.local or s.demo or not s.host:
+        return
+    checks = (
+        ("identity file", s.identity_file, "-i / identity_file", "pass the private key file"),
+        ("known_hosts file", s.known_hosts, "--known-hosts / [ssh] known_hosts", ""),
+        ("ssh config file", s.ssh_config, "--ssh-config / [ssh] config", "pass an ssh_config file"),
+    )
+    for what, value, given, fix in checks:
+        if not value:
+            continue
+        p = Path(value).expanduser()
+        if not p.exists():
+            if what == "known_hosts file" and s.accept_new_host_key:
+                continue  # created when the new key is accepted, as OpenSSH does
+            if what == "known_hosts file":
+                fix = (
+                    "check the path, or create it: `ssh-keyscan HOST >> FILE` after checking "
+                    "the fingerprint, or add --accept-new-host-key"
+                )
+            raise ConfigError(f"{what} {p} does not exist", fix or f"check the path ({given})")
+        kind = _not_a_file(p)
+        if kind:
+            raise ConfigError(
+                f"{what} {p} is {kind}, not a file", f"{fix or 'pass a file'} ({given})"
+            )
 
 
 # flag dest -> Settings attribute

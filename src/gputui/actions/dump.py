@@ -18,6 +18,7 @@ from gputui.actions.plan import (
     state_dir,
 )
 from gputui.remote.target import Target
+from gputui.statefiles import private_dir, write_private_new
 
 PY_SPY_INSTALL = "pip install py-spy"
 PTRACE_FIX = (
@@ -166,8 +167,7 @@ async def execute_dump(target: Target, plan: ActionPlan, progress: Progress = No
 
 
 def save_dump(text: str, plan: ActionPlan) -> Path:
-    d = state_dir() / "dumps"
-    d.mkdir(parents=True, exist_ok=True)
+    d = private_dir(state_dir() / "dumps")
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", plan.session or "pids")[:40]
     path = d / f"{time.strftime('%Y%m%d-%H%M%S')}-{safe}.txt"
     n = 1
@@ -175,5 +175,4 @@ def save_dump(text: str, plan: ActionPlan) -> Path:
         path = d / f"{time.strftime('%Y%m%d-%H%M%S')}-{safe}-{n}.txt"
         n += 1
     header = f"# gputui py-spy dump · {plan.target} · {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
-    path.write_text(header + text, encoding="utf-8")
-    return path
+    return write_private_new(path, header + text)

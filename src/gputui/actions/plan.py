@@ -10,7 +10,6 @@ target and the exact argv lists; `execute()` runs it and returns an
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.errors import GputuiError
+from gputui.statefiles import append_private, state_dir
 
 Progress = Callable[[str], None] | None
 
@@ -96,14 +96,6 @@ def check_allowed(settings: Any) -> None:
 # ------------------------------------------------------------------ state dir
 
 
-def state_dir() -> Path:
-    """$XDG_STATE_HOME/gputui, else ~/.local/state/gputui."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return Path(base) / "gputui"
-
-
 def audit_path() -> Path:
     return state_dir() / "audit.log"
 
@@ -111,7 +103,6 @@ def audit_path() -> Path:
 def audit(target: str, plan: ActionPlan, result: ActionResult, path: Path | None = None) -> Path:
     """Append one JSON line for an executed action; returns the file written."""
     p = path or audit_path()
-    p.parent.mkdir(parents=True, exist_ok=True)
     entry = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "epoch": round(time.time(), 3),
@@ -127,9 +118,7 @@ def audit(target: str, plan: ActionPlan, result: ActionResult, path: Path | None
         "ended_by": result.ended_by,
         "saved_path": result.saved_path,
     }
-    with open(p, "a", encoding="utf-8") as f:
-        f.write(json.dumps(entry, ensure_ascii=False) + "\n")
-    return p
+    return append_private(p, json.dumps(entry, ensure_ascii=False) + "\n")
 
 
 def plan_to_dict(plan: ActionPlan) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from textual.containers import Horizontal
 from textual.widgets import DataTable, Footer, Input
 from textual.worker import Worker, WorkerState
 
-from gputui.errors import GputuiError
+from gputui.errors import ConfigError, GputuiError
 from gputui.model import ConnectionState, Finding, Snapshot
 from gputui.ui.commands import ActionCommands
 from gputui.ui.feed import MonitorLike
@@ -113,6 +113,15 @@ class GputuiApp(App[int]):
         self._availability: tuple[str | None, ...] = ()
         self._stopped = False
         self.executed: list[PlannedAction] = []  # every action that really ran
+        self.crashed_with: Exception | None = None  # run_app reports it (gputui.crash)
+
+    def _handle_exception(self, error: Exception) -> None:
+        """An unhandled error: Textual exits with status 1; its own report
+        (a traceback with locals, which may hold secrets) is dropped, and
+        run_app writes a crash file and prints one line instead."""
+        self.crashed_with = self.crashed_with or error
+        super()._handle_exception(error)
+        self._exit_renderables.clear()
 
     # ------------------------------------------------------------ layout
 
@@ -451,7 +460,9 @@ def run_app(settings: Any) -> int:
         try:
             await parts.start()
         except GputuiError as err:
-            if parts.monitor.snapshot.connection == ConnectionState.FAILED:
+            if parts.monitor.snapshot.connection == ConnectionState.FAILED or isinstance(
+                err, ConfigError
+            ):  # unreachable, or a bad flag only the target can check (--log a directory)
                 first_failure.append(str(err))
                 app.exit(2)
                 return
@@ -469,6 +480,10 @@ def run_app(settings: Any) -> int:
     if parts.actions is not None:
         parts.actions.progress = lambda text: app.notify(text, timeout=4)
     rc = app.run()
+    if app.crashed_with is not None:
+        from gputui import crash
+
+        return crash.report(app.crashed_with)
     if first_failure:
         print(f"gputui: {first_failure[0]}", file=sys.stderr)
         return 2

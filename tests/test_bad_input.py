@@ -1,0 +1,104 @@
+"""Bad input on the command line (issue #11 item 9), through the real CLI in
+a subprocess, for the dashboard entry and `doctor`: each is one line naming
+the problem and the fix, exit status 2, within 2 s, no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ENTRIES = {"dashboard": [], "doctor": ["doctor"]}
+
+
+def gputui(argv: list[str], home: Path) -> tuple[int, str, float]:
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "gputui.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "state")},
+    )
+    return r.returncode, r.stderr, time.monotonic() - t0
+
+
+def one_line(err: str) -> str:
+    assert "Traceback" not in err
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert err.startswith("gputui: ")
+    return err.strip()
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)  # opening it would block until someone writes
+    (tmp_path / "keydir").mkdir()
+    return {
+        "fifo": str(fifo),
+        "dir": str(tmp_path / "keydir"),
+        "missing": str(tmp_path / "no_known_hosts"),
+    }
+
+
+# flags -> words the one line must contain (the problem and the fix)
+CASES: dict[str, tuple[list[str], list[str]]] = {
+    "config-fifo": (["--config", "{fifo}"], ["is a FIFO (named pipe), not a file", "--config"]),
+    "config-dev-zero": (["--config", "/dev/zero"], ["/dev/zero is a device", "--config"]),
+    "connect-timeout-inf": (
+        ["--connect-timeout", "inf"],
+        ["--connect-timeout", "'inf' is not a finite number", "--help`"],
+    ),
+    "connect-timeout-nan": (["--connect-timeout", "nan"], ["'nan' is not a finite number"]),
+    "connect-timeout-huge": (["--connect-timeout", "1e9"], ["out of range", "at most 600"]),
+    "interval-tiny": (["--interval", "1e-9"], ["--interval", "out of range", "use 0.2 to"]),
+    "interval-nan": (["--interval", "nan"], ["--interval", "not a finite number"]),
+    "stale-after-inf": (["--stale-after", "inf"], ["--stale-after", "not a finite number"]),
+    "known-hosts-missing": (
+        ["--known-hosts", "{missing}"],
+        ["known_hosts file {missing} does not exist", "ssh-keyscan", "--accept-new-host-key"],
+    ),
+    "known-hosts-dir": (["--known-hosts", "{dir}"], ["is a directory, not a file"]),
+    "identity-dir": (["-i", "{dir}"], ["identity file {dir} is a directory", "private key"]),
+    "ct-unicode-digits": (["--ct", "２００"], ["is not a CT number", "digits 0-9"]),
+    "port-unicode-digits": (["--port", "２２"], ["is not a port number"]),
+}
+
+
+@pytest.mark.parametrize("entry", list(ENTRIES))
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_one_line_exit_2(
+    entry: str, case: str, files: dict[str, str], tmp_path: Path
+) -> None:
+    flags, words = CASES[case]
+    argv = [*ENTRIES[entry], "--host", "127.0.0.1", *(f.format(**files) for f in flags)]
+    rc, err, took = gputui(argv, tmp_path)
+    line = one_line(err)
+    assert rc == 2
+    for w in words:
+        assert w.format(**files) in line, line
+    assert took < 2.0, f"{took:.2f} s"
+
+
+def test_config_file_values_are_checked_too(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('host = "127.0.0.1"\n[ssh]\nconnect_timeout = inf\n[ui]\ninterval = nan\n')
+    rc, err, _ = gputui(["doctor", "--config", str(cfg)], tmp_path)
+    assert rc == 2 and f"{cfg}:5: `ui.interval`" in one_line(err)
+    cfg.write_text('host = "127.0.0.1"\n[ssh]\nconnect_timeout = inf\n')
+    rc, err, _ = gputui(["doctor", "--config", str(cfg)], tmp_path)
+    assert rc == 2 and f"{cfg}:3: `ssh.connect_timeout`: inf s is out of range" in one_line(err)
+
+
+def test_known_hosts_may_be_missing_with_accept_new(tmp_path: Path) -> None:
+    """--accept-new-host-key creates the file, as OpenSSH does: not refused up front."""
+    from gputui.config import Settings, check_local_files
+
+    s = Settings(host="h", known_hosts=str(tmp_path / "new"), accept_new_host_key=True)
+    check_local_files(s)
