@@ -198,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helps[name])
         add_target_flags(p, suppress=True)
         _action_flags(p, name)
+    from gputui import history_cli
+
+    history_cli.add_parsers(sub, add_target_flags)
     return parser
 
 
@@ -217,6 +220,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from gputui import doctor_run
 
         return doctor_run.main(settings, as_json=bool(getattr(args, "json", False)))
+    if command in ("watch", "history", "alert-test"):
+        from gputui import history_cli
+
+        return history_cli.run(command, args, settings)
     if command in ACTIONS:
         from gputui import actions_cli
 

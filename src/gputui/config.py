@@ -71,6 +71,15 @@ class Settings:
     ssh_config: str | None = None  # an ssh_config file instead of ~/.ssh/config
     keepalive: float = 15.0
     config_path: str | None = None  # the gputui config file that was read, if any
+    # [history] and [alerts] (gputui.history, gputui.alerts)
+    history: bool = True
+    history_path: str | None = None  # default $XDG_STATE_HOME/gputui/history.sqlite
+    history_max_mb: float = 256.0
+    history_log_every: float = 10.0
+    alert_urls: list[str] = field(default_factory=list)
+    alert_quiet_period: float = 600.0
+    alert_connection_down_after: float = 60.0
+    alert_terminal: bool = True
 
 
 # (section, key) -> (Settings attribute, accepted types, description of the type)
@@ -104,6 +113,14 @@ KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("run", "session"): ("run.session", _STR),
     ("run", "log"): ("run.log", _STR),
     ("run", "env"): ("run.env", _TABLE),
+    ("history", "enabled"): ("history", _BOOL),
+    ("history", "path"): ("history_path", _STR),
+    ("history", "max_mb"): ("history_max_mb", _NUM),
+    ("history", "log_every"): ("history_log_every", _NUM),
+    ("alerts", "urls"): ("alert_urls", _STRLIST),
+    ("alerts", "quiet_period"): ("alert_quiet_period", _NUM),
+    ("alerts", "connection_down_after"): ("alert_connection_down_after", _NUM),
+    ("alerts", "terminal"): ("alert_terminal", _BOOL),
 }
 SECTIONS = {s for s, _ in KEYS if s}
 
@@ -249,6 +266,21 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
         raise ConfigError(
             f"{where('gpu', 'source', 'gpu source')}: unknown GPU source {s.gpu_source!r}",
             f"use one of: {', '.join(GPU_SOURCES)}",
+        )
+    for section, key, attr in (
+        ("history", "max_mb", "history_max_mb"),
+        ("history", "log_every", "history_log_every"),
+        ("alerts", "quiet_period", "alert_quiet_period"),
+    ):
+        if getattr(s, attr) <= 0:
+            raise ConfigError(
+                f"{where(section, key, f'{section}.{key}')}: must be > 0", "see config.example.toml"
+            )
+    if s.alert_connection_down_after < 0:
+        raise ConfigError(
+            f"{where('alerts', 'connection_down_after', 'alerts.connection_down_after')}: "
+            "must be >= 0 seconds",
+            "e.g. 60",
         )
     for rx in s.metric_regexes:
         try:

@@ -1,0 +1,608 @@
+"""The run history: one SQLite file under ~/.local/state/gputui/ (WAL mode).
+
+What it keeps, per target (a host, or a CT on it) and run (one log file, one
+generation of it: a truncated or replaced log starts a new run):
+
+- GPU samples: one row per GPU per second for the last hour, then one per
+  minute (average and peak) — `rollup()` folds the old seconds into minutes;
+- metric points parsed from the log (step, loss, throughput, lr), keyed by
+  the byte offset of their line, so reading the log again from 0 after a
+  restart or a reconnect adds nothing twice;
+- events: findings appearing and clearing, actions (from the audit log),
+  session exits, connection changes.
+
+Writes go through one thread (`HistoryWriter`) in batches, so the UI and the
+monitor never wait on the disk. Readers open their own connection (WAL lets
+a reader and a writer — or two gputui processes — use the file at once).
+The file is kept under `max_bytes`: `prune()` drops the oldest data first.
+`SCHEMA_VERSION` and `MIGRATIONS` take an older file forward; a file from a
+newer gputui is refused with one line, never changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gputui.errors import GputuiError
+
+T = TypeVar("T")
+
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+SECONDS_KEPT_S = 3600.0  # GPU samples stay at 1 s resolution this long, then 1 min
+FLUSH_EVERY_S = 2.0  # batched writes: at most this long in memory
+BUSY_TIMEOUT_MS = 5000
+PRUNE_FRACTION = 0.1  # each prune step drops this share of the oldest time span
+
+SCHEMA_V1 = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS targets (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS runs (
+  id INTEGER PRIMARY KEY,
+  target_id INTEGER NOT NULL REFERENCES targets(id),
+  log_path TEXT NOT NULL,
+  inode INTEGER NOT NULL DEFAULT 0,
+  generation INTEGER NOT NULL DEFAULT 0,
+  first_seen REAL NOT NULL,
+  last_seen REAL NOT NULL,
+  cursor INTEGER NOT NULL DEFAULT 0,
+  throughput_unit TEXT NOT NULL DEFAULT '',
+  UNIQUE (target_id, log_path, inode, generation)
+);
+CREATE TABLE IF NOT EXISTS gpu_samples (
+  target_id INTEGER NOT NULL, gpu INTEGER NOT NULL, t INTEGER NOT NULL,
+  util REAL, mem_used REAL, mem_total REAL, temp REAL, power REAL,
+  PRIMARY KEY (target_id, gpu, t)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS gpu_minutes (
+  target_id INTEGER NOT NULL, gpu INTEGER NOT NULL, t INTEGER NOT NULL,
+  util REAL, util_max REAL, mem_used REAL, mem_used_max REAL, mem_total REAL,
+  temp REAL, power REAL, n INTEGER NOT NULL,
+  PRIMARY KEY (target_id, gpu, t)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS metric_points (
+  run_id INTEGER NOT NULL, offset INTEGER NOT NULL, t REAL NOT NULL,
+  timed INTEGER NOT NULL, step INTEGER, loss REAL, throughput REAL,
+  PRIMARY KEY (run_id, offset)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS metric_points_t ON metric_points (t);
+CREATE TABLE IF NOT EXISTS events (
+  id INTEGER PRIMARY KEY,
+  target_id INTEGER NOT NULL,
+  run_id INTEGER,
+  t REAL NOT NULL,
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL,
+  state TEXT NOT NULL DEFAULT '',
+  severity TEXT NOT NULL DEFAULT '',
+  title TEXT NOT NULL DEFAULT '',
+  key TEXT,
+  UNIQUE (target_id, kind, key)
+);
+CREATE INDEX IF NOT EXISTS events_target_t ON events (target_id, t);
+"""
+
+# version -> the statements that take a file at version-1 to it
+MIGRATIONS: dict[int, str] = {
+    1: SCHEMA_V1,
+    2: "ALTER TABLE metric_points ADD COLUMN lr REAL;",
+}
+SCHEMA_VERSION = max(MIGRATIONS)
+
+
+def default_path() -> Path:
+    """$XDG_STATE_HOME/gputui/history.sqlite, else ~/.local/state/gputui/…"""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(base) / "gputui" / "history.sqlite"
+
+
+def _private_file(path: Path) -> None:
+    """The directory 0700 and the file 0600 before SQLite opens it: the
+    history holds host names, commands and log excerpts."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):
+        os.chmod(path.parent, 0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        with contextlib.suppress(OSError):
+            if p.exists():
+                os.chmod(p, 0o600)
+
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """A connection in WAL mode with the schema up to date (a writer), or a
+    plain reader. Errors a user can fix come back as one-line GputuiErrors."""
+    path = Path(path).expanduser()
+    try:
+        if readonly:
+            if not path.exists():
+                raise GputuiError(
+                    f"no history database at {path}",
+                    "run `gputui watch` or the dashboard first; they record the history",
+                )
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        else:
+            _private_file(path)
+            conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if not readonly:
+            if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before the first table
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA journal_size_limit = 8388608")
+            migrate(conn, path)
+            _private_file(path)  # the -wal/-shm files SQLite just made
+        else:
+            check_version(conn, path)
+    except sqlite3.DatabaseError as err:
+        raise GputuiError(
+            f"history database {path} cannot be used: {err}",
+            "move it aside (gputui starts a new one) or set [history] path in the config",
+        ) from None
+    return conn
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+    ).fetchone()
+    if not has_meta:
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def check_version(conn: sqlite3.Connection, path: Path) -> int:
+    v = schema_version(conn)
+    if v > SCHEMA_VERSION:
+        raise GputuiError(
+            f"history database {path} is from a newer gputui (schema {v}, this one knows {SCHEMA_VERSION})",
+            "upgrade gputui, or set [history] path to another file",
+        )
+    return v
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> int:
+    """Take the file to SCHEMA_VERSION, one step per transaction."""
+    conn.execute("BEGIN IMMEDIATE")  # two processes starting at once migrate once
+    try:
+        v = check_version(conn, path)
+        for target in range(v + 1, SCHEMA_VERSION + 1):
+            for stmt in MIGRATIONS[target].split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(target),),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return SCHEMA_VERSION
+
+
+# ------------------------------------------------------------------ records
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    gpu: int
+    t: float
+    util: float | None
+    mem_used: float | None
+    mem_total: float | None
+    temp: float | None
+    power: float | None
+
+
+@dataclass(frozen=True)
+class PointRow:
+    offset: int
+    t: float
+    timed: bool
+    step: int | None
+    loss: float | None
+    throughput: float | None
+    lr: float | None = None
+
+
+@dataclass(frozen=True)
+class EventRow:
+    t: float
+    kind: str  # "finding" | "action" | "exit" | "connection"
+    name: str  # finding kind, action name, session name, connection state
+    state: str = ""  # "appear" | "clear" for findings; ok/failed for actions
+    severity: str = ""
+    title: str = ""
+    key: str | None = None  # dedup key for things seen again after a restart
+    run_id: int | None = None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: int
+    target: str
+    log_path: str
+    inode: int
+    generation: int
+    first_seen: float
+    last_seen: float
+    cursor: int
+    throughput_unit: str
+
+
+# ------------------------------------------------------------------ the writer
+
+
+class HistoryWriter:
+    """Owns the write connection in one thread; everything else submits to it.
+
+    GPU samples and metric points are batched (flushed every FLUSH_EVERY_S
+    or on `flush()`); run bookkeeping and finding transitions run at once
+    and return futures, so callers on the event loop can await the answer
+    (`asyncio.wrap_future`) without blocking."""
+
+    def __init__(
+        self,
+        path: Path | str | None = None,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        seconds_kept_s: float = SECONDS_KEPT_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = Path(path).expanduser() if path else default_path()
+        self.max_bytes = int(max_bytes)
+        self.seconds_kept_s = seconds_kept_s
+        self.clock = clock
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gputui-history")
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._gpu: list[tuple[int, GpuRow]] = []
+        self._points: list[tuple[int, PointRow]] = []
+        self._targets: dict[str, int] = {}
+        self._last_flush = time.monotonic()
+        self._last_maintenance = 0.0
+        self.writes = 0  # transactions committed (for tests and the benchmark)
+        self.closed = False
+        # Open now, in the writer thread, so a broken file is one clear error.
+        self._submit(self._open).result()
+
+    # -- thread plumbing
+
+    def _submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        if self.closed:
+            raise GputuiError("the history database is closed", "this is a bug in gputui")
+        return self._pool.submit(fn, *args)
+
+    def _open(self) -> None:
+        self._conn = connect(self.path)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        assert self._conn is not None
+        return self._conn
+
+    def _tx(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            out = fn(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self.writes += 1
+        return out
+
+    # -- targets and runs (answered at once)
+
+    def target_id(self, name: str) -> Future[int]:
+        return self._submit(self._target_id, name)
+
+    def _target_id(self, name: str) -> int:
+        if name in self._targets:
+            return self._targets[name]
+
+        def do(c: sqlite3.Connection) -> int:
+            c.execute("INSERT OR IGNORE INTO targets (name) VALUES (?)", (name,))
+            return int(c.execute("SELECT id FROM targets WHERE name=?", (name,)).fetchone()[0])
+
+        tid = self._tx(do)
+        self._targets[name] = tid
+        return tid
+
+    def current_run(self, target: str, log_path: str) -> Future[RunInfo | None]:
+        """The newest run of this log on this target, if any."""
+        return self._submit(self._current_run, target, log_path)
+
+    def _current_run(self, target: str, log_path: str) -> RunInfo | None:
+        tid = self._target_id(target)
+        row = self.conn.execute(
+            "SELECT id, log_path, inode, generation, first_seen, last_seen, cursor, throughput_unit"
+            " FROM runs WHERE target_id=? AND log_path=? ORDER BY first_seen DESC, id DESC LIMIT 1",
+            (tid, log_path),
+        ).fetchone()
+        return _run_info(target, row) if row else None
+
+    def new_run(self, target: str, log_path: str, inode: int, t: float) -> Future[RunInfo]:
+        """A run for this log generation (the same inode seen again after a
+        truncation gets the next generation)."""
+        return self._submit(self._new_run, target, log_path, inode, t)
+
+    def _new_run(self, target: str, log_path: str, inode: int, t: float) -> RunInfo:
+        tid = self._target_id(target)
+
+        def do(c: sqlite3.Connection) -> RunInfo:
+            gen = c.execute(
+                "SELECT COALESCE(MAX(generation) + 1, 0) FROM runs"
+                " WHERE target_id=? AND log_path=? AND inode=?",
+                (tid, log_path, inode),
+            ).fetchone()[0]
+            cur = c.execute(
+                "INSERT INTO runs (target_id, log_path, inode, generation, first_seen, last_seen)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (tid, log_path, inode, gen, t, t),
+            )
+            return RunInfo(int(cur.lastrowid or 0), target, log_path, inode, gen, t, t, 0, "")
+
+        return self._tx(do)
+
+    def add_points(
+        self, run_id: int, points: Sequence[PointRow], cursor: int, t: float, unit: str = ""
+    ) -> Future[None]:
+        """Metric points of one read of the log, and how far it got — in one
+        transaction, so a crash never records the points without the cursor
+        (or the reverse). Offsets already stored are ignored."""
+        return self._submit(self._add_points, run_id, list(points), cursor, t, unit)
+
+    def _add_points(
+        self, run_id: int, points: list[PointRow], cursor: int, t: float, unit: str
+    ) -> None:
+        def do(c: sqlite3.Connection) -> None:
+            c.executemany(
+                "INSERT OR IGNORE INTO metric_points"
+                " (run_id, offset, t, timed, step, loss, throughput, lr)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (run_id, p.offset, p.t, int(p.timed), p.step, p.loss, p.throughput, p.lr)
+                    for p in points
+                ],
+            )
+            c.execute(
+                "UPDATE runs SET cursor = MAX(cursor, ?), last_seen = MAX(last_seen, ?),"
+                " throughput_unit = CASE WHEN ? != '' THEN ? ELSE throughput_unit END WHERE id=?",
+                (cursor, t, unit, unit, run_id),
+            )
+
+        self._tx(do)
+        self._maybe_maintain()
+
+    # -- batched
+
+    def add_gpu(self, target_id: int, rows: Iterable[GpuRow]) -> None:
+        with self._lock:
+            self._gpu.extend((target_id, r) for r in rows)
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
+        if time.monotonic() - self._last_flush >= FLUSH_EVERY_S:
+            self._last_flush = time.monotonic()
+            self._submit(self._flush)
+
+    def flush(self) -> Future[None]:
+        self._last_flush = time.monotonic()
+        return self._submit(self._flush)
+
+    def _flush(self) -> None:
+        with self._lock:
+            gpu, self._gpu = self._gpu, []
+        if gpu:
+            self._tx(
+                lambda c: c.executemany(
+                    "INSERT OR IGNORE INTO gpu_samples"
+                    " (target_id, gpu, t, util, mem_used, mem_total, temp, power)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (tid, r.gpu, int(r.t), r.util, r.mem_used, r.mem_total, r.temp, r.power)
+                        for tid, r in gpu
+                    ],
+                )
+            )
+        self._maybe_maintain()
+
+    # -- events
+
+    def add_event(self, target_id: int, ev: EventRow) -> Future[bool]:
+        """Record an event; True when it was new. A finding's appear (or
+        clear) is recorded only when the finding's last recorded state
+        differs, so a restart, or a second gputui on the same target, does
+        not record — or alert — it twice. Keyed events (actions, exits) are
+        recorded once per key."""
+        return self._submit(self._add_event, target_id, ev)
+
+    def _add_event(self, target_id: int, ev: EventRow) -> bool:
+        def do(c: sqlite3.Connection) -> bool:
+            if ev.kind == "finding":
+                last = c.execute(
+                    "SELECT state FROM events WHERE target_id=? AND kind='finding' AND name=?"
+                    " ORDER BY t DESC, id DESC LIMIT 1",
+                    (target_id, ev.name),
+                ).fetchone()
+                if (last[0] if last else "clear") == ev.state:
+                    return False
+            cur = c.execute(
+                "INSERT OR IGNORE INTO events"
+                " (target_id, run_id, t, kind, name, state, severity, title, key)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    target_id,
+                    ev.run_id,
+                    ev.t,
+                    ev.kind,
+                    ev.name,
+                    ev.state,
+                    ev.severity,
+                    ev.title,
+                    ev.key,
+                ),
+            )
+            return cur.rowcount == 1
+
+        return self._tx(do)
+
+    def open_findings(self, target: str) -> Future[dict[str, EventRow]]:
+        """Findings whose last recorded state is "appear" (still open)."""
+        return self._submit(self._open_findings, target)
+
+    def _open_findings(self, target: str) -> dict[str, EventRow]:
+        tid = self._target_id(target)
+        rows = self.conn.execute(
+            "SELECT e.t, e.name, e.state, e.severity, e.title FROM events e"
+            " WHERE e.target_id=? AND e.kind='finding' AND e.id = ("
+            "   SELECT id FROM events x WHERE x.target_id=e.target_id AND x.kind='finding'"
+            "   AND x.name=e.name ORDER BY x.t DESC, x.id DESC LIMIT 1)",
+            (tid,),
+        ).fetchall()
+        return {
+            r[1]: EventRow(t=r[0], kind="finding", name=r[1], state=r[2], severity=r[3], title=r[4])
+            for r in rows
+            if r[2] == "appear"
+        }
+
+    # -- upkeep
+
+    def _maybe_maintain(self) -> None:
+        now = time.monotonic()
+        if now - self._last_maintenance >= 60.0:
+            self._last_maintenance = now
+            self._rollup(self.clock())
+            self._prune()
+
+    def rollup(self, now: float | None = None) -> Future[int]:
+        return self._submit(self._rollup, self.clock() if now is None else now)
+
+    def _rollup(self, now: float) -> int:
+        """Fold GPU seconds older than `seconds_kept_s` into minutes."""
+        cut = int(now - self.seconds_kept_s) // 60 * 60
+
+        def do(c: sqlite3.Connection) -> int:
+            c.execute(
+                "INSERT OR REPLACE INTO gpu_minutes"
+                " (target_id, gpu, t, util, util_max, mem_used, mem_used_max, mem_total,"
+                "  temp, power, n)"
+                " SELECT s.target_id, s.gpu, s.t / 60 * 60,"
+                "  (COALESCE(m.util * m.n, 0) + SUM(s.util)) / (COALESCE(m.n, 0) + COUNT(s.util)),"
+                "  MAX(COALESCE(m.util_max, 0), MAX(s.util)),"
+                "  (COALESCE(m.mem_used * m.n, 0) + SUM(s.mem_used))"
+                "    / (COALESCE(m.n, 0) + COUNT(s.mem_used)),"
+                "  MAX(COALESCE(m.mem_used_max, 0), MAX(s.mem_used)),"
+                "  MAX(s.mem_total), MAX(s.temp), AVG(s.power), COALESCE(m.n, 0) + COUNT(*)"
+                " FROM gpu_samples s LEFT JOIN gpu_minutes m"
+                "  ON m.target_id = s.target_id AND m.gpu = s.gpu AND m.t = s.t / 60 * 60"
+                " WHERE s.t < ? GROUP BY s.target_id, s.gpu, s.t / 60",
+                (cut,),
+            )
+            return c.execute("DELETE FROM gpu_samples WHERE t < ?", (cut,)).rowcount
+
+        return self._tx(do)
+
+    def size_bytes(self) -> int:
+        """The database plus its WAL on disk."""
+        total = 0
+        for p in (self.path, Path(f"{self.path}-wal")):
+            with contextlib.suppress(OSError):
+                total += p.stat().st_size
+        return total
+
+    def prune(self) -> Future[int]:
+        return self._submit(self._prune)
+
+    def _used_bytes(self) -> int:
+        c = self.conn
+        pages = c.execute("PRAGMA page_count").fetchone()[0]
+        free = c.execute("PRAGMA freelist_count").fetchone()[0]
+        size = c.execute("PRAGMA page_size").fetchone()[0]
+        return int((pages - free) * size)
+
+    def _prune(self) -> int:
+        """Drop the oldest data until the file is under max_bytes; returns
+        the prune steps taken. Each step removes the oldest PRUNE_FRACTION of
+        the time span (minutes, seconds, points, events alike), then hands
+        the freed pages back to the file system."""
+        steps = 0
+        c = self.conn
+        while self._used_bytes() > self.max_bytes and steps < 50:
+            lo_hi = c.execute(
+                "SELECT MIN(lo), MAX(hi) FROM ("
+                " SELECT MIN(t) lo, MAX(t) hi FROM gpu_minutes UNION ALL"
+                " SELECT MIN(t), MAX(t) FROM gpu_samples UNION ALL"
+                " SELECT MIN(t), MAX(t) FROM metric_points UNION ALL"
+                " SELECT MIN(t), MAX(t) FROM events)"
+            ).fetchone()
+            if lo_hi[0] is None:
+                break
+            lo, hi = float(lo_hi[0]), float(lo_hi[1])
+            cut = lo + max(1.0, (hi - lo) * PRUNE_FRACTION)
+
+            def do(c: sqlite3.Connection, cut: float = cut) -> None:
+                for table in ("gpu_minutes", "gpu_samples", "metric_points", "events"):
+                    c.execute(f"DELETE FROM {table} WHERE t < ?", (cut,))
+                c.execute(
+                    "DELETE FROM runs WHERE last_seen < ? AND id NOT IN"
+                    " (SELECT DISTINCT run_id FROM metric_points)",
+                    (cut,),
+                )
+
+            self._tx(do)
+            steps += 1
+        free = c.execute("PRAGMA freelist_count").fetchone()[0]
+        pages = c.execute("PRAGMA page_count").fetchone()[0]
+        if steps or free * 10 > pages:  # hand freed pages back to the file system
+            c.executescript("PRAGMA incremental_vacuum;")  # execute() would free one page only
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return steps
+
+    def close(self) -> None:
+        """Write what is pending and close; safe to call twice."""
+        if self.closed:
+            return
+        with contextlib.suppress(Exception):
+            self._submit(self._flush).result(timeout=30)
+        with contextlib.suppress(Exception):
+            self._submit(self._close).result(timeout=30)
+        self.closed = True
+        self._pool.shutdown(wait=True)
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("PRAGMA optimize")
+            self._conn.close()
+            self._conn = None
+
+
+def _run_info(target: str, row: Sequence[Any]) -> RunInfo:
+    return RunInfo(
+        id=int(row[0]),
+        target=target,
+        log_path=str(row[1]),
+        inode=int(row[2]),
+        generation=int(row[3]),
+        first_seen=float(row[4]),
+        last_seen=float(row[5]),
+        cursor=int(row[6]),
+        throughput_unit=str(row[7]),
+    )

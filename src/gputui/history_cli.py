@@ -1,0 +1,96 @@
+"""The subcommands for history and alerts: `watch`, `history`, `alert-test`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gputui.errors import GputuiError
+
+COMMANDS = ("watch", "history", "alert-test")
+
+
+def add_parsers(sub: Any, add_target_flags: Callable[..., None]) -> None:
+    watch = sub.add_parser(
+        "watch",
+        help="headless: keep the connections, record the history, send alerts",
+        description="Watch targets without a screen: record their history, send alerts, "
+        "optionally serve /metrics. Stops cleanly on SIGTERM.",
+    )
+    add_target_flags(watch, suppress=True)
+    watch.add_argument(
+        "targets",
+        nargs="*",
+        metavar="TARGET",
+        help="[user@]host[/ct] or `local` (default: the config's)",
+    )
+    watch.add_argument(
+        "--prometheus", metavar="ADDR", help="serve /metrics on ADDR, e.g. 127.0.0.1:9464"
+    )
+    hist = sub.add_parser("history", help="print the recorded history of a target")
+    add_target_flags(hist, suppress=True)
+    hist.add_argument(
+        "target", nargs="?", help="the target as recorded (a unique part is enough); default: all"
+    )
+    hist.add_argument("--since", default="6h", help="how far back: 90s, 30m, 6h, 2d (6h)")
+    fmt = hist.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print JSON")
+    fmt.add_argument("--csv", action="store_true", help="print CSV")
+    test = sub.add_parser("alert-test", help="send one test alert to the configured URLs")
+    add_target_flags(test, suppress=True)
+
+
+def run(command: str, args: argparse.Namespace, settings: Any) -> int:
+    if command == "watch":
+        from gputui import watch
+
+        return watch.main(list(args.targets or []), settings, args.prometheus)
+    if command == "history":
+        return _history(args, settings)
+    return _alert_test(settings)
+
+
+def _history(args: argparse.Namespace, settings: Any) -> int:
+    from gputui.history_query import HistoryReader, parse_since, render
+
+    since_s = parse_since(args.since)
+    reader = HistoryReader(getattr(settings, "history_path", None))
+    try:
+        now = time.time()
+        names = [args.target] if args.target else reader.targets()
+        if not names:
+            print("no targets recorded yet", file=sys.stderr)
+            return 0
+        fmt = "json" if args.json else "csv" if args.csv else "text"
+        for name in names:
+            sys.stdout.write(render(reader, name, now - since_s, now, fmt))
+            if fmt == "json":
+                sys.stdout.write("\n")
+    finally:
+        reader.close()
+    return 0
+
+
+def _alert_test(settings: Any) -> int:
+    from gputui.alerts import AppriseSender, trial_alert
+
+    urls = list(getattr(settings, "alert_urls", []) or [])
+    if not urls:
+        raise GputuiError(
+            "no notification URLs configured",
+            "add urls = [...] under [alerts] in the config (see config.example.toml)",
+        )
+    sender = AppriseSender(urls)
+    label = getattr(settings, "host", None) or "gputui"
+    ok = sender.send_blocking(trial_alert(label))
+    if not ok:
+        print(
+            f"gputui: the test alert could not be delivered to {len(urls)} URL(s)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"sent a test alert to {len(urls)} URL(s)")
+    return 0

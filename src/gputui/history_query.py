@@ -1,0 +1,214 @@
+"""Reading the run history: what `gputui history` prints and the whole-run
+view draws. A read-only connection of its own (WAL: a writer may be busy)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import sqlite3
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from gputui.errors import GputuiError
+from gputui.history import connect, default_path
+
+CHART_POINTS = 600  # metric series are thinned to about this many points
+
+
+@dataclass(frozen=True)
+class GpuPoint:
+    t: float
+    gpu: int
+    util: float | None
+    mem_used: float | None
+    mem_total: float | None
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    t: float
+    run_id: int
+    offset: int
+    step: int | None
+    loss: float | None
+    throughput: float | None
+    lr: float | None
+
+
+@dataclass(frozen=True)
+class EventOut:
+    t: float
+    kind: str
+    name: str
+    state: str
+    severity: str
+    title: str
+
+
+def parse_since(text: str) -> float:
+    """`90s`, `30m`, `6h`, `2d`, `1w` or plain seconds -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text or "")
+    if not m:
+        raise GputuiError(f"--since {text!r} is not a duration", "use e.g. 90s, 30m, 6h, 2d or 1w")
+    mult = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
+    return float(m.group(1)) * mult
+
+
+class HistoryReader:
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path).expanduser() if path else default_path()
+        self.conn: sqlite3.Connection = connect(self.path, readonly=True)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def targets(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT name FROM targets ORDER BY name")]
+
+    def target_id(self, name: str) -> int:
+        row = self.conn.execute("SELECT id FROM targets WHERE name=?", (name,)).fetchone()
+        if row is None:
+            # a unique partial match ("10.1.2.6" for "root@10.1.2.6 ct 200")
+            hits = [t for t in self.targets() if name in t]
+            if len(hits) == 1:
+                return self.target_id(hits[0])
+            known = ", ".join(self.targets()) or "none yet"
+            raise GputuiError(f"no history for target {name!r}", f"recorded targets: {known}")
+        return int(row[0])
+
+    def gpu(self, target: str, since: float, until: float, step_s: int = 0) -> list[GpuPoint]:
+        """GPU samples in [since, until]: seconds where kept, minutes before;
+        with step_s (e.g. 60) everything averaged into buckets of that size."""
+        tid = self.target_id(target)
+        if step_s <= 1:
+            sql = (
+                "SELECT t, gpu, util, mem_used, mem_total FROM gpu_minutes"
+                " WHERE target_id=? AND t BETWEEN ? AND ?"
+                " UNION ALL SELECT t, gpu, util, mem_used, mem_total FROM gpu_samples"
+                " WHERE target_id=? AND t BETWEEN ? AND ? ORDER BY 1, 2"
+            )
+            args: tuple[object, ...] = (tid, since, until, tid, since, until)
+        else:
+            sql = (
+                "SELECT b * ?, gpu, AVG(util), AVG(mem_used), MAX(mem_total) FROM ("
+                " SELECT t / ? AS b, gpu, util, mem_used, mem_total FROM gpu_minutes"
+                "  WHERE target_id=? AND t BETWEEN ? AND ?"
+                " UNION ALL SELECT t / ?, gpu, util, mem_used, mem_total FROM gpu_samples"
+                "  WHERE target_id=? AND t BETWEEN ? AND ?)"
+                " GROUP BY b, gpu ORDER BY 1, 2"
+            )
+            args = (step_s, step_s, tid, since, until, step_s, tid, since, until)
+        return [GpuPoint(*r) for r in self.conn.execute(sql, args)]
+
+    def metrics(self, target: str, since: float, until: float) -> list[MetricRow]:
+        tid = self.target_id(target)
+        rows = self.conn.execute(
+            "SELECT p.t, p.run_id, p.offset, p.step, p.loss, p.throughput, p.lr"
+            " FROM metric_points p JOIN runs r ON r.id = p.run_id"
+            " WHERE r.target_id=? AND p.t BETWEEN ? AND ? ORDER BY p.run_id, p.offset",
+            (tid, since, until),
+        ).fetchall()
+        return [MetricRow(*r) for r in rows]
+
+    def events(self, target: str, since: float, until: float) -> list[EventOut]:
+        tid = self.target_id(target)
+        rows = self.conn.execute(
+            "SELECT t, kind, name, state, severity, title FROM events"
+            " WHERE target_id=? AND t BETWEEN ? AND ? ORDER BY t, id",
+            (tid, since, until),
+        ).fetchall()
+        return [EventOut(*r) for r in rows]
+
+    def throughput_unit(self, target: str) -> str:
+        tid = self.target_id(target)
+        row = self.conn.execute(
+            "SELECT throughput_unit FROM runs WHERE target_id=? AND throughput_unit != ''"
+            " ORDER BY last_seen DESC LIMIT 1",
+            (tid,),
+        ).fetchone()
+        return str(row[0]) if row else ""
+
+
+def thin(rows: list[MetricRow], n: int = CHART_POINTS) -> list[MetricRow]:
+    """Every k-th row so a chart gets about n points (the last one kept)."""
+    if len(rows) <= n:
+        return rows
+    k = -(-len(rows) // n)
+    out = rows[::k]
+    if out[-1] is not rows[-1]:
+        out.append(rows[-1])
+    return out
+
+
+def render(reader: HistoryReader, target: str, since: float, until: float, fmt: str) -> str:
+    """`gputui history` output: "text", "json" or "csv"."""
+    gpus = reader.gpu(target, since, until)
+    metrics = reader.metrics(target, since, until)
+    events = reader.events(target, since, until)
+    if fmt == "json":
+        return json.dumps(
+            {
+                "target": target,
+                "since": since,
+                "until": until,
+                "gpu_samples": [asdict(g) for g in gpus],
+                "metric_points": [asdict(m) for m in metrics],
+                "events": [asdict(e) for e in events],
+            },
+            ensure_ascii=True,
+        )
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(["record", "time", "gpu_or_run", "a", "b", "c", "d"])
+        for g in gpus:
+            w.writerow(["gpu", g.t, g.gpu, g.util, g.mem_used, g.mem_total, ""])
+        for m in metrics:
+            w.writerow(["metric", m.t, m.run_id, m.step, m.loss, m.throughput, m.lr])
+        for e in events:
+            w.writerow(["event", e.t, e.kind, e.name, e.state, e.severity, _csv_safe(e.title)])
+        return buf.getvalue()
+    return _text(target, gpus, metrics, events)
+
+
+def _csv_safe(text: str) -> str:
+    """No formula injection when the CSV is opened in a spreadsheet."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
+def _text(
+    target: str, gpus: list[GpuPoint], metrics: list[MetricRow], events: list[EventOut]
+) -> str:
+    import time as _time
+
+    from gputui.alerts import safe_text
+
+    def ts(t: float) -> str:
+        return _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(t))
+
+    out = [f"history of {safe_text(target)}"]
+    n_gpu = len({g.gpu for g in gpus})
+    if gpus:
+        utils = [g.util for g in gpus if g.util is not None]
+        avg = sum(utils) / len(utils) if utils else float("nan")
+        out.append(
+            f"GPU samples: {len(gpus)} of {n_gpu} GPU(s), {ts(gpus[0].t)} .. {ts(gpus[-1].t)},"
+            f" mean util {avg:.0f} %"
+        )
+    else:
+        out.append("GPU samples: none in this range")
+    if metrics:
+        last = metrics[-1]
+        out.append(
+            f"metric points: {len(metrics)}; last step {last.step}, loss {last.loss},"
+            f" throughput {last.throughput}"
+        )
+    else:
+        out.append("metric points: none in this range")
+    out.append(f"events: {len(events)}")
+    for e in events:
+        words = " ".join(x for x in (e.kind, e.name, e.state) if x)
+        out.append(f"  {ts(e.t)}  {safe_text(words, 80)}  {safe_text(e.title, 120)}")
+    return "\n".join(out) + "\n"

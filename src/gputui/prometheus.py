@@ -1,0 +1,180 @@
+"""`/metrics` for Prometheus: what `gputui watch --prometheus ADDR` serves.
+
+Each recorder tick hands `Exporter.update` its snapshot and findings; the
+exporter keeps a plain copy of the numbers (built on the event loop), and
+the HTTP thread of prometheus-client only reads those copies at scrape time.
+Label values come from the target and are data: prometheus-client escapes
+them in the exposition format.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputui.alerts import ALERT_KINDS
+from gputui.errors import GputuiError
+from gputui.model import ConnectionState, Finding, Snapshot
+
+MIB = 1024 * 1024
+
+
+@dataclass
+class TargetNumbers:
+    """One target's numbers at the last tick."""
+
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    step: float | None = None
+    loss: float | None = None
+    throughput: float | None = None
+    throughput_unit: str = ""
+    log_silent_s: float | None = None
+    log_lines: int = 0
+    connection: str = ""
+    findings: dict[str, str] = field(default_factory=dict)  # kind -> severity
+
+
+def numbers_from(snap: Snapshot, findings: Sequence[Finding], now: float) -> TargetNumbers:
+    m = snap.metrics
+    return TargetNumbers(
+        gpus=[
+            {
+                "gpu": str(s.index),
+                "name": s.name,
+                "uuid": s.uuid,
+                "util": s.util_pct,
+                "mem_used": None if s.mem_used_mib is None else s.mem_used_mib * MIB,
+                "mem_total": None if s.mem_total_mib is None else s.mem_total_mib * MIB,
+                "temp": s.temp_c,
+                "power": s.power_w,
+            }
+            for s in sorted(snap.gpus.latest.values(), key=lambda s: s.index)
+        ],
+        step=m.last_step,
+        loss=m.loss.last(),
+        throughput=m.throughput.last(),
+        throughput_unit=m.throughput_unit,
+        log_silent_s=snap.log.silent_for(now) if snap.log.path else None,
+        log_lines=snap.log.lines_total,
+        connection=snap.connection.value,
+        findings={f.kind: f.severity.value for f in findings},
+    )
+
+
+class Exporter:
+    """A prometheus-client collector over the targets' latest numbers."""
+
+    def __init__(self) -> None:
+        from prometheus_client.core import CollectorRegistry
+
+        self._lock = threading.Lock()
+        self._targets: dict[str, TargetNumbers] = {}
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)  # type: ignore[arg-type]
+        self._server: Any = None
+
+    def update(self, target: str, snap: Snapshot, findings: Sequence[Finding], now: float) -> None:
+        numbers = numbers_from(snap, findings, now)
+        with self._lock:
+            self._targets[target] = numbers
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        with self._lock:
+            targets = dict(self._targets)
+        gl = ["target", "gpu", "name", "uuid"]
+        gauges = {
+            "util": GaugeMetricFamily(
+                "gputui_gpu_utilization_percent", "GPU utilization", labels=gl
+            ),
+            "mem_used": GaugeMetricFamily(
+                "gputui_gpu_memory_used_bytes", "GPU memory used", labels=gl
+            ),
+            "mem_total": GaugeMetricFamily(
+                "gputui_gpu_memory_total_bytes", "GPU memory total", labels=gl
+            ),
+            "temp": GaugeMetricFamily(
+                "gputui_gpu_temperature_celsius", "GPU temperature", labels=gl
+            ),
+            "power": GaugeMetricFamily("gputui_gpu_power_watts", "GPU power draw", labels=gl),
+        }
+        step = GaugeMetricFamily("gputui_run_step", "last step in the log", labels=["target"])
+        loss = GaugeMetricFamily("gputui_run_loss", "last loss in the log", labels=["target"])
+        thr = GaugeMetricFamily(
+            "gputui_run_throughput", "last throughput in the log", labels=["target", "unit"]
+        )
+        silent = GaugeMetricFamily(
+            "gputui_log_seconds_since_last_line",
+            "seconds since the log last got a line",
+            labels=["target"],
+        )
+        lines = CounterMetricFamily(
+            "gputui_log_lines", "log lines read since gputui started", labels=["target"]
+        )
+        up = GaugeMetricFamily(
+            "gputui_connection_up", "1 when the target is connected", labels=["target"]
+        )
+        state = GaugeMetricFamily(
+            "gputui_connection_state", "1 for the connection's state", labels=["target", "state"]
+        )
+        finding = GaugeMetricFamily(
+            "gputui_finding",
+            "1 while gputui's diagnosis reports this finding, else 0 (alerting kinds always listed)",
+            labels=["target", "kind"],
+        )
+        for name, n in targets.items():
+            for g in n.gpus:
+                labels = [name, g["gpu"], g["name"], g["uuid"]]
+                for key, fam in gauges.items():
+                    if g[key] is not None:
+                        fam.add_metric(labels, float(g[key]))
+            if n.step is not None:
+                step.add_metric([name], float(n.step))
+            if n.loss is not None:
+                loss.add_metric([name], float(n.loss))
+            if n.throughput is not None:
+                thr.add_metric([name, n.throughput_unit], float(n.throughput))
+            if n.log_silent_s is not None:
+                silent.add_metric([name], float(n.log_silent_s))
+            lines.add_metric([name], float(n.log_lines))
+            up.add_metric([name], 1.0 if n.connection == ConnectionState.CONNECTED.value else 0.0)
+            for s in ConnectionState:
+                state.add_metric([name, s.value], 1.0 if n.connection == s.value else 0.0)
+            for kind in sorted(set(ALERT_KINDS) | set(n.findings)):
+                finding.add_metric([name, kind], 1.0 if kind in n.findings else 0.0)
+        yield from gauges.values()
+        yield from (step, loss, thr, silent, lines, up, state, finding)
+
+    def serve(self, address: str) -> tuple[str, int]:
+        """Serve /metrics on ADDR (`127.0.0.1:9464`, `:9464`, `[::1]:9464`)."""
+        from prometheus_client import start_http_server
+
+        host, port = parse_address(address)
+        try:
+            server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as err:
+            raise GputuiError(
+                f"cannot serve /metrics on {address}: {err.strerror or err}",
+                "pick a free port, e.g. --prometheus 127.0.0.1:9465",
+            ) from None
+        self._server = server
+        return host, int(server.server_address[1])
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise GputuiError(
+            f"--prometheus {text!r} is not HOST:PORT", "e.g. --prometheus 127.0.0.1:9464"
+        )
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)

@@ -1,0 +1,371 @@
+"""Recording one monitored target: history, findings, alerts.
+
+A `RunRecorder` sits beside a Monitor and uses only its public side (the
+listener, the snapshot, the target): it writes GPU samples as they arrive,
+reads the log from its cursor every `log_every` seconds (one short command;
+none while the log has not grown), diagnoses once a second, records
+findings appearing and clearing, session exits, connection changes and the
+actions of the audit log, and hands alerts to its sinks. The TUI and
+`gputui watch` run the same recorder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gputui.alerts import Alert, AlertGate
+from gputui.collect.metrics import MetricParser
+from gputui.errors import GputuiError
+from gputui.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo
+from gputui.model import ConnectionState, Finding, Snapshot
+from gputui.runlog import parse_chunk
+
+LOG_EVERY_S = 10.0
+READ_CHUNK = 4 * 1024 * 1024  # bytes of log per read; a long log is read over several ticks
+AUDIT_EVERY_S = 10.0
+
+# $1 path, $2 offset, $3 bytes: `@gputui SIZE INODE` (or `@gputui missing`),
+# then up to $3 bytes from $2. A constant: the values are positional.
+READ_SCRIPT = r"""p=$1; off=$2; n=$3
+if st=$(stat -L -c '%s %i' -- "$p" 2>/dev/null); then echo "@gputui $st"
+else echo "@gputui missing"; exit 0; fi
+if [ "$n" -gt 0 ]; then tail -c "+$((off + 1))" -- "$p" 2>/dev/null | head -c "$n"; fi
+"""
+
+Diagnose = Callable[[Snapshot, float], list[Finding]]
+AlertSink = Callable[[Alert], Any]
+TickListener = Callable[[Snapshot, list[Finding]], None]
+
+
+def read_argv(path: str, offset: int, n: int) -> list[str]:
+    return ["sh", "-c", READ_SCRIPT, "gputui-read", path, str(int(offset)), str(int(n))]
+
+
+def parse_read(out: bytes) -> tuple[int, int, bytes] | None:
+    """(size, inode, data) from READ_SCRIPT's output; None when the log is missing."""
+    head, _, data = out.partition(b"\n")
+    words = head.decode("ascii", "replace").split()
+    if len(words) != 3 or words[0] != "@gputui":
+        return None
+    try:
+        return int(words[1]), int(words[2]), data
+    except ValueError:
+        return None
+
+
+def default_diagnose(stale_after: float | None) -> Diagnose:
+    from gputui.diagnose import diagnose
+
+    return lambda snap, now: diagnose(snap, now, stale_after=stale_after)
+
+
+class RunRecorder:
+    """See the module docstring. `start()` after the monitor started (or
+    before: it waits for data); `stop()` writes what is pending."""
+
+    def __init__(
+        self,
+        monitor: Any,
+        writer: HistoryWriter | None,
+        *,
+        diagnose: Diagnose | None = None,
+        stale_after: float | None = None,
+        gate: AlertGate | None = None,
+        sinks: list[AlertSink] | None = None,
+        log_every: float = LOG_EVERY_S,
+        audit_file: Path | None = None,
+        metric_regexes: list[str] | None = None,
+        clock: Callable[[], float] = time.time,
+        tick_s: float = 1.0,
+    ) -> None:
+        self.monitor = monitor
+        self.writer = writer
+        self.name: str = monitor.target.label
+        self.diagnose = diagnose or default_diagnose(stale_after)
+        self.gate = gate or AlertGate(self.name)
+        self.sinks: list[AlertSink] = list(sinks or [])
+        self.log_every = log_every
+        self.audit_file = audit_file
+        self.clock = clock
+        self.tick_s = tick_s
+        self.findings: list[Finding] = []
+        self.alerts: list[Alert] = []  # every alert handed to the sinks
+        self.tick_listeners: list[TickListener] = []
+        self.errors: list[str] = []
+        self.target_id: int | None = None
+        self._parser = MetricParser(
+            list(metric_regexes or getattr(monitor.settings, "metric_regexes", None) or [])
+        )
+        self._open: dict[str, Finding] = {}
+        self._gpu_last: dict[int, float] = {}
+        self._run: RunInfo | None = None
+        self._run_path: str | None = None
+        self._caught_up = False
+        self._log_due = 0.0
+        self._log_seen: tuple[int | None, int, int] = (None, 0, 0)
+        self._audit_due = 0.0
+        self._audit_mtime = 0.0
+        self._exits: set[str] = set()
+        self._connection: ConnectionState | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self.writer is not None:
+            self.target_id = await asyncio.wrap_future(self.writer.target_id(self.name))
+            opened = await asyncio.wrap_future(self.writer.open_findings(self.name))
+            # Findings still open from the last time: not new when seen again.
+            self._open = {
+                k: Finding(kind=k, severity=_severity(e.severity), title=e.title)
+                for k, e in opened.items()
+            }
+            for k, e in opened.items():
+                if k in self.gate.kinds:
+                    self.gate.seed(self._open[k], e.t)
+        self.monitor.subscribe(self._on_monitor)
+        self._task = asyncio.create_task(self._loop(), name=f"recorder {self.name}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for t in list(self._pending):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self.writer is not None:
+            await asyncio.wrap_future(self.writer.flush())
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except GputuiError as err:
+                self._error(str(err))
+            except Exception as err:  # recording must never take the monitor down
+                self._error(f"recording failed: {type(err).__name__}: {err}")
+            await asyncio.sleep(self.tick_s)
+
+    def _error(self, text: str) -> None:
+        if not self.errors or self.errors[-1] != text:
+            self.errors.append(text)
+            del self.errors[:-20]
+
+    # ------------------------------------------------------------ GPU samples
+
+    def _on_monitor(self, snap: Snapshot, parts: set[str]) -> None:
+        if "gpus" not in parts or self.writer is None or self.target_id is None:
+            return
+        rows = []
+        for s in list(snap.gpus.latest.values()):
+            if s.time <= self._gpu_last.get(s.index, 0.0):
+                continue
+            self._gpu_last[s.index] = s.time
+            rows.append(
+                GpuRow(
+                    s.index,
+                    s.time,
+                    s.util_pct,
+                    s.mem_used_mib,
+                    s.mem_total_mib,
+                    s.temp_c,
+                    s.power_w,
+                )
+            )
+        if rows:
+            self.writer.add_gpu(self.target_id, rows)
+
+    # ------------------------------------------------------------ each tick
+
+    async def tick(self) -> None:
+        snap = self.monitor.snapshot
+        now = self.clock()
+        self.findings = list(self.diagnose(snap, now))
+        await self._record_findings(now)
+        await self._record_connection(snap, now)
+        await self._record_exits(snap, now)
+        for alert in self.gate.update(self.findings, now):
+            self.alerts.append(alert)
+            for sink in self.sinks:
+                res = sink(alert)
+                if asyncio.iscoroutine(res):
+                    t = asyncio.ensure_future(res)
+                    self._pending.add(t)
+                    t.add_done_callback(self._pending.discard)
+        for cb in list(self.tick_listeners):
+            cb(snap, self.findings)
+        if self.writer is not None:
+            if now >= self._log_due:
+                await self.import_log(now)
+            if self.audit_file is not None and now >= self._audit_due:
+                self._audit_due = now + AUDIT_EVERY_S
+                await self.import_audit()
+
+    async def _event(self, ev: EventRow) -> bool:
+        if self.writer is None or self.target_id is None:
+            return True
+        return await asyncio.wrap_future(self.writer.add_event(self.target_id, ev))
+
+    async def _record_findings(self, now: float) -> None:
+        current = {f.kind: f for f in self.findings}
+        run_id = self._run.id if self._run else None
+        for kind, f in current.items():
+            if kind not in self._open:
+                await self._event(
+                    EventRow(
+                        now, "finding", kind, "appear", f.severity.value, f.title, None, run_id
+                    )
+                )
+        for kind, f in self._open.items():
+            if kind not in current:
+                await self._event(
+                    EventRow(now, "finding", kind, "clear", f.severity.value, f.title, None, run_id)
+                )
+        self._open = current
+
+    async def _record_connection(self, snap: Snapshot, now: float) -> None:
+        state = snap.connection
+        if state == self._connection:
+            return
+        self._connection = state
+        await self._event(
+            EventRow(now, "connection", state.value, "", "", snap.connection_error or "")
+        )
+
+    async def _record_exits(self, snap: Snapshot, now: float) -> None:
+        for s in snap.sessions:
+            for p in s.panes:
+                if not p.dead:
+                    continue
+                key = f"{s.name}:{p.pid}:{s.created or 0:.0f}"
+                if key in self._exits:
+                    continue
+                self._exits.add(key)
+                how = (
+                    f"signal {p.dead_signal}"
+                    if p.dead_signal
+                    else f"exit status {p.dead_status}"
+                    if p.dead_status is not None
+                    else "exited"
+                )
+                await self._event(
+                    EventRow(now, "exit", s.name, how, "", p.start_command[:500], key)
+                )
+
+    # ------------------------------------------------------------ the log
+
+    async def import_log(self, now: float | None = None) -> int:
+        """Read the log on from the run's cursor; returns the points added.
+        Reads again at once while more is waiting, else after log_every."""
+        now = self.clock() if now is None else now
+        assert self.writer is not None
+        snap = self.monitor.snapshot
+        path = snap.log.path
+        if not path:
+            return 0
+        self._log_due = now + self.log_every
+        if path != self._run_path:
+            self._run_path = path
+            self._run = await asyncio.wrap_future(self.writer.current_run(self.name, path))
+            self._caught_up = False
+            self._log_seen = (None, 0, 0)
+        seen = (snap.log.size, snap.log.truncations, snap.log.rotations)
+        if self._run is not None and seen == self._log_seen and snap.log.size == self._run.cursor:
+            return 0  # nothing new (the monitor's stat says so): no command
+        cursor = self._run.cursor if self._run is not None else 0
+        res = await self.monitor.target.run(read_argv(path, cursor, READ_CHUNK), timeout=60.0)
+        got = parse_read(res.stdout)
+        if got is None:
+            return 0
+        size, inode, data = got
+        if self._run is None or inode != self._run.inode or size < self._run.cursor:
+            # first sight of this log, or it was replaced / truncated: a new run
+            self._run = await asyncio.wrap_future(self.writer.new_run(self.name, path, inode, now))
+            self._caught_up = False
+            self._log_due = now  # read it from 0 on the next tick
+            return 0
+        points, consumed = parse_chunk(data, cursor, self._parser)
+        timed = self._caught_up
+        rows = [PointRow(p.offset, now, timed, p.step, p.loss, p.throughput, p.lr) for p in points]
+        unit = next((p.unit for p in reversed(points) if p.unit), "")
+        new_cursor = cursor + consumed
+        await asyncio.wrap_future(self.writer.add_points(self._run.id, rows, new_cursor, now, unit))
+        self._run = _with_cursor(self._run, new_cursor, now, unit)
+        if new_cursor + READ_CHUNK // 4 < size and consumed:
+            self._log_due = now  # more is waiting: read on at the next tick
+        else:
+            self._caught_up = True
+            self._log_seen = seen
+        return len(rows)
+
+    # ------------------------------------------------------------ actions
+
+    async def import_audit(self) -> int:
+        """Actions on this target from the audit log (keyed, so re-reading adds nothing)."""
+        p = self.audit_file
+        if p is None:
+            return 0
+        try:
+            st = p.stat()
+        except OSError:
+            return 0
+        if st.st_mtime == self._audit_mtime:
+            return 0
+        self._audit_mtime = st.st_mtime
+        added = 0
+        text = await asyncio.get_running_loop().run_in_executor(None, _read_text, p)
+        for line in text.splitlines():
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(e, dict) or e.get("target") != self.name:
+                continue
+            t = float(e.get("epoch") or 0.0)
+            action = str(e.get("action") or "")
+            ok = "ok" if e.get("ok") else "failed"
+            if await self._event(
+                EventRow(
+                    t, "action", action, ok, "", str(e.get("outcome") or "")[:500], f"{t}:{action}"
+                )
+            ):
+                added += 1
+        return added
+
+
+def _read_text(p: Path) -> str:
+    return p.read_text(encoding="utf-8", errors="replace")
+
+
+def _with_cursor(run: RunInfo, cursor: int, t: float, unit: str) -> RunInfo:
+    return RunInfo(
+        run.id,
+        run.target,
+        run.log_path,
+        run.inode,
+        run.generation,
+        run.first_seen,
+        max(run.last_seen, t),
+        cursor,
+        unit or run.throughput_unit,
+    )
+
+
+def _severity(text: str) -> Any:
+    from gputui.model import Severity
+
+    try:
+        return Severity(text)
+    except ValueError:
+        return Severity.WARNING

@@ -1,0 +1,212 @@
+"""`gputui watch`: headless — keep the connections, record, alert, export.
+
+Meant for `systemd --user` or a tmux window. One process watches several
+targets (`[user@]host[/ct]`, or `local`); each gets a Monitor and a
+RunRecorder writing to the one history file; alerts go to the notification
+URLs of the config and, one line each, to stdout; `--prometheus ADDR`
+serves /metrics. A target that cannot be reached is retried (the
+"connection" finding alerts once it has been down `connection_down_after`
+seconds). SIGTERM or SIGINT stop it cleanly: every remote command closed,
+the history flushed, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import re
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from gputui.alerts import Alert, AlertGate, AppriseSender, safe_text
+from gputui.errors import GputuiError
+from gputui.history import HistoryWriter
+from gputui.model import ConnectionState
+from gputui.recorder import RunRecorder
+
+RETRY_START_S = 5.0
+RETRY_MAX_S = 60.0
+_SPEC = re.compile(r"^(?:(?P<user>[^@/\s]+)@)?(?P<host>[^@/\s]+)(?:/(?P<ct>\d+))?$")
+
+
+def target_settings(spec: str, base: Any) -> Any:
+    """`[user@]host[/ct]` or `local` -> a copy of the settings for that target."""
+    if spec == "local":
+        return dataclasses.replace(base, local=True, host=None, ct=None)
+    m = _SPEC.match(spec)
+    if not m or m.group("host").startswith("-"):
+        raise GputuiError(
+            f"watch target {spec!r} is not [user@]host[/ct]",
+            "e.g. gputui watch root@10.1.2.6/200 gpu2 local",
+        )
+    ct = int(m.group("ct")) if m.group("ct") else None
+    if ct is not None and ct < 1:
+        raise GputuiError(
+            f"watch target {spec!r}: CT {ct} is invalid", "use the id from `pct list`"
+        )
+    return dataclasses.replace(
+        base,
+        host=m.group("host"),
+        user=m.group("user") or base.user,
+        ct=ct if m.group("ct") else base.ct,
+        local=False,
+    )
+
+
+@dataclass
+class Watched:
+    settings: Any
+    transport: Any
+    monitor: Any
+    recorder: RunRecorder
+    task: asyncio.Task[None] | None = None
+
+
+class Watch:
+    """Several targets, one history, one alert sender, one /metrics."""
+
+    def __init__(
+        self,
+        targets: Sequence[Any],
+        *,
+        prometheus: str | None = None,
+        out: TextIO | None = None,
+        writer: HistoryWriter | None = None,
+    ) -> None:
+        if not targets:
+            raise GputuiError("nothing to watch", "name targets: gputui watch HOST[/CT] ...")
+        base = targets[0]
+        self.out = out if out is not None else sys.stdout
+        self.writer = writer
+        if self.writer is None and getattr(base, "history", True):
+            self.writer = HistoryWriter(
+                getattr(base, "history_path", None),
+                max_bytes=int(float(getattr(base, "history_max_mb", 256.0)) * 1024 * 1024),
+            )
+        self.sender = AppriseSender(list(getattr(base, "alert_urls", []) or []))
+        self.exporter = None
+        self.prometheus = prometheus
+        self.address: tuple[str, int] | None = None
+        if prometheus:
+            from gputui.prometheus import Exporter
+
+            self.exporter = Exporter()
+        self.watched = [self._build(s) for s in targets]
+        self._stop = asyncio.Event()
+
+    def _build(self, settings: Any) -> Watched:
+        from gputui.actions.plan import audit_path
+        from gputui.doctor import make_transport
+        from gputui.monitor import Monitor
+        from gputui.remote.target import Target
+
+        transport = make_transport(settings)
+        monitor = Monitor(Target(transport, getattr(settings, "ct", None)), settings)
+        gate = AlertGate(
+            monitor.target.label,
+            quiet_s=float(getattr(settings, "alert_quiet_period", 600.0)),
+            holds={"connection": float(getattr(settings, "alert_connection_down_after", 60.0))},
+        )
+        recorder = RunRecorder(
+            monitor,
+            self.writer,
+            stale_after=getattr(settings, "stale_after", None),
+            gate=gate,
+            sinks=[self._print_alert, self.sender.send],
+            log_every=float(getattr(settings, "history_log_every", 10.0)),
+            audit_file=audit_path(),
+        )
+        if self.exporter is not None:
+            exporter = self.exporter
+            recorder.tick_listeners.append(
+                lambda snap, findings, name=monitor.target.label: exporter.update(
+                    name, snap, findings, time.time()
+                )
+            )
+        return Watched(settings, transport, monitor, recorder)
+
+    def _print_alert(self, alert: Alert) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(alert.time))
+        print(f"{stamp} {alert.state} {alert.subject}", file=self.out, flush=True)
+
+    def say(self, text: str) -> None:
+        print(safe_text(text, 500), file=self.out, flush=True)
+
+    async def _keep_connected(self, w: Watched) -> None:
+        """Connect, retrying with backoff; once up the monitor reconnects itself."""
+        delay = RETRY_START_S
+        while True:
+            try:
+                await w.transport.connect()
+                await w.monitor.start()
+                self.say(f"watching {w.monitor.target.label}")
+                return
+            except asyncio.CancelledError:
+                raise
+            except GputuiError as err:
+                snap = w.monitor.snapshot
+                snap.connection = ConnectionState.FAILED
+                snap.connection_error = str(err)
+                self.say(f"{w.monitor.target.label}: {err} — retrying in {delay:.0f} s")
+            await asyncio.sleep(delay)
+            delay = min(RETRY_MAX_S, delay * 2)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop)
+        if self.exporter is not None and self.prometheus:
+            self.address = self.exporter.serve(self.prometheus)
+            self.say(f"serving /metrics on http://{self.address[0]}:{self.address[1]}/metrics")
+        try:
+            for w in self.watched:
+                await w.recorder.start()
+                w.task = asyncio.create_task(self._keep_connected(w))
+            await self._stop.wait()
+        finally:
+            await self.close()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.remove_signal_handler(sig)
+        self.say("stopped")
+        return 0
+
+    async def close(self) -> None:
+        for w in self.watched:
+            if w.task is not None:
+                w.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await w.task
+            with contextlib.suppress(Exception):
+                await w.recorder.stop()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(w.monitor.stop(), 15)
+            with contextlib.suppress(Exception):
+                await w.transport.close()
+        if self.writer is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
+        if self.exporter is not None:
+            self.exporter.close()
+
+
+def main(specs: Sequence[str], base: Any, prometheus: str | None) -> int:
+    if specs:
+        targets = [target_settings(s, base) for s in specs]
+    elif getattr(base, "host", None) or getattr(base, "local", False):
+        targets = [base]
+    else:
+        raise GputuiError(
+            "no target to watch", "name them: gputui watch [user@]host[/ct] ... (or `local`)"
+        )
+    if getattr(base, "demo", False):
+        raise GputuiError("watch has no --demo", "watch a real target, or `local`")
+    return asyncio.run(Watch(targets, prometheus=prometheus).run())

@@ -1,0 +1,110 @@
+"""`gputui watch` as a user runs it: a real process watching this machine
+and a real log, /metrics scraped, the history written, SIGTERM stops it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gputui.config import Settings
+from gputui.errors import GputuiError
+from gputui.watch import target_settings
+from helpers import wait_for
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> dict[str, float]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    return {s.name: s.value for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def test_watch_records_exports_and_stops_on_sigterm(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"step {i} loss {2.0 - i / 100:.3f} | 900 tok/s\n" for i in range(30)))
+    port = free_port()
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONUNBUFFERED": "1"}
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[history]\nlog_every = 1\n")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gputui.cli",
+            "watch",
+            "local",
+            "--log",
+            str(log),
+            "--config",
+            str(cfg),
+            "--prometheus",
+            f"127.0.0.1:{port}",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for(lambda: scrape(port).get("gputui_run_step") == 29.0, 30, "step 29 on /metrics")
+        with open(log, "a") as f:
+            f.write("step 30 loss 1.5 | 950 tok/s\n")
+        wait_for(lambda: scrape(port).get("gputui_run_step") == 30.0, 30, "step 30 on /metrics")
+        db = tmp_path / "state" / "gputui" / "history.sqlite"
+
+        def steps() -> list[int]:
+            with sqlite3.connect(db) as c:
+                return [r[0] for r in c.execute("SELECT step FROM metric_points ORDER BY offset")]
+
+        wait_for(lambda: steps() == list(range(31)), 30, "31 metric points in the history")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out
+    assert "stopped" in out and "Traceback" not in out
+    assert scrape(port) == {}  # the endpoint is gone with the process
+
+
+def test_target_specs() -> None:
+    base = Settings(user="me", log="/l")
+    s = target_settings("root@10.1.2.6/200", base)
+    assert (s.host, s.user, s.ct, s.log) == ("10.1.2.6", "root", 200, "/l")
+    s = target_settings("gpu2", base)
+    assert (s.host, s.user, s.ct) == ("gpu2", "me", None)
+    assert target_settings("local", base).local is True
+    with pytest.raises(GputuiError, match="not \\[user@\\]host\\[/ct\\]"):
+        target_settings("a b", base)
+
+
+def test_watch_with_no_target_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    (tmp_path / "empty.toml").write_text("")
+    r = subprocess.run(
+        [sys.executable, "-m", "gputui.cli", "watch", "--config", str(tmp_path / "empty.toml")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "no target to watch" in r.stderr, r.stderr
