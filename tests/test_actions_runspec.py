@@ -25,6 +25,7 @@ from gputui.actions.runspec import (
     tmux_arg,
     tmux_unquote,
 )
+from gputui.remote.target import make_target
 
 NASTY_VALUES = [
     "plain",
@@ -197,7 +198,7 @@ def test_attach_argv_ssh_and_local(monkeypatch: pytest.MonkeyPatch) -> None:
         local=False,
         session="my run;",
     )
-    argv = attach_argv(s)
+    argv = attach_argv(make_target(s), s.session)
     assert argv[:8] == ["ssh", "-t", "-p", "2222", "-i", "/k/id", "root@127.0.0.1", "--"]
     assert shlex.split(argv[-1]) == [
         "pct",
@@ -211,9 +212,9 @@ def test_attach_argv_ssh_and_local(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
     monkeypatch.delenv("TMUX", raising=False)
     local = SimpleNamespace(host=None, ct=None, local=True, session="s")
-    assert attach_argv(local) == ["tmux", "attach-session", "-t", "=s"]
+    assert attach_argv(make_target(local), "s") == ["tmux", "attach-session", "-t", "=s"]
     monkeypatch.setenv("TMUX", "/tmp/x,1,0")
-    assert attach_argv(local)[:3] == ["env", "-u", "TMUX"]
+    assert attach_argv(make_target(local), "s")[:3] == ["env", "-u", "TMUX"]
 
 
 def test_read_only_and_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

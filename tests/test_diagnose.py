@@ -38,6 +38,7 @@ from gputui.model import (
     StdoutTarget,
     Tools,
 )
+from gputui.remote.container import ProxmoxLXC
 
 NOW = 1_700_000_000.0
 LOG = "/workspace/train.log"
@@ -183,7 +184,7 @@ def run(
         time=NOW,
         target="root@10.1.2.6 ct 200",
         connection=connection,
-        ct=200,
+        container=ProxmoxLXC(200),
         ct_status=ct_status,
         tools=tools,
         gpus=g,
@@ -902,7 +903,7 @@ def partial_snapshots(draw: st.DrawFn) -> Snapshot:
         target=draw(text),
         connection=draw(st.sampled_from(ConnectionState)),
         connection_error=draw(st.one_of(st.none(), text)),
-        ct=draw(opt_i),
+        container=draw(st.one_of(st.none(), st.builds(ProxmoxLXC, st.integers(-5, 300)))),
         ct_status=draw(st.sampled_from(CtStatus)),
         tools=Tools(
             tmux=draw(st.one_of(st.none(), text)),

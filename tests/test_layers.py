@@ -4,6 +4,8 @@ parsing and diagnosis modules do no I/O of their own."""
 from __future__ import annotations
 
 import ast
+import re
+import tokenize
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gputui"
@@ -55,3 +57,33 @@ def test_parsing_and_diagnosis_do_no_io() -> None:
     for rel in PURE:
         mods = imported_modules(SRC / rel)
         assert not (mods & IO_MODULES), (rel, sorted(mods & IO_MODULES))
+
+
+def code_words(path: Path) -> set[str]:
+    """The words in a module's code and strings (docstrings included), not its comments."""
+    words: set[str] = set()
+    with path.open() as f:
+        for tok in tokenize.generate_tokens(f.readline):
+            if tok.type in (tokenize.NAME, tokenize.STRING):
+                words.update(re.findall(r"\w+", tok.string))
+    return words
+
+
+def test_only_remote_names_the_container_tool() -> None:
+    """How a container is entered (`pct exec`, `pct status`, `pct start`) is
+    remote/'s business: everything else asks the Container."""
+    offenders = [
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if p.relative_to(SRC).parts[0] != "remote" and "pct" in code_words(p)
+    ]
+    assert offenders == []
+
+
+def test_collect_knows_no_transport() -> None:
+    """Parsers turn text into model objects; they do not know how it came."""
+    offenders = {
+        str(p.relative_to(SRC)): sorted(m for m in imported_modules(p) if "gputui.remote" in m)
+        for p in (SRC / "collect").rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}

@@ -27,6 +27,7 @@ from gputui.monitor import (
     stdout_log_files,
 )
 from gputui.remote.base import RemoteProcess
+from gputui.remote.container import ProxmoxLXC
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 
@@ -508,7 +509,7 @@ async def test_without_python_in_the_ct_a_shell_loop_lists_sessions(
 
 
 def test_ct_status_from_text() -> None:
-    from gputui.monitor import ct_status_from_text
+    ct_status_from_text = ProxmoxLXC(200).read_status
 
     assert ct_status_from_text("status: running\n") == CtStatus.RUNNING
     assert ct_status_from_text("status: stopped\n") == CtStatus.STOPPED

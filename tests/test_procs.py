@@ -1,4 +1,4 @@
-"""Pure /proc parsing rules (gputui.collect.procs) on texts as the kernel writes them."""
+"""Pure /proc parsing rules (gputui.remote.agent, run in the container) on texts as the kernel writes them."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 import gputui.remote.agent as agent_mod
-from gputui.collect.procs import (
+from gputui.collect.procs import proc_from_agent
+from gputui.remote.agent import (
     cgroup_in_container,
     env_value,
     is_python_argv,
     parse_fdinfo,
     parse_stat,
     parse_status_nspid,
-    proc_from_agent,
     python_options,
     stdout_kind,
 )

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from gputui.diagnose import diagnose
 from gputui.model import ConnectionState, Finding, Severity, Snapshot
+from gputui.remote.container import ProxmoxLXC
 from gputui.report import (
     EXIT_OK,
     EXIT_PROBLEM,
@@ -171,7 +172,7 @@ def test_text_dead_session_and_fix_lines() -> None:
     assert "  │ ModuleNotFoundError: No module named 'flash_attn'" in text
     assert "no Python process in the session" in text
 
-    stopped = Snapshot(time=NOW, target="root@h ct 201", ct=201)
+    stopped = Snapshot(time=NOW, target="root@h ct 201", container=ProxmoxLXC(201))
     stopped.connection = ConnectionState.CONNECTED
     from gputui.model import CtStatus
 

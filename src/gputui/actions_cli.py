@@ -23,16 +23,9 @@ from gputui.actions import (
     plan_relaunch,
 )
 from gputui.errors import GputuiError
-from gputui.remote.target import Target
+from gputui.remote.target import Target, make_target
 
 COMMANDS = ("relaunch", "kill", "dump", "flush", "launch")
-
-
-def make_target(settings: Any) -> Target:
-    """Target from Settings: this machine with --local, else ssh to the host."""
-    from gputui.doctor import make_transport
-
-    return Target(make_transport(settings), getattr(settings, "ct", None))
 
 
 def _pids(args: argparse.Namespace) -> list[int] | None:

@@ -22,6 +22,7 @@ from gputui.config import (
     settings_from,
 )
 from gputui.errors import GputuiError
+from gputui.remote.container import ProxmoxLXC
 
 ACTIONS = ("relaunch", "kill", "dump", "flush", "launch")
 
@@ -65,7 +66,7 @@ def _ct_number(text: str) -> int:
         value = whole_number(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a CT number (digits 0-9, e.g. 200, as `pct list` shows)"
+            f"{text!r} is not a CT number (digits 0-9, e.g. 200, as {ProxmoxLXC.HOW_TO_LIST} shows)"
         ) from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a CT number (e.g. 200)")

@@ -23,6 +23,7 @@ else:  # pragma: no cover - Python 3.10
 
 from gputui.collect.metrics import compile_user_regex
 from gputui.errors import ConfigError
+from gputui.remote.container import ProxmoxLXC
 
 DEFAULT_CONFIG = Path("~/.config/gputui/config.toml")
 GPU_SOURCES = ("auto", "host", "ct", "nvml")
@@ -239,7 +240,7 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
     if s.ct is not None and s.ct < 1:
         raise ConfigError(
             f"{where('', 'ct', '--ct')}: CT number {s.ct} is invalid",
-            "use the CT id from `pct list`, e.g. 200",
+            f"use the CT id from {ProxmoxLXC.HOW_TO_LIST}, e.g. 200",
         )
     if not (math.isfinite(s.interval) and MIN_INTERVAL_S <= s.interval <= MAX_INTERVAL_S):
         raise ConfigError(

@@ -316,10 +316,13 @@ class Context:
 
     @property
     def ct_words(self) -> str:
-        return f"CT {self.snap.ct}" if self.snap.ct is not None else "the host"
+        c = self.snap.container
+        return c.words if c is not None else "the host"
 
     def in_ct(self, argv: str) -> str:
-        return f"pct exec {self.snap.ct} -- {argv}" if self.snap.ct is not None else argv
+        """A command line as the user types it on the host to run it in the container."""
+        c = self.snap.container
+        return c.phrase(argv) if c is not None else argv
 
     # -- session / process -----------------------------------------------
     @cached_property
@@ -573,12 +576,13 @@ def rule_ct_missing(ctx: Context) -> Finding | None:
     if ctx.snap.ct_status != CtStatus.MISSING:
         return None
     ct = ctx.snap.ct
+    said, fix = ctx.snap.container.missing_evidence() if ctx.snap.container else ("", "")
     return Finding(
         kind="ct_missing",
         severity=Severity.ERROR,
         title=f"container {ct} does not exist on this host",
-        evidence=[f"pct: Configuration file 'nodes/<node>/lxc/{ct}.conf' does not exist"],
-        fix="check the CT number: `pct list` on the host, then --ct N",
+        evidence=[said] if said else [],
+        fix=fix,
     )
 
 
@@ -586,12 +590,13 @@ def rule_ct_stopped(ctx: Context) -> Finding | None:
     if ctx.snap.ct_status != CtStatus.STOPPED:
         return None
     ct = ctx.snap.ct
+    said, fix = ctx.snap.container.stopped_evidence() if ctx.snap.container else ("", "")
     return Finding(
         kind="ct_stopped",
         severity=Severity.ERROR,
         title=f"container {ct} is stopped",
-        evidence=[f"pct status {ct}: stopped"],
-        fix=f"pct start {ct}",
+        evidence=[said] if said else [],
+        fix=fix,
     )
 
 

@@ -14,10 +14,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from gputui.errors import ContainerError, GputuiError
 from gputui.model import CtStatus, Tools
-from gputui.remote.base import Transport
-from gputui.remote.target import Target
+from gputui.remote.target import Target, connect_target
 
 # One fixed script (no values spliced in) that reports every tool in one call:
 # `name<TAB>version` per line, version empty when the tool is missing.
@@ -36,76 +34,6 @@ TOOLS_SCRIPT = r"""for t in tmux python3 py-spy gdb nvidia-smi; do
   fi
 done
 """
-
-
-def make_transport(settings: Any) -> Transport:
-    """The transport the settings name: this machine (--local/--demo) or ssh."""
-    if getattr(settings, "local", False) or getattr(settings, "demo", False):
-        from gputui.remote.local import LocalTransport
-
-        return LocalTransport()
-    from gputui.remote.ssh import SshTransport
-
-    if not getattr(settings, "host", None):
-        raise GputuiError(
-            "no host given", "pass --host H (and --ct N on a Proxmox host), or --local"
-        )
-    return SshTransport(
-        settings.host,
-        port=getattr(settings, "port", None),
-        user=getattr(settings, "user", None),
-        identity_file=getattr(settings, "identity_file", None),
-        config_path=getattr(settings, "ssh_config", None),
-        known_hosts=getattr(settings, "known_hosts", None),
-        connect_timeout=getattr(settings, "connect_timeout", 10.0) or 10.0,
-        keepalive=getattr(settings, "keepalive", 15.0) or 15.0,
-        accept_new_host_key=bool(getattr(settings, "accept_new_host_key", False)),
-    )
-
-
-async def container_status(transport: Transport, ct: int, timeout: float = 15.0) -> CtStatus:
-    """`pct status CT` on the host. ContainerError when the host has no pct."""
-    result = await transport.run(["pct", "status", str(ct)], timeout=timeout)
-    text = (result.out + result.err).strip()
-    if result.exit_status == 127 or ("pct" in result.err and "not found" in result.err):
-        raise ContainerError(
-            f"`pct` not found on {transport.label}: it is not a Proxmox host",
-            "use without --ct on a plain GPU server",
-        )
-    if "does not exist" in text:
-        return CtStatus.MISSING
-    if "status: running" in text:
-        return CtStatus.RUNNING
-    if "status: stopped" in text:
-        return CtStatus.STOPPED
-    return CtStatus.UNKNOWN
-
-
-def require_running(status: CtStatus, ct: int, where: str) -> None:
-    """ContainerError with the fix when the CT cannot run commands."""
-    if status == CtStatus.MISSING:
-        raise ContainerError(
-            f"container {ct} does not exist on {where}",
-            "check the number with `pct list` on the host",
-        )
-    if status == CtStatus.STOPPED:
-        raise ContainerError(
-            f"container {ct} on {where} is stopped", f"start it with `pct start {ct}` on the host"
-        )
-
-
-async def connect_target(settings: Any) -> Target:
-    """Connect and check the CT: a Target ready for commands, or a one-line error."""
-    transport = make_transport(settings)
-    await transport.connect()
-    ct = getattr(settings, "ct", None)
-    if ct is not None:
-        try:
-            require_running(await container_status(transport, int(ct)), int(ct), transport.label)
-        except BaseException:
-            await transport.close()
-            raise
-    return Target(transport, int(ct) if ct is not None else None)
 
 
 def _parse_tools(text: str) -> dict[str, str | None]:

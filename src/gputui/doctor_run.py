@@ -30,19 +30,13 @@ from dataclasses import asdict
 from typing import Any
 
 from gputui import diagnose as rules
-from gputui.doctor import (
-    connection_facts,
-    container_status,
-    make_transport,
-    probe_tools,
-    require_running,
-)
+from gputui.doctor import connection_facts, probe_tools
 from gputui.errors import GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed
 from gputui.model import ConnectionState, CtStatus, Finding, Snapshot
 from gputui.monitor import Monitor
 from gputui.remote.base import Transport
-from gputui.remote.target import Target
+from gputui.remote.target import Target, make_target
 from gputui.report import exit_code, findings_to_json, render_text
 
 SETTLE_S = 2.0  # how long the one-shot watch runs at least
@@ -162,18 +156,16 @@ async def inspect(
     """(facts, snapshot, findings, inspected).
 
     Raises GputuiError (one line, exit 2) when the host cannot be reached,
-    the CT does not exist or is stopped, or the host has no `pct` — the
+    the container does not exist or is stopped, or the host lacks its tool — the
     target cannot be inspected then, as for `doctor.gather_facts`."""
     if stale_after is None:
         stale_after = getattr(settings, "stale_after", None)
-    tr = transport if transport is not None else make_transport(settings)
-    ct = getattr(settings, "ct", None)
-    target = Target(tr, int(ct) if ct is not None else None)
+    target = make_target(settings, transport)
+    tr = target.transport
     t0 = time.perf_counter()
     try:
         await tr.connect()
-        if target.ct is not None:
-            require_running(await container_status(tr, target.ct), target.ct, tr.label)
+        await target.require_running()
         facts = connection_facts(target, settings, (time.perf_counter() - t0) * 1000.0)
         facts["tools"] = asdict(await probe_tools(target))
         if gpu_feed is None:

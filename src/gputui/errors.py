@@ -22,7 +22,7 @@ class ConnectError(GputuiError):
 
 
 class ContainerError(GputuiError):
-    """The container does not exist, is stopped, or the host has no `pct`."""
+    """The container does not exist, is stopped, or the host lacks its tool."""
 
 
 class CommandTimeout(GputuiError):

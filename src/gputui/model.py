@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gputui.remote.container import Container
 
 
 class ConnectionState(str, Enum):
@@ -395,7 +398,7 @@ class Snapshot:
     connection: ConnectionState = ConnectionState.CONNECTING
     connection_error: str | None = None
     rtt_ms: float | None = None
-    ct: int | None = None
+    container: Container | None = None  # where the run lives; None: the host itself
     ct_status: CtStatus = CtStatus.UNKNOWN
     tools: Tools = field(default_factory=Tools)
     gpus: GpuState = field(default_factory=GpuState)
@@ -411,6 +414,11 @@ class Snapshot:
     log_tail: deque[str] = field(default_factory=lambda: deque(maxlen=200))
     metrics: Metrics = field(default_factory=Metrics)
     started: float = 0.0  # when monitoring began (local clock)
+
+    @property
+    def ct(self) -> int | None:
+        """The container's number; None on a plain host."""
+        return self.container.id if self.container is not None else None
 
     @property
     def session(self) -> Session | None:

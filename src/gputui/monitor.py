@@ -1,7 +1,7 @@
 """The monitor: one target's run, kept current in a Snapshot.
 
 Steady state holds a handful of long-lived remote commands and starts no
-new `pct exec` per poll:
+new command in the container per poll:
 
 - the agent in the CT (`AgentClient`): tmux sessions, the watched pane's
   process tree and tail, and a stat of the log, every `interval` seconds;
@@ -77,18 +77,6 @@ def _setting(settings: Any, name: str, default: Any = None) -> Any:
     return getattr(settings, name, default) if settings is not None else default
 
 
-def ct_status_from_text(text: str) -> CtStatus | None:
-    """`pct status` output or a pct error -> the CT state, None if it does not say."""
-    low = text.lower()
-    if "status: running" in low:
-        return CtStatus.RUNNING
-    if "status: stopped" in low or "not running" in low:
-        return CtStatus.STOPPED
-    if "does not exist" in low:
-        return CtStatus.MISSING
-    return None
-
-
 def choose_session(sessions: list[Session], wanted: str | None) -> str | None:
     """`wanted` if given, else the only session, else the most recently created."""
     if wanted:
@@ -130,7 +118,7 @@ class Monitor:
         self.settings = settings
         self.clock = clock
         self.interval = float(_setting(settings, "interval", 1.0) or 1.0)
-        self.snapshot = Snapshot(time=clock(), target=target.label, ct=target.ct)
+        self.snapshot = Snapshot(time=clock(), target=target.label, container=target.container)
         if target.ct is None:
             self.snapshot.ct_status = CtStatus.NONE
         self.gpu_feed = gpu_feed if gpu_feed is not None else self._default_gpu_feed()
@@ -334,22 +322,24 @@ class Monitor:
 
     async def _check_ct(self, error_text: str = "") -> None:
         """The CT's state: read from an error's text when it says (`CT 200 not
-        running`, `... does not exist`), else `pct status CT` — at start and
-        after errors, at most once per CT_CHECK_MIN_S."""
-        ct = self.target.ct
-        if ct is None:
+        running`, `... does not exist`), else asked of the host (the
+        container's status command) — at start and after errors, at most once
+        per CT_CHECK_MIN_S."""
+        container = self.target.container
+        status_argv = container.status_argv()
+        if status_argv is None:
             return
-        status = ct_status_from_text(error_text) if error_text else None
+        status = container.read_status(error_text) if error_text else None
         if status is None:
             now = self.clock()
             if self._ct_checked_at is not None and now - self._ct_checked_at < CT_CHECK_MIN_S:
                 return
             self._ct_checked_at = now
             try:
-                res = await self.target.run_host(["pct", "status", str(ct)], timeout=15.0)
+                res = await self.target.run_host(status_argv, timeout=15.0)
             except GputuiError:
                 return
-            status = ct_status_from_text(res.out + res.err) or CtStatus.UNKNOWN
+            status = container.read_status(res.out + res.err) or CtStatus.UNKNOWN
         if status != self.snapshot.ct_status:
             self.snapshot.ct_status = status
             self._changed("ct")

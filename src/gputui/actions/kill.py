@@ -4,7 +4,7 @@ whether its GPU memory was freed.
 
 The escalation runs inside the target as ONE fixed sh script (values only
 as positional arguments), printing a line per step so progress streams back
-over a single channel instead of one `pct exec` per poll.
+over a single channel instead of one container exec per poll.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""Processes: the agent's process dicts -> `Proc`, and the /proc parsing rules.
+"""Processes: the agent's process dicts -> `Proc`, with remote epoch times
+moved onto the local clock.
 
-The /proc parsing itself lives in `gputui.remote.agent` (it must travel to
-the container as one self-contained stdlib file); it is re-exported here so
-the rest of gputui and the tests have one place to import it from. This
-module adds the pure conversion from the agent's JSON to the model, with
-remote epoch times moved onto the local clock.
+The /proc parsing rules themselves live in `gputui.remote.agent`: they run
+in the container, and the agent must travel there as one self-contained
+stdlib file. This module reads only the JSON the agent answers with.
 """
 
 from __future__ import annotations
@@ -12,30 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from gputui.model import Proc, StdoutTarget
-from gputui.remote.agent import (
-    cgroup_in_container,
-    env_value,
-    is_python_argv,
-    parse_fdinfo,
-    parse_stat,
-    parse_status_nspid,
-    python_options,
-    stdout_kind,
-)
 
-__all__ = [
-    "cgroup_in_container",
-    "env_value",
-    "is_python_argv",
-    "parse_fdinfo",
-    "parse_stat",
-    "parse_status_nspid",
-    "proc_from_agent",
-    "procs_from_agent",
-    "python_options",
-    "stdout_from_agent",
-    "stdout_kind",
-]
+__all__ = ["proc_from_agent", "procs_from_agent", "stdout_from_agent"]
 
 
 def _shift(t: float | None, offset: float) -> float | None:

@@ -112,7 +112,8 @@ class AgentClient:
         Raises AgentUnavailable (python3 missing or too old, CT not running)
         with the fix; the caller falls back to plain commands."""
         argv = agent_argv(python)
-        where = "on the host" if on_host or target.ct is None else f"in CT {target.ct}"
+        check = "python3 -V" if on_host else target.container.phrase("python3 -V")
+        where = "on the host" if on_host or target.ct is None else f"in {target.container.words}"
         if on_host:
             proc = await target.open_host(argv, watchdog=False)
         else:
@@ -132,7 +133,7 @@ class AgentClient:
             if isinstance(err, CommandTimeout) and not stderr:
                 raise AgentUnavailable(
                     f"the gputui agent did not answer within {timeout:g} s {where}",
-                    "check the connection and `pct exec CT -- python3 -V` by hand",
+                    f"check the connection and `{check}` by hand",
                 ) from None
             raise _why_not_started(stderr, status, where, python) from None
         return client

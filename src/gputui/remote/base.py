@@ -117,3 +117,8 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     async def close(self) -> None: ...
+
+    def terminal_argv(self, argv: list[str]) -> list[str]:
+        """The argv to run on this machine that runs argv on the host with
+        this terminal attached (`ssh -t … -- argv` for ssh)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot open a terminal")

@@ -206,3 +206,7 @@ class LocalTransport(Transport):
         for p in procs:
             await p.close()
         self._set_state(ConnectionState.CLOSED, None)
+
+    def terminal_argv(self, argv: list[str]) -> list[str]:
+        """argv itself; inside tmux, without $TMUX, so tmux attach nests."""
+        return ["env", "-u", "TMUX", *argv] if os.environ.get("TMUX") else list(argv)

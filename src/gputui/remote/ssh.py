@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import socket
 import sys
 import time
@@ -673,6 +674,21 @@ class SshTransport(Transport):
                 await asyncio.wait_for(conn.wait_closed(), 5.0)
         self._connected.clear()
         self._set_state(ConnectionState.CLOSED, None)
+
+    def terminal_argv(self, argv: list[str]) -> list[str]:
+        """`ssh -t [-F C] [-p P] [-i F] [user@]host -- 'argv'`: the same host,
+        port, key and known_hosts as this connection, with a terminal."""
+        out = ["ssh", "-t"]
+        if self.config_path:
+            out += ["-F", str(self.config_path)]
+        if self.port:
+            out += ["-p", str(self.port)]
+        if self.identity_file:
+            out += ["-i", str(self.identity_file)]
+        if self.known_hosts:
+            out += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
+        out.append(f"{self.user}@{self.host}" if self.user else self.host)
+        return [*out, "--", shlex.join(argv)]  # ssh hands ONE string to the remote shell
 
     # ------------------------------------------------------------ tests/bench
 

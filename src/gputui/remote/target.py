@@ -1,38 +1,47 @@
-"""The container wrapper: "run this in CT 200 on that host".
-
-With a CT number, argv runs as `pct exec CT -- argv` on the host (pct hands
-argv to lxc-attach with no shell, so the host shell is the only one that
-parses the string, and the transport quotes it once). Without one, argv runs
-on the host itself (a plain GPU server, or this machine with --local).
+"""A transport plus the container the run lives in: "run this in CT 200 on
+that host". How a container is entered is remote/container.py's business;
+which transport reaches the host (ssh, or this machine) is `make_transport`.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from gputui.errors import GputuiError
+from gputui.model import CtStatus
 from gputui.remote.base import CommandResult, RemoteProcess, Transport
+from gputui.remote.container import Container, container_for, from_settings
 
 
-def in_container(ct: int | None, argv: list[str]) -> list[str]:
+def in_container(ct: Container | int | None, argv: list[str]) -> list[str]:
     """argv as the host must run it to reach the container."""
-    if ct is None:
-        return list(argv)
-    return ["pct", "exec", str(ct), "--", *argv]
+    return container_for(ct).wrap(argv)
 
 
 class Target:
-    """A transport plus, optionally, the container the run lives in."""
+    """A transport plus the container the run lives in (Host() for none).
+    `ct` may be given as a Container or, for a Proxmox CT, its number."""
 
-    def __init__(self, transport: Transport, ct: int | None = None) -> None:
+    def __init__(self, transport: Transport, ct: Container | int | None = None) -> None:
         self.transport = transport
-        self.ct = ct
+        self.container: Container = container_for(ct)
+
+    @property
+    def ct(self) -> int | None:
+        """The container's number; None on a plain host."""
+        return self.container.id
 
     @property
     def label(self) -> str:
-        return (
-            f"{self.transport.label} ct {self.ct}" if self.ct is not None else self.transport.label
-        )
+        suffix = self.container.label
+        return f"{self.transport.label} {suffix}" if suffix else self.transport.label
 
     def wrap(self, argv: list[str]) -> list[str]:
-        return in_container(self.ct, argv)
+        return self.container.wrap(argv)
+
+    def attach_argv(self, argv: list[str]) -> list[str]:
+        """The argv to run here that runs argv in the container with this terminal."""
+        return self.transport.terminal_argv(self.container.attach(argv))
 
     async def run(
         self, argv: list[str], *, timeout: float = 10.0, input: bytes | None = None
@@ -47,8 +56,69 @@ class Target:
     async def run_host(
         self, argv: list[str], *, timeout: float = 10.0, input: bytes | None = None
     ) -> CommandResult:
-        """Run argv on the host itself (nvidia-smi on the host, pct status)."""
+        """Run argv on the host itself (nvidia-smi on the host, the container's status)."""
         return await self.transport.run(argv, timeout=timeout, input=input)
 
     async def open_host(self, argv: list[str], *, watchdog: bool = True) -> RemoteProcess:
         return await self.transport.open(argv, watchdog=watchdog)
+
+    async def container_status(self, timeout: float = 15.0) -> CtStatus:
+        """Ask the host whether the container runs (NONE for a plain host).
+        ContainerError when the host lacks the container tool."""
+        argv = self.container.status_argv()
+        if argv is None:
+            return CtStatus.NONE
+        result = await self.run_host(argv, timeout=timeout)
+        missing = self.container.tool_missing(result.exit_status, result.err, self.transport.label)
+        if missing is not None:
+            raise missing
+        return self.container.read_status(result.out + result.err) or CtStatus.UNKNOWN
+
+    async def require_running(self, timeout: float = 15.0) -> None:
+        """ContainerError, with the fix, when the container cannot run commands."""
+        status = await self.container_status(timeout)
+        problem = self.container.not_running(status, self.transport.label)
+        if problem is not None:
+            raise problem
+
+
+def make_transport(settings: Any) -> Transport:
+    """The transport the settings name: this machine (--local/--demo) or ssh."""
+    if getattr(settings, "local", False) or getattr(settings, "demo", False):
+        from gputui.remote.local import LocalTransport
+
+        return LocalTransport()
+    from gputui.remote.ssh import SshTransport
+
+    if not getattr(settings, "host", None):
+        raise GputuiError(
+            "no host given", "pass --host H (and --ct N on a Proxmox host), or --local"
+        )
+    return SshTransport(
+        settings.host,
+        port=getattr(settings, "port", None),
+        user=getattr(settings, "user", None),
+        identity_file=getattr(settings, "identity_file", None),
+        config_path=getattr(settings, "ssh_config", None),
+        known_hosts=getattr(settings, "known_hosts", None),
+        connect_timeout=getattr(settings, "connect_timeout", 10.0) or 10.0,
+        keepalive=getattr(settings, "keepalive", 15.0) or 15.0,
+        accept_new_host_key=bool(getattr(settings, "accept_new_host_key", False)),
+    )
+
+
+def make_target(settings: Any, transport: Transport | None = None) -> Target:
+    """The target the settings name (not yet connected)."""
+    return Target(transport or make_transport(settings), from_settings(settings))
+
+
+async def connect_target(settings: Any, transport: Transport | None = None) -> Target:
+    """Connect and check the container: a Target ready for commands, or a one-line error."""
+    target = make_target(settings, transport)
+    await target.transport.connect()
+    try:
+        await target.require_running()
+    except BaseException:
+        await target.transport.close()
+        raise
+    return target

@@ -2,7 +2,7 @@
 
 `--demo` builds the local demo environment (private tmux server, a buffered
 training script, simulated GPUs); `--local` watches this machine with NVML;
-otherwise the ssh transport reaches the host (and `pct exec` the CT).
+otherwise the ssh transport reaches the host (and the container, if any).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Snapshot
-from gputui.remote.target import Target
+from gputui.remote.target import Target, make_target
 from gputui.ui.verbs import ActionOutcome, PlannedAction
 
 
@@ -43,7 +43,7 @@ class ActionsBackend:
         elif verb == "flush":
             plan = await a.plan_flush(t, s, session, log=snap.log.path or None)
         elif verb == "attach":
-            plan = a.plan_attach(s, session)
+            plan = a.plan_attach(t, s, session)
         else:
             raise GputuiError(f"unknown action {verb!r}", "press ? for the list of keys")
         return PlannedAction(
@@ -105,10 +105,8 @@ def build(settings: Any) -> Parts:
         demo.launch()
         settings = demo.settings(settings)
         gpu_feed = SimulatedGpus(GPUS, demo.load, name="NVIDIA H200 (simulated)")
-    from gputui.doctor import make_transport
-
-    transport = make_transport(settings)
-    target = Target(transport, getattr(settings, "ct", None))
+    target = make_target(settings)
+    transport = target.transport
     monitor = Monitor(target, settings, gpu_feed)
     actions = (
         None if getattr(settings, "read_only", False) else ActionsBackend(target, settings, monitor)
