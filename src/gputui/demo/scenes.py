@@ -27,6 +27,7 @@ from gputui.model import (
     StdoutTarget,
     Tools,
 )
+from gputui.remote.container import ProxmoxLXC
 from gputui.ui.verbs import ActionOutcome, PlannedAction
 
 T0 = 1_800_000_000.0  # a fixed "now" so ages and staleness never move
@@ -125,7 +126,7 @@ def base(t0: float = T0) -> Snapshot:
         target="root@10.1.2.6 ct 200",
         connection=ConnectionState.CONNECTED,
         rtt_ms=12.0,
-        ct=200,
+        container=ProxmoxLXC(200),
         ct_status=CtStatus.RUNNING,
         tools=Tools(tmux="3.3a", python3="3.11.2", py_spy="0.4.0", nvidia_smi_host=True),
         started=t0 - 300,
