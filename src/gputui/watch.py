@@ -28,6 +28,7 @@ from gputui.errors import GputuiError
 from gputui.history import HistoryWriter
 from gputui.model import ConnectionState
 from gputui.recorder import RunRecorder
+from gputui.remote.container import ProxmoxLXC
 
 RETRY_START_S = 5.0
 RETRY_MAX_S = 60.0
@@ -47,7 +48,8 @@ def target_settings(spec: str, base: Any) -> Any:
     ct = int(m.group("ct")) if m.group("ct") else None
     if ct is not None and ct < 1:
         raise GputuiError(
-            f"watch target {spec!r}: CT {ct} is invalid", "use the id from `pct list`"
+            f"watch target {spec!r}: CT {ct} is invalid",
+            f"use the id from {ProxmoxLXC.HOW_TO_LIST}",
         )
     return dataclasses.replace(
         base,
@@ -101,12 +103,10 @@ class Watch:
 
     def _build(self, settings: Any) -> Watched:
         from gputui.actions.plan import audit_path
-        from gputui.doctor import make_transport
         from gputui.monitor import Monitor
-        from gputui.remote.target import Target
+        from gputui.remote.target import make_target
 
-        transport = make_transport(settings)
-        monitor = Monitor(Target(transport, getattr(settings, "ct", None)), settings)
+        monitor = Monitor(make_target(settings), settings)
         gate = AlertGate(
             monitor.target.label,
             quiet_s=float(getattr(settings, "alert_quiet_period", 600.0)),
@@ -128,7 +128,7 @@ class Watch:
                     name, snap, findings, time.time()
                 )
             )
-        return Watched(settings, transport, monitor, recorder)
+        return Watched(settings, monitor.target.transport, monitor, recorder)
 
     def _print_alert(self, alert: Alert) -> None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(alert.time))
