@@ -44,7 +44,12 @@ NOW = 1_700_000_000.0
 LOG = "/workspace/train.log"
 UUID = "GPU-aaaa"
 FULL_TOOLS = Tools(
-    tmux="3.3a", python3="3.11", py_spy="0.4.0", nvidia_smi_host=True, nvidia_smi_ct=False
+    tmux="3.3a",
+    python3="3.11",
+    py_spy="0.4.0",
+    nvidia_smi_host=True,
+    nvidia_smi_ct=False,
+    probed=True,
 )
 Curve = Callable[[float], float | None]  # seconds before NOW -> value
 
@@ -90,8 +95,10 @@ def run(
     extra_procs: tuple[Proc, ...] = (),
     write_files: tuple[str, ...] = (),  # files the python process has open for writing
     run_found_by: str = "session",
+    gpu_util: tuple[float | Curve | None, ...] | None = None,  # per GPU, overrides util
 ) -> Snapshot:
     util_c = util if callable(util) else const(util)
+    per_gpu = [u if callable(u) else const(u) for u in (gpu_util or ())]
     mem_c = mem if callable(mem) else const(mem)
     g = GpuState(source="nvidia-smi (host)")
     for age in range(hist_s, -1, -1):
@@ -104,7 +111,7 @@ def run(
                     uuid=f"{UUID}{i}",
                     mem_used_mib=mem_c(age),
                     mem_total_mib=143_771.0,
-                    util_pct=util_c(age),
+                    util_pct=(per_gpu[i] if i < len(per_gpu) else util_c)(age),
                 )
             )
     g.processes = gpu_procs if gpu_procs is not None else []
@@ -231,11 +238,22 @@ def rising(start: float, per_s: float) -> Curve:
 CASES = [
     # ---------------------------------------------------------------- healthy
     Case("healthy run: no finding", {}, None),
-    Case("healthy buffered run with lines flowing (stderr/tqdm)", {"buffered": True}, None),
+    # a block-buffered stdout into the watched log is never "nothing wrong"
     Case(
-        "buffered, silent, but within the threshold",
-        {"buffered": True, "silent": 100.0, "steps": False},
-        None,
+        "buffered run with lines flowing (stderr/tqdm): still a warning with its fix",
+        {"buffered": True},
+        "buffered_output",
+        Severity.WARNING,
+        title_has=("block-buffered", "reach the log late"),
+        action="relaunch",
+    ),
+    Case(
+        "buffered, silent, but within the threshold: warning, not silent yet",
+        {"buffered": True, "silent": 60.0, "steps": False},
+        "buffered_output",
+        Severity.WARNING,
+        evidence_has=("last line 60 s ago (stale after 2 min)",),
+        absent=("busy_but_silent",),
     ),
     # ------------------------------------------------------- buffered_output
     # a fast buffered run: 8 KiB (~200 lines) every ~27 s, never silent for
@@ -283,10 +301,12 @@ CASES = [
         title_has=("the file /workspace/train.log",),
     ),
     Case(
-        "unbuffered run silent with GPUs busy: not called buffered",
+        "unbuffered run silent with GPUs busy: stalled, not called buffered",
         {"buffered": False, "silent": 600.0, "steps": False},
-        None,
-        absent=("busy_but_silent",),
+        "progress_stalled",
+        Severity.WARNING,
+        title_has=("stalled: no new line for 10 min", "GPU 0 stay busy"),
+        absent=("busy_but_silent", "buffered_output"),
     ),
     Case(
         "environ unreadable: buffering unknown, no claim",
@@ -308,7 +328,9 @@ CASES = [
             "step_interval": 300.0,
             "last_step_ago": 240.0,
         },
-        None,
+        "buffered_output",
+        Severity.WARNING,
+        absent=("busy_but_silent",),
     ),
     # ---------------------------------------------------------- held_but_idle
     Case(
@@ -373,7 +395,7 @@ CASES = [
         title_has=("loading (12.7 GiB so far)",),
     ),
     Case(
-        "buffered run still loading: not alarmed",
+        "buffered run still loading: loading noted, buffering still a warning",
         {
             "util": 2.0,
             "mem": rising(1000, 100),
@@ -382,9 +404,10 @@ CASES = [
             "silent": 290.0,
             "buffered": True,
         },
-        "loading",
-        Severity.INFO,
+        "buffered_output",
+        Severity.WARNING,
         absent=("busy_but_silent", "held_but_idle"),
+        extra={"also": "loading"},
     ),
     Case(
         "memory rising in an old process with util high: training, not loading",
@@ -490,7 +513,9 @@ CASES = [
     Case(
         "buffered, old log from an earlier run, process started 60 s ago: not yet silent",
         {"buffered": True, "silent": 7200.0, "started_ago": 60.0, "steps": False},
-        None,
+        "buffered_output",
+        Severity.WARNING,
+        absent=("busy_but_silent",),
     ),
     # ---------------------------------------------------------- log_missing/drift
     Case(
@@ -695,14 +720,17 @@ CASES = [
     # ---------------------------------------------------------------- tools
     Case(
         "py-spy missing: info with the install command",
-        {"tools": Tools(tmux="3.3a", python3="3.11", nvidia_smi_host=True)},
+        {"tools": Tools(tmux="3.3a", python3="3.11", nvidia_smi_host=True, probed=True)},
         "tools_missing",
         Severity.INFO,
         extra={"fix_has": "pct exec 200 -- pip install py-spy"},
     ),
     Case(
         "tmux missing: warning",
-        {"tools": Tools(python3="3.11", py_spy="0.4", nvidia_smi_host=True), "session": "none"},
+        {
+            "tools": Tools(python3="3.11", py_spy="0.4", nvidia_smi_host=True, probed=True),
+            "session": "none",
+        },
         "tools_missing",
         Severity.WARNING,
         extra={"fix_has": "apt-get install -y tmux"},
@@ -816,7 +844,7 @@ def test_sorted_by_severity_then_specificity() -> None:
         session="dead",
         dead_status=1,
         pane_tail=IMPORT_TB,
-        tools=Tools(tmux="3.3a", python3="3", nvidia_smi_host=True),
+        tools=Tools(tmux="3.3a", python3="3", nvidia_smi_host=True, probed=True),
         events=(GpuEvent(NOW - 5, "Xid 13"),),
     )
     sev = [f.severity for f in diagnose(snap, NOW)]
@@ -1015,3 +1043,210 @@ def test_diagnose_survives_missing_parts() -> None:
     snap.procs = None  # type: ignore[assignment]
     snap.sessions = None  # type: ignore[assignment]
     assert diagnose(snap, NOW) == []
+
+
+# ------------------------------------------------- escalation: each threshold's edges
+
+
+def idle_last(seconds: float, busy: float = 96.0) -> Curve:
+    """util 0 for the last `seconds` (readings once a second), busy before."""
+    return lambda age: 0.0 if age <= seconds else busy
+
+
+@dataclass
+class Edge:
+    name: str
+    snap: dict[str, Any]
+    kind: str | None  # the first non-INFO finding's kind (None: nothing serious)
+    severity: Severity | None = None
+    title_has: tuple[str, ...] = ()
+    stale_after: float | None = 10.0
+    th: dict[str, float] = field(default_factory=dict)
+
+
+def fast(no_step: float, idle: float, **more: Any) -> dict[str, Any]:
+    """A run stepping every 0.5 s that stopped `no_step` s ago; GPUs idle `idle` s."""
+    return {
+        "step_interval": 0.5,
+        "line_gaps": (0.5,) * 20,
+        "last_step_ago": no_step,
+        "silent": no_step,
+        "util": idle_last(idle),
+        "cpu": 0.0,
+        **more,
+    }
+
+
+EDGES = [
+    # the step is overdue at max(k × median, stale threshold) = max(10 × 0.5, 10) = 10 s
+    Edge("no step for 9 s, GPUs idle 9 s: not yet overdue", fast(9.0, 9), None),
+    Edge(
+        "no step for 10 s, GPUs idle 9 s: stalled, a warning at once",
+        fast(10.0, 9),
+        "held_but_idle",
+        Severity.WARNING,
+        ("stalled: no step for 10 s, median 0.5 s; GPUs idle 9 s",),
+    ),
+    # the GPUs have "gone idle" after gpu_idle_after_s (5 s)
+    Edge(
+        "no step for 12 s, GPUs idle 4 s: not gone idle yet, so no hang word",
+        fast(12.0, 4),
+        "progress_stalled",
+        Severity.WARNING,
+        ("stalled: no step for 12 s, median 0.5 s",),
+    ),
+    Edge(
+        "no step for 12 s, GPUs idle 5 s: stalled",
+        fast(12.0, 5),
+        "held_but_idle",
+        Severity.WARNING,
+        ("GPUs idle 5 s",),
+    ),
+    # the hang window (hang_after_s, 60 s) promotes it to an error
+    Edge(
+        "GPUs idle 59 s: still a warning",
+        fast(61.0, 59),
+        "held_but_idle",
+        Severity.WARNING,
+        ("stalled",),
+    ),
+    Edge(
+        "GPUs idle 60 s: probably hung",
+        fast(61.0, 60),
+        "held_but_idle",
+        Severity.ERROR,
+        ("probably hung", "idle 60 s", "no new step for 61 s"),
+    ),
+    Edge(
+        "hang_after_s = 30 from the config: an error at 30 s",
+        fast(31.0, 30),
+        "held_but_idle",
+        Severity.ERROR,
+        ("probably hung",),
+        th={"hang_after_s": 30.0},
+    ),
+    Edge(
+        "gpu_idle_after_s = 10 from the config: 9 s idle is not idle yet",
+        fast(12.0, 9),
+        "progress_stalled",
+        th={"gpu_idle_after_s": 10.0},
+    ),
+    # k × median wins over a shorter stale threshold: median 2 s → overdue after 20 s
+    Edge(
+        "median 2 s, no step for 19 s: not overdue (k × median = 20 s)",
+        {**fast(19.0, 19), "step_interval": 2.0},
+        None,
+    ),
+    Edge(
+        "median 2 s, no step for 20 s: stalled",
+        {**fast(20.0, 20), "step_interval": 2.0},
+        "held_but_idle",
+        Severity.WARNING,
+        ("no step for 20 s, median 2 s",),
+    ),
+    Edge(
+        "step_overdue_factor = 5 from the config: overdue after max(5 × 2, 10) = 10 s",
+        {**fast(10.0, 10), "step_interval": 2.0},
+        "held_but_idle",
+        Severity.WARNING,
+        th={"step_overdue_factor": 5.0},
+    ),
+    # the stale threshold is the floor: adaptive (2 min) when not configured
+    Edge(
+        "adaptive threshold 2 min: 60 s without a step is not overdue",
+        fast(60.0, 59),
+        None,
+        None,
+        (),
+        None,
+    ),
+    # one rank stuck, the others spinning in NCCL: GPU 2 idle, 0/1/3 busy
+    Edge(
+        "4 ranks, GPU 2 idle 11 s: stalled, names the stuck rank",
+        {**fast(12.0, 0), "gpus": 4, "gpu_util": (96.0, 96.0, idle_last(11), 96.0)},
+        "held_but_idle",
+        Severity.WARNING,
+        ("GPU 2 idle 11 s while GPUs 0, 1, 3 stay busy", "NCCL"),
+    ),
+    Edge(
+        "4 ranks, GPU 2 idle 61 s: probably hung",
+        {**fast(62.0, 0), "gpus": 4, "gpu_util": (96.0, 96.0, idle_last(61), 96.0)},
+        "held_but_idle",
+        Severity.ERROR,
+        ("probably hung: GPU 2 idle 61 s while GPUs 0, 1, 3 spin",),
+    ),
+    # pauses: loading holds everything back; a checkpoint names itself
+    Edge(
+        "loading: memory rising, no step yet, 30 s silent: no warning",
+        {
+            "util": 0.0,
+            "mem": rising(1000, 100),
+            "started_ago": 40.0,
+            "steps": False,
+            "silent": 30.0,
+        },
+        None,
+    ),
+    Edge(
+        "checkpoint pause shorter than the threshold: no warning",
+        {**fast(40.0, 40), "cpu": 100.0, "state": "D"},
+        None,
+        stale_after=60.0,
+    ),
+    Edge(
+        "checkpoint pause past the threshold: a warning that says checkpoint",
+        {**fast(70.0, 70), "cpu": 100.0, "state": "D"},
+        "held_but_idle",
+        Severity.WARNING,
+        ("saving a checkpoint",),
+        stale_after=60.0,
+    ),
+    Edge(
+        "eval pause (GPUs busy, no step) shorter than the threshold: no warning",
+        {**fast(40.0, 0), "silent": 40.0},
+        None,
+        stale_after=60.0,
+    ),
+]
+
+
+@pytest.mark.parametrize("edge", EDGES, ids=[e.name for e in EDGES])
+def test_escalation_edges(edge: Edge) -> None:
+    from gputui.diagnose import Thresholds
+
+    th = Thresholds(**edge.th)
+    findings = diagnose(run(**edge.snap), NOW, stale_after=edge.stale_after, thresholds=th)
+    serious = [f for f in findings if f.severity != Severity.INFO]
+    if edge.kind is None:
+        assert serious == [], [f.title for f in serious]
+        return
+    assert serious, [f.title for f in findings]
+    f = serious[0]
+    assert f.kind == edge.kind, [x.title for x in findings]
+    if edge.severity is not None:
+        assert f.severity == edge.severity, f.title
+    for s in edge.title_has:
+        assert s in f.title, f.title
+    assert f.action == "dump"
+
+
+def test_probe_not_answered_is_not_missing() -> None:
+    """The start-up false word: the GPU feed knows nvidia-smi is on the host
+    before the CT's tools were probed; tmux, py-spy, python3 are unknown, not missing."""
+    early = Tools(nvidia_smi_host=True)
+    assert [f for f in diagnose(run(tools=early), NOW) if f.kind == "tools_missing"] == []
+    nothing = Tools(nvidia_smi_host=False)  # no nvidia-smi on the host; the CT not asked yet
+    assert [f for f in diagnose(run(tools=nothing), NOW) if f.kind == "tools_missing"] == []
+    answered = Tools(nvidia_smi_host=True, tmux="3.3a", python3="3.11", probed=True)
+    missing = [f for f in diagnose(run(tools=answered), NOW) if f.kind == "tools_missing"]
+    assert missing and missing[0].title == "missing in CT 200: py-spy"
+
+
+def test_thresholds_default_to_the_documented_constants() -> None:
+    from gputui import diagnose as d
+
+    th = d.Thresholds()
+    assert th.hang_after_s == d.IDLE_FOR_S == 60.0
+    assert th.step_overdue_factor == d.STALL_FACTOR == 10.0
+    assert th.gpu_idle_after_s == d.IDLE_AFTER_S == 5.0
+    assert th.stale_floor_s == STALE_FLOOR_S

@@ -8,6 +8,7 @@ the key: a TOML syntax error, an unknown key, a value of the wrong type.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import stat
@@ -22,6 +23,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from gputui.collect.metrics import compile_user_regex
+from gputui.diagnose import PERCENT_THRESHOLDS, Thresholds
 from gputui.errors import ConfigError
 from gputui.remote.container import ProxmoxLXC
 
@@ -81,6 +83,7 @@ class Settings:
     alert_quiet_period: float = 600.0
     alert_connection_down_after: float = 60.0
     alert_terminal: bool = True
+    diagnosis: Thresholds = field(default_factory=Thresholds)  # [diagnosis]
 
 
 # (section, key) -> (Settings attribute, accepted types, description of the type)
@@ -122,6 +125,7 @@ KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("alerts", "quiet_period"): ("alert_quiet_period", _NUM),
     ("alerts", "connection_down_after"): ("alert_connection_down_after", _NUM),
     ("alerts", "terminal"): ("alert_terminal", _BOOL),
+    **{("diagnosis", f.name): (f"diagnosis.{f.name}", _NUM) for f in fields(Thresholds)},
 }
 SECTIONS = {s for s, _ in KEYS if s}
 
@@ -161,6 +165,8 @@ def _check_type(value: Any, types: tuple[type, ...]) -> bool:
 def _set(settings: Settings, attr: str, value: Any) -> None:
     if attr.startswith("run."):
         setattr(settings.run, attr[4:], value)
+    elif attr.startswith("diagnosis."):
+        settings.diagnosis = dataclasses.replace(settings.diagnosis, **{attr[10:]: value})
     else:
         setattr(settings, attr, value)
 
@@ -283,6 +289,15 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
             "must be >= 0 seconds",
             "e.g. 60",
         )
+    for f in fields(Thresholds):
+        v = getattr(s.diagnosis, f.name)
+        percent = f.name in PERCENT_THRESHOLDS
+        if v <= 0 or (percent and v > 100):
+            raise ConfigError(
+                f"{where('diagnosis', f.name, 'diagnosis.' + f.name)}: "
+                + ("must be a percentage above 0 and at most 100" if percent else "must be > 0"),
+                f"e.g. {getattr(Thresholds(), f.name):g} (the default; see config.example.toml)",
+            )
     for rx in s.metric_regexes:
         try:
             compile_user_regex(rx)  # the parser's own check, so the two never disagree

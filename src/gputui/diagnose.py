@@ -47,9 +47,10 @@ HELD_MIB = 1024.0  # a GPU "holds memory" above this (a bare CUDA context is ~50
 BUSY_UTIL_PCT = 50.0  # "busy": median utilization over BUSY_WINDOW_S at or above this
 BUSY_WINDOW_S = 30.0
 IDLE_UTIL_PCT = 5.0  # "idle": every utilization reading below this ...
-IDLE_FOR_S = 60.0  # ... for this long ...
+IDLE_AFTER_S = 5.0  # ... for this long: the GPU has "gone idle" (with a step overdue: stalled)
+IDLE_FOR_S = 60.0  # ... for this long, a step overdue: probably hung (the hang window)
 IDLE_SHORT_S = 5.0  # ... or, with only a short history (doctor), this long with ≥ 3
-IDLE_SHORT_SAMPLES = 3  # readings, when nothing has progressed for IDLE_FOR_S
+IDLE_SHORT_SAMPLES = 3  # readings, when nothing has progressed for the hang window
 CPU_BUSY_PCT = 80.0  # an idle-GPU process this busy on CPU may be saving/preprocessing
 GPU_FRESH_S = 60.0  # GPU readings older than this are ignored
 LOADING_RISE_MIB = 256.0  # memory rose at least this much ...
@@ -59,11 +60,38 @@ LOADING_MAX_AGE_S = 900.0  # ... and the process is younger than this (or age un
 STALE_FLOOR_S = 120.0  # stale threshold: at least this ...
 STALE_FACTOR = 10.0  # ... or this × the run's median line gap / step interval ...
 STALE_CAP_S = 1800.0  # ... capped here
-STALL_FACTOR = 10.0  # progress stalled: no new step for this × median step interval ...
-STALL_FLOOR_S = 60.0  # ... and at least this long
+STALL_FACTOR = (
+    10.0  # a step is overdue after this × the median step interval (and the stale threshold)
+)
+STALL_FLOOR_S = 60.0  # log still moving but the step not: stalled after at least this long
 MTIME_SLACK_S = 2.0  # a source file modified this long after process start is "newer"
 RECENT_EVENT_S = 600.0  # Xid/ECC events in the last 10 minutes are reported
 TAIL_LINES = 5  # last lines quoted as evidence
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The numbers the rules judge by. `[diagnosis]` in the config sets any
+    of them (same names); config.example.toml documents each default."""
+
+    step_overdue_factor: float = STALL_FACTOR
+    gpu_idle_after_s: float = IDLE_AFTER_S
+    hang_after_s: float = IDLE_FOR_S
+    idle_util_pct: float = IDLE_UTIL_PCT
+    busy_util_pct: float = BUSY_UTIL_PCT
+    held_mib: float = HELD_MIB
+    stale_floor_s: float = STALE_FLOOR_S
+    stale_factor: float = STALE_FACTOR
+    stale_cap_s: float = STALE_CAP_S
+    stalled_floor_s: float = STALL_FLOOR_S
+    loading_rise_mib: float = LOADING_RISE_MIB
+    loading_window_s: float = LOADING_WINDOW_S
+    cpu_busy_pct: float = CPU_BUSY_PCT
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+# which Thresholds are percentages (0-100); every other one must be > 0
+PERCENT_THRESHOLDS = frozenset({"idle_util_pct", "busy_util_pct", "cpu_busy_pct"})
 
 # Order within one severity: the more specific cause first.
 SPECIFICITY: tuple[str, ...] = (
@@ -107,13 +135,15 @@ _ERROR_LINE = re.compile(
 # ---------------------------------------------------------------- public API
 
 
-def stale_threshold(snap: Snapshot, configured: float | None = None) -> float:
+def stale_threshold(
+    snap: Snapshot, configured: float | None = None, th: Thresholds = DEFAULT_THRESHOLDS
+) -> float:
     """Seconds of log silence that count as "silent".
 
     A configured value (--stale-after / config) wins. Otherwise it adapts to
-    the run's own cadence: max(STALE_FLOOR_S, STALE_FACTOR × the larger of the
+    the run's own cadence: max(stale_floor_s, stale_factor × the larger of the
     median gap between log lines and the median step interval), capped at
-    STALE_CAP_S. Lines arriving in one burst (a buffer flush) count as gaps of
+    stale_cap_s. Lines arriving in one burst (a buffer flush) count as gaps of
     0, so buffering does not stretch the threshold.
     """
     if configured is not None and configured > 0:
@@ -127,13 +157,19 @@ def stale_threshold(snap: Snapshot, configured: float | None = None) -> float:
     step_median = metrics.median_step_interval if metrics is not None else None
     if step_median is not None:
         cadence = max(cadence, step_median)
-    return min(STALE_CAP_S, max(STALE_FLOOR_S, STALE_FACTOR * cadence))
+    return min(th.stale_cap_s, max(th.stale_floor_s, th.stale_factor * cadence))
 
 
-def diagnose(snap: Snapshot, now: float, stale_after: float | None = None) -> list[Finding]:
+def diagnose(
+    snap: Snapshot,
+    now: float,
+    stale_after: float | None = None,
+    thresholds: Thresholds | None = None,
+) -> list[Finding]:
     """Everything wrong with the run in `snap` at time `now`, most severe and
     most specific first. INFO findings are notes (loading, finished, tools)."""
-    ctx = Context(snap, now, stale_threshold(snap, stale_after))
+    th = thresholds if isinstance(thresholds, Thresholds) else DEFAULT_THRESHOLDS
+    ctx = Context(snap, now, stale_threshold(snap, stale_after, th), th)
     findings: list[Finding] = []
     for rule in RULES:
         if ctx.connection_down and rule is not rule_connection:
@@ -189,6 +225,13 @@ def dur(seconds: float) -> str:
         return f"{s / 60:.0f} min"
     h, m = divmod(round(s / 60), 60)
     return f"{h} h {m} min" if m else f"{h} h"
+
+
+def secs(seconds: float) -> str:
+    """0.5 s, 12 s, 4 min: a step time, finer than `dur` below 10 s."""
+    if seconds < 10:
+        return f"{seconds:.2g} s" if seconds < 1 else f"{seconds:.1f} s".replace(".0 s", " s")
+    return dur(seconds)
 
 
 def gib(mib: float | None) -> str:
@@ -264,14 +307,16 @@ def _quote_tail(lines: list[str]) -> list[str]:
 class GpuView:
     sample: GpuSample
     recent_util: list[float]  # known readings within BUSY_WINDOW_S
-    idle_for: float | None  # how long every reading has been < IDLE_UTIL_PCT (None: not idle)
+    idle_for: float | None  # how long every reading has been < idle_util_pct (None: not idle)
     idle_samples: int
     idle_whole_history: bool
-    mem_rise_mib: float  # rise of used memory within LOADING_WINDOW_S
+    mem_rise_mib: float  # rise of used memory within the loading window
+    th: Thresholds = DEFAULT_THRESHOLDS
 
     @property
     def held(self) -> bool:
-        return self.sample.mem_used_mib is not None and self.sample.mem_used_mib >= HELD_MIB
+        m = self.sample.mem_used_mib
+        return m is not None and m >= self.th.held_mib
 
     @property
     def util_median(self) -> float | None:
@@ -282,7 +327,16 @@ class GpuView:
     @property
     def busy(self) -> bool:
         m = self.util_median
-        return m is not None and m >= BUSY_UTIL_PCT
+        return m is not None and m >= self.th.busy_util_pct
+
+    @property
+    def gone_idle(self) -> bool:
+        """Every reading below the idle line for gpu_idle_after_s (two readings at least)."""
+        return (
+            self.idle_for is not None
+            and self.idle_for >= self.th.gpu_idle_after_s
+            and self.idle_samples >= 2
+        )
 
     def line(self) -> str:
         s = self.sample
@@ -294,10 +348,13 @@ class GpuView:
 class Context:
     """What the rules share, computed once per diagnosis."""
 
-    def __init__(self, snap: Snapshot, now: float, threshold: float) -> None:
+    def __init__(
+        self, snap: Snapshot, now: float, threshold: float, th: Thresholds = DEFAULT_THRESHOLDS
+    ) -> None:
         self.snap = snap
         self.now = now
         self.threshold = threshold
+        self.th = th
         self.gpus: GpuState = snap.gpus if isinstance(snap.gpus, GpuState) else GpuState()
         self.log: LogState = snap.log if isinstance(snap.log, LogState) else LogState()
         self.metrics: Metrics = snap.metrics if isinstance(snap.metrics, Metrics) else Metrics()
@@ -392,6 +449,40 @@ class Context:
     def log_silent(self) -> bool:
         return self.log_silent_s is not None and self.log_silent_s > self.threshold
 
+    def no_step_for(self) -> float | None:
+        """Seconds since the step counter last advanced, counted at most from
+        the process start; with no step seen, since the last line."""
+        last = self.metrics.last_step_time
+        if last is None:
+            return self.no_progress_for()
+        gap = max(0.0, self.now - last)
+        age = self.proc_age()
+        return min(gap, age) if age is not None else gap
+
+    @cached_property
+    def cadence(self) -> tuple[float, str] | None:
+        """(seconds, "step" | "line"): the run's usual gap between steps, else
+        between log lines; None when neither is known yet."""
+        med = self.metrics.median_step_interval
+        if med is not None:
+            return med, "step"
+        gaps = [g for g in (self.log.line_gaps or []) if g > 0]
+        if len(gaps) >= 3:
+            return statistics.median(gaps), "line"
+        return None
+
+    @property
+    def overdue_after(self) -> float:
+        """A step is overdue after k × the median step interval, and never
+        before the stale threshold."""
+        c = self.cadence
+        return max(self.threshold, self.th.step_overdue_factor * (c[0] if c else 0.0))
+
+    @property
+    def step_overdue(self) -> bool:
+        gap = self.no_step_for()
+        return gap is not None and gap >= self.overdue_after
+
     def no_progress_for(self) -> float | None:
         """Seconds since the run last showed progress (a step, else a line)."""
         ts = [t for t in (self.metrics.last_step_time, self.log.last_line_time) if t is not None]
@@ -435,7 +526,7 @@ class Context:
         streak_start = None
         n = 0
         for t, v in reversed(pts):
-            if v is None or v >= IDLE_UTIL_PCT:
+            if v is None or v >= self.th.idle_util_pct:
                 break
             streak_start = t
             n += 1
@@ -444,10 +535,12 @@ class Context:
         mem_ring = (self.gpus.mem_history or {}).get(idx)
         rise = 0.0
         if mem_ring is not None:
-            window = [v for t, v in mem_ring.since(self.now - LOADING_WINDOW_S) if v is not None]
+            window = [
+                v for t, v in mem_ring.since(self.now - self.th.loading_window_s) if v is not None
+            ]
             if len(window) >= 2:
                 rise = window[-1] - min(window)
-        return GpuView(s, recent, idle_for, n, whole, rise)
+        return GpuView(s, recent, idle_for, n, whole, rise, self.th)
 
     @property
     def held(self) -> list[GpuView]:
@@ -476,45 +569,54 @@ class Context:
         young = age is None or age < LOADING_MAX_AGE_S
         if not young:
             return False
-        rising = sum(g.mem_rise_mib for g in self.gpu_views) >= LOADING_RISE_MIB
+        rising = sum(g.mem_rise_mib for g in self.gpu_views) >= self.th.loading_rise_mib
         p = self.proc
         cpu_prep = (
             age is not None
             and self.metrics.last_step is None
             and p is not None
             and p.cpu_pct is not None
-            and p.cpu_pct >= CPU_BUSY_PCT
+            and p.cpu_pct >= self.th.cpu_busy_pct
         )
         return rising or cpu_prep
 
     @cached_property
+    def idle_held(self) -> list[GpuView]:
+        """GPUs of the run that hold memory and have gone idle."""
+        return [g for g in self.held if g.gone_idle]
+
+    @cached_property
+    def stalled(self) -> bool:
+        """The escalation's first step: a step is overdue (k × median, at
+        least the stale threshold) and a GPU holding memory has gone idle."""
+        if not self.proc_alive or self.loading or not self.idle_held:
+            return False
+        return self.step_overdue
+
+    @cached_property
     def hung(self) -> bool:
-        """GPU memory held, every GPU holding it idle for a while, no progress."""
-        if not self.proc_alive or self.loading:
+        """The second step: the idle GPUs have stayed idle for the hang window
+        (or, in a doctor's short watch, for all of it, with no step for the
+        hang window), and no step for the hang window or the overdue time,
+        whichever is shorter."""
+        if not self.proc_alive or self.loading or not self.idle_held:
             return False
-        held = self.held
-        if not held:
+        no_step = self.no_step_for()
+        hang = self.th.hang_after_s
+        quiet = min(hang, self.overdue_after)
+        if no_step is None or no_step < quiet:
             return False
-        no_progress = self.no_progress_for()
-        # a configured stale threshold below IDLE_FOR_S (a one-shot doctor with
-        # --stale-after 3) shortens the "nothing progressed" wait too
-        quiet = min(IDLE_FOR_S, self.threshold)
-        for g in held:
-            if g.idle_for is None:
-                return False
-            long_idle = g.idle_for >= IDLE_FOR_S
+        for g in self.idle_held:
+            idle = g.idle_for or 0.0
             short_but_all = (
                 g.idle_whole_history
-                and g.idle_for >= IDLE_SHORT_S
+                and idle >= IDLE_SHORT_S
                 and g.idle_samples >= IDLE_SHORT_SAMPLES
-                and no_progress is not None
-                and no_progress >= quiet
+                and no_step >= hang
             )
-            if not (long_idle or short_but_all):
+            if not (idle >= hang or short_but_all):
                 return False
-        # steps still advancing means not hung
-        last = self.metrics.last_step_time
-        return last is None or self.now - last >= quiet
+        return True
 
     @cached_property
     def log_written_by_run(self) -> bool:
@@ -801,7 +903,7 @@ def rule_loading(ctx: Context) -> Finding | None:
     age = ctx.proc_age()
     ev = [g.line() for g in ctx.gpu_views]
     if rise:
-        ev.append(f"GPU memory rose {gib(rise)} in the last {dur(LOADING_WINDOW_S)}")
+        ev.append(f"GPU memory rose {gib(rise)} in the last {dur(ctx.th.loading_window_s)}")
     if p is not None:
         started = f", started {dur(age)} ago" if age is not None else ""
         cpu = f", CPU {p.cpu_pct:.0f} %" if p.cpu_pct is not None else ""
@@ -818,18 +920,50 @@ def rule_loading(ctx: Context) -> Finding | None:
     )
 
 
+def _gpu_list(views: list[GpuView]) -> str:
+    idx = [str(g.sample.index) for g in views]
+    return ("GPU " if len(idx) == 1 else "GPUs ") + ", ".join(idx)
+
+
+def _no_step_words(ctx: Context) -> str:
+    """'no step for 12 s, median 0.5 s' / 'no new line for 12 s, usually every 2 s'."""
+    gap = ctx.no_step_for() or 0.0
+    c = ctx.cadence
+    steps = ctx.metrics.last_step_time is not None
+    what = f"no step for {dur(gap)}" if steps else f"no new line for {dur(gap)}"
+    if c is None:
+        return f"{what} (stale after {dur(ctx.threshold)})"
+    return (
+        f"{what}, median {secs(c[0])}" if c[1] == "step" else f"{what}, usually every {secs(c[0])}"
+    )
+
+
 def rule_held_but_idle(ctx: Context) -> Finding | None:
-    if not ctx.ct_usable or not ctx.hung:
+    """Escalation for a hang: WARNING "stalled" as soon as a step is overdue
+    and a GPU holding memory has gone idle; ERROR "probably hung" once the
+    idle GPUs stay idle for the hang window."""
+    if not ctx.ct_usable or not (ctx.stalled or ctx.hung):
         return None
     p = ctx.proc
     assert p is not None
-    idle = min(g.idle_for or 0.0 for g in ctx.held)
-    ev = [f"{g.line()}, below {IDLE_UTIL_PCT:.0f} % for {dur(g.idle_for or 0)}" for g in ctx.held]
+    th = ctx.th
+    idle_views = ctx.idle_held
+    busy_views = [g for g in ctx.held if not g.gone_idle]
+    idle = min(g.idle_for or 0.0 for g in idle_views)
+    ev = [
+        f"{g.line()}, below {th.idle_util_pct:.0f} % for {dur(g.idle_for or 0)}" for g in idle_views
+    ]
+    ev += [f"{g.line()}, still busy" for g in busy_views]
     m = ctx.metrics
     if m.last_step_time is not None:
         ev.append(f"last step {m.last_step} arrived {dur(ctx.now - m.last_step_time)} ago")
     else:
         ev.append("no step seen in the log")
+    ev.append(
+        f"a step is overdue after {dur(ctx.overdue_after)} ({th.step_overdue_factor:g} × the "
+        f"median step time, at least the stale threshold {dur(ctx.threshold)}); "
+        f"probably hung after {dur(th.hang_after_s)} idle"
+    )
     state = f"state {p.state}" if p.state else "state unknown"
     cpu = f", CPU {p.cpu_pct:.0f} %" if p.cpu_pct is not None else ""
     ev.append(f"PID {p.pid} ({_short(p.command, 60)}): {state}{cpu}")
@@ -838,33 +972,50 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
             "its stdout is block-buffered too, but buffering does not make GPUs idle: "
             "this run is stuck, and relaunching unbuffered would not fix it"
         )
-    cpu_busy = (p.cpu_pct is not None and p.cpu_pct >= CPU_BUSY_PCT) or p.state == "D"
+    cpu_busy = (p.cpu_pct is not None and p.cpu_pct >= th.cpu_busy_pct) or p.state == "D"
     age = ctx.proc_age()
     starting = m.last_step is None and age is not None and age < LOADING_MAX_AGE_S
-    if cpu_busy or starting:
-        why = (
-            f"PID {p.pid} is busy on CPU or disk — saving a checkpoint or preprocessing?"
-            if cpu_busy
-            else f"no step yet, {dur(age or 0)} after start — still starting up?"
-        )
+    one_rank = (
+        f"{_gpu_list(idle_views)} idle {dur(idle)} while {_gpu_list(busy_views)} stay busy "
+        "— one rank stuck, the others waiting for it in a collective (NCCL)?"
+        if busy_views
+        else f"GPUs idle {dur(idle)}"
+    )
+    if not ctx.hung or cpu_busy or starting:
+        why = ""
+        if cpu_busy:
+            why = f" — PID {p.pid} is busy on CPU or disk: saving a checkpoint or preprocessing?"
+        elif starting:
+            why = f" — no step yet, {dur(age or 0)} after start: still starting up?"
         return Finding(
             kind="held_but_idle",
             severity=Severity.WARNING,
-            title=f"GPUs idle {dur(idle)} with {gib(ctx.held_mib)} held, but {why} If it lasts, it is stuck",
+            title=f"stalled: {_no_step_words(ctx)}; {one_rank}{why}",
             evidence=ev,
             action="dump",
             action_label="[d] py-spy dump",
         )
-    idle_words = dur(idle) if idle >= IDLE_FOR_S else f"for all {dur(idle)} sampled"
+    idle_words = dur(idle) if idle >= th.hang_after_s else f"for all {dur(idle)} sampled"
     step_words = (
         f"no new step for {dur(ctx.now - m.last_step_time)}"
         if m.last_step_time is not None
         else "no step seen"
     )
+    if busy_views:
+        title = (
+            f"probably hung: {_gpu_list(idle_views)} idle {idle_words} while "
+            f"{_gpu_list(busy_views)} spin, {step_words} — one rank is stuck and the "
+            "others wait for it in a collective (NCCL)"
+        )
+    else:
+        title = (
+            f"probably hung: GPUs hold {gib(ctx.held_mib)} but have been idle "
+            f"{idle_words}, {step_words}"
+        )
     return Finding(
         kind="held_but_idle",
         severity=Severity.ERROR,
-        title=f"probably hung: GPUs hold {gib(ctx.held_mib)} but have been idle {idle_words}, {step_words}",
+        title=title,
         evidence=ev,
         action="dump",
         action_label="[d] py-spy dump",
@@ -872,7 +1023,7 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
 
 
 def rule_busy_but_silent(ctx: Context) -> Finding | None:
-    if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung:
+    if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
         return None
     if ctx.block_buffered is not True or not ctx.log_silent or ctx.drift_files:
         return None
@@ -883,7 +1034,7 @@ def rule_busy_but_silent(ctx: Context) -> Finding | None:
     if active:
         what = "GPUs busy"
         ev = [g.line() for g in ctx.gpu_views]
-    elif not ctx.gpu_views and (p.state == "R" or (p.cpu_pct or 0) >= CPU_BUSY_PCT):
+    elif not ctx.gpu_views and (p.state == "R" or (p.cpu_pct or 0) >= ctx.th.cpu_busy_pct):
         what = "process busy"
         ev = [f"no GPU readings; PID {p.pid} is running (CPU {p.cpu_pct or 0:.0f} %)"]
     else:
@@ -932,11 +1083,16 @@ def log_bursts(gaps: list[float]) -> tuple[int, float] | None:
 
 
 def rule_buffered_output(ctx: Context) -> Finding | None:
-    """Block-buffered but not (yet) silent: the log gets lines, late and in
-    8 KiB bursts. A WARNING once the bursts are seen, INFO before."""
-    if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung:
+    """Block-buffered stdout into the watched log, not (yet) silent past the
+    threshold: the lines reach the log late, 8 KiB at a time. Always a
+    WARNING with its fix — a run whose log lags is never "nothing wrong" —
+    whether or not the bursts have been seen yet. A hang or a silent log
+    (held_but_idle, busy_but_silent) says it instead."""
+    if not ctx.ct_usable or not ctx.proc_alive or ctx.hung or ctx.stalled:
         return None
-    if ctx.block_buffered is not True or ctx.log_silent or ctx.drift_files:
+    if ctx.block_buffered is not True or ctx.drift_files:
+        return None
+    if rule_busy_but_silent(ctx) is not None:
         return None
     p = ctx.proc
     assert p is not None
@@ -946,29 +1102,31 @@ def rule_buffered_output(ctx: Context) -> Finding | None:
     ]
     bursts = log_bursts(list(getattr(ctx.log, "line_gaps", None) or []))
     if bursts is None:
-        return Finding(
-            kind="buffered_output",
-            severity=Severity.INFO,
-            title=f"stdout of PID {p.pid} is block-buffered: its lines reach the log late, 8 KiB at a time",
-            evidence=ev,
-            action="relaunch",
-            action_label="[r] relaunch unbuffered",
-            alt_action="flush",
-            alt_action_label="[f] flush live",
-            fix="add `-u` to the python command or `export PYTHONUNBUFFERED=1` in the start script",
+        silent = ctx.log_silent_s
+        if silent is not None:
+            ev.append(
+                f"log {ctx.log.path or '(none)'}: last line {dur(silent)} ago "
+                f"(stale after {dur(ctx.threshold)})"
+            )
+        title = (
+            f"stdout of PID {p.pid} is block-buffered: its lines reach the log late, "
+            "8 KiB at a time"
         )
-    per_burst, pause = bursts
-    ev.insert(
-        0,
-        f"log {ctx.log.path or '(none)'}: ~{per_burst} lines at once, then up to {dur(pause)} of silence",
-    )
+    else:
+        per_burst, pause = bursts
+        ev.insert(
+            0,
+            f"log {ctx.log.path or '(none)'}: ~{per_burst} lines at once, "
+            f"then up to {dur(pause)} of silence",
+        )
+        title = (
+            f"log lines arrive in bursts up to {dur(pause)} late: stdout of PID {p.pid} is "
+            f"{stdout_words(p)} with no -u and PYTHONUNBUFFERED unset"
+        )
     return Finding(
         kind="buffered_output",
         severity=Severity.WARNING,
-        title=(
-            f"log lines arrive in bursts up to {dur(pause)} late: stdout of PID {p.pid} is "
-            f"{stdout_words(p)} with no -u and PYTHONUNBUFFERED unset"
-        ),
+        title=title,
         evidence=ev,
         action="relaunch",
         action_label="[r] relaunch unbuffered",
@@ -1041,26 +1199,58 @@ def rule_log_drift(ctx: Context) -> Finding | None:
 
 
 def rule_progress_stalled(ctx: Context) -> Finding | None:
-    if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung:
+    """No step for too long while no GPU has gone idle (held_but_idle says
+    that): the log still moves but the step does not; or an unbuffered log is
+    silent past the threshold with a step overdue while the GPUs stay busy."""
+    if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
         return None
+    if ctx.block_buffered is not False and ctx.log_silent:
+        return None  # a buffered (or maybe buffered) silent log: busy_but_silent's call
+    if ctx.block_buffered:
+        return None  # steps arrive in bursts: buffered_output says it
     m = ctx.metrics
     med = m.median_step_interval
-    if m.last_step_time is None or med is None:
+    th = ctx.th
+    if not ctx.log_silent:
+        if m.last_step_time is None or med is None:
+            return None
+        limit = max(th.stalled_floor_s, th.step_overdue_factor * med)
+        stalled = ctx.now - m.last_step_time
+        if stalled < limit:
+            return None
+        if ctx.log_silent_s is None or ctx.log_silent_s + 1.0 >= stalled:
+            return None  # no line since the last step: the log does not "still move"
+        return Finding(
+            kind="progress_stalled",
+            severity=Severity.WARNING,
+            title=f"the log still moves, but step {m.last_step} has not advanced for {dur(stalled)}",
+            evidence=[
+                f"median step interval {med:.1f} s; stalled after {dur(limit)} "
+                f"({th.step_overdue_factor:g} × median, at least {dur(th.stalled_floor_s)})",
+                f"last log line {dur(ctx.log_silent_s or 0)} ago",
+                *[g.line() for g in ctx.gpu_views],
+            ],
+            action="dump",
+            action_label="[d] py-spy dump",
+        )
+    if not ctx.step_overdue:
         return None
-    if ctx.log_silent or ctx.block_buffered:
-        return None  # silence / buffering are other findings; steps arrive in bursts
-    limit = max(STALL_FLOOR_S, STALL_FACTOR * med)
-    stalled = ctx.now - m.last_step_time
-    if stalled < limit:
-        return None
+    # GPUs still working now (not even briefly idle): the ones worth naming
+    busy = [g for g in ctx.gpu_views if g.idle_for is None and (g.busy or g.held)]
+    where = (
+        f"; {_gpu_list(busy)} stay busy — a long evaluation, or ranks spinning in a collective?"
+        if busy
+        else ""
+    )
     return Finding(
         kind="progress_stalled",
         severity=Severity.WARNING,
-        title=f"the log still moves, but step {m.last_step} has not advanced for {dur(stalled)}",
+        title=f"stalled: {_no_step_words(ctx)}{where}",
         evidence=[
-            f"median step interval {med:.1f} s; stalled after {dur(limit)} "
-            f"({STALL_FACTOR:.0f} × median, at least {dur(STALL_FLOOR_S)})",
-            f"last log line {dur(ctx.log_silent_s or 0)} ago",
+            f"log {ctx.log.path or '(none)'}: no new line for {dur(ctx.log_silent_s or 0)} "
+            f"(stale after {dur(ctx.threshold)}); stdout is not buffered",
+            f"a step is overdue after {dur(ctx.overdue_after)} ({th.step_overdue_factor:g} × "
+            f"the median step time, at least the stale threshold)",
             *[g.line() for g in ctx.gpu_views],
         ],
         action="dump",
@@ -1191,18 +1381,20 @@ def rule_gpu_unreadable(ctx: Context) -> Finding | None:
 
 
 def _nvidia_smi_missing(ctx: Context) -> bool:
+    """Known missing on both sides: the host said so, and the CT's probe
+    answered without it (or there is no CT). Not yet known is not missing."""
     t = ctx.tools
-    return t.nvidia_smi_host is False and t.nvidia_smi_ct in (False, None)
+    if t.nvidia_smi_host is not False:
+        return False
+    if ctx.snap.ct is None:
+        return True
+    return t.probed and t.nvidia_smi_ct is False
 
 
 def rule_tools_missing(ctx: Context) -> Finding | None:
     t = ctx.tools
-    probed = any(
-        v is not None
-        for v in (t.tmux, t.python3, t.py_spy, t.nvidia_smi_host, t.nvidia_smi_ct, t.gdb)
-    )
-    if not probed or not ctx.ct_usable:
-        return None
+    if not t.probed or not ctx.ct_usable:
+        return None  # nothing is called missing before the probe has answered
     missing: list[str] = []
     fixes: list[str] = []
     severity = Severity.INFO

@@ -62,6 +62,7 @@ async def probe_tools(target: Target) -> Tools:
         nvidia_smi_host=host_tools.get("nvidia-smi") is not None,
         nvidia_smi_ct=(ct_tools.get("nvidia-smi") is not None) if target.ct is not None else None,
         gdb=ct_tools.get("gdb"),
+        probed=True,
     )
 
 

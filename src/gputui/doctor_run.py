@@ -177,7 +177,7 @@ async def inspect(
         correct_backlog_times(snap)
         now = time.time()
         snap.time = now
-        findings = rules.diagnose(snap, now, stale_after)
+        findings = rules.diagnose(snap, now, stale_after, getattr(settings, "diagnosis", None))
         # the report shows the link as it was during the watch, not "closed"
         seen = (snap.connection, snap.connection_error, snap.rtt_ms)
     finally:

@@ -387,6 +387,9 @@ class Tools:
     nvidia_smi_host: bool | None = None
     nvidia_smi_ct: bool | None = None
     gdb: str | None = None
+    # The CT's tools were probed (the agent's hello, doctor's probe): until
+    # then every None above means "not known yet", not "missing".
+    probed: bool = False
 
 
 @dataclass

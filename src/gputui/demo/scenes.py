@@ -128,7 +128,9 @@ def base(t0: float = T0) -> Snapshot:
         rtt_ms=12.0,
         container=ProxmoxLXC(200),
         ct_status=CtStatus.RUNNING,
-        tools=Tools(tmux="3.3a", python3="3.11.2", py_spy="0.4.0", nvidia_smi_host=True),
+        tools=Tools(
+            tmux="3.3a", python3="3.11.2", py_spy="0.4.0", nvidia_smi_host=True, probed=True
+        ),
         started=t0 - 300,
     )
 

@@ -245,6 +245,7 @@ class AgentClient:
             py_spy=t.get("py-spy"),
             gdb=t.get("gdb"),
             nvidia_smi_ct=bool(t.get("nvidia-smi")),
+            probed=True,
         )
 
     async def ping(self, timeout: float = 5.0) -> float:

@@ -45,12 +45,13 @@ DEFAULT_STALE_AFTER = 30.0
 LOG_WRITE_INTERVAL = 0.1  # s; each log write costs a screen update (~5-10 ms)
 
 
-def default_diagnose(stale_after: float | None) -> Diagnose:
+def default_diagnose(stale_after: float | None, thresholds: Any = None) -> Diagnose:
+    """The rules with the user's --stale-after and [diagnosis] thresholds."""
     try:
         from gputui.diagnose import diagnose
     except ImportError:  # the diagnosis module has not landed: no banner
         return lambda snap, now: []
-    return lambda snap, now: diagnose(snap, now, stale_after=stale_after)
+    return lambda snap, now: diagnose(snap, now, stale_after=stale_after, thresholds=thresholds)
 
 
 class GputuiApp(App[int]):
@@ -474,6 +475,10 @@ def run_app(settings: Any) -> int:
         read_only=bool(getattr(parts.settings, "read_only", False)),
         can_launch=parts.can_launch,
         stale_after=getattr(parts.settings, "stale_after", None),
+        diagnose=default_diagnose(
+            getattr(parts.settings, "stale_after", None),
+            getattr(parts.settings, "diagnosis", None),
+        ),
         on_exit=parts.on_exit,
         start=start,
     )
