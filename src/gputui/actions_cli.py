@@ -13,19 +13,12 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from gputui.actions import (
-    ActionPlan,
-    execute,
-    plan_dump,
-    plan_flush,
-    plan_kill,
-    plan_launch,
-    plan_relaunch,
-)
+from gputui.actions import ActionPlan, execute, plan
 from gputui.errors import GputuiError
 from gputui.remote.target import Target, make_target
+from gputui.verbs import CLI_VERBS
 
-COMMANDS = ("relaunch", "kill", "dump", "flush", "launch")
+COMMANDS = CLI_VERBS
 
 
 def _pids(args: argparse.Namespace) -> list[int] | None:
@@ -39,25 +32,19 @@ async def make_plan(
     command: str, target: Target, args: argparse.Namespace, settings: Any
 ) -> ActionPlan:
     session = getattr(args, "session", None) or getattr(settings, "session", None)
-    if command == "relaunch":
-        return await plan_relaunch(target, settings, session)
-    if command == "launch":
-        return await plan_launch(target, settings, session)
-    if command == "kill":
-        return await plan_kill(target, settings, session, force=bool(getattr(args, "force", False)))
-    if command == "dump":
-        return await plan_dump(
-            target,
-            settings,
-            session,
-            pids=_pids(args),
-            native=bool(getattr(args, "native", False)),
-            locals_=bool(getattr(args, "locals", False)),
-            py_spy=getattr(args, "py_spy", None),
-        )
-    if command == "flush":
-        return await plan_flush(target, settings, session, pids=_pids(args))
-    raise GputuiError(f"unknown action {command!r}", f"use one of: {', '.join(COMMANDS)}")
+    if command not in COMMANDS:
+        raise GputuiError(f"unknown action {command!r}", f"use one of: {', '.join(COMMANDS)}")
+    return await plan(
+        command,
+        target,
+        settings,
+        session,
+        force=bool(getattr(args, "force", False)),
+        pids=_pids(args),
+        native=bool(getattr(args, "native", False)),
+        locals_=bool(getattr(args, "locals", False)),
+        py_spy=getattr(args, "py_spy", None),
+    )
 
 
 def confirm(plan: ActionPlan, out: TextIO, ask: Callable[[str], str] | None) -> bool:

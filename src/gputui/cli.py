@@ -23,8 +23,7 @@ from gputui.config import (
 )
 from gputui.errors import GputuiError
 from gputui.remote.container import ProxmoxLXC
-
-ACTIONS = ("relaunch", "kill", "dump", "flush", "launch")
+from gputui.verbs import CLI_VERBS, VERB_BY_ID
 
 HOW_TO_START = (
     "no target given — try `gputui --demo`, or watch a run with "
@@ -160,17 +159,8 @@ def add_target_flags(p: argparse.ArgumentParser, suppress: bool = False) -> None
 
 
 def _action_flags(p: argparse.ArgumentParser, command: str) -> None:
-    try:
-        from gputui.actions_cli import add_arguments
-    except ImportError:  # the actions module is not there: the flags we promise
-        p.add_argument("--yes", "-y", action="store_true", help="run without asking")
-        if command == "kill":
-            p.add_argument("--force", action="store_true", help="SIGTERM then SIGKILL, no SIGINT")
-        if command == "dump":
-            p.add_argument("--native", action="store_true")
-            p.add_argument("--locals", action="store_true")
-            p.add_argument("--pid", type=int, action="append")
-        return
+    from gputui.actions_cli import add_arguments
+
     add_arguments(p, command)
 
 
@@ -188,15 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_target_flags(doctor, suppress=True)
     doctor.add_argument("--json", action="store_true", help="print JSON")
-    helps = {
-        "relaunch": "restart the run unbuffered (PYTHONUNBUFFERED=1, tee -a -i)",
-        "kill": "stop the run (SIGINT, then SIGTERM, then SIGKILL)",
-        "dump": "py-spy dump of the run's Python processes",
-        "flush": "flush a live process's stdout through gdb",
-        "launch": "start the [run] command from the config in tmux",
-    }
-    for name in ACTIONS:
-        p = sub.add_parser(name, help=helps[name])
+    for name in CLI_VERBS:
+        p = sub.add_parser(name, help=VERB_BY_ID[name].cli_help)
         add_target_flags(p, suppress=True)
         _action_flags(p, name)
     from gputui import history_cli
@@ -225,7 +208,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from gputui import history_cli
 
         return history_cli.run(command, args, settings)
-    if command in ACTIONS:
+    if command in CLI_VERBS:
         from gputui import actions_cli
 
         return actions_cli.run(command, args, settings)

@@ -1,10 +1,16 @@
 """One-key actions on a run: relaunch with flushing, kill, py-spy dump,
 flush live, launch, attach. Each is `plan_*()` (read-only inspection, returns
-an ActionPlan to confirm) then `execute()` (runs it, audits it)."""
+an ActionPlan to confirm) then `execute()` (runs it, audits it).
+
+`plan()` and `execute()` find the verb's functions in PLANNERS / EXECUTORS,
+keyed by the ids of `gputui.verbs.VERBS`: the dashboard and the CLI verbs
+call the same two."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from gputui.actions.attach import attach_argv, plan_attach
 from gputui.actions.dump import execute_dump, plan_dump
@@ -33,6 +39,7 @@ __all__ = [
     "attach_argv",
     "audit_path",
     "execute",
+    "plan",
     "plan_attach",
     "plan_dump",
     "plan_flush",
@@ -56,20 +63,67 @@ async def execute(
     """Run a confirmed plan and append it to the audit log. Errors a person
     can fix come back as a failed ActionResult (and are audited too)."""
     try:
-        if plan.action == "kill":
-            result = await execute_kill(target, plan, progress, gpu_processes)
-        elif plan.action in ("relaunch", "launch"):
-            result = await execute_start(target, plan, progress, gpu_memory, gpu_processes)
-        elif plan.action == "dump":
-            result = await execute_dump(target, plan, progress)
-        elif plan.action == "flush":
-            result = await execute_flush(target, plan, progress)
-        else:
+        run = EXECUTORS.get(plan.action)
+        if run is None:
             raise ActionError(
                 f"action {plan.action!r} is not run by execute()",
                 "attach is run by the UI with the argv from attach_argv()",
             )
+        result = await run(target, plan, progress, gpu_memory, gpu_processes)
     except GputuiError as err:
         result = ActionResult(ok=False, summary=str(err))
     audit(target.label, plan, result, audit_file)
     return result
+
+
+# (target, settings, session, options) -> the plan; options are the verb's own
+# flags (log, pids, native, locals_, py_spy), absent when not given.
+Planner = Callable[[Target, Any, "str | None", dict[str, Any]], Awaitable[ActionPlan]]
+Executor = Callable[
+    [Target, ActionPlan, Progress, "GpuMemoryReader | None", "GpuProcessReader | None"],
+    Awaitable[ActionResult],
+]
+
+
+async def _plan_attach(t: Target, s: Any, session: str | None, o: dict[str, Any]) -> ActionPlan:
+    return plan_attach(t, s, session)
+
+
+PLANNERS: dict[str, Planner] = {
+    "relaunch": lambda t, s, session, o: plan_relaunch(t, s, session),
+    "launch": lambda t, s, session, o: plan_launch(t, s, session),
+    "kill": lambda t, s, session, o: plan_kill(t, s, session, force=bool(o.get("force"))),
+    "force_kill": lambda t, s, session, o: plan_kill(t, s, session, force=True),
+    "dump": lambda t, s, session, o: plan_dump(
+        t,
+        s,
+        session,
+        pids=o.get("pids"),
+        native=bool(o.get("native")),
+        locals_=bool(o.get("locals_")),
+        py_spy=o.get("py_spy"),
+    ),
+    "flush": lambda t, s, session, o: plan_flush(
+        t, s, session, pids=o.get("pids"), log=o.get("log")
+    ),
+    "attach": _plan_attach,
+}
+
+EXECUTORS: dict[str, Executor] = {
+    "kill": lambda t, p, progress, mem, procs: execute_kill(t, p, progress, procs),
+    "relaunch": execute_start,
+    "launch": execute_start,
+    "dump": lambda t, p, progress, mem, procs: execute_dump(t, p, progress),
+    "flush": lambda t, p, progress, mem, procs: execute_flush(t, p, progress),
+}
+
+
+async def plan(
+    verb: str, target: Target, settings: Any, session: str | None, **options: Any
+) -> ActionPlan:
+    """Inspect (read-only) and build the plan for `verb`; ActionError when
+    there is no such verb. Nothing acts on a process here."""
+    planner = PLANNERS.get(verb)
+    if planner is None:
+        raise ActionError(f"unknown action {verb!r}", "press ? for the list of keys")
+    return await planner(target, settings, session, options)

@@ -32,13 +32,14 @@ from gputui.ui.feed import MonitorLike
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen, help_markdown
 from gputui.ui.screens.result import ResultScreen
-from gputui.ui.verbs import VERB_BY_ID, VERBS, ActionBackend, ActionOutcome, PlannedAction, why_not
+from gputui.ui.verbs import ActionBackend, ActionOutcome, PlannedAction
 from gputui.ui.widgets.banner import Banner
 from gputui.ui.widgets.gpus import GpuTable, HistoryPlot, mem_series_gib, util_series
 from gputui.ui.widgets.logview import LogPanel
 from gputui.ui.widgets.runinfo import RunPanel
 from gputui.ui.widgets.sessions import SessionList
 from gputui.ui.widgets.status import StatusLine
+from gputui.verbs import VERB_BY_ID, VERBS, why_not
 
 Diagnose = Callable[[Snapshot, float], list[Finding]]
 DEFAULT_STALE_AFTER = 30.0

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from gputui.ui.verbs import VERBS
+from gputui.verbs import VERBS
 
 if TYPE_CHECKING:
     from gputui.ui.app import GputuiApp

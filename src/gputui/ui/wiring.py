@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Snapshot
 from gputui.remote.target import Target, make_target
 from gputui.ui.verbs import ActionOutcome, PlannedAction
@@ -31,21 +30,9 @@ class ActionsBackend:
         from gputui import actions as a
 
         session = snap.session_name or getattr(self.settings, "session", None)
-        t, s = self.target, self.settings
-        if verb == "relaunch":
-            plan = await a.plan_relaunch(t, s, session)
-        elif verb == "launch":
-            plan = await a.plan_launch(t, s)
-        elif verb in ("kill", "force_kill"):
-            plan = await a.plan_kill(t, s, session, force=verb == "force_kill")
-        elif verb == "dump":
-            plan = await a.plan_dump(t, s, session)
-        elif verb == "flush":
-            plan = await a.plan_flush(t, s, session, log=snap.log.path or None)
-        elif verb == "attach":
-            plan = a.plan_attach(t, s, session)
-        else:
-            raise GputuiError(f"unknown action {verb!r}", "press ? for the list of keys")
+        if verb == "launch":
+            session = None  # launch names its session from the config's [run]
+        plan = await a.plan(verb, self.target, self.settings, session, log=snap.log.path or None)
         return PlannedAction(
             verb=verb,
             title=plan.title.rstrip("?"),

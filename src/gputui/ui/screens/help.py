@@ -9,7 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
 from gputui.model import Finding
-from gputui.ui.verbs import VERBS
+from gputui.verbs import VERBS
 
 HELP_HEAD = """\
 # gputui keys

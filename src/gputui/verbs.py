@@ -1,0 +1,159 @@
+"""The verbs: one record each, read by the banner, help, footer, palette and
+the CLI subcommands — id, default key, label, whether it changes something,
+and why it does not apply now.
+
+Pure: no Textual, no I/O. How a verb is planned and run is the actions
+package's (`gputui.actions.PLANNERS` / `EXECUTORS`, keyed by the same ids);
+findings name verbs by id and the UI shows the key the user bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gputui.model import ConnectionState, Proc, Snapshot
+
+WhyNot = Callable[[Snapshot, bool], "str | None"]  # (snapshot, can_launch) -> reason or None
+
+
+@dataclass(frozen=True)
+class Verb:
+    id: str
+    key: str  # the default key; a user's [keys] table may bind another
+    label: str
+    help: str
+    changes: bool = True  # acts on the run: off in --read-only, confirmed first
+    cli_help: str = ""  # non-empty: also a `gputui VERB` subcommand
+
+
+def _session_needed(snap: Snapshot) -> str | None:
+    return None if snap.session is not None else "no session selected"
+
+
+def _launch(snap: Snapshot, can_launch: bool) -> str | None:
+    if not can_launch:
+        return "no [run] command in the config"
+    session = snap.session
+    if session is not None and session.alive:
+        return f"session {session.name} is already running"
+    return None
+
+
+def _relaunch(snap: Snapshot, can_launch: bool) -> str | None:
+    return None if snap.session is not None or can_launch else "no session selected"
+
+
+def _attach(snap: Snapshot, can_launch: bool) -> str | None:
+    return _session_needed(snap)
+
+
+def _kill(snap: Snapshot, can_launch: bool) -> str | None:
+    session = snap.session
+    if session is None:
+        return "no session selected"
+    return None if session.alive else f"session {session.name} is not running"
+
+
+def _python_needed(snap: Snapshot) -> tuple[str | None, Proc | None]:
+    """(why not, the run's Python process)."""
+    if snap.session is None:
+        return "no session selected", None
+    proc = snap.training_proc
+    return (None, proc) if proc is not None else ("no Python process in the session", None)
+
+
+def _dump(snap: Snapshot, can_launch: bool) -> str | None:
+    return _python_needed(snap)[0]
+
+
+def _flush(snap: Snapshot, can_launch: bool) -> str | None:
+    why, proc = _python_needed(snap)
+    if proc is None:
+        return why
+    return None if proc.block_buffered is not False else "stdout is already line-buffered"
+
+
+def _watch_log(snap: Snapshot, can_launch: bool) -> str | None:
+    why, proc = _python_needed(snap)
+    if proc is None:
+        return why
+    files = proc.stdout.files
+    if not files:
+        return "the process's stdout reaches no file"
+    if snap.log.path in files:
+        return "already following it"
+    return None
+
+
+VERBS: tuple[Verb, ...] = (
+    Verb(
+        "relaunch",
+        "r",
+        "relaunch",
+        "Stop the run and start it again unbuffered (old log kept)",
+        cli_help="restart the run unbuffered (PYTHONUNBUFFERED=1, tee -a -i)",
+    ),
+    Verb(
+        "kill",
+        "k",
+        "kill",
+        "SIGINT the run's process group, then SIGTERM, then SIGKILL",
+        cli_help="stop the run (SIGINT, then SIGTERM, then SIGKILL)",
+    ),
+    Verb("force_kill", "K", "force kill", "SIGKILL the run's process group at once"),
+    Verb(
+        "dump",
+        "d",
+        "py-spy dump",
+        "Show every Python thread's stack (py-spy dump)",
+        cli_help="py-spy dump of the run's Python processes",
+    ),
+    Verb(
+        "flush",
+        "f",
+        "flush live",
+        "Make the running process flush stdout and go line-buffered",
+        cli_help="flush a live process's stdout through gdb",
+    ),
+    Verb("attach", "a", "attach", "Open the tmux session in this terminal; detach to come back"),
+    Verb(
+        "launch",
+        "l",
+        "launch",
+        "Start the run from the config's [run] section",
+        cli_help="start the [run] command from the config in tmux",
+    ),
+    Verb(
+        "watch_log",
+        "w",
+        "real log",
+        "Follow the file the process really writes",
+        changes=False,  # following another file changes nothing
+    ),
+)
+VERB_BY_ID = {v.id: v for v in VERBS}
+CLI_VERBS = tuple(v.id for v in VERBS if v.cli_help)
+
+RULES: dict[str, WhyNot] = {
+    "relaunch": _relaunch,
+    "kill": _kill,
+    "force_kill": _kill,
+    "dump": _dump,
+    "flush": _flush,
+    "attach": _attach,
+    "launch": _launch,
+    "watch_log": _watch_log,
+}
+
+
+def why_not(verb: str, snap: Snapshot, *, read_only: bool, can_launch: bool = False) -> str | None:
+    """None when `verb` applies now, else the reason in a few words."""
+    v = VERB_BY_ID.get(verb)
+    if v is None:
+        return f"unknown action {verb}"
+    if read_only and v.changes:
+        return "read-only mode (--read-only)"
+    if snap.connection != ConnectionState.CONNECTED:
+        return f"not connected ({snap.connection.value})"
+    return RULES[verb](snap, can_launch)
