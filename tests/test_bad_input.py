@@ -5,6 +5,7 @@ the problem and the fix, exit status 2, within 2 s, no traceback."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -102,3 +103,38 @@ def test_known_hosts_may_be_missing_with_accept_new(tmp_path: Path) -> None:
 
     s = Settings(host="h", known_hosts=str(tmp_path / "new"), accept_new_host_key=True)
     check_local_files(s)
+
+
+VISIBLE = re.compile(r"\x1b(\[[0-9;?<>=$]*[A-Za-z]|\][^\x07\x1b]*(\x07|\x1b\\)|[=>()][0-9A-Za-z]?)")
+
+
+@pytest.mark.parametrize("entry", list(ENTRIES))
+@pytest.mark.parametrize("log", ["DIR", "/dev/zero"])
+def test_log_that_is_not_a_file(entry: str, log: str, tmp_path: Path) -> None:
+    """--log a directory or /dev/zero on this machine (--local): one line, exit 2.
+    The dashboard draws its screen first, so the line is the last thing on stderr."""
+    path = str(tmp_path) if log == "DIR" else log
+    rc, err, took = gputui([*ENTRIES[entry], "--local", "--log", path], tmp_path)
+    assert rc == 2 and "Traceback" not in err
+    last = VISIBLE.sub("", err).strip().splitlines()[-1]
+    assert re.search(r"gputui: log \S+ is a (directory|character special file), not a file", last)
+    assert last.endswith("— pass the file the run writes with --log (or [run] log in the config)")
+    assert last[last.index("gputui: ") :].startswith(f"gputui: log {path} is a ")
+    if entry == "doctor":
+        assert err.count("\n") == 1
+    # 2 s is the target (measured: see README); the bound leaves room for a loaded CI machine
+    assert took < 4.0 if entry == "doctor" else took < 10.0, f"{took:.2f} s"
+
+
+def test_log_directory_in_a_container_on_the_test_bed(testbed, ct: int, tmp_path: Path) -> None:
+    """The same through ssh and `pct exec`: the check runs where the log is."""
+    flags = [
+        "--host", testbed.host, "--port", str(testbed.port), "--user", testbed.user,
+        "-i", str(testbed.key_path), "--known-hosts", str(testbed.known_hosts_path),
+        "--ct", str(ct), "--log", str(testbed.workspace),
+    ]  # fmt: skip
+    rc, err, took = gputui(["doctor", *flags], tmp_path)
+    line = one_line(err)
+    assert rc == 2
+    assert line.startswith(f"gputui: log {testbed.workspace} is a directory, not a file")
+    assert took < 8.0, f"{took:.2f} s"  # idle: ~1 s; pct costs 0.3 s a call here

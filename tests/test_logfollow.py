@@ -376,3 +376,30 @@ async def test_an_existing_log_is_read_from_near_its_end_with_its_own_age(
         assert f.state.offset == log.stat().st_size
     finally:
         await f.stop()
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "DIR", "FIFO"])
+async def test_a_path_that_is_not_a_file_is_never_read(
+    local: Target, tmp_path: Path, path: str
+) -> None:
+    """/dev/zero, a directory or a FIFO as the log: named as such, never read
+    (tail on /dev/zero streams zeros forever), and no retry loop burns a core."""
+    if path == "DIR":
+        path = str(tmp_path)
+    elif path == "FIFO":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    c = Collect()
+    f = LogFollower(local, path, c.on_lines, c.on_state)
+    cpu0 = time.process_time()
+    await f.start()
+    try:
+        await until(lambda: f.state.not_a_file, what="notfile header")
+        await asyncio.sleep(2.0)
+        assert f.state.not_a_file in ("character special file", "directory", "fifo")
+        assert f.state.error == f"{path} is a {f.state.not_a_file}, not a log file"
+        assert f.streams_opened == 1  # waits BACKOFF_MAX_S before looking again
+        assert c.lines == [] and f.state.offset == 0
+        assert time.process_time() - cpu0 < 0.5
+    finally:
+        await f.stop()

@@ -33,6 +33,7 @@ from gputui import diagnose as rules
 from gputui.doctor import connection_facts, probe_tools
 from gputui.errors import GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed
+from gputui.logfollow import log_kind, named_log, not_a_file_error
 from gputui.model import ConnectionState, CtStatus, Finding, Snapshot
 from gputui.monitor import Monitor
 from gputui.remote.base import Transport
@@ -123,6 +124,8 @@ async def watch_once(
             if clock() - start < settle_s:
                 continue
             log = snap.log
+            if log.not_a_file:
+                break  # a directory or a device: nothing to read (named_log_error)
             log_read = monitor.follower is None or (
                 log.exists is False
                 or (log.exists is True and log.size is not None and log.offset >= log.size)
@@ -165,13 +168,21 @@ async def inspect(
     t0 = time.perf_counter()
     try:
         await tr.connect()
-        await target.require_running()
+        # a --log that is a directory or a device is named at once (one line,
+        # exit 2), checked alongside the CT's status so it costs no extra wait
+        log = named_log(settings)
+        _, kind = await asyncio.gather(target.require_running(), log_kind(target, log))
+        if kind and log:
+            raise not_a_file_error(log, kind)
         facts = connection_facts(target, settings, (time.perf_counter() - t0) * 1000.0)
         facts["tools"] = asdict(await probe_tools(target))
         if gpu_feed is None:
             gpu_feed = one_shot_gpu_feed(target, settings)
         monitor = Monitor(target, settings, gpu_feed)
         snap = await watch_once(monitor, settle_s)
+        bad_log = monitor.named_log_error()
+        if bad_log is not None:
+            raise bad_log
         if monitor.agent_error:
             facts["agent_error"] = monitor.agent_error
         correct_backlog_times(snap)

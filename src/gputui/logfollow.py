@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gputui.collect.logtail import LineSplitter
-from gputui.errors import GputuiError
+from gputui.errors import ConfigError, GputuiError
 from gputui.model import LogState
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
@@ -44,9 +44,12 @@ from gputui.remote.target import Target
 # The remote side. $1 offset (bytes consumed; "-" on the first start: begin
 # $4 bytes before the end), $2 the inode last seen ("" if none), $3 the path.
 # Prints the header `@gputui KIND SIZE MTIME INODE START`, then tails from
-# byte START.
+# byte START. A path that is not a regular file (a directory, /dev/zero, a
+# FIFO) gets `@gputui notfile TYPE` and is not read: tail on /dev/zero would
+# stream zeros forever and burn a core on both ends.
 FOLLOW_SCRIPT = r"""off=$1; ino=$2; p=$3; back=${4:-0}
 if st=$(stat -L -c '%s %Y %i' -- "$p" 2>/dev/null); then
+  if [ ! -f "$p" ]; then echo "@gputui notfile $(stat -L -c %F -- "$p")"; exit 0; fi
   set -- $st
   if [ "$off" = "-" ]; then
     if [ "$1" -gt "$back" ]; then off=$(($1 - back)); else off=0; fi
@@ -94,6 +97,39 @@ def follow_argv(
         path,
         str(int(backlog)),
     ]
+
+
+def named_log(settings: object) -> str | None:
+    """The log the user named: --log, else `[run] log` in the config."""
+    return getattr(settings, "log", None) or getattr(getattr(settings, "run", None), "log", None)
+
+
+def not_a_file_error(path: str, kind: str) -> ConfigError:
+    """The one line for a named log that is a directory or a device."""
+    return ConfigError(
+        f"log {path} is a {kind}, not a file",
+        "pass the file the run writes with --log (or [run] log in the config)",
+    )
+
+
+async def log_kind(target: Target, path: str | None, timeout: float = 10.0) -> str | None:
+    """What `path` is on the target when it exists and is NOT a regular file
+    ("directory", "character special file", "fifo"); None otherwise (a
+    file, missing, or the check itself failed: the follower says more)."""
+    if not path:
+        return None
+    argv = [
+        "sh",
+        "-c",
+        'if [ -e "$1" ] && [ ! -f "$1" ]; then stat -L -c %F -- "$1"; fi',
+        "-",
+        path,
+    ]
+    try:
+        res = await target.run(argv, timeout=timeout)
+    except GputuiError:
+        return None
+    return res.out.strip() or None if res.ok else None
 
 
 _TAIL_NOTE = re.compile(rb"tail: [^\n]*\n")
@@ -232,7 +268,9 @@ class LogFollower:
             got_header = await self._one_stream()
             if self._stopped:
                 return
-            if got_header:
+            if self.state.not_a_file:
+                backoff = BACKOFF_MAX_S  # look again now and then, never in a loop
+            elif got_header:
                 backoff = BACKOFF_START_S
             if self._restart.is_set():
                 continue
@@ -288,6 +326,12 @@ class LogFollower:
         kind = words[1] if len(words) > 1 else "missing"
         st = self.state
         st.error = None
+        st.not_a_file = None
+        if kind == "notfile":
+            st.not_a_file = " ".join(words[2:]) or "not a regular file"
+            st.error = f"{self.path} is a {st.not_a_file}, not a log file"
+            self._notify()
+            return
         first = not self._positioned
         self._positioned = True
         if kind == "missing":

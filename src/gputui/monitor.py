@@ -26,15 +26,15 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from gputui.coalesce import OncePerTurn
 from gputui.collect import tmux as tmux_parse
 from gputui.collect.metrics import MetricParser
-from gputui.errors import CommandTimeout, GputuiError
+from gputui.errors import CommandTimeout, ConfigError, GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed
-from gputui.logfollow import FileStat, LogFollower
+from gputui.logfollow import FileStat, LogFollower, named_log, not_a_file_error
 from gputui.model import (
     ConnectionState,
     CtStatus,
@@ -60,6 +60,7 @@ AGENT_RETRY_MAX_S = 120.0  # a broken agent costs at most one pct exec per 2 min
 FALLBACK_PERIOD_S = 5.0
 AGENT_STOP_WAIT_S = 1.0  # stop() waits this long for an agent still starting, to close it
 CT_CHECK_MIN_S = 15.0  # `pct status` runs only after agent errors, not more often
+NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
 WRITERS_RETRY_S = 3.0  # with no tmux run, who writes the log is searched at most this often
 
 # The plain-command fallback (no python3 in the CT): one long-lived loop that
@@ -230,10 +231,33 @@ class Monitor:
             await self.gpu_feed.start()
         if self._wanted_log() is not None:
             await self._choose_log()
-        await self._ensure_agent()
-        await self.refresh()
+        await self._while_checking_log(self._ensure_agent_and_refresh())
         self._tasks.append(asyncio.create_task(self._poll_loop(), name="monitor poll"))
         self._changed("connection", "ct")
+
+    async def _ensure_agent_and_refresh(self) -> None:
+        await self._ensure_agent()
+        await self.refresh()
+
+    async def _while_checking_log(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` while the named log is checked; a bad log ends both at
+        once (the user hears of a wrong --log before the agent is even up).
+        The stream's header gets NAMED_LOG_WAIT_S more once `work` is done."""
+        check = asyncio.ensure_future(self._check_named_log())
+        job = asyncio.ensure_future(work)
+        try:
+            await asyncio.wait({check, job}, return_when=asyncio.FIRST_EXCEPTION)
+            if check.done():
+                await check  # raises the ConfigError, if any
+            await job
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(check), NAMED_LOG_WAIT_S)
+        finally:
+            for t in (check, job):
+                if not t.done():
+                    t.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await t
 
     async def stop(self) -> None:
         """Close every channel; nothing is left running on the target."""
@@ -578,6 +602,27 @@ class Monitor:
             self._changed("sessions")
 
     # ------------------------------------------------------------ the log
+
+    def named_log_error(self) -> ConfigError | None:
+        """The log the user named (--log, [run] log) is a directory or a
+        device: their mistake, one line and exit 2 (doctor and dashboard),
+        not a quiet "nothing wrong"."""
+        f = self.follower
+        named = self._log_override or named_log(self.settings)
+        if f is None or not named or f.path != named or not f.state.not_a_file:
+            return None
+        return not_a_file_error(named, f.state.not_a_file)
+
+    async def _check_named_log(self) -> None:
+        """Raise named_log_error() once the stream's first header is in."""
+        f = self.follower
+        if f is None or f.path != (self._log_override or named_log(self.settings)):
+            return
+        while not (f.positioned or f.state.not_a_file or f.state.error):
+            await asyncio.sleep(0.02)
+        err = self.named_log_error()
+        if err is not None:
+            raise err
 
     def _wanted_log(self) -> str | None:
         if self._log_override:

@@ -130,6 +130,12 @@ class AgentClient:
             with contextlib.suppress(Exception):
                 stderr = await proc.stderr_text()
             await client.close()
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # cancelled meanwhile (the event loop is shutting down after
+                # a stop()): end as cancelled, not as an error nobody reads —
+                # asyncio would print its traceback after the one-line message
+                raise asyncio.CancelledError from None
             if isinstance(err, CommandTimeout) and not stderr:
                 raise AgentUnavailable(
                     f"the gputui agent did not answer within {timeout:g} s {where}",
