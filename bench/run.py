@@ -395,7 +395,13 @@ def main() -> int:
     args = ap.parse_args()
     res = run("quick" if args.quick else "full")
     print(table_text(rows(res)))
-    Path(args.out).write_text(markdown(res))
+    out = Path(args.out)
+    old = out.read_text() if out.exists() else ""
+    keep = ""  # the section bench/tail_stress.py writes is its own
+    if "<!-- tail-stress:start" in old and "<!-- tail-stress:end -->" in old:
+        a, b = old.index("<!-- tail-stress:start"), old.index("<!-- tail-stress:end -->")
+        keep = "\n" + old[a : b + len("<!-- tail-stress:end -->")] + "\n"
+    out.write_text(markdown(res) + keep)
     print(f"\nwrote {args.out} ({res['seconds']:.0f} s)")
     return 0
 

@@ -19,9 +19,23 @@ file" (a new file, read from 0), "has become inaccessible" / "cannot open"
 a `stat` (from the agent, via `observe_stat`) verifies them, and a stream
 that missed a truncation or rotation is restarted (the header then says so).
 
+The same stat is the watchdog on gputui's own side: when it shows the file
+ahead of the bytes delivered (`LogState.behind`) and nothing has arrived for
+STUCK_AFTER_S, the stream has stopped delivering — gputui's fault, not the
+run's silence. The follower says so (`LogState.stuck`), drops that stream
+without waiting for its read to return (a read that never resumes is one way
+to get stuck) and resumes from the byte offset. A stream that is behind but
+delivering is catching up, and is left alone.
+
 Memory is bounded whatever the rate: lines are handed out per chunk read
-(at most 64 KiB of input), the follower keeps only the last `keep` lines,
-and the splitter bounds the partial line.
+(at most READ_CHUNK of input), the follower keeps only the last `keep`
+lines, and the splitter bounds the partial line. The chunk is large (1 MiB)
+on purpose: a burst then arrives in batches of thousands of lines, which
+the consumers thin out in one go (the monitor parses a batch's newest lines
+for metrics, the view shows its last ones), instead of paying per line in
+hundreds of 64 KiB batches — which made catching up on a 22 MB burst under
+CPU contention take ~50 s instead of a few. After each chunk the follower
+yields to the event loop, so keys and timers get their turn mid-burst.
 """
 
 from __future__ import annotations
@@ -64,12 +78,14 @@ exec tail -c "+$((off + 1))" -F -- "$p" 2>&1
 """
 
 HEADER_PREFIX = b"@gputui "
-READ_CHUNK = 65536
+READ_CHUNK = 1024 * 1024  # bytes handed out per read at most (see the module docstring)
 MSG_MAX = 4096  # bytes of a possible tail note held back waiting for its newline
 BACKLOG_BYTES = 256 * 1024  # how much of an existing log the first stream reads
 BACKOFF_START_S = 0.5
 BACKOFF_MAX_S = 60.0  # a CT that stays stopped costs one pct exec a minute
 VERIFY_GRACE_S = 3.0  # how long a stat may disagree with the stream before a restart
+STUCK_AFTER_S = 5.0  # file ahead and no byte delivered for this long: the stream is stuck
+RESUME_WAIT_S = 2.0  # how long a resume waits for the stuck stream to let go
 
 LinesCallback = Callable[[list[str]], None]
 StateCallback = Callable[[LogState], None]
@@ -204,6 +220,7 @@ class LogFollower:
         self._stopped = False
         self._restart = asyncio.Event()
         self._disagree_since: float | None = None
+        self._delivered_at = clock()  # last byte arrived, or a stream (re)started
         self._positioned = False  # a header has told us where reading starts
         self._skip_partial = False  # started mid-file: drop bytes up to the first line end
         self._backlog_end = 0  # bytes up to here were in the file before we started
@@ -281,6 +298,7 @@ class LogFollower:
 
     async def _one_stream(self) -> bool:
         """Open the stream, read it to its end. True if it got going."""
+        self._delivered_at = self.clock()  # a stream on its way gets its own grace
         offset = self.state.offset if self._positioned else None
         argv = follow_argv(self.path, offset, self.inode, self.backlog)
         try:
@@ -294,6 +312,7 @@ class LogFollower:
         self._proc = proc
         self.streams_opened += 1
         self._carry = b""
+        self._delivered_at = self.clock()
         try:
             header = await proc.readline()
             if not header.startswith(HEADER_PREFIX):
@@ -312,6 +331,7 @@ class LogFollower:
                 if not chunk:
                     break
                 self._consume(chunk)
+                await asyncio.sleep(0)  # a read of buffered data never yields by itself
         except Exception as err:  # a broken link: reopen at the offset
             self._set_error(f"log stream for {self.path} broke: {err}")
         finally:
@@ -425,8 +445,13 @@ class LogFollower:
                 return
         st.offset += len(data)
         now = self.clock()
+        self._delivered_at = now
         if st.size is None or st.size < st.offset:
             st.size = st.offset
+        if st.stuck or (st.behind_since is not None and st.offset >= st.size):
+            st.stuck = False
+            st.behind_since = None if st.offset >= st.size else st.behind_since
+            self._notify()
         st.exists = True
         backlog = st.offset <= self._backlog_end
         if backlog and st.mtime is not None:
@@ -479,10 +504,15 @@ class LogFollower:
 
     # ------------------------------------------------------------ verification
 
-    def observe_stat(self, stat: FileStat | None) -> None:
+    def observe_stat(self, stat: FileStat | None, offset_before: int | None = None) -> None:
         """A stat of the path taken by someone else (the agent; mtime already
-        in our clock): update size and mtime, and restart a stream that
-        missed a truncation/rotation."""
+        in our clock): update size and mtime, restart a stream that missed a
+        truncation/rotation, and resume one that stopped delivering.
+
+        `offset_before`: the offset when the stat was asked for. The file
+        had at least that many bytes then, so only a size below it is a
+        truncation; a size below the offset now may just be a stat taken
+        before the stream read further."""
         st = self.state
         now = self.clock()
         changed = False
@@ -492,16 +522,21 @@ class LogFollower:
                 st.exists = False
                 changed = True
             self._disagree_since = None
+            changed |= self._set_behind(False, now)
         else:
             if st.exists is not True:
                 st.exists = True
                 changed = True
+            floor = st.offset if offset_before is None else min(offset_before, st.offset)
+            shrunk = stat.size < floor
             if stat.size != st.size:
-                st.size = stat.size
+                # the file has at least the bytes delivered, unless it shrank
+                st.size = stat.size if shrunk else max(stat.size, st.offset)
             st.mtime = stat.mtime
             if self.inode is None:
                 self.inode = stat.inode
-            disagree = stat.size < st.offset or stat.inode != self.inode
+            disagree = shrunk or stat.inode != self.inode
+            changed |= self._watch_delivery(stat, disagree, now)
             if disagree:
                 if self._disagree_since is None:
                     self._disagree_since = now
@@ -512,6 +547,46 @@ class LogFollower:
                 self._disagree_since = None
         if changed:
             self._notify()
+
+    def _watch_delivery(self, stat: FileStat, disagree: bool, now: float) -> bool:
+        """The watchdog (see the module docstring). True if the state changed."""
+        received = self.state.offset + len(self._carry)  # held-back bytes did arrive
+        ahead = not disagree and self._positioned and stat.size > received
+        changed = self._set_behind(ahead, now)
+        if ahead and not self._stopped and now - self._delivered_at >= STUCK_AFTER_S:
+            self._resume_stuck(now)
+            changed = True
+        return changed
+
+    def _set_behind(self, ahead: bool, now: float) -> bool:
+        st = self.state
+        if ahead == st.behind:
+            return False
+        st.behind_since = now if ahead else None
+        if not ahead:
+            st.stuck = False
+        return True
+
+    def _resume_stuck(self, now: float) -> None:
+        """The stream stopped delivering while the file grew: say so and
+        resume from the offset in a fresh stream. The old one is cancelled,
+        not asked to finish: its read may be what never returns."""
+        st = self.state
+        st.stuck = True
+        st.resumes += 1
+        self._delivered_at = now  # the new stream gets its own grace
+        old = self._task
+        self._task = asyncio.create_task(self._resume_after(old), name=f"logfollow {self.path}")
+
+    async def _resume_after(self, old: asyncio.Task[None] | None) -> None:
+        proc, self._proc = self._proc, None
+        if old is not None and not old.done():
+            old.cancel()
+            await asyncio.wait({old}, timeout=RESUME_WAIT_S)
+        if proc is not None:  # closed in the background: it may hang too
+            self._closing = asyncio.ensure_future(proc.close())
+        self._carry = b""
+        await self._run()
 
     # ------------------------------------------------------------ state
 

@@ -265,6 +265,18 @@ class LogState:
     # Seconds between consecutive complete lines as they arrived (0 within a
     # burst): the run's own cadence, for the adaptive stale threshold.
     line_gaps: deque[float] = field(default_factory=lambda: deque(maxlen=200))
+    # gputui's own side, never the run's: since when (local time) a stat has
+    # shown the file ahead of the bytes delivered (None: caught up); `stuck`:
+    # ahead and nothing delivered for a while, so the stream is being resumed
+    # from `offset`; `resumes`: how often that was needed.
+    behind_since: float | None = None
+    stuck: bool = False
+    resumes: int = 0
+
+    @property
+    def behind(self) -> bool:
+        """The file holds bytes gputui has not delivered yet."""
+        return self.behind_since is not None
 
     def note_line(self, t: float) -> None:
         """Record that a complete line arrived at local time `t`."""
@@ -274,8 +286,12 @@ class LogState:
         self.lines_total += 1
 
     def silent_for(self, now: float) -> float | None:
-        """Seconds since the last new line (or since mtime when none seen)."""
+        """Seconds since the last new line (or since mtime when none seen).
+        While gputui is behind the file, the run's silence is the file's:
+        bytes it wrote that have not arrived yet are not silence."""
         ref = self.last_line_time or self.mtime
+        if self.behind and self.mtime is not None and ref is not None:
+            ref = max(ref, self.mtime)
         return None if ref is None else max(0.0, now - ref)
 
 

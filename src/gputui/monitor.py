@@ -52,7 +52,7 @@ Listener = Callable[[Snapshot, set[str]], None]
 
 PARTS = frozenset({"connection", "gpus", "sessions", "procs", "log", "metrics", "ct"})
 PENDING_LINES_MAX = 5000  # drain_log_lines keeps at most this many; older are counted as dropped
-METRIC_BATCH_MAX = 2000  # lines of one batch parsed for metrics; a burst parses its newest
+METRIC_BATCH_MAX = 200  # lines of one batch parsed for metrics; a burst parses its newest
 LOG_TAIL_KEEP = 200  # lines kept in snapshot.log_tail
 PANE_TAIL_LINES = 50
 AGENT_RETRY_START_S = 2.0
@@ -507,6 +507,7 @@ class Monitor:
         snap.pane_tail = pane_tail
         path = self.follower.path if self.follower is not None else None
         if path:
+            offset_before = self.follower.state.offset if self.follower is not None else None
             st = (await agent.stat([path])).get(path) or {}
             fs = (
                 FileStat(int(st["size"]), float(st.get("mtime") or 0.0), int(st.get("inode") or 0))
@@ -515,7 +516,7 @@ class Monitor:
             )
             if self.follower is not None and self.follower.path == path:
                 before = (snap.log.size, snap.log.mtime, snap.log.exists)
-                self.follower.observe_stat(fs)
+                self.follower.observe_stat(fs, offset_before)
                 if (snap.log.size, snap.log.mtime, snap.log.exists) != before:
                     self._changed("log")
 

@@ -64,6 +64,10 @@ def log_state_text(log: LogState, now: float, stale_after: float) -> Text:
         t.append("✖ missing", style="bold red")
     elif log.exists is None:
         t.append("… checking", style="dim")
+    elif log.stuck:  # gputui's own fault, never the run's silence
+        t.append(f"✖ gputui's tail stopped — resuming at byte {log.offset:,}", style="bold red")
+    elif log.behind_since is not None and now - log.behind_since >= 1.0:
+        t.append("⇣ catching up", style="cyan")
     else:
         silent = log.silent_for(now)
         if silent is not None and silent > stale_after:
@@ -73,8 +77,13 @@ def log_state_text(log: LogState, now: float, stale_after: float) -> Text:
         else:
             t.append("◻ empty", style="yellow")
     t.append(f"  {log.lines_total:,} lines", style="dim")
-    if log.size is not None:
-        t.append(f"  {log.size:,} bytes", style="dim")
+    if log.size is not None:  # delivered vs the file: a gap is gputui's, not the run's
+        if log.offset < log.size:
+            t.append(f"  {log.offset:,} of {log.size:,} bytes", style="cyan")
+        else:
+            t.append(f"  {log.size:,} bytes", style="dim")
+    if log.resumes:
+        t.append(f"  resumed {log.resumes}×", style="yellow")
     if log.rotations or log.truncations:
         t.append(f"  rotated {log.rotations}× truncated {log.truncations}×", style="yellow")
     return t
