@@ -4,10 +4,17 @@
   open at once (OpenSSH allows 10 sessions per connection by default).
   One-shot commands wait for a slot; long-lived `open()`s hold one until
   they are closed or end.
-* `~/.ssh/config` (or an explicit file), ssh-agent and strict known_hosts
-  come from asyncssh; unknown and changed host keys are told apart so the
-  user gets the right fix, and `accept_new_host_key` may add an unknown
-  (never a changed) key after showing its fingerprint.
+* `~/.ssh/config` (or an explicit file) and ssh-agent come from asyncssh;
+  host keys are checked the way OpenSSH does, which asyncssh leaves to the
+  caller in three places (see `HostTrust`): `UserKnownHostsFile none` trusts
+  no key (it does not turn checking off), a key marked `@revoked` is refused
+  even where asyncssh's port-less retry would not see the mark, and a
+  missing known_hosts file is skipped. Unknown, changed and revoked keys are
+  told apart so the user gets the right fix; `accept_new_host_key` may add
+  an unknown (never a changed or revoked) key after showing its fingerprint.
+* ProxyJump hops are connected one by one here (not inside asyncssh), each
+  with the same host-key rules and timeout, so an error names the hop that
+  failed: a jump host's changed key or silence is the jump host's.
 * Output is read as bytes (`encoding=None`): a stray non-UTF-8 byte cannot
   drop the connection.
 * The command string is `quoting.command_line(argv)` — built once, here.
@@ -20,12 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import shlex
 import socket
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +60,79 @@ def _host_port(host: str, port: int) -> str:
     return host if port == 22 else f"[{host}]:{port}"
 
 
+class HostTrust:
+    """The known_hosts view of one hop, built by us and handed to asyncssh as
+    its `known_hosts` callable: trusted keys as asyncssh would match them,
+    plus every `@revoked` key for the host with or without the port (asyncssh
+    forgets the `[host]:port` marks when it retries without the port)."""
+
+    def __init__(self, files: list[str], none_in_config: bool = False) -> None:
+        self.files = files
+        self.none_in_config = none_in_config  # `UserKnownHostsFile none`
+        self._known = asyncssh.import_known_hosts("")
+        self._revoked = asyncssh.import_known_hosts("")
+        for path in files:
+            try:
+                text = Path(path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue  # a missing or unreadable file is skipped, as OpenSSH does
+            for line in text.splitlines():
+                stripped = line.strip()
+                with contextlib.suppress(ValueError):  # a bad line is skipped too
+                    self._known.load(stripped)
+                    if stripped.startswith("@revoked"):
+                        self._revoked.load(stripped[len("@revoked") :])
+        self.trusted: list[asyncssh.SSHKey] = []
+        self.revoked: list[asyncssh.SSHKey] = []
+
+    def __call__(
+        self, host: str, addr: str, port: int | None
+    ) -> tuple[list[Any], list[Any], list[Any]]:
+        trusted, ca_keys, revoked = self._known.match(host, addr, port)[:3]
+        extra = [
+            *self._revoked.match(host, addr, port)[0],
+            *self._revoked.match(host, addr, None)[0],
+        ]
+        self.trusted = [k for k in trusted if k not in extra]
+        self.revoked = [*revoked, *(k for k in extra if k not in revoked)]
+        return self.trusted, list(ca_keys), self.revoked
+
+
+@dataclass
+class Hop:
+    """One ssh connection on the way: a ProxyJump host, or the target."""
+
+    name: str  # as given: an alias or a host name
+    host: str  # HostName after the ssh config
+    port: int
+    user: str | None
+    trust: HostTrust
+    jump_to: str | None = None  # for a jump host: the target it leads to
+    kw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def known_name(self) -> str:
+        return _host_port(self.host, self.port)
+
+    @property
+    def what(self) -> str:
+        return "jump host " if self.jump_to else ""
+
+    @property
+    def via(self) -> str:
+        return f" (ProxyJump to {self.jump_to})" if self.jump_to else ""
+
+    def known_hosts_file(self) -> str:
+        return self.trust.files[0] if self.trust.files else str(_default_known_hosts())
+
+
 class _Client(asyncssh.SSHClient):
     """Sees the host key the server offers (to tell unknown from changed) and
     notices when the connection drops."""
 
-    def __init__(self, transport: SshTransport) -> None:
+    def __init__(self, transport: SshTransport, hop: Hop) -> None:
         self._transport = transport
+        self.hop = hop
         self.offered_key: asyncssh.SSHKey | None = None
         self.accepted_new = False
         self.conn: asyncssh.SSHClientConnection | None = None
@@ -69,16 +143,21 @@ class _Client(asyncssh.SSHClient):
     def validate_host_public_key(
         self, host: str, addr: str, port: int, key: asyncssh.SSHKey
     ) -> bool:
-        # Only called when the key is NOT among the trusted keys for this host.
+        # Only called when the key is neither trusted nor revoked for this host.
         self.offered_key = key
-        t = self._transport
-        if t.accept_new_host_key and not t._known_keys_for(host, addr, port):
+        trust = self.hop.trust
+        if (
+            self._transport.accept_new_host_key
+            and not trust.trusted  # a different key is known: CHANGED, never accepted
+            and not trust.revoked
+            and not trust.none_in_config  # nowhere to write it, and OpenSSH refuses
+        ):
             self.accepted_new = True
             return True
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.conn is not None:
+        if self.conn is not None and self.hop.jump_to is None:
             self._transport._connection_lost(self.conn, exc)
 
 
@@ -200,8 +279,7 @@ class SshTransport(Transport):
         self.resolved_user: str | None = user
         self.connect_s: float | None = None  # how long the last successful connect took
         self.reconnects = 0
-        self._known_hosts_files: list[str] = []
-        self._known_hosts_disabled = False
+        self.hops: list[Hop] = []  # the last connect's ProxyJump hops, then the target
         self._conn: asyncssh.SSHClientConnection | None = None
         self._slots = asyncio.Semaphore(MAX_CHANNELS)
         self._in_use = 0
@@ -224,129 +302,168 @@ class SshTransport(Transport):
         """The most channels this transport ever had open at once."""
         return self._max_in_use
 
-    async def _options(self) -> tuple[dict[str, Any], Any]:
-        """asyncssh.connect kwargs and config paths; also resolves what the ssh
-        config says (HostName, Port, User, known_hosts files) for messages."""
-        if self.identity_file and not Path(self.identity_file).expanduser().is_file():
-            raise ConnectError(
-                f"identity file {self.identity_file} does not exist",
-                "check the path given with -i / identity_file",
-            )
-        if self.config_path and not Path(self.config_path).expanduser().is_file():
-            raise ConnectError(
-                f"ssh config file {self.config_path} does not exist", "check the path"
-            )
-        kw: dict[str, Any] = {
+    def _base_kw(self) -> dict[str, Any]:
+        return {
             "keepalive_interval": self.keepalive,
             "keepalive_count_max": self.keepalive_count_max,
             "connect_timeout": self.connect_timeout,
             "login_timeout": self.connect_timeout,
         }
+
+    async def _resolve(
+        self, name: str, config: Any, kw: dict[str, Any], jump_to: str | None
+    ) -> tuple[Hop, Any]:
+        """A Hop for `name` as the ssh config resolves it, and its options."""
+        try:
+            opts = await asyncssh.SSHClientConnectionOptions.construct(
+                None, config=config, host=name, **kw
+            )
+        except (OSError, asyncssh.Error, ValueError) as err:
+            which = f"jump host {name}" if jump_to else name
+            raise ConnectError(
+                f"cannot set up ssh to {which}: {err}",
+                "check the ssh config, -i key file and known_hosts path",
+            ) from None
+        kh: Any = opts.known_hosts
+        none_in_config = False
+        if self.known_hosts:  # --known-hosts: for every hop, as given
+            files = [str(Path(self.known_hosts).expanduser())]
+        elif kh is None:  # `UserKnownHostsFile none`: only GlobalKnownHostsFile, if any
+            none_in_config = True
+            files = [str(Path(p).expanduser()) for p in opts.config.get("GlobalKnownHostsFile", [])]
+        elif isinstance(kh, (list, tuple)) and kh:
+            files = [str(Path(p).expanduser()) for p in kh]
+        elif isinstance(kh, (str, Path)) and str(kh):
+            files = [str(Path(kh).expanduser())]
+        else:
+            files = [str(_default_known_hosts())]
+        hop = Hop(
+            name, opts.host, opts.port, opts.username, HostTrust(files, none_in_config), jump_to
+        )
+        return hop, opts
+
+    async def _plan_hops(self) -> tuple[list[Hop], Any]:
+        """The ProxyJump hops (in order) and then the target, with their
+        connect kwargs; also what the ssh config says about the target
+        (HostName, Port, User) for messages."""
+        if self.identity_file:
+            self._check_file(self.identity_file, "identity file", "-i / identity_file")
+        if self.config_path:
+            self._check_file(self.config_path, "ssh config file", "--ssh-config")
+        kw = self._base_kw()
         if self.port is not None:
             kw["port"] = self.port
         if self.user is not None:
             kw["username"] = self.user
         if self.identity_file:
             kw["client_keys"] = [str(Path(self.identity_file).expanduser())]
-        if self.known_hosts:
-            kw["known_hosts"] = str(Path(self.known_hosts).expanduser())
         config: Any = [str(Path(self.config_path).expanduser())] if self.config_path else ()
-        try:
-            opts = await asyncssh.SSHClientConnectionOptions.construct(
-                None, config=config, host=self.host, **kw
-            )
-        except (OSError, asyncssh.Error, ValueError) as err:
-            raise ConnectError(
-                f"cannot set up ssh to {self.host}: {err}",
-                "check the ssh config, -i key file and known_hosts path",
-            ) from None
-        self.resolved_host = opts.host
-        self.resolved_port = opts.port
-        self.resolved_user = opts.username
-        kh: Any = opts.known_hosts
-        if kh is None:
-            self._known_hosts_disabled = True
-            self._known_hosts_files = []
-        elif kh == () or kh == [] or kh == b"" or kh == "":
-            self._known_hosts_files = [str(_default_known_hosts())]
-        elif isinstance(kh, (str, Path)):
-            self._known_hosts_files = [str(kh)]
-        elif isinstance(kh, (list, tuple)):
-            self._known_hosts_files = [str(Path(p).expanduser()) for p in kh]
-        self.label = f"{opts.username}@{opts.host}" + (f":{opts.port}" if opts.port != 22 else "")
-        return kw, config
-
-    def _known_keys_for(self, host: str, addr: str, port: int) -> list[asyncssh.SSHKey]:
-        """Keys known_hosts already lists for this host (any type)."""
-        keys: list[asyncssh.SSHKey] = []
-        for path in self._known_hosts_files:
-            if not os.path.isfile(path):
-                continue
-            try:
-                trusted = asyncssh.match_known_hosts(
-                    path, host, addr, port if port != 22 else None
-                )[0]
-            except (OSError, ValueError, asyncssh.Error):
-                continue
-            keys.extend(trusted)
-        return keys
-
-    def _where(self) -> str:
-        return f"{self.resolved_host} port {self.resolved_port}"
-
-    def _known_hosts_file(self) -> str:
-        return (
-            self._known_hosts_files[0] if self._known_hosts_files else str(_default_known_hosts())
+        target, opts = await self._resolve(self.host, config, kw, None)
+        target.kw = kw
+        self.resolved_host = target.host
+        self.resolved_port = target.port
+        self.resolved_user = target.user
+        self.label = f"{target.user}@{target.host}" + (
+            f":{target.port}" if target.port != 22 else ""
         )
+        hops: list[Hop] = []
+        jumps = opts.tunnel if isinstance(opts.tunnel, str) else ""
+        if jumps.strip().lower() not in ("", "none"):
+            for spec in jumps.split(","):
+                jkw = self._base_kw()
+                user, _, hostport = spec.strip().rpartition("@")
+                name, colon, port = hostport.partition(":")
+                if user:
+                    jkw["username"] = user
+                if colon:
+                    try:
+                        jkw["port"] = int(port)
+                    except ValueError:
+                        raise ConnectError(
+                            f"ProxyJump {spec!r} for {self.host} has a bad port",
+                            "fix ProxyJump in the ssh config ([user@]host[:port],...)",
+                        ) from None
+                hop, _ = await self._resolve(name, config, jkw, target.known_name)
+                hop.kw = jkw
+                hops.append(hop)
+        return [*hops, target], config
 
-    def _translate(self, err: BaseException, client: _Client | None) -> ConnectError:
-        """One line naming the problem and the fix for a failed connect."""
-        host, port = self.resolved_host, self.resolved_port
-        kh = self._known_hosts_file()
+    @staticmethod
+    def _check_file(path: str, what: str, given: str) -> None:
+        p = Path(path).expanduser()
+        if not p.exists():
+            raise ConnectError(
+                f"{what} {path} does not exist", f"check the path given with {given}"
+            )
+        if not p.is_file():
+            raise ConnectError(f"{what} {path} is not a file", f"pass a file with {given}")
+
+    def _translate(self, err: BaseException, client: _Client | None, hop: Hop) -> ConnectError:
+        """One line naming the problem, the hop it happened on, and the fix."""
+        host, port = hop.host, hop.port
+        what, via, name = hop.what, hop.via, hop.known_name
+        kh = hop.known_hosts_file()
+        where = f"{what}{host} port {port}"
+        reason = str(getattr(err, "reason", "") or "")
+        if isinstance(err, asyncssh.HostKeyNotVerifiable) and "revoked" in reason.lower():
+            return ConnectError(
+                f"host key for {what}{name} is REVOKED (marked @revoked in known_hosts){via}; "
+                "refusing to connect",
+                "the key was withdrawn: get the host's current key from its admin, check its "
+                f"fingerprint, and replace the @revoked line in {kh}",
+            )
         if isinstance(err, asyncssh.HostKeyNotVerifiable) or (
             isinstance(err, asyncssh.KeyExchangeFailed) and client and client.offered_key
         ):
             key = client.offered_key if client else None
-            if key is not None and self._known_keys_for(host, host, port):
+            fp = f"{key.get_algorithm()} {key.get_fingerprint('sha256')}" if key else "unknown"
+            if hop.trust.trusted:
                 return ConnectError(
-                    f"host key for {_host_port(host, port)} has CHANGED "
-                    f"(now {key.get_algorithm()} {key.get_fingerprint('sha256')}); refusing to connect",
+                    f"host key for {what}{name} has CHANGED (now {fp}){via}; refusing to connect",
                     "if the host was reinstalled, remove the old key with "
-                    f"`ssh-keygen -R '{_host_port(host, port)}'`"
+                    f"`ssh-keygen -R '{name}'`"
                     + (f" -f {kh}" if kh != str(_default_known_hosts()) else "")
                     + ", otherwise someone may be intercepting the connection",
                 )
-            fp = f"{key.get_algorithm()} {key.get_fingerprint('sha256')}" if key else "unknown"
             keyscan = (
-                f"ssh-keyscan -p {port} {host} >> {kh}"
+                f"ssh-keyscan -p {port} {host} >> FILE"
                 if port != 22
-                else f"ssh-keyscan {host} >> {kh}"
+                else f"ssh-keyscan {host} >> FILE"
             )
+            if hop.trust.none_in_config:
+                return ConnectError(
+                    f"host key for {what}{name} cannot be checked ({fp}){via}: the ssh config "
+                    "says `UserKnownHostsFile none`, so no key is trusted (OpenSSH refuses too)",
+                    "name a known_hosts file: --known-hosts FILE or UserKnownHostsFile in the "
+                    f"ssh config; check the fingerprint, then add it with `{keyscan}`",
+                )
             return ConnectError(
-                f"host key for {_host_port(host, port)} is not known ({fp})",
-                f"check the fingerprint, then add it with `{keyscan}`, "
+                f"host key for {what}{name} is not known ({fp}){via}",
+                f"check the fingerprint, then add it with `{keyscan.replace('FILE', kh)}`, "
                 "or rerun with --accept-new-host-key",
             )
         if isinstance(err, asyncssh.PermissionDenied):
-            who = f"{self.resolved_user}@{host}"
+            who = f"{hop.user}@{host}"
             return ConnectError(
-                f"{who} port {port} refused our ssh keys (authentication failed)",
+                f"{what}{who} port {port} refused our ssh keys (authentication failed){via}",
                 "check -i FILE / IdentityFile, ssh-agent and the host's authorized_keys; "
                 f"`ssh -p {port} {who}` must log in without a password",
             )
         if isinstance(err, socket.gaierror):
             return ConnectError(
-                f"unknown host {self.host!r}: not a Host alias in your ssh config and DNS cannot resolve it",
+                f"unknown {what or 'host '}{hop.name!r}{via}: not a Host alias in your ssh config "
+                "and DNS cannot resolve it",
                 "check the name, or add a `Host` entry to ~/.ssh/config (or pass --ssh-config FILE)",
             )
         if isinstance(err, ConnectionRefusedError):
             return ConnectError(
-                f"connection refused by {self._where()}",
-                "is sshd running there and is the port right (--port)?",
+                f"connection refused by {where}{via}",
+                "is sshd running there and is the port right"
+                + (" (ProxyJump in the ssh config)?" if what else " (--port)?"),
             )
         if isinstance(err, (asyncio.TimeoutError, TimeoutError)):
             return ConnectError(
-                f"no ssh answer from {self._where()} within {self.connect_timeout:g} s",
+                f"no ssh answer from {where} within {self.connect_timeout:g} s{via}",
                 "check the address, the port and any firewall, or raise connect_timeout",
             )
         if isinstance(err, asyncssh.KeyImportError | asyncssh.KeyEncryptionError):
@@ -356,29 +473,55 @@ class SshTransport(Transport):
             )
         if isinstance(err, asyncssh.Error):
             return ConnectError(
-                f"ssh to {self._where()} failed: {err.reason or type(err).__name__}",
+                f"ssh to {where} failed: {err.reason or type(err).__name__}{via}",
                 "check that `ssh` to this host works from this machine",
             )
         if isinstance(err, OSError):
             return ConnectError(
-                f"cannot reach {self._where()}: {err.strerror or err}",
+                f"cannot reach {where}: {err.strerror or err}{via}",
                 "check the address and the network",
             )
-        return ConnectError(f"ssh to {self._where()} failed: {err!r}", "")
+        return ConnectError(f"ssh to {where} failed: {err!r}{via}", "")
 
     async def _open_connection(self) -> asyncssh.SSHClientConnection:
-        kw, config = await self._options()
+        hops, config = await self._plan_hops()
+        self.hops = hops
+        tunnel: asyncssh.SSHClientConnection | None = None
+        t0 = time.perf_counter()
+        try:
+            for hop in hops:
+                conn = await self._connect_hop(hop, config, tunnel)
+                if tunnel is not None:
+                    conn.set_tunnel(tunnel)  # closing the target closes the hops too
+                tunnel = conn
+        except BaseException:
+            if tunnel is not None:
+                tunnel.close()
+            raise
+        self.connect_s = time.perf_counter() - t0
+        assert tunnel is not None
+        return tunnel
+
+    async def _connect_hop(
+        self, hop: Hop, config: Any, tunnel: asyncssh.SSHClientConnection | None
+    ) -> asyncssh.SSHClientConnection:
         client_box: list[_Client] = []
 
         def factory() -> _Client:
-            c = _Client(self)
+            c = _Client(self, hop)
             client_box.append(c)
             return c
 
-        t0 = time.perf_counter()
         try:
             conn = await asyncio.wait_for(
-                asyncssh.connect(self.host, config=config, client_factory=factory, **kw),
+                asyncssh.connect(
+                    hop.name,
+                    config=config,
+                    client_factory=factory,
+                    known_hosts=hop.trust,
+                    tunnel=tunnel,  # None: our hops, never asyncssh's own ProxyJump
+                    **hop.kw,
+                ),
                 self.connect_timeout + 1.0,
             )
         except asyncio.CancelledError:
@@ -386,26 +529,25 @@ class SshTransport(Transport):
         except BaseException as err:
             if isinstance(err, (KeyboardInterrupt, SystemExit)):
                 raise
-            raise self._translate(err, client_box[-1] if client_box else None) from None
-        self.connect_s = time.perf_counter() - t0
+            client = client_box[-1] if client_box else None
+            raise self._translate(err, client, hop) from None
         client = client_box[-1] if client_box else None
         if client is not None and client.accepted_new and client.offered_key is not None:
-            self._remember_host_key(client.offered_key)
+            self._remember_host_key(hop, client.offered_key)
         return conn
 
-    def _remember_host_key(self, key: asyncssh.SSHKey) -> None:
-        host, port = self.resolved_host, self.resolved_port
-        path = Path(self._known_hosts_file())
-        line = f"{_host_port(host, port)} {key.export_public_key('openssh').decode().split()[0]} "
-        line += key.export_public_key("openssh").decode().split()[1] + "\n"
+    def _remember_host_key(self, hop: Hop, key: asyncssh.SSHKey) -> None:
+        name = hop.known_name
+        path = Path(hop.known_hosts_file())
+        algo, blob = key.export_public_key("openssh").decode().split()[:2]
         self.notify(
-            f"accepted NEW host key for {_host_port(host, port)}: "
+            f"accepted NEW host key for {hop.what}{name}: "
             f"{key.get_algorithm()} {key.get_fingerprint('sha256')} (added to {path})"
         )
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             with path.open("a") as f:
-                f.write(line)
+                f.write(f"{name} {algo} {blob}\n")
         except OSError as err:
             self.notify(f"could not write {path}: {err.strerror}")
 
@@ -476,8 +618,9 @@ class SshTransport(Transport):
             try:
                 conn = await self._open_connection()
             except ConnectError as err:
-                if isinstance(err, ConnectError) and (
-                    "CHANGED" in err.problem or "refused our ssh keys" in err.problem
+                if isinstance(err, ConnectError) and any(
+                    w in err.problem
+                    for w in ("CHANGED", "REVOKED", "cannot be checked", "refused our ssh keys")
                 ):
                     self._failure = err
                     self._set_state(ConnectionState.FAILED, str(err))
