@@ -101,3 +101,15 @@ def test_parse_config_keeps_defaults_for_unset_keys() -> None:
     s = parse_config('host = "h"\n', Path("x.toml"))
     assert s.interval == 1.0 and s.stale_after is None and s.gpu_source == "auto"
     assert s.run.env == {} and s.metric_regexes == []
+
+
+def test_keys_section_binds_verbs_and_refuses_unknown_ids_and_blank_keys(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[keys]\nkill = "x"\nrelaunch = "ctrl+r"\n')
+    assert load_config(str(path)).keys == {"kill": "x", "relaunch": "ctrl+r"}
+    path.write_text('[keys]\nexplode = "x"\n')
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_config(str(path))
+    path.write_text('[keys]\nkill = " "\n')
+    with pytest.raises(ConfigError, match=r"c\.toml:2: `keys\.kill`: ' ' is not a key name"):
+        load_config(str(path))

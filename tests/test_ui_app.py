@@ -252,3 +252,23 @@ async def test_usable_at_100x30(scene: str) -> None:
         for must in ("GPUs", "sessions", "training process", "log", "quit"):
             assert must in shot
         assert app.query_one("#log").region.height >= 3
+
+
+async def test_user_keymap_rebinds_a_verb_and_the_banner_shows_its_key() -> None:
+    """[keys] relaunch = "R": the banner, the help and the footer name R, R
+    opens the confirm box and r no longer does (Textual's keymap, by binding id)."""
+    app, _mon, actions, _ = make_app("buffered", keys={"relaunch": "R"})
+    async with app.run_test(size=SIZE) as pilot:
+        assert "[R] relaunch unbuffered" in str(app.query_one(Banner).render())
+        await pilot.press("r")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen) and actions.planned == []
+        await pilot.press("R")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert "| `R` |" in app.screen.markdown

@@ -26,6 +26,7 @@ from gputui.collect.metrics import compile_user_regex
 from gputui.diagnose import PERCENT_THRESHOLDS, Thresholds
 from gputui.errors import ConfigError
 from gputui.remote.container import ProxmoxLXC
+from gputui.verbs import VERB_BY_ID
 
 DEFAULT_CONFIG = Path("~/.config/gputui/config.toml")
 GPU_SOURCES = ("auto", "host", "ct", "nvml")
@@ -84,6 +85,7 @@ class Settings:
     alert_connection_down_after: float = 60.0
     alert_terminal: bool = True
     diagnosis: Thresholds = field(default_factory=Thresholds)  # [diagnosis]
+    keys: dict[str, str] = field(default_factory=dict)  # [keys]: verb id -> key, e.g. kill = "x"
 
 
 # (section, key) -> (Settings attribute, accepted types, description of the type)
@@ -126,6 +128,7 @@ KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("alerts", "connection_down_after"): ("alert_connection_down_after", _NUM),
     ("alerts", "terminal"): ("alert_terminal", _BOOL),
     **{("diagnosis", f.name): (f"diagnosis.{f.name}", _NUM) for f in fields(Thresholds)},
+    **{("keys", b): (f"keys.{b}", _STR) for b in (*VERB_BY_ID, "quit", "help", "filter", "pause")},
 }
 SECTIONS = {s for s, _ in KEYS if s}
 
@@ -165,6 +168,8 @@ def _check_type(value: Any, types: tuple[type, ...]) -> bool:
 def _set(settings: Settings, attr: str, value: Any) -> None:
     if attr.startswith("run."):
         setattr(settings.run, attr[4:], value)
+    elif attr.startswith("keys."):
+        settings.keys[attr[5:]] = value
     elif attr.startswith("diagnosis."):
         settings.diagnosis = dataclasses.replace(settings.diagnosis, **{attr[10:]: value})
     else:
@@ -238,6 +243,13 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
         if path is not None and _line_of(text, section, key):
             return _where(path, text, section, key)
         return flag
+
+    for name, key in s.keys.items():
+        if not key.strip() or any(c.isspace() for c in key):
+            raise ConfigError(
+                f"{where('keys', name, '[keys]')}: {key!r} is not a key name",
+                'use one key as Textual names it, e.g. "x", "ctrl+k" or "f5"',
+            )
 
     if s.port is not None and not 1 <= s.port <= 65535:
         raise ConfigError(

@@ -661,7 +661,7 @@ def rule_connection(ctx: Context) -> Finding | None:
             severity=Severity.ERROR,
             title=f"cannot reach {snap.target}: {snap.connection_error or 'connection failed'}",
             evidence=[f"connection state: failed ({snap.connection_error or 'no detail'})"],
-            fix=f"check that the host is up and that `ssh {snap.target.split()[0] if snap.target else 'HOST'}` works",
+            fix=f"check that the host is up and that `ssh {(snap.target.split() or ['HOST'])[0]}` works",
         )
     if snap.connection == ConnectionState.RECONNECTING:
         return Finding(
@@ -754,7 +754,7 @@ def rule_session_dead(ctx: Context) -> Finding | None:
             title=title,
             evidence=ev + quoted,
             action="launch",
-            action_label="[l] launch",
+            action_label="launch",
         )
 
     status, sig = pane.dead_status, pane.dead_signal
@@ -789,7 +789,7 @@ def rule_session_dead(ctx: Context) -> Finding | None:
                 title=f"the run in session {name} finished (exit status 0)",
                 evidence=[*ev, "exit status 0", *quoted],
                 action="relaunch",
-                action_label="[r] relaunch",
+                action_label="relaunch",
             )
         title = f"session {name} exited 0, but its output ends in an error: {error}"
         ev.insert(1, "exit status 0")
@@ -817,7 +817,7 @@ def rule_session_dead(ctx: Context) -> Finding | None:
         title=title,
         evidence=ev + quoted,
         action="relaunch",
-        action_label="[r] relaunch",
+        action_label="relaunch",
     )
 
 
@@ -843,7 +843,7 @@ def rule_run_exited(ctx: Context) -> Finding | None:
         title=f"no Python process left in session {s.name}; the {src} ends in: {error}",
         evidence=[f"the pane still runs: {shell}", f"last lines of the {src}:", *_quote_tail(tail)],
         action="relaunch",
-        action_label="[r] relaunch",
+        action_label="relaunch",
     )
 
 
@@ -881,7 +881,7 @@ def rule_session_missing(ctx: Context) -> Finding | None:
             title=f"session {snap.session_name} is not running; the log ends in: {error}",
             evidence=ev,
             action="launch",
-            action_label="[l] launch",
+            action_label="launch",
         )
     return Finding(
         kind="session_missing",
@@ -889,7 +889,7 @@ def rule_session_missing(ctx: Context) -> Finding | None:
         title=f"no tmux session named {snap.session_name} in {ctx.ct_words}",
         evidence=ev,
         action="launch",
-        action_label="[l] launch",
+        action_label="launch",
         fix="or pick the right session with --session NAME",
     )
 
@@ -993,7 +993,7 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
             title=f"stalled: {_no_step_words(ctx)}; {one_rank}{why}",
             evidence=ev,
             action="dump",
-            action_label="[d] py-spy dump",
+            action_label="py-spy dump",
         )
     idle_words = dur(idle) if idle >= th.hang_after_s else f"for all {dur(idle)} sampled"
     step_words = (
@@ -1018,7 +1018,7 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
         title=title,
         evidence=ev,
         action="dump",
-        action_label="[d] py-spy dump",
+        action_label="py-spy dump",
     )
 
 
@@ -1056,9 +1056,9 @@ def rule_busy_but_silent(ctx: Context) -> Finding | None:
         ),
         evidence=ev,
         action="relaunch",
-        action_label="[r] relaunch unbuffered",
+        action_label="relaunch unbuffered",
         alt_action="flush",
-        alt_action_label="[f] flush live",
+        alt_action_label="flush live",
         fix="add `-u` to the python command or `export PYTHONUNBUFFERED=1` in the start script",
     )
 
@@ -1129,9 +1129,9 @@ def rule_buffered_output(ctx: Context) -> Finding | None:
         title=title,
         evidence=ev,
         action="relaunch",
-        action_label="[r] relaunch unbuffered",
+        action_label="relaunch unbuffered",
         alt_action="flush",
-        alt_action_label="[f] flush live",
+        alt_action_label="flush live",
         fix="add `-u` to the python command or `export PYTHONUNBUFFERED=1` in the start script",
     )
 
@@ -1153,7 +1153,7 @@ def rule_log_missing(ctx: Context) -> Finding | None:
             title=f"log {ctx.log.path} does not exist; PID {p.pid} writes {files[0]}",
             evidence=ev,
             action="watch_log",
-            action_label=f"[w] watch {files[0]}",
+            action_label=f"watch {files[0]}",
         )
     logs = _written_logs(ctx)
     if logs:
@@ -1166,7 +1166,7 @@ def rule_log_missing(ctx: Context) -> Finding | None:
             title=f"log {ctx.log.path} does not exist; {who} writes {logs[0]}",
             evidence=ev,
             action="watch_log",
-            action_label=f"[w] watch {logs[0]}",
+            action_label=f"watch {logs[0]}",
         )
     return Finding(
         kind="log_missing",
@@ -1194,7 +1194,7 @@ def rule_log_drift(ctx: Context) -> Finding | None:
         title=f"watching {ctx.log.path}, but PID {p.pid} writes {files[0]}",
         evidence=ev,
         action="watch_log",
-        action_label=f"[w] watch {files[0]}",
+        action_label=f"watch {files[0]}",
     )
 
 
@@ -1231,7 +1231,7 @@ def rule_progress_stalled(ctx: Context) -> Finding | None:
                 *[g.line() for g in ctx.gpu_views],
             ],
             action="dump",
-            action_label="[d] py-spy dump",
+            action_label="py-spy dump",
         )
     if not ctx.step_overdue:
         return None
@@ -1254,7 +1254,7 @@ def rule_progress_stalled(ctx: Context) -> Finding | None:
             *[g.line() for g in ctx.gpu_views],
         ],
         action="dump",
-        action_label="[d] py-spy dump",
+        action_label="py-spy dump",
     )
 
 
@@ -1287,7 +1287,7 @@ def rule_stale_code(ctx: Context) -> Finding | None:
         ]
         + [f"PID {p.pid} ({_short(p.command, 80)}) still runs the old code"],
         action="relaunch",
-        action_label="[r] relaunch",
+        action_label="relaunch",
     )
 
 

@@ -380,10 +380,10 @@ class Finding:
     title: str  # one line, in words
     evidence: list[str] = field(default_factory=list)
     action: str = ""  # action id: "relaunch", "dump", "kill", "flush", "launch", ""
-    action_label: str = ""  # e.g. "[r] relaunch unbuffered"
+    action_label: str = ""  # e.g. "relaunch unbuffered"; the UI adds the key
     fix: str = ""  # a command or instruction when no key fixes it
     alt_action: str = ""  # a second key that also helps, e.g. "flush"
-    alt_action_label: str = ""  # e.g. "[f] flush live"
+    alt_action_label: str = ""  # e.g. "flush live"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

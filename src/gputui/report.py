@@ -16,6 +16,7 @@ from typing import Any
 
 from gputui.diagnose import buffering_words, dur, gib, signal_name, stdout_words
 from gputui.model import Finding, Proc, Severity, Snapshot
+from gputui.verbs import keyed
 
 SCHEMA_VERSION = 1
 EXIT_OK = 0  # nothing wrong (INFO findings only count as nothing wrong)
@@ -215,9 +216,9 @@ def finding_to_dict(f: Finding) -> dict[str, Any]:
         "title": f.title,
         "evidence": list(f.evidence),
         "action": f.action,
-        "action_label": f.action_label,
+        "action_label": keyed(f.action, f.action_label),
         "alt_action": f.alt_action,
-        "alt_action_label": f.alt_action_label,
+        "alt_action_label": keyed(f.alt_action, f.alt_action_label),
         "fix": f.fix,
     }
 
@@ -326,7 +327,11 @@ def render_text(
         lines.append(f"{_MARK.get(f.severity, '?')} {f.severity.value.upper()}: {f.title}")
         for e in f.evidence:
             lines.append(f"    {e}")
-        keys = [x for x in (f.action_label, f.alt_action_label) if x]
+        keys = [
+            x
+            for x in (keyed(f.action, f.action_label), keyed(f.alt_action, f.alt_action_label))
+            if x
+        ]
         if keys:
             lines.append("    → " + "   ".join(keys))
         if f.fix:

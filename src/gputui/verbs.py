@@ -157,3 +157,20 @@ def why_not(verb: str, snap: Snapshot, *, read_only: bool, can_launch: bool = Fa
     if snap.connection != ConnectionState.CONNECTED:
         return f"not connected ({snap.connection.value})"
     return RULES[verb](snap, can_launch)
+
+
+def key_of(verb: str, keys: dict[str, str] | None = None) -> str:
+    """The key that runs `verb`: the user's ([keys] in the config), else the default."""
+    bound = (keys or {}).get(verb)
+    if bound:
+        return bound
+    v = VERB_BY_ID.get(verb)
+    return v.key if v is not None else ""
+
+
+def keyed(verb: str, label: str, keys: dict[str, str] | None = None) -> str:
+    """A finding's verb as the user presses it: '[r] relaunch unbuffered'."""
+    if not label:
+        return ""
+    key = key_of(verb, keys)
+    return f"[{key}] {label}" if key else label

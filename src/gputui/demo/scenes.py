@@ -197,7 +197,7 @@ def buffered(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
             "pid 4242 python3 train.py: fd 1 is pipe:[88231] → tee; no -u, no PYTHONUNBUFFERED",
         ],
         action="relaunch",
-        action_label="[r] relaunch unbuffered",
+        action_label="relaunch unbuffered",
     )
     return s, ["loading model from /models/llama-8b (this takes a while)"], [finding]
 
@@ -230,7 +230,7 @@ def dead(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
         title="Session dflash is dead (exit status 1) and the GPUs are idle",
         evidence=["last log line: ImportError: libcudart.so.12: cannot open shared object file"],
         action="launch",
-        action_label="[l] launch again",
+        action_label="launch again",
     )
     return s, lines, [finding]
 

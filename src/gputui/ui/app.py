@@ -39,7 +39,7 @@ from gputui.ui.widgets.logview import LogPanel
 from gputui.ui.widgets.runinfo import RunPanel
 from gputui.ui.widgets.sessions import SessionList
 from gputui.ui.widgets.status import StatusLine
-from gputui.verbs import VERB_BY_ID, VERBS, why_not
+from gputui.verbs import VERB_BY_ID, VERBS, keyed, why_not
 
 Diagnose = Callable[[Snapshot, float], list[Finding]]
 DEFAULT_STALE_AFTER = 30.0
@@ -93,8 +93,10 @@ class GputuiApp(App[int]):
         live: bool = True,
         on_exit: Callable[[], Any] | None = None,
         start: Callable[[], Awaitable[None]] | None = None,
+        keys: dict[str, str] | None = None,
     ) -> None:
         super().__init__()
+        self.keys = dict(keys or {})  # [keys] in the config: binding id -> key
         self.monitor = monitor
         self.actions = actions
         self.read_only = read_only
@@ -155,6 +157,9 @@ class GputuiApp(App[int]):
 
     def on_mount(self) -> None:
         self._main = self.screen
+        if self.keys:  # bindings carry the verb ids, so Textual's keymap rebinds them
+            self.set_keymap(self.keys)
+        self._q(Banner).keys = self.keys
         self._q(Banner).compact = self.has_class("-short")
         self.monitor.subscribe(self._on_monitor)
         self._apply(set(("connection", "gpus", "sessions", "procs", "log", "metrics", "ct")))
@@ -249,8 +254,7 @@ class GputuiApp(App[int]):
         top = self._q(Banner).finding
         for verb in ("flush", "dump"):
             if (top is None or top.action != verb) and self.why_not(verb) is None:
-                v = VERB_BY_ID[verb]
-                hints.append(f"[{v.key}] {v.label}")
+                hints.append(keyed(verb, VERB_BY_ID[verb].label, self.keys))
         return hints
 
     def _dropped_lines(self) -> int:
@@ -395,7 +399,7 @@ class GputuiApp(App[int]):
 
     def action_help(self) -> None:
         why = {v.id: self.why_not(v.id) for v in VERBS}
-        self.push_screen(HelpScreen(help_markdown(why, self.findings)))
+        self.push_screen(HelpScreen(help_markdown(why, self.findings, self.keys)))
 
     def action_filter(self) -> None:
         box = self._q("#log-filter", Input)
@@ -482,6 +486,7 @@ def run_app(settings: Any) -> int:
         ),
         on_exit=parts.on_exit,
         start=start,
+        keys=getattr(parts.settings, "keys", None),
     )
     if parts.actions is not None:
         parts.actions.progress = lambda text: app.notify(text, timeout=4)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from gputui.verbs import VERBS
+from gputui.verbs import VERBS, keyed
 
 if TYPE_CHECKING:
     from gputui.ui.app import GputuiApp
@@ -20,7 +20,7 @@ class ActionCommands(Provider):
         for v in VERBS:
             why = app.why_not(v.id)
             help_ = v.help if why is None else f"unavailable: {why}"
-            out.append((f"[{v.key}] {v.label}", help_, v.id))
+            out.append((keyed(v.id, v.label, app.keys), help_, v.id))
         out.append(("[/] filter the log", "show only lines matching a regex", "filter"))
         out.append(("[p] pause / resume the log", "freeze the log view", "pause"))
         return out

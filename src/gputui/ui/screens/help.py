@@ -9,7 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
 from gputui.model import Finding
-from gputui.verbs import VERBS
+from gputui.verbs import VERBS, key_of, keyed
 
 HELP_HEAD = """\
 # gputui keys
@@ -38,7 +38,7 @@ with `PYTHONUNBUFFERED=1`; `f` flushes the running process without a restart.
 """
 
 
-def findings_markdown(findings: list[Finding]) -> str:
+def findings_markdown(findings: list[Finding], keys: dict[str, str] | None = None) -> str:
     if not findings:
         return "\n## Findings now\n\nNothing wrong found.\n"
     out = ["\n## Findings now\n"]
@@ -46,19 +46,23 @@ def findings_markdown(findings: list[Finding]) -> str:
         out.append(f"- **{f.severity.value}: {f.title}**")
         out += [f"  - {line}" for line in f.evidence[:6]]
         if f.action_label:
-            out.append(f"  - key: `{f.action_label}`")
+            out.append(f"  - key: `{keyed(f.action, f.action_label, keys)}`")
         if f.fix:
             out.append(f"  - fix: `{f.fix}`")
     return "\n".join(out) + "\n"
 
 
-def help_markdown(unavailable: dict[str, str | None], findings: list[Finding] | None = None) -> str:
+def help_markdown(
+    unavailable: dict[str, str | None],
+    findings: list[Finding] | None = None,
+    keys: dict[str, str] | None = None,
+) -> str:
     rows = []
     for v in VERBS:
         why = unavailable.get(v.id)
         note = f" — *off: {why}*" if why else ""
-        rows.append(f"| `{v.key}` | {v.help}{note} |")
-    return HELP_HEAD + "\n".join(rows) + "\n" + findings_markdown(findings or []) + HELP_TAIL
+        rows.append(f"| `{key_of(v.id, keys)}` | {v.help}{note} |")
+    return HELP_HEAD + "\n".join(rows) + "\n" + findings_markdown(findings or [], keys) + HELP_TAIL
 
 
 class HelpScreen(ModalScreen[None]):

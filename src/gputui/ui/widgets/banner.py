@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gputui.model import Finding, Severity
+from gputui.verbs import keyed
 
 _ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 _ICON = {Severity.ERROR: "✖", Severity.WARNING: "⚠", Severity.INFO: "ℹ"}
@@ -43,12 +44,20 @@ def squeeze_evidence(lines: list[str]) -> list[str]:
     return out
 
 
-def banner_text(f: Finding, hints: list[str], more: int, evidence_lines: int = 3) -> Text:
-    """Title, then the keys (so a clipped banner never loses them), then evidence."""
+def banner_text(
+    f: Finding,
+    hints: list[str],
+    more: int,
+    evidence_lines: int = 3,
+    keys: dict[str, str] | None = None,
+) -> Text:
+    """Title, then the keys (so a clipped banner never loses them), then evidence.
+    `keys`: the user's keymap (verb id -> key), shown instead of the defaults."""
     t = Text()
     t.append(f"{_ICON.get(f.severity, '!')} {f.title}", style="bold")
-    keys = [h for h in [f.action_label, getattr(f, "alt_action_label", ""), *hints] if h]
-    tail = "   ".join(dict.fromkeys(keys))
+    labels = [keyed(f.action, f.action_label, keys), keyed(f.alt_action, f.alt_action_label, keys)]
+    keys_shown = [h for h in [*labels, *hints] if h]
+    tail = "   ".join(dict.fromkeys(keys_shown))
     if f.fix and not f.action_label:
         tail = f"fix: {f.fix}" + (f"   {tail}" if tail else "")
     if more:
@@ -68,6 +77,7 @@ class Banner(Static):
         self.finding: Finding | None = None
         self._shown_key: tuple[object, ...] | None = None
         self.compact = False  # short terminals: one evidence line
+        self.keys: dict[str, str] = {}  # the user's keymap: verb id -> key
 
     def show(
         self, findings: list[Finding], hints: list[str] | None = None, *, force: bool = False
@@ -87,4 +97,4 @@ class Banner(Static):
             self.set_class(f is not None and f.severity == sev, f"-{sev.value}")
         if f is not None:
             lines = 1 if self.compact else 3
-            self.update(banner_text(f, hints or [], len(findings) - 1, lines))
+            self.update(banner_text(f, hints or [], len(findings) - 1, lines, self.keys))
