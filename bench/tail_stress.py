@@ -104,6 +104,7 @@ class Cycle:
     silent_findings: list[str] = field(default_factory=list)
     stall_s: float = 0.0
     resumes: int = 0
+    streams: int = 0  # log streams opened during the cycle (a resume or restart opens one)
     status_words: list[str] = field(default_factory=list)
 
     @property
@@ -175,6 +176,12 @@ class Probe:
             return bool(show(content, layout=layout))
 
         state.show_text = show_text  # type: ignore[attr-defined]
+
+
+def resumes(st: Any) -> int:
+    """The watchdog's resumes (0 on a gputui from before the watchdog, so the
+    harness also runs against older code)."""
+    return int(getattr(st, "resumes", 0))
 
 
 def side_events(path: Path) -> list[dict[str, Any]]:
@@ -263,7 +270,8 @@ async def one_cycle(
     f = mon.follower
     st = f.state
     panel = app.screen.query_one(LogPanel)
-    before = (probe.shown, panel.skipped, mon.dropped_log_lines, st.lines_total, st.resumes)
+    before = (probe.shown, panel.skipped, mon.dropped_log_lines, st.lines_total, resumes(st))
+    streams_before = f.streams_opened
     texts_from = len(probe.texts)
     pad = "x" * 56
     last_burst = f"burst {k} line {n - 1:07d} step {n - 1} loss 1.5000 tok/s 12345 {pad}"
@@ -310,7 +318,8 @@ async def one_cycle(
     c.skipped = panel.skipped - before[1]
     c.dropped = mon.dropped_log_lines - before[2]
     c.followed = st.lines_total - before[3]
-    c.resumes = st.resumes - before[4]
+    c.resumes = resumes(st) - before[4]
+    c.streams = f.streams_opened - streams_before
     c.counts_ok = c.shown + c.skipped + c.dropped == c.lines_written == c.followed
     words = [t for _, t in probe.texts[texts_from:]]
     c.status_words = sorted({w.split("  ")[0] for w in words})
@@ -421,7 +430,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             progress=lambda c: print(
                 f"burst {c.burst:>9,}: caught up {c.caught_up_s}, screen {c.screen_s}, "
                 f"trickle {c.trickle_s}, counts {c.counts_ok}, stall {c.stall_s:.2f}, "
-                f"resumes {c.resumes}, words {c.status_words}, ok {c.ok}",
+                f"resumes {c.resumes}, streams {c.streams}, words {c.status_words}, ok {c.ok}",
                 flush=True,
             ),
         )

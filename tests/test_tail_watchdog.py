@@ -226,3 +226,20 @@ def test_behind_is_never_silence() -> None:
     st.stuck = True
     text = log_state_text(st, now, stale_after=20).plain
     assert "gputui's tail stopped" in text and "stale" not in text
+
+
+def test_steps_are_not_stalled_while_gputui_is_behind_the_file() -> None:
+    """A stuck tail while the file grows: the steps may be in the undelivered
+    bytes, so 'the log still moves, but the step has not advanced' would be a
+    claim about gputui's lag, not about the run."""
+    from gputui.demo import scenes
+    from gputui.diagnose import diagnose
+
+    snap, _, _ = scenes.healthy()  # last step and line ~T0
+    now = scenes.T0 + 100
+    assert not {x.kind for x in diagnose(snap, now)}
+    st = snap.log
+    st.size, st.mtime = st.offset + 5_000_000, now - 0.5  # the run wrote 5 MB since
+    st.behind_since = now - 90  # a stat showed the file ahead of the bytes delivered
+    assert st.silent_for(now) == pytest.approx(0.5)  # the file moves
+    assert not {x.kind for x in diagnose(snap, now)}  # and that says nothing of its steps

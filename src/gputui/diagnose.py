@@ -1204,6 +1204,8 @@ def rule_progress_stalled(ctx: Context) -> Finding | None:
     silent past the threshold with a step overdue while the GPUs stay busy."""
     if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
         return None
+    if ctx.log.behind:
+        return None  # the file holds lines gputui has not delivered: the steps may be in them
     if ctx.block_buffered is not False and ctx.log_silent:
         return None  # a buffered (or maybe buffered) silent log: busy_but_silent's call
     if ctx.block_buffered:
