@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -467,14 +468,19 @@ async def test_relaunch_run_typed_into_shell_recovers_exact_argv(
     assert spec["command"] == f"{PY} 'my train.py'"
     assert spec["log"] == str(log) and spec["cwd"] == str(work)
     assert "environment variables" in spec["source"]
-    readings = iter([1000.0, 1000.0])  # before the kill, after it; then 41000
+    # before the kill the old run held 28.2 GiB; after it 0.2 GiB; then the new one loads
+    readings = iter([28_876.8 + 204.8, 204.8])
 
     async def gpu_mem() -> float | None:  # what the monitor's GPU feed would say
-        return next(readings, 41000.0)
+        return next(readings, 40_204.8)
 
     result = await execute(target, plan, gpu_memory=gpu_mem)
     assert result.ok, result.details
     assert "GPU memory rising (+40000 MiB)" in result.summary
+    # what happened, in words: measured against the reading before the kill
+    assert "old run freed 28.2 GiB of GPU memory" in result.summary, result.summary
+    assert re.search(r"new log \d+ bytes after \d s", result.summary), result.summary
+    assert "->" not in result.summary and not any("->" in d for d in result.details)
     wait_for(lambda: b"step 3" in log.read_bytes(), timeout=3.0, what="unbuffered steps")
     assert b"step 0" in Path(result.data["moved_log"]).read_bytes()  # SIGINT flushed the old run
 

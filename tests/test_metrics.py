@@ -272,3 +272,33 @@ def test_buffered_bursts_give_the_average_step_time_not_zero() -> None:
             m.add(MetricPoint(time=t, step=burst * 200 + k))
     med = m.median_step_interval
     assert med is not None and 0.05 < med < 0.2  # 54 s over 399 advances ≈ 0.135 s
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # nanoGPT forks that write the token rate out: it wins over 1000 / time
+        ("iter 100: loss 3.2100, time 500.00ms, tok/s 45427", (100, 3.21, 45427.0, "tok/s")),
+        ("iter 100: loss 3.21, time 500.00ms, 45,427 tok/s", (100, 3.21, 45427.0, "tok/s")),
+        ("iter 7: loss 3.0, time 250.00ms, tokens_per_second=9000", (7, 3.0, 9000.0, "tok/s")),
+        # no rate written: the derived it/s stays
+        ("iter 100: loss 3.2100, time 500.00ms, mfu 12.30%", (100, 3.21, 2.0, "it/s")),
+        # Megatron with only the per-iteration time, and with tokens/sec/gpu
+        (
+            " iteration       10/      10 | elapsed time per iteration (ms): 500.0 |"
+            " lm loss: 9.76E+00 | tok/s 45427 |",
+            (10, 9.76, 45427.0, "tok/s"),
+        ),
+        (
+            " iteration       10/      10 | elapsed time per iteration (ms): 500.0 |"
+            " tokens/sec/gpu: 8000.5 | lm loss: 9.76E+00 |",
+            (10, 9.76, 8000.5, "tok/s/gpu"),
+        ),
+    ],
+)
+def test_written_token_rate_wins_over_a_derived_rate(
+    line: str, expected: tuple[int, float, float, str]
+) -> None:
+    p = MetricParser().parse(line, 0.0)
+    assert p is not None
+    assert (p.step, p.loss, p.throughput, p.throughput_unit) == expected

@@ -270,3 +270,23 @@ def test_tmux34_escaped_separators_parse_the_same(tmux_sock: str) -> None:
 def test_raw_output_with_backslashes_is_left_alone() -> None:
     assert decode_format_output("a\x1fC:\\037\\x") == "a\x1fC:\\037\\x"
     assert decode_format_output("a\\037b\\\\c") == "a\x1fb\\c"
+
+
+def test_a_pane_started_by_the_launch_wrapper_shows_the_users_command(tmux_sock: str) -> None:
+    """After a relaunch the sessions pane shows `python3 -u train.py …`, not
+    the wrapper script (`bash -c "set -o pipefail\\nlog=$1; …`)."""
+    from gputui.actions.runspec import RunSpec, new_session_argv
+
+    spec = RunSpec(
+        session="relaunched",
+        cwd=os.path.dirname(tmux_sock),
+        command="python3 train.py --lr 3e-4 'a b'",
+        log=os.path.join(os.path.dirname(tmux_sock), "relaunched.log"),
+        env={"WANDB_MODE": "offline"},
+    )
+    run(new_session_argv(spec, ["tmux", "-S", tmux_sock]))
+    res = run(list_panes_argv(tmux_sock))
+    by_name = {s.name: s for s in sessions_from_result(res.returncode, res.stdout, res.stderr)}
+    pane = by_name["relaunched"].panes[0]
+    assert pane.start_command == "python3 -u train.py --lr 3e-4 'a b'"
+    assert "set -o pipefail" in pane.start_command_raw  # what relaunch reads back is kept

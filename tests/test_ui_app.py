@@ -141,13 +141,20 @@ async def test_dump_result_screen_shows_output_and_saved_file() -> None:
         details="Thread 4242 (active)\n  main (train.py:77)",
         saved_path="/root/.local/state/gputui/dumps/x.txt",
     )
-    app, _mon, _actions, _ = make_app("healthy", actions=RecordingActions(outcome))
+    actions = RecordingActions(outcome)
+    app, _mon, _actions, _ = make_app("healthy", actions=actions)
+    seen: list[str] = []
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("d")
-        await pilot.pause()
-        await pilot.press("y")
+        await pilot.press("d")  # one key: a dump only reads, so no confirm box
+        for _ in range(20):
+            seen.append(type(app.screen).__name__)
+            if isinstance(app.screen, ResultScreen):
+                break
+            await pilot.pause(0.05)
         await app.workers.wait_for_complete()
         await pilot.pause()
+        assert "ConfirmScreen" not in seen
+        assert [a.verb for a in actions.executed] == ["dump"]
         assert isinstance(app.screen, ResultScreen)
         shot = screen_text(app)
         assert "main (train.py:77)" in shot and "x.txt" in shot

@@ -50,9 +50,7 @@ def test_py_spy_output(snap_compare) -> None:
     app = scene_app("healthy", actions=RecordingActions(outcome))
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
-        await pilot.press("d")
-        await pilot.pause()
-        await pilot.press("y")
+        await pilot.press("d")  # one key: no confirm box for a dump
         await pilot.app.workers.wait_for_complete()
         pilot.app.clear_notifications()  # toasts time out: keep them out of the picture
         await pilot.pause()

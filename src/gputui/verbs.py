@@ -23,7 +23,8 @@ class Verb:
     key: str  # the default key; a user's [keys] table may bind another
     label: str
     help: str
-    changes: bool = True  # acts on the run: off in --read-only, confirmed first
+    changes: bool = True  # acts on the run: off in --read-only
+    confirm: bool = True  # the dashboard asks first; False: it only reads, runs at once
     cli_help: str = ""  # non-empty: also a `gputui VERB` subcommand
 
 
@@ -106,8 +107,9 @@ VERBS: tuple[Verb, ...] = (
         "dump",
         "d",
         "py-spy dump",
-        "Show every Python thread's stack (py-spy dump)",
+        "Show every Python thread's stack (py-spy dump; runs at once, it only reads)",
         cli_help="py-spy dump of the run's Python processes",
+        confirm=False,  # each process pauses for milliseconds; nothing is changed
     ),
     Verb(
         "flush",

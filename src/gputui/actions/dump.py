@@ -14,6 +14,7 @@ from gputui.actions.plan import (
     ActionResult,
     Progress,
     check_allowed,
+    render_argv,
     say,
     state_dir,
 )
@@ -153,7 +154,9 @@ async def execute_dump(target: Target, plan: ActionPlan, progress: Progress = No
             parts.append(f"===== pid {pid} (failed) =====\n{text}")
     output = "\n\n".join(parts) + "\n"
     saved = save_dump(output, plan)
-    details = [*errors]
+    where = f"in CT {target.ct}" if target.ct is not None else f"on {target.label}"
+    details = [f"ran {where}: {render_argv(argv)}" for argv in plan.commands]
+    details += errors
     if denied:
         details.append(f"ptrace was refused — fix: {PTRACE_FIX}")
     ok = not errors

@@ -295,7 +295,9 @@ async def execute_start(
     def mark(name: str) -> None:
         phases[name] = round(time.monotonic() - t0 - sum(phases.values()), 3)
 
-    mem0 = await _mem(gpu_memory)
+    mem_before = await _mem(gpu_memory)  # before the kill: what the old run held
+    mem0 = mem_before
+    freed_words = ""
     # 1. stop
     if "kill" in plan.params:
         from gputui.actions.kill import check_unchanged
@@ -325,6 +327,9 @@ async def execute_start(
         _freed, gpu_lines = await gpu_after(gpu_processes, plan.pids, host_pids=on_gpu)
         details += gpu_lines
         mem0 = await _mem(gpu_memory)
+        freed_words = _freed_words(mem_before, mem0)
+        if freed_words:
+            details.append(freed_words)
     mark("stop")
     # 2. old session
     res = await target.run(plan.params["kill_session"])
@@ -374,28 +379,28 @@ async def execute_start(
     mark("verify")
     mem1 = await _mem(gpu_memory)
     grew = size1 is not None and size1 > (size0 or 0)
+    waited = sizes[-1][0] if sizes else 0.0
+    log_words = _new_log_words(spec.log, size1, waited, first_growth)
     details.append(
-        f"after {sizes[-1][0] if sizes else 0:.1f} s: session "
+        f"after {waited:.1f} s: session "
         + ("alive" if alive else "DEAD" if pane_list else "GONE")
-        + f", log {size0 or 0} -> {size1 or 0} bytes"
-        + (f" (first growth at {first_growth:.2f} s)" if first_growth is not None else "")
+        + f"; {log_words}"
     )
     if pane_list and pane_list[0].dead:
         details.append(f"pane exit status {pane_list[0].dead_status}; see the log {spec.log}")
-    if mem0 is not None and mem1 is not None:
-        details.append(
-            f"GPU memory in use (all GPUs): {mem0 / 1024:,.1f} -> {mem1 / 1024:,.1f} GiB"
-        )
+    if mem0 is not None and mem1 is not None and mem1 > mem0:
+        details.append(f"new run's GPU memory: {gib(mem1 - mem0)} so far")
     ok = alive
     summary = (
         f"{plan.action}ed {spec.session!r}: "
         + ("running" if alive else "exited")
-        + (", log growing" if grew else ", log not growing yet")
+        + f"; {log_words}"
         + (
-            f", GPU memory rising (+{mem1 - mem0:.0f} MiB)"
+            f"; GPU memory rising (+{mem1 - mem0:.0f} MiB)"
             if mem0 is not None and mem1 is not None and mem1 > mem0
             else ""
         )
+        + (f"; {freed_words}" if freed_words else "")
     )
     return ActionResult(
         ok=ok,
@@ -411,6 +416,32 @@ async def execute_start(
             "log": spec.log,
         },
     )
+
+
+FREED_MIN_MIB = 64.0  # less than this freed is "unchanged" (readings jitter)
+
+
+def gib(mib: float) -> str:
+    return f"{mib / 1024:,.1f} GiB"
+
+
+def _freed_words(before: float | None, after: float | None) -> str:
+    """'old run freed 28.2 GiB', measured against the reading BEFORE the kill."""
+    if before is None or after is None:
+        return ""
+    if before - after >= FREED_MIN_MIB:
+        return f"old run freed {gib(before - after)} of GPU memory"
+    return f"GPU memory unchanged by the stop ({gib(after)} in use)"
+
+
+def _new_log_words(log: str, size: int | None, waited: float, first: float | None) -> str:
+    """'new log 84 bytes after 3 s (first line at 0.4 s)' / 'no new log yet'."""
+    if size is None or size < 0:
+        return f"no log at {log} yet after {waited:.0f} s"
+    if size == 0:
+        return f"new log still empty after {waited:.0f} s"
+    at = f" (first bytes at {first:.1f} s)" if first is not None else ""
+    return f"new log {size} bytes after {waited:.0f} s{at}"
 
 
 async def _mem(reader: GpuMemoryReader | None) -> float | None:

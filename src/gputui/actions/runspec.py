@@ -16,6 +16,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from gputui.collect.tmux import LAUNCH_WRAPPER_NAME
+
 # The fixed script. $1 = log, $2 = the user's command (a shell command line,
 # as written in [run] or in the original tmux call), $3… = NAME=VALUE env.
 # SIGINT is trapped so the script outlives a Ctrl-C of its child and still
@@ -32,7 +34,7 @@ rc=$?
 printf '[gputui] exit %s at %s\\n' "$rc" "$(date '+%Y-%m-%d %H:%M:%S')" | tee -a -i -- "$log"
 exit "$rc"
 """
-WRAPPER_NAME = "gputui-run"  # $0 of the wrapper: what ps shows
+WRAPPER_NAME = LAUNCH_WRAPPER_NAME  # $0 of the wrapper: what ps shows
 
 _SHELLS = {"bash", "sh", "zsh", "fish", "dash", "ksh", "-bash", "-sh", "-zsh"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

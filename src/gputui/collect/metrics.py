@@ -10,7 +10,8 @@ Units: "tok/s", "it/s", "samples/s"; figures a framework documents as per
 GPU are marked "tok/s/gpu" (Megatron `tokens/sec/gpu` and `tgs`, torchtitan
 `tps`), so the number is never mistaken for the whole job's rate. A tqdm
 `s/it` rate is inverted to it/s; tqdm's `?it/s` is unknown (None). nanoGPT
-and Megatron without a token rate give it/s from their per-iteration time.
+and Megatron without a token rate give it/s from their per-iteration time; a
+tokens-per-second field written in the same line always wins over that.
 A loss of `nan`/`inf` is kept as float nan/inf: a diverged run is news.
 For tqdm/Lightning bars, `step` is the bar's counter (per epoch in Lightning).
 """
@@ -251,21 +252,25 @@ _GEN_THR_BEFORE_RE = re.compile(
 _GEN_KEYED_VALUE_RE = re.compile(r"[:=]\s*$")
 
 
+def explicit_token_rate(line: str) -> float | None:
+    """A tokens-per-second figure written out in the line (`tok/s 45427`,
+    `tokens_per_second=1234`, `48,538 tok/s`), else None."""
+    if not (("tok" in line) or ("tps" in line) or ("TPS" in line) or ("hroughput" in line)):
+        return None
+    # "tok/s 48,538" / "tokens_per_second=1234": the unit names the value after it.
+    m2 = _GEN_THR_BEFORE_RE.search(line)
+    if m2:
+        return _num(m2.group(2))
+    for u in _GEN_UNIT_RE.finditer(line):  # "48,538 tok/s": the number right before the unit
+        lo = max(0, u.start() - 40)
+        nb = _GEN_NUM_BEFORE_RE.search(line, lo, u.start())
+        if nb and not _GEN_KEYED_VALUE_RE.search(line, lo, nb.start()):
+            return _num(nb.group(1))
+    return None
+
+
 def _generic(line: str) -> Found | None:
-    thr: float | None = None
-    low_has = ("tok" in line) or ("tps" in line) or ("TPS" in line) or ("hroughput" in line)
-    if low_has:
-        # "tok/s 48,538" / "tokens_per_second=1234": the unit names the value after it.
-        m2 = _GEN_THR_BEFORE_RE.search(line)
-        if m2:
-            thr = _num(m2.group(2))
-        else:  # "48,538 tok/s": the number right before the unit
-            for u in _GEN_UNIT_RE.finditer(line):
-                lo = max(0, u.start() - 40)
-                nb = _GEN_NUM_BEFORE_RE.search(line, lo, u.start())
-                if nb and not _GEN_KEYED_VALUE_RE.search(line, lo, nb.start()):
-                    thr = _num(nb.group(1))
-                    break
+    thr = explicit_token_rate(line)
     loss: float | None = None
     if "oss" in line:
         lm = _GEN_LOSS_RE.search(line)
@@ -275,6 +280,27 @@ def _generic(line: str) -> Found | None:
         return None
     sm = _GEN_STEP_RE.search(line)
     return int(sm.group(1)) if sm else None, loss, thr, "tok/s" if thr is not None else ""
+
+
+# Presets whose "it/s" is derived from a per-iteration time (`time 500.00ms`,
+# `elapsed time per iteration (ms)`), not written out as a rate.
+DERIVED_RATE_PRESETS = frozenset({"nanogpt", "megatron"})
+
+
+def _prefer_written_tokens(name: str, found: Found, line: str) -> Found:
+    """An explicit tokens-per-second field always wins over a rate derived
+    from the iteration time (a nanoGPT fork printing `time 500.00ms` and
+    `tok/s 45427` means 45427 tok/s, not 2 it/s)."""
+    step, loss, _derived, unit = found
+    if name not in DERIVED_RATE_PRESETS or unit not in ("it/s", ""):
+        return found
+    try:
+        tokens = explicit_token_rate(line)
+    except (ValueError, OverflowError):
+        tokens = None
+    if tokens is None:
+        return found
+    return step, loss, tokens, "tok/s"
 
 
 PRESETS: dict[str, Callable[[str], Found | None]] = {
@@ -363,7 +389,7 @@ class MetricParser:
             except (ValueError, OverflowError, ZeroDivisionError):
                 found = None
             if found is not None:
-                return name, found
+                return name, _prefer_written_tokens(name, found, line)
         return None
 
     def parse(self, line: str, now: float) -> MetricPoint | None:

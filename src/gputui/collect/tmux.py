@@ -15,6 +15,7 @@ path does not split a record.
 
 from __future__ import annotations
 
+import os
 import re
 
 from gputui.errors import GputuiError
@@ -161,14 +162,28 @@ def _split_tmux_args(s: str) -> list[str] | None:
     return args
 
 
+# $0 of gputui's launch wrapper (actions.runspec.WRAPPER_NAME): its pane runs
+# `bash -c WRAPPER gputui-run LOG COMMAND [NAME=VALUE…]`.
+LAUNCH_WRAPPER_NAME = "gputui-run"
+
+
 def start_command_text(raw: str) -> str:
     """tmux 3.3a prints a one-argument start command quoted and escaped
     (`"bash run.sh 2>&1 | tee \\"x\\""`); return the shell command itself.
-    Several arguments (`sh -c "sleep 1" "a b"`) are returned as printed:
-    that is already a readable shell-like line."""
+    A pane started by gputui's launch wrapper shows the user's command, not
+    the wrapper script. Other commands of several arguments (`sh -c "sleep 1"
+    "a b"`) are returned as printed: that is already a readable line."""
     args = _split_tmux_args(raw)
     if args is not None and len(args) == 1:
         return args[0]
+    if (
+        args is not None
+        and len(args) >= 6
+        and os.path.basename(args[0]) == "bash"
+        and args[1] == "-c"
+        and args[3] == LAUNCH_WRAPPER_NAME
+    ):
+        return args[5]
     return raw
 
 

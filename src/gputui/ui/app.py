@@ -348,13 +348,15 @@ class GputuiApp(App[int]):
 
     @work(group="action", exclusive=True, exit_on_error=False)
     async def _plan_confirm_run(self, verb: str) -> None:
-        """Plan (read-only), confirm with the plan fixed, then run it."""
+        """Plan (read-only), confirm with the plan fixed, then run it. A verb
+        that only reads (py-spy dump) runs at once; its result says what ran."""
         try:
             planned = await self._plan(verb)
         except GputuiError as e:
             self.notify(str(e), title=VERB_BY_ID[verb].label, severity="error", timeout=8)
             return
-        if not await self.push_screen_wait(ConfirmScreen(planned)):
+        asks = verb not in VERB_BY_ID or VERB_BY_ID[verb].confirm
+        if asks and not await self.push_screen_wait(ConfirmScreen(planned)):
             self.notify(f"{planned.title}: cancelled, nothing was run")
             return
         self.executed.append(planned)
