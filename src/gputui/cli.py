@@ -11,7 +11,7 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from gputui import __version__
 from gputui.config import (
@@ -85,8 +85,8 @@ def _port(text: str) -> int:
 def add_target_flags(p: argparse.ArgumentParser, suppress: bool = False) -> None:
     """The flags that say what to watch. In subcommands the defaults are
     SUPPRESS so a flag given before the subcommand is not overwritten."""
-    d = {"default": argparse.SUPPRESS} if suppress else {}
-    b = {"default": argparse.SUPPRESS} if suppress else {"default": False}
+    d: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
+    b: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {"default": False}
     g = p.add_argument_group("target")
     g.add_argument("--host", help="host or ~/.ssh/config alias to ssh to", **d)
     g.add_argument("--port", type=_port, help="ssh port", **d)

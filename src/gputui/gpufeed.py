@@ -310,10 +310,10 @@ class NvidiaSmiFeed(GpuFeed):
         """Run one nvidia-smi stream until it ends -> (got samples, exit, stderr)."""
         try:
             proc = await self._open(side, gpu_parse.query_gpu_argv(self.period_ms))
-        except Exception as err:  # GputuiError, or the transport library's own
-            self.state.error = str(err)
+        except Exception as e:  # GputuiError, or the transport library's own
+            self.state.error = str(e)
             self._changed()
-            return False, None, str(err)
+            return False, None, str(e)
         got = False
         try:
             while True:

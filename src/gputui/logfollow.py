@@ -319,10 +319,10 @@ class LogFollower:
                 status = None
                 with contextlib.suppress(Exception):
                     status = await asyncio.wait_for(proc.wait(), 5.0)
-                err = (await proc.stderr_text()).strip() or header.decode("utf-8", "replace")
+                said = (await proc.stderr_text()).strip() or header.decode("utf-8", "replace")
                 self._set_error(
                     f"cannot follow {self.path}: "
-                    + (err.splitlines()[-1] if err else f"exit {status}")
+                    + (said.splitlines()[-1] if said else f"exit {status}")
                 )
                 return False
             self._apply_header(header.decode("utf-8", "replace").split())

@@ -122,11 +122,9 @@ class Watch:
             audit_file=audit_path(),
         )
         if self.exporter is not None:
-            exporter = self.exporter
+            exporter, name = self.exporter, monitor.target.label
             recorder.tick_listeners.append(
-                lambda snap, findings, name=monitor.target.label: exporter.update(
-                    name, snap, findings, time.time()
-                )
+                lambda snap, findings: exporter.update(name, snap, findings, time.time())
             )
         return Watched(settings, monitor.target.transport, monitor, recorder)
 

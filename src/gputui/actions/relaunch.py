@@ -149,7 +149,8 @@ def spec_from_run(info: RunInfo, settings: Any) -> RunSpec:
     assert pane is not None
     main = info.main_python
     cwd = pane.current_path or (info.cwds.get(main.pid, "") if main else "") or "/root"
-    command, log, env, source = ("", None, {}, "")
+    env: dict[str, str] = {}
+    command, log, source = "", None, ""
     if pane.start_command_raw:
         command, log, env, source = spec_from_start_command(
             pane.start_command_raw, info.session, cwd

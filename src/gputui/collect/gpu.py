@@ -189,11 +189,11 @@ def parse_compute_apps(text: str) -> list[GpuProcess]:
         line = raw.strip()
         if not line:
             continue
-        raw = line.split(",")
-        fields = [f.strip() for f in raw]
+        cols = line.split(",")
+        fields = [f.strip() for f in cols]
         if len(fields) < 4 or not fields[0].isdigit():
             continue  # header, "No running processes found", or noise
-        name = ",".join(raw[1:-2]).strip()
+        name = ",".join(cols[1:-2]).strip()
         procs.append(
             GpuProcess(
                 gpu_uuid=fields[-1],

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -76,8 +77,8 @@ class NvmlReader:
             ) from None
         self._static = []
         for h in self._handles:
-            name = self._get(lambda h=h: _text(nv.nvmlDeviceGetName(h))) or ""
-            uuid = self._get(lambda h=h: _text(nv.nvmlDeviceGetUUID(h))) or ""
+            name = _text(self._get(partial(nv.nvmlDeviceGetName, h)) or "")
+            uuid = _text(self._get(partial(nv.nvmlDeviceGetUUID, h)) or "")
             self._static.append((name, uuid))
 
     def _init_error(self, e: Exception) -> GputuiError:
@@ -222,13 +223,13 @@ class NvmlReader:
         for i, h in enumerate(self._handles):
             uuid = self._static[i][1] if i < len(self._static) else ""
             try:
-                procs = self._get(lambda h=h: nv.nvmlDeviceGetComputeRunningProcesses(h)) or []
+                procs = self._get(partial(nv.nvmlDeviceGetComputeRunningProcesses, h)) or []
             except nv.NVMLError:
                 continue  # lost GPU: read() reports it
             for p in procs:
                 pid = int(p.pid)
                 mem = getattr(p, "usedGpuMemory", None)
-                name = self._get(lambda pid=pid: _text(nv.nvmlSystemGetProcessName(pid))) or ""
+                name = _text(self._get(partial(nv.nvmlSystemGetProcessName, pid)) or "")
                 out.append(
                     GpuProcess(
                         gpu_uuid=uuid,

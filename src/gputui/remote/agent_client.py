@@ -19,6 +19,7 @@ import base64
 import contextlib
 import itertools
 import json
+import sys
 import time
 import zlib
 from importlib import resources
@@ -131,7 +132,8 @@ class AgentClient:
                 stderr = await proc.stderr_text()
             await client.close()
             task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            # Task.cancelling() is Python 3.11+; on 3.10 the error is raised as is.
+            if sys.version_info >= (3, 11) and task is not None and task.cancelling():
                 # cancelled meanwhile (the event loop is shutting down after
                 # a stop()): end as cancelled, not as an error nobody reads —
                 # asyncio would print its traceback after the one-line message
@@ -189,11 +191,8 @@ class AgentClient:
                     continue  # not ours (e.g. a banner); ignore
                 if not isinstance(msg, dict):
                     continue
-                fut = (
-                    self._pending.pop(msg.get("id"), None)
-                    if isinstance(msg.get("id"), int)
-                    else None
-                )
+                rid = msg.get("id")
+                fut = self._pending.pop(rid, None) if isinstance(rid, int) else None
                 if fut is None or fut.done():
                     continue
                 if msg.get("ok"):

@@ -155,8 +155,8 @@ class LocalTransport(Transport):
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
             )
-        except OSError as err:
-            return _not_found(argv, err)
+        except OSError as oserr:
+            return _not_found(argv, oserr)
         try:
             out, err = await asyncio.wait_for(proc.communicate(input), timeout)
         except asyncio.TimeoutError:

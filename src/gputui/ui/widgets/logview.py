@@ -149,7 +149,7 @@ class LogPanel(Vertical):
         yield log
 
     @property
-    def log(self) -> TailLog:
+    def log(self) -> TailLog:  # type: ignore[override]  # the view's Log, not Textual's logger
         return self.query_one(TailLog)
 
     def show_state(self, log: LogState, now: float, stale_after: float, dropped: int = 0) -> None:

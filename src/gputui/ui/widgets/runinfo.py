@@ -56,11 +56,11 @@ def metric_text(ring: Ring, digits: int = 0) -> Text:
 class MetricRow(Horizontal):
     def __init__(self, name: str, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
-        self._name = name
+        self._metric = name
         self._last: list[float] = []
 
     def compose(self) -> ComposeResult:
-        yield QuietStatic(self._name, classes="metric-name")
+        yield QuietStatic(self._metric, classes="metric-name")
         yield Sparkline([], summary_function=max)
         yield QuietStatic(classes="metric-value")
 
