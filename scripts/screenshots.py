@@ -132,6 +132,39 @@ async def shoot_live(out: Path, size: tuple[int, int]) -> list[Path]:
     return written
 
 
+async def shoot_history(out: Path, size: tuple[int, int]) -> list[Path]:
+    """The whole-run view over a synthetic 6 h run with a hang and a relaunch
+    (gputui.demo.history), drawn at the frozen clock T0: stable SVG."""
+    import tempfile
+
+    from textual.app import App
+
+    from gputui.demo.history import fill
+    from gputui.history import HistoryWriter
+    from gputui.ui.screens.wholerun import WholeRunScreen
+
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "history.sqlite"
+        w = HistoryWriter(db, clock=lambda: T0)
+        fill(w, "root@10.1.2.6 ct 200", T0, hours=6.0, gpus=8)
+        w.close()
+
+        class Host(App[None]):
+            def on_mount(self) -> None:
+                self.push_screen(
+                    WholeRunScreen(db, "root@10.1.2.6 ct 200", live=False, clock=lambda: T0)
+                )
+
+        app = Host()
+        async with app.run_test(size=size) as pilot:
+            screen = app.screen
+            while getattr(screen, "loads", 0) < 1:
+                await pilot.pause(0.1)
+            await pilot.pause()
+            path = app.save_screenshot(filename="whole-run.svg", path=str(out))
+    return [Path(path)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "screenshots"))
@@ -142,6 +175,8 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for p in asyncio.run(shoot(out, (cols, rows))):
+        print(p)
+    for p in asyncio.run(shoot_history(out, (cols, rows))):
         print(p)
     if args.live:
         for p in asyncio.run(shoot_live(out, (cols, rows))):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +11,22 @@ import pytest
 from testbed import Testbed
 
 _ct_numbers = itertools.count(200)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """gputui's state (run history, audit log) goes to a temporary directory
+    during tests, never the tester's ~/.local/state; a test may still set
+    its own XDG_STATE_HOME."""
+    old = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = old
 
 
 @pytest.fixture(scope="session")

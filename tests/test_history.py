@@ -135,6 +135,24 @@ async def test_truncated_log_starts_a_new_run(tmp_path: Path) -> None:
     assert [s for r, _, s in got if r == runs[1]] == list(range(10))
 
 
+async def test_two_recorders_on_one_log_share_one_run(tmp_path: Path) -> None:
+    """The dashboard and `watch` see the same log at the same moment: one
+    run, each point once."""
+    log, db = tmp_path / "train.log", tmp_path / "h.sqlite"
+    write_steps(log, 0, 300, "w")
+    w1, w2 = HistoryWriter(db), HistoryWriter(db)  # two connections, as two processes
+    r1 = RunRecorder(LogOnlyMonitor(log), w1, diagnose=lambda s, n: [])
+    r2 = RunRecorder(LogOnlyMonitor(log), w2, diagnose=lambda s, n: [])
+    await asyncio.gather(import_all(r1), import_all(r2))
+    write_steps(log, 300, 350)
+    await asyncio.gather(import_all(r1), import_all(r2))
+    w1.close()
+    w2.close()
+    got = points(db)
+    assert [s for _, _, s in got] == list(range(350))
+    assert len({r for r, _, _ in got}) == 1
+
+
 def test_parse_chunk_offsets_and_carriage_returns() -> None:
     data = b"step 1 loss 2.0\rstep 2 loss 1.5\nnoise\nstep 3 loss"
     pts, consumed = parse_chunk(data, 1000, MetricParser())
@@ -288,7 +306,10 @@ async def test_two_processes_write_the_same_file_at_once(tmp_path: Path) -> None
     db = tmp_path / "h.sqlite"
     w = HistoryWriter(db)
     child = subprocess.Popen(
-        [sys.executable, "-c", WRITER_CHILD, str(db)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", WRITER_CHILD, str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     tid = w.target_id("parent").result()
     t0 = int(time.time()) - 3100
@@ -303,7 +324,7 @@ async def test_two_processes_write_the_same_file_at_once(tmp_path: Path) -> None
         await asyncio.sleep(0)
     out, _ = child.communicate(timeout=60)
     w.close()
-    assert child.returncode == 0 and out.strip() == "ok"
+    assert child.returncode == 0 and out.strip() == "ok", out
     r = HistoryReader(db)
     assert len(r.gpu("parent", 0, 2e9)) == 3000
     assert len(r.gpu("child", 0, 2e9)) == 3000

@@ -87,3 +87,29 @@ def test_address_errors_are_one_line() -> None:
             Exporter().serve(f"127.0.0.1:{port}")
     finally:
         ex.close()
+
+
+def test_docs_use_only_exported_metric_names() -> None:
+    """The shipped Grafana dashboard and alert rules name metrics that exist."""
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    used = set()
+    for name in ("grafana-dashboard.json", "prometheus-alerts.yml"):
+        used |= set(re.findall(r"gputui_[a-z_]+", (docs / name).read_text()))
+    snap = Snapshot(time=1.0, target="t")
+    snap.gpus.add(
+        GpuSample(
+            0, 1.0, mem_used_mib=1.0, mem_total_mib=2.0, util_pct=3.0, temp_c=4.0, power_w=5.0
+        )
+    )
+    snap.metrics.add(
+        MetricPoint(time=1.0, step=1, loss=1.0, throughput=1.0, throughput_unit="it/s")
+    )
+    snap.log.path = "/l"
+    snap.log.note_line(1.0)
+    ex = Exporter()
+    ex.update("t", snap, [], now=2.0)
+    exported = {s.name for fam in ex.collect() for s in fam.samples}
+    assert used and used <= exported, used - exported

@@ -128,7 +128,10 @@ KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("alerts", "connection_down_after"): ("alert_connection_down_after", _NUM),
     ("alerts", "terminal"): ("alert_terminal", _BOOL),
     **{("diagnosis", f.name): (f"diagnosis.{f.name}", _NUM) for f in fields(Thresholds)},
-    **{("keys", b): (f"keys.{b}", _STR) for b in (*VERB_BY_ID, "quit", "help", "filter", "pause")},
+    **{
+        ("keys", b): (f"keys.{b}", _STR)
+        for b in (*VERB_BY_ID, "quit", "help", "filter", "pause", "history")
+    },
 }
 SECTIONS = {s for s, _ in KEYS if s}
 

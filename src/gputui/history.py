@@ -39,7 +39,7 @@ T = TypeVar("T")
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 SECONDS_KEPT_S = 3600.0  # GPU samples stay at 1 s resolution this long, then 1 min
 FLUSH_EVERY_S = 2.0  # batched writes: at most this long in memory
-BUSY_TIMEOUT_MS = 5000
+BUSY_TIMEOUT_MS = 30000  # another gputui writing: wait (the writer thread, never the UI)
 PRUNE_FRACTION = 0.1  # each prune step drops this share of the oldest time span
 
 SCHEMA_V1 = """
@@ -337,20 +337,29 @@ class HistoryWriter:
         ).fetchone()
         return _run_info(target, row) if row else None
 
-    def new_run(self, target: str, log_path: str, inode: int, t: float) -> Future[RunInfo]:
-        """A run for this log generation (the same inode seen again after a
-        truncation gets the next generation)."""
-        return self._submit(self._new_run, target, log_path, inode, t)
+    def new_run(
+        self, target: str, log_path: str, inode: int, t: float, after: int | None = None
+    ) -> Future[RunInfo]:
+        """The run for this log file: the newest one of this inode, unless it
+        is `after` (the run found truncated), then the next generation. Two
+        gputui processes that see the same log at once get the same run."""
+        return self._submit(self._new_run, target, log_path, inode, t, after)
 
-    def _new_run(self, target: str, log_path: str, inode: int, t: float) -> RunInfo:
+    def _new_run(
+        self, target: str, log_path: str, inode: int, t: float, after: int | None
+    ) -> RunInfo:
         tid = self._target_id(target)
 
         def do(c: sqlite3.Connection) -> RunInfo:
-            gen = c.execute(
-                "SELECT COALESCE(MAX(generation) + 1, 0) FROM runs"
-                " WHERE target_id=? AND log_path=? AND inode=?",
+            row = c.execute(
+                "SELECT id, log_path, inode, generation, first_seen, last_seen, cursor,"
+                " throughput_unit FROM runs WHERE target_id=? AND log_path=? AND inode=?"
+                " ORDER BY generation DESC LIMIT 1",
                 (tid, log_path, inode),
-            ).fetchone()[0]
+            ).fetchone()
+            if row is not None and (after is None or int(row[0]) > after):
+                return _run_info(target, row)  # made already (by another gputui, say)
+            gen = int(row[3]) + 1 if row is not None else 0
             cur = c.execute(
                 "INSERT INTO runs (target_id, log_path, inode, generation, first_seen, last_seen)"
                 " VALUES (?, ?, ?, ?, ?, ?)",

@@ -90,6 +90,20 @@ class HistoryReader:
                 " WHERE target_id=? AND t BETWEEN ? AND ? ORDER BY 1, 2"
             )
             args: tuple[object, ...] = (tid, since, until, tid, since, until)
+        elif step_s == 60:  # minutes as stored, then the kept seconds averaged per minute
+            minutes = self.conn.execute(
+                "SELECT t, gpu, util, mem_used, mem_total FROM gpu_minutes"
+                " WHERE target_id=? AND t BETWEEN ? AND ?",
+                (tid, since, until),
+            ).fetchall()
+            seconds = self.conn.execute(
+                "SELECT t / 60 * 60, gpu, AVG(util), AVG(mem_used), MAX(mem_total)"
+                " FROM gpu_samples WHERE target_id=? AND t BETWEEN ? AND ?"
+                " GROUP BY t / 60, gpu",
+                (tid, since, until),
+            ).fetchall()
+            # each in time order per GPU (the primary key's order), minutes first
+            return [GpuPoint(*r) for r in minutes + seconds]
         else:
             sql = (
                 "SELECT b * ?, gpu, AVG(util), AVG(mem_used), MAX(mem_total) FROM ("
@@ -104,13 +118,52 @@ class HistoryReader:
 
     def metrics(self, target: str, since: float, until: float) -> list[MetricRow]:
         tid = self.target_id(target)
-        rows = self.conn.execute(
-            "SELECT p.t, p.run_id, p.offset, p.step, p.loss, p.throughput, p.lr"
-            " FROM metric_points p JOIN runs r ON r.id = p.run_id"
-            " WHERE r.target_id=? AND p.t BETWEEN ? AND ? ORDER BY p.run_id, p.offset",
-            (tid, since, until),
-        ).fetchall()
-        return [MetricRow(*r) for r in rows]
+        runs = [
+            int(r[0]) for r in self.conn.execute("SELECT id FROM runs WHERE target_id=?", (tid,))
+        ]
+        out: list[MetricRow] = []
+        for run_id in sorted(runs):  # per run: the primary key orders by offset
+            out += [
+                MetricRow(*r)
+                for r in self.conn.execute(
+                    "SELECT t, run_id, offset, step, loss, throughput, lr FROM metric_points"
+                    " WHERE run_id=? AND t BETWEEN ? AND ? ORDER BY offset",
+                    (run_id, since, until),
+                )
+            ]
+        return out
+
+    def latest_run(self, target: str) -> int | None:
+        tid = self.target_id(target)
+        row = self.conn.execute(
+            "SELECT id FROM runs WHERE target_id=? ORDER BY last_seen DESC, id DESC LIMIT 1",
+            (tid,),
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    def run_chart(self, run_id: int, n: int = CHART_POINTS) -> list[MetricRow]:
+        """About n of a run's metric points, evenly spread over the log's
+        bytes, in log order (a day at 1 line/s is 86,400 points; a chart is a
+        few hundred cells wide)."""
+        top = self.conn.execute(
+            "SELECT MAX(offset) FROM metric_points WHERE run_id=?", (run_id,)
+        ).fetchone()[0]
+        if top is None:
+            return []
+        width = max(1, -(-int(top) // n))  # bytes of log per chart point
+        sql = (
+            "SELECT t, run_id, offset, step, loss, throughput, lr FROM metric_points"
+            " WHERE run_id=? AND offset >= ? ORDER BY offset LIMIT 1"
+        )
+        out: list[MetricRow] = []
+        at = 0
+        while at <= top:  # one index seek per chart point, not a scan of the run
+            row = self.conn.execute(sql, (run_id, at)).fetchone()
+            if row is None:
+                break
+            out.append(MetricRow(*row))
+            at = max(at + width, int(row[2]) + 1)
+        return out
 
     def events(self, target: str, since: float, until: float) -> list[EventOut]:
         tid = self.target_id(target)

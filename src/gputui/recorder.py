@@ -109,6 +109,7 @@ class RunRecorder:
         self._caught_up = False
         self._log_due = 0.0
         self._log_seen: tuple[int | None, int, int] = (None, 0, 0)
+        self._marks: tuple[int, int] | None = None
         self._audit_due = 0.0
         self._audit_mtime = 0.0
         self._exits: set[str] = set()
@@ -280,6 +281,7 @@ class RunRecorder:
             self._run = await asyncio.wrap_future(self.writer.current_run(self.name, path))
             self._caught_up = False
             self._log_seen = (None, 0, 0)
+            self._marks = None
         seen = (snap.log.size, snap.log.truncations, snap.log.rotations)
         if self._run is not None and seen == self._log_seen and snap.log.size == self._run.cursor:
             return 0  # nothing new (the monitor's stat says so): no command
@@ -289,11 +291,17 @@ class RunRecorder:
         if got is None:
             return 0
         size, inode, data = got
-        if self._run is None or inode != self._run.inode or size < self._run.cursor:
-            # first sight of this log, or it was replaced / truncated: a new run
-            self._run = await asyncio.wrap_future(self.writer.new_run(self.name, path, inode, now))
+        marks = (snap.log.truncations, snap.log.rotations)  # the follower saw it start over
+        restarted = self._marks is not None and marks != self._marks
+        self._marks = marks
+        if self._run is None or inode != self._run.inode or size < self._run.cursor or restarted:
+            # first sight of this log, or it was replaced / truncated: its run
+            stale = self._run.id if self._run is not None else None
+            self._run = await asyncio.wrap_future(
+                self.writer.new_run(self.name, path, inode, now, after=stale)
+            )
             self._caught_up = False
-            self._log_due = now  # read it from 0 on the next tick
+            self._log_due = now  # read on from the run's cursor at the next tick
             return 0
         points, consumed = parse_chunk(data, cursor, self._parser)
         timed = self._caught_up

@@ -68,6 +68,7 @@ class GputuiApp(App[int]):
         Binding("question_mark", "help", "help", key_display="?", id="help"),
         Binding("slash", "filter", "filter", key_display="/", id="filter"),
         Binding("p", "pause", "pause", id="pause", priority=True),
+        Binding("h", "history", "whole run", id="history", show=False),
         *[
             Binding(
                 v.key,
@@ -94,6 +95,8 @@ class GputuiApp(App[int]):
         on_exit: Callable[[], Any] | None = None,
         start: Callable[[], Awaitable[None]] | None = None,
         keys: dict[str, str] | None = None,
+        recorder: Any = None,
+        terminal_alerts: bool = True,
     ) -> None:
         super().__init__()
         self.keys = dict(keys or {})  # [keys] in the config: binding id -> key
@@ -117,6 +120,8 @@ class GputuiApp(App[int]):
         self._availability: tuple[str | None, ...] = ()
         self._stopped = False
         self.executed: list[PlannedAction] = []  # every action that really ran
+        self.recorder = recorder  # gputui.recorder.RunRecorder: history + alerts
+        self.terminal_alerts = terminal_alerts
         self.crashed_with: Exception | None = None  # run_app reports it (gputui.crash)
 
     def _handle_exception(self, error: Exception) -> None:
@@ -162,6 +167,8 @@ class GputuiApp(App[int]):
         self._q(Banner).keys = self.keys
         self._q(Banner).compact = self.has_class("-short")
         self.monitor.subscribe(self._on_monitor)
+        if self.recorder is not None:
+            self.recorder.sinks.append(self._alert)
         self._apply(set(("connection", "gpus", "sessions", "procs", "log", "metrics", "ct")))
         self._tick()
         self._drain_log()
@@ -428,6 +435,29 @@ class GputuiApp(App[int]):
             self._q(LogPanel).log.focus()
             event.stop()
 
+    def action_history(self) -> None:
+        if self.recorder is None or self.recorder.writer is None:
+            self.notify("the history is off ([history] enabled = false)", severity="warning")
+            return
+        from gputui.ui.screens.wholerun import WholeRunScreen
+
+        self.push_screen(WholeRunScreen(self.recorder.writer.path, self.recorder.name))
+
+    def _alert(self, alert: Any) -> None:
+        """A finding appeared or cleared: a toast, and when on, a bell and a
+        desktop notification (OSC 9 / 777, texts stripped of controls)."""
+        from gputui.alerts import terminal_notification
+
+        self.notify(
+            alert.subject,
+            severity="error" if alert.severity == "error" else "warning",
+            timeout=10,
+            markup=False,
+        )
+        driver = getattr(self, "_driver", None)
+        if self.terminal_alerts and driver is not None and not self.is_headless:
+            driver.write(terminal_notification(alert))
+
     def action_pause(self) -> None:
         paused = self._q(LogPanel).toggle_pause()
         self.notify("log paused" if paused else "log resumed", timeout=2)
@@ -465,6 +495,8 @@ def run_app(settings: Any) -> int:
         """A target that cannot be reached at all (unknown host, refused,
         bad key) ends the dashboard with the same one line as `doctor`,
         exit 2; once connected, a lost link is shown live instead."""
+        if parts.history_error:  # the dashboard runs on without history
+            app.notify(parts.history_error, severity="warning", timeout=10, markup=False)
         try:
             await parts.start()
         except GputuiError as err:
@@ -489,7 +521,10 @@ def run_app(settings: Any) -> int:
         on_exit=parts.on_exit,
         start=start,
         keys=getattr(parts.settings, "keys", None),
+        recorder=parts.recorder,
+        terminal_alerts=bool(getattr(parts.settings, "alert_terminal", True)),
     )
+
     if parts.actions is not None:
         parts.actions.progress = lambda text: app.notify(text, timeout=4)
     rc = app.run()

@@ -7,6 +7,7 @@ otherwise the ssh transport reaches the host (and the container, if any).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -75,6 +76,44 @@ class Parts:
     start: Callable[[], Awaitable[None]]
     on_exit: Callable[[], Awaitable[None]]
     settings: Any
+    recorder: Any = None  # gputui.recorder.RunRecorder when the history is on
+    history_error: str | None = None  # why the history is off, when it could not open
+
+
+def build_recorder(monitor: Any, settings: Any) -> tuple[Any, str | None]:
+    """The history recorder for the dashboard ([history] enabled), with the
+    config's notification URLs; (None, why) when the file cannot be used —
+    the dashboard then runs without history rather than not at all."""
+    if not getattr(settings, "history", True):
+        return None, None
+    from gputui.actions.plan import audit_path
+    from gputui.alerts import AlertGate, AppriseSender
+    from gputui.history import HistoryWriter
+    from gputui.recorder import RunRecorder
+
+    sender = AppriseSender(list(getattr(settings, "alert_urls", []) or []))
+    try:
+        writer = HistoryWriter(
+            getattr(settings, "history_path", None),
+            max_bytes=int(float(getattr(settings, "history_max_mb", 256.0)) * 1024 * 1024),
+        )
+    except GputuiError as err:
+        return None, str(err)
+    gate = AlertGate(
+        monitor.target.label,
+        quiet_s=float(getattr(settings, "alert_quiet_period", 600.0)),
+        holds={"connection": float(getattr(settings, "alert_connection_down_after", 60.0))},
+    )
+    recorder = RunRecorder(
+        monitor,
+        writer,
+        stale_after=getattr(settings, "stale_after", None),
+        gate=gate,
+        sinks=[sender.send] if sender.enabled else [],
+        log_every=float(getattr(settings, "history_log_every", 10.0)),
+        audit_file=audit_path(),
+    )
+    return recorder, None
 
 
 def build(settings: Any) -> Parts:
@@ -91,6 +130,7 @@ def build(settings: Any) -> Parts:
         demo.apply_env()
         demo.launch()
         settings = demo.settings(settings)
+        settings.history_path = str(demo.root / "history.sqlite")  # not the user's history
         gpu_feed = SimulatedGpus(GPUS, demo.load, name="NVIDIA H200 (simulated)")
     target = make_target(settings)
     transport = target.transport
@@ -99,6 +139,7 @@ def build(settings: Any) -> Parts:
         None if getattr(settings, "read_only", False) else ActionsBackend(target, settings, monitor)
     )
     run = getattr(settings, "run", None)
+    recorder, history_error = build_recorder(monitor, settings)
 
     async def start() -> None:
         try:
@@ -110,11 +151,26 @@ def build(settings: Any) -> Parts:
                 cb(monitor.snapshot, {"connection"})
             raise
         await monitor.start()
+        if recorder is not None:
+            await recorder.start()
 
     async def on_exit() -> None:
+        if recorder is not None:
+            with contextlib.suppress(Exception):
+                await recorder.stop()
+            await asyncio.get_running_loop().run_in_executor(None, recorder.writer.close)
         with contextlib.suppress(Exception):
             await transport.close()
         if demo is not None:
             demo.teardown()
 
-    return Parts(monitor, actions, bool(getattr(run, "command", None)), start, on_exit, settings)
+    return Parts(
+        monitor,
+        actions,
+        bool(getattr(run, "command", None)),
+        start,
+        on_exit,
+        settings,
+        recorder,
+        history_error,
+    )

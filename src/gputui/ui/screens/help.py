@@ -20,6 +20,7 @@ HELP_HEAD = """\
 | `q` | quit (stops every stream gputui opened) |
 | `/` | filter the log (regex); `esc` closes the filter |
 | `p` | pause / resume the log view |
+| `h` | whole run: loss, throughput and GPUs from the history (`1`/`2`/`3`: 1 h, 24 h, run) |
 | `tab` | move between panels; `enter` on a session watches it |
 | `ctrl+p` | command palette (every action, with why it is unavailable) |
 """

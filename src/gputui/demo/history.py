@@ -1,0 +1,108 @@
+"""A synthetic run history, written through the real HistoryWriter the way a
+recorder writes it: GPU rows every second (flushed in batches), metric
+points read from the log every `log_every` seconds, the 1-minute rollup
+every simulated minute. Used by the history benchmark (bench/history_bench.py)
+and the whole-run screenshot. A hang in the middle makes the charts worth
+looking at: utilization drops, the loss stops, a finding appears and clears
+after a relaunch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from gputui.history import EventRow, GpuRow, HistoryWriter, PointRow
+
+BYTES_PER_LINE = 96  # about what "step N loss X | T tok/s" lines take
+
+
+def fill(
+    w: HistoryWriter,
+    target: str,
+    t_end: float,
+    *,
+    hours: float = 24.0,
+    gpus: int = 8,
+    lines_per_s: float = 1.0,
+    log_every: float = 10.0,
+    on_second: Callable[[int], None] | None = None,
+) -> int:
+    """Write `hours` of history ending at t_end; returns metric points written."""
+    seconds = int(hours * 3600)
+    t0 = t_end - seconds
+    tid = w.target_id(target).result()
+    run = w.new_run(target, "/workspace/train.log", 1234, t0).result()
+    hang = (int(seconds * 0.55), int(seconds * 0.6))  # GPUs idle, no steps
+    step = 0
+    offset = 0
+    pending: list[PointRow] = []
+    acc = 0.0
+    written = 0
+    for s in range(seconds):
+        t = t0 + s
+        hung = hang[0] <= s < hang[1]
+        util = 3.0 if hung else 96.0 - 4.0 * math.sin(s / 97.0)
+        w.add_gpu(
+            tid,
+            [
+                GpuRow(g, t, util - g * 0.5, 101_000.0 + 500.0 * g, 143_771.0, 62.0, 650.0)
+                for g in range(gpus)
+            ],
+        )
+        if not hung:
+            acc += lines_per_s
+            while acc >= 1.0:
+                acc -= 1.0
+                step += 1
+                loss = 2.0 + 8.0 / math.sqrt(step + 10) + 0.05 * math.sin(step / 7.0)
+                pending.append(
+                    PointRow(offset, t, True, step, loss, 5200.0 + 150.0 * math.sin(step / 4000.0))
+                )
+                offset += BYTES_PER_LINE
+        if s % 2 == 1:
+            w.flush()  # what the recorder's batching does: one transaction per ~2 s
+        if s % int(log_every) == 0 and pending:
+            w.add_points(run.id, pending, offset, t, "tok/s")
+            written += len(pending)
+            pending = []
+        if s % 60 == 59:
+            w.rollup(t)
+        if s == hang[0] + 120:
+            w.add_event(
+                tid,
+                EventRow(
+                    t,
+                    "finding",
+                    "held_but_idle",
+                    "appear",
+                    "error",
+                    "GPUs idle with memory held: the run is hung",
+                ),
+            )
+        if s == hang[1] - 30:
+            w.add_event(
+                tid,
+                EventRow(
+                    t, "action", "relaunch", "ok", "", "relaunched unbuffered", f"{t}:relaunch"
+                ),
+            )
+        if s == hang[1] + 5:
+            w.add_event(
+                tid,
+                EventRow(
+                    t,
+                    "finding",
+                    "held_but_idle",
+                    "clear",
+                    "error",
+                    "GPUs idle with memory held: the run is hung",
+                ),
+            )
+        if on_second is not None:
+            on_second(s)
+    if pending:
+        w.add_points(run.id, pending, offset, t_end, "tok/s")
+        written += len(pending)
+    w.flush().result()
+    return written

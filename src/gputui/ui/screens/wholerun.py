@@ -1,0 +1,251 @@
+"""The whole-run view (key h): the history database drawn.
+
+Loss and throughput over the whole current run (the log read from its start
+into the history, point by point), GPU utilization and memory per GPU over
+the last hour, day or the whole run (keys 1 / 2 / 3), findings and actions
+marked on the GPU time axis and listed below. The data is read in a thread
+(a reader connection of its own) every RELOAD_S; plotext draws four figures
+at most once per load.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+from textual_plotext import PlotextPlot
+
+from gputui.alerts import safe_text
+from gputui.errors import GputuiError
+from gputui.history_query import EventOut, HistoryReader, MetricRow
+
+RANGES: dict[str, float | None] = {"1 h": 3600.0, "24 h": 86400.0, "run": None}
+RELOAD_S = 10.0
+EVENT_LINES = 6
+
+
+@dataclass
+class WholeRun:
+    """What one load read from the database."""
+
+    now: float
+    since: float
+    metrics: list[MetricRow] = field(default_factory=list)
+    unit: str = ""
+    util: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+    mem_gib: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+    mem_max_gib: float = 0.0
+    events: list[EventOut] = field(default_factory=list)
+    error: str = ""
+
+
+def load(path: Path, target: str, span: float | None, now: float) -> WholeRun:
+    """Read the charts' data (runs in a worker thread)."""
+    try:
+        r = HistoryReader(path)
+    except GputuiError as err:
+        return WholeRun(now, now, error=str(err))
+    try:
+        try:
+            run_id = r.latest_run(target)
+        except GputuiError as err:
+            return WholeRun(now, now, error=str(err))
+        metrics = r.run_chart(run_id) if run_id is not None else []
+        run_start = min((m.t for m in metrics), default=now - 3600.0)
+        since = now - span if span is not None else run_start
+        step_s = 1 if now - since <= 3600 else 60
+        out = WholeRun(now, since, metrics, r.throughput_unit(target))
+        for p in r.gpu(target, since, now + 1, step_s=step_s):
+            if p.util is not None:
+                out.util.setdefault(p.gpu, []).append((p.t, p.util))
+            if p.mem_used is not None:
+                out.mem_gib.setdefault(p.gpu, []).append((p.t, p.mem_used / 1024))
+            if p.mem_total:
+                out.mem_max_gib = max(out.mem_max_gib, p.mem_total / 1024)
+        out.events = [e for e in r.events(target, since, now + 1) if e.kind != "connection"]
+        return out
+    finally:
+        r.close()
+
+
+class Chart(PlotextPlot):
+    """One plotext figure drawn from the last load."""
+
+    def __init__(self, title: str, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.title = title
+        self.data: WholeRun | None = None
+
+    def show(self, data: WholeRun) -> None:
+        self.data = data
+        self.refresh()
+
+    def render(self):  # type: ignore[no-untyped-def]
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.frame(False)
+        plt.title(self.title)
+        if self.data is not None:
+            self.draw(self.data)
+        return super().render()
+
+    def draw(self, data: WholeRun) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class MetricChart(Chart):
+    """Loss or throughput against the step (or the line's order when the
+    step counter restarted inside the run)."""
+
+    def __init__(self, title: str, which: str, **kw: object) -> None:
+        super().__init__(title, **kw)
+        self.which = which
+
+    def draw(self, data: WholeRun) -> None:
+        plt = self.plt
+        rows = [m for m in data.metrics if getattr(m, self.which) is not None]
+        if self.which == "throughput" and data.unit:
+            plt.title(f"{self.title} ({data.unit})")
+        if not rows:
+            plt.xticks([])
+            plt.yticks([])
+            return
+        steps = [m.step for m in rows]
+        known = [s for s in steps if s is not None]
+        by_step = len(known) == len(steps) and all(a <= b for a, b in pairwise(known))
+        xs = [float(s) for s in known] if by_step else [float(i) for i in range(len(rows))]
+        ys = [float(getattr(m, self.which)) for m in rows]
+        plt.plot(xs, ys, marker="braille")
+        plt.xlabel("step" if by_step else "point")
+
+
+class GpuChart(Chart):
+    """A line per GPU over the chosen range; events as vertical marks."""
+
+    def __init__(self, title: str, which: str, **kw: object) -> None:
+        super().__init__(title, **kw)
+        self.which = which
+
+    def draw(self, data: WholeRun) -> None:
+        plt = self.plt
+        series = data.util if self.which == "util" else data.mem_gib
+        ymax = 100.0 if self.which == "util" else (data.mem_max_gib or 1.0)
+        plt.ylim(0, ymax)
+        hours = (data.now - data.since) / 3600.0
+        plt.xlim(-hours, 0)
+        plt.xlabel("hours ago")
+        for _gpu, pts in sorted(series.items()):
+            plt.plot(
+                [(t - data.now) / 3600.0 for t, _ in pts], [v for _, v in pts], marker="braille"
+            )
+        for e in data.events:
+            x = (e.t - data.now) / 3600.0
+            if -hours <= x <= 0:
+                plt.vline(x, "red" if e.kind == "finding" and e.state == "appear" else "blue")
+
+
+def event_lines(events: list[EventOut], n: int = EVENT_LINES) -> Text:
+    """The newest events, as plain text (remote strings are data, never markup)."""
+    out = Text()
+    for e in events[-n:]:
+        stamp = time.strftime("%H:%M:%S", time.localtime(e.t))
+        style = "red" if e.kind == "finding" and e.state == "appear" else "blue"
+        out.append(f"{stamp} ", style="dim")
+        out.append(safe_text(f"{e.kind} {e.name} {e.state}", 60), style=style)
+        out.append(f"  {safe_text(e.title, 120)}\n")
+    if not events:
+        out.append("no findings, actions or exits recorded in this range", style="dim")
+    return out
+
+
+class WholeRunScreen(Screen[None]):
+    """See the module docstring. esc goes back to the dashboard."""
+
+    DEFAULT_CSS = """
+    WholeRunScreen { layout: vertical; }
+    WholeRunScreen #wr-head { height: 1; background: $boost; padding: 0 1; }
+    WholeRunScreen Grid { grid-size: 2 2; height: 1fr; }
+    WholeRunScreen Chart { height: 100%; }
+    WholeRunScreen #wr-events { height: auto; max-height: 8; padding: 0 1; }
+    """
+    BINDINGS = [  # noqa: RUF012
+        Binding("escape", "close", "back", id="history_back"),
+        Binding("h", "close", "back", show=False),
+        Binding("1", "range('1 h')", "1 h", id="history_1h"),
+        Binding("2", "range('24 h')", "24 h", id="history_24h"),
+        Binding("3", "range('run')", "run", id="history_run"),
+    ]
+
+    def __init__(
+        self,
+        path: Path,
+        target: str,
+        *,
+        live: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        self.path = path
+        self.target = target
+        self.clock = clock
+        self.range = "run"
+        self.live = live
+        self.loads = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="wr-head")
+        with Grid():
+            yield MetricChart("loss", "loss", id="wr-loss")
+            yield MetricChart("throughput", "throughput", id="wr-thr")
+            yield GpuChart("GPU util %", "util", id="wr-util")
+            yield GpuChart("GPU memory GiB", "mem", id="wr-mem")
+        with Vertical(id="wr-events"):
+            yield Static(id="wr-event-list")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._head("loading…")
+        self.reload()
+        if self.live:
+            self.set_interval(RELOAD_S, self.reload)
+
+    def _head(self, note: str) -> None:
+        t = Text()
+        t.append("whole run · ", style="bold")
+        t.append(safe_text(self.target, 80))
+        t.append(f" · GPUs over {self.range} · {note}", style="dim")
+        self.query_one("#wr-head", Static).update(t)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_range(self, name: str) -> None:
+        self.range = name
+        self.reload()
+
+    @work(thread=True, exclusive=True, group="whole-run", exit_on_error=False)
+    def reload(self) -> None:
+        data = load(self.path, self.target, RANGES[self.range], self.clock())
+        self.app.call_from_thread(self.show, data)
+
+    def show(self, data: WholeRun) -> None:
+        self.loads += 1
+        if data.error:
+            self._head(data.error)
+        else:
+            n = len(data.metrics)
+            self._head(f"{n} metric point{'s' if n != 1 else ''} drawn · 1/2/3 range · esc back")
+        for chart in self.query(Chart):
+            chart.show(data)
+        self.query_one("#wr-event-list", Static).update(event_lines(data.events))
