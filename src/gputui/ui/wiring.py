@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Snapshot
 from gputui.remote.target import Target, make_target
 from gputui.ui.verbs import ActionOutcome, PlannedAction
