@@ -42,6 +42,9 @@ PURE = [
     "collect/tmux.py",
     "collect/logtail.py",
     "collect/metrics.py",
+    "collect/procs.py",
+    "verbs.py",
+    "remote/container.py",
 ]
 IO_MODULES = {
     "asyncio",
