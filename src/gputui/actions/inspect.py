@@ -18,16 +18,38 @@ from gputui.remote.target import Target
 _PYTHON_NAME = re.compile(r"^python[0-9.]*$")
 LOG_READERS = {"tee", "cat", "logger", "ts", "pv"}
 
-# Lines "pid<TAB>what<TAB>link" (what: cwd, or an fd number) for each pid given.
+# Lines "pid<TAB>what<TAB>link" (what: cwd, or an fd number) for each pid given;
+# "pid<TAB>cmdline<TAB>HEX": the exact bytes of /proc/PID/cmdline in hex, so
+# an argument holding a newline, a tab, 0x1e/0x1f or bytes that are not
+# UTF-8 comes back exactly (a relaunch runs that argv again).
 LINKS_SCRIPT = """for p in "$@"; do
   printf '%s\\tcwd\\t%s\\n' "$p" "$(readlink "/proc/$p/cwd" 2>/dev/null)"
-  printf '%s\\tcmdline\\t%s\\n' "$p" "$(tr '\\000\\n' '\\037\\036' < "/proc/$p/cmdline" 2>/dev/null)"
+  printf '%s\\tcmdline\\t%s\\n' "$p" "$(od -An -v -tx1 < "/proc/$p/cmdline" 2>/dev/null | tr -d ' \\n')"
   for f in /proc/"$p"/fd/*; do
     [ -e "$f" ] || [ -L "$f" ] || continue
     printf '%s\\t%s\\t%s\\n' "$p" "${f##*/}" "$(readlink "$f" 2>/dev/null)"
   done
 done
 """
+
+
+def argv_from_cmdline(data: bytes) -> list[str]:
+    """/proc/PID/cmdline -> argv. Every argument ends in one NUL (an empty
+    argument is a lone NUL); bytes that are not UTF-8 become lone
+    surrogates (surrogateescape), which the transports send back as the
+    same bytes."""
+    if not data:
+        return []
+    if data.endswith(b"\0"):
+        data = data[:-1]
+    return [a.decode("utf-8", "surrogateescape") for a in data.split(b"\0")]
+
+
+def argv_from_hex(text: str) -> list[str]:
+    try:
+        return argv_from_cmdline(bytes.fromhex(text.strip()))
+    except ValueError:
+        return []
 
 
 @dataclass
@@ -202,20 +224,32 @@ async def find_run(target: Target, session: str, tmux: list[str] | None = None) 
     rows = await list_procs(target)
     info.procs = descendants(rows, info.pane.pid)
     if info.procs:
-        pids = [str(p.pid) for p in info.procs]
-        links = await target.run(["sh", "-c", LINKS_SCRIPT, "sh", *pids], timeout=10.0)
-        for line in links.out.splitlines():
-            parts = line.split("\t", 2)
-            if len(parts) == 3 and parts[0].isdigit():
-                pid = int(parts[0])
-                if parts[1] == "cwd":
-                    info.cwds[pid] = parts[2]
-                elif parts[1] == "cmdline":
-                    words = parts[2].replace("\x1e", "\n").split("\x1f")
-                    info.argvs[pid] = words[:-1] if words and words[-1] == "" else words
-                elif parts[1].isdigit():
-                    info.fds.setdefault(pid, {})[int(parts[1])] = parts[2]
+        info.cwds, info.argvs, info.fds = await read_links(target, [p.pid for p in info.procs])
     return info
+
+
+async def read_links(
+    target: Target, pids: list[int]
+) -> tuple[dict[int, str], dict[int, list[str]], dict[int, dict[int, str]]]:
+    """(cwds, exact argvs, fd links) of these processes, in one command."""
+    cwds: dict[int, str] = {}
+    argvs: dict[int, list[str]] = {}
+    fds: dict[int, dict[int, str]] = {}
+    links = await target.run(["sh", "-c", LINKS_SCRIPT, "sh", *map(str, pids)], timeout=10.0)
+    # "\n" only: str.splitlines() also splits on 0x1c-0x1e and U+0085
+    for line in links.stdout.decode("utf-8", "surrogateescape").split("\n"):
+        parts = line.split("\t", 2)
+        if len(parts) == 3 and parts[0].isdigit():
+            pid = int(parts[0])
+            if parts[1] == "cwd":
+                cwds[pid] = parts[2]
+            elif parts[1] == "cmdline":
+                argv = argv_from_hex(parts[2])
+                if argv:
+                    argvs[pid] = argv
+            elif parts[1].isdigit():
+                fds.setdefault(pid, {})[int(parts[1])] = parts[2]
+    return cwds, argvs, fds
 
 
 async def file_size(target: Target, path: str) -> int | None:

@@ -118,7 +118,12 @@ def audit(target: str, plan: ActionPlan, result: ActionResult, path: Path | None
         "ended_by": result.ended_by,
         "saved_path": result.saved_path,
     }
-    return append_private(p, json.dumps(entry, ensure_ascii=False) + "\n")
+    line = json.dumps(entry, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:  # an argument's non-UTF-8 bytes (lone surrogates): \udcXX
+        line = json.dumps(entry, ensure_ascii=True)
+    return append_private(p, line + "\n")
 
 
 def plan_to_dict(plan: ActionPlan) -> dict[str, Any]:

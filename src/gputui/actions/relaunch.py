@@ -157,7 +157,12 @@ def spec_from_run(info: RunInfo, settings: Any) -> RunSpec:
         )
     if not command and main is not None:
         argv = info.argvs.get(main.pid)
-        command = join(argv) if argv else main.args
+        if not argv:  # `ps` args are lossy (spaces joined, controls as '?'): never run them
+            raise ActionError(
+                f"cannot read the exact command line of pid {main.pid} in session {info.session!r}",
+                "put command, cwd and log in the config's [run] section",
+            )
+        command = join(argv)
         source = "process command line (the shell's environment variables are not carried over)"
         cwd = info.cwds.get(main.pid, cwd)
     if not command:

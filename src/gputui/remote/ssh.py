@@ -734,7 +734,12 @@ class SshTransport(Transport):
             conn = await self._connection(deadline)
             try:
                 return await asyncio.wait_for(
-                    conn.create_process(command, encoding=None),
+                    # surrogateescape: an argument's non-UTF-8 bytes (read from
+                    # /proc/PID/cmdline as lone surrogates) go out as the same bytes
+                    conn.create_process(
+                        command.encode("utf-8", "surrogateescape"),  # type: ignore[arg-type]
+                        encoding=None,
+                    ),
                     max(0.01, deadline - time.monotonic()),
                 )
             except (
