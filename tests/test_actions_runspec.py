@@ -217,6 +217,13 @@ def test_attach_argv_ssh_and_local(monkeypatch: pytest.MonkeyPatch) -> None:
     assert attach_argv(make_target(local), "s")[:3] == ["env", "-u", "TMUX"]
 
 
+def test_attach_argv_through_a_jump_host() -> None:
+    s = SimpleNamespace(host="h", user="me", ct=200, local=False, jump="j@bastion:2222")
+    argv = attach_argv(make_target(s), "run")
+    assert argv[:6] == ["ssh", "-t", "-J", "j@bastion:2222", "me@h", "--"]
+    assert shlex.split(argv[-1])[-4:] == ["tmux", "attach-session", "-t", "=run"]
+
+
 def test_read_only_and_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ActionsDisabled, match="read-only"):
         check_allowed(SimpleNamespace(read_only=True))

@@ -113,3 +113,55 @@ def test_keys_section_binds_verbs_and_refuses_unknown_ids_and_blank_keys(tmp_pat
     path.write_text('[keys]\nkill = " "\n')
     with pytest.raises(ConfigError, match=r"c\.toml:2: `keys\.kill`: ' ' is not a key name"):
         load_config(str(path))
+
+
+@pytest.mark.parametrize(
+    "text, parts",
+    [
+        ("gpu1", (None, "gpu1", None)),
+        ("root@10.1.2.6", ("root", "10.1.2.6", None)),
+        ("root@10.1.2.6:2222", ("root", "10.1.2.6", 2222)),
+        ("gpu1:22", (None, "gpu1", 22)),
+        ("::1", (None, "::1", None)),
+        ("me@[fd00::6]:2200", ("me", "fd00::6", 2200)),
+        ("[fd00::6]", (None, "fd00::6", None)),
+        ("a@b@host", ("a@b", "host", None)),
+    ],
+)
+def test_split_destination_as_ssh_users_write_it(
+    text: str, parts: tuple[str | None, str, int | None]
+) -> None:
+    assert config.split_destination(text) == parts
+
+
+@pytest.mark.parametrize("text", ["@h", "h:", "h:x", "root@", "[::1", "[::1]x", "h:２２"])
+def test_split_destination_refuses_what_ssh_would_not_take(text: str) -> None:
+    with pytest.raises(ValueError):
+        config.split_destination(text)
+
+
+def test_host_flag_carries_user_and_port_and_refuses_two_different_ones(tmp_path: Path) -> None:
+    from gputui.cli import parse
+
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+
+    _, s = parse(["--config", str(empty), "--host", "root@10.1.2.6:2222", "--ct", "200"])
+    assert (s.user, s.host, s.port, s.ct) == ("root", "10.1.2.6", 2222, 200)
+    _, s = parse(["--config", str(empty), "--host", "h", "-p", "2200", "-l", "me", "-J", "j@b:22"])
+    assert (s.user, s.host, s.port, s.jump) == ("me", "h", 2200, "j@b:22")
+    _, s = parse(["--config", str(empty), "--host", "me@h", "-l", "me"])  # the same twice: fine
+    assert (s.user, s.host) == ("me", "h")
+    with pytest.raises(ConfigError, match=r"--host: user 'root' in the host, but 'me' given too"):
+        parse(["--config", str(empty), "--host", "root@h", "-l", "me"])
+    with pytest.raises(ConfigError, match="port 22 in the host, but 2200 given too"):
+        parse(["--config", str(empty), "--host", "h:22", "--port", "2200"])
+    with pytest.raises(ConfigError, match="use \\[user@\\]host\\[:port\\]"):
+        parse(["--config", str(empty), "--host", "h:"])
+
+
+def test_config_host_with_user_and_port(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('host = "root@gpu1:2222"\n')
+    s = load_config(str(path))
+    assert (s.user, s.host, s.port) == ("root", "gpu1", 2222)

@@ -227,3 +227,26 @@ def test_dead_jump_host_is_named(
         assert f"connection refused by jump host 127.0.0.1 port {port}" in line
     assert f"(ProxyJump to [127.0.0.1]:{testbed.port})" in line
     assert "no ssh answer from 127.0.0.1 port" not in line.replace("jump host ", "JUMP ")
+
+
+def test_jump_flag_as_ssh_minus_j(capsys, testbed: Testbed, jump: Testbed, tmp_path: Path) -> None:
+    """-J HOST goes through that jump host, as `ssh -J` does, with no
+    ProxyJump in the ssh config: through a good one it connects, a refused
+    one is named as the jump host."""
+    kh = tmp_path / "known_hosts"
+    kh.write_text(known(testbed) + known(jump))
+    dead = closed_port()
+    cfg = write_config(
+        tmp_path / "ssh_config",
+        {
+            "target": bed_host(testbed, UserKnownHostsFile=str(kh)),
+            "jumphost": {**bed_host(jump), "UserKnownHostsFile": str(kh)},
+            "deadjump": {"HostName": "127.0.0.1", "Port": str(dead), "UserKnownHostsFile": str(kh)},
+        },
+    )
+    rc, err = doctor(capsys, "--host", "target", "--ssh-config", str(cfg), "-J", "jumphost")
+    assert rc == 0, err
+    rc, err = doctor(capsys, "--host", "target", "--ssh-config", str(cfg), "-J", "deadjump")
+    line = one_line(err)
+    assert rc == 2
+    assert f"connection refused by jump host 127.0.0.1 port {dead}" in line

@@ -88,9 +88,21 @@ def add_target_flags(p: argparse.ArgumentParser, suppress: bool = False) -> None
     d: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
     b: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {"default": False}
     g = p.add_argument_group("target")
-    g.add_argument("--host", help="host or ~/.ssh/config alias to ssh to", **d)
-    g.add_argument("--port", type=_port, help="ssh port", **d)
-    g.add_argument("--user", help="ssh user", **d)
+    g.add_argument(
+        "--host",
+        metavar="[USER@]HOST[:PORT]",
+        help="host or ~/.ssh/config alias to ssh to",
+        **d,
+    )
+    g.add_argument("-p", "--port", type=_port, help="ssh port", **d)
+    g.add_argument("-l", "--user", help="ssh user", **d)
+    g.add_argument(
+        "-J",
+        "--jump",
+        metavar="[USER@]HOST[:PORT][,...]",
+        help="jump host(s) to ssh through, as ssh -J (ProxyJump)",
+        **d,
+    )
     g.add_argument("-i", dest="identity_file", metavar="FILE", help="ssh private key", **d)
     g.add_argument(
         "--ct", type=_ct_number, metavar="N", help="Proxmox LXC container of the run", **d

@@ -13,6 +13,7 @@ import math
 import re
 import stat
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ class Settings:
     known_hosts: str | None = None
     accept_new_host_key: bool = False
     ssh_config: str | None = None  # an ssh_config file instead of ~/.ssh/config
+    jump: str | None = None  # ProxyJump: [user@]host[:port][,...], as ssh -J
     keepalive: float = 15.0
     config_path: str | None = None  # the gputui config file that was read, if any
     # [history] and [alerts] (gputui.history, gputui.alerts)
@@ -106,6 +108,7 @@ KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("", "log"): ("log", _STR),
     ("ssh", "known_hosts"): ("known_hosts", _STR),
     ("ssh", "config"): ("ssh_config", _STR),
+    ("ssh", "jump"): ("jump", _STR),
     ("ssh", "connect_timeout"): ("connect_timeout", _NUM),
     ("ssh", "keepalive"): ("keepalive", _NUM),
     ("ssh", "accept_new_host_key"): ("accept_new_host_key", _BOOL),
@@ -239,6 +242,63 @@ def _apply(settings: Settings, text: str, path: Path, section: str, key: str, va
     _set(settings, attr, value)
 
 
+def split_destination(text: str) -> tuple[str | None, str, int | None]:
+    """`[user@]host[:port]` as ssh users write it -> (user, host, port).
+    An IPv6 address takes a port only in brackets (`[::1]:2222`); a bare
+    one (`::1`) is all host. ValueError names what is wrong."""
+    user, at, rest = text.rpartition("@")
+    if at and not user:
+        raise ValueError(f"{text!r} has an empty user before @")
+    port_text = ""
+    if rest.startswith("["):
+        host, bracket, after = rest[1:].partition("]")
+        if not bracket or (after and not after.startswith(":")):
+            raise ValueError(f"{text!r}: write an IPv6 address as [addr] or [addr]:port")
+        port_text = after[1:]
+        if after and not port_text:
+            raise ValueError(f"{text!r} ends in ':' with no port")
+    elif rest.count(":") == 1:
+        host, _, port_text = rest.partition(":")
+        if not port_text:
+            raise ValueError(f"{text!r} ends in ':' with no port")
+    else:
+        host = rest
+    if not host:
+        raise ValueError(f"{text!r} has no host name")
+    port = None
+    if port_text:
+        if not (port_text.isascii() and port_text.isdigit()):
+            raise ValueError(f"{text!r}: port {port_text!r} is not a number")
+        port = int(port_text)
+    return (user or None), host, port
+
+
+def _apply_destination(s: Settings, where: Callable[[str, str, str], str]) -> None:
+    """--host user@host:port: the user and port go where --user and --port
+    would put them; the same value twice is fine, two different ones are not."""
+    if not s.host:
+        return
+    try:
+        user, host, port = split_destination(s.host)
+    except ValueError as err:
+        raise ConfigError(
+            f"{where('', 'host', '--host')}: {err}", "use [user@]host[:port], e.g. root@10.1.2.6"
+        ) from None
+    if user is not None and s.user is not None and s.user != user:
+        raise ConfigError(
+            f"{where('', 'host', '--host')}: user {user!r} in the host, but {s.user!r} given too",
+            "give the user once: user@host, or --user/-l",
+        )
+    if port is not None and s.port is not None and s.port != port:
+        raise ConfigError(
+            f"{where('', 'host', '--host')}: port {port} in the host, but {s.port} given too",
+            "give the port once: host:port, or --port/-p",
+        )
+    s.host = host
+    s.user = user if user is not None else s.user
+    s.port = port if port is not None else s.port
+
+
 def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
     """Value checks shared by the file and the flags."""
 
@@ -246,6 +306,8 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
         if path is not None and _line_of(text, section, key):
             return _where(path, text, section, key)
         return flag
+
+    _apply_destination(s, where)
 
     for name, key in s.keys.items():
         if not key.strip() or any(c.isspace() for c in key):
@@ -414,6 +476,7 @@ FLAG_FIELDS = {
     "known_hosts": "known_hosts",
     "ssh_config": "ssh_config",
     "connect_timeout": "connect_timeout",
+    "jump": "jump",
 }
 FLAG_BOOLS = ("read_only", "local", "demo", "accept_new_host_key")
 

@@ -258,6 +258,7 @@ class SshTransport(Transport):
         notify: Callable[[str], None] | None = None,
         keepalive_count_max: int = 3,
         rtt_refresh: float | None = RTT_REFRESH_S,
+        jump: str | None = None,
     ) -> None:
         super().__init__()
         self.host = host
@@ -272,6 +273,7 @@ class SshTransport(Transport):
         self.accept_new_host_key = accept_new_host_key
         self.notify = notify or (lambda line: print(f"gputui: {line}", file=sys.stderr))
         self.rtt_refresh = rtt_refresh
+        self.jump = jump  # ProxyJump as `ssh -J` takes it; None: the ssh config's
         self.label = host
         # What the connection resolved to (ssh config HostName/Port/User).
         self.resolved_host: str = host
@@ -367,7 +369,7 @@ class SshTransport(Transport):
             f":{target.port}" if target.port != 22 else ""
         )
         hops: list[Hop] = []
-        jumps = opts.tunnel if isinstance(opts.tunnel, str) else ""
+        jumps = self.jump or (opts.tunnel if isinstance(opts.tunnel, str) else "")
         if jumps.strip().lower() not in ("", "none"):
             for spec in jumps.split(","):
                 jkw = self._base_kw()
@@ -835,6 +837,8 @@ class SshTransport(Transport):
             out += ["-i", str(self.identity_file)]
         if self.known_hosts:
             out += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
+        if self.jump:
+            out += ["-J", self.jump]
         out.append(f"{self.user}@{self.host}" if self.user else self.host)
         return [*out, "--", shlex.join(argv)]  # ssh hands ONE string to the remote shell
 

@@ -104,6 +104,7 @@ def make_transport(settings: Any) -> Transport:
         connect_timeout=getattr(settings, "connect_timeout", 10.0) or 10.0,
         keepalive=getattr(settings, "keepalive", 15.0) or 15.0,
         accept_new_host_key=bool(getattr(settings, "accept_new_host_key", False)),
+        jump=getattr(settings, "jump", None),
     )
 
 
