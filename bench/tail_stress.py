@@ -389,7 +389,9 @@ def markdown(res: dict[str, Any]) -> str:
         "Checks per run: shown + skipped + dropped lines == lines written == lines the "
         "follower counted; the last trickled line reaches the Log widget; no status text "
         "with 'stale'/'silent' and no silence finding while the file grows "
-        f"(`--stale-after {STALE_AFTER_S:g}`). Status words seen: "
+        f"(`--stale-after {STALE_AFTER_S:g}`). 'Longest stall': the longest time the file "
+        "was ahead of the bytes delivered with none arriving, measured by the harness apart "
+        "from gputui's own watchdog. Status words seen: "
         + ", ".join(sorted({w for r in res["summary"].values() for w in r["status_words"]}))
         + ".",
         "<!-- tail-stress:end -->",

@@ -553,7 +553,10 @@ class LogFollower:
         received = self.state.offset + len(self._carry)  # held-back bytes did arrive
         ahead = not disagree and self._positioned and stat.size > received
         changed = self._set_behind(ahead, now)
-        if ahead and not self._stopped and now - self._delivered_at >= STUCK_AFTER_S:
+        # Only an open stream can be stuck; one that failed to open is waiting
+        # out its backoff (and says why in LogState.error).
+        open_ = self._proc is not None and not self._stopped
+        if ahead and open_ and now - self._delivered_at >= STUCK_AFTER_S:
             self._resume_stuck(now)
             changed = True
         return changed
