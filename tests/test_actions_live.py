@@ -448,6 +448,50 @@ async def test_cli_confirms_before_acting(
     assert rc == 2 and "read-only" in out.getvalue()
 
 
+def _json_after_text(text: str) -> Any:
+    """The JSON document at the end of text that also holds the plan's lines."""
+    import json
+
+    return json.loads(text if text.startswith("{") else text[text.index("\n{") + 1 :])
+
+
+async def test_cli_json_has_the_plan_and_what_happened(
+    target: Target, testbed: Any, ct: int, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--json: stdout is one JSON document (plan, ran, result); the plan text
+    and progress go to stderr. Not confirmed: ran false, exit 1; an error:
+    its line in "error", exit 2."""
+    import argparse
+    import io
+    import json
+
+    from gputui.actions_cli import run_async
+
+    start_buffered(testbed, ct, "cjs", work)
+    args = argparse.Namespace(session="cjs", yes=False, force=False, json=True)
+    out = io.StringIO()
+    rc = await run_async("kill", args, settings(), target=target, out=out, ask=lambda _: "n")
+    doc = _json_after_text(out.getvalue())
+    assert rc == 1 and doc["ran"] is False and doc["result"] is None
+    assert doc["plan"]["action"] == "kill" and doc["plan"]["session"] == "cjs"
+
+    args.yes = True
+    capsys.readouterr()
+    rc = await run_async("kill", args, settings(), target=Target(LocalTransport(), ct))
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)  # nothing but the document on stdout
+    assert rc == 0, cap
+    assert doc["ran"] and doc["ok"] and doc["result"]["ended_by"] == "SIGINT"
+    assert doc["plan"]["pids"] and "gputui-kill" in cap.err  # the plan was shown on stderr
+
+    out = io.StringIO()
+    rc = await run_async(
+        "dump", args, settings(read_only=True), target=Target(LocalTransport(), ct), out=out
+    )
+    doc = _json_after_text(out.getvalue())
+    assert rc == 2 and doc["ran"] is False and doc["error"].startswith("actions are disabled")
+
+
 async def test_relaunch_run_typed_into_shell_recovers_exact_argv(
     target: Target, testbed: Any, ct: int, work: Path
 ) -> None:

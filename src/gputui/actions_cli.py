@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from gputui.actions import ActionPlan, execute, plan
+from gputui.actions import ActionPlan, ActionResult, execute, plan
+from gputui.actions.plan import plan_to_dict
 from gputui.errors import GputuiError
 from gputui.remote.target import Target, make_target
 from gputui.verbs import CLI_VERBS
@@ -71,14 +74,21 @@ async def run_async(
 ) -> int:
     out = out or sys.stdout
     err = sys.stderr if out is sys.stdout else out
+    as_json = bool(getattr(args, "json", False))
+    show = err if as_json else out  # --json: stdout holds only the JSON document
+    if as_json and ask is None and sys.stdin.isatty():
+        ask = _ask_on(err)
     target = target or make_target(settings)
+    plan: ActionPlan | None = None
     try:
         await target.transport.connect()
         plan = await make_plan(command, target, args, settings)
-        print(plan.title, file=out)
-        print(f"target: {plan.target}", file=out)
-        print(plan.display, file=out)
-        if not getattr(args, "yes", False) and not confirm(plan, out, ask):
+        print(plan.title, file=show)
+        print(f"target: {plan.target}", file=show)
+        print(plan.display, file=show)
+        if not getattr(args, "yes", False) and not confirm(plan, show, ask):
+            if as_json:
+                print(_json(command, target, plan, None), file=out)
             return 1
         from gputui.actions.gpu import memory_reader, process_reader
 
@@ -91,9 +101,14 @@ async def run_async(
         )
     except GputuiError as e:
         print(f"gputui: {e}", file=err)
+        if as_json:
+            print(_json(command, target, plan, None, error=str(e)), file=out)
         return 2
     finally:
         await target.transport.close()
+    if as_json:
+        print(_json(command, target, plan, result), file=out)
+        return 0 if result.ok else 1
     if result.output:
         print(result.output.rstrip("\n"), file=out)
     print(("ok: " if result.ok else "FAILED: ") + result.summary, file=out)
@@ -102,6 +117,36 @@ async def run_async(
     if result.saved_path:
         print(f"saved: {result.saved_path}", file=out)
     return 0 if result.ok else 1
+
+
+def _ask_on(stream: TextIO) -> Callable[[str], str]:
+    """input() with its prompt on `stream` (stderr under --json)."""
+
+    def ask(prompt: str) -> str:
+        print(prompt, end="", file=stream, flush=True)
+        return input()
+
+    return ask
+
+
+def _json(
+    command: str,
+    target: Target,
+    plan: ActionPlan | None,
+    result: ActionResult | None,
+    error: str | None = None,
+) -> str:
+    """--json: the plan, whether it ran, and what happened, as one document."""
+    doc = {
+        "action": command,
+        "target": target.label,
+        "plan": plan_to_dict(plan) if plan is not None else None,
+        "ran": result is not None,
+        "ok": result.ok if result is not None else False,
+        "result": dataclasses.asdict(result) if result is not None else None,
+        "error": error,
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
 def run(command: str, args: argparse.Namespace, settings: Any) -> int:
@@ -113,6 +158,11 @@ def run(command: str, args: argparse.Namespace, settings: Any) -> int:
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """Action flags for cli.py's subparsers (target flags are cli.py's)."""
     parser.add_argument("--yes", "-y", action="store_true", help="run without asking")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the plan and the result as JSON on stdout (the rest goes to stderr)",
+    )
     if command == "kill":
         parser.add_argument(
             "--force", action="store_true", help="skip SIGINT: SIGTERM, then SIGKILL after 1 s"
