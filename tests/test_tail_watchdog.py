@@ -10,6 +10,7 @@ injected is the one being watched for: a stream whose reads stop returning.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -80,6 +81,8 @@ class FirstStreamStalls(Transport):
 
     async def open(self, argv: list[str], *, watchdog: bool = True) -> RemoteProcess:
         proc = await self.inner.open(argv, watchdog=watchdog)
+        if "gputui-follow" not in argv:
+            return proc  # the agent, a GPU stream: left alone
         if not self.streams:
             proc = Stalling(proc, self.limit)
         self.streams.append(proc)
@@ -97,6 +100,49 @@ async def stalling() -> AsyncIterator[FirstStreamStalls]:
         yield tr
     finally:
         await tr.close()
+
+
+async def test_the_monitor_resumes_a_stuck_log_stream_from_the_agents_stat(
+    stalling: FirstStreamStalls, tmp_path: Path
+) -> None:
+    """End to end with the real Monitor and its real agent (locally): the
+    only stat is the one the monitor already takes each poll."""
+    from gputui.gpufeed import SimulatedGpus
+    from gputui.monitor import Monitor
+
+    log = tmp_path / "run.log"
+    log.touch()
+    mon = Monitor(
+        Target(stalling),
+        helpers.monitor_settings(log=str(log), interval=0.25),
+        gpu_feed=SimulatedGpus(1, lambda: 0.0),
+    )
+    got: list[str] = []
+    await mon.start()
+    try:
+        f = mon.follower
+        assert f is not None
+        await helpers.until(lambda: f.positioned, 10, "first header")
+        with open(log, "a") as w:
+            w.write(lines(0, 2000))
+        await helpers.until(lambda: f.state.offset == 20_000, 10, "the stall")
+        t0 = time.monotonic()
+        for k in range(2000, 2010):  # the run goes on, a line every 0.5 s
+            with open(log, "a") as w:
+                w.write(lines(k, k + 1))
+            got += mon.drain_log_lines()
+            await asyncio.sleep(0.5)
+            if f.state.stuck:
+                assert "stale" not in log_state_text(f.state, time.time(), 1.0).plain
+        size = log.stat().st_size
+        await helpers.until(lambda: f.state.offset == size, 15, "resumed to the end")
+        assert time.monotonic() - t0 < STUCK_AFTER_S + 8
+        got += mon.drain_log_lines()
+    finally:
+        await mon.stop()
+    assert f.state.resumes == 1 and len(stalling.streams) == 2
+    # the stall cost no line (the view's queue keeps the newest 5,000)
+    assert got == [f"line {i} of the run" for i in range(2010)]
 
 
 def lines(a: int, b: int) -> str:
