@@ -197,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     from gputui import history_cli
 
     history_cli.add_parsers(sub, add_target_flags)
+    completion = sub.add_parser("completion", help="print a shell completion script")
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
 
 
@@ -207,6 +209,11 @@ def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings]:
 
 def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     command = getattr(args, "command", None)
+    if command == "completion":
+        from gputui.completion import script
+
+        print(script(args.shell, build_parser()), end="")
+        return 0
     check_local_files(settings)
     if command == "doctor":
         if not (settings.host or settings.local or settings.demo):
