@@ -102,8 +102,8 @@ def bash(root: Command) -> str:
         f"        {'|'.join(FILE_FLAGS)})",
         '            COMPREPLY=($(compgen -f -- "$cur")); return ;;',
     ]
-    for flag, words in sorted(choice_cases.items()):
-        lines.append(f'        {flag}) COMPREPLY=($(compgen -W "{words}" -- "$cur")); return ;;')
+    for flag, choices in sorted(choice_cases.items()):
+        lines.append(f'        {flag}) COMPREPLY=($(compgen -W "{choices}" -- "$cur")); return ;;')
     if value_flags:
         lines.append(f"        {'|'.join(value_flags)}) return ;;  # a value: nothing to offer")
     lines += ["    esac", '    case "$cmd" in']
