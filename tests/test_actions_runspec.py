@@ -126,9 +126,11 @@ def test_values_survive_real_tmux_both_ways(tmp_path: Path) -> None:
 
 
 def test_wrapper_recognised_from_start_command(tmp_path: Path) -> None:
-    """Relaunching a run gputui started finds log/cmd/env from its own wrapper."""
+    """Relaunching a run gputui started finds log/cmd from its own wrapper; the
+    env's values are in no command line, so tmux cannot show them (only names)."""
     spec = RunSpec("s;x", "/w d", "python3 t.py 'a b'", "/w d/l;og", {"A": "1 $(x);"})
-    argv = new_session_argv(spec)
+    argv = new_session_argv(spec, env_file="/tmp/gputui-env-test")
+    assert not any("1 $(x);" in a for a in argv)
     # what tmux shows = the unescaped pane argv, rendered the tmux way
     env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
     env["TMUX_TMPDIR"] = str(tmp_path)
@@ -145,12 +147,13 @@ def test_wrapper_recognised_from_start_command(tmp_path: Path) -> None:
         ).stdout.rstrip("\n")
     finally:
         subprocess.run(["tmux", "kill-server"], env=env, capture_output=True)
+    assert "1 $(x);" not in shown and "/tmp/gputui-env-test" in shown
     cmd, log, got_env, source = spec_from_start_command(shown, "s;x", "/w d")
     assert (cmd, log, got_env, source) == (
         "python3 -u t.py 'a b'",
         "/w d/l;og",
-        {"A": "1 $(x);"},
-        "gputui wrapper",
+        {},
+        "gputui wrapper (env A not carried over: set it in [run] env)",
     )
 
 

@@ -284,7 +284,7 @@ def test_a_pane_started_by_the_launch_wrapper_shows_the_users_command(tmux_sock:
         log=os.path.join(os.path.dirname(tmux_sock), "relaunched.log"),
         env={"WANDB_MODE": "offline"},
     )
-    run(new_session_argv(spec, ["tmux", "-S", tmux_sock]))
+    run(new_session_argv(spec, ["tmux", "-S", tmux_sock], env_file="/nonexistent/env"))
     res = run(list_panes_argv(tmux_sock))
     by_name = {s.name: s for s in sessions_from_result(res.returncode, res.stdout, res.stderr)}
     pane = by_name["relaunched"].panes[0]

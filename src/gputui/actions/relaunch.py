@@ -34,11 +34,15 @@ from gputui.actions.runspec import (
     abs_log,
     check_env,
     check_session_name,
+    env_file_bytes,
+    env_file_path,
     new_session_argv,
     pipes_into_tee,
     session_target,
+    shown_env,
     spec_from_start_command,
     tmux_argv,
+    write_env_argv,
 )
 from gputui.collect import tmux as tmux_parse
 from gputui.remote.target import Target
@@ -256,7 +260,10 @@ def _plan_start(
         notes.append(f"2. remove the old tmux session {spec.session!r}")
     commands.append(move_log_argv(spec.log))
     notes.append(f"3. move {spec.log} aside to {spec.log}.<YYYYmmdd-HHMMSS> (nothing is deleted)")
-    start = new_session_argv(spec, tmux)
+    env_file = env_file_path(spec)
+    if env_file:  # the values go on stdin, into a 0600 file the wrapper reads and deletes
+        commands.append(write_env_argv(env_file))
+    start = new_session_argv(spec, tmux, env_file)
     commands.append(start)
     notes.append(
         f"4. start session {spec.session!r} in {spec.cwd}: {spec.effective_command}"
@@ -264,8 +271,12 @@ def _plan_start(
         "remain-on-exit on)"
     )
     if spec.env:
-        notes.append("   env: " + " ".join(f"{k}={v}" for k, v in spec.env.items()))
+        notes.append(
+            f"   env: {shown_env(spec.env)} (values sent on stdin to {env_file}, 0600, "
+            "which the run reads and deletes; never in a command line)"
+        )
     notes.append(f"   how the command was found: {spec.source}")
+    params["env_file"] = env_file
     params["kill_session"] = kill_session
     params["list_panes"] = list_panes_argv(spec.session, tmux)
     params["tmux"] = list(tmux or ["tmux"])
@@ -360,6 +371,17 @@ async def execute_start(
     mark("move log")
     # 4. start
     say(progress, f"starting session {spec.session!r}…")
+    env_file = plan.params.get("env_file") or ""
+    if env_file:
+        res = await target.run(write_env_argv(env_file), input=env_file_bytes(spec.env))
+        if not res.ok:
+            return ActionResult(
+                ok=False,
+                summary=f"could not write the env file {env_file}: {(res.err or res.out).strip()}",
+                details=details,
+                elapsed_s=time.monotonic() - t0,
+                data={"moved_log": moved},
+            )
     start = plan.commands[-1]
     res = await target.run(start)
     if not res.ok:

@@ -13,18 +13,31 @@ from __future__ import annotations
 
 import posixpath
 import re
+import secrets
 import shlex
 from dataclasses import dataclass, field
 
 from gputui.collect.tmux import LAUNCH_WRAPPER_NAME
 
 # The fixed script. $1 = log, $2 = the user's command (a shell command line,
-# as written in [run] or in the original tmux call), $3… = NAME=VALUE env.
+# as written in [run] or in the original tmux call), $3 = the env file or "",
+# $4… = the NAMES of the variables in it (never their values).
+#
+# Secrets ([run] env: API keys) never enter a command line: argv is readable
+# by anyone through `ps` / /proc/PID/cmdline, and tmux keeps the pane's start
+# command for `list-panes`. `write_env_argv` first writes NAME=VALUE pairs,
+# NUL-terminated, to a new 0600 file in the target (`umask 077`, `set -C`:
+# created, never an existing file or link) from stdin; the wrapper reads it
+# with `read -d ''` (values may hold newlines), exports, and deletes it before
+# anything else runs.
 # SIGINT is trapped so the script outlives a Ctrl-C of its child and still
 # records the exit code; tee -i ignores SIGINT so the last flushed lines land.
 WRAPPER = """set -o pipefail
-log=$1; cmd=$2; shift 2
-for kv in "$@"; do export "$kv"; done
+log=$1; cmd=$2; envfile=$3; shift 3
+if [ -n "$envfile" ]; then
+  while IFS= read -r -d '' kv; do export "$kv"; done < "$envfile"
+  rm -f -- "$envfile"
+fi
 export PYTHONUNBUFFERED=1
 trap 'printf "[gputui] SIGINT\\n" >> "$log"' INT
 mkdir -p -- "$(dirname -- "$log")"
@@ -34,6 +47,8 @@ rc=$?
 printf '[gputui] exit %s at %s\\n' "$rc" "$(date '+%Y-%m-%d %H:%M:%S')" | tee -a -i -- "$log"
 exit "$rc"
 """
+WRITE_ENV_SCRIPT = 'umask 077 && set -C && cat > "$1"'
+ENV_DIR = "/tmp"
 WRAPPER_NAME = LAUNCH_WRAPPER_NAME  # $0 of the wrapper: what ps shows
 
 _SHELLS = {"bash", "sh", "zsh", "fish", "dash", "ksh", "-bash", "-sh", "-zsh"}
@@ -165,12 +180,14 @@ def check_session_name(name: str) -> None:
 def check_env(env: dict[str, str]) -> None:
     from gputui.actions.plan import ActionError
 
-    for k in env:
+    for k, v in env.items():
         if not _ENV_NAME.match(k):
             raise ActionError(
                 f"[run] env name {k!r} is not a valid environment variable name",
                 "use letters, digits and _ only, not starting with a digit",
             )
+        if "\0" in v:
+            raise ActionError(f"[run] env value of {k} holds a NUL byte", "remove it")
 
 
 def tmux_arg(value: str) -> str:
@@ -194,19 +211,44 @@ def pane_target(session: str) -> str:
     return f"={session}:"
 
 
-def wrapper_argv(spec: RunSpec) -> list[str]:
-    """The argv the tmux pane runs (before tmux escaping)."""
-    env = [f"{k}={v}" for k, v in spec.env.items()]
-    return ["bash", "-c", WRAPPER, WRAPPER_NAME, spec.log, spec.effective_command, *env]
+def env_file_path(spec: RunSpec) -> str:
+    """A fresh, unguessable path for the env file ("" when there is no env)."""
+    return f"{ENV_DIR}/gputui-env-{secrets.token_hex(12)}" if spec.env else ""
 
 
-def new_session_argv(spec: RunSpec, tmux: list[str] | None = None) -> list[str]:
+def env_file_bytes(env: dict[str, str]) -> bytes:
+    """What the env file holds: NAME=VALUE, each NUL-terminated (sent on stdin)."""
+    return b"".join(f"{k}={v}".encode("utf-8", "surrogateescape") + b"\0" for k, v in env.items())
+
+
+def write_env_argv(path: str) -> list[str]:
+    """Creates `path` 0600 with what arrives on stdin; fails if it exists."""
+    return ["sh", "-c", WRITE_ENV_SCRIPT, "gputui-env", path]
+
+
+def shown_env(env: dict[str, str]) -> str:
+    """The env as the confirm box, the audit log and the screen show it."""
+    return " ".join(f"{k}=…" for k in env)
+
+
+def wrapper_argv(spec: RunSpec, env_file: str = "") -> list[str]:
+    """The argv the tmux pane runs (before tmux escaping): names, never values."""
+    if spec.env and not env_file:
+        raise ValueError("a run with env needs its env file (write_env_argv)")
+    names = list(spec.env) if env_file else []
+    return ["bash", "-c", WRAPPER, WRAPPER_NAME, spec.log, spec.effective_command, env_file, *names]
+
+
+def new_session_argv(spec: RunSpec, tmux: list[str] | None = None, env_file: str = "") -> list[str]:
     """One tmux invocation: create the detached session running the wrapper,
     then set remain-on-exit on its pane before anything can exit."""
     check_session_name(spec.session)
     check_env(spec.env)
     base = list(tmux or ["tmux"])
-    new = ["new-session", "-d", "-s", spec.session, "-c", spec.cwd, *wrapper_argv(spec)]
+    new = [
+        "new-session", "-d", "-s", spec.session, "-c", spec.cwd,
+        *wrapper_argv(spec, env_file),
+    ]  # fmt: skip
     opt = ["set-option", "-p", "-t", pane_target(spec.session), "remain-on-exit", "on"]
     return base + [tmux_arg(a) for a in new] + [";"] + [tmux_arg(a) for a in opt]
 
@@ -287,9 +329,10 @@ def spec_from_start_command(
         and " " not in argv[0].strip()
     ):
         return "", None, {}, ""  # an interactive shell: the run was typed into it
-    if len(argv) >= 5 and argv[:2] == ["bash", "-c"] and argv[2] == WRAPPER:
-        env = dict(kv.split("=", 1) for kv in argv[6:] if "=" in kv)
-        return argv[5], argv[4], env, "gputui wrapper"
+    if len(argv) >= 6 and argv[:2] == ["bash", "-c"] and argv[2] == WRAPPER:
+        names = argv[7:]  # the env's values are in no command line: not carried over
+        note = f" (env {', '.join(names)} not carried over: set it in [run] env)" if names else ""
+        return argv[5], argv[4], {}, "gputui wrapper" + note
     if len(argv) == 1:
         command = argv[0]  # tmux new "CMD STRING": one argument, run by sh -c
     elif len(argv) >= 3 and argv[0] in ("sh", "bash", "/bin/sh", "/bin/bash") and argv[1] == "-c":

@@ -163,7 +163,7 @@ def _split_tmux_args(s: str) -> list[str] | None:
 
 
 # $0 of gputui's launch wrapper (actions.runspec.WRAPPER_NAME): its pane runs
-# `bash -c WRAPPER gputui-run LOG COMMAND [NAME=VALUE…]`.
+# `bash -c WRAPPER gputui-run LOG COMMAND ENVFILE [NAME…]` (env values: never in argv).
 LAUNCH_WRAPPER_NAME = "gputui-run"
 
 
