@@ -45,6 +45,7 @@ PURE = [
     "collect/procs.py",
     "verbs.py",
     "remote/container.py",
+    "hostview.py",
 ]
 IO_MODULES = {
     "asyncio",

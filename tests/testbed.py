@@ -60,7 +60,13 @@ class Testbed:
     user = "root"
     alias = "gpuhost"
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(
+        self,
+        root: Path | None = None,
+        *,
+        extra_env: dict[str, str] | None = None,
+        container_tool: bool = True,
+    ) -> None:
         self.root = Path(root or tempfile.mkdtemp(prefix="gputui-testbed-", dir="/var/tmp"))
         self.ssh_dir = self.root / "ssh"
         self.bin_dir = self.root / "bin"
@@ -77,6 +83,10 @@ class Testbed:
         self.host_key_line = ""
         self.startup_seconds = 0.0
         self._sshd: subprocess.Popen[bytes] | None = None
+        # More environment for every ssh session (e.g. a private TMUX_TMPDIR),
+        # and whether `pct` is installed (False: a plain GPU server).
+        self.extra_env = dict(extra_env or {})
+        self.container_tool = container_tool
         self._cts: set[int] = set()
 
     # ---------------------------------------------------------------- sshd
@@ -106,6 +116,8 @@ class Testbed:
 
     def _install_standins(self) -> None:
         for src in STANDINS.iterdir():
+            if src.name == "pct" and not self.container_tool:
+                continue
             if src.is_file() and not src.name.startswith("."):
                 dst = self.bin_dir / src.name
                 shutil.copyfile(src, dst)
@@ -149,7 +161,8 @@ class Testbed:
                     "PrintLastLog no",
                     "UseDNS no",
                     "LogLevel INFO",
-                    f"SetEnv PATH={path_value} GPUTUI_STANDIN_STATE={self.state_dir}",
+                    f"SetEnv PATH={path_value} GPUTUI_STANDIN_STATE={self.state_dir}"
+                    + "".join(f" {k}={v}" for k, v in self.extra_env.items()),
                     "Subsystem sftp internal-sftp",
                     "",
                 ]
@@ -229,6 +242,20 @@ class Testbed:
         self._kill_leftovers()
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def host_down(self) -> None:
+        """The host goes off the network: sshd and every ssh session end (and
+        what they ran: a `pct exec` agent sees its stdin close); CTs and what
+        runs in them stay."""
+        sessions = self._children(self._sshd.pid) if self._sshd is not None else []
+        self._kill_sshd()
+        for pid in sessions:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    def host_up(self) -> None:
+        """The host is back: sshd again on the same port, with the same keys."""
+        self._launch()
+
     @staticmethod
     def _children(ppid: int) -> list[int]:
         kids = []
@@ -299,6 +326,7 @@ class Testbed:
     def env(self) -> dict[str, str]:
         """Environment an ssh session here gets (PATH with the stand-ins, state dir)."""
         env = dict(os.environ)
+        env.update(self.extra_env)
         env["PATH"] = f"{self.bin_dir}:{BASE_PATH}"
         env["GPUTUI_STANDIN_STATE"] = str(self.state_dir)
         return env
@@ -378,6 +406,27 @@ class Testbed:
             timeout=timeout,
             cwd="/root" if os.path.isdir("/root") else "/",
         )
+
+    def use_cgroups(self, on: bool = True) -> None:
+        """Put CTs started from now on in cgroups `/lxc/<CT>/ns` as Proxmox VE does
+        (where this machine lets root make cgroup2 groups; else a no-op). Off by
+        default: then only a CT's PID namespace tells its processes apart."""
+        flag = self.state_dir / "cgroups"
+        if on:
+            flag.write_text("1\n")
+        else:
+            flag.unlink(missing_ok=True)
+
+    def count_pct_calls(self) -> None:
+        """From now on every `pct` call appends `COMMAND [VMID]` to a log (see pct_calls)."""
+        (self.state_dir / "pct-calls.log").touch()
+
+    def pct_calls(self) -> list[str]:
+        """`COMMAND [VMID]` of each `pct` call since count_pct_calls()."""
+        try:
+            return (self.state_dir / "pct-calls.log").read_text().splitlines()
+        except OSError:
+            return []
 
     def set_pct_delay(self, seconds: float) -> None:
         """Start-up delay of every `pct` call made through ssh (default 0.3 s)."""

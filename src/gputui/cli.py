@@ -22,6 +22,7 @@ from gputui.config import (
     settings_from,
 )
 from gputui.errors import GputuiError
+from gputui.hosts import host_settings, several_with_run_flags, wants_host_view
 from gputui.remote.container import ProxmoxLXC
 from gputui.verbs import CLI_VERBS, VERB_BY_ID
 
@@ -82,6 +83,17 @@ def _port(text: str) -> int:
     return value
 
 
+class HostsAction(argparse.Action):
+    """--host may be given several times: all are `hosts`; `host` is the one
+    host when there is one (several: gputui.hosts makes a Settings for each,
+    so one host's user@ or :port never leaks into the next)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        hosts = [*(getattr(namespace, "hosts", None) or []), values]
+        namespace.hosts = hosts
+        setattr(namespace, self.dest, hosts[0] if len(hosts) == 1 else None)
+
+
 def add_target_flags(p: argparse.ArgumentParser, suppress: bool = False) -> None:
     """The flags that say what to watch. In subcommands the defaults are
     SUPPRESS so a flag given before the subcommand is not overwritten."""
@@ -90,8 +102,9 @@ def add_target_flags(p: argparse.ArgumentParser, suppress: bool = False) -> None
     g = p.add_argument_group("target")
     g.add_argument(
         "--host",
+        action=HostsAction,
         metavar="[USER@]HOST[:PORT]",
-        help="host or ~/.ssh/config alias to ssh to",
+        help="host or ~/.ssh/config alias to ssh to (again for several hosts)",
         **d,
     )
     g.add_argument("-p", "--port", type=_port, help="ssh port", **d)
@@ -215,6 +228,12 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         print(script(args.shell, build_parser()), end="")
         return 0
     check_local_files(settings)
+    hosts = host_settings(settings, getattr(args, "hosts", None))
+    several_with_run_flags(hosts, args)
+    if command == "doctor" and len(hosts) > 1:
+        from gputui import doctor_hosts
+
+        return doctor_hosts.main(hosts, as_json=bool(getattr(args, "json", False)))
     if command == "doctor":
         if not (settings.host or settings.local or settings.demo):
             raise GputuiError(
@@ -231,6 +250,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from gputui import actions_cli
 
         return actions_cli.run(command, args, settings)
+    if wants_host_view(hosts):
+        from gputui.ui.hostapp import run_hosts
+
+        return run_hosts(hosts)
     if not (settings.host or settings.local or settings.demo):
         print(f"gputui: {HOW_TO_START}", file=sys.stderr)
         return 2

@@ -52,6 +52,18 @@ class RunConfig:
 
 
 @dataclass
+class HostTarget:
+    """One host of `[[targets]]`: where to ssh (the rest comes from the
+    top-level settings and ~/.ssh/config)."""
+
+    host: str
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    known_hosts: str | None = None
+
+
+@dataclass
 class Settings:
     """Everything gputui needs to know about what to watch and how."""
 
@@ -88,6 +100,7 @@ class Settings:
     alert_terminal: bool = True
     diagnosis: Thresholds = field(default_factory=Thresholds)  # [diagnosis]
     keys: dict[str, str] = field(default_factory=dict)  # [keys]: verb id -> key, e.g. kill = "x"
+    targets: list[HostTarget] = field(default_factory=list)  # [[targets]]: hosts to watch together
 
 
 # (section, key) -> (Settings attribute, accepted types, description of the type)
@@ -97,6 +110,8 @@ _NUM = ((int, float), "a number")
 _BOOL = ((bool,), "true or false")
 _STRLIST = ((list,), "a list of strings")
 _TABLE = ((dict,), "a table of strings")
+# [[targets]] key -> accepted types
+TARGET_KEYS = {"host": _STR, "port": _INT, "user": _STR, "identity_file": _STR, "known_hosts": _STR}
 
 KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("", "host"): ("host", _STR),
@@ -197,7 +212,9 @@ def parse_config(text: str, path: Path) -> Settings:
         ) from None
     settings = Settings(config_path=str(path))
     for name, value in data.items():
-        if isinstance(value, dict) and name in SECTIONS:
+        if name == "targets" and isinstance(value, list):
+            settings.targets = _targets(value, text, path)
+        elif isinstance(value, dict) and name in SECTIONS:
             for key, v in value.items():
                 _apply(settings, text, path, name, key, v)
         elif isinstance(value, dict):
@@ -209,6 +226,36 @@ def parse_config(text: str, path: Path) -> Settings:
             _apply(settings, text, path, "", name, value)
     _validate(settings, text, path)
     return settings
+
+
+def _targets(items: list[Any], text: str, path: Path) -> list[HostTarget]:
+    """`[[targets]]` tables -> hosts; ConfigError names the table and key."""
+    out: list[HostTarget] = []
+    for n, item in enumerate(items, 1):
+        where = f"{path}: [[targets]] number {n}"
+        if not isinstance(item, dict):
+            raise ConfigError(f"{where}: must be a table", 'write [[targets]] then host = "..."')
+        for key, value in item.items():
+            spec = TARGET_KEYS.get(key)
+            if spec is None:
+                raise ConfigError(
+                    f"{where}: unknown key `{key}`", f"known keys: {', '.join(TARGET_KEYS)}"
+                )
+            if not _check_type(value, spec[0]):
+                raise ConfigError(
+                    f"{where}: `{key}` must be {spec[1]}, not {type(value).__name__} {value!r}",
+                    "fix the value (see config.example.toml)",
+                )
+        host = item.get("host")
+        if not host or host.startswith("-") or any(c.isspace() for c in host):
+            raise ConfigError(
+                f"{where}: `host` must name a host", 'e.g. host = "gpu1" or host = "10.1.2.6"'
+            )
+        port = item.get("port")
+        if port is not None and not 1 <= port <= 65535:
+            raise ConfigError(f"{where}: port {port} is out of range 1-65535", "fix the port")
+        out.append(HostTarget(**item))
+    return out
 
 
 def _apply(settings: Settings, text: str, path: Path, section: str, key: str, value: Any) -> None:

@@ -83,24 +83,8 @@ def parse_apps_block(
     (no such cgroup, e.g. cgroup v1 layouts, the test bed) when its PID
     namespace is the CT's (`ct_pid_ns`, from the in-CT agent's hello); its
     PID inside the CT is then the last `NSpid` field."""
-    rc: int | None = None
-    data: list[str] = []
-    pidinfo: dict[int, tuple[str, str, list[int]]] = {}
-    for line in lines:
-        if line.startswith("@gputui rc "):
-            with contextlib.suppress(ValueError, IndexError):
-                rc = int(line.split()[2])
-        elif line.startswith("@gputui pid "):
-            words = line.split()
-            try:
-                pid = int(words[2])
-                nspids = [int(w) for w in words[5:]]
-            except (IndexError, ValueError):
-                continue
-            pidinfo[pid] = (words[3], words[4], nspids)
-        else:
-            data.append(line)
-    text = "\n".join(data)
+    listing = gpu_parse.parse_apps_listing(lines)
+    rc, text, pidinfo = listing.rc, listing.text, listing.pids
     procs = gpu_parse.parse_compute_apps(text) if rc == 0 else []
     for p in procs:
         cg, pns, nspids = pidinfo.get(p.host_pid, ("-", "-", []))
@@ -199,6 +183,11 @@ class NvidiaSmiFeed(GpuFeed):
     @property
     def channels(self) -> int:
         return len(self._procs)
+
+    @property
+    def last_listing(self) -> list[str] | None:
+        """The lines of the last compute-apps listing (None: none yet)."""
+        return self._last_apps[1] if self._last_apps is not None else None
 
     @property
     def ct_pid_ns(self) -> str | None:

@@ -23,7 +23,9 @@ lost=False.
 
 from __future__ import annotations
 
+import contextlib
 import re
+from dataclasses import dataclass
 
 from gputui.model import GpuEvent, GpuProcess, GpuSample
 
@@ -203,6 +205,39 @@ def parse_compute_apps(text: str) -> list[GpuProcess]:
             )
         )
     return procs
+
+
+@dataclass
+class AppsListing:
+    """One listing of the compute-apps loop (gpufeed.APPS_LISTING), split:
+    nvidia-smi's exit status and text, and for each listed PID as the host
+    sees it: (cgroup `/lxc/<n>` or "-", PID namespace or "-", NSpid fields;
+    an empty list when the process is gone)."""
+
+    rc: int | None
+    text: str
+    pids: dict[int, tuple[str, str, list[int]]]
+
+
+def parse_apps_listing(lines: list[str]) -> AppsListing:
+    rc: int | None = None
+    data: list[str] = []
+    pidinfo: dict[int, tuple[str, str, list[int]]] = {}
+    for line in lines:
+        if line.startswith("@gputui rc "):
+            with contextlib.suppress(ValueError, IndexError):
+                rc = int(line.split()[2])
+        elif line.startswith("@gputui pid "):
+            words = line.split()
+            try:
+                pid = int(words[2])
+                nspids = [int(w) for w in words[5:]]
+            except (IndexError, ValueError):
+                continue
+            pidinfo[pid] = (words[3], words[4], nspids)
+        else:
+            data.append(line)
+    return AppsListing(rc, "\n".join(data), pidinfo)
 
 
 # Return values from the nvidia-smi man page ("RETURN VALUE").

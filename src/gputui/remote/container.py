@@ -13,10 +13,21 @@ Pure: argv building and text reading only; remote/target.py runs them.
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from typing import Any
 
 from gputui.errors import ContainerError
 from gputui.model import CtStatus
+
+
+@dataclass
+class ContainerListing:
+    """One container as the host lists it: number, state, name, lock."""
+
+    id: int
+    status: str  # "running", "stopped", ... as the host tool prints it
+    name: str = ""
+    lock: str = ""
 
 
 class Container(abc.ABC):
@@ -123,6 +134,33 @@ class ProxmoxLXC(Container):
     def status_argv(self) -> list[str]:
         return [self.TOOL, "status", str(self.id)]
 
+    @classmethod
+    def list_argv(cls) -> list[str]:
+        """The host command that lists every container on the host."""
+        return [cls.TOOL, "list"]
+
+    @staticmethod
+    def read_list(text: str) -> list[ContainerListing]:
+        """`pct list` output -> containers. Columns `VMID Status Lock Name`,
+        the Lock column usually empty (then a row has three words)."""
+        out: list[ContainerListing] = []
+        for line in text.splitlines():
+            words = line.split()
+            if len(words) < 2 or not words[0].isdigit():
+                continue  # the header, or noise
+            lock, name = "", ""
+            if len(words) >= 4:
+                lock, name = words[2], " ".join(words[3:])
+            elif len(words) == 3:
+                name = words[2]
+            out.append(ContainerListing(int(words[0]), words[1], name, lock))
+        return out
+
+    @classmethod
+    def tool_absent(cls, exit_status: int | None, err: str) -> bool:
+        """Whether a failed host command says the host has no container tool."""
+        return exit_status == 127 or (cls.TOOL in err and "not found" in err)
+
     def read_status(self, text: str) -> CtStatus | None:
         """`pct status` output or a pct error (`CT 200 not running`,
         `Configuration file ... does not exist`) -> the state."""
@@ -136,7 +174,7 @@ class ProxmoxLXC(Container):
         return None
 
     def tool_missing(self, exit_status: int | None, err: str, where: str) -> ContainerError | None:
-        if exit_status == 127 or (self.TOOL in err and "not found" in err):
+        if self.tool_absent(exit_status, err):
             return ContainerError(
                 f"`{self.TOOL}` not found on {where}: it is not a Proxmox host",
                 "use without --ct on a plain GPU server",

@@ -43,6 +43,7 @@ from gputui.verbs import VERB_BY_ID, VERBS, keyed, why_not
 
 Diagnose = Callable[[Snapshot, float], list[Finding]]
 DEFAULT_STALE_AFTER = 30.0
+BACK = -1  # exit code of a run view opened from the host view: go back to it
 LOG_WRITE_INTERVAL = 0.1  # s; each log write costs a screen update (~5-10 ms)
 
 
@@ -97,8 +98,11 @@ class GputuiApp(App[int]):
         keys: dict[str, str] | None = None,
         recorder: Any = None,
         terminal_alerts: bool = True,
+        back: bool = False,
     ) -> None:
         super().__init__()
+        if back:  # opened from the host view: Esc goes back to it (exit code BACK)
+            self.bind("escape", "back", description="host view", key_display="esc")
         self.keys = dict(keys or {})  # [keys] in the config: binding id -> key
         self.monitor = monitor
         self.actions = actions
@@ -320,7 +324,7 @@ class GputuiApp(App[int]):
             self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("quit", "pause") and not self._dashboard_has_keys():
+        if action in ("quit", "pause", "back") and not self._dashboard_has_keys():
             return False  # the priority key goes on to the input or box that has focus
         if action == "verb" and parameters:
             return True if self.why_not(str(parameters[0])) is None else None  # None: greyed
@@ -462,6 +466,10 @@ class GputuiApp(App[int]):
         paused = self._q(LogPanel).toggle_pause()
         self.notify("log paused" if paused else "log resumed", timeout=2)
         self._tick()
+
+    async def action_back(self) -> None:
+        await self._stop_monitor()
+        self.exit(BACK)
 
     async def action_quit(self) -> None:
         await self._stop_monitor()

@@ -1,0 +1,310 @@
+"""A host at a glance: every GPU and who holds it, every container and its health.
+
+Pure: no I/O. `hostwatch.py` gathers the pieces (the host's GPU readings and
+compute-apps listing, the host's list of containers, each busy container's
+Snapshot from its own monitor) and `build_host_view` turns them into rows:
+
+- a GPU row per GPU: memory, utilization, power, and each process holding it
+  with its container (the host PID's `/lxc/<n>` cgroup, else the PID
+  namespace of a container whose agent said it), its PID in the container
+  (NSpid), the tmux session whose process tree it is in, and that run's log;
+  memory held by no live process is flagged;
+- a container row per container: status, name, tmux sessions and one word of
+  health, named by the same rules as the run view (`diagnose`).
+
+A plain GPU server (no containers) is one row: the host itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from gputui.collect.gpu import AppsListing, parse_compute_apps
+from gputui.diagnose import HELD_MIB
+from gputui.model import ConnectionState, Finding, GpuState, Severity, Snapshot
+
+# A link in these states is "down" (a reconnect is under way, or never came up).
+DOWN_STATES = (ConnectionState.FAILED, ConnectionState.RECONNECTING)
+
+# The one-word health of a container, worst first (the order rows sort by).
+HEALTH_ORDER = ("down", "dead", "hung", "stalled", "buffered", "starting", "ok", "idle", "stopped")
+
+# Which findings name which word. The first word whose kinds appear wins
+# (HEALTH_ORDER); an ERROR held_but_idle is a hang, a WARNING one a stall.
+_WORD_KINDS: dict[str, tuple[str, ...]] = {
+    "dead": ("session_dead", "run_exited"),
+    "stalled": ("progress_stalled",),
+    "buffered": ("busy_but_silent", "buffered_output"),
+}
+
+
+@dataclass
+class HostGpuProcess:
+    """A process holding GPU memory, as the host's nvidia-smi lists it."""
+
+    host_pid: int
+    gpu_uuid: str
+    used_mib: float | None
+    name: str
+    alive: bool  # the host still has /proc/PID
+    ct: int | None = None  # the container it runs in (None: the host, or unknown)
+    ct_pid: int | None = None  # its PID inside that container (NSpid's last field)
+    pid_ns: str | None = None  # its PID namespace, e.g. "pid:[4026532281]"
+
+
+@dataclass
+class Holder:
+    """Who holds a GPU: a process, where it runs, the run it belongs to."""
+
+    host_pid: int
+    ct: int | None
+    ct_pid: int | None
+    process: str
+    used_mib: float | None
+    alive: bool
+    session: str | None = None
+    log: str | None = None
+
+
+@dataclass
+class GpuRow:
+    index: int
+    name: str
+    uuid: str
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    util_pct: float | None
+    power_w: float | None
+    holders: list[Holder] = field(default_factory=list)
+    unowned_mib: float | None = None  # memory held by no live process (None: not measured)
+
+    @property
+    def orphaned(self) -> bool:
+        """Memory is held that no live process accounts for."""
+        return self.unowned_mib is not None and self.unowned_mib >= HELD_MIB
+
+
+@dataclass
+class ContainerRow:
+    id: int | None  # None: the host itself (a plain GPU server)
+    name: str
+    status: str  # "running", "stopped", ... ("host" for the host itself)
+    sessions: list[str] = field(default_factory=list)
+    health: str = "idle"
+    why: str = ""  # the finding behind the word, one line
+    gpus: list[int] = field(default_factory=list)  # GPU indexes its processes hold
+    watched_session: str | None = None  # the session its health speaks for
+
+
+@dataclass
+class HostView:
+    label: str
+    connection: ConnectionState = ConnectionState.CONNECTING
+    error: str | None = None
+    containers_known: bool | None = None  # True: a Proxmox host; False: plain; None: not yet
+    gpus: list[GpuRow] = field(default_factory=list)
+    containers: list[ContainerRow] = field(default_factory=list)
+    gpu_error: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Every part has arrived: GPUs, containers and a word for each."""
+        return (
+            self.containers_known is not None
+            and bool(self.gpus or self.gpu_error)
+            and all(c.health != "starting" for c in self.containers)
+        )
+
+    @property
+    def health(self) -> str:
+        """The worst word of the host (for a tab or a row per host)."""
+        if self.connection in DOWN_STATES:
+            return "down"
+        words = [c.health for c in self.containers] or ["idle"]
+        return min(words, key=rank)
+
+
+def rank(word: str) -> int:
+    return HEALTH_ORDER.index(word) if word in HEALTH_ORDER else len(HEALTH_ORDER)
+
+
+# ------------------------------------------------------------------ GPU holders
+
+
+def container_of_cgroup(cgroup: str) -> int | None:
+    """`/lxc/203` (what the apps listing keeps of a host PID's cgroup) -> 203."""
+    if cgroup.startswith("/lxc/"):
+        number = cgroup[5:].split("/", 1)[0]
+        if number.isdigit():
+            return int(number)
+    return None
+
+
+def host_gpu_processes(
+    listing: AppsListing, ct_namespaces: dict[str, int] | None = None
+) -> list[HostGpuProcess]:
+    """The host's compute-apps listing -> processes with their containers.
+
+    A PID is in container N when its cgroup is `/lxc/N/...` (Proxmox VE,
+    cgroup v2), else when its PID namespace is one a container's agent
+    reported (`ct_namespaces`: namespace -> N). Its PID there is NSpid's last
+    field. A PID the host no longer has is kept, marked not alive."""
+    if listing.rc != 0:
+        return []
+    spaces = ct_namespaces or {}
+    out: list[HostGpuProcess] = []
+    for p in parse_compute_apps(listing.text):
+        cg, pns, nspids = listing.pids.get(p.host_pid, ("-", "-", []))
+        ct = container_of_cgroup(cg)
+        if ct is None and pns != "-":
+            ct = spaces.get(pns)
+        ct_pid = nspids[-1] if ct is not None and len(nspids) > 1 else None
+        out.append(
+            HostGpuProcess(
+                host_pid=p.host_pid,
+                gpu_uuid=p.gpu_uuid,
+                used_mib=p.used_mib,
+                name=p.name,
+                alive=bool(nspids),
+                ct=ct,
+                ct_pid=ct_pid,
+                pid_ns=None if pns == "-" else pns,
+            )
+        )
+    return out
+
+
+@dataclass
+class RunIndex:
+    """Which session and log a PID belongs to, per container (None: the host):
+    {ct: {pid as seen there: (session, log)}}."""
+
+    by_pid: dict[int | None, dict[int, tuple[str | None, str | None]]] = field(default_factory=dict)
+
+    def add(
+        self, ct: int | None, pids: Iterable[int], session: str | None, log: str | None
+    ) -> None:
+        table = self.by_pid.setdefault(ct, {})
+        for pid in pids:
+            table.setdefault(pid, (session, log))
+
+    def find(self, ct: int | None, pid: int | None) -> tuple[str | None, str | None]:
+        if pid is None:
+            return (None, None)
+        return self.by_pid.get(ct, {}).get(pid, (None, None))
+
+
+def gpu_rows(
+    state: GpuState, procs: list[HostGpuProcess], runs: RunIndex, plain_host: bool
+) -> list[GpuRow]:
+    """One row per GPU with its holders; memory no live holder accounts for."""
+    rows: list[GpuRow] = []
+    for index in sorted(state.latest):
+        s = state.latest[index]
+        row = GpuRow(
+            index=index,
+            name=s.name,
+            uuid=s.uuid,
+            mem_used_mib=s.mem_used_mib,
+            mem_total_mib=s.mem_total_mib,
+            util_pct=s.util_pct,
+            power_w=s.power_w,
+        )
+        live = 0.0
+        for p in procs:
+            if p.gpu_uuid != s.uuid:
+                continue
+            pid_there = p.host_pid if plain_host else p.ct_pid
+            session, log = runs.find(None if plain_host else p.ct, pid_there)
+            row.holders.append(
+                Holder(
+                    host_pid=p.host_pid,
+                    ct=p.ct,
+                    ct_pid=pid_there,
+                    process=p.name,
+                    used_mib=p.used_mib,
+                    alive=p.alive,
+                    session=session,
+                    log=log,
+                )
+            )
+            if p.alive:
+                live += p.used_mib or 0.0
+        if s.mem_used_mib is not None:
+            row.unowned_mib = max(0.0, s.mem_used_mib - live)
+        rows.append(row)
+    return rows
+
+
+# ------------------------------------------------------------------ health
+
+
+def health_word(findings: list[Finding], snap: Snapshot) -> tuple[str, str]:
+    """One word for a container's run, and the finding behind it, from the
+    same findings the run view shows: dead / hung / stalled / buffered / ok /
+    idle (no session and no run found)."""
+    by_kind: dict[str, Finding] = {}
+    for f in findings:
+        by_kind.setdefault(f.kind, f)
+    held = by_kind.get("held_but_idle")
+    if held is not None and held.severity == Severity.ERROR:
+        candidates = [("hung", held)]
+    else:
+        candidates = []
+        if held is not None:
+            candidates.append(("stalled", held))
+    for word, kinds in _WORD_KINDS.items():
+        for kind in kinds:
+            if kind in by_kind:
+                candidates.append((word, by_kind[kind]))
+    if candidates:
+        word, finding = min(candidates, key=lambda c: rank(c[0]))
+        return word, finding.title
+    if not snap.sessions and not snap.procs:
+        return "idle", "no tmux session and no run found"
+    return "ok", ""
+
+
+def _gpus_of(ct: int | None, rows: list[GpuRow]) -> list[int]:
+    return [r.index for r in rows if any(h.ct == ct and h.alive for h in r.holders)]
+
+
+def container_rows(
+    listing: list[tuple[int, str, str]],
+    snapshots: dict[int, tuple[Snapshot, list[Finding]]],
+    gpus: list[GpuRow],
+) -> list[ContainerRow]:
+    """listing: (number, status, name) from the host; snapshots: the busy
+    containers' monitors' Snapshots and findings."""
+    rows: list[ContainerRow] = []
+    for number, status, name in listing:
+        row = ContainerRow(id=number, name=name, status=status, gpus=_gpus_of(number, gpus))
+        if status != "running":
+            row.health = "stopped" if status == "stopped" else status
+        elif number not in snapshots:
+            row.health = "starting"
+        else:
+            snap, findings = snapshots[number]
+            fill_from_snapshot(row, snap, findings)
+        rows.append(row)
+    return rows
+
+
+def host_row(snap: Snapshot | None, findings: list[Finding], gpus: list[GpuRow]) -> ContainerRow:
+    """A plain GPU server: the host itself is the one row."""
+    row = ContainerRow(id=None, name="the host", status="host", gpus=_gpus_of(None, gpus))
+    if snap is None:
+        row.health = "starting"
+    else:
+        fill_from_snapshot(row, snap, findings)
+    return row
+
+
+def fill_from_snapshot(row: ContainerRow, snap: Snapshot, findings: list[Finding]) -> None:
+    row.sessions = [s.name for s in snap.sessions]
+    row.watched_session = snap.session_name
+    if snap.connection in DOWN_STATES:
+        row.health, row.why = "down", snap.connection_error or "connection lost"
+        return
+    row.health, row.why = health_word(findings, snap)

@@ -1,0 +1,353 @@
+"""Watch a whole host: its GPUs, its containers and the run in each.
+
+One ssh connection per host. On it:
+
+- the host's GPU streams (`NvidiaSmiFeed` on the host: readings and the
+  compute-apps listing with each PID's cgroup, PID namespace and NSpid);
+- the host's list of containers, asked every LIST_PERIOD_S (a host command,
+  never a command inside a container);
+- for each running container, a `Monitor` (its agent and log stream, the
+  same as the run view's) whose GPU readings are the host's, filtered to that
+  container (`SharedGpus`): a container's agent starts when it runs, stops
+  when it stops, and none is left behind — `stop()` closes every channel.
+  The monitors' commands all run through one relay on the host
+  (remote/relay.py), so the host holds three channels whatever the number of
+  containers.
+
+Steady state costs no new command inside any container: the monitors ask
+their agents over the channels they hold. A plain GPU server (no container
+tool) gets one monitor: the host itself.
+
+`build_host_view` (hostview.py) turns all this into rows; `HostWatch.view`
+is the latest, rebuilt at most every REBUILD_MIN_S when something changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gputui.collect.gpu import parse_apps_listing
+from gputui.config import RunConfig
+from gputui.errors import GputuiError
+from gputui.gpufeed import GpuFeed, NvidiaSmiFeed, parse_apps_block
+from gputui.hostview import (
+    HostView,
+    RunIndex,
+    container_rows,
+    gpu_rows,
+    host_gpu_processes,
+    host_row,
+)
+from gputui.model import ConnectionState, Finding, Snapshot
+from gputui.monitor import Monitor, stdout_log_files
+from gputui.remote.base import Transport
+from gputui.remote.container import ContainerListing, ProxmoxLXC
+from gputui.remote.relay_client import RelayTransport
+from gputui.remote.target import Target, make_transport
+
+LIST_PERIOD_S = 10.0  # how often the host lists its containers
+SESSIONS_PERIOD_S = 5.0  # how often the other sessions' process trees are asked for
+REBUILD_MIN_S = 0.5  # the view is rebuilt at most this often
+CONNECT_RETRY_START_S = 2.0
+CONNECT_RETRY_MAX_S = 30.0
+
+Diagnose = Callable[[Snapshot, float], list[Finding]]
+Listener = Callable[[HostView], None]
+
+
+class SharedGpus(GpuFeed):
+    """The host's GPU feed as one container's monitor sees it: the same
+    readings and history (shared, not copied), and the processes of that
+    container only. Starting or stopping it does nothing: the host watch owns
+    the streams."""
+
+    def __init__(self, host_feed: NvidiaSmiFeed, ct: int | None) -> None:
+        super().__init__()
+        self.host_feed = host_feed
+        self.ct = ct
+        self.ct_pid_ns: str | None = None
+        hs = host_feed.state
+        self.state.latest = hs.latest
+        self.state.util_history = hs.util_history
+        self.state.mem_history = hs.mem_history
+        self.state.events = hs.events
+        host_feed.subscribe(self.refresh)
+        self.refresh()
+
+    def refresh(self) -> None:
+        hs = self.host_feed.state
+        self.state.source = hs.source
+        self.state.error = hs.error
+        lines = self.host_feed.last_listing
+        if lines is not None:
+            procs, rc, _ = parse_apps_block(lines, self.ct, self.ct_pid_ns)
+            if rc == 0 or rc is None:
+                self.state.processes = procs
+        self._changed()
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+
+def default_diagnose(settings: Any) -> Diagnose:
+    from gputui.diagnose import diagnose
+
+    stale = getattr(settings, "stale_after", None)
+    thresholds = getattr(settings, "diagnosis", None)
+    return lambda snap, now: diagnose(snap, now, stale_after=stale, thresholds=thresholds)
+
+
+class HostWatch:
+    """See the module docstring. Public: view, subscribe, start, stop,
+    monitor_for, channels; counters for tests and the benchmark."""
+
+    def __init__(
+        self,
+        settings: Any,
+        transport: Transport | None = None,
+        *,
+        diagnose: Diagnose | None = None,
+        clock: Callable[[], float] = time.time,
+        list_period_s: float = LIST_PERIOD_S,
+        agent_python: str = "python3",
+    ) -> None:
+        self.settings = settings
+        self.transport = transport or make_transport(settings)
+        self.host = Target(self.transport, None)
+        # Every container's agent and log stream run through one relay on
+        # the host: one channel however many containers run.
+        self.relay = RelayTransport(self.transport, python=agent_python)
+        self.clock = clock
+        self.list_period_s = list_period_s
+        self.agent_python = agent_python
+        self.diagnose = diagnose or default_diagnose(settings)
+        self.feed = NvidiaSmiFeed(self.host, where="host")
+        self.view = HostView(label=self.transport.label)
+        self.listing: list[ContainerListing] | None = None  # None: not a Proxmox host (or not yet)
+        self.plain: bool | None = None  # True: no container tool on the host
+        self.monitors: dict[int | None, Monitor] = {}
+        self.ready: set[int | None] = set()  # monitors past their first poll
+        self.runs = RunIndex()
+        self.list_calls = 0
+        self.list_error: str | None = None
+        self.first_complete_s: float | None = None  # seconds from start() to a complete view
+        self._started_at = 0.0
+        self._listeners: list[Listener] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._monitor_tasks: dict[int | None, asyncio.Task[None]] = {}
+        self._running = False
+        self._rebuild_handle: asyncio.TimerHandle | None = None
+        self._last_rebuild = 0.0
+
+    # ------------------------------------------------------------ publishing
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def _changed(self, *_: Any) -> None:
+        """Something moved: rebuild the view soon (at most every REBUILD_MIN_S)."""
+        if not self._running or self._rebuild_handle is not None:
+            return
+        loop = asyncio.get_running_loop()
+        wait = max(0.0, self._last_rebuild + REBUILD_MIN_S - time.monotonic())
+        self._rebuild_handle = loop.call_later(wait, self._rebuild)
+
+    def _rebuild(self) -> None:
+        self._rebuild_handle = None
+        self._last_rebuild = time.monotonic()
+        self.view = self.build_view()
+        if self.first_complete_s is None and self.view.complete:
+            self.first_complete_s = time.monotonic() - self._started_at
+        for cb in list(self._listeners):
+            cb(self.view)
+
+    def build_view(self) -> HostView:
+        now = self.clock()
+        view = HostView(label=self.transport.label)
+        view.connection = self.transport.state
+        view.error = self.transport.state_detail
+        view.containers_known = None if self.plain is None else not self.plain
+        view.gpu_error = self.feed.state.error
+        namespaces = {}
+        for ct, mon in self.monitors.items():
+            ns = mon.agent.hello.get("pid_ns") if mon.agent is not None else None
+            if ct is not None and ns:
+                namespaces[str(ns)] = ct
+        lines = self.feed.last_listing
+        procs = host_gpu_processes(parse_apps_listing(lines), namespaces) if lines else []
+        view.gpus = gpu_rows(self.feed.state, procs, self.runs, plain_host=bool(self.plain))
+        snaps: dict[int, tuple[Snapshot, list[Finding]]] = {}
+        host_snap: tuple[Snapshot, list[Finding]] | None = None
+        for ct, mon in self.monitors.items():
+            if ct not in self.ready:
+                continue
+            pair = (mon.snapshot, self.diagnose(mon.snapshot, now))
+            if ct is None:
+                host_snap = pair
+            else:
+                snaps[ct] = pair
+        if self.plain:
+            snap, findings = host_snap if host_snap is not None else (None, [])
+            view.containers = [host_row(snap, findings, view.gpus)]
+        elif self.listing is not None:
+            rows = [(c.id, c.status, c.name) for c in self.listing]
+            view.containers = container_rows(rows, snaps, view.gpus)
+        return view
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start watching; returns at once. A host that cannot be reached is
+        shown down and retried; nothing here raises for it."""
+        if self._running:
+            return
+        self._running = True
+        self._started_at = time.monotonic()
+        self._tasks.append(asyncio.create_task(self._run(), name=f"host {self.view.label}"))
+
+    async def _run(self) -> None:
+        backoff = CONNECT_RETRY_START_S
+        while self._running:
+            try:
+                await self.transport.connect()
+                break
+            except GputuiError as err:
+                self.view.connection = ConnectionState.FAILED
+                self.view.error = str(err)
+                for cb in list(self._listeners):
+                    cb(self.view)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, CONNECT_RETRY_MAX_S)
+        self.transport.on_state(lambda state, detail: self._changed())
+        self.feed.subscribe(self._changed)
+        await self.feed.start()
+        self._changed()
+        self._tasks.append(asyncio.create_task(self._index_loop(), name="host sessions"))
+        while self._running:
+            try:
+                await self._list_containers()
+            except (GputuiError, asyncio.TimeoutError) as err:
+                self.list_error = str(err)  # the link is down: the transport reconnects
+            self._changed()
+            if self.plain:
+                return  # a plain server: nothing to list again
+            await asyncio.sleep(self.list_period_s)
+
+    async def _index_loop(self) -> None:
+        while self._running:
+            await asyncio.sleep(SESSIONS_PERIOD_S if self.runs.by_pid else 1.0)
+            try:
+                await self._index_sessions()
+            except (GputuiError, asyncio.TimeoutError):
+                continue
+            self._changed()
+
+    async def _list_containers(self) -> None:
+        """Ask the host for its containers; start a monitor for each running
+        one, stop those of containers that stopped."""
+        self.list_calls += 1
+        res = await self.host.run_host(ProxmoxLXC.list_argv(), timeout=15.0)
+        if not res.ok and ProxmoxLXC.tool_absent(res.exit_status, res.err):
+            self.plain = True
+            self._start_monitor(None)
+            return
+        if not res.ok:
+            return
+        self.plain = False
+        self.listing = ProxmoxLXC.read_list(res.out)
+        running = {c.id for c in self.listing if c.status == "running"}
+        for ct in running - set(self.monitors):
+            self._start_monitor(ct)
+        for ct in [c for c in self.monitors if c not in running]:
+            await self._stop_monitor(ct)
+
+    def _start_monitor(self, ct: int | None) -> None:
+        settings = self.settings
+        with contextlib.suppress(TypeError):  # a dataclass Settings: the run's fields are per CT
+            settings = dataclasses.replace(settings, ct=ct, session=None, log=None, run=RunConfig())
+        feed = SharedGpus(self.feed, ct)
+        target = Target(self.relay, ct)
+        mon = Monitor(target, settings, feed, agent_python=self.agent_python)
+        mon.subscribe(self._changed)
+        self.monitors[ct] = mon
+
+        async def run() -> None:
+            with contextlib.suppress(Exception):
+                await mon.start()
+            if mon.agent is not None:
+                feed.ct_pid_ns = mon.agent.hello.get("pid_ns")
+                feed.refresh()
+            self.ready.add(ct)
+            self._changed()
+
+        self._monitor_tasks[ct] = asyncio.create_task(run(), name=f"monitor {ct}")
+
+    async def _stop_monitor(self, ct: int | None) -> None:
+        mon = self.monitors.pop(ct, None)
+        task = self._monitor_tasks.pop(ct, None)
+        self.ready.discard(ct)
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if mon is not None:
+            with contextlib.suppress(Exception):
+                await mon.stop()
+        self.runs.by_pid.pop(ct, None)
+
+    async def _index_sessions(self) -> None:
+        """Which session (and log) each process of each container belongs to:
+        the watched session from the monitor's tree, the others asked of the
+        container's agent over its open channel (no new command)."""
+        runs = RunIndex()
+        for ct, mon in list(self.monitors.items()):
+            snap = mon.snapshot
+            log = snap.log.path or next(iter(stdout_log_files(snap.procs)), None)
+            runs.add(ct, [p.pid for p in snap.procs], snap.session_name, log)
+            agent = mon.agent
+            if agent is None or not agent.alive:
+                continue
+            for s in snap.sessions:
+                pane = s.main_pane
+                if s.name == snap.session_name or pane is None or pane.dead or not pane.pid:
+                    continue
+                with contextlib.suppress(Exception):
+                    procs = await agent.processes(pane.pid, sources=False)
+                    other = next(iter(stdout_log_files(procs)), None)
+                    runs.add(ct, [p.pid for p in procs], s.name, other)
+        self.runs = runs
+
+    def monitor_for(self, ct: int | None) -> Monitor | None:
+        return self.monitors.get(ct)
+
+    @property
+    def channels(self) -> int:
+        """ssh channels held open now (the GPU streams and the relay)."""
+        return self.feed.channels + self.relay.channels
+
+    async def stop(self) -> None:
+        """Close every channel and the connection; nothing is left running."""
+        self._running = False
+        if self._rebuild_handle is not None:
+            self._rebuild_handle.cancel()
+            self._rebuild_handle = None
+        tasks, self._tasks = self._tasks, []
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        for ct in list(self.monitors):
+            await self._stop_monitor(ct)
+        await self.relay.close()
+        await self.feed.stop()
+        with contextlib.suppress(Exception):
+            await self.transport.close()

@@ -1,0 +1,158 @@
+# ruff: noqa: UP031, SIM105
+"""gputui's relay: one process on the host that runs commands for gputui and
+carries their stdin, stdout and stderr over its own, so that many long-lived
+commands (an agent in each container, a log stream in each) share ONE ssh
+channel instead of one each (OpenSSH allows 10 per connection; gputui keeps
+to 6).
+
+JSON lines, binary data in base64:
+
+    client -> relay   {"op": "open", "id": 3, "argv": ["pct", "exec", ...]}
+                      {"op": "in", "id": 3, "data": "..."}     to its stdin
+                      {"op": "eof", "id": 3}                    close its stdin
+    relay -> client   {"id": 3, "started": true} | {"id": 3, "error": "one line"}
+                      {"id": 3, "out": "..."} / {"id": 3, "err": "..."}
+                      {"id": 3, "exit": 0, "signal": null}      after its last output
+
+Each command runs as the host would run it (no shell; argv as given). The
+relay exits when its stdin reaches EOF (the channel closed, the link died):
+it closes every command's stdin — gputui's agents and watchdog-wrapped
+streams end on that — waits up to STOP_GRACE_S, then kills the process
+group of any still running. Nothing is left behind.
+
+Like the agent, this file is sent to the remote python3 as source: stdlib
+only, self-contained, Python 3.6.
+"""
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+STOP_GRACE_S = 3.0
+CHUNK = 65536
+
+
+class Relay:
+    def __init__(self, out) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+        self.children = {}  # id -> Popen
+
+    def send(self, msg: dict) -> None:
+        data = (json.dumps(msg) + "\n").encode()
+        with self.lock:
+            try:
+                self.out.write(data)
+                self.out.flush()
+            except (OSError, ValueError):
+                pass
+
+    def pump(self, cid: int, stream, key: str) -> None:
+        fd = stream.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, CHUNK)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return
+            self.send({"id": cid, key: base64.b64encode(chunk).decode("ascii")})
+
+    def reap(self, cid: int, proc, pumps: list) -> None:
+        for t in pumps:
+            t.join()
+        rc = proc.wait()
+        self.children.pop(cid, None)
+        self.send({"id": cid, "exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None})
+
+    def open(self, cid: int, argv: list) -> None:
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as e:
+            self.send({"id": cid, "error": "%s: %s" % (argv[0] if argv else "?", e.strerror)})
+            self.send({"id": cid, "exit": 127, "signal": None})
+            return
+        self.children[cid] = proc
+        self.send({"id": cid, "started": True})
+        pumps = [
+            threading.Thread(target=self.pump, args=(cid, proc.stdout, "out"), daemon=True),
+            threading.Thread(target=self.pump, args=(cid, proc.stderr, "err"), daemon=True),
+        ]
+        for t in pumps:
+            t.start()
+        threading.Thread(target=self.reap, args=(cid, proc, pumps), daemon=True).start()
+
+    def to_stdin(self, cid: int, data: "bytes | None") -> None:
+        proc = self.children.get(cid)
+        if proc is None or proc.stdin is None or proc.stdin.closed:
+            return
+        try:
+            if data is None:
+                proc.stdin.close()
+            else:
+                proc.stdin.write(data)
+                proc.stdin.flush()
+        except (OSError, ValueError):
+            pass
+
+    def handle(self, line: bytes) -> None:
+        try:
+            msg = json.loads(line.decode("utf-8", "replace"))
+            op, cid = msg["op"], int(msg["id"])
+        except (ValueError, KeyError, TypeError):
+            return
+        if op == "open":
+            argv = [str(a) for a in msg.get("argv") or []]
+            self.open(cid, argv)
+        elif op == "in":
+            self.to_stdin(cid, base64.b64decode(msg.get("data") or ""))
+        elif op == "eof":
+            self.to_stdin(cid, None)
+
+    def stop_all(self) -> None:
+        procs = list(self.children.values())
+        for p in procs:
+            try:
+                p.stdin.close()
+            except (OSError, ValueError, AttributeError):
+                pass
+        deadline = time.time() + STOP_GRACE_S
+        while time.time() < deadline and any(p.poll() is None for p in procs):
+            time.sleep(0.05)
+        for p in procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def serve(stdin, stdout) -> None:
+    relay = Relay(stdout)
+    relay.send({"id": 0, "started": True, "pid": os.getpid()})
+    while True:
+        line = stdin.readline()
+        if not line:
+            break
+        relay.handle(line)
+    relay.stop_all()
+
+
+def main() -> None:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    serve(sys.stdin.buffer, sys.stdout.buffer)
+
+
+if __name__ in ("__main__", "gputui-relay"):
+    main()

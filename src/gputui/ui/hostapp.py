@@ -1,0 +1,425 @@
+"""The host view: every host, every GPU and who holds it, every container.
+
+One row per host at the top (its link and worst health); below, for the
+host under the cursor, a GPU table (memory, util, power, and the container,
+process, tmux session and log holding each GPU; memory no live process
+holds is flagged) and a container table (status, name, sessions, one word of
+health and why). Enter on a container or a GPU ends this app with a
+`RunChoice`; the caller opens the run view for it and, on Esc there, comes
+back here (`run_host_view`).
+
+Every string from the remote side reaches the screen as `Text` with its
+control characters removed, never as markup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Static
+
+from gputui.errors import GputuiError
+from gputui.hostview import ContainerRow, GpuRow, HostView
+from gputui.ui.app import BACK, GputuiApp, default_diagnose
+from gputui.ui.format import human_bytes
+from gputui.ui.wiring import ActionsBackend
+
+HEALTH_STYLE = {
+    "ok": "green",
+    "idle": "dim",
+    "stopped": "dim",
+    "starting": "dim italic",
+    "buffered": "yellow",
+    "stalled": "yellow",
+    "hung": "bold red",
+    "dead": "bold red",
+    "down": "bold red",
+}
+
+
+class HostWatchLike(Protocol):
+    @property
+    def view(self) -> HostView: ...
+
+    def subscribe(self, listener: Callable[[HostView], None]) -> None: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass
+class RunChoice:
+    """Open the run view for this container (None: the host itself) of host
+    number `host`, watching `session` when given."""
+
+    host: int
+    ct: int | None
+    session: str | None = None
+
+
+def plain(value: object) -> str:
+    """A remote string made safe to show: control characters (ESC and the
+    sequences it starts, C1, DEL) become '?'; tabs become spaces."""
+    out = []
+    for ch in str(value):
+        code = ord(ch)
+        if ch == "\t":
+            out.append(" ")
+        elif code < 32 or code == 127 or 0x80 <= code < 0xA0:
+            out.append("?")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def cell(value: object, style: str = "") -> Text:
+    return Text(plain(value), style=style, no_wrap=True, overflow="ellipsis")
+
+
+def gib(mib: float | None) -> str:
+    return human_bytes(mib * 1024 * 1024) if mib is not None else "?"
+
+
+def where_words(ct: int | None, host_is_plain: bool) -> str:
+    if ct is None:
+        return "host" if host_is_plain else "host (no CT)"
+    return f"CT {ct}"
+
+
+def holder_text(row: GpuRow, plain_host: bool) -> Text:
+    """Who holds a GPU, in one line: 'CT 203 · train · pid 8 (host 4242) · /w/train.log'."""
+    parts: list[Text] = []
+    for h in row.holders:
+        if not h.alive:
+            parts.append(cell(f"gone pid {h.host_pid} ({gib(h.used_mib)})", "bold red"))
+            continue
+        bits = [where_words(h.ct, plain_host)]
+        if h.session:
+            bits.append(h.session)
+        pid = f"pid {h.ct_pid}" if h.ct_pid is not None else "pid ?"
+        if h.ct_pid != h.host_pid:
+            pid += f" (host {h.host_pid})"
+        bits.append(pid)
+        if h.process:
+            bits.append(h.process)
+        if h.log:
+            bits.append(h.log)
+        parts.append(cell(" · ".join(bits)))
+    if row.orphaned:
+        parts.append(cell(f"⚠ {gib(row.unowned_mib)} held by no live process", "bold red"))
+    if not parts:
+        return cell("—", "dim")
+    return Text("  |  ").join(parts)
+
+
+class HostApp(App[Any]):
+    """See the module docstring."""
+
+    CSS = """
+    #hosts { height: auto; max-height: 8; border: round $primary 50%; }
+    #gpu-table { height: auto; max-height: 12; border: round $primary 50%; }
+    #ct-table { height: 1fr; border: round $primary 50%; }
+    #host-error { height: auto; color: $error; padding: 0 1; display: none; }
+    #host-error.-shown { display: block; }
+    DataTable:focus { border: round $accent; }
+    """
+    TITLE = "gputui — hosts"
+    BINDINGS = [  # noqa: RUF012
+        Binding("q", "quit", "quit", id="quit"),
+        Binding("enter", "open", "open run view", id="open", show=True),
+        Binding("tab", "focus_next", "next table", show=False),
+    ]
+
+    def __init__(
+        self, hosts: Sequence[HostWatchLike], *, live: bool = True, selected: int = 0
+    ) -> None:
+        super().__init__()
+        self.hosts = list(hosts)
+        self.live = live
+        self.selected = selected
+        self._pending = False
+
+    def compose(self) -> ComposeResult:
+        hosts = DataTable(id="hosts", cursor_type="row", zebra_stripes=False)
+        hosts.border_title = "hosts"
+        yield hosts
+        yield Static(id="host-error")
+        gpus = DataTable(id="gpu-table", cursor_type="row")
+        gpus.border_title = "GPUs"
+        yield gpus
+        cts = DataTable(id="ct-table", cursor_type="row")
+        cts.border_title = "containers"
+        yield cts
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#hosts", DataTable).add_columns(
+            "host", "link", "health", "GPUs busy", "containers"
+        )
+        self.query_one("#gpu-table", DataTable).add_columns(
+            "GPU", "util", "memory", "power", "held by"
+        )
+        self.query_one("#ct-table", DataTable).add_columns(
+            "CT", "name", "status", "health", "sessions", "GPUs", "why"
+        )
+        for h in self.hosts:
+            h.subscribe(self._on_view)
+        self._apply()
+        hosts = self.query_one("#hosts", DataTable)
+        if self.selected < hosts.row_count:
+            hosts.move_cursor(row=self.selected)
+        self.query_one("#ct-table", DataTable).focus()
+        if self.live:
+            self.set_interval(1.0, self._apply)
+
+    def _on_view(self, view: HostView) -> None:
+        if self._thread_id != threading.get_ident():
+            self.call_from_thread(self._on_view, view)
+            return
+        if not self._pending:
+            self._pending = True
+            self.set_timer(0.2, self._apply_pending)
+
+    def _apply_pending(self) -> None:
+        self._pending = False
+        self._apply()
+
+    # ------------------------------------------------------------ drawing
+
+    def _apply(self) -> None:
+        self._show_hosts()
+        if self.hosts:
+            self._show_host(self.hosts[self.selected].view)
+
+    def _show_hosts(self) -> None:
+        table = self.query_one("#hosts", DataTable)
+        rows = []
+        for i, h in enumerate(self.hosts):
+            v = h.view
+            busy = sum(1 for g in v.gpus if (g.util_pct or 0) >= 50)
+            running = sum(1 for c in v.containers if c.status in ("running", "host"))
+            cts = f"{running} running / {len(v.containers)}" if v.containers_known else ""
+            if v.containers_known is False:
+                cts = "plain GPU server"
+            health = v.health if v.containers or v.health == "down" else "…"
+            rows.append(
+                (
+                    str(i),
+                    [
+                        cell(v.label, "bold"),
+                        cell(v.connection.value),
+                        cell(health, HEALTH_STYLE.get(health, "")),
+                        cell(f"{busy}/{len(v.gpus)}" if v.gpus else "–"),
+                        cell(cts),
+                    ],
+                )
+            )
+        _replace_rows(table, rows)
+
+    def _show_host(self, view: HostView) -> None:
+        err = self.query_one("#host-error", Static)
+        problem = view.error if view.health == "down" else view.gpu_error
+        err.update(cell(f"{view.label}: {problem}" if problem else ""))
+        err.set_class(bool(problem), "-shown")
+        plain_host = view.containers_known is False
+        _replace_rows(
+            self.query_one("#gpu-table", DataTable),
+            [(str(g.index), self._gpu_cells(g, plain_host)) for g in view.gpus],
+        )
+        _replace_rows(
+            self.query_one("#ct-table", DataTable),
+            [(_ct_key(c), self._ct_cells(c)) for c in view.containers],
+        )
+
+    @staticmethod
+    def _gpu_cells(g: GpuRow, plain_host: bool) -> list[Text]:
+        util = f"{g.util_pct:.0f} %" if g.util_pct is not None else "?"
+        mem = f"{gib(g.mem_used_mib)} / {gib(g.mem_total_mib)}"
+        power = f"{g.power_w:.0f} W" if g.power_w is not None else "?"
+        return [
+            cell(g.index, "bold"),
+            cell(util),
+            cell(mem, "bold red" if g.orphaned else ""),
+            cell(power),
+            holder_text(g, plain_host),
+        ]
+
+    @staticmethod
+    def _ct_cells(c: ContainerRow) -> list[Text]:
+        return [
+            cell("host" if c.id is None else c.id, "bold"),
+            cell(c.name),
+            cell(c.status),
+            cell(c.health, HEALTH_STYLE.get(c.health, "")),
+            cell(", ".join(c.sessions) or "–"),
+            cell(" ".join(str(i) for i in c.gpus) or "–"),
+            cell(c.why),
+        ]
+
+    # ------------------------------------------------------------ keys
+
+    @on(DataTable.RowHighlighted, "#hosts")
+    def _host_moved(self, event: DataTable.RowHighlighted) -> None:
+        index = int(str(event.row_key.value))
+        if index != self.selected:
+            self.selected = index
+            self._show_host(self.hosts[index].view)
+
+    def choice(self) -> RunChoice | None:
+        """What Enter opens from the table that has focus, or None."""
+        if not self.hosts:
+            return None
+        view = self.hosts[self.selected].view
+        focused = self.focused
+        if isinstance(focused, DataTable) and focused.id == "gpu-table" and view.gpus:
+            row = view.gpus[min(focused.cursor_row, len(view.gpus) - 1)]
+            live = [h for h in row.holders if h.alive]
+            if not live:
+                return None
+            return RunChoice(self.selected, live[0].ct, live[0].session)
+        if isinstance(focused, DataTable) and focused.id == "ct-table" and view.containers:
+            c = view.containers[min(focused.cursor_row, len(view.containers) - 1)]
+            if c.status not in ("running", "host"):
+                return None
+            return RunChoice(self.selected, c.id, c.watched_session)
+        return None
+
+    def action_open(self) -> None:
+        choice = self.choice()
+        if choice is None:
+            self.notify("nothing running to open here", severity="warning", timeout=3)
+            return
+        self.exit(choice)
+
+    @on(DataTable.RowSelected, "#gpu-table")
+    @on(DataTable.RowSelected, "#ct-table")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open()
+
+
+def _ct_key(c: ContainerRow) -> str:
+    return "host" if c.id is None else str(c.id)
+
+
+def _replace_rows(table: DataTable[Any], rows: list[tuple[str, list[Text]]]) -> None:
+    """Update a table in place (no flicker, the cursor stays): cells of rows
+    that stay, rows that came, rows that went."""
+    keys = [k for k, _ in rows]
+    existing = [str(k.value) for k in table.rows]
+    if existing != keys:
+        cursor = table.cursor_row
+        table.clear()
+        for key, cells in rows:
+            table.add_row(*cells, key=key)
+        if rows:
+            table.move_cursor(row=min(cursor, len(rows) - 1))
+        return
+    columns = list(table.columns)
+    for key, cells in rows:
+        for col, value in zip(columns, cells, strict=False):
+            if table.get_cell(key, col) != value:
+                table.update_cell(key, col, value)
+
+
+# ------------------------------------------------------------ the loop
+
+
+class BorrowedMonitor:
+    """A host watch's monitor lent to a run view: the view may not stop it
+    (the host view goes on with it when the user comes back)."""
+
+    def __init__(self, monitor: Any) -> None:
+        self._monitor = monitor
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._monitor, name)
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+
+async def run_view(watch: Any, choice: RunChoice, read_only: bool) -> int:
+    """Today's run view for one container of a host watch; BACK on Esc."""
+    monitor = watch.monitor_for(choice.ct)
+    if monitor is None:
+        return BACK
+    if choice.session:
+        monitor.watch_session(choice.session)
+    settings = monitor.settings
+    actions = None if read_only else ActionsBackend(monitor.target, settings, monitor)
+    app = GputuiApp(
+        BorrowedMonitor(monitor),
+        actions=actions,
+        read_only=read_only,
+        stale_after=getattr(settings, "stale_after", None),
+        diagnose=default_diagnose(
+            getattr(settings, "stale_after", None), getattr(settings, "diagnosis", None)
+        ),
+        back=True,
+    )
+    if actions is not None:
+        actions.progress = lambda text: app.notify(text, timeout=4)
+    rc = await app.run_async()
+    if app.crashed_with is not None:
+        raise app.crashed_with
+    return int(rc if rc is not None else 0)
+
+
+def run_host_view(watches: Sequence[Any], read_only: bool = False) -> int:
+    """The host view over these host watches; Enter opens a run view, Esc
+    there comes back. Every watch is stopped at the end (nothing left running)."""
+    import asyncio
+
+    async def main() -> int:
+        if len(watches) == 1:
+            # One host that cannot be reached at all (unknown, refused, bad
+            # key) ends in one line, exit 2, as the run view does; with several,
+            # it is shown down and the others go on.
+            try:
+                await watches[0].transport.connect()
+            except GputuiError as err:
+                with contextlib.suppress(Exception):
+                    await watches[0].stop()
+                print(f"gputui: {err}", file=sys.stderr)
+                return 2
+        for w in watches:
+            await w.start()
+        selected = 0
+        try:
+            while True:
+                app = HostApp(watches, selected=selected)
+                result = await app.run_async()
+                if not isinstance(result, RunChoice):
+                    return int(result or 0)
+                selected = result.host
+                rc = await run_view(watches[result.host], result, read_only)
+                if rc != BACK:
+                    return rc
+        finally:
+            for w in watches:
+                await w.stop()
+
+    return asyncio.run(main())
+
+
+def run_hosts(hosts: Sequence[Any]) -> int:
+    """`gputui --host H` (no --ct), `--host a --host b`, `[[targets]]`: the
+    host view over one HostWatch per host's Settings; the exit code."""
+    from gputui.hostwatch import HostWatch
+
+    watches = [HostWatch(s) for s in hosts]
+    read_only = any(bool(getattr(s, "read_only", False)) for s in hosts)
+    return run_host_view(watches, read_only)

@@ -1,0 +1,263 @@
+"""The host view end to end: real sshd, real tmux, real runs in stand-in CTs.
+
+Host "proxmox": three running containers (a healthy run, a buffered one, a
+dead session) and a stopped one, CTs in `/lxc/<n>` cgroups as on Proxmox
+VE, 8 stand-in GPUs listing the runs' real host PIDs and 20 GiB held by a
+PID that is gone. Host "plain": a second sshd with no container tool, one
+run in tmux on the host itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hostscene
+import scenarios
+from gputui.config import Settings
+from gputui.hostview import HostView
+from gputui.hostwatch import HostWatch
+from gputui.remote.agent_client import AGENT_MARKER
+from helpers import until
+from testbed import Testbed
+
+FIRST_CT = 340
+
+
+@pytest.fixture(scope="module")
+def proxmox() -> Iterator[tuple[Testbed, hostscene.HostScene]]:
+    tb = Testbed().start()
+    tb.use_cgroups()
+    try:
+        scene = hostscene.build(tb, FIRST_CT)
+        yield tb, scene
+    finally:
+        tb.stop()
+
+
+@pytest.fixture(scope="module")
+def plain() -> Iterator[tuple[Testbed, scenarios.Run]]:
+    root = Path(__import__("tempfile").mkdtemp(prefix="gputui-plain-", dir="/var/tmp"))
+    tmux_dir = root / "tmux"
+    tmux_dir.mkdir()
+    tb = Testbed(root, extra_env={"TMUX_TMPDIR": str(tmux_dir)}, container_tool=False).start()
+    env = {
+        "PATH": scenarios.CLEAN_PATH,
+        "HOME": "/root",
+        "TERM": "xterm",
+        "TMUX_TMPDIR": str(tmux_dir),
+    }
+    try:
+        run = scenarios.prepare(tb, 0, "plain", "job")
+        cmd = scenarios.tee_command(run.path("start_healthy.sh"), str(run.log))
+        subprocess.run(
+            ["tmux", "new", "-d", "-s", "job", "-c", str(run.dir), cmd], env=env, check=True
+        )
+        pid = scenarios.wait_python(run, "train.py")
+        tb.set_gpus(
+            {
+                "gpus": [scenarios.gpu(0, 30_000, 96), scenarios.gpu(1, 0, 0)],
+                "apps": [scenarios.app(pid, 0, 29_500)],
+            }
+        )
+        yield tb, run
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True)
+        tb.stop()
+
+
+def settings(tb: Testbed) -> Settings:
+    return Settings(**tb.transport_kwargs())
+
+
+def agents_left(tb: Testbed) -> list[int]:
+    """Host PIDs of gputui agents started through this test bed, still alive."""
+    marker = f"GPUTUI_STANDIN_STATE={tb.state_dir}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes()
+            env = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if AGENT_MARKER.encode() in argv and marker in env.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def by_ct(view: HostView) -> dict[int | None, Any]:
+    return {c.id: c for c in view.containers}
+
+
+async def test_three_containers_every_gpu_and_who_holds_it(
+    proxmox: tuple[Testbed, hostscene.HostScene],
+) -> None:
+    tb, scene = proxmox
+    healthy, buffered, dead = scene.healthy, scene.buffered, scene.dead
+    watch = HostWatch(settings(tb), list_period_s=1.0)
+    await watch.start()
+    try:
+        await until(lambda: watch.view.complete, timeout=60, what="a complete host view")
+        view = watch.view
+        rows = by_ct(view)
+        assert view.containers_known is True
+        assert [c.id for c in view.containers] == scene.cts
+        assert (rows[healthy.ct].health, rows[healthy.ct].sessions) == ("ok", ["train"])
+        assert (rows[buffered.ct].health, rows[buffered.ct].sessions) == ("buffered", ["sft"])
+        assert "block-buffered" in rows[buffered.ct].why
+        assert (rows[dead.ct].health, rows[dead.ct].sessions) == ("dead", ["eval"])
+        assert (rows[scene.stopped_ct].status, rows[scene.stopped_ct].health) == (
+            "stopped",
+            "stopped",
+        )
+        assert rows[healthy.ct].gpus == [0, 1] and rows[buffered.ct].gpus == [2, 3]
+        await until(
+            lambda: all(h.session for g in watch.view.gpus[:4] for h in g.holders),
+            timeout=30,
+            what="the sessions of the GPU holders",
+        )
+        gpus = watch.view.gpus
+        assert len(gpus) == hostscene.GPUS
+        for index, run in ((0, healthy), (1, healthy), (2, buffered), (3, buffered)):
+            (h,) = gpus[index].holders
+            assert (h.ct, h.host_pid, h.session, h.log) == (
+                run.ct,
+                run.host_pid,
+                run.session,
+                str(run.log),
+            )
+            assert h.ct_pid is not None and h.ct_pid != h.host_pid  # its PID inside the CT
+            assert gpus[index].util_pct == 97 and not gpus[index].orphaned
+        assert gpus[4].orphaned and [h.alive for h in gpus[4].holders] == [False]
+        assert not any(g.holders or g.orphaned for g in gpus[5:])
+
+        # Steady state: the host lists its containers again and again, but
+        # nothing new is run inside any of them.
+        tb.count_pct_calls()
+        await until(lambda: len(tb.pct_calls()) >= 3, timeout=30, what="3 container lists")
+        calls = tb.pct_calls()
+        assert [c for c in calls if not c.startswith("list")] == []
+        assert watch.channels <= 8
+    finally:
+        await watch.stop()
+    await until(lambda: not agents_left(tb), timeout=10, what="every agent to exit")
+
+
+async def test_a_container_that_stops_and_starts_again(
+    proxmox: tuple[Testbed, hostscene.HostScene],
+) -> None:
+    tb, scene = proxmox
+    ct = scene.stopped_ct
+    watch = HostWatch(settings(tb), list_period_s=0.5)
+    await watch.start()
+    try:
+        await until(lambda: watch.view.complete, timeout=60, what="a complete host view")
+        tb.ct_start(ct)
+        await until(
+            lambda: by_ct(watch.view)[ct].health == "idle", timeout=30, what=f"CT {ct} idle"
+        )
+        assert watch.monitor_for(ct) is not None
+        tb.ct_stop(ct)
+        await until(
+            lambda: by_ct(watch.view)[ct].health == "stopped", timeout=30, what=f"CT {ct} stopped"
+        )
+        assert watch.monitor_for(ct) is None  # its agent and log stream are closed
+    finally:
+        tb.ct_stop(ct)
+        await watch.stop()
+
+
+async def test_a_plain_server_shows_its_sessions_and_gpu_processes(
+    plain: tuple[Testbed, scenarios.Run],
+) -> None:
+    tb, run = plain
+    watch = HostWatch(settings(tb))
+    await watch.start()
+    try:
+        await until(lambda: watch.view.complete, timeout=60, what="a complete host view")
+        view = watch.view
+        assert view.containers_known is False
+        (row,) = view.containers
+        assert (row.id, row.sessions, row.health, row.gpus) == (None, ["job"], "ok", [0])
+        await until(lambda: watch.view.gpus[0].holders[0].session, timeout=30, what="the session")
+        (h,) = watch.view.gpus[0].holders
+        assert (h.ct, h.ct_pid, h.host_pid, h.session, h.log) == (
+            None,
+            run.host_pid,
+            run.host_pid,
+            "job",
+            str(run.log),
+        )
+    finally:
+        await watch.stop()
+
+
+async def test_two_hosts_one_goes_down_and_comes_back(
+    proxmox: tuple[Testbed, hostscene.HostScene], plain: tuple[Testbed, scenarios.Run]
+) -> None:
+    (a, _), (b, _) = proxmox, plain
+    wa, wb = HostWatch(settings(a)), HostWatch(settings(b))
+    await asyncio.gather(wa.start(), wb.start())
+    try:
+        await until(lambda: wa.view.complete and wb.view.complete, timeout=60, what="both hosts")
+        b.host_down()
+        await until(lambda: wb.view.health == "down", timeout=30, what="host b down")
+        assert wb.view.error
+        # The other host goes on: fresh readings keep arriving.
+        seen = wa.view.gpus[0].util_pct, wa.feed.state.latest[0].time
+        await until(
+            lambda: wa.feed.state.latest[0].time > seen[1], timeout=10, what="host a readings"
+        )
+        assert wa.view.connection.value == "connected" and wa.view.health != "down"
+        b.host_up()
+        await until(
+            lambda: wb.view.connection.value == "connected" and wb.view.health == "ok",
+            timeout=60,
+            what="host b back",
+        )
+    finally:
+        await asyncio.gather(wa.stop(), wb.stop())
+    await until(lambda: not agents_left(a) and not agents_left(b), timeout=10, what="no agents")
+
+
+def test_doctor_over_every_target_prints_a_list_and_exits_with_the_worst(
+    proxmox: tuple[Testbed, hostscene.HostScene],
+    plain: tuple[Testbed, scenarios.Run],
+    tmp_path: Path,
+) -> None:
+    (a, _), (b, _) = proxmox, plain
+    config = tmp_path / "gputui.toml"
+    config.write_text(
+        "".join(
+            f'[[targets]]\nhost = "127.0.0.1"\nport = {tb.port}\nuser = "root"\n'
+            f'identity_file = "{tb.key_path}"\nknown_hosts = "{tb.known_hosts_path}"\n\n'
+            for tb in (a, b)
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}
+    env["HOME"] = str(tmp_path)
+    argv = [sys.executable, "-m", "gputui.cli", "doctor", "--config", str(config), "--json"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=90)
+    docs = json.loads(done.stdout)
+    assert isinstance(docs, list) and len(docs) == 2, done.stderr
+    assert [d["exit_code"] != 2 for d in docs] == [True, True], docs
+    assert done.returncode == max(d["exit_code"] for d in docs)
+    b.host_down()
+    try:
+        down = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=90)
+    finally:
+        b.host_up()
+    docs = json.loads(down.stdout)
+    assert [d["exit_code"] == 2 for d in docs] == [False, True]
+    assert "127.0.0.1" in docs[1]["facts"]["error"]
+    assert down.returncode == 2  # the worst: one host could not be inspected
