@@ -1,13 +1,14 @@
-"""LineSplitter / LineBuffer / strip_ansi (gputui.collect.logtail)."""
+"""LineSplitter / strip_ansi (gputui.collect.logtail)."""
 
 from __future__ import annotations
 
 import random
+from collections import deque
 from pathlib import Path
 
 import pytest
 
-from gputui.collect.logtail import LineBuffer, LineSplitter, strip_ansi
+from gputui.collect.logtail import LineSplitter, strip_ansi
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 
@@ -130,26 +131,17 @@ def test_flush_and_count() -> None:
     assert s.lines_total == 3
 
 
-def test_line_buffer_bounded() -> None:
-    b = LineBuffer(maxlen=3)
-    b.extend(["1", "2"])
-    b.append("3")
-    b.extend(iter(["4", "5"]))
-    assert b.lines() == ["3", "4", "5"] and len(b) == 3 and b.total == 5
-    assert b.last(2) == ["4", "5"] and b.last(10) == ["3", "4", "5"] and b.last(0) == []
-    assert list(b) == ["3", "4", "5"] and b.maxlen == 3
-    b.clear()
-    assert len(b) == 0 and b.total == 5
-
-
 def test_million_lines_through_bounded_buffer() -> None:
     """1e6 lines (~40 MB) fed in 64 KiB chunks: every line counted, the buffer
     and the partial line stay bounded."""
     line = b"iter %d: loss 4.2345, time 123.45ms\n"
     data = b"".join(line % i for i in range(1_000_000))
     s = LineSplitter()
-    buf = LineBuffer(maxlen=200)
+    buf: deque[str] = deque(maxlen=200)
+    total = 0
     for i in range(0, len(data), 65536):
-        buf.extend(s.feed(data[i : i + 65536]))
-    assert buf.total == 1_000_000 and len(buf) == 200
-    assert buf.last(1) == ["iter 999999: loss 4.2345, time 123.45ms"]
+        lines = s.feed(data[i : i + 65536])
+        buf.extend(lines)
+        total += len(lines)
+    assert total == 1_000_000 and s.lines_total == 1_000_000 and len(buf) == 200
+    assert buf[-1] == "iter 999999: loss 4.2345, time 123.45ms"

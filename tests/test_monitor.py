@@ -678,3 +678,15 @@ async def test_log_resumes_after_the_ssh_connection_is_cut(testbed: Any, ct: int
         await asyncio.sleep(0.1)
     left = ct_processes(testbed, ct)
     assert "gputui-follow" not in left and "gputui-agent" not in left
+
+
+async def test_connection_failed_is_published_at_once() -> None:
+    """A first connect that fails (before start) reaches subscribers through
+    the monitor's public method, not by reaching into its listeners."""
+    mon = Monitor(Target(LocalTransport()), settings(), gpu_feed=SimulatedGpus(1, lambda: 0.0))
+    seen: list[tuple[ConnectionState, str | None, set[str]]] = []
+    mon.subscribe(lambda snap, parts: seen.append((snap.connection, snap.connection_error, parts)))
+    mon.connection_failed("connection refused by 127.0.0.1 port 1")
+    assert seen == [
+        (ConnectionState.FAILED, "connection refused by 127.0.0.1 port 1", {"connection"})
+    ]

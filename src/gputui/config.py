@@ -542,7 +542,3 @@ def settings_from(args: Any, base: Settings | None = None) -> Settings:
         raise ConfigError("--local and --demo cannot be combined", "pick one")
     _validate(s)
     return s
-
-
-def settings_fields() -> list[str]:
-    return [f.name for f in fields(Settings)]

@@ -116,7 +116,6 @@ SPECIFICITY: tuple[str, ...] = (
     "run_finished",
     "tools_missing",
 )
-_SEVERITY_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 _SIGNAL_HINTS = {
     9: "OOM killer?",
@@ -183,7 +182,7 @@ def diagnose(
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     def key(f: Finding) -> tuple[int, int]:
         spec = SPECIFICITY.index(f.kind) if f.kind in SPECIFICITY else len(SPECIFICITY)
-        return (_SEVERITY_RANK.get(f.severity, 3), spec)
+        return (f.severity.rank, spec)
 
     return sorted(findings, key=key)
 

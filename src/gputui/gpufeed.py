@@ -258,9 +258,6 @@ class NvidiaSmiFeed(GpuFeed):
     def _source_label(self, side: str) -> str:
         return "nvidia-smi (host)" if side == "host" else "nvidia-smi (ct)"
 
-    def _where_text(self, side: str) -> str:
-        return "on the host" if side == "host" else f"in CT {self.target.ct}"
-
     # ------------------------------------------------------------ samples
 
     async def _stream_loop(self) -> None:

@@ -370,6 +370,14 @@ class Severity(str, Enum):
     WARNING = "warning"
     ERROR = "error"
 
+    @property
+    def rank(self) -> int:
+        """0 for the most severe: findings sort by it, the banner shows the first."""
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
 
 @dataclass
 class Finding:
@@ -392,6 +400,9 @@ class Finding:
 
 
 # ---------------------------------------------------------------- snapshot
+
+# The parts of a Snapshot a monitor says changed (its subscribers get a subset).
+PARTS = frozenset({"connection", "gpus", "sessions", "procs", "log", "metrics", "ct"})
 
 
 @dataclass

@@ -36,6 +36,7 @@ from gputui.errors import CommandTimeout, ConfigError, GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed
 from gputui.logfollow import FileStat, LogFollower, named_log, not_a_file_error
 from gputui.model import (
+    PARTS,
     ConnectionState,
     CtStatus,
     LogState,
@@ -50,7 +51,6 @@ from gputui.remote.target import Target
 
 Listener = Callable[[Snapshot, set[str]], None]
 
-PARTS = frozenset({"connection", "gpus", "sessions", "procs", "log", "metrics", "ct"})
 PENDING_LINES_MAX = 5000  # drain_log_lines keeps at most this many; older are counted as dropped
 METRIC_BATCH_MAX = 200  # lines of one batch parsed for metrics; a burst parses its newest
 LOG_TAIL_KEEP = 200  # lines kept in snapshot.log_tail
@@ -169,6 +169,14 @@ class Monitor:
 
     def subscribe(self, callback: Listener) -> None:
         self._listeners.append(callback)
+
+    def connection_failed(self, error: str) -> None:
+        """The connection could not be made (before start()): subscribers see
+        it at once, like any change of the connection."""
+        self.snapshot.connection = ConnectionState.FAILED
+        self.snapshot.connection_error = error
+        self._dirty.add("connection")
+        self._flush()
 
     def _changed(self, *parts: str) -> None:
         self._dirty.update(parts)

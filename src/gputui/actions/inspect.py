@@ -256,8 +256,3 @@ async def file_size(target: Target, path: str) -> int | None:
     res = await target.run(["stat", "-c", "%s", "--", path], timeout=10.0)
     out = res.out.strip()
     return int(out) if res.ok and out.isdigit() else None
-
-
-async def session_exists(target: Target, session: str, tmux: list[str] | None = None) -> bool:
-    res = await target.run(tmux_argv(tmux, "has-session", "-t", session_target(session)))
-    return res.ok

@@ -15,8 +15,6 @@
 from __future__ import annotations
 
 import re
-from collections import deque
-from collections.abc import Iterable, Iterator
 
 ANSI_RE = re.compile(
     r"""
@@ -139,44 +137,3 @@ class LineSplitter:
             self.lines_total += 1
             return [rest]
         return []
-
-
-class LineBuffer:
-    """The most recent `maxlen` lines (older ones fall off), plus a count of
-    every line ever added."""
-
-    def __init__(self, maxlen: int = 1000) -> None:
-        self._lines: deque[str] = deque(maxlen=maxlen)
-        self.total = 0
-
-    @property
-    def maxlen(self) -> int:
-        return self._lines.maxlen or 0
-
-    def append(self, line: str) -> None:
-        self._lines.append(line)
-        self.total += 1
-
-    def extend(self, lines: Iterable[str]) -> None:
-        if not isinstance(lines, list):
-            lines = list(lines)
-        self._lines.extend(lines)
-        self.total += len(lines)
-
-    def last(self, n: int) -> list[str]:
-        if n <= 0:
-            return []
-        k = len(self._lines)
-        return [self._lines[i] for i in range(max(0, k - n), k)]
-
-    def lines(self) -> list[str]:
-        return list(self._lines)
-
-    def clear(self) -> None:
-        self._lines.clear()
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._lines)

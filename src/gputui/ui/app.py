@@ -26,7 +26,7 @@ from textual.widgets import DataTable, Footer, Input
 from textual.worker import Worker, WorkerState
 
 from gputui.errors import ConfigError, GputuiError
-from gputui.model import ConnectionState, Finding, Snapshot
+from gputui.model import PARTS, ConnectionState, Finding, Snapshot
 from gputui.ui.commands import ActionCommands
 from gputui.ui.feed import MonitorLike
 from gputui.ui.screens.confirm import ConfirmScreen
@@ -49,10 +49,8 @@ LOG_WRITE_INTERVAL = 0.1  # s; each log write costs a screen update (~5-10 ms)
 
 def default_diagnose(stale_after: float | None, thresholds: Any = None) -> Diagnose:
     """The rules with the user's --stale-after and [diagnosis] thresholds."""
-    try:
-        from gputui.diagnose import diagnose
-    except ImportError:  # the diagnosis module has not landed: no banner
-        return lambda snap, now: []
+    from gputui.diagnose import diagnose
+
     return lambda snap, now: diagnose(snap, now, stale_after=stale_after, thresholds=thresholds)
 
 
@@ -173,7 +171,7 @@ class GputuiApp(App[int]):
         self.monitor.subscribe(self._on_monitor)
         if self.recorder is not None:
             self.recorder.sinks.append(self._alert)
-        self._apply(set(("connection", "gpus", "sessions", "procs", "log", "metrics", "ct")))
+        self._apply(set(PARTS))
         self._tick()
         self._drain_log()
         self._q(SessionList).focus()

@@ -10,9 +10,6 @@ from gputui.model import Snapshot
 
 Listener = Callable[[Snapshot, set[str]], None]
 
-# The parts a monitor says changed. "tick" is the dashboard's own clock.
-PARTS = frozenset({"connection", "gpus", "sessions", "procs", "log", "metrics", "ct"})
-
 
 class MonitorLike(Protocol):
     @property

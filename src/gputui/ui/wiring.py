@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.errors import GputuiError
-from gputui.model import ConnectionState, Snapshot
+from gputui.model import Snapshot
 from gputui.remote.target import Target, make_target
 from gputui.ui.verbs import ActionOutcome, PlannedAction
 
@@ -146,10 +146,7 @@ def build(settings: Any) -> Parts:
         try:
             await transport.connect()
         except Exception as e:  # show it in the header too, not only as a toast
-            monitor.snapshot.connection = ConnectionState.FAILED
-            monitor.snapshot.connection_error = str(e)
-            for cb in list(getattr(monitor, "_listeners", [])):
-                cb(monitor.snapshot, {"connection"})
+            monitor.connection_failed(str(e))
             raise
         await monitor.start()
         if recorder is not None:

@@ -11,7 +11,6 @@ from textual.widgets import Static
 from gputui.model import Finding, Severity
 from gputui.verbs import keyed
 
-_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 _ICON = {Severity.ERROR: "✖", Severity.WARNING: "⚠", Severity.INFO: "ℹ"}
 
 
@@ -21,7 +20,7 @@ def top_finding(findings: list[Finding]) -> Finding | None:
     serious = [f for f in findings if f.severity != Severity.INFO]
     if not serious:
         return None
-    return sorted(serious, key=lambda f: _ORDER.get(f.severity, 3))[0]
+    return sorted(serious, key=lambda f: f.severity.rank)[0]
 
 
 def squeeze_evidence(lines: list[str]) -> list[str]:
