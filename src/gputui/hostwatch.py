@@ -266,8 +266,8 @@ class HostWatch:
         running = {c.id for c in self.listing if c.status == "running"}
         for ct in running - set(self.monitors):
             self._start_monitor(ct)
-        for ct in [c for c in self.monitors if c not in running]:
-            await self._stop_monitor(ct)
+        for gone in [c for c in self.monitors if c not in running]:
+            await self._stop_monitor(gone)
 
     def _start_monitor(self, ct: int | None) -> None:
         settings = self.settings

@@ -134,20 +134,20 @@ class RelayTransport(Transport):
         self.relay_starts = 0
 
     # the real transport's face
-    @property  # type: ignore[override]
-    def label(self) -> str:
+    @property
+    def label(self) -> str:  # type: ignore[override]
         return self.base.label
 
-    @property  # type: ignore[override]
-    def state(self) -> ConnectionState:
+    @property
+    def state(self) -> ConnectionState:  # type: ignore[override]
         return self.base.state
 
-    @property  # type: ignore[override]
-    def state_detail(self) -> str | None:
+    @property
+    def state_detail(self) -> str | None:  # type: ignore[override]
         return self.base.state_detail
 
-    @property  # type: ignore[override]
-    def rtt_ms(self) -> float | None:
+    @property
+    def rtt_ms(self) -> float | None:  # type: ignore[override]
         return self.base.rtt_ms
 
     def on_state(self, listener: StateListener) -> None:

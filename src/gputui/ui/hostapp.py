@@ -150,14 +150,14 @@ class HostApp(App[Any]):
         self._pending = False
 
     def compose(self) -> ComposeResult:
-        hosts = DataTable(id="hosts", cursor_type="row", zebra_stripes=False)
+        hosts: DataTable[Text] = DataTable(id="hosts", cursor_type="row", zebra_stripes=False)
         hosts.border_title = "hosts"
         yield hosts
         yield Static(id="host-error")
-        gpus = DataTable(id="gpu-table", cursor_type="row")
+        gpus: DataTable[Text] = DataTable(id="gpu-table", cursor_type="row")
         gpus.border_title = "GPUs"
         yield gpus
-        cts = DataTable(id="ct-table", cursor_type="row")
+        cts: DataTable[Text] = DataTable(id="ct-table", cursor_type="row")
         cts.border_title = "containers"
         yield cts
         yield Footer()
