@@ -165,6 +165,19 @@ async def shoot_history(out: Path, size: tuple[int, int]) -> list[Path]:
     return [Path(path)]
 
 
+async def shoot_hosts(out: Path, size: tuple[int, int]) -> list[Path]:
+    """The host view over gputui.demo.hosts' fixed views: a Proxmox host with
+    four containers on 8 GPUs, and a second host that is down (stable SVG)."""
+    from gputui.demo.hosts import FixedHostWatch, down_view, proxmox_view
+    from gputui.ui.hostapp import HostApp
+
+    app = HostApp([FixedHostWatch(proxmox_view()), FixedHostWatch(down_view())], live=False)
+    async with app.run_test(size=(max(size[0], 150), size[1])) as pilot:
+        await pilot.pause()
+        path = app.save_screenshot(filename="host-view.svg", path=str(out))
+    return [Path(path)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "screenshots"))
@@ -177,6 +190,8 @@ def main() -> int:
     for p in asyncio.run(shoot(out, (cols, rows))):
         print(p)
     for p in asyncio.run(shoot_history(out, (cols, rows))):
+        print(p)
+    for p in asyncio.run(shoot_hosts(out, (cols, rows))):
         print(p)
     if args.live:
         for p in asyncio.run(shoot_live(out, (cols, rows))):

@@ -67,6 +67,7 @@ class GputuiApp(App[int]):
         Binding("question_mark", "help", "help", key_display="?", id="help"),
         Binding("slash", "filter", "filter", key_display="/", id="filter"),
         Binding("p", "pause", "pause", id="pause", priority=True),
+        Binding("escape", "back", "host view", key_display="esc", id="back"),
         Binding("h", "history", "whole run", id="history", show=False),
         *[
             Binding(
@@ -99,8 +100,7 @@ class GputuiApp(App[int]):
         back: bool = False,
     ) -> None:
         super().__init__()
-        if back:  # opened from the host view: Esc goes back to it (exit code BACK)
-            self.bind("escape", "back", description="host view", key_display="esc")
+        self.back = back  # opened from the host view: Esc goes back to it (exit code BACK)
         self.keys = dict(keys or {})  # [keys] in the config: binding id -> key
         self.monitor = monitor
         self.actions = actions
@@ -322,6 +322,8 @@ class GputuiApp(App[int]):
             self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back" and not self.back:
+            return False
         if action in ("quit", "pause", "back") and not self._dashboard_has_keys():
             return False  # the priority key goes on to the input or box that has focus
         if action == "verb" and parameters:

@@ -156,9 +156,11 @@ class HostApp(App[Any]):
         yield Static(id="host-error")
         gpus: DataTable[Text] = DataTable(id="gpu-table", cursor_type="row")
         gpus.border_title = "GPUs"
+        gpus.border_subtitle = "enter: the run holding it"
         yield gpus
         cts: DataTable[Text] = DataTable(id="ct-table", cursor_type="row")
         cts.border_title = "containers"
+        cts.border_subtitle = "enter: its run view · esc there: back here"
         yield cts
         yield Footer()
 
@@ -208,7 +210,7 @@ class HostApp(App[Any]):
             v = h.view
             busy = sum(1 for g in v.gpus if (g.util_pct or 0) >= 50)
             running = sum(1 for c in v.containers if c.status in ("running", "host"))
-            cts = f"{running} running / {len(v.containers)}" if v.containers_known else ""
+            cts = f"{running} running / {len(v.containers)}" if v.containers else ""
             if v.containers_known is False:
                 cts = "plain GPU server"
             health = v.health if v.containers or v.health == "down" else "…"

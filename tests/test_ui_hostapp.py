@@ -1,0 +1,97 @@
+"""The host view's screen: what it shows, Enter on a container or a GPU,
+Esc in the run view it opens, remote text shown as text."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable
+
+from gputui.demo.hosts import FixedHostWatch, down_view, proxmox_view
+from gputui.demo.scenes import SCENES, T0, RecordingActions, SceneMonitor
+from gputui.ui.app import BACK, GputuiApp
+from gputui.ui.hostapp import BorrowedMonitor, HostApp, RunChoice, plain
+
+SIZE = (150, 36)
+
+
+def host_app() -> HostApp:
+    return HostApp([FixedHostWatch(proxmox_view()), FixedHostWatch(down_view())], live=False)
+
+
+def table_text(app: HostApp, table_id: str) -> list[str]:
+    table = app.query_one(table_id, DataTable)
+    return [" | ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count)]
+
+
+async def test_every_gpu_and_container_of_the_host_under_the_cursor() -> None:
+    app = host_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        hosts = table_text(app, "#hosts")
+        assert hosts[0].startswith("root@gpu1 | connected | dead | 4/8")
+        assert hosts[1].startswith("root@gpu2 | reconnecting | down")
+        gpus = table_text(app, "#gpu-table")
+        assert len(gpus) == 8
+        assert "CT 201 · train · pid 812 (host 48213) · python3 · /workspace/train.log" in gpus[0]
+        assert "gone pid 39911" in gpus[4] and "held by no live process" in gpus[4]
+        cts = table_text(app, "#ct-table")
+        assert [row.split(" | ")[3] for row in cts] == ["ok", "buffered", "dead", "stopped"]
+        # the second host: down, with why
+        await pilot.press("shift+tab", "shift+tab", "down")
+        await pilot.pause()
+        assert app.selected == 1
+        assert table_text(app, "#gpu-table") == []
+
+
+async def test_enter_on_a_container_or_a_gpu_opens_its_run() -> None:
+    app = host_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("down")  # CT 202
+        await pilot.press("enter")
+        await pilot.pause()
+    assert app.return_value == RunChoice(0, 202, "sft")
+
+    app = host_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("shift+tab")  # the GPU table
+        await pilot.press("enter")
+        await pilot.pause()
+    assert app.return_value == RunChoice(0, 201, "train")
+
+
+async def test_nothing_to_open_on_a_stopped_container_or_an_orphaned_gpu() -> None:
+    app = host_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("down", "down", "down", "enter")  # CT 204, stopped
+        await pilot.pause()
+        assert app.is_running and app.return_value is None
+        await pilot.press("shift+tab", *["down"] * 4, "enter")  # GPU 4: its process is gone
+        await pilot.pause()
+        assert app.is_running and app.return_value is None
+
+
+async def test_esc_in_the_run_view_goes_back_without_stopping_the_shared_monitor() -> None:
+    snap, lines, findings = SCENES["healthy"](T0)
+    mon = SceneMonitor(snap, lines)
+    app = GputuiApp(
+        BorrowedMonitor(mon),
+        actions=RecordingActions(),
+        diagnose=lambda s, now: list(findings),
+        clock=lambda: T0,
+        live=False,
+        back=True,
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("escape")
+        await pilot.pause()
+    assert app.return_value == BACK
+    assert not mon.stopped  # the host view goes on with it
+
+
+def test_remote_text_cannot_reach_the_terminal_or_the_markup_parser() -> None:
+    assert plain("sft\x1b]52;c;aGk=\x07") == "sft?]52;c;aGk=?"
+    assert plain("a\tb\x9bc") == "a b?c"
+    assert plain("[bold]x[/]") == "[bold]x[/]"
+
+
+def test_snapshot_host_view(snap_compare) -> None:
+    assert snap_compare(host_app(), terminal_size=SIZE)
