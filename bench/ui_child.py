@@ -16,11 +16,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gputui.config import Settings
 from gputui.model import GpuState, Session
 from gputui.monitor import Monitor
 from gputui.remote.base import CommandResult, RemoteProcess, Transport
@@ -325,17 +325,7 @@ async def main(cfg: dict[str, Any]) -> dict[str, Any]:
     tr = CountingTransport(inner)
     await tr.connect()
     t_conn = time.time()
-    settings = SimpleNamespace(
-        interval=1.0,
-        session=None,
-        log=None,
-        gpu_source="host",
-        metric_regexes=[],
-        local=False,
-        run=None,
-        stale_after=None,
-        read_only=True,
-    )
+    settings = Settings(gpu_source="host", read_only=True)
     mon = Monitor(Target(tr, cfg["ct"]), settings)
     app = GputuiApp(mon, read_only=True)
     probe = Probe(8)

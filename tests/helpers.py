@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
+from gputui.config import Settings
 from gputui.remote.base import CommandResult, RemoteProcess, Transport
 
 
@@ -106,16 +106,8 @@ class CountingTransport(Transport):
         return [a for t, _, a in self.calls if t >= since and a[:2] == ["pct", "exec"]]
 
 
-def monitor_settings(**kw: Any) -> SimpleNamespace:
-    """The Settings fields the Monitor reads, fast-polling, for tests."""
-    base: dict[str, Any] = {
-        "interval": 0.25,
-        "session": None,
-        "log": None,
-        "gpu_source": "host",
-        "metric_regexes": [],
-        "local": False,
-        "run": None,
-    }
+def monitor_settings(**kw: Any) -> Settings:
+    """Settings for a Monitor under test: fast polling, GPUs read on the host."""
+    base: dict[str, Any] = {"interval": 0.25, "gpu_source": "host"}
     base.update(kw)
-    return SimpleNamespace(**base)
+    return Settings(**base)

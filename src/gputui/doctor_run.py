@@ -30,6 +30,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gputui import diagnose as rules
+from gputui.config import Settings
 from gputui.doctor import connection_facts, probe_tools
 from gputui.errors import GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed
@@ -44,11 +45,6 @@ SETTLE_S = 2.0  # how long the one-shot watch runs at least
 IDLE_EXTRA_S = 0.1  # past diagnose.IDLE_SHORT_S, when GPUs look held and idle
 WATCH_MAX_S = 12.0  # never watch longer than this
 APPS_PERIOD_S = 1.0  # compute-apps listing period during the watch
-
-
-def _get(settings: Any, name: str, default: Any = None) -> Any:
-    value = getattr(settings, name, default) if settings is not None else default
-    return default if value is None else value
 
 
 def _held_and_idle(snap: Snapshot, now: float) -> bool:
@@ -83,13 +79,13 @@ def _idle_span(snap: Snapshot) -> float:
     return min(spans) if spans else 0.0
 
 
-def one_shot_gpu_feed(target: Target, settings: Any) -> GpuFeed | None:
+def one_shot_gpu_feed(target: Target, settings: Settings) -> GpuFeed | None:
     """The monitor's nvidia-smi feed, but listing the compute apps every
     second: the host-PID -> CT-PID mapping needs the agent's PID namespace,
     which arrives after the first listing, and a short watch cannot wait for
     the next one at the usual 5 s. None: let the monitor choose (NVML)."""
-    source = _get(settings, "gpu_source", "auto")
-    if source == "nvml" or (_get(settings, "local", False) and source == "auto"):
+    source = settings.gpu_source or "auto"
+    if source == "nvml" or (settings.local and source == "auto"):
         return None
     return NvidiaSmiFeed(target, where=source, apps_period_s=APPS_PERIOD_S)
 
@@ -149,7 +145,7 @@ async def watch_once(
 
 
 async def inspect(
-    settings: Any,
+    settings: Settings,
     *,
     stale_after: float | None = None,
     transport: Transport | None = None,
@@ -162,7 +158,7 @@ async def inspect(
     the container does not exist or is stopped, or the host lacks its tool — the
     target cannot be inspected then, as for `doctor.gather_facts`."""
     if stale_after is None:
-        stale_after = getattr(settings, "stale_after", None)
+        stale_after = settings.stale_after
     target = make_target(settings, transport)
     tr = target.transport
     t0 = time.perf_counter()
@@ -188,7 +184,7 @@ async def inspect(
         correct_backlog_times(snap)
         now = time.time()
         snap.time = now
-        findings = rules.diagnose(snap, now, stale_after, getattr(settings, "diagnosis", None))
+        findings = rules.diagnose(snap, now, stale_after, settings.diagnosis)
         # the report shows the link as it was during the watch, not "closed"
         seen = (snap.connection, snap.connection_error, snap.rtt_ms)
     finally:
@@ -198,13 +194,13 @@ async def inspect(
     return facts, snap, findings, True
 
 
-def main(settings: Any, as_json: bool = False) -> int:
+def main(settings: Settings, as_json: bool = False) -> int:
     """`gputui doctor`: print the report, return the exit code (0/1/2)."""
     try:
         facts, snap, findings, inspected = asyncio.run(inspect(settings))
     except GputuiError as err:
         if as_json:
-            facts = {"target": getattr(settings, "host", None), "error": str(err)}
+            facts = {"target": settings.host, "error": str(err)}
             print(findings_to_json(facts, None, [], now=time.time(), inspected=False))
         print(f"gputui: {err}", file=sys.stderr)
         return exit_code([], inspected=False)

@@ -50,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gputui.collect.logtail import LineSplitter
+from gputui.config import Settings
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import LogState
 from gputui.remote.base import RemoteProcess
@@ -115,9 +116,9 @@ def follow_argv(
     ]
 
 
-def named_log(settings: object) -> str | None:
+def named_log(settings: Settings) -> str | None:
     """The log the user named: --log, else `[run] log` in the config."""
-    return getattr(settings, "log", None) or getattr(getattr(settings, "run", None), "log", None)
+    return settings.log or settings.run.log
 
 
 def not_a_file_error(path: str, kind: str) -> ConfigError:

@@ -32,6 +32,7 @@ from typing import Any
 from gputui.coalesce import OncePerTurn
 from gputui.collect import tmux as tmux_parse
 from gputui.collect.metrics import MetricParser
+from gputui.config import Settings
 from gputui.errors import CommandTimeout, ConfigError, GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed
 from gputui.logfollow import FileStat, LogFollower, named_log, not_a_file_error
@@ -74,10 +75,6 @@ done
 """
 
 
-def _setting(settings: Any, name: str, default: Any = None) -> Any:
-    return getattr(settings, name, default) if settings is not None else default
-
-
 def choose_session(sessions: list[Session], wanted: str | None) -> str | None:
     """`wanted` if given, else the only session, else the most recently created."""
     if wanted:
@@ -108,7 +105,7 @@ class Monitor:
     def __init__(
         self,
         target: Target,
-        settings: Any = None,
+        settings: Settings | None = None,
         gpu_feed: GpuFeed | None = None,
         *,
         clock: Callable[[], float] = time.time,
@@ -116,16 +113,16 @@ class Monitor:
     ) -> None:
         self.target = target
         self.agent_python = agent_python
-        self.settings = settings
+        self.settings = settings if settings is not None else Settings()
         self.clock = clock
-        self.interval = float(_setting(settings, "interval", 1.0) or 1.0)
+        self.interval = float(self.settings.interval or 1.0)
         self.snapshot = Snapshot(time=clock(), target=target.label, container=target.container)
         if target.ct is None:
             self.snapshot.ct_status = CtStatus.NONE
         self.gpu_feed = gpu_feed if gpu_feed is not None else self._default_gpu_feed()
         if self.gpu_feed is not None:
             self.snapshot.gpus = self.gpu_feed.state
-        self.metric_parser = MetricParser(list(_setting(settings, "metric_regexes", []) or []))
+        self.metric_parser = MetricParser(list(self.settings.metric_regexes))
         self.agent: AgentClient | None = None
         self.agent_error: str | None = None
         self.agent_starts = 0  # how many times the CT agent was started
@@ -137,8 +134,8 @@ class Monitor:
         self._pending_lines: deque[str] = deque(maxlen=PENDING_LINES_MAX)
         self._dirty: set[str] = set()
         self._publish = OncePerTurn(self._flush)
-        self._session_override: str | None = _setting(settings, "session")
-        self._log_override: str | None = _setting(settings, "log")
+        self._session_override: str | None = self.settings.session
+        self._log_override: str | None = self.settings.log
         self._seen_session: str | None = None
         self._names_when_gone: set[str] | None = None
         self._poll_lock = asyncio.Lock()
@@ -160,8 +157,8 @@ class Monitor:
         self.writers_searches = 0
 
     def _default_gpu_feed(self) -> GpuFeed | None:
-        source = _setting(self.settings, "gpu_source", "auto") or "auto"
-        if source == "nvml" or (_setting(self.settings, "local", False) and source == "auto"):
+        source = self.settings.gpu_source or "auto"
+        if source == "nvml" or (self.settings.local and source == "auto"):
             return NvmlFeed()
         return NvidiaSmiFeed(self.target, where=source)
 
@@ -530,8 +527,7 @@ class Monitor:
 
     def _known_log(self) -> str | None:
         """The log the user named (--log, the run config), else the one followed."""
-        run = _setting(self.settings, "run")
-        path = self._log_override or _setting(run, "log") or None
+        path = self._log_override or self.settings.run.log or None
         if path is None and self.follower is not None:
             path = self.follower.path
         return path
@@ -641,8 +637,7 @@ class Monitor:
             return files[0]
         if self.follower is not None and not self.snapshot.procs:
             return self.follower.path  # the run ended: keep showing its log
-        run = _setting(self.settings, "run")
-        return _setting(run, "log") or None
+        return self.settings.run.log or None
 
     async def _choose_log(self) -> None:
         path = self._wanted_log()
@@ -788,7 +783,10 @@ def _procs_key(procs: list[Proc]) -> list[tuple[Any, ...]]:
 
 
 async def collect_snapshot(
-    target: Target, settings: Any = None, settle_s: float = 2.0, gpu_feed: GpuFeed | None = None
+    target: Target,
+    settings: Settings | None = None,
+    settle_s: float = 2.0,
+    gpu_feed: GpuFeed | None = None,
 ) -> Snapshot:
     """One snapshot for `gputui doctor`: start a monitor, let the streams
     deliver for `settle_s`, stop it (nothing left running), return it."""
