@@ -41,6 +41,8 @@ from harness import (
     write_json,
 )
 
+PHASE_PROFILE: Any = None  # a cProfile.Profile on during the rate phases (config "cprofile")
+
 
 class CountingTransport(Transport):
     """Delegates to the real transport; counts every command gputui starts."""
@@ -134,8 +136,8 @@ class Probe:
         gt = app._q(GpuTable)
         orig_show = gt.show
 
-        def show(gpus: GpuState) -> None:
-            orig_show(gpus)
+        def show(gpus: GpuState, *a: Any, **kw: Any) -> None:
+            orig_show(gpus, *a, **kw)
             now = time.time()
             if self.first_gpus is None and len(gpus.latest) >= self.n_gpus:
                 self.first_gpus = now
@@ -197,6 +199,8 @@ async def rate_phase(
     await asyncio.sleep(ph.get("warmup", 3.0))
     probe.lat = []
     probe.collect = True
+    if PHASE_PROFILE is not None:  # steady state only: not start-up, not warm-up
+        PHASE_PROFILE.enable()
     slices: list[float] = []
     rss: list[float] = []
     t_begin = time.monotonic()
@@ -223,6 +227,8 @@ async def rate_phase(
             rss.append(rss_mb()[0])
         slices.append(100.0 * (time.process_time() - c0) / (time.monotonic() - w0))
     elapsed = time.monotonic() - t_begin
+    if PHASE_PROFILE is not None:
+        PHASE_PROFILE.disable()
     minutes = elapsed / 60
     probe.collect = False
     res: dict[str, Any] = {
@@ -366,8 +372,8 @@ if __name__ == "__main__":
         import cProfile
         import pstats
 
-        cp = cProfile.Profile()
-        result = cp.runcall(asyncio.run, main(config))
+        cp = PHASE_PROFILE = cProfile.Profile()
+        result = asyncio.run(main(config))
         with open(config["cprofile"], "w") as f:
             pstats.Stats(cp, stream=f).sort_stats("tottime").print_stats(45)
             pstats.Stats(cp, stream=f).sort_stats("cumulative").print_stats(70)

@@ -54,18 +54,28 @@ DUMP = ActionOutcome(
     saved_path="~/.local/state/gputui/dumps/dflash-4242.txt",
 )
 
-SHOTS: list[tuple[str, str, Steps, ActionOutcome | None]] = [
-    ("healthy", "healthy", _nothing, None),
-    ("buffered-banner", "buffered", _nothing, None),
-    ("dead-session", "dead", _nothing, None),
-    ("confirm-relaunch", "buffered", _confirm, None),
-    ("py-spy-dump", "healthy", _dump, DUMP),
+
+async def _graphs(pilot: Pilot[int]) -> None:
+    await pilot.press("g")
+    await pilot.pause()
+
+
+# name, scene, steps, action outcome, terminal size (None: --size)
+SHOTS: list[tuple[str, str, Steps, ActionOutcome | None, tuple[int, int] | None]] = [
+    ("healthy", "healthy", _nothing, None, None),
+    ("buffered-banner", "buffered", _nothing, None, None),
+    ("dead-session", "dead", _nothing, None, None),
+    ("confirm-relaunch", "buffered", _confirm, None, None),
+    ("py-spy-dump", "healthy", _dump, DUMP, None),
+    ("gpu-graphs", "healthy", _graphs, None, None),
+    ("layout-80x24", "buffered", _nothing, None, (80, 24)),
+    ("layout-200x60", "healthy", _nothing, None, (200, 60)),
 ]
 
 
 async def shoot(out: Path, size: tuple[int, int]) -> list[Path]:
     written = []
-    for name, scene, steps, outcome in SHOTS:
+    for name, scene, steps, outcome, fixed_size in SHOTS:
         snap, lines, findings = SCENES[scene](T0)
         app = GputuiApp(
             SceneMonitor(snap, lines),
@@ -74,7 +84,7 @@ async def shoot(out: Path, size: tuple[int, int]) -> list[Path]:
             clock=lambda: T0,
             live=False,
         )
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=fixed_size or size) as pilot:
             await steps(pilot)
             path = app.save_screenshot(filename=f"{name}.svg", path=str(out))
             written.append(Path(path))

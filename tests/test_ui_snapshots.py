@@ -60,3 +60,21 @@ def test_py_spy_output(snap_compare) -> None:
 
 def test_read_only_small(snap_compare) -> None:
     assert snap_compare(scene_app("buffered", read_only=True), terminal_size=(100, 30))
+
+
+def test_layout_80x24(snap_compare) -> None:
+    """The default terminal: banner, GPUs two a line, the run in one line, 8+ log rows."""
+    assert snap_compare(scene_app("buffered"), terminal_size=(80, 24))
+
+
+def test_layout_120x40(snap_compare) -> None:
+    assert snap_compare(scene_app("healthy"), terminal_size=(120, 40))
+
+
+def test_layout_200x60(snap_compare) -> None:
+    assert snap_compare(scene_app("healthy"), terminal_size=(200, 60))
+
+
+def test_gpu_graphs(snap_compare) -> None:
+    """`g`: one chart per metric, a line and a legend entry per GPU."""
+    assert snap_compare(scene_app("healthy"), press=["g"], terminal_size=SIZE)

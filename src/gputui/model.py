@@ -105,6 +105,17 @@ class Ring:
     def since(self, t0: float) -> list[tuple[float, float | None]]:
         return [(t, v) for t, v in self._points if t >= t0]
 
+    def newest(self, t0: float) -> list[tuple[float, float | None]]:
+        """Like `since` for time-ordered points, walking back from the newest
+        (a redraw reads the last minutes, not the whole ring)."""
+        out = []
+        for p in reversed(self._points):
+            if p[0] < t0:
+                break
+            out.append(p)
+        out.reverse()
+        return out
+
     def __len__(self) -> int:
         return len(self._points)
 

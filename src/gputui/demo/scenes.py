@@ -34,13 +34,16 @@ T0 = 1_800_000_000.0  # a fixed "now" so ages and staleness never move
 LOG = "/workspace/train.log"
 
 
-def gpus(t0: float, *, busy: bool, n: int = 8, points: int = 120) -> GpuState:
+def gpus(t0: float, *, busy: bool, n: int = 8, points: int = 600) -> GpuState:
+    """Ten minutes at 1 Hz: the run ramps up over its first minute, and GPU 5
+    stalls for half a minute four minutes ago (a data-loader hiccup)."""
     g = GpuState(source="nvidia-smi (host)")
     for k in range(points):
         t = t0 - points + k
         for i in range(n):
-            ramp = min(1.0, k / 20)
-            util = (97 + 2 * math.sin(k / 5 + i)) * ramp if busy else 0.0
+            ramp = min(1.0, k / 60)
+            stall = i == 5 and points - 270 <= k < points - 240
+            util = (97 + 2 * math.sin(k / 5 + i)) * ramp * (0.05 if stall else 1) if busy else 0.0
             mem = (4200 + 88000 * ramp + 300 * i) if busy else 1.0
             g.add(
                 GpuSample(
@@ -112,7 +115,7 @@ def metrics(t0: float, steps: int) -> Metrics:
             MetricPoint(
                 time=t0 - steps + k,
                 step=k + 1,
-                loss=4.0 * math.exp(-k / 40) + 1.1,
+                loss=4.0 * math.exp(-k / 150) + 1.1,
                 throughput=48000 + 1500 * math.sin(k / 3),
                 throughput_unit="tok/s",
             )
@@ -137,8 +140,8 @@ def base(t0: float = T0) -> Snapshot:
 
 CMD = "bash /root/start_training.sh 2>&1 | tee /workspace/train.log"
 HEALTHY_LINES = [
-    f"step {k} | loss {4.0 * math.exp(-k / 40) + 1.1:.4f} | tok/s {48000 + 1500 * math.sin(k / 3):,.0f}"
-    for k in range(80, 120)
+    f"step {k} | loss {4.0 * math.exp(-k / 150) + 1.1:.4f} | tok/s {48000 + 1500 * math.sin(k / 3):,.0f}"
+    for k in range(560, 600)
 ]
 
 
@@ -169,7 +172,7 @@ def healthy(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
         lines_total=18_204,
         last_line_time=t0 - 0.4,
     )
-    s.metrics = metrics(t0, 120)
+    s.metrics = metrics(t0, 600)
     return s, HEALTHY_LINES, []
 
 

@@ -1,10 +1,11 @@
 """The dashboard app: one screen fed by a monitor, verbs behind a confirm box.
 
 Live data never recomposes: a monitor callback marks parts dirty, one
-coalesced apply updates the widgets in place, a 1 Hz tick redraws graphs,
-ages, metrics and the banner. Log lines move in as soon as the monitor says
-they arrived, at most one write per LOG_WRITE_INTERVAL (the first at once,
-the rest in one batch when the interval is over).
+coalesced apply updates the widgets in place. The once-a-second redraw (GPU
+rows, ages, metrics, banner) rides on the GPU samples' arrival, so one frame
+carries them all; a 1 Hz timer covers a feed that went quiet. Log lines move
+in as soon as the monitor says they arrived after a quiet spell, and under a
+stream in batches, at most ~4 writes a second (`WritePacer`).
 """
 
 from __future__ import annotations
@@ -29,14 +30,17 @@ from gputui.errors import ConfigError, GputuiError
 from gputui.model import PARTS, ConnectionState, Finding, Snapshot
 from gputui.ui.commands import ActionCommands
 from gputui.ui.feed import MonitorLike
+from gputui.ui.pacing import WritePacer
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen, help_markdown
 from gputui.ui.screens.result import ResultScreen
+from gputui.ui.screens.zoom import GpuGraphsScreen
 from gputui.ui.verbs import ActionBackend, ActionOutcome, PlannedAction
 from gputui.ui.widgets.banner import Banner
-from gputui.ui.widgets.gpus import GpuTable, HistoryPlot, mem_series_gib, util_series
+from gputui.ui.widgets.gpus import GpuTable, gpu_lines
 from gputui.ui.widgets.logview import LogPanel
-from gputui.ui.widgets.runinfo import RunPanel
+from gputui.ui.widgets.quiet import QuietStatic
+from gputui.ui.widgets.runinfo import RunPanel, run_line_text
 from gputui.ui.widgets.sessions import SessionList
 from gputui.ui.widgets.status import StatusLine
 from gputui.verbs import VERB_BY_ID, VERBS, keyed, why_not
@@ -44,7 +48,10 @@ from gputui.verbs import VERB_BY_ID, VERBS, keyed, why_not
 Diagnose = Callable[[Snapshot, float], list[Finding]]
 DEFAULT_STALE_AFTER = 30.0
 BACK = -1  # exit code of a run view opened from the host view: go back to it
-LOG_WRITE_INTERVAL = 0.1  # s; each log write costs a screen update (~5-10 ms)
+TICK_INTERVAL = 1.0  # s; GPU rows, ages, metrics and the banner
+TINY_HEIGHT = 30  # rows: below, GPUs two a line, the run in one line, no sessions list
+SHORT_HEIGHT = 34  # rows: below, one-line banner evidence, no s/step row
+TALL_HEIGHT = 50  # rows: at or above, a taller sessions/run panel
 
 
 def default_diagnose(stale_after: float | None, thresholds: Any = None) -> Diagnose:
@@ -79,6 +86,7 @@ class GputuiApp(App[int]):
             )
             for v in VERBS
         ],
+        Binding("g", "graphs", "graphs", id="graphs"),
     ]
 
     def __init__(
@@ -116,11 +124,13 @@ class GputuiApp(App[int]):
         self._dirty: set[str] = set()
         self._apply_pending = False
         self._log_path: str | None = None
-        self._last_log_write = -1e9  # time.monotonic() of the last drain
+        self._last_log_write = -1e9  # time.monotonic() of the last write to the log view
+        self._log_pacer = WritePacer()
         self._log_flush_pending = False
         self._dropped_base = 0  # monitor's dropped_log_lines when this log's view began
         self._availability: tuple[str | None, ...] = ()
         self._stopped = False
+        self._last_tick = -1e9  # time.monotonic() of the last full redraw
         self.executed: list[PlannedAction] = []  # every action that really ran
         self.recorder = recorder  # gputui.recorder.RunRecorder: history + alerts
         self.terminal_alerts = terminal_alerts
@@ -139,13 +149,10 @@ class GputuiApp(App[int]):
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status")
         yield Banner(id="banner")
-        with Horizontal(id="top"):
-            gpus = GpuTable(id="gpus")
-            gpus.border_title = "GPUs"
-            yield gpus
-            with Horizontal(id="graphs"):
-                yield HistoryPlot("util %", "%", id="util-plot")
-                yield HistoryPlot("memory GiB", "G", id="mem-plot")
+        gpus = GpuTable(id="gpus")
+        gpus.border_title = "GPUs"
+        yield gpus
+        yield QuietStatic(id="runline")
         with Horizontal(id="middle"):
             sessions = SessionList(id="sessions")
             sessions.border_title = "sessions"
@@ -167,7 +174,7 @@ class GputuiApp(App[int]):
         if self.keys:  # bindings carry the verb ids, so Textual's keymap rebinds them
             self.set_keymap(self.keys)
         self._q(Banner).keys = self.keys
-        self._q(Banner).compact = self.has_class("-short")
+        self._set_size_classes(self.size.width, self.size.height, force=True)
         self.monitor.subscribe(self._on_monitor)
         if self.recorder is not None:
             self.recorder.sinks.append(self._alert)
@@ -176,7 +183,7 @@ class GputuiApp(App[int]):
         self._drain_log()
         self._q(SessionList).focus()
         if self.live:
-            self.set_interval(1.0, self._tick)
+            self.set_interval(TICK_INTERVAL, self._timed_tick)
             self._start_monitor()
 
     @work(group="monitor", exit_on_error=False)
@@ -192,17 +199,16 @@ class GputuiApp(App[int]):
             return
         if "log" in parts:
             self._log_arrived()
-        self._dirty |= parts
-        if not self._apply_pending:
+        self._dirty |= parts - {"log", "metrics"}  # metrics: with the next redraw
+        # new GPU samples (about once a second) or a connection change: redraw
+        # now, everything in one frame; sessions and processes wait for it
+        if parts & {"gpus", "connection", "ct"} and not self._apply_pending:
             self._apply_pending = True
-            self.set_timer(0.1, self._apply_dirty)
+            self.set_timer(0.05, self._apply_dirty)
 
     def _apply_dirty(self) -> None:
-        if self._stopped:
-            return
         self._apply_pending = False
-        parts, self._dirty = self._dirty, set()
-        self._apply(parts)
+        self._tick()
 
     def _apply(self, parts: set[str]) -> None:
         snap = self.monitor.snapshot
@@ -210,46 +216,72 @@ class GputuiApp(App[int]):
         if parts & {"connection", "ct"}:
             self._q(StatusLine).show(snap, read_only=self.read_only)
         if "gpus" in parts:
-            self._q(GpuTable).show(snap.gpus)
-            self._size_top(len(snap.gpus.latest))
+            self._show_gpus(snap, now)
         if parts & {"sessions", "procs"}:
             self._q(SessionList).show(snap.sessions, now, snap.session_name)
             self._q(RunPanel).show_proc(snap)
+            self._q("#runline", QuietStatic).show_text(run_line_text(snap))
         # metrics change with nearly every log batch: the 1 Hz tick shows them
         self._refresh_availability(snap)
 
     def on_resize(self, event: Any) -> None:
-        """Below 34 rows: one-line banner evidence, no s/step row, so the log keeps room."""
-        short = event.size.height < 34
-        if short != self.has_class("-short"):
-            self.set_class(short, "-short")
-            if hasattr(self, "_main"):
-                self._q(Banner).compact = short
-                self._q(Banner).show(self.findings, self._banner_hints(), force=True)
+        self._set_size_classes(event.size.width, event.size.height)
 
-    def _size_top(self, n_gpus: int) -> None:
-        height = max(8, min(12, n_gpus + 3))
-        top = self._q("#top")
-        if top.styles.height is None or top.styles.height.value != height:
-            top.styles.height = height
+    def _set_size_classes(self, width: int, height: int, *, force: bool = False) -> None:
+        """-tiny (< 30 rows, e.g. 80×24): GPUs two a line, the run in one line,
+        no sessions list, so the banner, the GPUs and 8+ log rows fit.
+        -short (< 34): one-line banner evidence, no s/step row. -tall (≥ 50):
+        a taller sessions/run panel."""
+        classes = {
+            "-tiny": height < TINY_HEIGHT,
+            "-short": height < SHORT_HEIGHT,
+            "-tall": height >= TALL_HEIGHT,
+        }
+        if not force and all(self.has_class(c) == want for c, want in classes.items()):
+            return
+        for c, want in classes.items():
+            self.set_class(want, c)
+        if hasattr(self, "_main"):
+            self._q(GpuTable).compact = classes["-tiny"]
+            self._q(Banner).compact = classes["-short"]
+            self._q(Banner).show(self.findings, self._banner_hints(), force=True)
+            self._show_gpus(self.monitor.snapshot, self.clock())
+
+    def _show_gpus(self, snap: Snapshot, now: float) -> None:
+        table = self._q(GpuTable)
+        table.show(snap.gpus, now)
+        height = gpu_lines(len(snap.gpus.latest), table.compact) + 2
+        if table.styles.height is None or table.styles.height.value != height:
+            table.styles.height = height
+
+    def _timed_tick(self) -> None:
+        """The 1 Hz timer: redraw unless the GPU feed just did."""
+        if time.monotonic() - self._last_tick >= TICK_INTERVAL * 0.9:
+            self._tick()
 
     def _tick(self) -> None:
-        """Once a second: graphs, ages, log state, metrics, banner."""
+        """Once a second: GPU rows, ages, log state, metrics, banner, in one frame."""
         if self._stopped:
             return
+        self._last_tick = time.monotonic()
         if not self._log_flush_pending:  # a monitor that never says "log" still shows lines
             self._drain_log()
         snap = self.monitor.snapshot
         now = self.clock()
+        parts, self._dirty = self._dirty, set()
+        if parts & {"sessions", "procs"}:
+            self._q(RunPanel).show_proc(snap)
+            self._q("#runline", QuietStatic).show_text(run_line_text(snap))
         self._q(StatusLine).show(snap, read_only=self.read_only)
         self._q(SessionList).show(snap.sessions, now, snap.session_name)
-        self._q("#util-plot", HistoryPlot).show(util_series(snap.gpus), 100.0)
-        series, ymax = mem_series_gib(snap.gpus)
-        self._q("#mem-plot", HistoryPlot).show(series, ymax)
-        self._q(LogPanel).show_state(
-            snap.log, now, self.stale_after or DEFAULT_STALE_AFTER, self._dropped_lines()
-        )
-        self._q(RunPanel).show_metrics(snap.metrics)
+        self._show_gpus(snap, now)
+        if time.monotonic() - self._last_log_write > TICK_INTERVAL:
+            self._show_log_state()  # a quiet log: its age still moves
+        self._q(RunPanel).show_metrics(snap.metrics, now)
+        if self.has_class("-tiny"):
+            self._q("#runline", QuietStatic).show_text(run_line_text(snap))
+        if isinstance(self.screen, GpuGraphsScreen):
+            self.screen.show(snap.gpus, now)
         try:
             self.findings = list(self.diagnose(snap, now))
         except Exception as e:  # a broken rule must not take the dashboard down
@@ -272,12 +304,11 @@ class GputuiApp(App[int]):
         return dropped - self._dropped_base if isinstance(dropped, int) else 0
 
     def _log_arrived(self) -> None:
-        """Lines arrived: write them now, or once the write interval is over
-        (leading edge + trailing flush: no waiting at 10 lines/s, still one
-        batch per interval under a flood)."""
+        """Lines arrived: write them now, or in the batch the pacer allows next
+        (no waiting after a quiet spell, ~4 writes a second under a flood)."""
         if self._log_flush_pending:
             return
-        wait = self._last_log_write + LOG_WRITE_INTERVAL - time.monotonic()
+        wait = self._log_pacer.wait()
         if wait <= 0:
             self._drain_log()
         else:
@@ -289,7 +320,6 @@ class GputuiApp(App[int]):
         self._log_flush_pending = False
         if self._stopped:
             return
-        self._last_log_write = time.monotonic()
         snap = self.monitor.snapshot
         panel = self._q(LogPanel)
         if snap.log.path != self._log_path:
@@ -297,7 +327,20 @@ class GputuiApp(App[int]):
                 panel.restart(f"── now following {snap.log.path or '(nothing)'} ──")
                 self._dropped_base += self._dropped_lines()
             self._log_path = snap.log.path
-        panel.add_lines(self.monitor.drain_log_lines())
+        lines = self.monitor.drain_log_lines()
+        if lines:
+            self._last_log_write = time.monotonic()
+            self._log_pacer.spend()
+            panel.add_lines(lines)
+            # the state line sits on the log: redrawn in the same frame, so a
+            # log write and the once-a-second redraw don't span the screen
+            self._show_log_state()
+
+    def _show_log_state(self) -> None:
+        snap = self.monitor.snapshot
+        self._q(LogPanel).show_state(
+            snap.log, self.clock(), self.stale_after or DEFAULT_STALE_AFTER, self._dropped_lines()
+        )
 
     # ------------------------------------------------------------ verbs
 
@@ -414,6 +457,11 @@ class GputuiApp(App[int]):
         why = {v.id: self.why_not(v.id) for v in VERBS}
         self.push_screen(HelpScreen(help_markdown(why, self.findings, self.keys)))
 
+    async def action_graphs(self) -> None:
+        screen = GpuGraphsScreen()
+        await self.push_screen(screen)
+        screen.show(self.monitor.snapshot.gpus, self.clock())
+
     def action_filter(self) -> None:
         box = self._q("#log-filter", Input)
         box.add_class("-shown")
@@ -428,7 +476,7 @@ class GputuiApp(App[int]):
         if not event.value:
             event.input.remove_class("-shown")
         self._q(LogPanel).log.focus()
-        self._tick()
+        self._show_log_state()
 
     def on_key(self, event: Any) -> None:
         box = self._q("#log-filter", Input)
@@ -437,6 +485,7 @@ class GputuiApp(App[int]):
             self._q(LogPanel).set_filter("")
             box.remove_class("-shown")
             self._q(LogPanel).log.focus()
+            self._show_log_state()
             event.stop()
 
     def action_history(self) -> None:
@@ -465,7 +514,7 @@ class GputuiApp(App[int]):
     def action_pause(self) -> None:
         paused = self._q(LogPanel).toggle_pause()
         self.notify("log paused" if paused else "log resumed", timeout=2)
-        self._tick()
+        self._show_log_state()
 
     async def action_back(self) -> None:
         await self._stop_monitor()

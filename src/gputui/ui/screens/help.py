@@ -21,6 +21,7 @@ HELP_HEAD = """\
 | `/` | filter the log (regex); `esc` closes the filter |
 | `p` | pause / resume the log view |
 | `h` | whole run: loss, throughput and GPUs from the history (`1`/`2`/`3`: 1 h, 24 h, run) |
+| `g` | GPU graphs: every GPU's utilization and memory, the kept history (`esc` back) |
 | `tab` | move between panels; `enter` on a session watches it |
 | `ctrl+p` | command palette (every action, with why it is unavailable) |
 """

@@ -8,16 +8,18 @@ from collections.abc import Iterable
 
 from rich.cells import cell_len
 from rich.highlighter import Highlighter
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.geometry import Size
+from textual.strip import Strip
 from textual.widgets import Input, Log
 from typing_extensions import Self
 
 from gputui.model import LogState
 from gputui.ui.format import human_age
-from gputui.ui.widgets.quiet import QuietStatic
+from gputui.ui.widgets.quiet import QuietStatic, set_border_text
 
 MAX_LINES = 5000
 # A batch bigger than BURST_BATCH (>= 10,000 lines/s at 10 writes/s) is a
@@ -99,6 +101,35 @@ class TailLog(Log):
     size is set without a layout and the width is measured inline.
     """
 
+    _style: Style | None = None
+
+    @property
+    def rich_style(self) -> Style:
+        """Textual computes this from every ancestor's styles on each call, and
+        `Log` calls it for every visible line of every frame: keep it until
+        the styles change."""
+        if self._style is None:
+            self._style = super().rich_style
+        return self._style
+
+    def notify_style_update(self) -> None:
+        self._style = None
+        super().notify_style_update()
+
+    def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
+        """Textual 8.2's `Log` keeps a rendered line only while text is
+        selected (the test is the wrong way round), so every scroll re-styles
+        and re-highlights every visible line. Keep them when nothing is
+        selected; a selection renders afresh, as before."""
+        if self.text_selection is not None:
+            return super()._render_line_strip(y, rich_style)
+        cache = self._render_line_cache
+        line = cache.get(y)
+        if line is None:
+            line = super()._render_line_strip(y, rich_style)
+            cache[y] = line
+        return line
+
     def _line_width(self, line: str) -> int:
         # printable ASCII (nearly every training log line) is one cell a character
         if line.isascii() and line.isprintable():
@@ -159,10 +190,13 @@ class LogPanel(Vertical):
             t.append(f"  ⋯ {self.skipped + dropped:,} lines skipped during burst", style="yellow")
         if self.paused:
             t.append(f"  ⏸ paused ({self._held} new)", style="bold yellow")
+        below = self.log.line_count - int(self.log.scroll_y) - self.log.size.height
+        if below > 0 and not self.log.is_vertical_scroll_end:
+            t.append(f"  ↑ scrolled: {below:,} lines below (end: follow)", style="bold cyan")
         if self._pattern is not None:
             t.append(f"  filter /{self._pattern.pattern}/", style="bold cyan")
         self.query_one("#log-state", QuietStatic).show_text(t)  # one row: repaint only
-        self.border_title = f"log {log.path}" if log.path else "log"
+        set_border_text(self, title=f"log {log.path}" if log.path else "log")
 
     def add_lines(self, lines: list[str]) -> None:
         if not lines:

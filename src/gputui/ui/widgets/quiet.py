@@ -10,6 +10,7 @@ only.
 from __future__ import annotations
 
 from rich.text import Text
+from textual.widget import Widget
 from textual.widgets import Static
 
 
@@ -32,3 +33,20 @@ class QuietStatic(Static):
         self._shown = content
         self.update(content, layout=layout)
         return True
+
+
+def set_border_text(
+    widget: Widget, *, title: Text | str | None = None, subtitle: Text | str | None = None
+) -> None:
+    """Set a border title/subtitle only when it changed. Textual repaints the
+    whole widget on every assignment, same text or not, and parses a `str`
+    as markup: the text given here is always plain (a `Text`)."""
+    for attr, value in (("border_title", title), ("border_subtitle", subtitle)):
+        if value is None:
+            continue
+        text = value if isinstance(value, Text) else Text(value)
+        key = f"_shown_{attr}"
+        if same_text(getattr(widget, key, None), text):
+            continue
+        setattr(widget, key, text)
+        setattr(widget, attr, text)

@@ -1,16 +1,29 @@
 """The watched run: its training process (pid, state, CPU, RSS, stdout route,
-buffering verdict) and its metrics as sparklines with current value and median."""
+buffering verdict) and its metrics as sparklines on a stable scale with the
+current value, the trend and the median."""
 
 from __future__ import annotations
 
+import itertools
+
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
-from textual.widgets import Sparkline
+from textual.containers import Vertical
 
 from gputui.model import Metrics, Proc, Ring, Snapshot
 from gputui.ui.format import buffering_verdict, human_bytes, median, number, stdout_route
-from gputui.ui.widgets.quiet import QuietStatic
+from gputui.ui.trend import (
+    TimeSeries,
+    pick_span,
+    robust_top,
+    series_buckets,
+    spark,
+    time_buckets,
+    trend_pct,
+    trend_word,
+)
+from gputui.ui.widgets.lines import TextLines
+from gputui.ui.widgets.quiet import QuietStatic, set_border_text
 
 SPARK_POINTS = 120
 
@@ -39,61 +52,141 @@ def proc_text(snap: Snapshot) -> Text:
     return t
 
 
-def _values(ring: Ring) -> list[float]:
-    return [v for v in ring.values()[-SPARK_POINTS:] if v is not None]
+class MetricLine:
+    """'tok/s  ▅▆▆▇▇▇  127,151 ↑2%  med 126,900': a sparkline on a stable
+    scale (0 to a robust top) over the last minutes, then the current value
+    and the trend."""
+
+    NAME_W = 7
+    VALUE_W = 30
+
+    def __init__(
+        self,
+        name: str,
+        points: TimeSeries | list[tuple[float, float | None]],
+        now: float,
+        value: Text,
+    ) -> None:
+        self.name = name
+        self.points = points
+        self.now = now
+        self.value = value
+
+    def line(self, width: int) -> Text:
+        cells = max(4, width - self.NAME_W - self.VALUE_W - 2)
+        span = pick_span(cells)
+        if isinstance(self.points, list):
+            buckets = time_buckets(self.points, self.now, span, cells)
+        else:
+            buckets = series_buckets(self.points, self.now, span, cells)
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(self.name[: self.NAME_W - 1].ljust(self.NAME_W), style="dim")
+        t.append(spark(buckets, robust_top(buckets)), style="cyan")
+        t.append("  ")
+        t.append_text(self.value)
+        return t
 
 
-def metric_text(ring: Ring, digits: int = 0) -> Text:
+def metric_value(ring: Ring, digits: int = 0, unit: str = "") -> Text:
+    """Current value, trend over the shown window, median (dim)."""
     vals = ring.values()
     cur, med = ring.last(), median(vals[-SPARK_POINTS:])
     t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(number(cur, digits), style="bold")
+    t.append(number(cur, digits) + unit, style="bold")
+    word = trend_word(trend_pct(vals[-SPARK_POINTS:]))
+    if word:
+        t.append(f" {word}")
     if med is not None:
         t.append(f"  med {number(med, digits)}", style="dim")
     return t
 
 
-class MetricRow(Horizontal):
-    def __init__(self, name: str, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
-        self._metric = name
-        self._last: list[float] = []
+def step_points(m: Metrics) -> list[tuple[float, float | None]]:
+    """(time, seconds since the previous step) for each advance of the counter."""
+    times = list(m.advance_times)
+    return [(b, b - a) for a, b in itertools.pairwise(times)]
 
-    def compose(self) -> ComposeResult:
-        yield QuietStatic(self._metric, classes="metric-name")
-        yield Sparkline([], summary_function=max)
-        yield QuietStatic(classes="metric-value")
 
-    def show(self, values: list[float], text: Text, name: str | None = None) -> None:
-        if values != self._last:
-            self._last = values
-            self.query_one(Sparkline).data = values  # a new list repaints it
-        # one row high, fixed widths (app.tcss): repaint only, and only on change
-        self.query_one(".metric-value", QuietStatic).show_text(text)
-        if name is not None:
-            self.query_one(".metric-name", QuietStatic).show_text(name)
+def step_value(m: Metrics) -> Text:
+    """'0.12 s/step  step 1,234': the row is labelled for what it plots."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    med = m.median_step_interval
+    if med:  # None, or 0 when every step so far arrived in one write
+        t.append(f"{med:.2f} s/step", style="bold")
+        t.append(" (med)", style="dim")
+    else:
+        t.append("– s/step", style="dim")
+    t.append(f"  step {number(m.last_step)}", style="dim")
+    return t
+
+
+class MetricRow(TextLines):
+    """One row high, fixed (app.tcss): a repaint, never a reflow."""
+
+    _key: tuple[object, ...] | None = None
+    _line: MetricLine | None = None
+
+    def on_resize(self) -> None:
+        if self._line is not None:
+            self.set_lines([self._line.line(self.content_size.width)])
+
+    def show_line(self, line: MetricLine, key: tuple[object, ...]) -> None:
+        if key == self._key:
+            return
+        self._key = key
+        self._line = line
+        self.set_lines([line.line(self.content_size.width or 60)])
 
 
 class RunPanel(Vertical):
     def compose(self) -> ComposeResult:
         yield QuietStatic(id="proc")
-        yield MetricRow("tok/s", id="m-throughput")
-        yield MetricRow("loss", id="m-loss")
-        yield MetricRow("step", id="m-step")
+        yield MetricRow(id="m-throughput")
+        yield MetricRow(id="m-loss")
+        yield MetricRow(id="m-step")
 
     def show_proc(self, snap: Snapshot) -> None:
         # three rows high (app.tcss): repaint only, and only on change
         self.query_one("#proc", QuietStatic).show_text(proc_text(snap))
 
-    def show_metrics(self, m: Metrics) -> None:
-        row = self.query_one("#m-throughput", MetricRow)
-        row.show(_values(m.throughput), metric_text(m.throughput), m.throughput_unit or "tok/s")
-        self.query_one("#m-loss", MetricRow).show(_values(m.loss), metric_text(m.loss, digits=3))
-        intervals = list(m.step_intervals)[-SPARK_POINTS:]
-        step = Text(no_wrap=True, overflow="ellipsis")
-        step.append(number(m.last_step), style="bold")
-        med = m.median_step_interval
-        if med:  # None, or 0 when every step so far arrived in one write
-            step.append(f"  {med:.2f} s/step (median)", style="dim")
-        self.query_one("#m-step", MetricRow).show(intervals, step)
-        self.border_subtitle = f"parser: {m.preset}" if m.preset else ""
+    def show_metrics(self, m: Metrics, now: float) -> None:
+        bucket = int(now // 5)  # the narrowest bucket a metric line uses at these widths
+        for row_id, name, ring, value in (
+            (
+                "#m-throughput",
+                m.throughput_unit or "tok/s",
+                m.throughput,
+                lambda: metric_value(m.throughput),
+            ),
+            ("#m-loss", "loss", m.loss, lambda: metric_value(m.loss, digits=3)),
+        ):
+            key = (name, len(ring), ring.last(), bucket, m.restarts)
+            self.query_one(row_id, MetricRow).show_line(MetricLine(name, ring, now, value()), key)
+        key = ("s/step", len(m.advance_times), m.last_step, bucket, m.restarts)
+        self.query_one("#m-step", MetricRow).show_line(
+            MetricLine("s/step", step_points(m), now, step_value(m)), key
+        )
+        set_border_text(self, subtitle=f"parser: {m.preset}" if m.preset else "")
+
+
+def run_line_text(snap: Snapshot) -> Text:
+    """The run in one line, for short terminals where the run panel is hidden:
+    'pid 4242 R · BLOCK-BUFFERED · 127,151 tok/s ↑2% · loss 2.310 · 0.12 s/step · step 1,234'."""
+    p: Proc | None = snap.training_proc
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if p is None:
+        return proc_text(snap)
+    t.append(f"pid {p.pid}", style="bold")
+    t.append(f" {p.state or '?'}", style="bold red" if p.state in ("Z", "T", "D") else "")
+    style, verdict = buffering_verdict(p)
+    t.append(" · ")
+    t.append(verdict.split(" (")[0].split(":")[0], style=style)
+    m = snap.metrics
+    if m.throughput.last() is not None:
+        word = trend_word(trend_pct(m.throughput.values()[-SPARK_POINTS:]))
+        t.append(f" · {number(m.throughput.last())} {m.throughput_unit or 'tok/s'} {word}".rstrip())
+    if m.loss.last() is not None:
+        t.append(f" · loss {number(m.loss.last(), 3)}")
+    t.append(" · ")
+    t.append_text(step_value(m))
+    return t

@@ -7,6 +7,7 @@ from textual.widgets import DataTable
 
 from gputui.model import Session
 from gputui.ui.format import human_age
+from gputui.ui.widgets.quiet import set_border_text
 
 COLUMNS = ("session", "state", "exit", "command", "age")
 
@@ -59,4 +60,4 @@ class SessionList(DataTable[Text | str]):
                     if str(a) != str(b) or getattr(a, "style", None) != getattr(b, "style", None):
                         self.update_cell(n, col, b)
         self._rows = rows
-        self.border_subtitle = "" if sessions else "no tmux sessions"
+        set_border_text(self, subtitle="" if sessions else "no tmux sessions")

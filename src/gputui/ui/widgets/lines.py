@@ -1,0 +1,72 @@
+"""A few lines of Rich `Text` drawn through Textual's line API.
+
+`Static.update` turns a renderable into Textual `Content`, lays it out and
+renders it through a console each time: ~1 ms a line for the GPU rows. A
+live row that is already a `Text` needs none of that: each line becomes a
+`Strip` once, cropped to the width, and is kept until the text changes.
+The widget's size comes from CSS (fixed heights), never from its text.
+"""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.strip import Strip
+from textual.widget import Widget
+
+
+class TextLines(Widget):
+    """Shows `set_lines(lines)`; each `Text` is one row (longer ones are cut
+    at the width, with an ellipsis when its `overflow` asks for one)."""
+
+    DEFAULT_CSS = "TextLines { height: 1; }"
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self._lines: list[Text] = []
+        self._strips: dict[int, Strip] = {}
+        self._style: Style | None = None
+
+    @property
+    def lines(self) -> list[Text]:
+        return self._lines
+
+    def set_lines(self, lines: list[Text]) -> None:
+        self._lines = lines
+        self._strips.clear()
+        self.refresh()
+
+    def render(self) -> Text:
+        """The whole text (what tests and screen readers see)."""
+        return Text("\n").join(self._lines)
+
+    @property
+    def rich_style(self) -> Style:
+        # computed from every ancestor on each call in Textual: keep it until styles change
+        if self._style is None:
+            self._style = super().rich_style
+        return self._style
+
+    def notify_style_update(self) -> None:
+        self._style = None
+        self._strips.clear()
+        super().notify_style_update()
+
+    def on_resize(self) -> None:
+        self._strips.clear()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.content_size.width
+        style = self.rich_style
+        if y >= len(self._lines) or width <= 0:
+            return Strip.blank(width, style)
+        strip = self._strips.get(y)
+        if strip is None:
+            text = self._lines[y].copy()
+            if text.cell_len > width:
+                text.truncate(width, overflow=text.overflow or "crop")
+            text.stylize_before(style)
+            strip = Strip(list(text.render(self.app.console)), text.cell_len)
+            strip = strip.crop_extend(0, width, style)
+            self._strips[y] = strip
+        return strip

@@ -1,0 +1,44 @@
+"""The log view's write pacing: at once after a quiet spell, ~4 a second under a stream."""
+
+from __future__ import annotations
+
+from gputui.ui.pacing import WritePacer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_after_a_quiet_spell_two_writes_go_at_once_then_every_quarter_second() -> None:
+    clock = Clock()
+    p = WritePacer(rate=4.0, burst=2.0, clock=clock)
+    for _ in range(2):
+        assert p.wait() == 0
+        p.spend()
+    assert p.wait() == 0.25
+    clock.t += 0.1
+    assert abs(p.wait() - 0.15) < 1e-9
+    clock.t += 0.15
+    assert p.wait() == 0
+    p.spend()
+    clock.t += 10  # quiet again: the burst is back, never more
+    assert p.wait() == 0
+    p.spend()
+    p.spend()
+    assert p.wait() == 0.25
+
+
+def test_a_stream_gets_at_most_rate_writes_a_second() -> None:
+    clock = Clock()
+    p = WritePacer(rate=4.0, burst=2.0, clock=clock)
+    writes = 0
+    for _ in range(10_000):  # a line every millisecond for 10 s, written when allowed
+        clock.t += 0.001
+        if p.wait() <= 0:
+            p.spend()
+            writes += 1
+    assert 40 <= writes <= 42  # 4 a second, plus the first burst
