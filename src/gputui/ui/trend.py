@@ -148,10 +148,10 @@ def trend_pct(values: Sequence[float | None]) -> float | None:
     return 100.0 * (tail - head) / abs(head)
 
 
-def trend_word(pct: float | None, flat_below: float = 3.0) -> str:
+def trend_word(change: float | None, flat_below: float = 3.0) -> str:
     """'↑12%', '↓4%' or '→' (within ±flat_below %), '' when unknown."""
-    if pct is None:
+    if change is None:
         return ""
-    if abs(pct) < flat_below:
+    if abs(change) < flat_below:
         return "→"
-    return f"{'↑' if pct > 0 else '↓'}{abs(pct):.0f}%"
+    return f"{'↑' if change > 0 else '↓'}{abs(change):.0f}%"
