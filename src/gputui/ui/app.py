@@ -86,7 +86,7 @@ class GputuiApp(App[int]):
             )
             for v in VERBS
         ],
-        Binding("g", "graphs", "graphs", id="graphs"),
+        Binding("g", "graphs", "GPU graphs", id="graphs", show=False),
     ]
 
     def __init__(

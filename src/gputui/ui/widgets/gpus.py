@@ -72,7 +72,7 @@ def gpu_row(
         return t
     u = series_buckets(util, now, span, cells) if util else [None] * cells
     t.append(spark(u, 100.0), style=UTIL_STYLE)
-    t.append(f" {s.util_pct:3.0f}%" if s.util_pct is not None else "    ?", style="bold")
+    t.append(f" {s.util_pct:3.0f}%" if s.util_pct is not None else "   ?%", style="bold")
     t.append(" ")
     total = s.mem_total_mib or 0.0
     m = series_buckets(mem, now, span, cells) if mem else [None] * cells
