@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The dashboard on a real 2-GPU machine (the lent nvidia-h200-x2): two real
+# block-buffered PyTorch runs, one a GPU; then
+#   1. gputui's GPU rows next to nvidia-smi, read at the same moments;
+#   2. CPU of gputui --local vs nvitop vs `nvidia-smi -l 1`, same runs, same window;
+#   3. flush live: `f` then `y` in the dashboard on a run behind `| tee`, through
+#      gdb (carried as Debian .deb files in .deb/, unpacked under /tmp/debroot):
+#      do lines reach the log without a restart?
+# Run from the repository root with the wheels in .whl/ and the .deb files in
+# .deb/ (that machine cannot download). Every step writes to $OUT and the
+# script goes on when one fails.
+set -u
+OUT=${OUT:-/tmp/gputui-screen-check}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/screen_check.log") 2>&1
+ROOT=$(pwd)
+unset PYTHONUNBUFFERED  # the runs under test must be block-buffered, as in the field
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+RUN=/var/tmp/gputui-screen
+rm -rf "$RUN" && mkdir -p "$RUN"
+step() { echo; echo "=== $(date +%T) $*"; }
+
+step "set-up: wheels, gdb from .deb, gputui from src/"
+git log --oneline -1 2>/dev/null || true
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+export PYTHONPATH=$ROOT/src:${PYTHONPATH:-}
+export PATH=/tmp/site/bin:$PATH
+if [ -d .deb ] && ! command -v gdb >/dev/null; then
+  for f in .deb/*.deb; do dpkg -x "$f" /tmp/debroot; done
+  mkdir -p /tmp/gdbbin
+  # gdb's own libraries and its Python 3.11 only for gdb: nothing else sees them
+  cat > /tmp/gdbbin/gdb <<'EOF'
+#!/bin/sh
+export LD_LIBRARY_PATH=/tmp/debroot/usr/lib/x86_64-linux-gnu:/tmp/debroot/lib/x86_64-linux-gnu
+export PYTHONHOME=/tmp/debroot/usr DEBUGINFOD_URLS=
+exec /tmp/debroot/usr/bin/gdb "$@"
+EOF
+  chmod +x /tmp/gdbbin/gdb
+  export PATH=/tmp/gdbbin:$PATH
+fi
+gputui() { python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' "$@"; }
+tmux -V; python3 --version; gdb --version | head -1; py-spy --version
+python3 -m nvitop --version 2>/dev/null | head -1
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.device_count(), "GPUs")'
+
+step "two real runs, one a GPU, each block-buffered behind | tee"
+cp bench/gpu/train_torch.py "$RUN/train.py"
+tmux new -d -s train0 -x 200 -y 50 -c "$RUN" \
+  "CUDA_VISIBLE_DEVICES=0 python3 train.py 2>&1 | tee $RUN/train0.log"
+tmux new -d -s train1 -x 200 -y 50 -c "$RUN" \
+  "CUDA_VISIBLE_DEVICES=1 python3 train.py --batch 8 --layers 6 2>&1 | tee $RUN/train1.log"
+sleep "${TRAIN_WAIT:-40}"
+ls -la "$RUN"
+
+SMI_Q=index,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw,power.limit
+step "CPU over the same window: gputui --local vs nvitop vs nvidia-smi -l 1, while the rows are read"
+python3 bench/gpu/cpu_cost.py --seconds "${CPU_SECONDS:-40}" \
+  "gputui=python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' --local --session train0 --log $RUN/train0.log --interval 1" \
+  "nvitop=python3 -m nvitop --interval 1" \
+  "smi=nvidia-smi -l 1" > "$OUT/cpu_cost.json" &
+COST=$!
+sleep 20
+for k in 1 2 3; do  # the dashboard's GPU rows and nvidia-smi, read back to back
+  {
+    echo "--- read $k at $(date +%T.%N)"
+    tmux capture-pane -p -t cpu-gputui | sed -n '1,14p'
+    nvidia-smi --query-gpu=$SMI_Q --format=csv,noheader
+  } >> "$OUT/rows.txt"
+  sleep 8
+done
+wait $COST
+cat "$OUT/cpu_cost.json"
+cat "$OUT/rows.txt"
+
+step "flush live from the dashboard: f, then y, on train1 (block-buffered behind tee)"
+L=$RUN/train1.log
+tmux new -d -s ui -x 120 -y 36 "python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' --local --session train1 --log $L --interval 1"
+sleep 12
+{
+  echo "before: $(wc -l < "$L") lines, $(stat -c %s "$L") bytes at $(date +%T)"
+  tmux send-keys -t ui f
+  sleep 4
+  tmux capture-pane -p -t ui | sed -n '1,36p'
+  tmux send-keys -t ui y
+  sleep 8
+  echo "--- after y"
+  tmux capture-pane -p -t ui | sed -n '1,36p'
+  for s in 0 2 4 6 8; do
+    echo "t+${s}s: $(wc -l < "$L") lines, $(stat -c %s "$L") bytes at $(date +%T)"
+    sleep 2
+  done
+  tail -n 3 "$L"
+  echo "--- doctor after the flush"
+  gputui doctor --local --session train1 --log "$L" --stale-after 20
+} > "$OUT/flush.txt" 2>&1
+cat "$OUT/flush.txt"
+tmux send-keys -t ui q
+tmux kill-server 2>/dev/null
+echo done
