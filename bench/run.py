@@ -433,6 +433,9 @@ def main() -> int:
     if "<!-- tail-stress:start" in old and "<!-- tail-stress:end -->" in old:
         a, b = old.index("<!-- tail-stress:start"), old.index("<!-- tail-stress:end -->")
         keep = "\n" + old[a : b + len("<!-- tail-stress:end -->")] + "\n"
+    if "<!-- history-bench begin -->" in old and "<!-- history-bench end -->" in old:
+        a, b = old.index("<!-- history-bench begin -->"), old.index("<!-- history-bench end -->")
+        keep += "\n" + old[a : b + len("<!-- history-bench end -->")] + "\n"  # history_bench.py's
     out.write_text(markdown(res) + keep)
     print(f"\nwrote {args.out} ({res['seconds']:.0f} s)")
     return 0

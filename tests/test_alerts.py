@@ -131,8 +131,9 @@ async def test_webhook_gets_appear_not_repeat_and_one_resolved(hook: Hook, tmp_p
         w,
         diagnose=lambda s, n: list(found),
         gate=AlertGate("box", quiet_s=300),
-        sinks=[sender.send],
+        shared_sinks=[sender.send],
         clock=lambda: clock[0],
+        tick_s=3600,  # only the test's ticks
     )
     await rec.start()
     seq: list[list[Finding]] = [[HUNG], [HUNG], [HUNG], [], [HUNG], [], [HUNG]]
@@ -144,7 +145,55 @@ async def test_webhook_gets_appear_not_repeat_and_one_resolved(hook: Hook, tmp_p
     w.close()
     await until(lambda: len(hook.got) >= 2, 10, "two webhook posts")
     assert len(hook.got) == 2, hook.got
-    first, second = hook.got
+    first, second = hook.got  # in order: a resolved never overtakes its alert
     assert "GPUs idle with memory held" in first["title"] and first["type"] == "failure"
     assert "resolved" in second["title"] and second["type"] == "success"
     assert "util 0 % for 5 min" in first["message"]
+
+
+async def test_dashboard_and_watch_post_each_alert_once(hook: Hook, tmp_path: Path) -> None:
+    """Two gputui processes recording one target into one history file (two
+    writers, as a dashboard and `watch`): the webhook gets the alert and its
+    resolution once, while each process still rings its own terminal."""
+    from gputui.recorder import RunRecorder
+
+    log = tmp_path / "train.log"
+    log.write_text("")
+    db = tmp_path / "h.sqlite"
+    found: list[Finding] = []
+    rang: list[str] = []
+    clock = [1000.0]
+    recs = []
+    for who in ("dashboard", "watch"):
+        w = HistoryWriter(db)
+        sender = AppriseSender([f"json://127.0.0.1:{hook.port}/alerts"])
+        recs.append(
+            (
+                RunRecorder(
+                    LogOnlyMonitor(log),
+                    w,
+                    diagnose=lambda s, n: list(found),
+                    gate=AlertGate("box", quiet_s=300),
+                    sinks=[lambda a, who=who: rang.append(f"{who} {a.state}")],
+                    shared_sinks=[sender.send],
+                    clock=lambda: clock[0],
+                    tick_s=3600,  # only the test's ticks
+                ),
+                w,
+            )
+        )
+    for rec, _ in recs:
+        await rec.start()
+    for step in ([], [HUNG], [HUNG], []):  # both running before the run hangs
+        found[:] = step
+        clock[0] += 10
+        for rec, _ in recs:
+            await rec.tick()
+    for rec, w in recs:
+        await rec.stop()
+        w.close()
+    await until(lambda: len(hook.got) >= 2, 10, "two webhook posts")
+    assert ["resolved" in g["title"] for g in hook.got] == [False, True]  # in order
+    assert sorted(rang) == sorted(
+        ["dashboard firing", "watch firing", "dashboard resolved", "watch resolved"]
+    )

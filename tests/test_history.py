@@ -29,7 +29,7 @@ from gputui.history import (
     schema_version,
 )
 from gputui.history_query import HistoryReader, parse_since, render
-from gputui.model import Finding, LogState, Severity, Snapshot
+from gputui.model import ConnectionState, Finding, LogState, Severity, Snapshot
 from gputui.recorder import RunRecorder
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
@@ -44,6 +44,7 @@ class LogOnlyMonitor:
         self.target = Target(LocalTransport())
         self.snapshot = Snapshot(time=0.0, target=self.target.label)
         self.snapshot.log = LogState(path=str(path), exists=True)
+        self.snapshot.connection = ConnectionState.CONNECTED
         self.settings = SimpleNamespace(metric_regexes=[])
         self.listeners: list[object] = []
 
@@ -265,7 +266,7 @@ async def test_recorder_records_findings_and_actions(tmp_path: Path) -> None:
     )
     found: list[list[Finding]] = [[Finding("held_but_idle", Severity.ERROR, "hung")], []]
     w = HistoryWriter(db)
-    rec = RunRecorder(mon, w, diagnose=lambda s, n: found[0], audit_file=audit)
+    rec = RunRecorder(mon, w, diagnose=lambda s, n: found[0], audit_file=audit, tick_s=3600)
     await rec.start()
     await rec.tick()
     await rec.tick()

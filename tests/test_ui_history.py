@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gputui.alerts import Alert
 from gputui.config import Settings
 from gputui.history import EventRow, GpuRow, HistoryWriter
 from gputui.ui.app import GputuiApp
@@ -76,6 +77,14 @@ async def test_dashboard_and_watch_share_the_history(tmp_path: Path) -> None:
             await pilot.press("escape")
             await until(lambda: not isinstance(app.screen, WholeRunScreen), 5, "back")
             assert parts.recorder.errors == []
+            # an alert: a toast with the text as typed (never markup, no escapes)
+            app._alert(
+                Alert("box", "held_but_idle", "firing", "error", "hung [red]x[/]\x1b]0;t\x07", 1.0)
+            )
+            await pilot.pause()
+            notes = [n for n in app._notifications if "[red]x[/]" in str(n.message)]
+            assert len(notes) == 1 and not notes[0].markup
+            assert "\x1b" not in notes[0].message and "\x07" not in notes[0].message
             await pilot.press("q")
     finally:
         watch.send_signal(signal.SIGTERM)

@@ -97,6 +97,9 @@ class AlertGate:
     )
     _state: dict[str, _KindState] = field(default_factory=dict)
 
+    def knows(self, kind: str) -> bool:
+        return kind in self._state
+
     def seed(self, f: Finding, since: float) -> None:
         """A finding already alerted before a restart (open in the history):
         not told again inside the quiet period, and resolved when it clears."""

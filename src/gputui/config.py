@@ -93,7 +93,7 @@ class Settings:
     history: bool = True
     history_path: str | None = None  # default $XDG_STATE_HOME/gputui/history.sqlite
     history_max_mb: float = 256.0
-    history_log_every: float = 10.0
+    history_log_every: float = 60.0
     alert_urls: list[str] = field(default_factory=list)
     alert_quiet_period: float = 600.0
     alert_connection_down_after: float = 60.0

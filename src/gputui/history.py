@@ -472,6 +472,30 @@ class HistoryWriter:
 
         return self._tx(do)
 
+    def claim_alert(self, target_id: int, kind: str, state: str, t: float) -> Future[bool]:
+        """True for the one gputui process (of those sharing this file) that
+        sends this alert: it is keyed by the finding's episode (the id of its
+        last recorded appearance), so a dashboard and `watch` on the same
+        target post it once between them."""
+        return self._submit(self._claim_alert, target_id, kind, state, t)
+
+    def _claim_alert(self, target_id: int, kind: str, state: str, t: float) -> bool:
+        def do(c: sqlite3.Connection) -> bool:
+            row = c.execute(
+                "SELECT id FROM events WHERE target_id=? AND kind='finding' AND name=?"
+                " AND state='appear' ORDER BY t DESC, id DESC LIMIT 1",
+                (target_id, kind),
+            ).fetchone()
+            episode = str(row[0]) if row else f"t{int(t) // 60}"
+            cur = c.execute(
+                "INSERT OR IGNORE INTO events (target_id, t, kind, name, state, key)"
+                " VALUES (?, ?, 'alert', ?, ?, ?)",
+                (target_id, t, kind, state, f"{kind}:{state}:{episode}"),
+            )
+            return cur.rowcount == 1
+
+        return self._tx(do)
+
     def open_findings(self, target: str) -> Future[dict[str, EventRow]]:
         """Findings whose last recorded state is "appear" (still open)."""
         return self._submit(self._open_findings, target)

@@ -26,7 +26,7 @@ from gputui.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo
 from gputui.model import ConnectionState, Finding, Snapshot
 from gputui.runlog import parse_chunk
 
-LOG_EVERY_S = 10.0
+LOG_EVERY_S = 60.0  # one short command a minute while the log grows: pct exec costs
 READ_CHUNK = 4 * 1024 * 1024  # bytes of log per read; a long log is read over several ticks
 AUDIT_EVERY_S = 10.0
 
@@ -78,6 +78,7 @@ class RunRecorder:
         stale_after: float | None = None,
         gate: AlertGate | None = None,
         sinks: list[AlertSink] | None = None,
+        shared_sinks: list[AlertSink] | None = None,
         log_every: float = LOG_EVERY_S,
         audit_file: Path | None = None,
         metric_regexes: list[str] | None = None,
@@ -89,7 +90,11 @@ class RunRecorder:
         self.name: str = monitor.target.label
         self.diagnose = diagnose or default_diagnose(stale_after)
         self.gate = gate or AlertGate(self.name)
+        # sinks: this process's own (the terminal, watch's stdout); shared
+        # sinks (notification URLs) get each alert once among every gputui
+        # recording the same target into the same history file.
         self.sinks: list[AlertSink] = list(sinks or [])
+        self.shared_sinks: list[AlertSink] = list(shared_sinks or [])
         self.log_every = log_every
         self.audit_file = audit_file
         self.clock = clock
@@ -99,6 +104,7 @@ class RunRecorder:
         self.tick_listeners: list[TickListener] = []
         self.errors: list[str] = []
         self.target_id: int | None = None
+        self._attached = False
         self._parser = MetricParser(
             list(metric_regexes or getattr(monitor.settings, "metric_regexes", None) or [])
         )
@@ -115,24 +121,35 @@ class RunRecorder:
         self._exits: set[str] = set()
         self._connection: ConnectionState | None = None
         self._task: asyncio.Task[None] | None = None
-        self._pending: set[asyncio.Task[Any]] = set()
+        self._pending: set[asyncio.Future[Any]] = set()
+        self._last_send: asyncio.Future[Any] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        if self.writer is not None:
-            self.target_id = await asyncio.wrap_future(self.writer.target_id(self.name))
-            opened = await asyncio.wrap_future(self.writer.open_findings(self.name))
-            # Findings still open from the last time: not new when seen again.
-            self._open = {
-                k: Finding(kind=k, severity=_severity(e.severity), title=e.title)
-                for k, e in opened.items()
-            }
-            for k, e in opened.items():
-                if k in self.gate.kinds:
-                    self.gate.seed(self._open[k], e.t)
+        """Start ticking. The history is joined once the target is connected
+        (its name is only final then: `root@10.1.2.6:22 ct 200`, not the
+        `gpu1 ct 200` typed); alerts work from the first tick."""
         self.monitor.subscribe(self._on_monitor)
         self._task = asyncio.create_task(self._loop(), name=f"recorder {self.name}")
+
+    async def _attach(self) -> None:
+        self.name = self.monitor.target.label
+        self.gate.target = self.name
+        self._attached = True
+        if self.writer is None:
+            return
+        self.target_id = await asyncio.wrap_future(self.writer.target_id(self.name))
+        opened = await asyncio.wrap_future(self.writer.open_findings(self.name))
+        # Findings still open from the last time: not new when seen again,
+        # and not told again inside the quiet period.
+        self._open = {
+            k: Finding(kind=k, severity=_severity(e.severity), title=e.title)
+            for k, e in opened.items()
+        }
+        for k, e in opened.items():
+            if k in self.gate.kinds and not self.gate.knows(k):
+                self.gate.seed(self._open[k], e.t)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -148,6 +165,7 @@ class RunRecorder:
 
     async def _loop(self) -> None:
         while True:
+            await asyncio.sleep(self.tick_s)
             try:
                 await self.tick()
             except asyncio.CancelledError:
@@ -156,7 +174,6 @@ class RunRecorder:
                 self._error(str(err))
             except Exception as err:  # recording must never take the monitor down
                 self._error(f"recording failed: {type(err).__name__}: {err}")
-            await asyncio.sleep(self.tick_s)
 
     def _error(self, text: str) -> None:
         if not self.errors or self.errors[-1] != text:
@@ -166,7 +183,8 @@ class RunRecorder:
     # ------------------------------------------------------------ GPU samples
 
     def _on_monitor(self, snap: Snapshot, parts: set[str]) -> None:
-        if "gpus" not in parts or self.writer is None or self.target_id is None:
+        w = self.writer
+        if "gpus" not in parts or w is None or w.closed or self.target_id is None:
             return
         rows = []
         for s in list(snap.gpus.latest.values()):
@@ -185,33 +203,45 @@ class RunRecorder:
                 )
             )
         if rows:
-            self.writer.add_gpu(self.target_id, rows)
+            w.add_gpu(self.target_id, rows)
 
     # ------------------------------------------------------------ each tick
 
     async def tick(self) -> None:
         snap = self.monitor.snapshot
         now = self.clock()
+        if not self._attached and snap.connection == ConnectionState.CONNECTED:
+            await self._attach()
         self.findings = list(self.diagnose(snap, now))
         await self._record_findings(now)
         await self._record_connection(snap, now)
         await self._record_exits(snap, now)
         for alert in self.gate.update(self.findings, now):
             self.alerts.append(alert)
-            for sink in self.sinks:
+            sinks = list(self.sinks)
+            if self.shared_sinks and await self._claim(alert):
+                sinks += self.shared_sinks
+            for sink in sinks:
                 res = sink(alert)
-                if asyncio.iscoroutine(res):
-                    t = asyncio.ensure_future(res)
+                if asyncio.iscoroutine(res):  # a network send: in order, off this tick
+                    t = asyncio.ensure_future(_after(self._last_send, res))
+                    self._last_send = t
                     self._pending.add(t)
                     t.add_done_callback(self._pending.discard)
         for cb in list(self.tick_listeners):
             cb(snap, self.findings)
-        if self.writer is not None:
+        if self.writer is not None and self.target_id is not None:
             if now >= self._log_due:
                 await self.import_log(now)
             if self.audit_file is not None and now >= self._audit_due:
                 self._audit_due = now + AUDIT_EVERY_S
                 await self.import_audit()
+
+    async def _claim(self, alert: Alert) -> bool:
+        if self.writer is None or self.target_id is None:
+            return True
+        fut = self.writer.claim_alert(self.target_id, alert.kind, alert.state, alert.time)
+        return await asyncio.wrap_future(fut)
 
     async def _event(self, ev: EventRow) -> bool:
         if self.writer is None or self.target_id is None:
@@ -350,6 +380,15 @@ class RunRecorder:
             ):
                 added += 1
         return added
+
+
+async def _after(previous: asyncio.Future[Any] | None, send: Any) -> Any:
+    """Run `send` once the previous send is over: a "resolved" never
+    overtakes its alert."""
+    if previous is not None:
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.shield(previous)
+    return await send
 
 
 def _read_text(p: Path) -> str:

@@ -117,8 +117,9 @@ class Watch:
             self.writer,
             stale_after=getattr(settings, "stale_after", None),
             gate=gate,
-            sinks=[self._print_alert, self.sender.send],
-            log_every=float(getattr(settings, "history_log_every", 10.0)),
+            sinks=[self._print_alert],
+            shared_sinks=[self.sender.send] if self.sender.enabled else [],
+            log_every=float(getattr(settings, "history_log_every", 60.0)),
             audit_file=audit_path(),
         )
         if self.exporter is not None:

@@ -110,8 +110,8 @@ def build_recorder(monitor: Any, settings: Any) -> tuple[Any, str | None]:
         writer,
         stale_after=getattr(settings, "stale_after", None),
         gate=gate,
-        sinks=[sender.send] if sender.enabled else [],
-        log_every=float(getattr(settings, "history_log_every", 10.0)),
+        shared_sinks=[sender.send] if sender.enabled else [],
+        log_every=float(getattr(settings, "history_log_every", 60.0)),
         audit_file=audit_path(),
     )
     return recorder, None
