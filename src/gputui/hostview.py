@@ -106,13 +106,15 @@ class HostView:
     gpus: list[GpuRow] = field(default_factory=list)
     containers: list[ContainerRow] = field(default_factory=list)
     gpu_error: str | None = None
+    holders_known: bool = False  # the host has listed the GPUs' processes once
 
     @property
     def complete(self) -> bool:
-        """Every part has arrived: GPUs, containers and a word for each."""
+        """Every part has arrived: GPUs and who holds them, containers and a
+        word for each."""
         return (
             self.containers_known is not None
-            and bool(self.gpus or self.gpu_error)
+            and (bool(self.gpus and self.holders_known) or bool(self.gpu_error))
             and all(c.health != "starting" for c in self.containers)
         )
 

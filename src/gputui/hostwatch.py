@@ -152,6 +152,10 @@ class HostWatch:
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
+    def unsubscribe(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     def _changed(self, *_: Any) -> None:
         """Something moved: rebuild the view soon (at most every REBUILD_MIN_S)."""
         if not self._running or self._rebuild_handle is not None:
@@ -182,6 +186,7 @@ class HostWatch:
             if ct is not None and ns:
                 namespaces[str(ns)] = ct
         lines = self.feed.last_listing
+        view.holders_known = lines is not None
         procs = host_gpu_processes(parse_apps_listing(lines), namespaces) if lines else []
         view.gpus = gpu_rows(self.feed.state, procs, self.runs, plain_host=bool(self.plain))
         snaps: dict[int, tuple[Snapshot, list[Finding]]] = {}
@@ -227,6 +232,9 @@ class HostWatch:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, CONNECT_RETRY_MAX_S)
         self.transport.on_state(lambda state, detail: self._changed())
+        # The relay starts while the host lists its containers: the monitors
+        # need it the moment the list is in.
+        self._tasks.append(asyncio.create_task(self._warm_relay(), name="relay start"))
         self.feed.subscribe(self._changed)
         await self.feed.start()
         self._changed()
@@ -240,6 +248,10 @@ class HostWatch:
             if self.plain:
                 return  # a plain server: nothing to list again
             await asyncio.sleep(self.list_period_s)
+
+    async def _warm_relay(self) -> None:
+        with contextlib.suppress(GputuiError, OSError):
+            await self.relay.start()
 
     async def _index_loop(self) -> None:
         while self._running:

@@ -27,6 +27,7 @@ def proxmox_view() -> HostView:
     sft = [_holder(202, 377, 51020, "sft", "/workspace/sft/train.log")]
     gone = Holder(39911, None, None, "python3", 20000.0, False)
     view = HostView(label="root@gpu1", connection=ConnectionState.CONNECTED, containers_known=True)
+    view.holders_known = True
     view.gpus = [
         _gpu(0, 61000, 97, 684, *train),
         _gpu(1, 61000, 96, 679, *train),
@@ -81,6 +82,9 @@ class FixedHostWatch:
         self.started = self.stopped = False
 
     def subscribe(self, listener: Callable[[HostView], None]) -> None:
+        return None
+
+    def unsubscribe(self, listener: Callable[[HostView], None]) -> None:
         return None
 
     async def start(self) -> None:

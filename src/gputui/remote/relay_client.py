@@ -170,6 +170,10 @@ class RelayTransport(Transport):
 
     # ------------------------------------------------------------ the relay
 
+    async def start(self) -> None:
+        """Start the relay now (it otherwise starts with the first command)."""
+        await self._ensure_relay()
+
     async def _ensure_relay(self) -> RemoteProcess:
         async with self._starting:
             if self._proc is not None:

@@ -25,6 +25,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Static
 
 from gputui.errors import GputuiError
@@ -51,6 +52,8 @@ class HostWatchLike(Protocol):
     def view(self) -> HostView: ...
 
     def subscribe(self, listener: Callable[[HostView], None]) -> None: ...
+
+    def unsubscribe(self, listener: Callable[[HostView], None]) -> None: ...
 
     async def start(self) -> None: ...
 
@@ -184,6 +187,10 @@ class HostApp(App[Any]):
         if self.live:
             self.set_interval(1.0, self._apply)
 
+    def on_unmount(self) -> None:
+        for h in self.hosts:
+            h.unsubscribe(self._on_view)
+
     def _on_view(self, view: HostView) -> None:
         if self._thread_id != threading.get_ident():
             self.call_from_thread(self._on_view, view)
@@ -199,9 +206,12 @@ class HostApp(App[Any]):
     # ------------------------------------------------------------ drawing
 
     def _apply(self) -> None:
-        self._show_hosts()
-        if self.hosts:
-            self._show_host(self.hosts[self.selected].view)
+        try:
+            self._show_hosts()
+            if self.hosts:
+                self._show_host(self.hosts[self.selected].view)
+        except NoMatches:  # a late update while the app exits: its tables are gone
+            return
 
     def _show_hosts(self) -> None:
         table = self.query_one("#hosts", DataTable)
