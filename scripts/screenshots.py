@@ -1,6 +1,6 @@
 """Regenerate screenshots/*.svg of the dashboard, headless and stable.
 
-Uses the demo package's fixed scenes (gputui.demo.scenes): the same
+Uses the demo package's fixed scenes (gputui.demo.scenes) and the test fakes (tests/scene_fakes.py): the same
 snapshots, frozen clock and fixed log lines every run, so the SVGs only
 change when the UI does.
 
@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from textual.pilot import Pilot
 
-from gputui.demo.scenes import PY_SPY_OUTPUT, SCENES, T0, RecordingActions, SceneMonitor
+from gputui.demo.scenes import PY_SPY_OUTPUT, SCENES, T0
 from gputui.ui.app import GputuiApp
 from gputui.ui.verbs import ActionOutcome
+
+# The fake monitor and action backend are test code (tests/scene_fakes.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from scene_fakes import RecordingActions, SceneMonitor
 
 Steps = Callable[[Pilot[int]], Awaitable[None]]
 

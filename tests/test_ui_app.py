@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Log
 
-from gputui.demo.scenes import SCENES, T0, RecordingActions, SceneMonitor
+from gputui.demo.scenes import SCENES, T0
 from gputui.model import Finding
 from gputui.ui.app import GputuiApp
 from gputui.ui.screens.confirm import ConfirmScreen
@@ -13,6 +13,7 @@ from gputui.ui.screens.help import HelpScreen
 from gputui.ui.screens.result import ResultScreen
 from gputui.ui.verbs import ActionOutcome
 from gputui.ui.widgets.banner import Banner
+from scene_fakes import RecordingActions, SceneMonitor
 from ui_scenarios import screen_text
 
 SIZE = (120, 36)

@@ -6,9 +6,10 @@ from __future__ import annotations
 from textual.widgets import DataTable
 
 from gputui.demo.hosts import FixedHostWatch, down_view, proxmox_view
-from gputui.demo.scenes import SCENES, T0, RecordingActions, SceneMonitor
+from gputui.demo.scenes import SCENES, T0
 from gputui.ui.app import BACK, GputuiApp
 from gputui.ui.hostapp import BorrowedMonitor, HostApp, RunChoice, plain
+from scene_fakes import RecordingActions, SceneMonitor
 
 SIZE = (150, 36)
 

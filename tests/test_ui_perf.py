@@ -7,10 +7,11 @@ from typing import Any
 
 from textual.widgets import Log
 
-from gputui.demo.scenes import SCENES, T0, SceneMonitor
+from gputui.demo.scenes import SCENES, T0
 from gputui.ui.app import GputuiApp
 from gputui.ui.pacing import WRITES_PER_S
 from gputui.ui.widgets.logview import TailLog
+from scene_fakes import SceneMonitor
 
 SIZE = (120, 36)
 

@@ -5,9 +5,10 @@ Regenerate after an intended change: pytest tests/test_ui_snapshots.py --snapsho
 
 from __future__ import annotations
 
-from gputui.demo.scenes import PY_SPY_OUTPUT, SCENES, T0, RecordingActions, SceneMonitor
+from gputui.demo.scenes import PY_SPY_OUTPUT, SCENES, T0
 from gputui.ui.app import GputuiApp
 from gputui.ui.verbs import ActionOutcome
+from scene_fakes import RecordingActions, SceneMonitor
 
 SIZE = (120, 36)
 

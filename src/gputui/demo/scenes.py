@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from gputui.errors import GputuiError
 from gputui.model import (
     ConnectionState,
     CtStatus,
@@ -28,7 +27,6 @@ from gputui.model import (
     Tools,
 )
 from gputui.remote.container import ProxmoxLXC
-from gputui.ui.verbs import ActionOutcome, PlannedAction
 
 T0 = 1_800_000_000.0  # a fixed "now" so ages and staleness never move
 LOG = "/workspace/train.log"
@@ -244,108 +242,6 @@ SCENES: dict[str, Callable[[float], tuple[Snapshot, list[str], list[Finding]]]] 
     "dead": dead,
 }
 
-
-class SceneMonitor:
-    """The Monitor API over a Snapshot you control. `set()` publishes a change."""
-
-    def __init__(self, snap: Snapshot, log_lines: list[str] | None = None) -> None:
-        self.snapshot = snap
-        self._pending: list[str] = list(log_lines or [])
-        self._listeners: list[Callable[[Snapshot, set[str]], None]] = []
-        self.started = False
-        self.stopped = False
-        self.watched: list[str] = []
-        self.followed: list[str] = []
-        self.refreshes = 0
-
-    def subscribe(self, cb: Callable[[Snapshot, set[str]], None]) -> None:
-        self._listeners.append(cb)
-
-    def publish(self, parts: set[str]) -> None:
-        for cb in list(self._listeners):
-            cb(self.snapshot, set(parts))
-
-    def set(self, snap: Snapshot, parts: set[str] | None = None) -> None:
-        self.snapshot = snap
-        self.publish(parts or {"connection", "gpus", "sessions", "procs", "log", "metrics", "ct"})
-
-    def push_lines(self, lines: list[str]) -> None:
-        self._pending.extend(lines)
-
-    def drain_log_lines(self) -> list[str]:
-        out, self._pending = self._pending, []
-        return out
-
-    async def start(self) -> None:
-        self.started = True
-
-    async def stop(self) -> None:
-        self.stopped = True
-
-    async def refresh(self) -> None:
-        self.refreshes += 1
-
-    def watch_session(self, name: str) -> None:
-        self.watched.append(name)
-        self.snapshot.session_name = name
-        self.publish({"sessions", "procs"})
-
-    def watch_log(self, path: str) -> None:
-        self.followed.append(path)
-        self.snapshot.log = LogState(path=path, exists=True)
-        self.publish({"log"})
-
-
-class RecordingActions:
-    """An action backend that plans fixed commands and records every call.
-    Tests use it to prove nothing runs without a confirmation."""
-
-    def __init__(self, outcome: ActionOutcome | None = None, fail_plan: str | None = None) -> None:
-        self.planned: list[PlannedAction] = []
-        self.executed: list[PlannedAction] = []
-        self.outcome = outcome or ActionOutcome(True, "done")
-        self.fail_plan = fail_plan
-        self.raise_on_execute: Exception | None = None
-
-    async def plan(self, verb: str, snap: Snapshot) -> PlannedAction:
-        if self.fail_plan:
-            raise GputuiError(self.fail_plan, "fix it")
-        session = snap.session_name or "?"
-        commands = {
-            "relaunch": [
-                f"tmux send-keys -t ={session}: C-c",
-                "mv /workspace/train.log /workspace/train.log.20260101-120000",
-                f"tmux new-session -d -s {session} -c /workspace 'set -o pipefail; "
-                "PYTHONUNBUFFERED=1 python3 -u train.py 2>&1 | tee -a -i /workspace/train.log'"
-                f" ; set-option -p -t ={session}: remain-on-exit on",
-            ],
-            "dump": ["py-spy dump --pid 4242"],
-        }.get(verb, [f"gputui-{verb} {session}"])
-        p = PlannedAction(
-            verb=verb,
-            title=f"{VERB_TITLES.get(verb, verb)} session {session!r}",
-            target=f"{snap.target} · session {session!r} · pid 4242",
-            description=VERB_NOTES.get(verb, f"{verb} the run in session {session!r}."),
-            commands=commands,
-        )
-        self.planned.append(p)
-        return p
-
-    async def execute(self, planned: PlannedAction) -> ActionOutcome:
-        self.executed.append(planned)
-        if self.raise_on_execute is not None:
-            raise self.raise_on_execute
-        return self.outcome
-
-
-VERB_TITLES = {"relaunch": "Relaunch unbuffered", "dump": "py-spy dump", "kill": "Kill"}
-VERB_NOTES = {
-    "relaunch": (
-        "Stop the run (SIGINT, then SIGTERM), move the old log aside (never truncated), "
-        "and start it again with PYTHONUNBUFFERED=1 and python -u, output through tee -a -i."
-    ),
-    "dump": "Read every Python thread's stack with py-spy (pauses the process for a moment).",
-}
 
 PY_SPY_OUTPUT = """Process 4242: python3 train.py
 Python v3.11.2 (/usr/bin/python3.11)
