@@ -25,6 +25,7 @@ from gputui.actions.runspec import (
     tmux_arg,
     tmux_unquote,
 )
+from gputui.config import Settings
 from gputui.remote.target import make_target
 
 NASTY_VALUES = [
@@ -191,14 +192,12 @@ def test_bad_env_name_refused() -> None:
 
 
 def test_attach_argv_ssh_and_local(monkeypatch: pytest.MonkeyPatch) -> None:
-    s = SimpleNamespace(
+    s = Settings(
         host="127.0.0.1",
         port=2222,
         user="root",
         identity_file="/k/id",
-        known_hosts=None,
         ct=200,
-        local=False,
         session="my run;",
     )
     argv = attach_argv(make_target(s), s.session)
@@ -214,14 +213,14 @@ def test_attach_argv_ssh_and_local(monkeypatch: pytest.MonkeyPatch) -> None:
         "=my run\\;",
     ]
     monkeypatch.delenv("TMUX", raising=False)
-    local = SimpleNamespace(host=None, ct=None, local=True, session="s")
+    local = Settings(local=True, session="s")
     assert attach_argv(make_target(local), "s") == ["tmux", "attach-session", "-t", "=s"]
     monkeypatch.setenv("TMUX", "/tmp/x,1,0")
     assert attach_argv(make_target(local), "s")[:3] == ["env", "-u", "TMUX"]
 
 
 def test_attach_argv_through_a_jump_host() -> None:
-    s = SimpleNamespace(host="h", user="me", ct=200, local=False, jump="j@bastion:2222")
+    s = Settings(host="h", user="me", ct=200, jump="j@bastion:2222")
     argv = attach_argv(make_target(s), "run")
     assert argv[:6] == ["ssh", "-t", "-J", "j@bastion:2222", "me@h", "--"]
     assert shlex.split(argv[-1])[-4:] == ["tmux", "attach-session", "-t", "=run"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any
 
 from gputui.errors import ContainerError
 from gputui.model import CtStatus
@@ -218,7 +217,3 @@ def container_for(ct: Container | int | str | None) -> Container:
     if isinstance(ct, Container):
         return ct
     return Host() if ct is None else ProxmoxLXC(int(ct))
-
-
-def from_settings(settings: Any) -> Container:
-    return container_for(getattr(settings, "ct", None) if settings is not None else None)

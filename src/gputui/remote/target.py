@@ -5,12 +5,15 @@ which transport reaches the host (ssh, or this machine) is `make_transport`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gputui.errors import GputuiError
 from gputui.model import CtStatus
 from gputui.remote.base import CommandResult, RemoteProcess, Transport
-from gputui.remote.container import Container, container_for, from_settings
+from gputui.remote.container import Container, container_for
+
+if TYPE_CHECKING:
+    from gputui.config import Settings
 
 
 def in_container(ct: Container | int | None, argv: list[str]) -> list[str]:
@@ -82,38 +85,38 @@ class Target:
             raise problem
 
 
-def make_transport(settings: Any) -> Transport:
+def make_transport(settings: Settings) -> Transport:
     """The transport the settings name: this machine (--local/--demo) or ssh."""
-    if getattr(settings, "local", False) or getattr(settings, "demo", False):
+    if settings.local or settings.demo:
         from gputui.remote.local import LocalTransport
 
         return LocalTransport()
     from gputui.remote.ssh import SshTransport
 
-    if not getattr(settings, "host", None):
+    if not settings.host:
         raise GputuiError(
             "no host given", "pass --host H (and --ct N on a Proxmox host), or --local"
         )
     return SshTransport(
         settings.host,
-        port=getattr(settings, "port", None),
-        user=getattr(settings, "user", None),
-        identity_file=getattr(settings, "identity_file", None),
-        config_path=getattr(settings, "ssh_config", None),
-        known_hosts=getattr(settings, "known_hosts", None),
-        connect_timeout=getattr(settings, "connect_timeout", 10.0) or 10.0,
-        keepalive=getattr(settings, "keepalive", 15.0) or 15.0,
-        accept_new_host_key=bool(getattr(settings, "accept_new_host_key", False)),
-        jump=getattr(settings, "jump", None),
+        port=settings.port,
+        user=settings.user,
+        identity_file=settings.identity_file,
+        config_path=settings.ssh_config,
+        known_hosts=settings.known_hosts,
+        connect_timeout=settings.connect_timeout or 10.0,
+        keepalive=settings.keepalive or 15.0,
+        accept_new_host_key=settings.accept_new_host_key,
+        jump=settings.jump,
     )
 
 
-def make_target(settings: Any, transport: Transport | None = None) -> Target:
+def make_target(settings: Settings, transport: Transport | None = None) -> Target:
     """The target the settings name (not yet connected)."""
-    return Target(transport or make_transport(settings), from_settings(settings))
+    return Target(transport or make_transport(settings), container_for(settings.ct))
 
 
-async def connect_target(settings: Any, transport: Transport | None = None) -> Target:
+async def connect_target(settings: Settings, transport: Transport | None = None) -> Target:
     """Connect and check the container: a Target ready for commands, or a one-line error."""
     target = make_target(settings, transport)
     await target.transport.connect()
