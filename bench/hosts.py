@@ -101,9 +101,7 @@ async def steady(beds: list[Testbed], window: float) -> dict[str, Any]:
                 "relay_commands": [w.relay.commands for w in watches],
                 "host_cpu_s_per_min": [round(h * 60 / wall, 2) for h in host],
                 "ui_cpu_pct_of_a_core": round(100 * ui / wall, 1),
-                "words": [
-                    {str(c.id): c.health for c in w.view.containers} for w in watches
-                ],
+                "words": [{str(c.id): c.health for c in w.view.containers} for w in watches],
             }
     finally:
         for w in watches:

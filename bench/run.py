@@ -436,6 +436,10 @@ def main() -> int:
     if "<!-- history-bench begin -->" in old and "<!-- history-bench end -->" in old:
         a, b = old.index("<!-- history-bench begin -->"), old.index("<!-- history-bench end -->")
         keep += "\n" + old[a : b + len("<!-- history-bench end -->")] + "\n"  # history_bench.py's
+    # bench/diagnosis.py's section is its own too
+    if "<!-- diagnosis:start" in old and "<!-- diagnosis:end -->" in old:
+        a, b = old.index("<!-- diagnosis:start"), old.index("<!-- diagnosis:end -->")
+        keep += "\n" + old[a : b + len("<!-- diagnosis:end -->")] + "\n"
     out.write_text(markdown(res) + keep)
     print(f"\nwrote {args.out} ({res['seconds']:.0f} s)")
     return 0

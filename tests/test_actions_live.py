@@ -354,6 +354,8 @@ async def test_py_spy_dump_shows_training_loop(
         pytest.skip(f"ptrace is refused here: {result.details}")
     assert result.ok, (result.summary, result.output)
     assert "train_step" in result.output and "training_loop" in result.output
+    # the dump runs without a confirm box, so its result says what ran, and where
+    assert f"ran in CT {ct}: {py_spy} dump --pid {plan.pids[0]}" in result.details, result.details
     assert result.saved_path and "train_step" in Path(result.saved_path).read_text()
     assert Path(result.saved_path).parent == audit_path().parent / "dumps"
 

@@ -690,8 +690,15 @@ CASES = [
         extra={"fix_has": "pct exec 200 -- kill 77"},
     ),
     Case(
+        "run exited 9 s ago (log quiet 9 s), memory still in the last reading: not orphaned yet",
+        {"session": "dead", "dead_status": 0, "util": 0.0, "silent": 9.0},
+        "run_finished",
+        Severity.INFO,
+        absent=("gpu_memory_orphaned",),
+    ),
+    Case(
         "memory held, session dead, no process listed",
-        {"session": "dead", "dead_status": 0, "util": 0.0},
+        {"session": "dead", "dead_status": 0, "util": 0.0, "silent": 10.0},
         "gpu_memory_orphaned",
         Severity.WARNING,
         title_has=("43.9 GiB of GPU memory held with no process listed and no run alive",),

@@ -191,6 +191,16 @@ async def test_buffered_banner_then_relaunch_clears_it(testbed: Any, ct: int) ->
                 "the banner to clear",
                 lambda: f"findings: {[f.kind for f in app.findings]}",
             )
+            # the sessions list shows the user's command, not gputui's wrapper script
+            if isinstance(app.screen, ResultScreen):
+                await pilot.press("escape")
+                await pilot.pause(0.2)
+            sessions = screen_text(app)
+            assert "set -o pipefail" not in sessions and "log=$1" not in sessions, sessions
+            assert "python3 -u" in line_with(sessions, "▶ buffered"), sessions
+            # the relaunch report says what happened, in words
+            said = " ".join(str(n.message) for n in app._notifications)
+            assert "new log" in said and "->" not in said, said
             # the old log was moved aside, not deleted or truncated
             moved = sorted(run.dir.glob("train.log.*"))
             assert len(moved) == 1, list(run.dir.iterdir())

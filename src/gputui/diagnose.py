@@ -2,11 +2,19 @@
 
 Pure: no I/O, no clock reads (`now` is an argument). Each rule is one
 function `rule_*(ctx) -> Finding | None`, listed in `RULES` so the module reads
-like a table; the thresholds are the constants just below. A wrong diagnosis
+like a table; the thresholds are the constants just below, gathered in
+`Thresholds` (the config's `[diagnosis]` section sets any of them). A wrong diagnosis
 is worse than none, so the rules check the cases that look alike:
 
 - GPUs idle with memory held is a hang, whatever the buffering (buffered
-  output never makes GPUs idle), so `held_but_idle` wins over `busy_but_silent`;
+  output never makes GPUs idle), so `held_but_idle` wins over `busy_but_silent`.
+  It escalates: a WARNING "stalled" as soon as a step is overdue (k × the
+  median step time, never before the stale threshold) and a GPU holding
+  memory has gone idle; an ERROR "probably hung" once the idle GPUs stay idle
+  for the hang window. One idle GPU among busy ones is a stuck rank;
+- a block-buffered stdout into the watched log is always at least a WARNING
+  (`buffered_output`, then `busy_but_silent` once the log is silent);
+- "missing" only after the container's tools were probed (`Tools.probed`);
 - memory still rising with low utilization is loading: no alarm, and it
   holds back `busy_but_silent`, `held_but_idle` and `progress_stalled`;
 - a log that still gets lines (stderr, tqdm) within the stale threshold is
@@ -64,6 +72,7 @@ STALL_FACTOR = (
     10.0  # a step is overdue after this × the median step interval (and the stale threshold)
 )
 STALL_FLOOR_S = 60.0  # log still moving but the step not: stalled after at least this long
+ORPHAN_GRACE_S = 10.0  # GPU memory is "orphaned" only once the run's log has been quiet this long
 MTIME_SLACK_S = 2.0  # a source file modified this long after process start is "newer"
 RECENT_EVENT_S = 600.0  # Xid/ECC events in the last 10 minutes are reported
 TAIL_LINES = 5  # last lines quoted as evidence
@@ -87,6 +96,7 @@ class Thresholds:
     loading_rise_mib: float = LOADING_RISE_MIB
     loading_window_s: float = LOADING_WINDOW_S
     cpu_busy_pct: float = CPU_BUSY_PCT
+    orphan_grace_s: float = ORPHAN_GRACE_S
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -228,8 +238,10 @@ def dur(seconds: float) -> str:
 
 def secs(seconds: float) -> str:
     """0.5 s, 12 s, 4 min: a step time, finer than `dur` below 10 s."""
+    if seconds < 0.1:
+        return f"{seconds:.2f} s"
     if seconds < 10:
-        return f"{seconds:.2g} s" if seconds < 1 else f"{seconds:.1f} s".replace(".0 s", " s")
+        return f"{seconds:.1f} s".replace(".0 s", " s")
     return dur(seconds)
 
 
@@ -590,6 +602,8 @@ class Context:
         least the stale threshold) and a GPU holding memory has gone idle."""
         if not self.proc_alive or self.loading or not self.idle_held:
             return False
+        if self.log.behind:
+            return False  # the file holds lines gputui has not delivered: steps may be in them
         return self.step_overdue
 
     @cached_property
@@ -973,7 +987,11 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
         )
     cpu_busy = (p.cpu_pct is not None and p.cpu_pct >= th.cpu_busy_pct) or p.state == "D"
     age = ctx.proc_age()
-    starting = m.last_step is None and age is not None and age < LOADING_MAX_AGE_S
+    # no step seen yet in a young process: maybe still starting — unless stdout
+    # is block-buffered, where the steps it made are stuck in the buffer
+    starting = (
+        m.last_step is None and age is not None and age < LOADING_MAX_AGE_S and not p.block_buffered
+    )
     one_rank = (
         f"{_gpu_list(idle_views)} idle {dur(idle)} while {_gpu_list(busy_views)} stay busy "
         "— one rank stuck, the others waiting for it in a collective (NCCL)?"
@@ -986,6 +1004,8 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
             why = f" — PID {p.pid} is busy on CPU or disk: saving a checkpoint or preprocessing?"
         elif starting:
             why = f" — no step yet, {dur(age or 0)} after start: still starting up?"
+        elif p.block_buffered and m.last_step is None:
+            why = " — stdout is block-buffered, so the steps it made may not be in the log yet"
         return Finding(
             kind="held_but_idle",
             severity=Severity.WARNING,
@@ -1319,6 +1339,9 @@ def rule_gpu_memory_orphaned(ctx: Context) -> Finding | None:
         )
     if run_alive or not ctx.run_known_gone or not ctx.ct_usable:
         return None
+    quiet = ctx.log.silent_for(ctx.now)
+    if quiet is not None and quiet < ctx.th.orphan_grace_s:
+        return None  # the run has just exited: the driver frees its memory within a reading or two
     if gprocs and all(gp.in_container is False for gp in gprocs):
         return None  # held by other containers' processes: not ours to call orphaned
     ev = [g.line() for g in held]

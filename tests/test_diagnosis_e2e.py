@@ -1,0 +1,133 @@
+"""End to end, on the test bed: issue #12's diagnosis items with real runs.
+
+- a hang is named in seconds (WARNING "stalled" once the step is overdue and
+  the GPU has gone idle), then promoted to ERROR "probably hung" after the
+  hang window — bench/diagnosis.py's hung-unbuffered run, at half time scale;
+- nothing is called missing before the container's tools were probed (the
+  same run is sampled from the monitor's start-up on);
+- `gputui doctor` on a block-buffered run whose log is silent for less than
+  the threshold: a WARNING with its fix, exit 1, never "nothing wrong";
+- a nanoGPT-style line with an explicit `tok/s` is read as tok/s through the
+  real monitor, not as the it/s its `time …ms` would give.
+(The one-key dump and the relaunch wording are checked in test_ui_app.py,
+test_actions_live.py, test_ui_testbed.py and test_tmux_parse.py.)
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import helpers
+import scenarios as sc
+from gputui.monitor import Monitor
+from gputui.remote.target import Target
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import diagnosis as bench
+
+SCALE = 0.5  # stale 5 s, the run steps for 10 s, hang window 30 s
+
+
+@pytest.fixture(scope="module")
+def hang() -> Any:
+    if not (Path(__file__).parent / "standins" / "nvidia-smi").exists():
+        pytest.skip("no nvidia-smi stand-in")
+    base = next(s for s in bench.CORPUS if s.name == "hung-unbuffered")
+    scenario = replace(base, duration=100)  # × SCALE: 50 s; the hang at ~10 s, hung at ~40 s
+    import asyncio
+
+    (out,) = asyncio.run(bench.run_corpus([scenario], scale=SCALE, parallel=1))
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_a_hang_is_named_at_once_then_called_hung(hang: Any) -> None:
+    o = hang
+    assert not o.error, o.error
+    assert o.event_at is not None, "the run never reached its hang"
+    assert o.label_right, bench._line(o)
+    assert o.latency is not None and o.latency <= o.stale_after + 5.0, bench._line(o)
+    after = [w for w in o.timeline if w.t >= o.event_at]
+    first = next(w for w in after if w.kind == "held_but_idle")
+    assert first.severity == "warning" and first.title.startswith("stalled: no step for")
+    assert "median 0.5 s; GPUs idle" in first.title
+    hung = [w for w in after if w.kind == "held_but_idle" and w.severity == "error"]
+    assert hung, [(w.t, w.kind, w.severity) for w in o.timeline]
+    assert "probably hung" in hung[0].title
+    window = bench.scaled_thresholds(SCALE).hang_after_s
+    assert hung[0].t - o.event_at >= window - 1.0  # not before the hang window
+    assert not o.wrong_before and not o.wrong_after
+
+
+@pytest.mark.timeout(120)
+def test_nothing_is_missing_before_the_probe_answered(hang: Any) -> None:
+    o = hang
+    assert o.probed_after is not None and o.probed_after > 0  # there was a before
+    assert o.missing_before_probe == []
+    assert not any(w.kind == "tools_missing" and w.t < o.probed_after for w in o.timeline), (
+        o.timeline
+    )
+
+
+@pytest.mark.timeout(60)
+def test_doctor_on_a_buffered_run_not_yet_silent_warns_and_exits_1(testbed: Any, ct: int) -> None:
+    run = sc.prepare(testbed, ct, "bufwarn", "dflash")
+    sc.launch(testbed, run, sc.tee_command(run.path("start_training.sh"), str(run.log)))
+    pid = sc.wait_python(run, "train.py")
+    testbed.set_gpus({"gpus": [sc.gpu(0, 45_000, 98)], "apps": [sc.app(pid, 0, 44_800)]})
+    flags = ["--session", "dflash", "--log", str(run.log), "--stale-after", "60"]
+    r = sc.finish_doctor(sc.start_doctor(testbed, ct, *flags, "--json"))
+    assert r.rc == 1, r.stdout + r.stderr
+    f = r.finding("buffered_output")
+    assert f["severity"] == "warning"
+    assert "block-buffered" in f["title"] and "PYTHONUNBUFFERED" in f["fix"]
+    assert r.kinds()[0] == "buffered_output"
+    assert "busy_but_silent" not in r.kinds()  # not silent for 60 s
+    text = sc.finish_doctor(sc.start_doctor(testbed, ct, *flags))
+    assert text.rc == 1 and "nothing wrong" not in text.stdout, text.stdout
+
+
+NANOGPT = """import time
+n = 0
+while True:
+    n += 1
+    print(f"iter {n}: loss {8.0 / (1 + n * 0.01):.4f}, time 500.00ms, tok/s 45427", flush=True)
+    time.sleep(0.2)
+"""
+
+
+@pytest.mark.timeout(60)
+async def test_written_tok_s_wins_through_the_monitor(testbed: Any, ct: int) -> None:
+    run = sc.prepare(testbed, ct, "nanotok", "nano")
+    (run.dir / "nano.py").write_text(NANOGPT)
+    cmd = f"python3 nano.py 2>&1 | tee {shlex.quote(str(run.log))}"
+    sc.tmux_in_ct(testbed, ct, "new", "-d", "-s", "nano", "-c", str(run.dir), cmd)
+    tr = testbed.transport()
+    await tr.connect()
+    settings = SimpleNamespace(
+        interval=0.5,
+        session="nano",
+        log=str(run.log),
+        gpu_source="host",
+        metric_regexes=[],
+        local=False,
+        run=None,
+    )
+    mon = Monitor(Target(tr, ct), settings)
+    try:
+        await mon.start()
+        m = mon.snapshot.metrics
+        await helpers.until(lambda: len(m.throughput) >= 3, timeout=20, what="three rates")
+        assert m.throughput_unit == "tok/s"
+        assert m.throughput.last() == 45427.0
+        assert m.preset == "nanogpt"
+    finally:
+        await mon.stop()
+        await tr.close()
