@@ -2,7 +2,8 @@
 
 cli.py parses the flags and calls `run(command, args, settings)`. The plan
 (exact target and commands) is always printed first; it runs only after a
-`y` on a terminal, or with `--yes`.
+`y` on a terminal, or with `--yes`. Every remote value is printed through
+`untrusted.visible`: no escape sequence from it reaches the terminal.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from gputui.actions import ActionPlan, ActionResult, execute, plan
 from gputui.actions.plan import plan_to_dict
 from gputui.errors import GputuiError
 from gputui.remote.target import Target, make_target
+from gputui.untrusted import json_text, visible
 from gputui.verbs import CLI_VERBS
 
 COMMANDS = CLI_VERBS
@@ -83,9 +85,9 @@ async def run_async(
     try:
         await target.transport.connect()
         plan = await make_plan(command, target, args, settings)
-        print(plan.title, file=show)
-        print(f"target: {plan.target}", file=show)
-        print(plan.display, file=show)
+        print(visible(plan.title), file=show)
+        print(f"target: {visible(plan.target)}", file=show)
+        print(plan.display, file=show)  # each remote value in it already made visible
         if not getattr(args, "yes", False) and not confirm(plan, show, ask):
             if as_json:
                 print(_json(command, target, plan, None), file=out)
@@ -95,12 +97,12 @@ async def run_async(
         result = await execute(
             target,
             plan,
-            lambda s: print(f"… {s}", file=err, flush=True),
+            lambda s: print(f"… {visible(s)}", file=err, flush=True),
             gpu_memory=memory_reader(target),
             gpu_processes=process_reader(target),
         )
     except GputuiError as e:
-        print(f"gputui: {e}", file=err)
+        print(f"gputui: {visible(e)}", file=err)
         if as_json:
             print(_json(command, target, plan, None, error=str(e)), file=out)
         return 2
@@ -110,12 +112,12 @@ async def run_async(
         print(_json(command, target, plan, result), file=out)
         return 0 if result.ok else 1
     if result.output:
-        print(result.output.rstrip("\n"), file=out)
-    print(("ok: " if result.ok else "FAILED: ") + result.summary, file=out)
+        print(visible(result.output.rstrip("\n"), keep="\n\t"), file=out)
+    print(("ok: " if result.ok else "FAILED: ") + visible(result.summary), file=out)
     for line in result.details:
-        print(f"  {line}", file=out)
+        print(f"  {visible(line)}", file=out)
     if result.saved_path:
-        print(f"saved: {result.saved_path}", file=out)
+        print(f"saved: {visible(result.saved_path)}", file=out)
     return 0 if result.ok else 1
 
 
@@ -146,7 +148,7 @@ def _json(
         "result": dataclasses.asdict(result) if result is not None else None,
         "error": error,
     }
-    return json.dumps(doc, indent=2, ensure_ascii=False)
+    return json_text(json.dumps(doc, indent=2, ensure_ascii=False))
 
 
 def run(command: str, args: argparse.Namespace, settings: Any) -> int:

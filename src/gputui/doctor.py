@@ -16,6 +16,7 @@ from typing import Any
 
 from gputui.model import CtStatus, Tools
 from gputui.remote.target import Target, connect_target
+from gputui.untrusted import visible
 
 # One fixed script (no values spliced in) that reports every tool in one call:
 # `name<TAB>version` per line, version empty when the tool is missing.
@@ -135,7 +136,7 @@ def render_facts(facts: dict[str, Any]) -> str:
         f"  nvidia-smi  host: {_fmt(t['nvidia_smi_host'])}"
         + (f", CT: {_fmt(t['nvidia_smi_ct'])}" if ct else "")
     )
-    return "\n".join(lines) + "\n"
+    return "\n".join(visible(line) for line in lines) + "\n"  # tool versions are remote text
 
 
 def facts_json(facts: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from gputui import doctor_run
 from gputui.errors import GputuiError
 from gputui.report import doctor_dict, exit_code, render_text
+from gputui.untrusted import json_text
 
 
 async def _one(settings: Any) -> tuple[dict[str, Any], str, int]:
@@ -46,7 +47,7 @@ def main(hosts: list[Any], as_json: bool = False) -> int:
     results = asyncio.run(inspect_all(hosts))
     if as_json:
         docs = [doc for doc, _, _ in results]
-        print(json.dumps(docs, indent=2, ensure_ascii=False, allow_nan=False))
+        print(json_text(json.dumps(docs, indent=2, ensure_ascii=False, allow_nan=False)))
     else:
         for i, (_, text, _) in enumerate(results):
             if i:

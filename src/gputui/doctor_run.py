@@ -40,6 +40,7 @@ from gputui.monitor import Monitor
 from gputui.remote.base import Transport
 from gputui.remote.target import Target, make_target
 from gputui.report import exit_code, findings_to_json, render_text
+from gputui.untrusted import visible
 
 SETTLE_S = 2.0  # how long the one-shot watch runs at least
 IDLE_EXTRA_S = 0.1  # past diagnose.IDLE_SHORT_S, when GPUs look held and idle
@@ -202,7 +203,7 @@ def main(settings: Settings, as_json: bool = False) -> int:
         if as_json:
             facts = {"target": settings.host, "error": str(err)}
             print(findings_to_json(facts, None, [], now=time.time(), inspected=False))
-        print(f"gputui: {err}", file=sys.stderr)
+        print(f"gputui: {visible(err)}", file=sys.stderr)
         return exit_code([], inspected=False)
     now = snap.time if snap is not None else time.time()
     if as_json:

@@ -16,6 +16,7 @@ from typing import Any
 
 from gputui.diagnose import buffering_words, dur, gib, signal_name, stdout_words
 from gputui.model import Finding, Proc, Severity, Snapshot
+from gputui.untrusted import json_text, visible
 from gputui.verbs import keyed
 
 SCHEMA_VERSION = 1
@@ -257,7 +258,7 @@ def findings_to_json(
 ) -> str:
     """`gputui doctor --json`: one JSON document (schema in docs/doctor-json.md)."""
     doc = doctor_dict(facts, snap, findings, now=now, inspected=inspected)
-    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
+    return json_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
 
 
 def _jsonable(x: Any) -> Any:
@@ -336,7 +337,8 @@ def render_text(
             lines.append("    → " + "   ".join(keys))
         if f.fix:
             lines.append(f"    fix: {f.fix}")
-    return "\n".join(lines) + "\n"
+    # session names, commands, paths and remote errors are data: no raw controls
+    return "\n".join(visible(line) for line in lines) + "\n"
 
 
 def _short(s: str, n: int) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 from gputui.errors import GputuiError
 from gputui.statefiles import append_private, state_dir
+from gputui.untrusted import visible
 
 Progress = Callable[[str], None] | None
 
@@ -54,8 +55,9 @@ class ActionPlan:
 
     @property
     def display(self) -> str:
-        """Human-readable text for the confirm box: notes, then each command."""
-        lines = list(self.notes)
+        """Human-readable text for the confirm box: notes, then each command;
+        no control character from a remote value reaches the terminal."""
+        lines = [visible(note) for note in self.notes]  # one line each, whatever they quote
         for argv in self.commands:
             lines.append("$ " + render_argv(argv))
         return "\n".join(lines)
@@ -74,14 +76,37 @@ class ActionResult:
 
 
 def render_argv(argv: list[str]) -> str:
-    """An argv as a person would type it (quoted once, shell syntax). Long
-    fixed scripts (bash -c / sh -c bodies) are shown on their own lines."""
-    if len(argv) >= 3 and argv[0] in ("bash", "sh") and argv[1] == "-c" and "\n" in argv[2]:
+    """An argv as a person would type it (quoted once, shell syntax), safe to
+    print: control characters in any value are shown as stand-ins
+    (untrusted.visible). Only gputui's own fixed scripts keep their line
+    breaks; `bash -c SCRIPT` / `sh -c SCRIPT` is shown with the script below."""
+    own = _own_scripts()
+    if len(argv) >= 3 and argv[0] in ("bash", "sh") and argv[1] == "-c" and argv[2] in own:
         body = argv[2].strip("\n")
-        return f"{argv[0]} -c '<script below>' {shlex.join(argv[3:])}\n    " + body.replace(
-            "\n", "\n    "
+        rest = _render_words(argv[3:], own)
+        return f"{argv[0]} -c '<script below>' {rest}\n    " + body.replace("\n", "\n    ")
+    return _render_words(argv, own)
+
+
+def _render_words(argv: list[str], own: frozenset[str]) -> str:
+    return " ".join(shlex.quote(a) if a in own else visible(shlex.quote(a)) for a in argv)
+
+
+def _own_scripts() -> frozenset[str]:
+    """The fixed scripts gputui itself writes into commands (they import
+    this module, hence the late import)."""
+    from gputui.actions import dump, inspect, kill, relaunch, runspec
+
+    return frozenset(
+        (
+            dump.FIND_TOOL_SCRIPT,
+            inspect.LINKS_SCRIPT,
+            kill.KILL_SCRIPT,
+            relaunch.VERIFY_SCRIPT,
+            relaunch.MOVE_SCRIPT,
+            runspec.WRAPPER,
         )
-    return shlex.join(argv)
+    )
 
 
 def check_allowed(settings: Any) -> None:

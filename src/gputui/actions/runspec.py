@@ -5,7 +5,8 @@
 - `WRAPPER`: the one fixed bash script every (re)launch runs; values reach it
   only as positional arguments, never spliced into its text.
 - `new_session_argv`: `tmux new-session … \\; set-option -p … remain-on-exit on`
-  as ONE tmux invocation, every value escaped for tmux's own `;` parsing.
+  as ONE tmux invocation, every value escaped for tmux's own `;` parsing and
+  the session name and cwd for tmux's format expansion (`#` -> `##`).
 - `tmux_unquote`: read back what tmux prints as `pane_start_command`.
 """
 
@@ -18,6 +19,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from gputui.collect.tmux import LAUNCH_WRAPPER_NAME
+from gputui.untrusted import tmux_literal
 
 # The fixed script. $1 = log, $2 = the user's command (a shell command line,
 # as written in [run] or in the original tmux call), $3 = the env file or "",
@@ -245,10 +247,9 @@ def new_session_argv(spec: RunSpec, tmux: list[str] | None = None, env_file: str
     check_session_name(spec.session)
     check_env(spec.env)
     base = list(tmux or ["tmux"])
-    new = [
-        "new-session", "-d", "-s", spec.session, "-c", spec.cwd,
-        *wrapper_argv(spec, env_file),
-    ]  # fmt: skip
+    # tmux format-expands -s and -c (a `#(cmd)` there runs cmd): `#` -> `##`
+    name, cwd = tmux_literal(spec.session), tmux_literal(spec.cwd)
+    new = ["new-session", "-d", "-s", name, "-c", cwd, *wrapper_argv(spec, env_file)]
     opt = ["set-option", "-p", "-t", pane_target(spec.session), "remain-on-exit", "on"]
     return base + [tmux_arg(a) for a in new] + [";"] + [tmux_arg(a) for a in opt]
 

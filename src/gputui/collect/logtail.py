@@ -6,7 +6,9 @@
 - an empty line ended by `\\n` is kept (it is in the file), an empty piece
   between two `\\r` is dropped (it is only tqdm's cursor return);
 - ANSI escape sequences (CSI, incl. 24-bit colour, OSC, charset and other
-  two-byte escapes) are removed; invalid UTF-8 becomes U+FFFD;
+  two-byte escapes) are removed; invalid UTF-8 becomes U+FFFD; every other
+  control character (C0 but tab, DEL, C1 U+0080–U+009F, CAN, SUB) is made
+  visible (untrusted.visible: `␘`, `␡`, `\\x85`), never passed on raw;
 - the unfinished tail is kept as bytes (so a UTF-8 character split across
   two reads survives) and is bounded: past `max_line` bytes it is emitted in
   chunks, cut on a character boundary.
@@ -15,6 +17,8 @@
 from __future__ import annotations
 
 import re
+
+from gputui.untrusted import plain_utf8, visible
 
 ANSI_RE = re.compile(
     r"""
@@ -35,6 +39,11 @@ def strip_ansi(s: str) -> str:
     if "\x1b" not in s and "\x9b" not in s:
         return s
     return ANSI_RE.sub("", s)
+
+
+def clean_line(s: str) -> str:
+    """ANSI sequences removed, every other control made visible (tab kept)."""
+    return visible(strip_ansi(s), keep="\t")
 
 
 def _cut_utf8(b: bytes, n: int) -> int:
@@ -102,7 +111,9 @@ class LineSplitter:
                 lines.extend(x for x in tail.split("\r") if x)
         if len(complete) > self.max_line:
             lines = self._bound(lines)
-        return lines
+        if plain_utf8(complete, keep=b"\t\r\n\x1b"):  # nearly always: no work per line
+            return lines
+        return [visible(x, keep="\t") for x in lines]  # controls left after the ANSI strip
 
     def _bound(self, lines: list[str]) -> list[str]:
         m = self.max_line
@@ -121,12 +132,12 @@ class LineSplitter:
         while len(self._buf) > self.max_line:
             cut = _cut_utf8(self._buf, self.max_line)
             chunk, self._buf = self._buf[:cut], self._buf[cut:]
-            out.append(strip_ansi(chunk.decode("utf-8", "replace")))
+            out.append(clean_line(chunk.decode("utf-8", "replace")))
         return out
 
     def pending(self) -> str:
         """The unfinished last line (e.g. the live tqdm bar), cleaned."""
-        return strip_ansi(self._buf.decode("utf-8", "replace"))
+        return clean_line(self._buf.decode("utf-8", "replace"))
 
     def flush(self) -> list[str]:
         """End of stream: the unfinished line as a final line (if any)."""

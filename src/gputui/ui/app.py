@@ -23,6 +23,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Footer, Input
 from textual.worker import Worker, WorkerState
 
@@ -43,6 +44,7 @@ from gputui.ui.widgets.quiet import QuietStatic
 from gputui.ui.widgets.runinfo import RunPanel, run_line_text
 from gputui.ui.widgets.sessions import SessionList
 from gputui.ui.widgets.status import StatusLine
+from gputui.untrusted import visible
 from gputui.verbs import VERB_BY_ID, VERBS, keyed, why_not
 
 Diagnose = Callable[[Snapshot, float], list[Finding]]
@@ -143,6 +145,21 @@ class GputuiApp(App[int]):
         self.crashed_with = self.crashed_with or error
         super()._handle_exception(error)
         self._exit_renderables.clear()
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Toasts quote session names, paths and remote errors: plain text
+        made visible, never markup (`markup` is ignored)."""
+        super().notify(
+            visible(message), title=visible(title), severity=severity, timeout=timeout, markup=False
+        )
 
     # ------------------------------------------------------------ layout
 
@@ -390,12 +407,12 @@ class GputuiApp(App[int]):
                 verb=verb,
                 title="Follow the log the process really writes",
                 target=path,
-                description=(
+                description=visible(
                     f"pid {proc.pid if proc else '?'}'s stdout reaches {path}; the log view "
                     f"follows {snap.log.path or 'nothing'}. Switch the log view to {path}. "
                     "Nothing is run on the process."
                 ),
-                commands=[f"tail -c +0 -F {shlex.quote(path)}"],
+                commands=[visible(f"tail -c +0 -F {shlex.quote(path)}")],
             )
         assert self.actions is not None
         return await self.actions.plan(verb, snap)
@@ -590,7 +607,7 @@ def run_app(settings: Any) -> int:
 
         return crash.report(app.crashed_with)
     if first_failure:
-        print(f"gputui: {first_failure[0]}", file=sys.stderr)
+        print(f"gputui: {visible(first_failure[0])}", file=sys.stderr)
         return 2
     return int(rc or 0)
 

@@ -1,16 +1,33 @@
-"""Command palette (ctrl+p): every action, with why it is unavailable."""
+"""Command palette (ctrl+p): every action, with why it is unavailable.
+
+Hit texts are plain `Content`, never markup: the entries are written
+`[r] relaunch`, `[/] filter the log`, and a reason may quote a session name.
+"""
 
 from __future__ import annotations
 
 from functools import partial
 from typing import TYPE_CHECKING
 
-from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
+from textual.content import Content
+from textual.markup import escape
 
+from gputui.untrusted import visible
 from gputui.verbs import VERBS, keyed
 
 if TYPE_CHECKING:
     from gputui.ui.app import GputuiApp
+
+
+def highlighted(matcher: Matcher, text: str) -> Content:
+    """`matcher.highlight` without reading `text` as markup."""
+    content = Content(text)
+    _score, offsets = matcher.fuzzy_search.match(matcher.query, text)
+    for offset in offsets:
+        if not text[offset].isspace():
+            content = content.stylize(matcher.match_style, offset, offset + 1)
+    return content
 
 
 class ActionCommands(Provider):
@@ -19,11 +36,12 @@ class ActionCommands(Provider):
         out = []
         for v in VERBS:
             why = app.why_not(v.id)
-            help_ = v.help if why is None else f"unavailable: {why}"
+            help_ = v.help if why is None else f"unavailable: {visible(why)}"
             out.append((keyed(v.id, v.label, app.keys), help_, v.id))
         out.append(("[/] filter the log", "show only lines matching a regex", "filter"))
         out.append(("[p] pause / resume the log", "freeze the log view", "pause"))
-        return out
+        # Textual reads a hit's help as markup
+        return [(text, escape(help_), action_id) for text, help_, action_id in out]
 
     def _run(self, action_id: str) -> None:
         app: GputuiApp = self.app  # type: ignore[assignment]
@@ -34,11 +52,17 @@ class ActionCommands(Provider):
 
     async def discover(self) -> Hits:
         for text, help_, action_id in self._entries():
-            yield DiscoveryHit(text, partial(self._run, action_id), help=help_)
+            yield DiscoveryHit(Content(text), partial(self._run, action_id), text=text, help=help_)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for text, help_, action_id in self._entries():
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), partial(self._run, action_id), help=help_)
+                yield Hit(
+                    score,
+                    highlighted(matcher, text),
+                    partial(self._run, action_id),
+                    text=text,
+                    help=help_,
+                )

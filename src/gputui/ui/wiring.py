@@ -17,6 +17,7 @@ from gputui.errors import GputuiError
 from gputui.model import Snapshot
 from gputui.remote.target import Target, make_target
 from gputui.ui.verbs import ActionOutcome, PlannedAction
+from gputui.untrusted import visible
 
 
 class ActionsBackend:
@@ -39,7 +40,7 @@ class ActionsBackend:
             verb=verb,
             title=plan.title.rstrip("?"),
             target=plan.target,
-            description="\n".join(plan.notes),
+            description="\n".join(visible(note) for note in plan.notes),  # a line each
             commands=[a.render_argv(argv) for argv in plan.commands],
             plan=plan,
             interactive_argv=list(plan.commands[0]) if verb == "attach" and plan.commands else None,

@@ -10,12 +10,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from gputui.ui.verbs import PlannedAction
+from gputui.untrusted import remote_text, safe_text, visible
 
 
 def confirm_text(p: PlannedAction) -> Text:
     t = Text()
     t.append("target  ", style="dim")
-    t.append(p.target, style="bold")
+    t.append(visible(p.target), style="bold")
     t.append("\n\n")
     t.append(p.description)
     if p.warning:
@@ -24,7 +25,7 @@ def confirm_text(p: PlannedAction) -> Text:
     t.append("\n\nwill run:\n", style="dim")
     for cmd in p.commands:
         t.append(f"  $ {cmd}\n", style="bold cyan")
-    return t
+    return safe_text(t, keep="\n")  # the box shows remote values as text, never raw
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -43,7 +44,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box") as box:
-            box.border_title = f"{self.planned.title}?"
+            box.border_title = remote_text(f"{self.planned.title}?")
             with VerticalScroll(id="confirm-body"):
                 yield Static(confirm_text(self.planned), id="confirm-text")
             with Horizontal(id="confirm-buttons"):

@@ -9,6 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
 from gputui.model import Finding
+from gputui.untrusted import visible
 from gputui.verbs import VERBS, key_of, keyed
 
 HELP_HEAD = """\
@@ -44,13 +45,13 @@ def findings_markdown(findings: list[Finding], keys: dict[str, str] | None = Non
     if not findings:
         return "\n## Findings now\n\nNothing wrong found.\n"
     out = ["\n## Findings now\n"]
-    for f in findings:
-        out.append(f"- **{f.severity.value}: {f.title}**")
-        out += [f"  - {line}" for line in f.evidence[:6]]
+    for f in findings:  # evidence quotes remote text: one visible line each
+        out.append(f"- **{f.severity.value}: {visible(f.title)}**")
+        out += [f"  - {visible(line)}" for line in f.evidence[:6]]
         if f.action_label:
-            out.append(f"  - key: `{keyed(f.action, f.action_label, keys)}`")
+            out.append(f"  - key: `{visible(keyed(f.action, f.action_label, keys))}`")
         if f.fix:
-            out.append(f"  - fix: `{f.fix}`")
+            out.append(f"  - fix: `{visible(f.fix)}`")
     return "\n".join(out) + "\n"
 
 
@@ -62,7 +63,7 @@ def help_markdown(
     rows = []
     for v in VERBS:
         why = unavailable.get(v.id)
-        note = f" — *off: {why}*" if why else ""
+        note = f" — *off: {visible(why)}*" if why else ""
         rows.append(f"| `{key_of(v.id, keys)}` | {v.help}{note} |")
     return HELP_HEAD + "\n".join(rows) + "\n" + findings_markdown(findings or [], keys) + HELP_TAIL
 

@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static, TextArea
 
 from gputui.ui.verbs import ActionOutcome
+from gputui.untrusted import remote_text, safe_text, visible
 
 
 class ResultScreen(ModalScreen[None]):
@@ -27,15 +28,16 @@ class ResultScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         o = self.outcome
         with Vertical(id="result-box", classes="-ok" if o.ok else "-failed") as box:
-            box.border_title = self.title_text
+            box.border_title = remote_text(self.title_text)
             box.border_subtitle = "esc closes"
             head = Text()
             head.append("✔ " if o.ok else "✖ ", style="bold green" if o.ok else "bold red")
             head.append(o.summary, style="bold")
             if o.saved_path:
                 head.append(f"\nsaved to {o.saved_path}", style="dim")
-            yield Static(head, id="result-summary")
-            area = TextArea(o.details or "(no output)", read_only=True, id="result-details")
+            yield Static(safe_text(head, keep="\n"), id="result-summary")
+            details = visible(o.details or "(no output)", keep="\n\t")  # e.g. remote stacks
+            area = TextArea(details, read_only=True, id="result-details")
             area.cursor_blink = False
             area.show_line_numbers = False
             yield area

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gputui.model import Finding, Severity
+from gputui.untrusted import safe_text, visible
 from gputui.verbs import keyed
 
 _ICON = {Severity.ERROR: "✖", Severity.WARNING: "⚠", Severity.INFO: "ℹ"}
@@ -64,8 +65,8 @@ def banner_text(
     if tail:
         t.append(f"\n  {tail}", style="bold reverse")
     for line in squeeze_evidence(f.evidence)[:evidence_lines]:
-        t.append(f"\n  · {line}")
-    return t
+        t.append(f"\n  · {visible(line)}")  # one line each, whatever it quotes
+    return safe_text(t, keep="\n")  # evidence quotes commands, paths, session names
 
 
 class Banner(Static):

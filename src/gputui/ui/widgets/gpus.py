@@ -14,6 +14,7 @@ from gputui.model import GpuSample, GpuState, Ring
 from gputui.ui.trend import pick_span, series_buckets, spark, window_label
 from gputui.ui.widgets.lines import TextLines
 from gputui.ui.widgets.quiet import set_border_text
+from gputui.untrusted import remote_text
 
 UTIL_STYLE = "green"
 MEM_STYLE = "cyan"
@@ -104,7 +105,7 @@ def lost_for(gpus: GpuState, s: GpuSample, newest: float, now: float) -> float |
 
 def gpu_rows(gpus: GpuState, width: int, now: float, compact: bool = False) -> list[Text]:
     if gpus.error and not gpus.latest:
-        return [Text(f"GPUs: {gpus.error}", style="bold red")]
+        return [remote_text(f"GPUs: {gpus.error}", style="bold red")]
     if not gpus.latest:
         return [Text("waiting for the first GPU sample…", style="dim")]
     halves = two_per_line(len(gpus.latest), compact)

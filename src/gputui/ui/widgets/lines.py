@@ -14,6 +14,8 @@ from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gputui.untrusted import safe_text
+
 
 class TextLines(Widget):
     """Shows `set_lines(lines)`; each `Text` is one row (longer ones are cut
@@ -32,7 +34,7 @@ class TextLines(Widget):
         return self._lines
 
     def set_lines(self, lines: list[Text]) -> None:
-        self._lines = lines
+        self._lines = [safe_text(t) for t in lines]  # rows quote GPU names and errors
         self._strips.clear()
         self.refresh()
 

@@ -20,6 +20,7 @@ from typing_extensions import Self
 from gputui.model import LogState
 from gputui.ui.format import human_age
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
+from gputui.untrusted import visible
 
 MAX_LINES = 5000
 # A batch bigger than BURST_BATCH (>= 10,000 lines/s at 10 writes/s) is a
@@ -61,7 +62,7 @@ def log_state_text(log: LogState, now: float, stale_after: float) -> Text:
             style="dim",
         )
     if log.error:
-        t.append(f"✖ {log.error}", style="bold red")
+        t.append(f"✖ {visible(log.error)}", style="bold red")
     elif log.exists is False:
         t.append("✖ missing", style="bold red")
     elif log.exists is None:
@@ -129,6 +130,12 @@ class TailLog(Log):
             line = super()._render_line_strip(y, rich_style)
             cache[y] = line
         return line
+
+    @classmethod
+    def _process_line(cls, line: str) -> str:
+        # Textual's own filter replaces only U+0000–U+0014: whatever reaches
+        # the log view, no control is written raw (only drawn lines pay this)
+        return visible(line.expandtabs())
 
     def _line_width(self, line: str) -> int:
         # printable ASCII (nearly every training log line) is one cell a character
@@ -222,7 +229,7 @@ class LogPanel(Vertical):
         self.skipped = 0
         self._lines.clear()
         self.log.clear()
-        self.log.write_line(note)
+        self.log.write_line(visible(note))
 
     def set_filter(self, text: str) -> str | None:
         """Apply a regex filter; returns an error message for a bad regex."""

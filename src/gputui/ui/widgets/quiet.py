@@ -13,6 +13,8 @@ from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import Static
 
+from gputui.untrusted import safe_text
+
 
 def same_text(a: object, b: object) -> bool:
     """Rich `Text` equality ignores the base style and overflow; compare them too."""
@@ -31,7 +33,8 @@ class QuietStatic(Static):
         if self._shown is not None and same_text(self._shown, content):
             return False
         self._shown = content
-        self.update(content, layout=layout)
+        # a str is plain text, never markup; no control reaches the terminal
+        self.update(safe_text(content, keep="\n"), layout=layout)
         return True
 
 
@@ -44,7 +47,7 @@ def set_border_text(
     for attr, value in (("border_title", title), ("border_subtitle", subtitle)):
         if value is None:
             continue
-        text = value if isinstance(value, Text) else Text(value)
+        text = safe_text(value)  # plain and visible: titles quote paths and GPU names
         key = f"_shown_{attr}"
         if same_text(getattr(widget, key, None), text):
             continue

@@ -24,6 +24,7 @@ from gputui.ui.trend import (
 )
 from gputui.ui.widgets.lines import TextLines
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
+from gputui.untrusted import visible
 
 SPARK_POINTS = 120
 
@@ -44,8 +45,8 @@ def proc_text(snap: Snapshot) -> Text:
     t.append("  ")
     t.append(p.state or "?", style=state_style)
     t.append(f"  CPU {number(p.cpu_pct)}%  RSS {human_bytes(p.rss_bytes)}  ")
-    t.append(" ".join(p.cmdline) or "?", style="dim")
-    t.append(f"\nstdout → {stdout_route(p)}")
+    t.append(visible(" ".join(p.cmdline) or "?"), style="dim")  # one line, whatever it holds
+    t.append(f"\nstdout → {visible(stdout_route(p))}")
     style, verdict = buffering_verdict(p)
     t.append("\n")
     t.append(verdict, style=style)

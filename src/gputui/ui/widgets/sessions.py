@@ -8,13 +8,14 @@ from textual.widgets import DataTable
 from gputui.model import Session
 from gputui.ui.format import human_age
 from gputui.ui.widgets.quiet import set_border_text
+from gputui.untrusted import remote_text
 
 COLUMNS = ("session", "state", "exit", "command", "age")
 
 
 def session_row(s: Session, now: float, watched: str | None) -> tuple[Text | str, ...]:
     pane = s.main_pane
-    name = Text(
+    name = remote_text(
         ("▶ " if s.name == watched else "  ") + s.name, style="bold" if s.name == watched else ""
     )
     state = Text("alive", style="green") if s.alive else Text("dead", style="bold red")
@@ -24,9 +25,9 @@ def session_row(s: Session, now: float, watched: str | None) -> tuple[Text | str
             exit_ = f"sig {pane.dead_signal}"
         elif pane.dead_status is not None:
             exit_ = str(pane.dead_status)
-    command = (pane.start_command or pane.current_command) if pane else ""
+    command = remote_text((pane.start_command or pane.current_command) if pane else "")
     age = human_age(now - s.created) if s.created else "?"
-    return name, state, exit_, command, age
+    return name, state, exit_, command, age  # every str cell is gputui's own text
 
 
 class SessionList(DataTable[Text | str]):

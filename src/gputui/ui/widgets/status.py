@@ -6,6 +6,7 @@ from rich.text import Text
 
 from gputui.model import ConnectionState, CtStatus, Snapshot
 from gputui.ui.widgets.quiet import QuietStatic
+from gputui.untrusted import safe_text
 
 
 def status_text(snap: Snapshot, *, read_only: bool = False) -> Text:
@@ -41,7 +42,7 @@ def status_text(snap: Snapshot, *, read_only: bool = False) -> Text:
     if read_only:
         t.append("  │  ", style="dim")
         t.append("READ-ONLY", style="bold yellow")
-    return t
+    return safe_text(t)  # target and connection errors may carry remote text
 
 
 class StatusLine(QuietStatic):
