@@ -114,15 +114,3 @@ def make_transport(settings: Settings) -> Transport:
 def make_target(settings: Settings, transport: Transport | None = None) -> Target:
     """The target the settings name (not yet connected)."""
     return Target(transport or make_transport(settings), container_for(settings.ct))
-
-
-async def connect_target(settings: Settings, transport: Transport | None = None) -> Target:
-    """Connect and check the container: a Target ready for commands, or a one-line error."""
-    target = make_target(settings, transport)
-    await target.transport.connect()
-    try:
-        await target.require_running()
-    except BaseException:
-        await target.transport.close()
-        raise
-    return target
