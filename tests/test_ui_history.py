@@ -153,3 +153,11 @@ async def test_whole_run_view_marks_findings_and_actions(tmp_path: Path) -> None
         await pilot.press("1")
         await until(lambda: screen.loads >= 2, 10, "reloaded for 1 h")
         assert "GPUs over 1 h" in screen_text(app)
+
+
+def test_alerts_without_history(tmp_path: Path) -> None:
+    """[history] enabled = false: no file is written, alerts still work."""
+    settings = Settings(local=True, history=False, history_path=str(tmp_path / "h.sqlite"))
+    parts = build(settings)
+    assert parts.recorder is not None and parts.recorder.writer is None
+    assert not (tmp_path / "h.sqlite").exists()

@@ -80,7 +80,8 @@ class HistoryReader:
 
     def gpu(self, target: str, since: float, until: float, step_s: int = 0) -> list[GpuPoint]:
         """GPU samples in [since, until]: seconds where kept, minutes before;
-        with step_s (e.g. 60) everything averaged into buckets of that size."""
+        with step_s (e.g. 240) averaged into buckets of that many seconds,
+        in time order per GPU."""
         tid = self.target_id(target)
         if step_s <= 1:
             sql = (
@@ -90,30 +91,20 @@ class HistoryReader:
                 " WHERE target_id=? AND t BETWEEN ? AND ? ORDER BY 1, 2"
             )
             args: tuple[object, ...] = (tid, since, until, tid, since, until)
-        elif step_s == 60:  # minutes as stored, then the kept seconds averaged per minute
-            minutes = self.conn.execute(
-                "SELECT t, gpu, util, mem_used, mem_total FROM gpu_minutes"
-                " WHERE target_id=? AND t BETWEEN ? AND ?",
-                (tid, since, until),
-            ).fetchall()
-            seconds = self.conn.execute(
-                "SELECT t / 60 * 60, gpu, AVG(util), AVG(mem_used), MAX(mem_total)"
-                " FROM gpu_samples WHERE target_id=? AND t BETWEEN ? AND ?"
-                " GROUP BY t / 60, gpu",
-                (tid, since, until),
-            ).fetchall()
-            # each in time order per GPU (the primary key's order), minutes first
-            return [GpuPoint(*r) for r in minutes + seconds]
-        else:
-            sql = (
-                "SELECT b * ?, gpu, AVG(util), AVG(mem_used), MAX(mem_total) FROM ("
-                " SELECT t / ? AS b, gpu, util, mem_used, mem_total FROM gpu_minutes"
-                "  WHERE target_id=? AND t BETWEEN ? AND ?"
-                " UNION ALL SELECT t / ?, gpu, util, mem_used, mem_total FROM gpu_samples"
-                "  WHERE target_id=? AND t BETWEEN ? AND ?)"
-                " GROUP BY b, gpu ORDER BY 1, 2"
-            )
-            args = (step_s, step_s, tid, since, until, step_s, tid, since, until)
+        else:  # buckets of step_s: minutes as stored, the kept seconds, each grouped
+            # GPU first, as the primary key orders them: no sort, per-GPU time order
+            out: list[GpuPoint] = []
+            for table in ("gpu_minutes", "gpu_samples"):
+                out += [
+                    GpuPoint(*r)
+                    for r in self.conn.execute(
+                        f"SELECT t / ? * ?, gpu, AVG(util), AVG(mem_used), MAX(mem_total)"
+                        f" FROM {table} WHERE target_id=? AND t BETWEEN ? AND ?"
+                        f" GROUP BY gpu, t / ?",
+                        (step_s, step_s, tid, since, until, step_s),
+                    )
+                ]
+            return out
         return [GpuPoint(*r) for r in self.conn.execute(sql, args)]
 
     def metrics(self, target: str, since: float, until: float) -> list[MetricRow]:

@@ -83,24 +83,25 @@ class Parts:
 
 
 def build_recorder(monitor: Any, settings: Any) -> tuple[Any, str | None]:
-    """The history recorder for the dashboard ([history] enabled), with the
-    config's notification URLs; (None, why) when the file cannot be used —
-    the dashboard then runs without history rather than not at all."""
-    if not getattr(settings, "history", True):
-        return None, None
+    """The dashboard's recorder: the history ([history] enabled) and the
+    alerts (the config's notification URLs, the terminal's bell). When the
+    history file cannot be used: alerts only, and why — the dashboard then
+    runs without history rather than not at all."""
     from gputui.actions.plan import audit_path
     from gputui.alerts import AlertGate, AppriseSender
     from gputui.history import HistoryWriter
     from gputui.recorder import RunRecorder
 
     sender = AppriseSender(list(getattr(settings, "alert_urls", []) or []))
-    try:
-        writer = HistoryWriter(
-            getattr(settings, "history_path", None),
-            max_bytes=int(float(getattr(settings, "history_max_mb", 256.0)) * 1024 * 1024),
-        )
-    except GputuiError as err:
-        return None, str(err)
+    writer, why = None, None
+    if getattr(settings, "history", True):
+        try:
+            writer = HistoryWriter(
+                getattr(settings, "history_path", None),
+                max_bytes=int(float(getattr(settings, "history_max_mb", 256.0)) * 1024 * 1024),
+            )
+        except GputuiError as err:
+            why = f"no history this time: {err}"
     gate = AlertGate(
         monitor.target.label,
         quiet_s=float(getattr(settings, "alert_quiet_period", 600.0)),
@@ -115,7 +116,7 @@ def build_recorder(monitor: Any, settings: Any) -> tuple[Any, str | None]:
         log_every=float(getattr(settings, "history_log_every", 60.0)),
         audit_file=audit_path(),
     )
-    return recorder, None
+    return recorder, why
 
 
 def build(settings: Any) -> Parts:
@@ -157,7 +158,8 @@ def build(settings: Any) -> Parts:
         if recorder is not None:
             with contextlib.suppress(Exception):
                 await recorder.stop()
-            await asyncio.get_running_loop().run_in_executor(None, recorder.writer.close)
+            if recorder.writer is not None:
+                await asyncio.get_running_loop().run_in_executor(None, recorder.writer.close)
         with contextlib.suppress(Exception):
             await transport.close()
         if demo is not None:

@@ -32,6 +32,7 @@ from gputui.history_query import EventOut, HistoryReader, MetricRow
 RANGES: dict[str, float | None] = {"1 h": 3600.0, "24 h": 86400.0, "run": None}
 RELOAD_S = 10.0
 EVENT_LINES = 6
+GPU_POINTS = 360  # per GPU over the chosen range
 
 
 @dataclass
@@ -49,6 +50,14 @@ class WholeRun:
     error: str = ""
 
 
+def gpu_bucket_s(span: float) -> int:
+    """Seconds per GPU point: 1 s up to an hour, else whole minutes giving
+    about GPU_POINTS points (a chart is a few hundred braille dots wide)."""
+    if span <= 3600:
+        return 1
+    return max(60, -(-int(span) // GPU_POINTS) // 60 * 60)
+
+
 def load(path: Path, target: str, span: float | None, now: float) -> WholeRun:
     """Read the charts' data (runs in a worker thread)."""
     try:
@@ -63,7 +72,7 @@ def load(path: Path, target: str, span: float | None, now: float) -> WholeRun:
         metrics = r.run_chart(run_id) if run_id is not None else []
         run_start = min((m.t for m in metrics), default=now - 3600.0)
         since = now - span if span is not None else run_start
-        step_s = 1 if now - since <= 3600 else 60
+        step_s = gpu_bucket_s(now - since)
         out = WholeRun(now, since, metrics, r.throughput_unit(target))
         for p in r.gpu(target, since, now + 1, step_s=step_s):
             if p.util is not None:
