@@ -74,6 +74,22 @@ wait $COST
 cat "$OUT/cpu_cost.json"
 cat "$OUT/rows.txt"
 
+step "gdb alone on a plain block-buffered Python loop (no torch): what gdb says"
+printf 'import time\nn = 0\nwhile True:\n    n += 1\n    print(f"step {n} | loss 1.0 | tok/s 1000")\n    time.sleep(0.05)\n' > "$RUN/loop.py"
+tmux new -d -s loop -c "$RUN" "python3 loop.py | tee $RUN/loop.log"
+sleep 6
+LP=$(pgrep -f "python3 loop.py" | head -1)
+{
+  echo "loop pid $LP; before: $(stat -c %s "$RUN/loop.log") bytes"
+  timeout 60 gdb -p "$LP" -batch -nx -ex 'call (int)PyGILState_Ensure()' \
+    -ex 'call (int)PyRun_SimpleString("import sys;sys.stdout.flush();sys.stdout.reconfigure(line_buffering=True)")' \
+    -ex 'call (void)PyGILState_Release($1)'
+  echo "gdb exit $?"
+  sleep 2
+  echo "after: $(stat -c %s "$RUN/loop.log") bytes; state $(ps -o stat= -p "$LP")"
+} > "$OUT/gdb_loop.txt" 2>&1
+cat "$OUT/gdb_loop.txt"
+
 step "flush live from the dashboard: f, then y, on train1 (block-buffered behind tee)"
 L=$RUN/train1.log
 tmux new -d -s ui -x 120 -y 36 "python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' --local --session train1 --log $L --interval 1"
@@ -84,7 +100,7 @@ sleep 12
   sleep 4
   tmux capture-pane -p -t ui | sed -n '1,36p'
   tmux send-keys -t ui y
-  sleep 8
+  sleep 12
   echo "--- after y"
   tmux capture-pane -p -t ui | sed -n '1,36p'
   for s in 0 2 4 6 8; do
@@ -92,10 +108,29 @@ sleep 12
     sleep 2
   done
   tail -n 3 "$L"
+  echo "--- the run after the flush: state, and where its threads are"
+  TP=$(pgrep -f "train.py --batch 8" | head -1)
+  ps -o pid,stat,pcpu,cmd -p "$TP"
+  timeout 20 py-spy dump --pid "$TP" 2>&1 | head -30
   echo "--- doctor after the flush"
   gputui doctor --local --session train1 --log "$L" --stale-after 20
 } > "$OUT/flush.txt" 2>&1
 cat "$OUT/flush.txt"
+
+step "gdb by hand on train0 (torch, CUDA threads): threads first, then the same calls"
+P0=$(pgrep -f "python3 train.py$" | head -1)
+{
+  echo "train0 pid $P0, log $(stat -c %s "$RUN/train0.log") bytes"
+  timeout 90 gdb -p "$P0" -batch -nx -ex 'info threads' -ex 'call (int)PyGILState_Ensure()' \
+    -ex 'call (int)PyRun_SimpleString("import sys;sys.stdout.flush();sys.stdout.reconfigure(line_buffering=True)")' \
+    -ex 'call (void)PyGILState_Release($1)' 2>&1 | grep -v '^\[New LWP\|^\[Thread debugging' | tail -40
+  echo "gdb exit ${PIPESTATUS[0]}"
+  sleep 3
+  echo "after: log $(stat -c %s "$RUN/train0.log") bytes; state $(ps -o stat= -p "$P0")"
+  sleep 3
+  echo "3 s later: log $(stat -c %s "$RUN/train0.log") bytes"
+} > "$OUT/gdb_train0.txt" 2>&1
+cat "$OUT/gdb_train0.txt"
 tmux send-keys -t ui q
 tmux kill-server 2>/dev/null
 echo done

@@ -105,6 +105,8 @@ async def execute_flush(
         elif "No symbol" in text:
             why = "no Python symbols found (is this a Python process?)"
         details.append(f"pid {pid}: failed — {why or f'gdb exit {res.exit_status}'}")
+        tail = [ln for ln in text.splitlines() if ln.strip()][-6:]
+        details += [f"  gdb: {ln}" for ln in tail]  # what gdb said, to judge what went wrong
     import asyncio
 
     await asyncio.sleep(0.3)  # tee needs a moment to copy what was flushed

@@ -1,18 +1,18 @@
-"""A Static that repaints only when its text really changed.
+"""A line of text that repaints only when its text really changed.
 
-`Static.update` asks for a full-screen layout pass by default; a live
-dashboard calling it every second with the same text spends most of its CPU
-in Textual's compositor. Widgets whose size never depends on their text (a
-fixed-height line, a fixed box) pass `layout=False`: a repaint of that widget
-only.
+`Static.update` asks for a full-screen layout pass by default, and even with
+`layout=False` it turns the text into Textual `Content` and renders it
+through a console on every change. The lines here have fixed sizes (CSS),
+so they are drawn through the line API (`TextLines`) and only when the text
+differs from what is shown.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widget import Widget
-from textual.widgets import Static
 
+from gputui.ui.widgets.lines import TextLines
 from gputui.untrusted import safe_text
 
 
@@ -23,18 +23,25 @@ def same_text(a: object, b: object) -> bool:
     return a is b or (isinstance(a, str) and a == b)
 
 
-class QuietStatic(Static):
-    """`show(content)` is `update(content)` that skips unchanged text."""
+class QuietStatic(TextLines):
+    """`show_text(content)` shows a `Text` (one row a line) unless it is already shown."""
 
     _shown: object = None
 
+    def __init__(self, content: Text | str = "", **kw: object) -> None:
+        super().__init__(**kw)
+        if content:
+            self.show_text(content)
+
     def show_text(self, content: Text | str, *, layout: bool = False) -> bool:
-        """Returns True when the widget was updated."""
+        """Returns True when the widget was updated. (`layout` is ignored:
+        the size comes from CSS, never from the text.)"""
         if self._shown is not None and same_text(self._shown, content):
             return False
         self._shown = content
         # a str is plain text, never markup; no control reaches the terminal
-        self.update(safe_text(content, keep="\n"), layout=layout)
+        text = safe_text(content, keep="\n")
+        self.set_lines(list(text.split("\n")) if "\n" in text.plain else [text])
         return True
 
 

@@ -26,7 +26,8 @@ def session_row(s: Session, now: float, watched: str | None) -> tuple[Text | str
         elif pane.dead_status is not None:
             exit_ = str(pane.dead_status)
     command = remote_text((pane.start_command or pane.current_command) if pane else "")
-    age = human_age(now - s.created) if s.created else "?"
+    # under a minute: "<1 m", not a count that changes (and redraws the table) every second
+    age = ("<1 m" if now - s.created < 60 else human_age(now - s.created)) if s.created else "?"
     return name, state, exit_, command, age  # every str cell is gputui's own text
 
 

@@ -9,6 +9,15 @@ from gputui.ui.widgets.quiet import QuietStatic
 from gputui.untrusted import safe_text
 
 
+def rtt_text(ms: float) -> str:
+    """Two significant digits (12, 45, 120, 1200): a jitter of a millisecond
+    or two does not redraw the header every second."""
+    if ms < 10:
+        return f"{ms:.0f}"
+    digits = len(str(int(ms))) - 2
+    return str(int(round(ms, -digits)))
+
+
 def status_text(snap: Snapshot, *, read_only: bool = False) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(" gputui ", style="bold reverse")
@@ -17,7 +26,7 @@ def status_text(snap: Snapshot, *, read_only: bool = False) -> Text:
     if c == ConnectionState.CONNECTED:
         t.append(" ● connected", style="green")
         if snap.rtt_ms is not None:
-            t.append(f" {snap.rtt_ms:.0f} ms", style="green")
+            t.append(f" {rtt_text(snap.rtt_ms)} ms", style="green")
     elif c in (ConnectionState.CONNECTING, ConnectionState.RECONNECTING):
         t.append(f" ◌ {c.value}…", style="yellow")
         if snap.connection_error:
