@@ -16,8 +16,6 @@ from textual.widget import Widget
 
 from gputui.untrusted import safe_text
 
-from gputui.untrusted import safe_text
-
 
 class TextLines(Widget):
     """Shows `set_lines(lines)`; each `Text` is one row (longer ones are cut
