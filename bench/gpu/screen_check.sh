@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The dashboard on a real 2-GPU machine (the lent nvidia-h200-x2): two real
-# block-buffered PyTorch runs, one a GPU; then
+# The dashboard on a real GPU machine (the lent nvidia-h200-x2, or one H200):
+# two real block-buffered PyTorch runs, one a GPU where there are two; then
 #   1. gputui's GPU rows next to nvidia-smi, read at the same moments;
 #   2. CPU of gputui --local vs nvitop vs `nvidia-smi -l 1`, same runs, same window;
 #   3. flush live: `f` then `y` in the dashboard on a run behind `| tee`, through
@@ -49,8 +49,9 @@ step "two real runs, one a GPU, each block-buffered behind | tee"
 cp bench/gpu/train_torch.py "$RUN/train.py"
 tmux new -d -s train0 -x 200 -y 50 -c "$RUN" \
   "CUDA_VISIBLE_DEVICES=0 python3 train.py 2>&1 | tee $RUN/train0.log"
+G1=$(( $(nvidia-smi -L | wc -l) > 1 ? 1 : 0 ))  # one GPU: both runs share it
 tmux new -d -s train1 -x 200 -y 50 -c "$RUN" \
-  "CUDA_VISIBLE_DEVICES=1 python3 train.py --batch 8 --layers 6 2>&1 | tee $RUN/train1.log"
+  "CUDA_VISIBLE_DEVICES=$G1 python3 train.py --batch 8 --layers 6 2>&1 | tee $RUN/train1.log"
 sleep "${TRAIN_WAIT:-40}"
 ls -la "$RUN"
 
