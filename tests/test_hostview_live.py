@@ -10,6 +10,7 @@ run in tmux on the host itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -261,3 +262,73 @@ def test_doctor_over_every_target_prints_a_list_and_exits_with_the_worst(
     assert [d["exit_code"] == 2 for d in docs] == [False, True]
     assert "127.0.0.1" in docs[1]["facts"]["error"]
     assert down.returncode == 2  # the worst: one host could not be inspected
+
+
+def test_the_cli_host_view_opens_a_run_and_comes_back(
+    proxmox: tuple[Testbed, hostscene.HostScene], tmp_path: Path
+) -> None:
+    """`gputui --host H` in a terminal: the host view, Enter on the first
+    container opens its run view, Esc comes back, q quits with 0."""
+    import pty
+    import select
+    import time
+
+    tb, _ = proxmox
+    argv = [
+        sys.executable, "-m", "gputui.cli", "--host", "127.0.0.1", "--port", str(tb.port),
+        "--user", "root", "-i", str(tb.key_path), "--known-hosts", str(tb.known_hosts_path),
+        "--config", str(tmp_path / "none.toml"),
+    ]  # fmt: skip
+    (tmp_path / "none.toml").write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}
+    env.update(HOME=str(tmp_path), TERM="xterm-256color", COLUMNS="150", LINES="40")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: gputui on the pty
+        os.execve(sys.executable, argv, env)
+    seen = bytearray()
+
+    def read_until(word: bytes, timeout: float) -> None:
+        start = len(seen)
+        deadline = time.monotonic() + timeout
+        while word not in seen[start:]:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{word!r} never shown; last: {bytes(seen[-400:])!r}")
+            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+            if ready:
+                try:
+                    seen.extend(os.read(fd, 65536))
+                except OSError:
+                    break
+
+    try:
+        import fcntl
+        import struct
+        import termios
+
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 150, 0, 0))
+        read_until(b"buffered", 60)  # the host view, with the second CT's word
+        os.write(fd, b"\r")
+        read_until(b"training process", 60)  # the run view of the first CT
+        os.write(fd, b"\x1b")
+        read_until(b"containers", 30)  # back in the host view
+        time.sleep(0.5)
+        os.write(fd, b"q")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            select.select([fd], [], [], 0.2)
+            with contextlib.suppress(OSError):
+                seen.extend(os.read(fd, 65536))
+        else:
+            raise AssertionError("gputui did not quit")
+        assert os.waitstatus_to_exitcode(status) == 0, bytes(seen[-600:])
+        assert b"Traceback" not in seen
+    finally:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    assert not agents_left(tb)

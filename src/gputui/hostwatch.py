@@ -51,6 +51,10 @@ from gputui.remote.relay_client import RelayTransport
 from gputui.remote.target import Target, make_transport
 
 LIST_PERIOD_S = 10.0  # how often the host lists its containers
+# How often a container's monitor polls its agent (tmux, processes, the
+# log's stat) while only the host view shows it; the run view opened on it
+# polls at the user's interval. The log and GPU streams are live either way.
+BACKGROUND_POLL_S = 5.0
 SESSIONS_PERIOD_S = 5.0  # how often the other sessions' process trees are asked for
 REBUILD_MIN_S = 0.5  # the view is rebuilt at most this often
 CONNECT_RETRY_START_S = 2.0
@@ -135,6 +139,7 @@ class HostWatch:
         self.plain: bool | None = None  # True: no container tool on the host
         self.monitors: dict[int | None, Monitor] = {}
         self.ready: set[int | None] = set()  # monitors past their first poll
+        self.lent: set[int | None] = set()  # monitors a run view shows now
         self.runs = RunIndex()
         self.list_calls = 0
         self.list_error: str | None = None
@@ -288,6 +293,7 @@ class HostWatch:
         feed = SharedGpus(self.feed, ct)
         target = Target(self.relay, ct)
         mon = Monitor(target, settings, feed, agent_python=self.agent_python)
+        mon.interval = max(mon.interval, BACKGROUND_POLL_S)
         mon.subscribe(self._changed)
         self.monitors[ct] = mon
 
@@ -321,6 +327,8 @@ class HostWatch:
         container's agent over its open channel (no new command)."""
         runs = RunIndex()
         for ct, mon in list(self.monitors.items()):
+            if ct not in self.lent:
+                mon.drain_log_lines()  # nobody reads them here: not "dropped" later
             snap = mon.snapshot
             log = snap.log.path or next(iter(stdout_log_files(snap.procs)), None)
             runs.add(ct, [p.pid for p in snap.procs], snap.session_name, log)

@@ -192,9 +192,14 @@ class HostApp(App[Any]):
             h.unsubscribe(self._on_view)
 
     def _on_view(self, view: HostView) -> None:
+        """A host watch's news (its tasks run outside the app): handled as a
+        message to the app, at most one redraw per 0.2 s."""
         if self._thread_id != threading.get_ident():
             self.call_from_thread(self._on_view, view)
             return
+        self.call_later(self._view_arrived)
+
+    def _view_arrived(self) -> None:
         if not self._pending:
             self._pending = True
             self.set_timer(0.2, self._apply_pending)
@@ -352,9 +357,22 @@ class BorrowedMonitor:
 
     def __init__(self, monitor: Any) -> None:
         self._monitor = monitor
+        self.app: App[Any] | None = None
+        self.closed = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._monitor, name)
+
+    def subscribe(self, cb: Any) -> None:
+        """The monitor's tasks run outside the app (the host watch started
+        them): its news reaches the view as a message to the app, and none
+        after the view closed (a monitor has no unsubscribe)."""
+
+        def deliver(snap: Any, parts: set[str]) -> None:
+            if not self.closed and self.app is not None:
+                self.app.call_later(cb, snap, parts)
+
+        self._monitor.subscribe(deliver)
 
     async def start(self) -> None:
         return None
@@ -371,9 +389,11 @@ async def run_view(watch: Any, choice: RunChoice, read_only: bool) -> int:
     if choice.session:
         monitor.watch_session(choice.session)
     settings = monitor.settings
+    background, monitor.interval = monitor.interval, float(settings.interval or 1.0)
     actions = None if read_only else ActionsBackend(monitor.target, settings, monitor)
+    borrowed = BorrowedMonitor(monitor)
     app = GputuiApp(
-        BorrowedMonitor(monitor),
+        borrowed,
         actions=actions,
         read_only=read_only,
         stale_after=getattr(settings, "stale_after", None),
@@ -384,7 +404,14 @@ async def run_view(watch: Any, choice: RunChoice, read_only: bool) -> int:
     )
     if actions is not None:
         actions.progress = lambda text: app.notify(text, timeout=4)
-    rc = await app.run_async()
+    borrowed.app = app
+    watch.lent.add(choice.ct)
+    try:
+        rc = await app.run_async()
+    finally:
+        borrowed.closed = True
+        watch.lent.discard(choice.ct)
+        monitor.interval = background  # back to the host view's pace
     if app.crashed_with is not None:
         raise app.crashed_with
     return int(rc if rc is not None else 0)
