@@ -8,8 +8,9 @@ health and why). Enter on a container or a GPU ends this app with a
 `RunChoice`; the caller opens the run view for it and, on Esc there, comes
 back here (`run_host_view`).
 
-Every string from the remote side reaches the screen as `Text` with its
-control characters removed, never as markup.
+Every string from the remote side reaches the screen through
+`gputui.untrusted.remote_text`: control characters shown as stand-ins,
+never markup.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from gputui.hostview import ContainerRow, GpuRow, HostView
 from gputui.ui.app import BACK, GputuiApp, default_diagnose
 from gputui.ui.format import human_bytes
 from gputui.ui.wiring import ActionsBackend
+from gputui.untrusted import remote_text
 
 HEALTH_STYLE = {
     "ok": "green",
@@ -70,23 +72,11 @@ class RunChoice:
     session: str | None = None
 
 
-def plain(value: object) -> str:
-    """A remote string made safe to show: control characters (ESC and the
-    sequences it starts, C1, DEL) become '?'; tabs become spaces."""
-    out = []
-    for ch in str(value):
-        code = ord(ch)
-        if ch == "\t":
-            out.append(" ")
-        elif code < 32 or code == 127 or 0x80 <= code < 0xA0:
-            out.append("?")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
 def cell(value: object, style: str = "") -> Text:
-    return Text(plain(value), style=style, no_wrap=True, overflow="ellipsis")
+    """One table cell: remote text made visible (gputui.untrusted), never markup."""
+    text = remote_text(value, style=style)
+    text.no_wrap, text.overflow = True, "ellipsis"
+    return text
 
 
 def gib(mib: float | None) -> str:
