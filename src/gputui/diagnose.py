@@ -323,6 +323,7 @@ class GpuView:
     idle_whole_history: bool
     mem_rise_mib: float  # rise of used memory within the loading window
     th: Thresholds = DEFAULT_THRESHOLDS
+    span_s: float = 0.0  # seconds of readings held for this GPU
 
     @property
     def held(self) -> bool:
@@ -551,7 +552,8 @@ class Context:
             ]
             if len(window) >= 2:
                 rise = window[-1] - min(window)
-        return GpuView(s, recent, idle_for, n, whole, rise, self.th)
+        span = max(0.0, self.now - pts[0][0]) if pts else 0.0
+        return GpuView(s, recent, idle_for, n, whole, rise, self.th, span)
 
     @property
     def held(self) -> list[GpuView]:
@@ -1256,6 +1258,8 @@ def rule_progress_stalled(ctx: Context) -> Finding | None:
         )
     if not ctx.step_overdue:
         return None
+    if any(g.span_s < th.gpu_idle_after_s for g in ctx.gpu_views):
+        return None  # too few GPU readings yet to tell a stall from loading (gputui just started)
     # GPUs still working now (not even briefly idle): the ones worth naming
     busy = [g for g in ctx.gpu_views if g.idle_for is None and (g.busy or g.held)]
     where = (

@@ -59,10 +59,12 @@ def parse_read(out: bytes) -> tuple[int, int, bytes] | None:
         return None
 
 
-def default_diagnose(stale_after: float | None) -> Diagnose:
+def default_diagnose(stale_after: float | None, thresholds: Any = None) -> Diagnose:
+    """The rules with the user's --stale-after and [diagnosis] thresholds, so
+    alerts and history say what the banner says."""
     from gputui.diagnose import diagnose
 
-    return lambda snap, now: diagnose(snap, now, stale_after=stale_after)
+    return lambda snap, now: diagnose(snap, now, stale_after=stale_after, thresholds=thresholds)
 
 
 class RunRecorder:
@@ -76,6 +78,7 @@ class RunRecorder:
         *,
         diagnose: Diagnose | None = None,
         stale_after: float | None = None,
+        thresholds: Any = None,
         gate: AlertGate | None = None,
         sinks: list[AlertSink] | None = None,
         shared_sinks: list[AlertSink] | None = None,
@@ -88,7 +91,7 @@ class RunRecorder:
         self.monitor = monitor
         self.writer = writer
         self.name: str = monitor.target.label
-        self.diagnose = diagnose or default_diagnose(stale_after)
+        self.diagnose = diagnose or default_diagnose(stale_after, thresholds)
         self.gate = gate or AlertGate(self.name)
         # sinks: this process's own (the terminal, watch's stdout); shared
         # sinks (notification URLs) get each alert once among every gputui

@@ -116,6 +116,7 @@ class Watch:
             monitor,
             self.writer,
             stale_after=getattr(settings, "stale_after", None),
+            thresholds=getattr(settings, "diagnosis", None),
             gate=gate,
             sinks=[self._print_alert],
             shared_sinks=[self.sender.send] if self.sender.enabled else [],

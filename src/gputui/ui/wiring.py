@@ -111,6 +111,7 @@ def build_recorder(monitor: Any, settings: Any) -> tuple[Any, str | None]:
         monitor,
         writer,
         stale_after=getattr(settings, "stale_after", None),
+        thresholds=getattr(settings, "diagnosis", None),
         gate=gate,
         shared_sinks=[sender.send] if sender.enabled else [],
         log_every=float(getattr(settings, "history_log_every", 60.0)),
