@@ -227,12 +227,12 @@ def _text(
 ) -> str:
     import time as _time
 
-    from gputui.alerts import safe_text
+    from gputui.untrusted import visible
 
     def ts(t: float) -> str:
         return _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(t))
 
-    out = [f"history of {safe_text(target)}"]
+    out = [f"history of {visible(target)}"]
     n_gpu = len({g.gpu for g in gpus})
     if gpus:
         utils = [g.util for g in gpus if g.util is not None]
@@ -254,5 +254,5 @@ def _text(
     out.append(f"events: {len(events)}")
     for e in events:
         words = " ".join(x for x in (e.kind, e.name, e.state) if x)
-        out.append(f"  {ts(e.t)}  {safe_text(words, 80)}  {safe_text(e.title, 120)}")
+        out.append(f"  {ts(e.t)}  {visible(words)[:80]}  {visible(e.title)[:120]}")
     return "\n".join(out) + "\n"

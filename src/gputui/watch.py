@@ -23,12 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from gputui.alerts import Alert, AlertGate, AppriseSender, safe_text
+from gputui.alerts import Alert, AlertGate, AppriseSender
 from gputui.errors import GputuiError
 from gputui.history import HistoryWriter
 from gputui.model import ConnectionState
 from gputui.recorder import RunRecorder
 from gputui.remote.container import ProxmoxLXC
+from gputui.untrusted import visible
 
 RETRY_START_S = 5.0
 RETRY_MAX_S = 60.0
@@ -135,7 +136,7 @@ class Watch:
         print(f"{stamp} {alert.state} {alert.subject}", file=self.out, flush=True)
 
     def say(self, text: str) -> None:
-        print(safe_text(text, 500), file=self.out, flush=True)
+        print(visible(text)[:500], file=self.out, flush=True)
 
     async def _keep_connected(self, w: Watched) -> None:
         """Connect, retrying with backoff; once up the monitor reconnects itself."""

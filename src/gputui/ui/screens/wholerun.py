@@ -25,9 +25,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
-from gputui.alerts import safe_text
 from gputui.errors import GputuiError
 from gputui.history_query import EventOut, HistoryReader, MetricRow
+from gputui.untrusted import visible
 
 RANGES: dict[str, float | None] = {"1 h": 3600.0, "24 h": 86400.0, "run": None}
 RELOAD_S = 10.0
@@ -171,8 +171,8 @@ def event_lines(events: list[EventOut], n: int = EVENT_LINES) -> Text:
         stamp = time.strftime("%H:%M:%S", time.localtime(e.t))
         style = "red" if e.kind == "finding" and e.state == "appear" else "blue"
         out.append(f"{stamp} ", style="dim")
-        out.append(safe_text(f"{e.kind} {e.name} {e.state}", 60), style=style)
-        out.append(f"  {safe_text(e.title, 120)}\n")
+        out.append(visible(f"{e.kind} {e.name} {e.state}")[:60], style=style)
+        out.append(f"  {visible(e.title)[:120]}\n")
     if not events:
         out.append("no findings, actions or exits recorded in this range", style="dim")
     return out
@@ -232,7 +232,7 @@ class WholeRunScreen(Screen[None]):
     def _head(self, note: str) -> None:
         t = Text()
         t.append("whole run · ", style="bold")
-        t.append(safe_text(self.target, 80))
+        t.append(visible(self.target)[:80])
         t.append(f" · GPUs over {self.range} · {note}", style="dim")
         self.query_one("#wr-head", Static).update(t)
 
