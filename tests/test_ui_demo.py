@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from types import SimpleNamespace
 
 import pytest
 
+from gputui.config import Settings
 from gputui.ui.app import GputuiApp
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.widgets.banner import Banner
@@ -37,7 +37,7 @@ async def test_demo_banner_explains_buffering_and_relaunch_fixes_it(tmp_path, mo
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     monkeypatch.setenv("TMUX_TMPDIR", str(tmp_path))  # restored after: build() repoints it
     monkeypatch.setenv("PATH", __import__("os").environ["PATH"])
-    parts = build(SimpleNamespace(demo=True, read_only=False))
+    parts = build(Settings(demo=True))
     app = GputuiApp(
         parts.monitor,
         actions=parts.actions,

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -20,9 +21,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
+from gputui.config import RunConfig, Settings
 from gputui.errors import GputuiError
 
 SESSION = "demo-train"
@@ -127,25 +127,28 @@ class DemoEnvironment:
             return 0.0
         return LOAD.get(str(state.get("phase")), 0.0)
 
-    def settings(self, base: Any = None) -> Any:
+    def settings(self, base: Settings | None = None) -> Settings:
         """Settings for the monitor and the actions: this machine, our session and log."""
-        s = SimpleNamespace(
-            **(vars(base) if base is not None and hasattr(base, "__dict__") else {})
-        )
-        s.host, s.ct, s.local, s.demo = None, None, True, True
-        s.session, s.log = SESSION, str(self.log)
-        s.interval = getattr(s, "interval", None) or 1.0
-        s.stale_after = STALE_AFTER_S
-        s.read_only = bool(getattr(s, "read_only", False))
-        s.metric_regexes = [METRIC_REGEX]
-        s.run = SimpleNamespace(
-            command="python3 train.py",
-            cwd=str(self.root),
+        b = base if base is not None else Settings()
+        return dataclasses.replace(
+            b,
+            host=None,
+            ct=None,
+            local=True,
+            demo=True,
             session=SESSION,
             log=str(self.log),
-            env={},
+            interval=b.interval or 1.0,
+            stale_after=STALE_AFTER_S,
+            metric_regexes=[METRIC_REGEX],
+            run=RunConfig(
+                command="python3 train.py",
+                cwd=str(self.root),
+                session=SESSION,
+                log=str(self.log),
+                env={},
+            ),
         )
-        return s
 
     def teardown(self) -> None:
         """Quit: stop the demo run and its private tmux server."""

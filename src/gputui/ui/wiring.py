@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.model import Snapshot
 from gputui.remote.target import Target, make_target
@@ -23,7 +24,7 @@ from gputui.untrusted import visible
 class ActionsBackend:
     """The `gputui.actions` module behind the dashboard's verbs."""
 
-    def __init__(self, target: Target, settings: Any, monitor: Any) -> None:
+    def __init__(self, target: Target, settings: Settings, monitor: Any) -> None:
         self.target = target
         self.settings = settings
         self.monitor = monitor
@@ -32,7 +33,7 @@ class ActionsBackend:
     async def plan(self, verb: str, snap: Snapshot) -> PlannedAction:
         from gputui import actions as a
 
-        session = snap.session_name or getattr(self.settings, "session", None)
+        session = snap.session_name or self.settings.session
         if verb == "launch":
             session = None  # launch names its session from the config's [run]
         plan = await a.plan(verb, self.target, self.settings, session, log=snap.log.path or None)
@@ -77,12 +78,12 @@ class Parts:
     can_launch: bool
     start: Callable[[], Awaitable[None]]
     on_exit: Callable[[], Awaitable[None]]
-    settings: Any
+    settings: Settings
     recorder: Any = None  # gputui.recorder.RunRecorder when the history is on
     history_error: str | None = None  # why the history is off, when it could not open
 
 
-def build_recorder(monitor: Any, settings: Any) -> tuple[Any, str | None]:
+def build_recorder(monitor: Any, settings: Settings) -> tuple[Any, str | None]:
     """The dashboard's recorder: the history ([history] enabled) and the
     alerts (the config's notification URLs, the terminal's bell). When the
     history file cannot be used: alerts only, and why — the dashboard then
@@ -92,40 +93,40 @@ def build_recorder(monitor: Any, settings: Any) -> tuple[Any, str | None]:
     from gputui.history import HistoryWriter
     from gputui.recorder import RunRecorder
 
-    sender = AppriseSender(list(getattr(settings, "alert_urls", []) or []))
+    sender = AppriseSender(list(settings.alert_urls))
     writer, why = None, None
-    if getattr(settings, "history", True):
+    if settings.history:
         try:
             writer = HistoryWriter(
-                getattr(settings, "history_path", None),
-                max_bytes=int(float(getattr(settings, "history_max_mb", 256.0)) * 1024 * 1024),
+                settings.history_path,
+                max_bytes=int(float(settings.history_max_mb) * 1024 * 1024),
             )
         except GputuiError as err:
             why = f"no history this time: {err}"
     gate = AlertGate(
         monitor.target.label,
-        quiet_s=float(getattr(settings, "alert_quiet_period", 600.0)),
-        holds={"connection": float(getattr(settings, "alert_connection_down_after", 60.0))},
+        quiet_s=float(settings.alert_quiet_period),
+        holds={"connection": float(settings.alert_connection_down_after)},
     )
     recorder = RunRecorder(
         monitor,
         writer,
-        stale_after=getattr(settings, "stale_after", None),
-        thresholds=getattr(settings, "diagnosis", None),
+        stale_after=settings.stale_after,
+        thresholds=settings.diagnosis,
         gate=gate,
         shared_sinks=[sender.send] if sender.enabled else [],
-        log_every=float(getattr(settings, "history_log_every", 60.0)),
+        log_every=float(settings.history_log_every),
         audit_file=audit_path(),
     )
     return recorder, why
 
 
-def build(settings: Any) -> Parts:
+def build(settings: Settings) -> Parts:
     from gputui.monitor import Monitor
 
     gpu_feed = None
     demo = None
-    if getattr(settings, "demo", False):
+    if settings.demo:
         from gputui.demo.environment import GPUS, DemoEnvironment
         from gputui.gpufeed import SimulatedGpus
 
@@ -139,9 +140,7 @@ def build(settings: Any) -> Parts:
     target = make_target(settings)
     transport = target.transport
     monitor = Monitor(target, settings, gpu_feed)
-    actions = (
-        None if getattr(settings, "read_only", False) else ActionsBackend(target, settings, monitor)
-    )
+    actions = None if settings.read_only else ActionsBackend(target, settings, monitor)
     run = getattr(settings, "run", None)
     recorder, history_error = build_recorder(monitor, settings)
 
