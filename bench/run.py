@@ -440,6 +440,9 @@ def main() -> int:
     if "<!-- diagnosis:start" in old and "<!-- diagnosis:end -->" in old:
         a, b = old.index("<!-- diagnosis:start"), old.index("<!-- diagnosis:end -->")
         keep += "\n" + old[a : b + len("<!-- diagnosis:end -->")] + "\n"
+    if "<!-- hosts-bench begin -->" in old and "<!-- hosts-bench end -->" in old:
+        a, b = old.index("<!-- hosts-bench begin -->"), old.index("<!-- hosts-bench end -->")
+        keep += "\n" + old[a : b + len("<!-- hosts-bench end -->")] + "\n"  # hosts.py's
     out.write_text(markdown(res) + keep)
     print(f"\nwrote {args.out} ({res['seconds']:.0f} s)")
     return 0
