@@ -70,6 +70,8 @@ async def plan_flush(
         notes=[
             "gdb attaches and runs sys.stdout.flush() + line buffering inside each process; "
             "each process pauses briefly (about a second).",
+            "first, the same gdb calls on a throw-away process of the same Python: if they "
+            "fail there, the run is not touched.",
             *(f"log: {lg}" for lg in logs),
         ],
         params={"logs": logs},
@@ -79,10 +81,62 @@ async def plan_flush(
 _CALL_RESULT = re.compile(r"^\$2 = (-?\d+)", re.M)
 
 
+# A throw-away Python process of the same interpreter as the run, for gdb to
+# call into first. Seen on a real H200 machine (gdb 13.1): gdb could not
+# restore a thread's registers after its call ("Couldn't write extended state
+# status: Bad address"); the training run it had attached to crashed (a futex
+# error) or hung. Only when the same calls work on the stand-in is the run
+# touched. $1: the run's pid (its interpreter is reused), $2: gdb, then gdb's
+# arguments after -p.
+CANARY_SCRIPT = (
+    'exe=$(readlink "/proc/$1/exe") || exit 97; '
+    '"$exe" -c "import time; time.sleep(60)" </dev/null >/dev/null 2>&1 & p=$!; '
+    'sleep 1; g=$2; shift 2; "$g" -p "$p" "$@"; s=$?; kill "$p" 2>/dev/null; exit $s'
+)
+
+
+def canary_argv(gdb_command: list[str]) -> list[str]:
+    """The same gdb calls as `gdb_command`, on a throw-away process."""
+    gdb, pid = gdb_command[0], gdb_command[gdb_command.index("-p") + 1]
+    rest = gdb_command[gdb_command.index("-p") + 2 :]
+    return ["sh", "-c", CANARY_SCRIPT, "gputui-flush-canary", str(int(pid)), gdb, *rest]
+
+
+def gdb_call_worked(text: str, exit_status: int | None) -> bool:
+    m = _CALL_RESULT.search(text)
+    return exit_status == 0 and m is not None and m.group(1) == "0" and "Couldn't" not in text
+
+
+async def canary_refusal(target: Target, plan: ActionPlan) -> ActionResult | None:
+    """None when gdb can call into a stand-in process here; else the result
+    that says why the run was not touched."""
+    res = await target.run(canary_argv(plan.commands[0]), timeout=60.0)
+    text = res.out + res.err
+    if gdb_call_worked(text, res.exit_status):
+        return None
+    said = [ln for ln in text.splitlines() if ln.strip() and "LWP" not in ln][-6:]
+    return ActionResult(
+        ok=False,
+        summary="flush not tried: gdb could not call into a test Python process here, "
+        "so it could crash or hang the run; nothing was done to it",
+        details=[
+            "gdb ran the same calls on a throw-away process of the run's Python first:",
+            *(f"  gdb: {ln}" for ln in said),
+            f"the run (pid {', '.join(str(p) for p in plan.pids)}) was not touched",
+            "fix: r relaunches it unbuffered (PYTHONUNBUFFERED=1); the old log is kept",
+        ],
+        data={"bytes": 0, "grown": {}, "canary": text[-2000:]},
+    )
+
+
 async def execute_flush(
     target: Target, plan: ActionPlan, progress: Progress = None
 ) -> ActionResult:
     logs: list[str] = plan.params.get("logs", [])
+    say(progress, "gdb: trying the calls on a throw-away Python process first…")
+    refused = await canary_refusal(target, plan)
+    if refused is not None:
+        return refused
     before = {lg: await file_size(target, lg) for lg in logs}
     details: list[str] = []
     failed = 0
