@@ -62,7 +62,11 @@ python3 bench/gpu/cpu_cost.py --seconds "${CPU_SECONDS:-40}" \
   "nvitop=python3 -m nvitop --interval 1" \
   "smi=nvidia-smi -l 1" > "$OUT/cpu_cost.json" &
 COST=$!
-sleep 20
+sleep 10
+UP=$(pgrep -f "^python3 -c import sys; from gputui.cli" | head -1)
+timeout 40 py-spy record --pid "$UP" --duration 25 --rate 100 --format raw --nonblocking \
+  -o "$OUT/gputui_profile.txt" >/dev/null 2>&1 &  # where the dashboard's CPU goes (collapsed stacks)
+sleep 10
 for k in 1 2 3; do  # the dashboard's GPU rows and nvidia-smi, read back to back
   {
     echo "--- read $k at $(date +%T.%N)"
@@ -79,7 +83,7 @@ step "gdb alone on a plain block-buffered Python loop (no torch): what gdb says"
 printf 'import time\nn = 0\nwhile True:\n    n += 1\n    print(f"step {n} | loss 1.0 | tok/s 1000")\n    time.sleep(0.05)\n' > "$RUN/loop.py"
 tmux new -d -s loop -c "$RUN" "python3 loop.py | tee $RUN/loop.log"
 sleep 6
-LP=$(pgrep -f "python3 loop.py" | head -1)
+LP=$(pgrep -f "^python3 loop.py" | head -1)
 {
   echo "loop pid $LP; before: $(stat -c %s "$RUN/loop.log") bytes"
   timeout 60 gdb -p "$LP" -batch -nx -ex 'call (int)PyGILState_Ensure()' \
