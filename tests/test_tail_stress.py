@@ -26,16 +26,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 from tail_stress import run_cycles
 
-# Bounds from burst end, generous for a loaded 2-core CI box: the benchmark's
-# max under contention here was a fraction of these (bench/RESULTS.md).
-CAUGHT_UP_MAX_S = {200_000: 30.0, 1_000_000: 90.0}
-TRICKLE_MAX_S = 5.0
+# Bounds from burst end. The benchmark here (2 cores, load ~6 before its busy
+# loops) took 4.2 s p50 / 11 s max for 200k lines and 17 s / 46 s for 1M; on
+# this shared box at load ~17 a 200k burst once took 30 s. A tail that stops
+# never gets there, so the bounds are set for a box that busy, not for speed
+# (speed is the benchmark's job).
+CAUGHT_UP_MAX_S = {200_000: 90.0, 1_000_000: 300.0}
+TRICKLE_MAX_S = 10.0  # after the tail caught up; 0.35 s max in the benchmark
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(900)
 async def test_bursts_then_trickle_under_cpu_contention(testbed: Any, ct: int) -> None:
     bursts = [200_000, 1_000_000, 200_000]
-    cycles = await run_cycles(testbed, ct, bursts, trickle=3, busy=True, name="ci", timeout_s=150)
+    cycles = await run_cycles(testbed, ct, bursts, trickle=3, busy=True, name="ci", timeout_s=320)
     assert [c.burst for c in cycles] == bursts
     for c in cycles:
         where = f"{c.burst:,}-line burst: {c}"
