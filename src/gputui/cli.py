@@ -266,8 +266,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, settings = parse(argv)
         return _dispatch(args, settings)
-    except GputuiError as err:
-        print(f"gputui: {err}", file=sys.stderr)
+    except GputuiError as err:  # may quote remote text (an ssh server's reason, stat's output)
+        from gputui.untrusted import visible
+
+        print(f"gputui: {visible(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
