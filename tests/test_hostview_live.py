@@ -210,7 +210,10 @@ async def test_two_hosts_one_goes_down_and_comes_back(
     wa, wb = HostWatch(settings(a)), HostWatch(settings(b))
     await asyncio.gather(wa.start(), wb.start())
     try:
-        await until(lambda: wa.view.complete and wb.view.complete, timeout=60, what="both hosts")
+        try:
+            await until(lambda: wa.view.complete and wb.view.complete, timeout=60, what="both")
+        except AssertionError as err:
+            raise AssertionError(f"{err}:\n{wa.view!r}\n{wb.view!r}") from None
         b.host_down()
         await until(lambda: wb.view.health == "down", timeout=30, what="host b down")
         assert wb.view.error
