@@ -24,7 +24,7 @@ from textual.widgets import Input
 from gputui.actions.plan import ActionPlan, render_argv
 from gputui.actions.runspec import RunSpec, wrapper_argv
 from gputui.collect.logtail import LineSplitter
-from gputui.demo.scenes import SCENES, T0, RecordingActions, SceneMonitor
+from gputui.demo.scenes import SCENES, T0
 from gputui.diagnose import diagnose
 from gputui.model import (
     ConnectionState,
@@ -52,6 +52,7 @@ from gputui.untrusted import (
 )
 from gputui.verbs import VERB_BY_ID
 from hostile import CANARY, PIECES, foreign_controls, hostile, raw_controls
+from scene_fakes import RecordingActions, SceneMonitor
 
 SIZE = (120, 36)
 ANY_TEXT = st.text(
@@ -95,6 +96,18 @@ def test_stand_ins() -> None:
     assert visible("[/] [bold]x") == "[/] [bold]x"  # markup is Textual's business: Text
     assert remote_text("[/] [bold]x").plain == "[/] [bold]x"
     assert tmux_literal("/data/run/#(touch x)#{pane_pid}") == "/data/run/##(touch x)##{pane_pid}"
+
+
+def test_relaunch_escapes_tmux_formats_only_where_tmux_expands() -> None:
+    """Item 1 (pure half; the real tmux half is in test_untrusted_live.py)."""
+    from gputui.actions.runspec import new_session_argv
+
+    spec = RunSpec("a#(touch x)", "/data/run/#(touch y)", "python t.py '#(z)'", "/l.log")
+    argv = new_session_argv(spec)
+    assert argv[argv.index("-s") + 1] == "a##(touch x)"
+    assert argv[argv.index("-c") + 1] == "/data/run/##(touch y)"
+    assert "python -u t.py '#(z)'" in argv  # the command's arguments: tmux does not expand
+    assert argv[argv.index("-t") + 1] == "=a#(touch x):"  # targets: not expanded either
 
 
 @given(st.binary(max_size=64))

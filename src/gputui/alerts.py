@@ -16,13 +16,13 @@ first: no control characters reach a terminal or a chat.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gputui.errors import ConfigError
 from gputui.model import Finding
+from gputui.untrusted import one_line
 
 # The findings worth waking someone for: dead, hung, stalled, buffered, GPU
 # lost, connection down, the container gone.
@@ -42,14 +42,11 @@ DEFAULT_QUIET_S = 600.0
 DEFAULT_CONNECTION_DOWN_S = 60.0
 TEXT_MAX = 300
 
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
 
 def safe_text(text: str, limit: int = TEXT_MAX) -> str:
-    """One line with no control characters (ESC, BEL, C1, bidi overrides)."""
-    out = _CONTROLS.sub(" ", text)
-    out = re.sub(r" {2,}", " ", out).strip()
-    return out if len(out) <= limit else out[: limit - 1] + "…"
+    """One line with no control characters (ESC, BEL, C1, bidi overrides):
+    the rule of untrusted.py, for notification texts and OSC payloads."""
+    return one_line(text, limit)
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,17 @@ def visible(value: object, keep: str = "") -> str:
     return pattern.sub(_stand_in, text)
 
 
+def one_line(value: object, limit: int = 300) -> str:
+    """One line for a notification or an OSC payload (a bell's title, an
+    apprise message): every character visible() would replace becomes a
+    space (a stand-in would be noise there), runs of spaces are squeezed,
+    and the text is cut to `limit` characters."""
+    text = value if isinstance(value, str) else str(value)
+    out = _unsafe("").sub(" ", text)
+    out = re.sub(r" {2,}", " ", out).strip()
+    return out if len(out) <= limit else out[: limit - 1] + "…"
+
+
 def is_visible(text: str, keep: str = "") -> bool:
     """True when `text` holds nothing `visible()` would replace."""
     return _unsafe(keep).search(text) is None

@@ -168,14 +168,22 @@ def split_log_pipe(command: str) -> tuple[str, str | None]:
     return command, None
 
 
+# What tmux 3.3a rewrites in a new session's name (checked on it): ':' and
+# '.' become '_'; control characters, DEL, C1, a backslash and a '$' before
+# a letter, '_' or '{' are stored escaped (as octal, a doubled backslash, \$).
+_TMUX_RENAMES = re.compile(r"[:.\\\x00-\x1f\x7f-\x9f]|\$[A-Za-z_{]")
+
+
 def check_session_name(name: str) -> None:
+    """Refuse a name tmux would store as another: the run would come back
+    under a name nobody asked for, and the relaunch could not find it."""
     from gputui.actions.plan import ActionError
 
-    if not name or any(c in name for c in ":.") or any(ord(c) < 32 for c in name):
+    if not name or _TMUX_RENAMES.search(name):
         raise ActionError(
-            f"tmux session name {name!r} cannot be used",
-            "tmux session names may not be empty or contain ':', '.' or control characters; "
-            "pick another name in [run] session",
+            f"tmux session name {name!r} cannot be used: tmux would store it under another name",
+            "tmux rewrites ':', '.', '\\', '$NAME' and control characters in session names; "
+            "rename the session (tmux rename-session) or pick another name in [run] session",
         )
 
 

@@ -34,7 +34,7 @@ from gputui.hostview import ContainerRow, GpuRow, HostView
 from gputui.ui.app import BACK, GputuiApp, default_diagnose
 from gputui.ui.format import human_bytes
 from gputui.ui.wiring import ActionsBackend
-from gputui.untrusted import remote_text
+from gputui.untrusted import remote_text, visible
 
 HEALTH_STYLE = {
     "ok": "green",
@@ -422,7 +422,7 @@ def run_host_view(watches: Sequence[Any], read_only: bool = False) -> int:
             except GputuiError as err:
                 with contextlib.suppress(Exception):
                     await watches[0].stop()
-                print(f"gputui: {err}", file=sys.stderr)
+                print(f"gputui: {visible(err)}", file=sys.stderr)
                 return 2
         for w in watches:
             await w.start()
