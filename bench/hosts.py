@@ -164,7 +164,6 @@ async def steady(beds: list[Testbed], window: float) -> dict[str, Any]:
             await pilot.pause(5.0)  # let the start-up settle (log backlogs, first polls)
             for tb in beds:
                 tb.count_pct_calls()
-                (tb.state_dir / "pct-calls.log").write_text("")
             host0 = [remote_cpu_s(tb.sshd_pid or 0) for tb in beds]
             ui0, t0 = cpu_s(), time.monotonic()
             await pilot.pause(window)

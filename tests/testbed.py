@@ -418,13 +418,14 @@ class Testbed:
             flag.unlink(missing_ok=True)
 
     def count_pct_calls(self) -> None:
-        """From now on every `pct` call appends `COMMAND [VMID]` to a log (see pct_calls)."""
-        (self.state_dir / "pct-calls.log").touch()
+        """From now on every `pct` call appends `COMMAND [VMID]` to a log (see
+        pct_calls); calling it again starts the count afresh."""
+        (self.state_dir / "pct-called.log").write_text("")
 
     def pct_calls(self) -> list[str]:
         """`COMMAND [VMID]` of each `pct` call since count_pct_calls()."""
         try:
-            return (self.state_dir / "pct-calls.log").read_text().splitlines()
+            return (self.state_dir / "pct-called.log").read_text().splitlines()
         except OSError:
             return []
 
