@@ -531,18 +531,27 @@ async def test_relaunch_run_typed_into_shell_recovers_exact_argv(
     assert b"step 0" in Path(result.data["moved_log"]).read_bytes()  # SIGINT flushed the old run
 
 
-def host_pid_of(ct_pid: int, needle: str) -> int:
-    """The host PID of a CT process (NSpid's last field is its CT PID)."""
+def host_pid_of(ct_pid: int, needle: str, pid_ns: str) -> int:
+    """The host PID of a CT process (NSpid's last field is its CT PID). Only
+    processes in the CT's PID namespace count: other test beds on the same
+    machine run their own CTs with the same small PIDs and the same script."""
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         try:
             status = (d / "status").read_text()
             cmd = (d / "cmdline").read_bytes()
+            ns_link = os.readlink(d / "ns" / "pid")
         except OSError:
             continue
         ns = [ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")]
-        if ns and len(ns[0]) > 1 and int(ns[0][-1]) == ct_pid and needle.encode() in cmd:
+        if (
+            ns_link == pid_ns
+            and ns
+            and len(ns[0]) > 1
+            and int(ns[0][-1]) == ct_pid
+            and needle.encode() in cmd
+        ):
             return int(d.name)
     raise AssertionError(f"no host process for CT pid {ct_pid}")
 
@@ -555,7 +564,8 @@ async def test_gpu_readers_map_host_pids_into_the_ct(
     start_buffered(testbed, ct, "gpu", work)
     plan = await plan_kill(target, settings(), "gpu", int_wait=2.0)
     leader = plan.params["leader"]
-    host_pid = host_pid_of(leader, "train.py")
+    ct_ns = testbed.ct_exec(ct, ["readlink", "/proc/self/ns/pid"]).stdout.strip()
+    host_pid = host_pid_of(leader, "train.py", ct_ns)
     assert host_pid != leader  # really another PID namespace
     testbed.set_gpus(
         {
