@@ -28,6 +28,7 @@ from gputui.errors import GputuiError
 from gputui.model import GpuEvent, GpuProcess, GpuSample, GpuState
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
+from gputui.tasks import cancel_and_wait
 
 ChangeListener = Callable[[], None]
 
@@ -247,11 +248,7 @@ class NvidiaSmiFeed(GpuFeed):
     async def stop(self) -> None:
         self._stopped = True
         tasks, self._tasks = self._tasks, []
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(tasks)
         for p in list(self._procs):
             await self._close(p)
 

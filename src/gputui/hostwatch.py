@@ -49,6 +49,7 @@ from gputui.remote.base import Transport
 from gputui.remote.container import ContainerListing, ProxmoxLXC
 from gputui.remote.relay_client import RelayTransport
 from gputui.remote.target import Target, make_transport
+from gputui.tasks import cancel_and_wait
 
 LIST_PERIOD_S = 10.0  # how often the host lists its containers
 # How often a container's monitor polls its agent (tmux, processes, the
@@ -360,11 +361,7 @@ class HostWatch:
             self._rebuild_handle.cancel()
             self._rebuild_handle = None
         tasks, self._tasks = self._tasks, []
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(tasks)
         for ct in list(self.monitors):
             await self._stop_monitor(ct)
         await self.relay.close()

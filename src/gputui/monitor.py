@@ -49,6 +49,7 @@ from gputui.model import (
 from gputui.remote.agent_client import AgentClient, AgentError, AgentUnavailable
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
+from gputui.tasks import cancel_and_wait
 
 Listener = Callable[[Snapshot, set[str]], None]
 
@@ -274,11 +275,7 @@ class Monitor:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await start
         tasks, self._tasks = self._tasks, []
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(tasks)
         if self.follower is not None:
             await self.follower.stop()
         if self.gpu_feed is not None:
