@@ -45,6 +45,7 @@ from gputui.actions.runspec import (
     write_env_argv,
 )
 from gputui.collect import tmux as tmux_parse
+from gputui.remote.base import CommandResult
 from gputui.remote.target import Target
 
 GpuMemoryReader = Callable[[], Awaitable[float | None]]  # total used MiB, None = unknown
@@ -372,26 +373,25 @@ async def execute_start(
     # 4. start
     say(progress, f"starting session {spec.session!r}…")
     env_file = plan.params.get("env_file") or ""
-    if env_file:
-        res = await target.run(write_env_argv(env_file), input=env_file_bytes(spec.env))
-        if not res.ok:
-            return ActionResult(
-                ok=False,
-                summary=f"could not write the env file {env_file}: {(res.err or res.out).strip()}",
-                details=details,
-                elapsed_s=time.monotonic() - t0,
-                data={"moved_log": moved},
-            )
-    start = plan.commands[-1]
-    res = await target.run(start)
-    if not res.ok:
+
+    def not_started(what: str, res: CommandResult) -> ActionResult:
+        """The old run is stopped and its log moved, but nothing new runs."""
         return ActionResult(
             ok=False,
-            summary=f"tmux could not start session {spec.session!r}: {(res.err or res.out).strip()}",
+            summary=f"{what}: {(res.err or res.out).strip()}",
             details=details,
             elapsed_s=time.monotonic() - t0,
             data={"moved_log": moved},
         )
+
+    if env_file:
+        res = await target.run(write_env_argv(env_file), input=env_file_bytes(spec.env))
+        if not res.ok:
+            return not_started(f"could not write the env file {env_file}", res)
+    start = plan.commands[-1]
+    res = await target.run(start)
+    if not res.ok:
+        return not_started(f"tmux could not start session {spec.session!r}", res)
     mark("start")
     # 5. verify: one call polls inside the target (a pct exec costs ~0.3 s each)
     verify_s = float(plan.params.get("verify_s", VERIFY_S))
