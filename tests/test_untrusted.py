@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from rich.text import Text
 from textual.command import CommandPalette
@@ -384,6 +384,8 @@ async def drive_hostile_dashboard(name: str, command: str, path: str, error: str
     hostile(CANARY),
     hostile(CANARY, min_size=0),
 )
+# Found by CI: a reader command that is all Unicode whitespace (NEL) split to [].
+@example(name="x9-z", command="\x85", path="\x07z\x1b[8m'\x1bP1$r0m\x1b\\", error="")
 def test_dashboard_never_crashes_nor_writes_a_remote_escape(
     name: str, command: str, path: str, error: str
 ) -> None:
@@ -474,3 +476,18 @@ async def test_palette_reason_quoting_markup_is_text() -> None:
         await pilot.press(*"kill")
         await pilot.pause(0.3)
         await check_screen(app, pilot, "palette with a reason quoting the session")
+
+
+@pytest.mark.parametrize("command", ["", " ", "\x85", "\u2028", "\u3000\t", "tee -a log"])
+def test_a_pipe_reader_whose_command_is_blank_or_whitespace_is_named_not_a_crash(
+    command: str,
+) -> None:
+    """CI found this: '\\x85' (NEL) is whitespace, so `str.split()` gives []."""
+    from gputui.model import StdoutTarget
+    from gputui.ui.format import stdout_route
+
+    proc = Proc(pid=12, stdout=StdoutTarget("pipe", "pipe:[9]", readers=[(77, command)]))
+    route = stdout_route(proc)
+    assert route.startswith("pipe:[9] → ")
+    word = command.split()[0] if command.split() else "?"
+    assert route.endswith(f"{word} (77)")

@@ -727,7 +727,7 @@ class Monitor:
                 if line == "@gputui end":
                     rc: int | None = None
                     if block and block[-1].startswith("@gputui rc "):
-                        with contextlib.suppress(ValueError):
+                        with contextlib.suppress(ValueError, IndexError):
                             rc = int(block.pop().split()[2])
                     text = "\n".join(block) + "\n"
                     block = []

@@ -913,7 +913,9 @@ class Agent:
                     else None,
                     "in_container": in_ct,
                     "pid_ns": ns,
-                    "cgroup": text(cg_text.strip().splitlines()[-1]) if cg_text else None,
+                    "cgroup": text(cg_text.strip().splitlines()[-1])
+                    if cg_text and cg_text.strip()
+                    else None,
                     "cmdline": read_cmdline(pid),
                 }
             )

@@ -63,7 +63,7 @@ def stdout_route(proc: Proc) -> str:
         return f"file {out.path}"
     if out.kind == "pipe":
         parts = [out.path or "pipe"]
-        parts += [f"{cmd.split()[0] if cmd else '?'} ({pid})" for pid, cmd in out.readers[:2]]
+        parts += [f"{(cmd.split() or ['?'])[0]} ({pid})" for pid, cmd in out.readers[:2]]
         if out.reader_files:
             parts.append(", ".join(out.reader_files[:2]))
         return " → ".join(parts)
