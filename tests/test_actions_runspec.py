@@ -23,8 +23,8 @@ from gputui.actions.runspec import (
     spec_from_start_command,
     split_log_pipe,
     tmux_arg,
-    tmux_unquote,
 )
+from gputui.collect.tmux import split_start_command, start_command_text
 from gputui.config import Settings
 from gputui.remote.target import make_target
 
@@ -86,8 +86,9 @@ def test_tmux_arg_escapes_only_trailing_semicolon() -> None:
 
 def test_values_survive_real_tmux_both_ways(tmp_path: Path) -> None:
     """Each nasty value goes through a real tmux as an argv element (escaped
-    by tmux_arg), reaches the pane's program unchanged, and tmux_unquote reads
-    pane_start_command back to the same argv."""
+    by tmux_arg), reaches the pane's program unchanged, and split_start_command
+    reads pane_start_command back to the same argv — the one parser both the
+    dashboard's start-command text and relaunch's recovery use."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
     env["TMUX_TMPDIR"] = str(tmp_path)
     out = tmp_path / "argv.json"
@@ -121,9 +122,67 @@ def test_values_survive_real_tmux_both_ways(tmp_path: Path) -> None:
             text=True,
             check=True,
         ).stdout.rstrip("\n")
-        assert tmux_unquote(shown) == prog
+        assert split_start_command(shown) == prog
+        assert start_command_text(shown) == shown  # several arguments: shown as printed
+        cmd, _log, _env, source = spec_from_start_command(shown, "q", "/w")
+        assert cmd == shlex.join(prog) and source == "pane start command"
     finally:
         subprocess.run(["tmux", "kill-server"], env=env, capture_output=True)
+
+
+def test_one_command_string_through_real_tmux(tmp_path: Path) -> None:
+    """`tmux new "CMD | tee LOG"` (one argument, run by sh -c): the dashboard
+    shows CMD as written and relaunch recovers the command and the log from
+    the same split of what tmux prints."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+    env["TMUX_TMPDIR"] = str(tmp_path)
+    line = "echo 'it''s' \"ünï\" $HOME ~ a#x; sleep 30 2>&1 | tee -a /w d/t.log"
+    line = line.replace("/w d/t.log", "'/w d/t.log'")
+    try:
+        new = ["tmux", "new-session", "-d", "-s", "one", tmux_arg(line), ";"]
+        keep = ["set-option", "-p", "-t", "=one:", "remain-on-exit", "on"]
+        subprocess.run(new + keep, env=env, check=True, timeout=10)
+        shown = subprocess.run(
+            ["tmux", "list-panes", "-t", "=one:", "-F", "#{pane_start_command}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.rstrip("\n")
+        assert split_start_command(shown) == [line]
+        assert start_command_text(shown) == line
+        cmd, log, _env, _source = spec_from_start_command(shown, "one", "/w")
+        assert cmd == "echo 'it''s' \"ünï\" $HOME ~ a#x; sleep 30"  # 2>&1 | tee: gputui's own
+        assert log == "/w d/t.log"
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True)
+
+
+@pytest.mark.parametrize(
+    ("printed", "argv"),
+    [
+        ('"sleep 100"', ["sleep 100"]),
+        ("sleep", ["sleep"]),
+        ('sh -c "sleep 100" "a b"', ["sh", "-c", "sleep 100", "a b"]),
+        ("'say \"hi\"'", ['say "hi"']),
+        ('"tab\\there" \\~x', ["tab\there", "~x"]),
+        ('"oct\\037al" "nul\\0"', ["oct\x1fal", "nul\x00"]),
+        ('"\\303\\274ber"', ["über"]),  # UTF-8 bytes escaped one by one
+        ("'a\\\\b' ''", ["a\\b", ""]),
+        ('"unterminated', None),
+        ("'open", None),
+        ("", []),
+    ],
+)
+def test_split_start_command(printed: str, argv: list[str] | None) -> None:
+    assert split_start_command(printed) == argv
+
+
+def test_unreadable_start_command_recovers_nothing_from_it() -> None:
+    """A start command that does not parse is not guessed at: relaunch falls
+    back to the process's exact argv; the dashboard shows it as printed."""
+    assert spec_from_start_command('"python train.py', "s", "/w") == ("", None, {}, "")
+    assert start_command_text('"python train.py') == '"python train.py'
 
 
 def test_wrapper_recognised_from_start_command(tmp_path: Path) -> None:

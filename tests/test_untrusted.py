@@ -136,9 +136,9 @@ def hostile_plan(name: str, cwd: str, command: str, log: str) -> ActionPlan:
 def test_cli_confirmation_shows_escapes_not_raw() -> None:
     """Item 2: tmux's `\\033` in a pane start command becomes a real ESC;
     the CLI shows it as ␛ and the title change never reaches the terminal."""
-    from gputui.actions.runspec import tmux_unquote
+    from gputui.collect.tmux import split_start_command
 
-    command = tmux_unquote('"python train.py \\033]2;pwned\\007\\033[8m; rm -rf ~"')[0]
+    command = split_start_command('"python train.py \\033]2;pwned\\007\\033[8m; rm -rf ~"')[0]
     assert "\x1b]2;" in command  # the real escape, as relaunch reads it
     plan = hostile_plan("run", "/w", command, "/w/t.log")
     shown = plan.display

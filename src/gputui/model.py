@@ -171,7 +171,7 @@ class Pane:
     current_command: str = ""
     start_command: str = ""
     current_path: str = ""
-    start_command_raw: str = ""  # as tmux printed it (actions.runspec.tmux_unquote reads it)
+    start_command_raw: str = ""  # as tmux printed it (collect.tmux.split_start_command reads it)
 
 
 @dataclass

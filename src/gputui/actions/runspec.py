@@ -7,7 +7,8 @@
 - `new_session_argv`: `tmux new-session … \\; set-option -p … remain-on-exit on`
   as ONE tmux invocation, every value escaped for tmux's own `;` parsing and
   the session name and cwd for tmux's format expansion (`#` -> `##`).
-- `tmux_unquote`: read back what tmux prints as `pane_start_command`.
+- `spec_from_start_command`: the run read back from tmux's `pane_start_command`
+  (split by `collect.tmux.split_start_command`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import secrets
 import shlex
 from dataclasses import dataclass, field
 
-from gputui.collect.tmux import LAUNCH_WRAPPER_NAME
+from gputui.collect.tmux import LAUNCH_WRAPPER_NAME, split_start_command
 from gputui.untrusted import tmux_literal
 
 # The fixed script. $1 = log, $2 = the user's command (a shell command line,
@@ -266,72 +267,11 @@ def abs_log(log: str, cwd: str) -> str:
     return posixpath.normpath(posixpath.join(cwd or "/", log))
 
 
-# ------------------------------------------------------------ tmux unquoting
-
-_CESC = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "v": "\v", "f": "\f", "s": " "}
-
-
-def tmux_unquote(text: str) -> list[str]:
-    """Split tmux's rendering of an argv (pane_start_command, tmux 3.x
-    `args_escape`: words in "…" or '…', vis(3) C-style/octal escapes) back
-    into the argv."""
-    out: list[str] = []
-    cur: list[str] = []
-    in_word = False
-    quote: str | None = None
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\" and i + 1 < n:
-            d = text[i + 1]
-            if d in "01234567":
-                j = i + 1
-                while j < n and j < i + 4 and text[j] in "01234567":
-                    j += 1
-                cur.append(chr(int(text[i + 1 : j], 8)))
-                i = j
-            else:
-                cur.append(_CESC.get(d, d))
-                i += 2
-            in_word = True
-            continue
-        if quote:
-            if c == quote:
-                quote = None
-            else:
-                cur.append(c)
-        elif c in "\"'":
-            quote = c
-            in_word = True
-        elif c == " ":
-            if in_word:
-                out.append("".join(cur))
-                cur, in_word = [], False
-        else:
-            cur.append(c)
-            in_word = True
-        i += 1
-    if in_word:
-        out.append("".join(cur))
-    return _utf8_fix(out)
-
-
-def _utf8_fix(words: list[str]) -> list[str]:
-    """Octal escapes of UTF-8 bytes come out as latin-1 chars: re-decode."""
-    fixed = []
-    for w in words:
-        try:
-            fixed.append(w.encode("latin-1").decode("utf-8"))
-        except (UnicodeEncodeError, UnicodeDecodeError):
-            fixed.append(w)
-    return fixed
-
-
 def spec_from_start_command(
     start_command: str, session: str, cwd: str
 ) -> tuple[str, str | None, dict[str, str], str]:
     """(command, log or None, env, source) from a pane's start command."""
-    argv = tmux_unquote(start_command)
+    argv = split_start_command(start_command) or []  # unreadable: like none at all
     if not argv or (
         len(argv) == 1
         and posixpath.basename(argv[0].split(" ")[0]) in _SHELLS

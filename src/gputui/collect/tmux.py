@@ -108,58 +108,65 @@ def _int(s: str) -> int | None:
         return None
 
 
-_ESC_RE = re.compile(r"\\([0-7]{3}|.)", re.S)
-_ESC_MAP = {
-    "n": "\n",
-    "t": "\t",
-    "r": "\r",
-    "a": "\a",
-    "b": "\b",
-    "v": "\v",
-    "f": "\f",
-    "s": " ",
-    "0": "\0",
-}
+_CESC = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "v": "\v", "f": "\f", "s": " "}
 
 
-def _unescape(s: str) -> str:
-    def sub(m: re.Match[str]) -> str:
-        g = m.group(1)
-        if len(g) == 3:
-            return chr(int(g, 8))
-        return _ESC_MAP.get(g, g)
-
-    return _ESC_RE.sub(sub, s)
-
-
-def _split_tmux_args(s: str) -> list[str] | None:
-    """Split a start command as tmux prints it (args joined by spaces, each
-    escaped and maybe quoted). None when it does not parse."""
-    args: list[str] = []
-    i, n = 0, len(s)
+def split_start_command(text: str) -> list[str] | None:
+    """Split a start command as tmux prints it (`pane_start_command`, tmux 3.x
+    `args_escape`: words joined by spaces, each maybe in "…" or '…', with
+    vis(3) C-style and octal escapes) back into the argv. None when it does
+    not parse (a quote left open). The one reader of tmux's rendering: the
+    dashboard shows it (`start_command_text`), relaunch recovers the run
+    from it (`actions.runspec.spec_from_start_command`)."""
+    out: list[str] = []
+    cur: list[str] = []
+    in_word = False
+    quote: str | None = None
+    i, n = 0, len(text)
     while i < n:
-        if s[i] == " ":
-            i += 1
-            continue
-        buf: list[str] = []
-        while i < n and s[i] != " ":
-            c = s[i]
-            if c in "\"'":
+        c = text[i]
+        if c == "\\" and i + 1 < n:
+            d = text[i + 1]
+            if d in "01234567":
                 j = i + 1
-                while j < n and s[j] != c:
-                    j += 2 if s[j] == "\\" and c == '"' else 1
-                if j >= n:
-                    return None
-                buf.append(s[i + 1 : j])
-                i = j + 1
-            elif c == "\\" and i + 1 < n:
-                buf.append(s[i : i + 2])
-                i += 2
+                while j < n and j < i + 4 and text[j] in "01234567":
+                    j += 1
+                cur.append(chr(int(text[i + 1 : j], 8)))
+                i = j
             else:
-                buf.append(c)
-                i += 1
-        args.append(_unescape("".join(buf)))
-    return args
+                cur.append(_CESC.get(d, d))
+                i += 2
+            in_word = True
+            continue
+        if quote:
+            if c == quote:
+                quote = None
+            else:
+                cur.append(c)
+        elif c in "\"'":
+            quote = c
+            in_word = True
+        elif c == " ":
+            if in_word:
+                out.append("".join(cur))
+                cur, in_word = [], False
+        else:
+            cur.append(c)
+            in_word = True
+        i += 1
+    if quote:
+        return None
+    if in_word:
+        out.append("".join(cur))
+    return [_utf8_fix(w) for w in out]
+
+
+def _utf8_fix(word: str) -> str:
+    """Octal escapes of UTF-8 bytes come out as latin-1 chars: re-decode."""
+    try:
+        return word.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return word
 
 
 # $0 of gputui's launch wrapper (actions.runspec.WRAPPER_NAME): its pane runs
@@ -173,7 +180,7 @@ def start_command_text(raw: str) -> str:
     A pane started by gputui's launch wrapper shows the user's command, not
     the wrapper script. Other commands of several arguments (`sh -c "sleep 1"
     "a b"`) are returned as printed: that is already a readable line."""
-    args = _split_tmux_args(raw)
+    args = split_start_command(raw)
     if args is not None and len(args) == 1:
         return args[0]
     if (
