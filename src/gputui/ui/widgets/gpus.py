@@ -14,7 +14,7 @@ from gputui.model import GpuSample, GpuState, Ring
 from gputui.ui.trend import pick_span, series_buckets, spark, window_label
 from gputui.ui.widgets.lines import TextLines
 from gputui.ui.widgets.quiet import set_border_text
-from gputui.untrusted import remote_text
+from gputui.untrusted import remote_text, visible
 
 UTIL_STYLE = "green"
 MEM_STYLE = "cyan"
@@ -149,7 +149,7 @@ def gpu_title(gpus: GpuState, window: str = "") -> Text:
     n = len(gpus.latest)
     t = Text("GPUs")
     if n:
-        t.append(f" · {n}× {' / '.join(names)}" if names else f" · {n}")
+        t.append(f" · {n}× {visible(' / '.join(names))}" if names else f" · {n}")
     if n and window:
         t.append(f" · util % │ memory · {window}")
     return t

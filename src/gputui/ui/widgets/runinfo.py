@@ -36,14 +36,14 @@ def proc_text(snap: Snapshot) -> Text:
         if snap.session is None:
             t.append("no session watched — pick one in the sessions list", style="dim")
         elif not snap.session.alive:
-            t.append(f"session {snap.session.name} is dead: no process", style="bold red")
+            t.append(f"session {visible(snap.session.name)} is dead: no process", style="bold red")
         else:
-            t.append(f"no Python process under session {snap.session.name}", style="dim")
+            t.append(f"no Python process under session {visible(snap.session.name)}", style="dim")
         return t
     state_style = "bold red" if p.state in ("Z", "T", "D") else ""
     t.append(f"pid {p.pid}", style="bold")
     t.append("  ")
-    t.append(p.state or "?", style=state_style)
+    t.append(visible(p.state or "?"), style=state_style)
     t.append(f"  CPU {number(p.cpu_pct)}%  RSS {human_bytes(p.rss_bytes)}  ")
     t.append(visible(" ".join(p.cmdline) or "?"), style="dim")  # one line, whatever it holds
     t.append(f"\nstdout → {visible(stdout_route(p))}")
@@ -178,14 +178,16 @@ def run_line_text(snap: Snapshot) -> Text:
     if p is None:
         return proc_text(snap)
     t.append(f"pid {p.pid}", style="bold")
-    t.append(f" {p.state or '?'}", style="bold red" if p.state in ("Z", "T", "D") else "")
+    t.append(f" {visible(p.state or '?')}", style="bold red" if p.state in ("Z", "T", "D") else "")
     style, verdict = buffering_verdict(p)
     t.append(" · ")
     t.append(verdict.split(" (")[0].split(":")[0], style=style)
     m = snap.metrics
     if m.throughput.last() is not None:
         word = trend_word(trend_pct(m.throughput.values()[-SPARK_POINTS:]))
-        t.append(f" · {number(m.throughput.last())} {m.throughput_unit or 'tok/s'} {word}".rstrip())
+        t.append(
+            f" · {number(m.throughput.last())} {visible(m.throughput_unit or 'tok/s')} {word}".rstrip()
+        )
     if m.loss.last() is not None:
         t.append(f" · loss {number(m.loss.last(), 3)}")
     t.append(" · ")
