@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gputui.actions import ActionPlan, ActionResult, plan_watch_log
 from gputui.errors import GputuiError
 from gputui.model import PARTS, LogState, Snapshot
-from gputui.ui.verbs import ActionOutcome, PlannedAction
 
 
 class SceneMonitor:
@@ -64,41 +64,65 @@ class SceneMonitor:
 
 class RecordingActions:
     """An action backend that plans fixed commands and records every call.
-    Tests use it to prove nothing runs without a confirmation."""
+    Tests use it to prove nothing runs without a confirmation. watch_log is
+    planned by the real (pure) planner: it only reads the snapshot."""
 
-    def __init__(self, outcome: ActionOutcome | None = None, fail_plan: str | None = None) -> None:
-        self.planned: list[PlannedAction] = []
-        self.executed: list[PlannedAction] = []
-        self.outcome = outcome or ActionOutcome(True, "done")
+    def __init__(self, outcome: ActionResult | None = None, fail_plan: str | None = None) -> None:
+        self.planned: list[ActionPlan] = []
+        self.executed: list[ActionPlan] = []
+        self.outcome = outcome or ActionResult(True, "done")
         self.fail_plan = fail_plan
         self.raise_on_execute: Exception | None = None
+        self.progress = None
 
-    async def plan(self, verb: str, snap: Snapshot) -> PlannedAction:
+    async def plan(self, verb: str, snap: Snapshot) -> ActionPlan:
         if self.fail_plan:
             raise GputuiError(self.fail_plan, "fix it")
         session = snap.session_name or "?"
+        if verb == "watch_log":
+            proc = snap.training_proc
+            files = list(proc.stdout.files) if proc is not None else []
+            p = plan_watch_log(proc.pid if proc else None, files, snap.log.path or None)
+            self.planned.append(p)
+            return p
         commands = {
             "relaunch": [
-                f"tmux send-keys -t ={session}: C-c",
-                "mv /workspace/train.log /workspace/train.log.20260101-120000",
-                f"tmux new-session -d -s {session} -c /workspace 'set -o pipefail; "
-                "PYTHONUNBUFFERED=1 python3 -u train.py 2>&1 | tee -a -i /workspace/train.log'"
-                f" ; set-option -p -t ={session}: remain-on-exit on",
+                ["tmux", "send-keys", "-t", f"={session}:", "C-c"],
+                ["mv", "/workspace/train.log", "/workspace/train.log.20260101-120000"],
+                [
+                    "tmux",
+                    "new-session",
+                    "-d",
+                    "-s",
+                    session,
+                    "-c",
+                    "/workspace",
+                    "set -o pipefail; PYTHONUNBUFFERED=1 python3 -u train.py 2>&1"
+                    " | tee -a -i /workspace/train.log",
+                    ";",
+                    "set-option",
+                    "-p",
+                    "-t",
+                    f"={session}:",
+                    "remain-on-exit",
+                    "on",
+                ],
             ],
-            "dump": ["py-spy dump --pid 4242"],
-        }.get(verb, [f"gputui-{verb} {session}"])
-        p = PlannedAction(
-            verb=verb,
-            title=f"{VERB_TITLES.get(verb, verb)} session {session!r}",
+            "dump": [["py-spy", "dump", "--pid", "4242"]],
+        }.get(verb, [[f"gputui-{verb}", session]])
+        p = ActionPlan(
+            action=verb,
+            title=f"{VERB_TITLES.get(verb, verb)} session {session!r}?",
             target=f"{snap.target} · session {session!r} · pid 4242",
-            description=VERB_NOTES.get(verb, f"{verb} the run in session {session!r}."),
+            session=session,
+            notes=[VERB_NOTES.get(verb, f"{verb} the run in session {session!r}.")],
             commands=commands,
         )
         self.planned.append(p)
         return p
 
-    async def execute(self, planned: PlannedAction) -> ActionOutcome:
-        self.executed.append(planned)
+    async def execute(self, plan: ActionPlan) -> ActionResult:
+        self.executed.append(plan)
         if self.raise_on_execute is not None:
             raise self.raise_on_execute
         return self.outcome

@@ -319,3 +319,15 @@ def test_verify_stops_early_on_a_dead_pane_raw_or_tmux34_escaped(
     argv = ["sh", "-c", VERIFY_SCRIPT, "v", "/nonexistent", "15", DEAD_PANE_PATTERN]
     r = subprocess.run([*argv, "printf", "%s\n", line], capture_output=True, text=True)
     assert r.stdout.split()[3:5] == ["t", stops_at]
+
+
+def test_watch_log_plan_names_the_file_and_runs_nothing_on_the_process() -> None:
+    from gputui.actions import ActionError, plan_watch_log
+
+    plan = plan_watch_log(4242, ["/w/real log.txt", "/w/other"], "/w/old.log")
+    assert plan.action == "watch_log" and plan.target == "/w/real log.txt"
+    assert plan.params == {"log": "/w/real log.txt"} and plan.pids == [4242]
+    assert "$ tail -c +0 -F '/w/real log.txt'" in plan.display
+    assert "follows /w/old.log" in plan.display and "Nothing is run" in plan.display
+    with pytest.raises(ActionError):
+        plan_watch_log(4242, [], None)

@@ -43,6 +43,8 @@ PURE = [
     "collect/logtail.py",
     "collect/metrics.py",
     "collect/procs.py",
+    "actions/runspec.py",
+    "actions/follow.py",
     "verbs.py",
     "remote/container.py",
     "hostview.py",

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Log
 
+from gputui.actions import ActionResult
 from gputui.demo.scenes import SCENES, T0
 from gputui.model import Finding
 from gputui.ui.app import GputuiApp
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen
 from gputui.ui.screens.result import ResultScreen
-from gputui.ui.verbs import ActionOutcome
 from gputui.ui.widgets.banner import Banner
 from scene_fakes import RecordingActions, SceneMonitor
 from ui_scenarios import screen_text
@@ -90,7 +90,7 @@ async def test_relaunch_needs_confirmation_n_and_escape_run_nothing() -> None:
         await pilot.press("y")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert [p.verb for p in actions.executed] == ["relaunch"]
+        assert [p.action for p in actions.executed] == ["relaunch"]
 
 
 async def test_confirmed_plan_is_the_one_shown_when_box_opened() -> None:
@@ -98,7 +98,7 @@ async def test_confirmed_plan_is_the_one_shown_when_box_opened() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("k")
         await pilot.pause()
-        shown = app.screen.planned  # type: ignore[attr-defined]
+        shown = app.screen.plan  # type: ignore[attr-defined]
         mon.snapshot.session_name = "other"  # the world changes while the box is open
         mon.publish({"sessions"})
         await pilot.press("y")
@@ -136,10 +136,10 @@ async def test_verbs_that_do_not_apply_are_greyed_with_reason() -> None:
 
 
 async def test_dump_result_screen_shows_output_and_saved_file() -> None:
-    outcome = ActionOutcome(
+    outcome = ActionResult(
         True,
         "py-spy: 2 threads",
-        details="Thread 4242 (active)\n  main (train.py:77)",
+        output="Thread 4242 (active)\n  main (train.py:77)",
         saved_path="/root/.local/state/gputui/dumps/x.txt",
     )
     actions = RecordingActions(outcome)
@@ -155,7 +155,7 @@ async def test_dump_result_screen_shows_output_and_saved_file() -> None:
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert "ConfirmScreen" not in seen
-        assert [a.verb for a in actions.executed] == ["dump"]
+        assert [a.action for a in actions.executed] == ["dump"]
         assert isinstance(app.screen, ResultScreen)
         shot = screen_text(app)
         assert "main (train.py:77)" in shot and "x.txt" in shot

@@ -60,7 +60,7 @@ async def test_demo_banner_explains_buffering_and_relaunch_fixes_it(tmp_path, mo
             assert app.executed == []  # the box is open; nothing ran
             await pilot.press("y")
             await app.workers.wait_for_complete()
-            assert [p.verb for p in app.executed] == ["relaunch"]
+            assert [p.action for p in app.executed] == ["relaunch"]
             assert await wait_for(lambda: len(snap.metrics.throughput) >= 8, 20)
             assert await wait_for(lambda: banner_kind() is None, 10)
             proc = snap.training_proc

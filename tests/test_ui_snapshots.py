@@ -5,9 +5,9 @@ Regenerate after an intended change: pytest tests/test_ui_snapshots.py --snapsho
 
 from __future__ import annotations
 
+from gputui.actions import ActionResult
 from gputui.demo.scenes import PY_SPY_OUTPUT, SCENES, T0
 from gputui.ui.app import GputuiApp
-from gputui.ui.verbs import ActionOutcome
 from scene_fakes import RecordingActions, SceneMonitor
 
 SIZE = (120, 36)
@@ -42,10 +42,10 @@ def test_confirm_relaunch(snap_compare) -> None:
 
 
 def test_py_spy_output(snap_compare) -> None:
-    outcome = ActionOutcome(
+    outcome = ActionResult(
         True,
         "py-spy dump of pid 4242: 2 threads",
-        details=PY_SPY_OUTPUT,
+        output=PY_SPY_OUTPUT,
         saved_path="~/.local/state/gputui/dumps/dflash-4242-20270115-080000.txt",
     )
     app = scene_app("healthy", actions=RecordingActions(outcome))

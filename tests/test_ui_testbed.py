@@ -161,7 +161,7 @@ async def test_buffered_banner_then_relaunch_clears_it(testbed: Any, ct: int) ->
             assert app.executed == []  # the box is open, nothing ran yet
             await pilot.press("y")
             await until(lambda: app.executed, 5, "the relaunch to start")
-            assert [p.verb for p in app.executed] == ["relaunch"]
+            assert [p.action for p in app.executed] == ["relaunch"]
             await until(
                 lambda: not [w for w in app.workers if w.group == "action" and w.is_running],
                 30,

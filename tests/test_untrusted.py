@@ -21,6 +21,7 @@ from rich.text import Text
 from textual.command import CommandPalette
 from textual.widgets import Input
 
+from gputui.actions import ActionResult
 from gputui.actions.plan import ActionPlan, render_argv
 from gputui.actions.runspec import RunSpec, wrapper_argv
 from gputui.collect.logtail import LineSplitter
@@ -41,7 +42,6 @@ from gputui.ui.app import GputuiApp
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen
 from gputui.ui.screens.result import ResultScreen
-from gputui.ui.verbs import ActionOutcome, PlannedAction
 from gputui.untrusted import (
     is_visible,
     plain_utf8,
@@ -305,14 +305,16 @@ class HostileActions(RecordingActions):
     """Plans and outcomes that quote the hostile text, as the real ones do."""
 
     def __init__(self, text: str) -> None:
-        super().__init__(ActionOutcome(False, f"failed: {text}", f"details {text}\n{text}", text))
+        super().__init__(
+            ActionResult(False, f"failed: {text}", [f"details {text}", text], saved_path=text)
+        )
         self.text = text
 
-    async def plan(self, verb: str, snap: Any) -> PlannedAction:
+    async def plan(self, verb: str, snap: Any) -> ActionPlan:
         p = await super().plan(verb, snap)
         p.title = f"{p.title} {self.text}"
-        p.description = f"{p.description} {self.text}"
-        p.commands = [*p.commands, render_argv(["echo", self.text])]
+        p.notes = [f"{note} {self.text}" for note in p.notes]
+        p.commands = [*p.commands, ["echo", self.text]]
         return p
 
 
@@ -448,18 +450,18 @@ async def test_palette_opens_searches_and_runs_every_entry() -> None:
             elif action_id == "pause":
                 assert "paused" in str(app.query_one("#log-state").render())
             elif app.why_not(action_id) is None:
-                assert actions.planned[-1].verb == action_id
+                assert actions.planned[-1].action == action_id
                 if VERB_BY_ID[action_id].confirm:
                     assert isinstance(app.screen, ConfirmScreen), text
                     await pilot.press("n")
                 else:  # it only reads (py-spy dump): it ran at once
                     await app.workers.wait_for_complete()
                     await pilot.pause()
-                    assert [p.verb for p in actions.executed] == [action_id]
+                    assert [p.action for p in actions.executed] == [action_id]
                     if isinstance(app.screen, ResultScreen):
                         await pilot.press("escape")
             await pilot.pause()
-        assert {p.verb for p in actions.executed} <= {"dump"}  # nothing that changes a run
+        assert {p.action for p in actions.executed} <= {"dump"}  # nothing that changes a run
         assert len(actions.planned) >= 5  # relaunch, kill, force kill, dump, flush, attach
 
 

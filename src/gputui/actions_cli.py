@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from gputui.actions import ActionPlan, ActionResult, execute, plan
-from gputui.actions.plan import plan_to_dict
 from gputui.errors import GputuiError
 from gputui.remote.target import Target, make_target
 from gputui.untrusted import json_text, visible
@@ -142,7 +141,7 @@ def _json(
     doc = {
         "action": command,
         "target": target.label,
-        "plan": plan_to_dict(plan) if plan is not None else None,
+        "plan": dataclasses.asdict(plan) if plan is not None else None,
         "ran": result is not None,
         "ok": result.ok if result is not None else False,
         "result": dataclasses.asdict(result) if result is not None else None,

@@ -1,6 +1,6 @@
 """The verbs: one record each, read by the banner, help, footer, palette and
 the CLI subcommands — id, default key, label, whether it changes something,
-and why it does not apply now.
+where it runs, and why it does not apply now.
 
 Pure: no Textual, no I/O. How a verb is planned and run is the actions
 package's (`gputui.actions.PLANNERS` / `EXECUTORS`, keyed by the same ids);
@@ -26,6 +26,10 @@ class Verb:
     changes: bool = True  # acts on the run: off in --read-only
     confirm: bool = True  # the dashboard asks first; False: it only reads, runs at once
     cli_help: str = ""  # non-empty: also a `gputui VERB` subcommand
+    # where the confirmed plan runs: "target" (actions.execute, audited),
+    # "terminal" (its argv in this terminal, the dashboard suspended: attach),
+    # "view" (the dashboard follows the plan's log: watch_log)
+    runs: str = "target"
 
 
 def _session_needed(snap: Snapshot) -> str | None:
@@ -118,7 +122,13 @@ VERBS: tuple[Verb, ...] = (
         "Make the running process flush stdout and go line-buffered",
         cli_help="flush a live process's stdout through gdb",
     ),
-    Verb("attach", "a", "attach", "Open the tmux session in this terminal; detach to come back"),
+    Verb(
+        "attach",
+        "a",
+        "attach",
+        "Open the tmux session in this terminal; detach to come back",
+        runs="terminal",
+    ),
     Verb(
         "launch",
         "l",
@@ -132,6 +142,7 @@ VERBS: tuple[Verb, ...] = (
         "real log",
         "Follow the file the process really writes",
         changes=False,  # following another file changes nothing
+        runs="view",
     ),
 )
 VERB_BY_ID = {v.id: v for v in VERBS}

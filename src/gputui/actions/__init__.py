@@ -1,10 +1,13 @@
 """One-key actions on a run: relaunch with flushing, kill, py-spy dump,
-flush live, launch, attach. Each is `plan_*()` (read-only inspection, returns
-an ActionPlan to confirm) then `execute()` (runs it, audits it).
+flush live, launch, attach, follow the real log. Each is `plan_*()`
+(read-only inspection, returns an ActionPlan to confirm) then `execute()`
+(runs it, audits it).
 
 `plan()` and `execute()` find the verb's functions in PLANNERS / EXECUTORS,
-keyed by the ids of `gputui.verbs.VERBS`: the dashboard and the CLI verbs
-call the same two."""
+keyed by the ids of `gputui.verbs.VERBS`: the dashboard (through
+`backend.ActionBackend`) and the CLI verbs call the same two. A verb that
+runs somewhere else than on the target (`Verb.runs`: attach in this
+terminal, watch_log in the dashboard's view) has a planner and no executor."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import Any
 from gputui.actions.attach import attach_argv, plan_attach
 from gputui.actions.dump import execute_dump, plan_dump
 from gputui.actions.flush import execute_flush, plan_flush
+from gputui.actions.follow import plan_watch_log
 from gputui.actions.kill import GpuProcessReader, execute_kill, plan_kill
 from gputui.actions.plan import (
     ActionError,
@@ -46,6 +50,7 @@ __all__ = [
     "plan_kill",
     "plan_launch",
     "plan_relaunch",
+    "plan_watch_log",
     "render_argv",
     "state_dir",
 ]
@@ -67,7 +72,7 @@ async def execute(
         if run is None:
             raise ActionError(
                 f"action {plan.action!r} is not run by execute()",
-                "attach is run by the UI with the argv from attach_argv()",
+                "it runs where its verb says (gputui.verbs.Verb.runs), not on the target",
             )
         result = await run(target, plan, progress, gpu_memory, gpu_processes)
     except GputuiError as err:
@@ -77,7 +82,8 @@ async def execute(
 
 
 # (target, settings, session, options) -> the plan; options are the verb's own
-# flags (log, pids, native, locals_, py_spy), absent when not given.
+# flags (log, pids, native, locals_, py_spy) and, from the dashboard, what the
+# snapshot knows (pid, stdout_files); absent when not given.
 Planner = Callable[[Target, Any, "str | None", dict[str, Any]], Awaitable[ActionPlan]]
 Executor = Callable[
     [Target, ActionPlan, Progress, "GpuMemoryReader | None", "GpuProcessReader | None"],
@@ -87,6 +93,10 @@ Executor = Callable[
 
 async def _plan_attach(t: Target, s: Any, session: str | None, o: dict[str, Any]) -> ActionPlan:
     return plan_attach(t, s, session)
+
+
+async def _plan_watch_log(t: Target, s: Any, session: str | None, o: dict[str, Any]) -> ActionPlan:
+    return plan_watch_log(o.get("pid"), list(o.get("stdout_files") or []), o.get("log"))
 
 
 PLANNERS: dict[str, Planner] = {
@@ -107,6 +117,7 @@ PLANNERS: dict[str, Planner] = {
         t, s, session, pids=o.get("pids"), log=o.get("log")
     ),
     "attach": _plan_attach,
+    "watch_log": _plan_watch_log,
 }
 
 EXECUTORS: dict[str, Executor] = {

@@ -13,7 +13,7 @@ import json
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -149,10 +149,6 @@ def audit(target: str, plan: ActionPlan, result: ActionResult, path: Path | None
     except UnicodeEncodeError:  # an argument's non-UTF-8 bytes (lone surrogates): \udcXX
         line = json.dumps(entry, ensure_ascii=True)
     return append_private(p, line + "\n")
-
-
-def plan_to_dict(plan: ActionPlan) -> dict[str, Any]:
-    return asdict(plan)
 
 
 def say(progress: Progress, text: str) -> None:

@@ -11,7 +11,6 @@ stream in batches, at most ~4 writes a second (`WritePacer`).
 from __future__ import annotations
 
 import asyncio
-import shlex
 import subprocess
 import sys
 import threading
@@ -27,16 +26,17 @@ from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Footer, Input
 from textual.worker import Worker, WorkerState
 
+from gputui.actions.backend import ActionBackend
+from gputui.actions.plan import ActionPlan, ActionResult
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import PARTS, ConnectionState, Finding, Snapshot
 from gputui.ui.commands import ActionCommands
 from gputui.ui.feed import MonitorLike
 from gputui.ui.pacing import WritePacer
-from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.confirm import ConfirmScreen, plan_heading
 from gputui.ui.screens.help import HelpScreen, help_markdown
-from gputui.ui.screens.result import ResultScreen
+from gputui.ui.screens.result import ResultScreen, result_details
 from gputui.ui.screens.zoom import GpuGraphsScreen
-from gputui.ui.verbs import ActionBackend, ActionOutcome, PlannedAction
 from gputui.ui.widgets.banner import Banner
 from gputui.ui.widgets.gpus import GpuTable, gpu_lines
 from gputui.ui.widgets.logview import LogPanel
@@ -133,7 +133,7 @@ class GputuiApp(App[int]):
         self._availability: tuple[str | None, ...] = ()
         self._stopped = False
         self._last_tick = -1e9  # time.monotonic() of the last full redraw
-        self.executed: list[PlannedAction] = []  # every action that really ran
+        self.executed: list[ActionPlan] = []  # every action that really ran
         self.recorder = recorder  # gputui.recorder.RunRecorder: history + alerts
         self.terminal_alerts = terminal_alerts
         self.crashed_with: Exception | None = None  # run_app reports it (gputui.crash)
@@ -365,7 +365,7 @@ class GputuiApp(App[int]):
         why = why_not(
             verb, self.monitor.snapshot, read_only=self.read_only, can_launch=self.can_launch
         )
-        if why is None and verb != "watch_log" and self.actions is None:
+        if why is None and self.actions is None:
             return "actions are not available in this build"
         return why
 
@@ -398,58 +398,44 @@ class GputuiApp(App[int]):
             return
         self._plan_confirm_run(verb)
 
-    async def _plan(self, verb: str) -> PlannedAction:
-        snap = self.monitor.snapshot
-        if verb == "watch_log":
-            proc = snap.training_proc
-            path = proc.stdout.files[0] if proc and proc.stdout.files else ""
-            return PlannedAction(
-                verb=verb,
-                title="Follow the log the process really writes",
-                target=path,
-                description=visible(
-                    f"pid {proc.pid if proc else '?'}'s stdout reaches {path}; the log view "
-                    f"follows {snap.log.path or 'nothing'}. Switch the log view to {path}. "
-                    "Nothing is run on the process."
-                ),
-                commands=[visible(f"tail -c +0 -F {shlex.quote(path)}")],
-            )
+    async def _plan(self, verb: str) -> ActionPlan:
         assert self.actions is not None
-        return await self.actions.plan(verb, snap)
+        return await self.actions.plan(verb, self.monitor.snapshot)
 
     @work(group="action", exclusive=True, exit_on_error=False)
     async def _plan_confirm_run(self, verb: str) -> None:
         """Plan (read-only), confirm with the plan fixed, then run it. A verb
         that only reads (py-spy dump) runs at once; its result says what ran."""
         try:
-            planned = await self._plan(verb)
+            plan = await self._plan(verb)
         except GputuiError as e:
             self.notify(str(e), title=VERB_BY_ID[verb].label, severity="error", timeout=8)
             return
+        title = plan_heading(plan)
         asks = verb not in VERB_BY_ID or VERB_BY_ID[verb].confirm
-        if asks and not await self.push_screen_wait(ConfirmScreen(planned)):
-            self.notify(f"{planned.title}: cancelled, nothing was run")
+        if asks and not await self.push_screen_wait(ConfirmScreen(plan)):
+            self.notify(f"{title}: cancelled, nothing was run")
             return
-        self.executed.append(planned)
-        self.notify(f"{planned.title}: running…", timeout=3)
-        outcome = await self._execute(planned)
-        self.notify(
-            outcome.summary, title=planned.title, severity="information" if outcome.ok else "error"
-        )
-        if outcome.details or outcome.saved_path or not outcome.ok:
-            self.push_screen(ResultScreen(planned.title, outcome))
+        self.executed.append(plan)
+        self.notify(f"{title}: running…", timeout=3)
+        result = await self._execute(plan)
+        self.notify(result.summary, title=title, severity="information" if result.ok else "error")
+        if result_details(result) or result.saved_path or not result.ok:
+            self.push_screen(ResultScreen(title, result))
         await self.monitor.refresh()
 
-    async def _execute(self, planned: PlannedAction) -> ActionOutcome:
-        if planned.verb == "watch_log":
-            self.monitor.watch_log(planned.target)
-            return ActionOutcome(True, f"following {planned.target}")
-        if planned.interactive_argv:
+    async def _execute(self, plan: ActionPlan) -> ActionResult:
+        """Run the confirmed plan where its verb runs (gputui.verbs.Verb.runs)."""
+        runs = VERB_BY_ID[plan.action].runs if plan.action in VERB_BY_ID else "target"
+        if runs == "view":
+            self.monitor.watch_log(plan.params["log"])
+            return ActionResult(True, f"following {plan.params['log']}")
+        if runs == "terminal":
             with self.suspend():
-                rc = subprocess.run(planned.interactive_argv, check=False).returncode
-            return ActionOutcome(rc == 0, f"detached (exit status {rc})")
+                rc = subprocess.run(plan.commands[0], check=False).returncode
+            return ActionResult(rc == 0, f"detached (exit status {rc})")
         assert self.actions is not None
-        return await self.actions.execute(planned)
+        return await self.actions.execute(plan)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """An action that raised: say what failed in a box, never a traceback."""
@@ -460,7 +446,7 @@ class GputuiApp(App[int]):
         if event.worker.group == "monitor":
             self.notify(text, title="monitor", severity="error", timeout=10)
             return
-        self.push_screen(ResultScreen("action failed", ActionOutcome(False, text)))
+        self.push_screen(ResultScreen("action failed", ActionResult(False, text)))
 
     # ------------------------------------------------------------ other keys
 
@@ -599,8 +585,7 @@ def run_app(settings: Any) -> int:
         terminal_alerts=bool(getattr(parts.settings, "alert_terminal", True)),
     )
 
-    if parts.actions is not None:
-        parts.actions.progress = lambda text: app.notify(text, timeout=4)
+    parts.actions.progress = lambda text: app.notify(text, timeout=4)
     rc = app.run()
     if app.crashed_with is not None:
         from gputui import crash

@@ -29,11 +29,11 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Static
 
+from gputui.actions.backend import ActionBackend
 from gputui.errors import GputuiError
 from gputui.hostview import ContainerRow, GpuRow, HostView
 from gputui.ui.app import BACK, GputuiApp, default_diagnose
 from gputui.ui.format import human_bytes
-from gputui.ui.wiring import ActionsBackend
 from gputui.untrusted import remote_text, visible
 
 HEALTH_STYLE = {
@@ -380,7 +380,7 @@ async def run_view(watch: Any, choice: RunChoice, read_only: bool) -> int:
         monitor.watch_session(choice.session)
     settings = monitor.settings
     background, monitor.interval = monitor.interval, float(settings.interval or 1.0)
-    actions = None if read_only else ActionsBackend(monitor.target, settings, monitor)
+    actions = ActionBackend(monitor.target, settings, monitor)  # --read-only: Verb.changes greys
     borrowed = BorrowedMonitor(monitor)
     app = GputuiApp(
         borrowed,
@@ -392,8 +392,7 @@ async def run_view(watch: Any, choice: RunChoice, read_only: bool) -> int:
         ),
         back=True,
     )
-    if actions is not None:
-        actions.progress = lambda text: app.notify(text, timeout=4)
+    actions.progress = lambda text: app.notify(text, timeout=4)
     borrowed.app = app
     watch.lent.add(choice.ct)
     try:

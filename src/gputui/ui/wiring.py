@@ -13,68 +13,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.actions.backend import ActionBackend
 from gputui.config import Settings
 from gputui.errors import GputuiError
-from gputui.model import Snapshot
-from gputui.remote.target import Target, make_target
-from gputui.ui.verbs import ActionOutcome, PlannedAction
-from gputui.untrusted import visible
-
-
-class ActionsBackend:
-    """The `gputui.actions` module behind the dashboard's verbs."""
-
-    def __init__(self, target: Target, settings: Settings, monitor: Any) -> None:
-        self.target = target
-        self.settings = settings
-        self.monitor = monitor
-        self.progress: Callable[[str], None] | None = None
-
-    async def plan(self, verb: str, snap: Snapshot) -> PlannedAction:
-        from gputui import actions as a
-
-        session = snap.session_name or self.settings.session
-        if verb == "launch":
-            session = None  # launch names its session from the config's [run]
-        plan = await a.plan(verb, self.target, self.settings, session, log=snap.log.path or None)
-        return PlannedAction(
-            verb=verb,
-            title=plan.title.rstrip("?"),
-            target=plan.target,
-            description="\n".join(visible(note) for note in plan.notes),  # a line each
-            commands=[a.render_argv(argv) for argv in plan.commands],
-            plan=plan,
-            interactive_argv=list(plan.commands[0]) if verb == "attach" and plan.commands else None,
-        )
-
-    async def execute(self, planned: PlannedAction) -> ActionOutcome:
-        from gputui import actions as a
-
-        result = await a.execute(
-            self.target,
-            planned.plan,
-            self.progress,
-            gpu_memory=self._gpu_memory,
-            gpu_processes=self._gpu_processes,
-        )
-        details = "\n".join(result.details)
-        if result.output:
-            details = f"{details}\n\n{result.output}" if details else result.output
-        return ActionOutcome(result.ok, result.summary, details, result.saved_path)
-
-    async def _gpu_memory(self) -> float | None:
-        latest = self.monitor.snapshot.gpus.latest.values()
-        used = [s.mem_used_mib for s in latest if s.mem_used_mib is not None]
-        return sum(used) if used else None
-
-    async def _gpu_processes(self) -> list[Any]:
-        return list(self.monitor.snapshot.gpus.processes)
+from gputui.remote.target import make_target
 
 
 @dataclass
 class Parts:
     monitor: Any
-    actions: ActionsBackend | None
+    actions: ActionBackend  # in --read-only too: the verbs that change nothing
     can_launch: bool
     start: Callable[[], Awaitable[None]]
     on_exit: Callable[[], Awaitable[None]]
@@ -140,7 +88,7 @@ def build(settings: Settings) -> Parts:
     target = make_target(settings)
     transport = target.transport
     monitor = Monitor(target, settings, gpu_feed)
-    actions = None if settings.read_only else ActionsBackend(target, settings, monitor)
+    actions = ActionBackend(target, settings, monitor)  # --read-only: Verb.changes greys
     run = getattr(settings, "run", None)
     recorder, history_error = build_recorder(monitor, settings)
 

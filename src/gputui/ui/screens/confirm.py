@@ -1,4 +1,5 @@
-"""The confirm box: names the exact target and command; y runs, n/escape cancels."""
+"""The confirm box: names the exact target and command; y runs, n/escape cancels.
+It renders the actions' own ActionPlan (notes, then each argv quoted once)."""
 
 from __future__ import annotations
 
@@ -9,22 +10,25 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from gputui.ui.verbs import PlannedAction
+from gputui.actions.plan import ActionPlan, render_argv
 from gputui.untrusted import remote_text, safe_text, visible
 
 
-def confirm_text(p: PlannedAction) -> Text:
+def plan_heading(p: ActionPlan) -> str:
+    """The plan's title as a statement ('Kill run in session 'train''), for
+    toasts; the box asks it as a question."""
+    return p.title.rstrip("?")
+
+
+def confirm_text(p: ActionPlan) -> Text:
     t = Text()
     t.append("target  ", style="dim")
     t.append(visible(p.target), style="bold")
     t.append("\n\n")
-    t.append(p.description)
-    if p.warning:
-        t.append("\n\n")
-        t.append(f"⚠ {p.warning}", style="bold yellow")
+    t.append("\n".join(visible(note) for note in p.notes))  # a line each, whatever they quote
     t.append("\n\nwill run:\n", style="dim")
-    for cmd in p.commands:
-        t.append(f"  $ {cmd}\n", style="bold cyan")
+    for argv in p.commands:
+        t.append(f"  $ {render_argv(argv)}\n", style="bold cyan")
     return safe_text(t, keep="\n")  # the box shows remote values as text, never raw
 
 
@@ -38,15 +42,15 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("escape", "answer(False)", "cancel"),
     ]
 
-    def __init__(self, planned: PlannedAction) -> None:
+    def __init__(self, plan: ActionPlan) -> None:
         super().__init__()
-        self.planned = planned
+        self.plan = plan
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box") as box:
-            box.border_title = remote_text(f"{self.planned.title}?")
+            box.border_title = remote_text(f"{plan_heading(self.plan)}?")
             with VerticalScroll(id="confirm-body"):
-                yield Static(confirm_text(self.planned), id="confirm-text")
+                yield Static(confirm_text(self.plan), id="confirm-text")
             with Horizontal(id="confirm-buttons"):
                 yield Button("\\[y] Run", variant="error", id="yes")
                 yield Button("\\[n] Cancel", variant="primary", id="no")

@@ -9,8 +9,16 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static, TextArea
 
-from gputui.ui.verbs import ActionOutcome
+from gputui.actions.plan import ActionResult
 from gputui.untrusted import remote_text, safe_text, visible
+
+
+def result_details(r: ActionResult) -> str:
+    """The box's body: the result's detail lines, then its output (py-spy stacks)."""
+    details = "\n".join(r.details)
+    if r.output:
+        return f"{details}\n\n{r.output}" if details else r.output
+    return details
 
 
 class ResultScreen(ModalScreen[None]):
@@ -20,13 +28,13 @@ class ResultScreen(ModalScreen[None]):
         Binding("enter", "close", "close", show=False),
     ]
 
-    def __init__(self, title: str, outcome: ActionOutcome) -> None:
+    def __init__(self, title: str, result: ActionResult) -> None:
         super().__init__()
         self.title_text = title
-        self.outcome = outcome
+        self.result = result
 
     def compose(self) -> ComposeResult:
-        o = self.outcome
+        o = self.result
         with Vertical(id="result-box", classes="-ok" if o.ok else "-failed") as box:
             box.border_title = remote_text(self.title_text)
             box.border_subtitle = "esc closes"
@@ -36,7 +44,7 @@ class ResultScreen(ModalScreen[None]):
             if o.saved_path:
                 head.append(f"\nsaved to {o.saved_path}", style="dim")
             yield Static(safe_text(head, keep="\n"), id="result-summary")
-            details = visible(o.details or "(no output)", keep="\n\t")  # e.g. remote stacks
+            details = visible(result_details(o) or "(no output)", keep="\n\t")  # e.g. remote stacks
             area = TextArea(details, read_only=True, id="result-details")
             area.cursor_blink = False
             area.show_line_numbers = False
