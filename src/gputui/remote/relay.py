@@ -10,9 +10,16 @@ JSON lines, binary data in base64:
     client -> relay   {"op": "open", "id": 3, "argv": ["pct", "exec", ...]}
                       {"op": "in", "id": 3, "data": "..."}     to its stdin
                       {"op": "eof", "id": 3}                    close its stdin
+                      {"op": "ack", "id": 3, "n": 65536}        gputui has used n more bytes
     relay -> client   {"id": 3, "started": true} | {"id": 3, "error": "one line"}
                       {"id": 3, "out": "..."} / {"id": 3, "err": "..."}
                       {"id": 3, "exit": 0, "signal": null}      after its last output
+
+Flow control: the relay sends at most WINDOW bytes of a command's output
+(stdout and stderr together) that gputui has not acknowledged; then it stops
+reading that command's pipes, so the command blocks on its next write, as it
+would on a slow pipe. One command's flood never delays another's output and
+never grows gputui's memory past WINDOW per command.
 
 Each command runs as the host would run it (no shell; argv as given). The
 relay exits when its stdin reaches EOF (the channel closed, the link died):
@@ -35,13 +42,46 @@ import time
 
 STOP_GRACE_S = 3.0
 CHUNK = 65536
+WINDOW = 1024 * 1024  # bytes of one command's output in flight, unacknowledged
+
+
+class Credit:
+    """How many more bytes of one command's output may be sent now."""
+
+    def __init__(self, window: int) -> None:
+        self.left = window
+        self.cond = threading.Condition()
+        self.closed = False
+
+    def take(self, most: int) -> int:
+        """Wait until some credit is left; take up to `most` of it (0: closed)."""
+        with self.cond:
+            while self.left <= 0 and not self.closed:
+                self.cond.wait()
+            if self.closed:
+                return 0
+            n = min(most, self.left)
+            self.left -= n
+            return n
+
+    def give_back(self, n: int) -> None:
+        with self.cond:
+            self.left += n
+            self.cond.notify_all()
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
 
 
 class Relay:
-    def __init__(self, out) -> None:
+    def __init__(self, out, window: int = WINDOW) -> None:
         self.out = out
+        self.window = window
         self.lock = threading.Lock()
         self.children = {}  # id -> Popen
+        self.credits = {}  # id -> Credit
 
     def send(self, msg: dict) -> None:
         data = (json.dumps(msg) + "\n").encode()
@@ -52,13 +92,18 @@ class Relay:
             except (OSError, ValueError):
                 pass
 
-    def pump(self, cid: int, stream, key: str) -> None:
+    def pump(self, cid: int, stream, key: str, credit: Credit) -> None:
         fd = stream.fileno()
         while True:
+            n = credit.take(CHUNK)
+            if n == 0:  # the relay is stopping: stop reading, the reaper waits
+                return
             try:
-                chunk = os.read(fd, CHUNK)
+                chunk = os.read(fd, n)
             except OSError:
                 chunk = b""
+            if len(chunk) < n:
+                credit.give_back(n - len(chunk))
             if not chunk:
                 return
             self.send({"id": cid, key: base64.b64encode(chunk).decode("ascii")})
@@ -68,6 +113,7 @@ class Relay:
             t.join()
         rc = proc.wait()
         self.children.pop(cid, None)
+        self.credits.pop(cid, None)
         self.send({"id": cid, "exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None})
 
     def open(self, cid: int, argv: list) -> None:
@@ -84,10 +130,11 @@ class Relay:
             self.send({"id": cid, "exit": 127, "signal": None})
             return
         self.children[cid] = proc
+        credit = self.credits[cid] = Credit(self.window)
         self.send({"id": cid, "started": True})
         pumps = [
-            threading.Thread(target=self.pump, args=(cid, proc.stdout, "out"), daemon=True),
-            threading.Thread(target=self.pump, args=(cid, proc.stderr, "err"), daemon=True),
+            threading.Thread(target=self.pump, args=(cid, proc.stdout, "out", credit), daemon=True),
+            threading.Thread(target=self.pump, args=(cid, proc.stderr, "err", credit), daemon=True),
         ]
         for t in pumps:
             t.start()
@@ -119,9 +166,18 @@ class Relay:
             self.to_stdin(cid, base64.b64decode(msg.get("data") or ""))
         elif op == "eof":
             self.to_stdin(cid, None)
+        elif op == "ack":
+            credit = self.credits.get(cid)
+            if credit is not None:
+                try:
+                    credit.give_back(max(0, int(msg.get("n") or 0)))
+                except (TypeError, ValueError):
+                    pass
 
     def stop_all(self) -> None:
         procs = list(self.children.values())
+        for credit in list(self.credits.values()):
+            credit.close()
         for p in procs:
             try:
                 p.stdin.close()

@@ -25,11 +25,16 @@ from gputui.errors import CommandTimeout, ConnectError
 from gputui.model import ConnectionState
 from gputui.remote.agent_client import BOOTSTRAP
 from gputui.remote.base import CommandResult, RemoteProcess, StateListener, Transport
+from gputui.remote.relay import WINDOW as RELAY_WINDOW
 from gputui.remote.watchdog import with_watchdog
 
 RELAY_MARKER = "gputui-relay"
 START_TIMEOUT_S = 20.0
 STDERR_LIMIT = 64 * 1024
+# Bytes used before they are acknowledged to the relay, which sends at most
+# relay.WINDOW unacknowledged bytes per command (so a command's output held
+# here never exceeds that, however fast it writes and slowly it is read).
+ACK_EVERY = 128 * 1024
 
 
 def relay_source_line() -> bytes:
@@ -50,16 +55,36 @@ class RelayProcess(RemoteProcess):
         self._exit: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         self.started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._closed = False
+        # Output bytes (stdout and stderr) received, used, and acknowledged.
+        self._received = self._used_bytes = self._acked = 0
+        self.held_most = 0  # the most stdout bytes held here at once (tests, bench)
+
+    def _used(self, n: int) -> None:
+        """`n` bytes of output were used: acknowledge them in batches."""
+        self._used_bytes += n
+        pending = self._used_bytes - self._acked
+        if pending >= ACK_EVERY or (pending and not self._buf):
+            self._ack_upto(self._used_bytes)
+
+    def _ack_upto(self, total: int) -> None:
+        n = total - self._acked
+        if n > 0 and not self._eof:
+            self._acked = total
+            self._relay._ack(self.cid, n)
 
     # fed by the relay's reader
     def _out(self, data: bytes) -> None:
+        self._received += len(data)
         self._buf += data
+        self.held_most = max(self.held_most, len(self._buf))
         self._data.set()
 
     def _err(self, data: bytes) -> None:
         self._stderr += data
         if len(self._stderr) > STDERR_LIMIT:
             del self._stderr[: len(self._stderr) - STDERR_LIMIT]
+        self._received += len(data)
+        self._used(len(data))  # kept (bounded) as it comes: used at once
 
     def _ended(self, status: int | None, why: str | None = None) -> None:
         if why and not self.started.done():
@@ -85,6 +110,7 @@ class RelayProcess(RemoteProcess):
             await self._data.wait()
         out = bytes(self._buf[:n])
         del self._buf[:n]
+        self._used(len(out))
         return out
 
     async def readline(self) -> bytes:
@@ -93,7 +119,12 @@ class RelayProcess(RemoteProcess):
             if i >= 0:
                 out = bytes(self._buf[: i + 1])
                 del self._buf[: i + 1]
+                self._used(len(out))
                 return out
+            if len(self._buf) >= RELAY_WINDOW // 2:
+                # A line longer than the window: let the rest of it come
+                # (held here until its newline) rather than wait forever.
+                self._ack_upto(self._received)
             if self._eof:
                 out = bytes(self._buf)
                 self._buf.clear()
@@ -131,6 +162,7 @@ class RelayTransport(Transport):
         self._starting = asyncio.Lock()
         self._children: dict[int, RelayProcess] = {}
         self._ids = itertools.count(1)
+        self._acks: set[asyncio.Task[None]] = set()
         self.relay_starts = 0
 
     # the real transport's face
@@ -228,6 +260,19 @@ class RelayTransport(Transport):
                 self._proc = None
             for child in list(self._children.values()):
                 child._ended(None, "the relay's channel closed")
+
+    def _ack(self, cid: int, n: int) -> None:
+        """Give the relay back `n` bytes of credit for command `cid` (in the
+        background: a lost ack only matters if the relay is gone too)."""
+        if self._proc is None:
+            return
+        task = asyncio.ensure_future(self._send_quietly({"op": "ack", "id": cid, "n": n}))
+        self._acks.add(task)
+        task.add_done_callback(self._acks.discard)
+
+    async def _send_quietly(self, msg: dict[str, object]) -> None:
+        with contextlib.suppress(OSError, ConnectionError):
+            await self._send(msg)
 
     async def _send(self, msg: dict[str, object]) -> None:
         proc = self._proc
