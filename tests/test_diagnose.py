@@ -90,6 +90,7 @@ def run(
     connection: ConnectionState = ConnectionState.CONNECTED,
     tools: Tools = FULL_TOOLS,
     gpu_procs: list[GpuProcess] | None = None,
+    gpu_procs_pending: bool = False,  # the GPU feed has not listed the processes yet
     events: tuple[GpuEvent, ...] = (),
     gpu_error: str | None = None,
     extra_procs: tuple[Proc, ...] = (),
@@ -115,6 +116,7 @@ def run(
                 )
             )
     g.processes = gpu_procs if gpu_procs is not None else []
+    g.processes_pending = gpu_procs_pending
     for e in events:
         g.events.append(e)
     g.error = gpu_error
@@ -703,6 +705,19 @@ CASES = [
         Severity.WARNING,
         title_has=("43.9 GiB of GPU memory held with no process listed and no run alive",),
         extra={"also": "run_finished", "fix_has": "fuser -v /dev/nvidia*"},
+    ),
+    Case(
+        "memory held, session dead, processes not listed yet: no claim",
+        {
+            "session": "dead",
+            "dead_status": 0,
+            "util": 0.0,
+            "silent": 10.0,
+            "gpu_procs_pending": True,
+        },
+        "run_finished",
+        Severity.INFO,
+        absent=("gpu_memory_orphaned",),
     ),
     Case(
         "memory held, no session watched: no claim",

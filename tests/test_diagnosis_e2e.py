@@ -81,10 +81,18 @@ def test_doctor_on_a_buffered_run_not_yet_silent_warns_and_exits_1(testbed: Any,
     run = sc.prepare(testbed, ct, "bufwarn", "dflash")
     sc.launch(testbed, run, sc.tee_command(run.path("start_training.sh"), str(run.log)))
     pid = sc.wait_python(run, "train.py")
-    testbed.set_gpus({"gpus": [sc.gpu(0, 45_000, 98)], "apps": [sc.app(pid, 0, 44_800)]})
+    # nvidia-smi lists the GPU processes 3 s after the GPUs (a busy host): the
+    # doctor waits for that listing rather than report the GPUs with nobody
+    # holding them (the field test's full-suite failure)
+    gpus = {"gpus": [sc.gpu(0, 45_000, 98)], "apps": [sc.app(pid, 0, 44_800)]}
+    testbed.set_gpus({**gpus, "apps_delay_s": 3.0})
     flags = ["--session", "dflash", "--log", str(run.log), "--stale-after", "60"]
     r = sc.finish_doctor(sc.start_doctor(testbed, ct, *flags, "--json"))
+    testbed.set_gpus(gpus)
     assert r.rc == 1, r.stdout + r.stderr
+    proc = r.doc["snapshot"]["process"]  # type: ignore[index]
+    held = r.doc["snapshot"]["gpus"]["processes"]  # type: ignore[index]
+    assert [(p["host_pid"], p["ct_pid"]) for p in held] == [(pid, proc["pid"])], held
     f = r.finding("buffered_output")
     assert f["severity"] == "warning"
     assert "block-buffered" in f["title"] and "PYTHONUNBUFFERED" in f["fix"]

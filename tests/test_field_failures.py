@@ -200,11 +200,6 @@ def test_buffered_behind_tee_is_busy_but_silent(field: Field) -> None:
     _in_time(field, "buffered")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open: in 2 of 2 full-suite runs (never alone, nor with its neighbours) the doctor's"
-    " GPU process list had no entry mapped to the run's CT PID; cause not yet found",
-)
 def test_buffered_json_has_the_process_and_its_buffering(field: Field) -> None:
     r = field.results["buffered"]
     doc = r.doc

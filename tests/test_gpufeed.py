@@ -295,9 +295,12 @@ async def test_stream_from_the_standin_on_the_host(
 ) -> None:
     testbed.set_gpus(GPU_STATE)
     feed = NvidiaSmiFeed(Target(local, None), where="auto", period_ms=100, apps_period_s=0.2)
+    assert feed.state.processes_pending  # not listed yet is not "nobody holds a GPU"
     await feed.start()
     try:
         await until(lambda: len(feed.state.latest) == 2, what="two GPUs")
+        await until(lambda: not feed.state.processes_pending, what="the first listing")
+        assert feed.state.processes == []  # listed, and empty
         await until(lambda: len(feed.state.util_history[0]) >= 3, what="a stream, not one reading")
         g0, g1 = feed.state.latest[0], feed.state.latest[1]
         assert g0.name == "NVIDIA H200" and g0.mem_used_mib == 81234 and g0.util_pct == 100

@@ -1348,6 +1348,8 @@ def rule_gpu_memory_orphaned(ctx: Context) -> Finding | None:
         return None  # the run has just exited: the driver frees its memory within a reading or two
     if gprocs and all(gp.in_container is False for gp in gprocs):
         return None  # held by other containers' processes: not ours to call orphaned
+    if not gprocs and ctx.gpus.processes_pending:
+        return None  # nvidia-smi has not listed the processes yet: nobody is known to hold it
     ev = [g.line() for g in held]
     if gprocs:
         ev += [_gp_line(gp) for gp in gprocs]

@@ -130,6 +130,8 @@ async def watch_once(
             gpus_read = bool(snap.gpus.latest) or bool(snap.gpus.error)
             if not (log_read and gpus_read):
                 continue
+            if snap.gpus.latest and snap.gpus.processes_pending:
+                continue  # GPUs read, their processes not yet listed (the apps loop starts after)
             if snap.ct is not None and any(
                 gp.in_container is None for gp in snap.gpus.processes or []
             ):

@@ -176,6 +176,7 @@ class NvidiaSmiFeed(GpuFeed):
         self.side: str | None = None  # "host" | "ct" once chosen
         self._ct_pid_ns: str | None = None  # the CT's PID namespace (the monitor sets it)
         self._last_apps: tuple[str, list[str]] | None = None  # (side, block) of the last listing
+        self.state.processes_pending = True  # until the first compute-apps listing
         self.streams_opened = 0
         self._procs: set[RemoteProcess] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -214,8 +215,11 @@ class NvidiaSmiFeed(GpuFeed):
                 for p in procs:  # the CT's own view: PIDs are CT PIDs
                     p.in_container = True
                     p.ct_pid = p.host_pid
-            if _procs_key(procs) != _procs_key(self.state.processes):
+            if self.state.processes_pending or _procs_key(procs) != _procs_key(
+                self.state.processes
+            ):
                 self.state.processes = procs
+                self.state.processes_pending = False
                 self._changed()
 
     def _sides(self) -> list[str]:

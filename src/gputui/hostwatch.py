@@ -89,6 +89,7 @@ class SharedGpus(GpuFeed):
         self.state.source = hs.source
         self.state.error = hs.error
         lines = self.host_feed.last_listing
+        self.state.processes_pending = hs.processes_pending
         if lines is not None:
             procs, rc, _ = parse_apps_block(lines, self.ct, self.ct_pid_ns)
             if rc == 0 or rc is None:

@@ -129,6 +129,10 @@ class GpuState:
     util_history: dict[int, Ring] = field(default_factory=dict)
     mem_history: dict[int, Ring] = field(default_factory=dict)  # used MiB
     processes: list[GpuProcess] = field(default_factory=list)
+    # True while a feed that lists the GPU processes separately (nvidia-smi's
+    # compute-apps loop) has not delivered its first listing: `processes` is
+    # then not yet known, not empty.
+    processes_pending: bool = False
     events: deque[GpuEvent] = field(default_factory=lambda: deque(maxlen=50))
     error: str | None = None  # e.g. "nvidia-smi not found on host or in CT 200"
     history_len: int = 600
