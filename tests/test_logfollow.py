@@ -62,9 +62,11 @@ def test_follow_argv_passes_values_as_arguments() -> None:
     argv = follow_argv("/work space/it's.log", 1234, 99, backlog=4096)
     assert argv[:2] == ["sh", "-c"]
     assert "1234" not in argv[2] and "it's" not in argv[2]  # never spliced into the script
-    assert argv[-4:] == ["1234", "99", "/work space/it's.log", "4096"]
-    assert follow_argv("/x", 0, None)[-3] == ""
-    assert follow_argv("/x", None, None)[-4] == "-"  # first start: from near the end
+    assert argv[4:8] == ["1234", "99", "/work space/it's.log", "4096"]
+    assert "it's" not in argv[8]  # the batcher is a constant too
+    assert follow_argv("/x", 0, None)[5] == ""
+    assert follow_argv("/x", None, None)[4] == "-"  # first start: from near the end
+    assert follow_argv("/x", 0, None, batch=False)[8] == ""
 
 
 @pytest.mark.parametrize(
@@ -261,6 +263,76 @@ async def test_million_line_burst_keeps_memory_bounded(local: Target, tmp_path: 
     assert len(f.state.line_gaps) <= 200
     # The file is ~55 MB; what the follower holds stays a few MB at most.
     assert peak < 16 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
+
+
+STREAM = """\
+import sys, time
+with open(sys.argv[1], "ab", buffering=0) as f:
+    for i in range(1, int(sys.argv[2]) + 1):
+        f.write(b"line %d of a stream\\n" % i)
+        time.sleep(0.001)
+"""
+
+
+def procs_with_arg(arg: str) -> list[str]:
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if arg in line and "ps -eo" not in line]
+
+
+async def test_a_stream_arrives_in_batches_and_nothing_is_left(
+    local: Target, tmp_path: Path
+) -> None:
+    """A line a millisecond: tail writes (and ssh would carry) nearly each
+    line on its own (~2,000 reads here without the batcher); the batcher on
+    the target hands them on at most ~20 times a second, every line once and
+    in order. Stopping the follower leaves no tail behind."""
+    log = tmp_path / "stream-batches.log"
+    log.touch()
+    c = Collect()
+    f = LogFollower(local, str(log), c.on_lines, c.on_state)
+    await f.start()
+    n = 2000
+    try:
+        await until(lambda: f.state.exists, what="stream")
+        reads0 = c.batches
+        writer = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", STREAM, str(log), str(n)
+        )
+        assert await writer.wait() == 0
+        size = log.stat().st_size
+        await until(lambda: f.state.offset == size, timeout=20, what="the stream")
+        reads = c.batches - reads0
+        assert c.lines == [f"line {i} of a stream" for i in range(1, n + 1)]
+        assert reads <= 100, f"{n} lines came in {reads} reads"
+        assert [p for p in procs_with_arg(str(log)) if " tail " in p]
+    finally:
+        await f.stop()
+    await until(lambda: not procs_with_arg(str(log)), what="no tail after stop")
+
+
+def test_the_batchers_tail_dies_with_it(tmp_path: Path) -> None:
+    """SIGKILL (the OOM killer, say) gives the batcher no chance to end its
+    tail: GNU tail -F notices that its output lost its reader and exits."""
+    log = tmp_path / "orphan.log"
+    log.write_text("one\n")
+    p = subprocess.Popen(
+        follow_argv(str(log), 0, None), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    try:
+        assert p.stdout is not None
+        assert p.stdout.readline().startswith(b"@gputui ok ")
+        assert p.stdout.readline() == b"one\n"
+        helpers.wait_for(
+            lambda: [x for x in procs_with_arg(str(log)) if " tail " in x], what="tail"
+        )
+        p.kill()  # the shell exec'd the batcher: this is the batcher
+        p.wait()
+        helpers.wait_for(lambda: not procs_with_arg(str(log)), what="tail to die with it")
+    finally:
+        p.kill()
+        for line in procs_with_arg(str(log)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split()[0]), 9)
 
 
 # ------------------------------------------------------------ inside a stand-in CT

@@ -171,6 +171,28 @@ async def test_twenty_concurrent_runs_share_one_connection(ssh: SshTransport) ->
     assert ssh.reconnects == 0 and ssh.channels_in_use == 0
 
 
+async def test_aes_gcm_is_asked_for_first(ssh: SshTransport) -> None:
+    """A busy log stream is hundreds of packets a second: asyncssh's Python
+    chacha20-poly1305 costs ~7x AES-GCM a packet, so gputui asks for AES-GCM
+    first (the real OpenSSH server picks the client's first choice)."""
+    assert ssh._conn is not None
+    assert ssh._conn.get_extra_info("recv_cipher") == "aes128-gcm@openssh.com"
+    assert ssh._conn.get_extra_info("send_cipher") == "aes128-gcm@openssh.com"
+
+
+async def test_ciphers_in_the_ssh_config_are_kept(testbed, tmp_path: Path) -> None:
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host {testbed.host}\n    Ciphers chacha20-poly1305@openssh.com\n")
+    t = testbed.transport(config_path=str(cfg), rtt_refresh=None)
+    await t.connect()
+    try:
+        assert t._conn is not None
+        assert t._conn.get_extra_info("recv_cipher") == "chacha20-poly1305@openssh.com"
+        assert (await t.run(["echo", "ok"])).stdout == b"ok\n"
+    finally:
+        await t.close()
+
+
 async def test_long_lived_streams_count_against_the_budget(ssh: SshTransport) -> None:
     streams = [await ssh.open(["sleep", "30"]) for _ in range(MAX_CHANNELS)]
     with pytest.raises(CommandTimeout, match="channels"):

@@ -117,6 +117,16 @@ class TailLog(Log):
         self._style = None
         super().notify_style_update()
 
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        """`ScrollView` moves its vertical scrollbar on every scroll, even one
+        drawn 0 cells wide (this log's): refreshing a widget that is not on
+        screen makes the compositor re-arrange the whole screen, once per
+        log write. Move it only when it is drawn."""
+        if self.show_vertical_scrollbar and self.styles.scrollbar_size_vertical:
+            self.vertical_scrollbar.position = new_value
+        if round(old_value) != round(new_value):
+            self.refresh(self.size.region)
+
     def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
         """Textual 8.2's `Log` keeps a rendered line only while text is
         selected (the test is the wrong way round), so every scroll re-styles
