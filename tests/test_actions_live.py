@@ -13,7 +13,6 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -30,6 +29,7 @@ from gputui.actions import (
     plan_relaunch,
 )
 from gputui.actions.runspec import WRAPPER, tmux_arg
+from gputui.config import RunConfig, Settings
 from gputui.model import GpuProcess
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
@@ -118,10 +118,8 @@ def work(testbed: Any, tmp_path: Path) -> Path:
     return d
 
 
-def settings(**kw: Any) -> SimpleNamespace:
-    base: dict[str, Any] = {"read_only": False, "session": None, "log": None, "run": None}
-    base.update(kw)
-    return SimpleNamespace(**base)
+def settings(**kw: Any) -> Settings:
+    return Settings(**kw)
 
 
 def start_buffered(testbed: Any, ct: int, session: str, work: Path, *flags: str) -> Path:
@@ -228,7 +226,7 @@ async def test_relaunch_instant_crash_keeps_pane_and_exit_code(
     target: Target, testbed: Any, ct: int, work: Path
 ) -> None:
     log = work / "crash.log"
-    run = SimpleNamespace(
+    run = RunConfig(
         command=f"{PY} -c 'import sys; print(\"boom\"); sys.exit(3)'",
         cwd=str(work),
         session="crash",
@@ -265,7 +263,7 @@ async def test_launch_env_and_refuses_running(
     target: Target, testbed: Any, ct: int, work: Path
 ) -> None:
     log = work / "env.log"
-    run = SimpleNamespace(
+    run = RunConfig(
         command='echo "v=$MY_VAR u=$PYTHONUNBUFFERED"; sleep 30',
         cwd=str(work),
         session="envrun",

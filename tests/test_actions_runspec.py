@@ -9,7 +9,6 @@ import shlex
 import subprocess
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -287,8 +286,8 @@ def test_attach_argv_through_a_jump_host() -> None:
 
 def test_read_only_and_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ActionsDisabled, match="read-only"):
-        check_allowed(SimpleNamespace(read_only=True))
-    check_allowed(SimpleNamespace(read_only=False))
+        check_allowed(Settings(read_only=True))
+    check_allowed(Settings(read_only=False))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     plan = ActionPlan(
         "kill", "Stop?", "local · session 's'", session="s", pids=[5], commands=[["sh", "-c", "x"]]

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ import helpers
 from gputui.actions import execute, plan_relaunch
 from gputui.actions.inspect import argv_from_cmdline, read_links
 from gputui.actions.runspec import RunSpec, add_python_u, wrapper_argv
+from gputui.config import Settings
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 
@@ -155,9 +155,7 @@ async def test_relaunch_on_the_test_bed_runs_the_same_bytes(
     await tr.connect()
     try:
         target = Target(tr, ct)
-        plan = await plan_relaunch(
-            target, SimpleNamespace(read_only=False, session=None, log=None, run=None), "typed"
-        )
+        plan = await plan_relaunch(target, Settings(), "typed")
         assert "environment variables" in plan.params["spec"]["source"]  # from /proc
         result = await execute(target, plan)
         assert result.ok, result.details

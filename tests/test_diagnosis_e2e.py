@@ -19,13 +19,13 @@ import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 import helpers
 import scenarios as sc
+from gputui.config import Settings
 from gputui.monitor import Monitor
 from gputui.remote.target import Target
 
@@ -119,14 +119,8 @@ async def test_written_tok_s_wins_through_the_monitor(testbed: Any, ct: int) -> 
     sc.tmux_in_ct(testbed, ct, "new", "-d", "-s", "nano", "-c", str(run.dir), cmd)
     tr = testbed.transport()
     await tr.connect()
-    settings = SimpleNamespace(
-        interval=0.5,
-        session="nano",
-        log=str(run.log),
-        gpu_source="host",
-        metric_regexes=[],
-        local=False,
-        run=None,
+    settings = Settings(
+        interval=0.5, session="nano", log=str(run.log), gpu_source="host", metric_regexes=[]
     )
     mon = Monitor(Target(tr, ct), settings)
     try:

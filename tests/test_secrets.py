@@ -14,13 +14,13 @@ from argparse import Namespace
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import helpers
 from gputui import actions_cli
 from gputui.actions import execute, plan_launch, plan_relaunch
 from gputui.actions.plan import audit_path
+from gputui.config import RunConfig, Settings
 from gputui.remote.target import Target
 
 RUN = "import time\nprint('started', flush=True)\ntime.sleep(120)\n"
@@ -82,14 +82,14 @@ async def test_env_values_are_in_no_argv_screen_or_log(
     work.mkdir()
     script = f"run-{secrets.token_hex(4)}.py"  # finds this run's process, no other
     (work / script).write_text(RUN)
-    run = SimpleNamespace(
+    run = RunConfig(
         command=f"python3 {script}",
         cwd=str(work),
         session="sec",
         log="sec.log",
         env={"WANDB_API_KEY": secret, "MULTI": "line one\nline two"},
     )
-    settings = SimpleNamespace(read_only=False, session=None, log=None, run=run)
+    settings = Settings(read_only=False, session=None, log=None, run=run)
     tr = testbed.transport()
     await tr.connect()
     try:
@@ -138,10 +138,10 @@ async def test_cli_confirm_text_hides_env_values(
     """`gputui launch` prints the plan and asks: names only, `NAME=…`."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     secret = f"key-{secrets.token_hex(16)}"
-    run = SimpleNamespace(
+    run = RunConfig(
         command="true", cwd="/root", session="cli-sec", log="/root/x.log", env={"API_KEY": secret}
     )
-    settings = SimpleNamespace(read_only=False, session=None, log=None, run=run, ct=ct)
+    settings = Settings(read_only=False, session=None, log=None, run=run, ct=ct)
     out = io.StringIO()
     rc = await actions_cli.run_async(
         "launch",

@@ -25,6 +25,7 @@ from gputui.actions import ActionResult
 from gputui.actions.plan import ActionPlan, render_argv
 from gputui.actions.runspec import RunSpec, wrapper_argv
 from gputui.collect.logtail import LineSplitter
+from gputui.config import Settings
 from gputui.demo.scenes import SCENES, T0
 from gputui.diagnose import diagnose
 from gputui.model import (
@@ -176,7 +177,7 @@ def test_action_text_never_holds_raw_controls(name: str, cwd: str, command: str,
             run_async(
                 "relaunch",
                 argparse.Namespace(yes=False),
-                SimpleNamespace(),
+                Settings(),
                 target=Planned(),  # type: ignore[arg-type]
                 out=out,
                 ask=lambda _q: "n",

@@ -16,7 +16,6 @@ import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ from gputui.actions import execute, plan_kill, plan_launch, plan_relaunch
 from gputui.actions.plan import ActionError
 from gputui.actions.runspec import check_session_name, tmux_arg
 from gputui.actions_cli import run_async
+from gputui.config import RunConfig, Settings
 from gputui.errors import CommandTimeout
 from gputui.remote.target import Target
 from gputui.untrusted import tmux_literal
@@ -71,10 +71,8 @@ def no_canary(testbed: Any, ct: int, *dirs: Path) -> None:
         assert not list(d.rglob("gputui-canary")), f"a remote value ran in {d}"
 
 
-def run_settings(**kw: Any) -> SimpleNamespace:
-    base: dict[str, Any] = {"read_only": False, "session": None, "log": None, "run": None}
-    base.update(kw)
-    return SimpleNamespace(**base)
+def run_settings(**kw: Any) -> Settings:
+    return Settings(**kw)
 
 
 def start_in_tmux(testbed: Any, ct: int, name: str, cwd: Path, out: Path, args: list[str]) -> None:
@@ -179,7 +177,7 @@ async def relaunch_kill_launch(
 
         # launch from [run]: a hostile log path too
         out2 = cwd / "argv2.json"
-        run = SimpleNamespace(
+        run = RunConfig(
             command=shlex.join([PY, str(cwd / "run.py"), str(out2), *args]),
             cwd=str(cwd),
             session=f"{name}L",

@@ -14,9 +14,10 @@ import dataclasses
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 from gputui.actions import ActionPlan, ActionResult, execute, plan
+from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.remote.target import Target, make_target
 from gputui.untrusted import json_text, visible
@@ -33,9 +34,9 @@ def _pids(args: argparse.Namespace) -> list[int] | None:
 
 
 async def make_plan(
-    command: str, target: Target, args: argparse.Namespace, settings: Any
+    command: str, target: Target, args: argparse.Namespace, settings: Settings
 ) -> ActionPlan:
-    session = getattr(args, "session", None) or getattr(settings, "session", None)
+    session = getattr(args, "session", None) or settings.session
     if command not in COMMANDS:
         raise GputuiError(f"unknown action {command!r}", f"use one of: {', '.join(COMMANDS)}")
     return await plan(
@@ -67,7 +68,7 @@ def confirm(plan: ActionPlan, out: TextIO, ask: Callable[[str], str] | None) -> 
 async def run_async(
     command: str,
     args: argparse.Namespace,
-    settings: Any,
+    settings: Settings,
     *,
     target: Target | None = None,
     out: TextIO | None = None,
@@ -150,7 +151,7 @@ def _json(
     return json_text(json.dumps(doc, indent=2, ensure_ascii=False))
 
 
-def run(command: str, args: argparse.Namespace, settings: Any) -> int:
+def run(command: str, args: argparse.Namespace, settings: Settings) -> int:
     """Entry point for cli.py: plan, print, confirm (or --yes), execute. Exit
     code 0 ok, 1 failed or not confirmed, 2 a problem the user can fix."""
     return asyncio.run(run_async(command, args, settings))

@@ -189,6 +189,15 @@ def diagnose(
     return sort_findings(findings)
 
 
+Diagnose = Callable[[Snapshot, float], list[Finding]]  # (snapshot, now) -> findings
+
+
+def diagnose_with(stale_after: float | None, thresholds: Thresholds | None = None) -> Diagnose:
+    """diagnose() with the user's --stale-after and [diagnosis] thresholds:
+    the dashboard, the host view, history and alerts all say the same."""
+    return lambda snap, now: diagnose(snap, now, stale_after=stale_after, thresholds=thresholds)
+
+
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     def key(f: Finding) -> tuple[int, int]:
         spec = SPECIFICITY.index(f.kind) if f.kind in SPECIFICITY else len(SPECIFICITY)

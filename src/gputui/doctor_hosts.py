@@ -15,17 +15,18 @@ import time
 from typing import Any
 
 from gputui import doctor_run
+from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.report import doctor_dict, exit_code, render_text
 from gputui.untrusted import json_text
 
 
-async def _one(settings: Any) -> tuple[dict[str, Any], str, int]:
+async def _one(settings: Settings) -> tuple[dict[str, Any], str, int]:
     """(JSON report, text report, exit code) of one host."""
     try:
         facts, snap, findings, inspected = await doctor_run.inspect(settings)
     except GputuiError as err:
-        facts = {"target": getattr(settings, "host", None), "error": str(err)}
+        facts = {"target": settings.host, "error": str(err)}
         doc = doctor_dict(facts, None, [], now=time.time(), inspected=False)
         return doc, f"{settings.host}: gputui: {err}\n", exit_code([], inspected=False)
     now = snap.time if snap is not None else time.time()
@@ -34,7 +35,7 @@ async def _one(settings: Any) -> tuple[dict[str, Any], str, int]:
     return doc, text, exit_code(findings, inspected=inspected)
 
 
-async def inspect_all(hosts: list[Any]) -> list[tuple[dict[str, Any], str, int]]:
+async def inspect_all(hosts: list[Settings]) -> list[tuple[dict[str, Any], str, int]]:
     return list(await asyncio.gather(*(_one(s) for s in hosts)))
 
 
@@ -43,7 +44,7 @@ def worst(codes: list[int]) -> int:
     return max(codes, default=0)
 
 
-def main(hosts: list[Any], as_json: bool = False) -> int:
+def main(hosts: list[Settings], as_json: bool = False) -> int:
     results = asyncio.run(inspect_all(hosts))
     if as_json:
         docs = [doc for doc, _, _ in results]

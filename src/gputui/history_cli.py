@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gputui.config import Settings
 from gputui.errors import GputuiError
 
 COMMANDS = ("watch", "history", "alert-test")
@@ -43,7 +44,7 @@ def add_parsers(sub: Any, add_target_flags: Callable[..., None]) -> None:
     add_target_flags(test, suppress=True)
 
 
-def run(command: str, args: argparse.Namespace, settings: Any) -> int:
+def run(command: str, args: argparse.Namespace, settings: Settings) -> int:
     if command == "watch":
         from gputui import watch
 
@@ -53,11 +54,11 @@ def run(command: str, args: argparse.Namespace, settings: Any) -> int:
     return _alert_test(settings)
 
 
-def _history(args: argparse.Namespace, settings: Any) -> int:
+def _history(args: argparse.Namespace, settings: Settings) -> int:
     from gputui.history_query import HistoryReader, parse_since, render
 
     since_s = parse_since(args.since)
-    reader = HistoryReader(getattr(settings, "history_path", None))
+    reader = HistoryReader(settings.history_path)
     try:
         now = time.time()
         names = [args.target] if args.target else reader.targets()
@@ -74,17 +75,17 @@ def _history(args: argparse.Namespace, settings: Any) -> int:
     return 0
 
 
-def _alert_test(settings: Any) -> int:
+def _alert_test(settings: Settings) -> int:
     from gputui.alerts import AppriseSender, trial_alert
 
-    urls = list(getattr(settings, "alert_urls", []) or [])
+    urls = list(settings.alert_urls)
     if not urls:
         raise GputuiError(
             "no notification URLs configured",
             "add urls = [...] under [alerts] in the config (see config.example.toml)",
         )
     sender = AppriseSender(urls)
-    label = getattr(settings, "host", None) or "gputui"
+    label = settings.host or "gputui"
     ok = sender.send_blocking(trial_alert(label))
     if not ok:
         print(

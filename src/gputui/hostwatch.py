@@ -32,7 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gputui.collect.gpu import parse_apps_listing
-from gputui.config import RunConfig
+from gputui.config import RunConfig, Settings
+from gputui.diagnose import Diagnose, diagnose_with
 from gputui.errors import GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed, parse_apps_block
 from gputui.hostview import (
@@ -61,7 +62,6 @@ REBUILD_MIN_S = 0.5  # the view is rebuilt at most this often
 CONNECT_RETRY_START_S = 2.0
 CONNECT_RETRY_MAX_S = 30.0
 
-Diagnose = Callable[[Snapshot, float], list[Finding]]
 Listener = Callable[[HostView], None]
 
 
@@ -103,21 +103,13 @@ class SharedGpus(GpuFeed):
         return None
 
 
-def default_diagnose(settings: Any) -> Diagnose:
-    from gputui.diagnose import diagnose
-
-    stale = getattr(settings, "stale_after", None)
-    thresholds = getattr(settings, "diagnosis", None)
-    return lambda snap, now: diagnose(snap, now, stale_after=stale, thresholds=thresholds)
-
-
 class HostWatch:
     """See the module docstring. Public: view, subscribe, start, stop,
     monitor_for, channels; counters for tests and the benchmark."""
 
     def __init__(
         self,
-        settings: Any,
+        settings: Settings,
         transport: Transport | None = None,
         *,
         diagnose: Diagnose | None = None,
@@ -134,7 +126,7 @@ class HostWatch:
         self.clock = clock
         self.list_period_s = list_period_s
         self.agent_python = agent_python
-        self.diagnose = diagnose or default_diagnose(settings)
+        self.diagnose = diagnose or diagnose_with(settings.stale_after, settings.diagnosis)
         self.feed = NvidiaSmiFeed(self.host, where="host")
         self.view = HostView(label=self.transport.label)
         self.listing: list[ContainerListing] | None = None  # None: not a Proxmox host (or not yet)
@@ -289,9 +281,10 @@ class HostWatch:
             await self._stop_monitor(gone)
 
     def _start_monitor(self, ct: int | None) -> None:
-        settings = self.settings
-        with contextlib.suppress(TypeError):  # a dataclass Settings: the run's fields are per CT
-            settings = dataclasses.replace(settings, ct=ct, session=None, log=None, run=RunConfig())
+        # the run's fields (session, log, [run]) are per CT: none from the host's settings
+        settings = dataclasses.replace(
+            self.settings, ct=ct, session=None, log=None, run=RunConfig()
+        )
         feed = SharedGpus(self.feed, ct)
         target = Target(self.relay, ct)
         mon = Monitor(target, settings, feed, agent_python=self.agent_python)

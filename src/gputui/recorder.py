@@ -21,6 +21,7 @@ from typing import Any
 
 from gputui.alerts import Alert, AlertGate
 from gputui.collect.metrics import MetricParser
+from gputui.diagnose import Diagnose, Thresholds, diagnose_with
 from gputui.errors import GputuiError
 from gputui.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo
 from gputui.model import ConnectionState, Finding, Snapshot
@@ -38,7 +39,6 @@ else echo "@gputui missing"; exit 0; fi
 if [ "$n" -gt 0 ]; then tail -c "+$((off + 1))" -- "$p" 2>/dev/null | head -c "$n"; fi
 """
 
-Diagnose = Callable[[Snapshot, float], list[Finding]]
 AlertSink = Callable[[Alert], Any]
 TickListener = Callable[[Snapshot, list[Finding]], None]
 
@@ -59,14 +59,6 @@ def parse_read(out: bytes) -> tuple[int, int, bytes] | None:
         return None
 
 
-def default_diagnose(stale_after: float | None, thresholds: Any = None) -> Diagnose:
-    """The rules with the user's --stale-after and [diagnosis] thresholds, so
-    alerts and history say what the banner says."""
-    from gputui.diagnose import diagnose
-
-    return lambda snap, now: diagnose(snap, now, stale_after=stale_after, thresholds=thresholds)
-
-
 class RunRecorder:
     """See the module docstring. `start()` after the monitor started (or
     before: it waits for data); `stop()` writes what is pending."""
@@ -78,7 +70,7 @@ class RunRecorder:
         *,
         diagnose: Diagnose | None = None,
         stale_after: float | None = None,
-        thresholds: Any = None,
+        thresholds: Thresholds | None = None,
         gate: AlertGate | None = None,
         sinks: list[AlertSink] | None = None,
         shared_sinks: list[AlertSink] | None = None,
@@ -91,7 +83,7 @@ class RunRecorder:
         self.monitor = monitor
         self.writer = writer
         self.name: str = monitor.target.label
-        self.diagnose = diagnose or default_diagnose(stale_after, thresholds)
+        self.diagnose = diagnose or diagnose_with(stale_after, thresholds)
         self.gate = gate or AlertGate(self.name)
         # sinks: this process's own (the terminal, watch's stdout); shared
         # sinks (notification URLs) get each alert once among every gputui

@@ -21,9 +21,10 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gputui.alerts import Alert, AlertGate, AppriseSender
+from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.history import HistoryWriter
 from gputui.model import ConnectionState
@@ -31,12 +32,16 @@ from gputui.recorder import RunRecorder
 from gputui.remote.container import ProxmoxLXC
 from gputui.untrusted import visible
 
+if TYPE_CHECKING:
+    from gputui.monitor import Monitor
+    from gputui.remote.base import Transport
+
 RETRY_START_S = 5.0
 RETRY_MAX_S = 60.0
 _SPEC = re.compile(r"^(?:(?P<user>[^@/\s]+)@)?(?P<host>[^@/\s]+)(?:/(?P<ct>\d+))?$")
 
 
-def target_settings(spec: str, base: Any) -> Any:
+def target_settings(spec: str, base: Settings) -> Settings:
     """`[user@]host[/ct]` or `local` -> a copy of the settings for that target."""
     if spec == "local":
         return dataclasses.replace(base, local=True, host=None, ct=None)
@@ -63,9 +68,9 @@ def target_settings(spec: str, base: Any) -> Any:
 
 @dataclass
 class Watched:
-    settings: Any
-    transport: Any
-    monitor: Any
+    settings: Settings
+    transport: Transport
+    monitor: Monitor
     recorder: RunRecorder
     task: asyncio.Task[None] | None = None
 
@@ -75,7 +80,7 @@ class Watch:
 
     def __init__(
         self,
-        targets: Sequence[Any],
+        targets: Sequence[Settings],
         *,
         prometheus: str | None = None,
         out: TextIO | None = None,
@@ -86,12 +91,11 @@ class Watch:
         base = targets[0]
         self.out = out if out is not None else sys.stdout
         self.writer = writer
-        if self.writer is None and getattr(base, "history", True):
+        if self.writer is None and base.history:
             self.writer = HistoryWriter(
-                getattr(base, "history_path", None),
-                max_bytes=int(float(getattr(base, "history_max_mb", 256.0)) * 1024 * 1024),
+                base.history_path, max_bytes=int(float(base.history_max_mb) * 1024 * 1024)
             )
-        self.sender = AppriseSender(list(getattr(base, "alert_urls", []) or []))
+        self.sender = AppriseSender(list(base.alert_urls))
         self.exporter = None
         self.prometheus = prometheus
         self.address: tuple[str, int] | None = None
@@ -102,7 +106,7 @@ class Watch:
         self.watched = [self._build(s) for s in targets]
         self._stop = asyncio.Event()
 
-    def _build(self, settings: Any) -> Watched:
+    def _build(self, settings: Settings) -> Watched:
         from gputui.actions.plan import audit_path
         from gputui.monitor import Monitor
         from gputui.remote.target import make_target
@@ -110,18 +114,18 @@ class Watch:
         monitor = Monitor(make_target(settings), settings)
         gate = AlertGate(
             monitor.target.label,
-            quiet_s=float(getattr(settings, "alert_quiet_period", 600.0)),
-            holds={"connection": float(getattr(settings, "alert_connection_down_after", 60.0))},
+            quiet_s=float(settings.alert_quiet_period),
+            holds={"connection": float(settings.alert_connection_down_after)},
         )
         recorder = RunRecorder(
             monitor,
             self.writer,
-            stale_after=getattr(settings, "stale_after", None),
-            thresholds=getattr(settings, "diagnosis", None),
+            stale_after=settings.stale_after,
+            thresholds=settings.diagnosis,
             gate=gate,
             sinks=[self._print_alert],
             shared_sinks=[self.sender.send] if self.sender.enabled else [],
-            log_every=float(getattr(settings, "history_log_every", 60.0)),
+            log_every=float(settings.history_log_every),
             audit_file=audit_path(),
         )
         if self.exporter is not None:
@@ -199,15 +203,15 @@ class Watch:
             self.exporter.close()
 
 
-def main(specs: Sequence[str], base: Any, prometheus: str | None) -> int:
+def main(specs: Sequence[str], base: Settings, prometheus: str | None) -> int:
     if specs:
         targets = [target_settings(s, base) for s in specs]
-    elif getattr(base, "host", None) or getattr(base, "local", False):
+    elif base.host or base.local:
         targets = [base]
     else:
         raise GputuiError(
             "no target to watch", "name them: gputui watch [user@]host[/ct] ... (or `local`)"
         )
-    if getattr(base, "demo", False):
+    if base.demo:
         raise GputuiError("watch has no --demo", "watch a real target, or `local`")
     return asyncio.run(Watch(targets, prometheus=prometheus).run())

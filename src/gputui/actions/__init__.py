@@ -32,6 +32,7 @@ from gputui.actions.plan import (
     state_dir,
 )
 from gputui.actions.relaunch import GpuMemoryReader, execute_start, plan_launch, plan_relaunch
+from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.remote.target import Target
 
@@ -84,18 +85,22 @@ async def execute(
 # (target, settings, session, options) -> the plan; options are the verb's own
 # flags (log, pids, native, locals_, py_spy) and, from the dashboard, what the
 # snapshot knows (pid, stdout_files); absent when not given.
-Planner = Callable[[Target, Any, "str | None", dict[str, Any]], Awaitable[ActionPlan]]
+Planner = Callable[[Target, Settings, "str | None", dict[str, Any]], Awaitable[ActionPlan]]
 Executor = Callable[
     [Target, ActionPlan, Progress, "GpuMemoryReader | None", "GpuProcessReader | None"],
     Awaitable[ActionResult],
 ]
 
 
-async def _plan_attach(t: Target, s: Any, session: str | None, o: dict[str, Any]) -> ActionPlan:
+async def _plan_attach(
+    t: Target, s: Settings, session: str | None, o: dict[str, Any]
+) -> ActionPlan:
     return plan_attach(t, s, session)
 
 
-async def _plan_watch_log(t: Target, s: Any, session: str | None, o: dict[str, Any]) -> ActionPlan:
+async def _plan_watch_log(
+    t: Target, s: Settings, session: str | None, o: dict[str, Any]
+) -> ActionPlan:
     return plan_watch_log(o.get("pid"), list(o.get("stdout_files") or []), o.get("log"))
 
 
@@ -130,7 +135,7 @@ EXECUTORS: dict[str, Executor] = {
 
 
 async def plan(
-    verb: str, target: Target, settings: Any, session: str | None, **options: Any
+    verb: str, target: Target, settings: Settings, session: str | None, **options: Any
 ) -> ActionPlan:
     """Inspect (read-only) and build the plan for `verb`; ActionError when
     there is no such verb. Nothing acts on a process here."""

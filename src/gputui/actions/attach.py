@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from gputui.actions.plan import ActionError, ActionPlan
 from gputui.actions.runspec import session_target, tmux_argv
+from gputui.config import Settings
 from gputui.remote.target import Target
 
 
@@ -19,8 +18,8 @@ def attach_argv(target: Target, session: str | None) -> list[str]:
     return target.attach_argv(tmux_argv(None, "attach-session", "-t", session_target(session)))
 
 
-def plan_attach(target: Target, settings: Any, session: str | None = None) -> ActionPlan:
-    name = session or getattr(settings, "session", None)
+def plan_attach(target: Target, settings: Settings, session: str | None = None) -> ActionPlan:
+    name = session or settings.session
     argv = attach_argv(target, name)
     return ActionPlan(
         action="attach",

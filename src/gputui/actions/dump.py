@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 from gputui.actions.inspect import find_run
 from gputui.actions.plan import (
@@ -18,6 +17,7 @@ from gputui.actions.plan import (
     say,
     state_dir,
 )
+from gputui.config import Settings
 from gputui.remote.target import Target
 from gputui.statefiles import private_dir, write_private_new
 
@@ -78,7 +78,7 @@ def _candidates(extra: list[str], pythons: list[str]) -> list[str]:
 
 async def plan_dump(
     target: Target,
-    settings: Any,
+    settings: Settings,
     session: str | None = None,
     *,
     pids: list[int] | None = None,
@@ -88,7 +88,7 @@ async def plan_dump(
     tmux: list[str] | None = None,
 ) -> ActionPlan:
     check_allowed(settings)
-    name = session or getattr(settings, "session", None)
+    name = session or settings.session
     if pids is None:
         if not name:
             raise ActionError("no tmux session given", "pass --session NAME or --pid PID")

@@ -5,11 +5,11 @@ the interpreter; pauses the process for about a second)."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from gputui.actions.dump import PTRACE_DENIED, PTRACE_FIX, in_session, pids_target, require_tool
 from gputui.actions.inspect import file_size, find_run
 from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
+from gputui.config import Settings
 from gputui.remote.target import Target
 
 FLUSH_CODE = "import sys;sys.stdout.flush();sys.stdout.reconfigure(line_buffering=True)"
@@ -34,7 +34,7 @@ def gdb_argv(gdb: str, pid: int) -> list[str]:
 
 async def plan_flush(
     target: Target,
-    settings: Any,
+    settings: Settings,
     session: str | None = None,
     *,
     pids: list[int] | None = None,
@@ -43,7 +43,7 @@ async def plan_flush(
     tmux: list[str] | None = None,
 ) -> ActionPlan:
     check_allowed(settings)
-    name = session or getattr(settings, "session", None)
+    name = session or settings.session
     logs: list[str] = [log] if log else []
     if pids is None:
         if not name:
@@ -56,7 +56,7 @@ async def plan_flush(
             )
         pids = [p.pid for p in info.pythons]
         logs = logs or info.log_files()
-    if not logs and getattr(settings, "log", None):
+    if not logs and settings.log:
         logs = [settings.log]
     exe = await require_tool(target, [gdb] if gdb else ["gdb"], "gdb", GDB_INSTALL)
     return ActionPlan(

@@ -15,6 +15,7 @@ from typing import Any
 
 from gputui.actions.inspect import RunInfo, find_run
 from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
+from gputui.config import Settings
 from gputui.model import GpuProcess
 from gputui.remote.target import Target
 
@@ -146,7 +147,7 @@ def plan_kill_from(
 
 async def plan_kill(
     target: Target,
-    settings: Any,
+    settings: Settings,
     session: str | None = None,
     *,
     force: bool = False,
@@ -157,7 +158,7 @@ async def plan_kill(
     """SIGINT (skipped with force), SIGTERM, SIGKILL; waits default to
     10 s / 5 s (force: SIGTERM then SIGKILL after 1 s)."""
     check_allowed(settings)
-    name = session or getattr(settings, "session", None)
+    name = session or settings.session
     if not name:
         raise ActionError(
             "no tmux session given", "pass --session NAME or set session in the config"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.statefiles import append_private, state_dir
 from gputui.untrusted import visible
@@ -109,9 +110,9 @@ def _own_scripts() -> frozenset[str]:
     )
 
 
-def check_allowed(settings: Any) -> None:
+def check_allowed(settings: Settings) -> None:
     """Raise ActionsDisabled when gputui runs read-only."""
-    if getattr(settings, "read_only", False):
+    if settings.read_only:
         raise ActionsDisabled(
             "actions are disabled: gputui runs with --read-only",
             "restart without --read-only (or set read_only = false in the config) to act on runs",

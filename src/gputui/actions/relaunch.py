@@ -45,6 +45,7 @@ from gputui.actions.runspec import (
     write_env_argv,
 )
 from gputui.collect import tmux as tmux_parse
+from gputui.config import Settings
 from gputui.remote.base import CommandResult
 from gputui.remote.target import Target
 
@@ -125,27 +126,21 @@ def move_log_argv(log: str) -> list[str]:
     return ["sh", "-c", MOVE_SCRIPT, "gputui-move-log", log]
 
 
-def _run_cfg(settings: Any) -> Any:
-    return getattr(settings, "run", None)
-
-
-def spec_from_settings(settings: Any, session: str | None) -> RunSpec | None:
-    run = _run_cfg(settings)
-    command = getattr(run, "command", None) if run is not None else None
-    if not command:
+def spec_from_settings(settings: Settings, session: str | None) -> RunSpec | None:
+    run = settings.run
+    if not run.command:
         return None
-    name = session or getattr(run, "session", None) or getattr(settings, "session", None)
+    name = session or run.session or settings.session
     if not name:
         raise ActionError("[run] has a command but no session name", "set session in [run]")
-    cwd = getattr(run, "cwd", None) or "/root"
-    log = getattr(run, "log", None) or getattr(settings, "log", None)
+    cwd = run.cwd or "/root"
+    log = run.log or settings.log
     if not log:
         raise ActionError("[run] has a command but no log file", "set log in [run]")
-    env = dict(getattr(run, "env", None) or {})
-    return RunSpec(name, cwd, command, abs_log(log, cwd), env, "config [run]")
+    return RunSpec(name, cwd, run.command, abs_log(log, cwd), dict(run.env), "config [run]")
 
 
-def spec_from_run(info: RunInfo, settings: Any) -> RunSpec:
+def spec_from_run(info: RunInfo, settings: Settings) -> RunSpec:
     """Recover how the run was started: pane start command, else the process
     command line; log from the command, the settings, or where output goes."""
     from shlex import join
@@ -182,7 +177,7 @@ def spec_from_run(info: RunInfo, settings: Any) -> RunSpec:
             "put command (without the `| tee`), cwd and log in the config's [run] section",
         )
     found = info.log_files()
-    log = log or getattr(settings, "log", None) or (found[0] if found else None)
+    log = log or settings.log or (found[0] if found else None)
     if not log:
         log = f"{cwd.rstrip('/')}/gputui-{info.session.replace('/', '_')}.log"
     return RunSpec(info.session, cwd, command, abs_log(log, cwd), env, source)
@@ -190,17 +185,13 @@ def spec_from_run(info: RunInfo, settings: Any) -> RunSpec:
 
 async def plan_relaunch(
     target: Target,
-    settings: Any,
+    settings: Settings,
     session: str | None = None,
     *,
     tmux: list[str] | None = None,
 ) -> ActionPlan:
     check_allowed(settings)
-    name = (
-        session
-        or getattr(settings, "session", None)
-        or getattr(_run_cfg(settings), "session", None)
-    )
+    name = session or settings.session or settings.run.session
     if not name:
         raise ActionError(
             "no tmux session given", "pass --session NAME or set session in the config"
@@ -219,7 +210,7 @@ async def plan_relaunch(
 
 async def plan_launch(
     target: Target,
-    settings: Any,
+    settings: Settings,
     session: str | None = None,
     *,
     tmux: list[str] | None = None,

@@ -28,6 +28,8 @@ from textual.worker import Worker, WorkerState
 
 from gputui.actions.backend import ActionBackend
 from gputui.actions.plan import ActionPlan, ActionResult
+from gputui.config import Settings
+from gputui.diagnose import Diagnose, diagnose_with
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import PARTS, ConnectionState, Finding, Snapshot
 from gputui.ui.commands import ActionCommands
@@ -47,20 +49,12 @@ from gputui.ui.widgets.status import StatusLine
 from gputui.untrusted import visible
 from gputui.verbs import VERB_BY_ID, VERBS, keyed, why_not
 
-Diagnose = Callable[[Snapshot, float], list[Finding]]
 DEFAULT_STALE_AFTER = 30.0
 BACK = -1  # exit code of a run view opened from the host view: go back to it
 TICK_INTERVAL = 1.0  # s; GPU rows, ages, metrics and the banner
 TINY_HEIGHT = 30  # rows: below, GPUs two a line, the run in one line, no sessions list
 SHORT_HEIGHT = 34  # rows: below, one-line banner evidence, no s/step row
 TALL_HEIGHT = 50  # rows: at or above, a taller sessions/run panel
-
-
-def default_diagnose(stale_after: float | None, thresholds: Any = None) -> Diagnose:
-    """The rules with the user's --stale-after and [diagnosis] thresholds."""
-    from gputui.diagnose import diagnose
-
-    return lambda snap, now: diagnose(snap, now, stale_after=stale_after, thresholds=thresholds)
 
 
 class GputuiApp(App[int]):
@@ -117,7 +111,7 @@ class GputuiApp(App[int]):
         self.read_only = read_only
         self.can_launch = can_launch
         self.stale_after = stale_after
-        self.diagnose = diagnose or default_diagnose(stale_after)
+        self.diagnose = diagnose or diagnose_with(stale_after)
         self.clock = clock
         self.live = live  # False in snapshot tests: no timers, one apply
         self.on_exit_hook = on_exit
@@ -544,7 +538,7 @@ class GputuiApp(App[int]):
         await self._stop_monitor()
 
 
-def run_app(settings: Any) -> int:
+def run_app(settings: Settings) -> int:
     """Build the monitor for `settings` and run the dashboard; the exit code."""
     from gputui.ui.wiring import build
 
@@ -571,18 +565,15 @@ def run_app(settings: Any) -> int:
     app = GputuiApp(
         parts.monitor,
         actions=parts.actions,
-        read_only=bool(getattr(parts.settings, "read_only", False)),
+        read_only=parts.settings.read_only,
         can_launch=parts.can_launch,
-        stale_after=getattr(parts.settings, "stale_after", None),
-        diagnose=default_diagnose(
-            getattr(parts.settings, "stale_after", None),
-            getattr(parts.settings, "diagnosis", None),
-        ),
+        stale_after=parts.settings.stale_after,
+        diagnose=diagnose_with(parts.settings.stale_after, parts.settings.diagnosis),
         on_exit=parts.on_exit,
         start=start,
-        keys=getattr(parts.settings, "keys", None),
+        keys=parts.settings.keys,
         recorder=parts.recorder,
-        terminal_alerts=bool(getattr(parts.settings, "alert_terminal", True)),
+        terminal_alerts=parts.settings.alert_terminal,
     )
 
     parts.actions.progress = lambda text: app.notify(text, timeout=4)

@@ -30,9 +30,10 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Static
 
 from gputui.actions.backend import ActionBackend
+from gputui.diagnose import diagnose_with
 from gputui.errors import GputuiError
 from gputui.hostview import ContainerRow, GpuRow, HostView
-from gputui.ui.app import BACK, GputuiApp, default_diagnose
+from gputui.ui.app import BACK, GputuiApp
 from gputui.ui.format import human_bytes
 from gputui.untrusted import remote_text, visible
 
@@ -386,10 +387,8 @@ async def run_view(watch: Any, choice: RunChoice, read_only: bool) -> int:
         borrowed,
         actions=actions,
         read_only=read_only,
-        stale_after=getattr(settings, "stale_after", None),
-        diagnose=default_diagnose(
-            getattr(settings, "stale_after", None), getattr(settings, "diagnosis", None)
-        ),
+        stale_after=settings.stale_after,
+        diagnose=diagnose_with(settings.stale_after, settings.diagnosis),
         back=True,
     )
     actions.progress = lambda text: app.notify(text, timeout=4)
@@ -449,5 +448,5 @@ def run_hosts(hosts: Sequence[Any]) -> int:
     from gputui.hostwatch import HostWatch
 
     watches = [HostWatch(s) for s in hosts]
-    read_only = any(bool(getattr(s, "read_only", False)) for s in hosts)
+    read_only = any(s.read_only for s in hosts)
     return run_host_view(watches, read_only)

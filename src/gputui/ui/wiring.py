@@ -89,7 +89,6 @@ def build(settings: Settings) -> Parts:
     transport = target.transport
     monitor = Monitor(target, settings, gpu_feed)
     actions = ActionBackend(target, settings, monitor)  # --read-only: Verb.changes greys
-    run = getattr(settings, "run", None)
     recorder, history_error = build_recorder(monitor, settings)
 
     async def start() -> None:
@@ -116,7 +115,7 @@ def build(settings: Settings) -> Parts:
     return Parts(
         monitor,
         actions,
-        bool(getattr(run, "command", None)),
+        bool(settings.run.command),
         start,
         on_exit,
         settings,
