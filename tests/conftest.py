@@ -50,3 +50,15 @@ def ct(testbed: Testbed) -> Iterator[int]:
         yield number
     finally:
         testbed.ct_destroy(number)
+
+
+@pytest.fixture
+def pct_without_delay(testbed: Testbed) -> Iterator[None]:
+    """`pct` called through ssh starts at once instead of after the 0.3 s the
+    Perl original takes: for tests of what actions do, not of how long they
+    take (nor of what a slower `pct` lets a watcher see)."""
+    testbed.set_pct_delay(0)
+    try:
+        yield
+    finally:
+        testbed.set_pct_delay(0.3)

@@ -65,7 +65,9 @@ NASTY = "run 'q\" ; $(touch PWNED) `id` x;"  # a tmux session name may not hold 
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, testbed: Any) -> None:
+def env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, testbed: Any, pct_without_delay: None
+) -> None:
     """Commands reach the CT through the stand-in pct; no PYTHONUNBUFFERED
     leaks into the runs (this machine sets it); audit log under tmp_path."""
     monkeypatch.setenv("PATH", f"{testbed.bin_dir}:{os.environ['PATH']}")

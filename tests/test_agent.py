@@ -196,14 +196,38 @@ def test_file_stdout_pos_grows_and_cpu_pct(work: Path, spawn: Callable[..., Any]
     assert abs(second["start_time"] - time.time()) < 30
 
 
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of a process, in clock ticks, as the kernel counts them."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    rest = stat[stat.rindex(")") + 2 :].split()
+    return int(rest[11]) + int(rest[12])
+
+
 def test_busy_process_cpu_pct(work: Path, spawn: Callable[..., Any]) -> None:
+    """cpu_pct is the CPU used between two reads over the wall time between
+    them. Checked against the kernel's own tick count taken around each read,
+    not against a fixed share: on a loaded machine the busy loop gets only a
+    slice of a core, and the right figure is that slice."""
+    tick = os.sysconf("SC_CLK_TCK")
     p = spawn([PY, "-c", "while True: pass"], work)
     reader = ProcReader()
+    t0a, c0a = time.monotonic(), cpu_ticks(p.pid)
     first = reader.tree(p.pid)[0]
+    t0b, c0b = time.monotonic(), cpu_ticks(p.pid)
     assert first["cpu_pct"] is None  # nothing to compare with yet
-    time.sleep(0.5)
+    # until the loop has used 0.3 s of CPU (0.3 s of wall time when the machine is quiet)
+    wait_for(lambda: cpu_ticks(p.pid) - c0b >= 0.3 * tick, 60.0, "0.3 s of CPU")
+    t1a, c1a = time.monotonic(), cpu_ticks(p.pid)
     second = reader.tree(p.pid)[0]
-    assert second["cpu_pct"] is not None and second["cpu_pct"] > 20.0
+    t1b, c1b = time.monotonic(), cpu_ticks(p.pid)
+    # the reader's own tick and clock readings lie within these brackets
+    low = 100.0 * (c1a - c0b) / tick / (t1b - t0a)
+    high = 100.0 * (c1b - c0a) / tick / (t1a - t0b)
+    assert second["cpu_pct"] is not None and low - 0.05 <= second["cpu_pct"] <= high + 0.05, (
+        low,
+        second["cpu_pct"],
+        high,
+    )
 
 
 def test_source_files_newer_than_start(work: Path, spawn: Callable[..., Any]) -> None:

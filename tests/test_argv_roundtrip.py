@@ -133,7 +133,7 @@ os.execvp("python3", [b"python3", sys.argv[2].encode(), *args])
 
 
 async def test_relaunch_on_the_test_bed_runs_the_same_bytes(
-    testbed: Any, ct: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    testbed: Any, ct: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pct_without_delay: None
 ) -> None:
     """A run typed into a tmux shell in the CT (no start command: the argv
     comes from /proc/PID/cmdline), relaunched through ssh + pct + tmux."""

@@ -52,7 +52,9 @@ ARGS = st.lists(hostile(CANARY, exclude="\x00", max_size=3), min_size=1, max_siz
 
 
 @pytest.fixture
-def live_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, testbed: Any) -> Iterator[None]:
+def live_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, testbed: Any, pct_without_delay: None
+) -> Iterator[None]:
     monkeypatch.setenv("PATH", f"{testbed.bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("GPUTUI_STANDIN_STATE", str(testbed.state_dir))
     monkeypatch.setenv("GPUTUI_PCT_DELAY", "0")

@@ -72,6 +72,7 @@ class Testbed:
         self.bin_dir = self.root / "bin"
         self.state_dir = self.root / "state"
         self.workspace = self.root / "workspace"
+        self.home = self.root / "home"  # HOME of every ssh session: no tester's dotfiles
         self.key_path = self.ssh_dir / "id_ed25519"
         self.host_key_path = self.ssh_dir / "ssh_host_ed25519_key"
         self.authorized_keys_path = self.ssh_dir / "authorized_keys"
@@ -93,7 +94,7 @@ class Testbed:
 
     def start(self) -> Testbed:
         t0 = time.monotonic()
-        for d in (self.ssh_dir, self.bin_dir, self.state_dir, self.workspace):
+        for d in (self.ssh_dir, self.bin_dir, self.state_dir, self.workspace, self.home):
             d.mkdir(parents=True, exist_ok=True)
         os.chmod(self.ssh_dir, 0o700)
         self.workspace.chmod(0o777)
@@ -162,7 +163,7 @@ class Testbed:
                     "UseDNS no",
                     "LogLevel INFO",
                     f"SetEnv PATH={path_value} GPUTUI_STANDIN_STATE={self.state_dir}"
-                    + "".join(f" {k}={v}" for k, v in self.extra_env.items()),
+                    f" HOME={self.home}" + "".join(f" {k}={v}" for k, v in self.extra_env.items()),
                     "Subsystem sftp internal-sftp",
                     "",
                 ]

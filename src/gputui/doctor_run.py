@@ -104,6 +104,16 @@ def correct_backlog_times(snap: Snapshot) -> None:
         m.last_step_time = log.mtime
 
 
+def _ct_pid_ns_pending(monitor: Monitor) -> bool:
+    """The CT's PID namespace, which maps host PIDs into it, may still come
+    (its agent has not answered nor failed). Once known, a PID still unmapped
+    stays so (it has exited): waiting longer would change nothing."""
+    feed = monitor.gpu_feed
+    if not isinstance(feed, NvidiaSmiFeed) or feed.ct_pid_ns is not None:
+        return False
+    return monitor.agent_error is None
+
+
 async def watch_once(
     monitor: Monitor, settle_s: float = SETTLE_S, *, clock: Any = time.monotonic
 ) -> Snapshot:
@@ -132,8 +142,10 @@ async def watch_once(
                 continue
             if snap.gpus.latest and snap.gpus.processes_pending:
                 continue  # GPUs read, their processes not yet listed (the apps loop starts after)
-            if snap.ct is not None and any(
-                gp.in_container is None for gp in snap.gpus.processes or []
+            if (
+                snap.ct is not None
+                and _ct_pid_ns_pending(monitor)
+                and any(gp.in_container is None for gp in snap.gpus.processes or [])
             ):
                 continue  # host PIDs not yet mapped to the CT (next listing: 1 s)
             if _held_and_idle(snap, time.time()) and _idle_span(snap) < (
