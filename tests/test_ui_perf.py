@@ -3,13 +3,16 @@ the screen; lines still arrive in order, none lost."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from textual.geometry import Region
 from textual.widgets import Log
 
 from gputui.demo.scenes import SCENES, T0
 from gputui.ui.app import GputuiApp
 from gputui.ui.pacing import WRITES_PER_S
+from gputui.ui.widgets.banner import Banner
 from gputui.ui.widgets.logview import TailLog
 from scene_fakes import SceneMonitor
 
@@ -24,16 +27,25 @@ def make_app(scene: str = "healthy") -> tuple[GputuiApp, SceneMonitor]:
 
 
 def count_layouts(app: GputuiApp) -> list[int]:
-    """Counts full layout passes of the dashboard screen."""
+    """Counts full layout passes of the dashboard screen, and the compositor's
+    re-arrangements of the whole screen (a refresh of a widget that is not
+    on screen, such as a 0-wide scrollbar, costs one without a layout)."""
     screen: Any = app.screen
     n = [0]
     orig = screen._refresh_layout
+    compositor = screen._compositor
+    orig_arrange = compositor._arrange_root
 
     def counted(*a: Any, **kw: Any) -> None:
         n[0] += 1
         orig(*a, **kw)
 
+    def arranged(*a: Any, **kw: Any) -> Any:
+        n[0] += 1
+        return orig_arrange(*a, **kw)
+
     screen._refresh_layout = counted
+    compositor._arrange_root = arranged
     return n
 
 
@@ -184,3 +196,90 @@ def test_gpu_rows_keep_unknown_readings_as_gaps_not_zero() -> None:
     ).plain
     assert row.startswith("0  ")
     assert row[3:9] == "  █  ▁"  # before the history: blank; [N/A]: blank; 0 %: the lowest block
+
+
+async def test_banner_evidence_that_moves_repaints_without_a_layout() -> None:
+    """The banner's evidence quotes ages that move every second: the same
+    number of rows is a repaint; more rows is a layout (the banner grows)."""
+    app, _mon = make_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        banner = app.query_one(Banner)
+        f = banner.finding
+        assert f is not None and len(f.evidence) >= 2
+        layouts = await settled(app, pilot)
+        height = banner.size.height
+        for age in range(30, 40):
+            moved = replace(f, evidence=[f"log silent {age} s", *f.evidence[1:]])
+            banner.show([moved])
+            await pilot.pause()
+        assert layouts[0] == 0
+        assert "log silent 39 s" in str(banner.render())
+        one_line = replace(f, evidence=f.evidence[:1])
+        banner.show([one_line])
+        await pilot.pause()
+        assert layouts[0] > 0 and banner.size.height == height - (len(f.evidence[:3]) - 1)
+
+
+async def test_a_log_write_paints_only_the_log() -> None:
+    """LeanCompositor: a log write renders the log and what lies under it
+    (the screen, the log panel), not the header, banner, GPU rows or footer;
+    and what reaches the terminal is what Textual's own compositor sends."""
+    app, mon = make_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, pilot)
+        rendered: list[str] = []
+        for w in app.screen.walk_children():
+            orig = w.render_lines
+
+            def counted(crop: Any, w: Any = w, orig: Any = orig) -> Any:
+                rendered.append(type(w).__name__)
+                return orig(crop)
+
+            w.render_lines = counted  # type: ignore[method-assign]
+        mon.push_lines(["one more line"])
+        app._drain_log()
+        await pilot.pause()
+        assert "TailLog" in rendered
+        assert not {"GpuTable", "Banner", "StatusLine", "Footer"} & set(rendered), rendered
+
+
+def _terminal_cells(compositor: Any, regions: list[Region]) -> list[tuple[int, int, str]]:
+    """The (row, column, text) runs a partial update would send for `regions`."""
+    from textual._compositor import ChopsUpdate
+
+    compositor._dirty_regions.clear()
+    compositor._dirty_regions.update(regions)
+    update = compositor.render_partial_update()
+    assert isinstance(update, ChopsUpdate)
+    out = []
+    for y, x1, x2 in update.spans:
+        for end, (x, strip) in zip(update.chop_ends[y], update.chops[y].items(), strict=True):
+            if strip is None or x >= x2 or end <= x1:
+                continue
+            text = strip.text
+            lo, hi = max(x, x1) - x, min(end, x2) - x
+            out.append((y, max(x, x1), text[lo:hi]))
+    return out
+
+
+async def test_lean_compositor_sends_what_textual_sends() -> None:
+    """Every widget's region, and rectangles across several widgets: the
+    cells sent by LeanCompositor equal those of Textual's compositor."""
+    from textual._compositor import Compositor
+
+    from gputui.ui.compositor import LeanCompositor
+
+    app, _mon = make_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, pilot)
+        screen: Any = app.screen
+        lean = screen._compositor
+        assert isinstance(lean, LeanCompositor)
+        plain = Compositor()
+        plain.reflow(screen, lean.size)
+        cases = [region for region, _clip in lean.visible_widgets.values()]
+        cases += [Region(0, 30, 40, 3), Region(50, 0, 10, 36), Region(3, 5, 100, 1)]
+        for regions in [[c] for c in cases] + [[cases[1], cases[-1]], [Region(0, 0, 1, 1)]]:
+            want = _terminal_cells(plain, regions)
+            assert want, regions
+            assert _terminal_cells(lean, regions) == want, regions

@@ -33,6 +33,7 @@ from gputui.diagnose import Diagnose, diagnose_with
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import PARTS, ConnectionState, Finding, Snapshot
 from gputui.ui.commands import ActionCommands
+from gputui.ui.compositor import LeanScreen
 from gputui.ui.feed import MonitorLike
 from gputui.ui.pacing import WritePacer
 from gputui.ui.screens.confirm import ConfirmScreen, plan_heading
@@ -156,6 +157,9 @@ class GputuiApp(App[int]):
         )
 
     # ------------------------------------------------------------ layout
+
+    def get_default_screen(self) -> LeanScreen:
+        return LeanScreen(id="_default")  # a log write paints the log, not the whole screen
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status")

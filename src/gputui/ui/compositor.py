@@ -1,0 +1,52 @@
+"""A screen whose partial updates paint only the widgets they touch.
+
+Textual 8.2's compositor picks the widgets to render for an update by their
+clip region, and every child of the screen has the whole screen as its clip:
+so each log write (a few rows at the bottom) rendered the header, the
+banner, the GPU rows and the footer again, line by line through their style
+filters — about half of the dashboard's CPU at 4 log lines a second. Only
+cells inside the update's spans are sent to the terminal, so a widget whose
+visible part (region ∩ clip) lies outside the update's bounding box adds
+nothing to the output: `LeanCompositor` leaves such widgets out and hands
+the rest to Textual's own code. A full render (no crop) is unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from textual._compositor import Compositor
+from textual.geometry import Region
+from textual.screen import Screen
+from textual.strip import Strip
+
+
+class LeanCompositor(Compositor):
+    def _get_renders(
+        self, crop: Region | None = None
+    ) -> Iterable[tuple[Region, Region, list[Strip]]]:
+        everyone = self.visible_widgets
+        if not crop or getattr(self, "_visible_widgets", None) is not everyone:
+            return super()._get_renders(crop)
+        overlaps = crop.overlaps
+        touched = {
+            widget: (region, clip)
+            for widget, (region, clip) in everyone.items()
+            if overlaps(region.intersection(clip))
+        }
+        if len(touched) == len(everyone):
+            return super()._get_renders(crop)
+        self._visible_widgets = touched
+        try:
+            return list(super()._get_renders(crop))
+        finally:
+            self._visible_widgets = everyone
+
+
+class LeanScreen(Screen[Any]):
+    """A `Screen` painted through `LeanCompositor`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._compositor = LeanCompositor()
