@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Issue #16 re-check on one lent H200 (run 7): after the UI's CPU work, the
+# CPU of gputui --local vs nvitop vs `nvidia-smi -l 1` (same runs, same
+# window, twice), where gputui's CPU goes (py-spy), its GPU rows next to
+# nvidia-smi, why gdb cannot call into a process there (xstate_check.py), and
+# flush live from the dashboard with Debian trixie's gdb 16.3 (carried as
+# .deb files in .device/gdb16/, unpacked under /tmp/gdb16, seen only by gdb).
+# Run from the repository root with the wheels in .whl/. Every step writes to
+# $OUT and the script goes on when one fails.
+set -u
+OUT=${OUT:-/tmp/gputui-recheck}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/recheck.log") 2>&1
+ROOT=$(pwd)
+unset PYTHONUNBUFFERED  # the runs under test must be block-buffered, as in the field
+RUN=/var/tmp/gputui-recheck
+rm -rf "$RUN" && mkdir -p "$RUN"
+step() { echo; echo "=== $(date +%T) $*"; }
+gputui() { python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' "$@"; }
+UI="python3 -c 'import sys; from gputui.cli import main; sys.exit(main())'"
+
+step "set-up: wheels, gdb 16 from .deb, gputui from src/"
+git log --oneline -1 2>/dev/null || true
+echo "batcher in this tree: $(grep -c BATCH_PY src/gputui/logfollow.py) / lean screen: $(ls src/gputui/ui/compositor.py)"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+export PYTHONPATH=$ROOT/src:${PYTHONPATH:-}
+export PATH=/tmp/site/bin:$PATH
+if [ -d .device/gdb16 ]; then
+  for f in .device/gdb16/*.deb; do dpkg -x "$f" /tmp/gdb16; done
+  mkdir -p /tmp/gdbbin
+  cat > /tmp/gdbbin/gdb <<'EOF'
+#!/bin/sh
+export LD_LIBRARY_PATH=/tmp/gdb16/usr/lib/x86_64-linux-gnu:/tmp/gdb16/lib/x86_64-linux-gnu
+export PYTHONHOME=/tmp/gdb16/usr DEBUGINFOD_URLS=
+exec /tmp/gdb16/usr/bin/gdb "$@"
+EOF
+  chmod +x /tmp/gdbbin/gdb
+  export PATH=/tmp/gdbbin:$PATH
+fi
+uname -r; grep -m1 'model name' /proc/cpuinfo; nproc
+tmux -V; python3 --version; gdb --version | head -1; py-spy --version
+python3 -m nvitop --version 2>/dev/null | head -1
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+
+step "XSAVE sizes: CPUID vs the kernel's ptrace, and PTRACE_SETREGSET with each"
+python3 bench/gpu/xstate_check.py | tee "$OUT/xstate.json"
+
+step "two real runs on this GPU, each block-buffered behind | tee"
+cp bench/gpu/train_torch.py "$RUN/train.py"
+tmux new -d -s train0 -x 200 -y 50 -c "$RUN" "python3 train.py 2>&1 | tee $RUN/train0.log"
+tmux new -d -s train1 -x 200 -y 50 -c "$RUN" \
+  "python3 train.py --batch 8 --layers 6 2>&1 | tee $RUN/train1.log"
+sleep "${TRAIN_WAIT:-40}"
+ls -la "$RUN"
+
+SMI_Q=index,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw,power.limit
+for k in 1 2; do
+  step "CPU, window $k: gputui --local vs nvitop vs nvidia-smi -l 1"
+  python3 bench/gpu/cpu_cost.py --seconds "${CPU_SECONDS:-40}" \
+    "gputui=$UI --local --session train0 --log $RUN/train0.log --interval 1" \
+    "nvitop=python3 -m nvitop --interval 1" \
+    "smi=nvidia-smi -l 1" > "$OUT/cpu_cost_$k.json" &
+  COST=$!
+  if [ "$k" = 1 ]; then
+    sleep 10
+    UP=$(pgrep -f "^python3 -c import sys; from gputui.cli" | head -1)
+    timeout 40 py-spy record --pid "$UP" --duration 30 --rate 200 --format raw --nonblocking \
+      -o "$OUT/gputui_profile.txt" >/dev/null 2>&1 &
+    sleep 15
+    {
+      echo "--- read at $(date +%T.%N)"
+      tmux capture-pane -p -t cpu-gputui | sed -n '1,14p'
+      nvidia-smi --query-gpu=$SMI_Q --format=csv,noheader
+    } >> "$OUT/rows.txt"
+  fi
+  wait "$COST"
+  cat "$OUT/cpu_cost_$k.json"
+done
+cat "$OUT/rows.txt"
+
+step "gdb 16 on a plain block-buffered Python loop (no torch)"
+printf 'import time\nn = 0\nwhile True:\n    n += 1\n    print(f"step {n} | loss 1.0 | tok/s 1000")\n    time.sleep(0.05)\n' > "$RUN/loop.py"
+tmux new -d -s loop -c "$RUN" "python3 loop.py | tee $RUN/loop.log"
+sleep 6
+LP=$(pgrep -f "^python3 loop.py" | head -1)
+{
+  echo "loop pid $LP; before: $(stat -c %s "$RUN/loop.log") bytes"
+  timeout 60 gdb -p "$LP" -batch -nx -ex 'call (int)PyGILState_Ensure()' \
+    -ex 'call (int)PyRun_SimpleString("import sys;sys.stdout.flush();sys.stdout.reconfigure(line_buffering=True)")' \
+    -ex 'call (void)PyGILState_Release($1)'
+  echo "gdb exit $?"
+  sleep 2
+  echo "after: $(stat -c %s "$RUN/loop.log") bytes; state $(ps -o stat= -p "$LP")"
+  sleep 2
+  echo "2 s later: $(stat -c %s "$RUN/loop.log") bytes"
+} > "$OUT/gdb_loop.txt" 2>&1
+cat "$OUT/gdb_loop.txt"
+
+step "flush live from the dashboard: f, then y, on train1"
+L=$RUN/train1.log
+tmux new -d -s ui -x 120 -y 36 "$UI --local --session train1 --log $L --interval 1"
+sleep 12
+{
+  echo "before: $(wc -l < "$L") lines, $(stat -c %s "$L") bytes at $(date +%T)"
+  tmux send-keys -t ui f
+  sleep 4
+  tmux capture-pane -p -t ui | sed -n '1,36p'
+  tmux send-keys -t ui y
+  sleep 15
+  echo "--- after y"
+  tmux capture-pane -p -t ui | sed -n '1,36p'
+  for s in 0 2 4 6; do
+    echo "t+${s}s: $(wc -l < "$L") lines, $(stat -c %s "$L") bytes at $(date +%T)"
+    sleep 2
+  done
+  tail -n 3 "$L"
+  TP=$(pgrep -f "train.py --batch 8" | head -1)
+  ps -o pid,stat,pcpu,cmd -p "$TP"
+  nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
+} > "$OUT/flush.txt" 2>&1
+cat "$OUT/flush.txt"
+tmux send-keys -t ui q
+tmux kill-server 2>/dev/null
+echo done
