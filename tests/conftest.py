@@ -8,9 +8,18 @@ from collections.abc import Iterator
 
 import pytest
 
+import early
 from testbed import Testbed
 
 _ct_numbers = itertools.count(200)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    early.start_for(session.items)  # slow waiting set-ups overlap the tests before them
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    early.stop_all()
 
 
 @pytest.fixture(autouse=True, scope="session")
