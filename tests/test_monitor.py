@@ -18,14 +18,9 @@ import pytest
 
 import helpers
 from gputui.gpufeed import SimulatedGpus
+from gputui.logchoice import stdout_log_files
 from gputui.model import ConnectionState, CtStatus, Snapshot
-from gputui.monitor import (
-    PENDING_LINES_MAX,
-    Monitor,
-    choose_session,
-    collect_snapshot,
-    stdout_log_files,
-)
+from gputui.monitor import PENDING_LINES_MAX, Monitor, choose_session, collect_snapshot
 from gputui.remote.base import RemoteProcess
 from gputui.remote.container import ProxmoxLXC
 from gputui.remote.local import LocalTransport

@@ -44,8 +44,9 @@ from gputui.hostview import (
     host_gpu_processes,
     host_row,
 )
+from gputui.logchoice import stdout_log_files
 from gputui.model import ConnectionState, Finding, Snapshot
-from gputui.monitor import Monitor, stdout_log_files
+from gputui.monitor import Monitor
 from gputui.remote.base import Transport
 from gputui.remote.container import ContainerListing, ProxmoxLXC
 from gputui.remote.relay_client import RelayTransport

@@ -3,12 +3,14 @@
 Steady state holds a handful of long-lived remote commands and starts no
 new command in the container per poll:
 
-- the agent in the CT (`AgentClient`): tmux sessions, the watched pane's
-  process tree and tail, and a stat of the log, every `interval` seconds;
-  with no tmux session to watch, the process tree of the run that writes
-  the log (found by the agent's `writers` op, re-searched at most every
-  WRITERS_RETRY_S while none is found);
-- one log stream (`LogFollower`: `tail -c +OFFSET -F`, by byte offset);
+- the agent in the CT (`AgentClient`, kept running by `AgentSupervisor`):
+  tmux sessions, the watched pane's process tree and tail, and a stat of
+  the log, every `interval` seconds; with no tmux session to watch, the
+  process tree of the run that writes the log (found by the agent's
+  `writers` op, re-searched at most every WRITERS_RETRY_S while none is
+  found);
+- one log stream (`LogFollower`: `tail -c +OFFSET -F`, by byte offset), on
+  the file `LogChoice` picks;
 - the GPU feed (`NvidiaSmiFeed`: `nvidia-smi -lms` + a compute-apps loop on
   the host; or NVML locally; or simulated).
 
@@ -29,13 +31,15 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from gputui.agent_supervisor import AgentSupervisor
 from gputui.coalesce import OncePerTurn
 from gputui.collect import tmux as tmux_parse
 from gputui.collect.metrics import MetricParser
 from gputui.config import Settings
 from gputui.errors import CommandTimeout, ConfigError, GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed
-from gputui.logfollow import FileStat, LogFollower, named_log, not_a_file_error
+from gputui.logchoice import LOG_TAIL_KEEP, LogChoice
+from gputui.logfollow import FileStat, LogFollower
 from gputui.model import (
     PARTS,
     ConnectionState,
@@ -46,7 +50,7 @@ from gputui.model import (
     Session,
     Snapshot,
 )
-from gputui.remote.agent_client import AgentClient, AgentError, AgentUnavailable
+from gputui.remote.agent_client import AgentClient, AgentError
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
 from gputui.tasks import cancel_and_wait
@@ -55,12 +59,8 @@ Listener = Callable[[Snapshot, set[str]], None]
 
 PENDING_LINES_MAX = 5000  # drain_log_lines keeps at most this many; older are counted as dropped
 METRIC_BATCH_MAX = 200  # lines of one batch parsed for metrics; a burst parses its newest
-LOG_TAIL_KEEP = 200  # lines kept in snapshot.log_tail
 PANE_TAIL_LINES = 50
-AGENT_RETRY_START_S = 2.0
-AGENT_RETRY_MAX_S = 120.0  # a broken agent costs at most one pct exec per 2 min
 FALLBACK_PERIOD_S = 5.0
-AGENT_STOP_WAIT_S = 1.0  # stop() waits this long for an agent still starting, to close it
 CT_CHECK_MIN_S = 15.0  # `pct status` runs only after agent errors, not more often
 NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
 WRITERS_RETRY_S = 3.0  # with no tmux run, who writes the log is searched at most this often
@@ -87,18 +87,6 @@ def choose_session(sessions: list[Session], wanted: str | None) -> str | None:
     return max(sessions, key=lambda s: (s.created or 0.0, s.name)).name
 
 
-def stdout_log_files(procs: list[Proc]) -> list[str]:
-    """The files the run's stdout ends up in: the training process's first,
-    else any process in the tree whose stdout goes to a file or a pipe
-    read by something that writes files (tee)."""
-    order = sorted(procs, key=lambda p: (not p.is_python, p.stdout.kind == "tty"))
-    for p in order:
-        files = [f for f in p.stdout.files if f and not f.startswith("/dev/")]
-        if files:
-            return files
-    return []
-
-
 class Monitor:
     """See the module docstring. Public API: snapshot, subscribe,
     drain_log_lines, start, stop, refresh, watch_session, watch_log."""
@@ -113,7 +101,6 @@ class Monitor:
         agent_python: str = "python3",
     ) -> None:
         self.target = target
-        self.agent_python = agent_python
         self.settings = settings if settings is not None else Settings()
         self.clock = clock
         self.interval = float(self.settings.interval or 1.0)
@@ -124,11 +111,16 @@ class Monitor:
         if self.gpu_feed is not None:
             self.snapshot.gpus = self.gpu_feed.state
         self.metric_parser = MetricParser(list(self.settings.metric_regexes))
-        self.agent: AgentClient | None = None
-        self.agent_error: str | None = None
-        self.agent_starts = 0  # how many times the CT agent was started
+        self.agents = AgentSupervisor(target, python=agent_python, clock=clock)
+        self.log_choice = LogChoice(
+            target,
+            self.settings,
+            on_lines=self._on_log_lines,
+            on_state=lambda _st: self._changed("log"),
+            on_switch=self._log_switched,
+            clock=clock,
+        )
         self.polls = 0
-        self.follower: LogFollower | None = None
         self.dropped_log_lines = 0
         self.metric_lines_skipped = 0
         self._listeners: list[Listener] = []
@@ -136,26 +128,45 @@ class Monitor:
         self._dirty: set[str] = set()
         self._publish = OncePerTurn(self._flush)
         self._session_override: str | None = self.settings.session
-        self._log_override: str | None = self.settings.log
         self._seen_session: str | None = None
         self._names_when_gone: set[str] | None = None
         self._poll_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
-        self._agent_retry_at = 0.0
-        self._agent_backoff = AGENT_RETRY_START_S
         self._fallback_proc: RemoteProcess | None = None
         self._ct_checked_at: float | None = None
         self._start_task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._agent_starting: asyncio.Future[AgentClient] | None = None
         # The run found by its log when no tmux session is watched: (log path,
         # root PIDs), and when the next search may run (monotonic).
         self._log_run: tuple[str, list[int]] | None = None
         self._writers_next = 0.0
         self._writers_path: str | None = None
         self.writers_searches = 0
+
+    @property
+    def agent(self) -> AgentClient | None:
+        """The agent in the container, when one runs."""
+        return self.agents.agent
+
+    @property
+    def agent_error(self) -> str | None:
+        """Why there is no agent (or the last request failed), for doctor."""
+        return self.agents.error
+
+    @agent_error.setter
+    def agent_error(self, error: str | None) -> None:
+        self.agents.error = error
+
+    @property
+    def agent_starts(self) -> int:
+        return self.agents.starts
+
+    @property
+    def follower(self) -> LogFollower | None:
+        """The stream of the log followed now, if any."""
+        return self.log_choice.follower
 
     def _default_gpu_feed(self) -> GpuFeed | None:
         source = self.settings.gpu_source or "auto"
@@ -235,7 +246,7 @@ class Monitor:
         if self.gpu_feed is not None:
             self.gpu_feed.subscribe(self._on_gpus)
             await self.gpu_feed.start()
-        if self._wanted_log() is not None:
+        if self.log_choice.wanted(self.snapshot.procs) is not None:
             await self._choose_log()
         await self._while_checking_log(self._ensure_agent_and_refresh())
         self._tasks.append(asyncio.create_task(self._poll_loop(), name="monitor poll"))
@@ -249,7 +260,7 @@ class Monitor:
         """Run `work` while the named log is checked; a bad log ends both at
         once (the user hears of a wrong --log before the agent is even up).
         The stream's header gets NAMED_LOG_WAIT_S more once `work` is done."""
-        check = asyncio.ensure_future(self._check_named_log())
+        check = asyncio.ensure_future(self.log_choice.check_named())
         job = asyncio.ensure_future(work)
         try:
             await asyncio.wait({check, job}, return_when=asyncio.FIRST_EXCEPTION)
@@ -276,12 +287,10 @@ class Monitor:
                 await start
         tasks, self._tasks = self._tasks, []
         await cancel_and_wait(tasks)
-        if self.follower is not None:
-            await self.follower.stop()
+        await self.log_choice.stop()
         if self.gpu_feed is not None:
             await self.gpu_feed.stop()
-        await self._close_agent()
-        await self._close_starting_agent()
+        await self.agents.stop()
         await self._close_fallback()
 
     async def refresh(self) -> None:
@@ -299,7 +308,7 @@ class Monitor:
 
     def watch_log(self, path: str) -> None:
         """Follow this log file instead of the one found from stdout."""
-        self._log_override = path or None
+        self.log_choice.override = path or None
         self._wake.set()
 
     @property
@@ -324,7 +333,7 @@ class Monitor:
         snap.connection_error = detail
         snap.rtt_ms = self.target.transport.rtt_ms
         if state == ConnectionState.CONNECTED:
-            self._agent_retry_at = 0.0  # a fresh link: restart the agent at once
+            self.agents.retry_now()  # a fresh link: restart the agent at once
             self._wake.set()
             if self.follower is not None and self.follower.running:
                 self.follower.kick()
@@ -373,77 +382,30 @@ class Monitor:
     # ------------------------------------------------------------ the agent
 
     async def _ensure_agent(self) -> None:
-        if self.agent is not None and self.agent.alive:
+        """Start the agent if it is due; a start that failed checks the CT
+        (and without python3, starts the plain-command fallback)."""
+        started = await self.agents.ensure()
+        if started is None:
             return
-        if self.agent is not None:  # it went away
-            await self._close_agent()
-        now = self.clock()
-        if now < self._agent_retry_at:
-            return
-        self.agent_starts += 1
-        # In its own task: a stop() while it starts (q during start-up) must
-        # not cancel it half-way (that would leave it running in the CT);
-        # stop() closes it once it is up.
-        fut = asyncio.ensure_future(AgentClient.start(self.target, python=self.agent_python))
-        self._agent_starting = fut
-        try:
-            try:
-                self.agent = await asyncio.shield(fut)
-            finally:
-                if fut.done() and self._agent_starting is fut:
-                    self._agent_starting = None
-        except AgentUnavailable as err:
-            self.agent = None
-            self.agent_error = str(err)
-            self._agent_retry_at = now + self._agent_backoff
-            self._agent_backoff = min(self._agent_backoff * 2, AGENT_RETRY_MAX_S)
-            await self._check_ct(err.problem)
-            if "is not installed" in err.problem or "too old" in err.problem:
-                self._agent_retry_at = now + AGENT_RETRY_MAX_S * 5
+        if started.agent is None:
+            await self._check_ct(started.problem)
+            if started.no_python:
                 await self._ensure_fallback()
             return
-        except GputuiError as err:
-            self.agent = None
-            self.agent_error = str(err)
-            self._agent_retry_at = now + self._agent_backoff
-            self._agent_backoff = min(self._agent_backoff * 2, AGENT_RETRY_MAX_S)
-            await self._check_ct(err.problem)
-            return
-        self.agent_error = None
-        self._agent_backoff = AGENT_RETRY_START_S
+        agent = started.agent
         await self._close_fallback()
         snap = self.snapshot
         gpu_tools = (snap.tools.nvidia_smi_host,)
-        snap.tools = self.agent.tools()
+        snap.tools = agent.tools()
         snap.tools.nvidia_smi_host = gpu_tools[0]
         if self.follower is not None:
-            self.follower.clock_offset = self.agent.clock_offset
+            self.follower.clock_offset = agent.clock_offset
         if isinstance(self.gpu_feed, NvidiaSmiFeed) and self.target.ct is not None:
-            self.gpu_feed.ct_pid_ns = self.agent.hello.get("pid_ns")
+            self.gpu_feed.ct_pid_ns = agent.hello.get("pid_ns")
         if self.target.ct is not None and snap.ct_status != CtStatus.RUNNING:
             snap.ct_status = CtStatus.RUNNING
             self._changed("ct")
         self._changed("ct")
-
-    async def _close_agent(self) -> None:
-        agent, self.agent = self.agent, None
-        if agent is not None:
-            with contextlib.suppress(Exception):
-                await agent.close()
-
-    async def _close_starting_agent(self) -> None:
-        """An agent start cut short by stop(): wait for it a little, close it."""
-        fut, self._agent_starting = self._agent_starting, None
-        if fut is None:
-            return
-        if not fut.done():
-            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                await asyncio.wait_for(asyncio.shield(fut), AGENT_STOP_WAIT_S)
-        if not fut.done():  # still starting: close it whenever it comes up
-            fut.add_done_callback(_close_when_started)
-        elif not fut.cancelled() and fut.exception() is None:
-            with contextlib.suppress(Exception):
-                await fut.result().close()
 
     # ------------------------------------------------------------ polling
 
@@ -468,10 +430,7 @@ class Monitor:
             try:
                 await self._poll_agent(agent)
             except (AgentError, CommandTimeout) as err:
-                self.agent_error = str(err)
-                if not agent.alive:
-                    await self._close_agent()
-                    self._agent_retry_at = self.clock() + self._agent_backoff
+                await self.agents.lost(agent, str(err))
         await self._choose_log()
 
     async def _poll_agent(self, agent: AgentClient) -> None:
@@ -522,20 +481,13 @@ class Monitor:
                 if (snap.log.size, snap.log.mtime, snap.log.exists) != before:
                     self._changed("log")
 
-    def _known_log(self) -> str | None:
-        """The log the user named (--log, the run config), else the one followed."""
-        path = self._log_override or self.settings.run.log or None
-        if path is None and self.follower is not None:
-            path = self.follower.path
-        return path
-
     async def _procs_by_log(self, agent: AgentClient) -> list[Proc]:
         """No tmux session watched: the process trees of the run that writes
         the log (`nohup python train.py > log &`, `python | tee log` from a
         shell that is gone). Once found, each poll costs one `procs` call per
         root, as with tmux; the search itself (a scan of every process's fds)
         runs at most every WRITERS_RETRY_S while nothing is found."""
-        path = self._known_log()
+        path = self.log_choice.known()
         if not path:
             self._log_run = None
             return []
@@ -606,65 +558,26 @@ class Monitor:
     # ------------------------------------------------------------ the log
 
     def named_log_error(self) -> ConfigError | None:
-        """The log the user named (--log, [run] log) is a directory or a
-        device: their mistake, one line and exit 2 (doctor and dashboard),
-        not a quiet "nothing wrong"."""
-        f = self.follower
-        named = self._log_override or named_log(self.settings)
-        if f is None or not named or f.path != named or not f.state.not_a_file:
-            return None
-        return not_a_file_error(named, f.state.not_a_file)
-
-    async def _check_named_log(self) -> None:
-        """Raise named_log_error() once the stream's first header is in."""
-        f = self.follower
-        if f is None or f.path != (self._log_override or named_log(self.settings)):
-            return
-        while not (f.positioned or f.state.not_a_file or f.state.error):
-            await asyncio.sleep(0.02)
-        err = self.named_log_error()
-        if err is not None:
-            raise err
-
-    def _wanted_log(self) -> str | None:
-        if self._log_override:
-            return self._log_override
-        files = stdout_log_files(self.snapshot.procs)
-        if files:
-            return files[0]
-        if self.follower is not None and not self.snapshot.procs:
-            return self.follower.path  # the run ended: keep showing its log
-        return self.settings.run.log or None
+        """The log the user named is a directory or a device (LogChoice.named_error)."""
+        return self.log_choice.named_error()
 
     async def _choose_log(self) -> None:
-        path = self._wanted_log()
-        current = self.follower.path if self.follower is not None else None
-        if path == current:
-            return
-        if self.follower is not None:
-            await self.follower.stop()
-            self.follower = None
+        if await self.log_choice.choose(self.snapshot.procs):
+            self._changed("log", "metrics")
+
+    def _log_switched(self, f: LogFollower | None) -> None:
+        """Another log is followed from now on: the snapshot shows its state,
+        its tail and metrics parsed from it alone."""
         snap = self.snapshot
         snap.metrics = Metrics()
-        if path is None:
+        if f is None:
             snap.log = LogState()
             snap.log_tail = deque(maxlen=LOG_TAIL_KEEP)
-        else:
-            f = LogFollower(
-                self.target,
-                path,
-                self._on_log_lines,
-                lambda _st: self._changed("log"),
-                keep=LOG_TAIL_KEEP,
-                clock=self.clock,
-            )
-            if self.agent is not None:
-                f.clock_offset = self.agent.clock_offset
-            self.follower = f
-            snap.log = f.state
-            snap.log_tail = f.tail
-            await f.start()
-        self._changed("log", "metrics")
+            return
+        if self.agent is not None:
+            f.clock_offset = self.agent.clock_offset
+        snap.log = f.state
+        snap.log_tail = f.tail
 
     def _on_log_lines(self, lines: list[str]) -> None:
         n = len(lines)
@@ -748,17 +661,6 @@ class Monitor:
         if proc is not None:
             with contextlib.suppress(Exception):
                 await proc.close()
-
-
-_closing: set[asyncio.Future[Any]] = set()  # closes of agents started during a stop
-
-
-def _close_when_started(fut: asyncio.Future[AgentClient]) -> None:
-    if fut.cancelled() or fut.exception() is not None:
-        return
-    task = asyncio.ensure_future(fut.result().close())
-    _closing.add(task)
-    task.add_done_callback(_closing.discard)
 
 
 def _sessions_key(sessions: list[Session]) -> list[tuple[Any, ...]]:
