@@ -93,3 +93,22 @@ def test_collect_knows_no_transport() -> None:
         for p in (SRC / "collect").rglob("*.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def string_literals(path: Path) -> list[str]:
+    with path.open() as f:
+        return [t.string for t in tokenize.generate_tokens(f.readline) if t.type == tokenize.STRING]
+
+
+def test_only_the_ui_names_keys() -> None:
+    """Findings and reports name verbs by id; which key runs a verb is the
+    user's ([keys]) and only the UI (through verbs.keyed) writes it."""
+    key_label = re.compile(r"\[[A-Za-z]\] [a-z]")
+    offenders = {
+        str(p.relative_to(SRC)): hits
+        for p in SRC.rglob("*.py")
+        if p.relative_to(SRC).parts[0] != "ui" and p.name != "verbs.py"
+        for hits in [[s for s in string_literals(p) if key_label.search(s)]]
+        if hits
+    }
+    assert offenders == {}

@@ -1448,7 +1448,7 @@ def rule_tools_missing(ctx: Context) -> Finding | None:
         )
         severity = Severity.WARNING
     if t.py_spy is None:
-        missing.append("py-spy ([d] dump will not work)")
+        missing.append("py-spy (py-spy dump will not work)")
         fixes.append(ctx.in_ct("pip install py-spy"))
     if t.python3 is None:
         missing.append("python3 (slower fallback commands instead of the agent)")

@@ -30,6 +30,7 @@ class Verb:
     # "terminal" (its argv in this terminal, the dashboard suspended: attach),
     # "view" (the dashboard follows the plan's log: watch_log)
     runs: str = "target"
+    footer: bool = True  # shown in the footer (all are in help and the palette)
 
 
 def _session_needed(snap: Snapshot) -> str | None:
@@ -106,7 +107,7 @@ VERBS: tuple[Verb, ...] = (
         "SIGINT the run's process group, then SIGTERM, then SIGKILL",
         cli_help="stop the run (SIGINT, then SIGTERM, then SIGKILL)",
     ),
-    Verb("force_kill", "K", "force kill", "SIGKILL the run's process group at once"),
+    Verb("force_kill", "K", "force kill", "SIGKILL the run's process group at once", footer=False),
     Verb(
         "dump",
         "d",
@@ -135,6 +136,7 @@ VERBS: tuple[Verb, ...] = (
         "launch",
         "Start the run from the config's [run] section",
         cli_help="start the [run] command from the config in tmux",
+        footer=False,
     ),
     Verb(
         "watch_log",

@@ -43,7 +43,7 @@ class ActionPlan:
     carries the values `execute` needs (log path, timeouts, ...).
     """
 
-    action: str  # "relaunch" | "kill" | "dump" | "flush" | "launch" | "attach"
+    action: str  # a verb id (gputui.verbs): "relaunch", "kill", "dump", "attach", ...
     title: str  # one line: "Kill run in session 'train' (CT 200)?"
     target: str  # e.g. "root@10.1.2.6 ct 200 · session 'train' · pgid 4242"
     session: str | None = None

@@ -79,7 +79,7 @@ class GputuiApp(App[int]):
                 f"verb('{v.id}')",
                 v.label,
                 id=v.id,
-                show=v.id not in ("force_kill", "launch"),
+                show=v.footer,
             )
             for v in VERBS
         ],
