@@ -351,3 +351,41 @@ def test_history_output_formats(tmp_path: Path) -> None:
     assert parse_since("6h") == 21600 and parse_since("90s") == 90
     with pytest.raises(GputuiError, match="not a duration"):
         parse_since("yesterday")
+
+
+def test_the_dashboards_recorder_takes_the_users_settings(tmp_path: Path) -> None:
+    """wiring.build_recorder: the history file and alert timings of the
+    config; a history file that cannot be opened leaves the dashboard
+    running with alerts only, and says why."""
+    from gputui.config import Settings
+    from gputui.gpufeed import SimulatedGpus
+    from gputui.monitor import Monitor
+    from gputui.remote.local import LocalTransport
+    from gputui.remote.target import Target
+    from gputui.ui.wiring import build_recorder
+
+    settings = Settings(
+        history_path=str(tmp_path / "h.sqlite"),
+        alert_quiet_period=42.0,
+        alert_connection_down_after=7.0,
+        history_log_every=5.0,
+        stale_after=9.0,
+    )
+    mon = Monitor(Target(LocalTransport()), settings, SimulatedGpus(1, lambda: 0.0))
+    recorder, why = build_recorder(mon, settings)
+    try:
+        assert why is None and recorder.writer is not None
+        assert recorder.writer.path == tmp_path / "h.sqlite"
+        assert recorder.gate.quiet_s == 42.0 and recorder.gate.holds == {"connection": 7.0}
+        assert recorder.log_every == 5.0
+    finally:
+        assert recorder.writer is not None
+        recorder.writer.close()
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("")
+    settings.history_path = str(blocked / "h.sqlite")
+    recorder, why = build_recorder(mon, settings)
+    assert recorder.writer is None and why is not None and why.startswith("no history this time")
+    settings.history = False
+    recorder, why = build_recorder(mon, settings)
+    assert recorder.writer is None and why is None

@@ -151,6 +151,11 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             f"history database {path} cannot be used: {err}",
             "move it aside (gputui starts a new one) or set [history] path in the config",
         ) from None
+    except OSError as err:  # its directory cannot be made or the file opened
+        raise GputuiError(
+            f"history database {path} cannot be created: {err.strerror or err}",
+            "set [history] path in the config to a file you can write",
+        ) from None
     return conn
 
 
@@ -278,7 +283,11 @@ class HistoryWriter:
         self.writes = 0  # transactions committed (for tests and the benchmark)
         self.closed = False
         # Open now, in the writer thread, so a broken file is one clear error.
-        self._submit(self._open).result()
+        try:
+            self._submit(self._open).result()
+        except BaseException:
+            self._pool.shutdown(wait=False)
+            raise
 
     # -- thread plumbing
 

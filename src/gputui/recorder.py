@@ -21,6 +21,7 @@ from typing import Any
 
 from gputui.alerts import Alert, AlertGate
 from gputui.collect.metrics import MetricParser
+from gputui.config import Settings
 from gputui.diagnose import Diagnose, Thresholds, diagnose_with
 from gputui.errors import GputuiError
 from gputui.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo
@@ -57,6 +58,16 @@ def parse_read(out: bytes) -> tuple[int, int, bytes] | None:
         return int(words[1]), int(words[2]), data
     except ValueError:
         return None
+
+
+def open_history(settings: Settings) -> HistoryWriter | None:
+    """The history file of [history] (None when it is off); GputuiError
+    when it cannot be used."""
+    if not settings.history:
+        return None
+    return HistoryWriter(
+        settings.history_path, max_bytes=int(float(settings.history_max_mb) * 1024 * 1024)
+    )
 
 
 class RunRecorder:
@@ -120,6 +131,38 @@ class RunRecorder:
         self._last_send: asyncio.Future[Any] | None = None
 
     # ------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def for_settings(
+        cls,
+        monitor: Any,
+        writer: HistoryWriter | None,
+        settings: Settings,
+        *,
+        sinks: list[AlertSink] | None = None,
+        shared_sinks: list[AlertSink] | None = None,
+    ) -> RunRecorder:
+        """A recorder with the user's settings: [diagnosis] thresholds and
+        --stale-after, the alerts' quiet period and connection hold, how
+        often the log is sampled; actions come from the audit log."""
+        from gputui.actions.plan import audit_path
+
+        gate = AlertGate(
+            monitor.target.label,
+            quiet_s=float(settings.alert_quiet_period),
+            holds={"connection": float(settings.alert_connection_down_after)},
+        )
+        return cls(
+            monitor,
+            writer,
+            stale_after=settings.stale_after,
+            thresholds=settings.diagnosis,
+            gate=gate,
+            sinks=sinks,
+            shared_sinks=shared_sinks,
+            log_every=float(settings.history_log_every),
+            audit_file=audit_path(),
+        )
 
     async def start(self) -> None:
         """Start ticking. The history is joined once the target is connected

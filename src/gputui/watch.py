@@ -23,12 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from gputui.alerts import Alert, AlertGate, AppriseSender
+from gputui.alerts import Alert, AppriseSender
 from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.history import HistoryWriter
 from gputui.model import ConnectionState
-from gputui.recorder import RunRecorder
+from gputui.recorder import RunRecorder, open_history
 from gputui.remote.container import ProxmoxLXC
 from gputui.untrusted import visible
 
@@ -91,10 +91,8 @@ class Watch:
         base = targets[0]
         self.out = out if out is not None else sys.stdout
         self.writer = writer
-        if self.writer is None and base.history:
-            self.writer = HistoryWriter(
-                base.history_path, max_bytes=int(float(base.history_max_mb) * 1024 * 1024)
-            )
+        if self.writer is None:
+            self.writer = open_history(base)
         self.sender = AppriseSender(list(base.alert_urls))
         self.exporter = None
         self.prometheus = prometheus
@@ -107,26 +105,16 @@ class Watch:
         self._stop = asyncio.Event()
 
     def _build(self, settings: Settings) -> Watched:
-        from gputui.actions.plan import audit_path
         from gputui.monitor import Monitor
         from gputui.remote.target import make_target
 
         monitor = Monitor(make_target(settings), settings)
-        gate = AlertGate(
-            monitor.target.label,
-            quiet_s=float(settings.alert_quiet_period),
-            holds={"connection": float(settings.alert_connection_down_after)},
-        )
-        recorder = RunRecorder(
+        recorder = RunRecorder.for_settings(
             monitor,
             self.writer,
-            stale_after=settings.stale_after,
-            thresholds=settings.diagnosis,
-            gate=gate,
+            settings,
             sinks=[self._print_alert],
             shared_sinks=[self.sender.send] if self.sender.enabled else [],
-            log_every=float(settings.history_log_every),
-            audit_file=audit_path(),
         )
         if self.exporter is not None:
             exporter, name = self.exporter, monitor.target.label

@@ -36,35 +36,17 @@ def build_recorder(monitor: Any, settings: Settings) -> tuple[Any, str | None]:
     alerts (the config's notification URLs, the terminal's bell). When the
     history file cannot be used: alerts only, and why — the dashboard then
     runs without history rather than not at all."""
-    from gputui.actions.plan import audit_path
-    from gputui.alerts import AlertGate, AppriseSender
-    from gputui.history import HistoryWriter
-    from gputui.recorder import RunRecorder
+    from gputui.alerts import AppriseSender
+    from gputui.recorder import RunRecorder, open_history
 
     sender = AppriseSender(list(settings.alert_urls))
     writer, why = None, None
-    if settings.history:
-        try:
-            writer = HistoryWriter(
-                settings.history_path,
-                max_bytes=int(float(settings.history_max_mb) * 1024 * 1024),
-            )
-        except GputuiError as err:
-            why = f"no history this time: {err}"
-    gate = AlertGate(
-        monitor.target.label,
-        quiet_s=float(settings.alert_quiet_period),
-        holds={"connection": float(settings.alert_connection_down_after)},
-    )
-    recorder = RunRecorder(
-        monitor,
-        writer,
-        stale_after=settings.stale_after,
-        thresholds=settings.diagnosis,
-        gate=gate,
-        shared_sinks=[sender.send] if sender.enabled else [],
-        log_every=float(settings.history_log_every),
-        audit_file=audit_path(),
+    try:
+        writer = open_history(settings)
+    except GputuiError as err:
+        why = f"no history this time: {err}"
+    recorder = RunRecorder.for_settings(
+        monitor, writer, settings, shared_sinks=[sender.send] if sender.enabled else []
     )
     return recorder, why
 
