@@ -23,9 +23,9 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
+from gputui.actions import ActionResult
 from gputui.demo.scenes import PY_SPY_OUTPUT, SCENES, T0
 from gputui.ui.app import GputuiApp
-from gputui.ui.verbs import ActionOutcome
 
 # The fake monitor and action backend are test code (tests/scene_fakes.py).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -52,10 +52,10 @@ async def _dump(pilot: Pilot[int]) -> None:
     await pilot.pause()
 
 
-DUMP = ActionOutcome(
+DUMP = ActionResult(
     True,
     "py-spy dump of pid 4242: 2 threads",
-    details=PY_SPY_OUTPUT,
+    output=PY_SPY_OUTPUT,
     saved_path="~/.local/state/gputui/dumps/dflash-4242.txt",
 )
 
@@ -66,7 +66,7 @@ async def _graphs(pilot: Pilot[int]) -> None:
 
 
 # name, scene, steps, action outcome, terminal size (None: --size)
-SHOTS: list[tuple[str, str, Steps, ActionOutcome | None, tuple[int, int] | None]] = [
+SHOTS: list[tuple[str, str, Steps, ActionResult | None, tuple[int, int] | None]] = [
     ("healthy", "healthy", _nothing, None, None),
     ("buffered-banner", "buffered", _nothing, None, None),
     ("dead-session", "dead", _nothing, None, None),

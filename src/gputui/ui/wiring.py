@@ -11,27 +11,31 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gputui.actions.backend import ActionBackend
 from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.remote.target import make_target
 
+if TYPE_CHECKING:
+    from gputui.monitor import Monitor
+    from gputui.recorder import RunRecorder
+
 
 @dataclass
 class Parts:
-    monitor: Any
+    monitor: Monitor
     actions: ActionBackend  # in --read-only too: the verbs that change nothing
     can_launch: bool
     start: Callable[[], Awaitable[None]]
     on_exit: Callable[[], Awaitable[None]]
     settings: Settings
-    recorder: Any = None  # gputui.recorder.RunRecorder when the history is on
+    recorder: RunRecorder | None = None  # history and alerts
     history_error: str | None = None  # why the history is off, when it could not open
 
 
-def build_recorder(monitor: Any, settings: Settings) -> tuple[Any, str | None]:
+def build_recorder(monitor: Monitor, settings: Settings) -> tuple[RunRecorder, str | None]:
     """The dashboard's recorder: the history ([history] enabled) and the
     alerts (the config's notification URLs, the terminal's bell). When the
     history file cannot be used: alerts only, and why — the dashboard then
