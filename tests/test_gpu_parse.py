@@ -348,6 +348,23 @@ def test_nvml_reads_with_memory_v2() -> None:
     assert samples[1].name == "NVIDIA H200" and samples[1].uuid == "GPU-1"
 
 
+def test_nvml_asks_for_the_power_limit_twice_a_minute() -> None:
+    limits = iter([700_000, 700_000, 650_000])
+    nv = make_fake_nvml()
+    asked: list[int] = []
+
+    def limit(h: int) -> int:
+        asked.append(h)
+        return next(limits) if h == 0 else 700_000
+
+    nv.nvmlDeviceGetPowerManagementLimit = limit
+    r = NvmlReader(nv)
+    r.init()
+    seen = [r.read(T + dt)[0].power_limit_w for dt in range(0, 61)]
+    assert asked.count(0) == 3  # at 0 s, 30 s and 60 s, not 61 times
+    assert seen[0] == seen[59] == 700 and seen[60] == 650  # a new limit shows within 30 s
+
+
 def test_nvml_falls_back_to_v1() -> None:
     nv = make_fake_nvml(v2=False)
     r = NvmlReader(nv)

@@ -38,6 +38,8 @@ EOF
   chmod +x /tmp/gdbbin/gdb
   export PATH=/tmp/gdbbin:$PATH
 fi
+LD_LIBRARY_PATH=/tmp/gdb16/usr/lib/x86_64-linux-gnu:/tmp/gdb16/lib/x86_64-linux-gnu \
+  ldd /tmp/gdb16/usr/bin/gdb 2>/dev/null | grep 'not found' || echo "gdb 16: every library found"
 uname -r; grep -m1 'model name' /proc/cpuinfo; nproc
 tmux -V; python3 --version; gdb --version | head -1; py-spy --version
 python3 -m nvitop --version 2>/dev/null | head -1

@@ -74,6 +74,9 @@ def main() -> None:
         for label, size in (
             ("kernel size", kernel_size),
             ("cpuid ebx size", out["cpuid_0xd_ebx_size_for_xcr0"]),
+            # gdb 13's fixed buffer, X86_XSTATE_MAX_SIZE (AVX-512 + PKU); the
+            # kernel clamps a larger buffer to its size, never a smaller one
+            ("gdb13 size 2696", 2696),
         ):
             iov2 = Iovec(ctypes.addressof(buf), size)
             rc = libc.ptrace(PTRACE_SETREGSET, pid, NT_X86_XSTATE, ctypes.byref(iov2))

@@ -26,6 +26,9 @@ from gputui.model import GpuEvent, GpuProcess, GpuSample
 
 T = TypeVar("T")
 MIB = 1024 * 1024
+# The power limit changes only when someone runs `nvidia-smi -pl`; asking the
+# driver for it was the dearest of the once-a-second NVML calls on the H200.
+LIMIT_EVERY_S = 30.0
 
 
 def _load_pynvml() -> ModuleType:
@@ -54,6 +57,7 @@ class NvmlReader:
         self._handles: list[Any] = []
         self._static: list[tuple[str, str]] = []  # (name, uuid) per index
         self._mem_v2: bool | None = None  # None: not tried yet
+        self._limits: dict[int, tuple[float, int | None]] = {}  # index -> (read at, mW)
         self._events: list[GpuEvent] = []
         self._started = False
 
@@ -165,6 +169,19 @@ class NvmlReader:
             return None, None
         return m1.used / MIB, m1.total / MIB
 
+    def _power_limit(self, i: int, h: Any, now: float) -> int | None:
+        """The power limit in mW, asked for again every LIMIT_EVERY_S."""
+        at, limit = self._limits.get(i, (None, None))
+        if at is not None and 0 <= now - at < LIMIT_EVERY_S:
+            return limit
+        nv = self._nvml
+        assert nv is not None
+        limit = self._get(lambda: nv.nvmlDeviceGetPowerManagementLimit(h))
+        if limit is None:
+            limit = self._get(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h))
+        self._limits[i] = (now, limit)
+        return limit
+
     def _read_one(self, i: int, h: Any, now: float) -> GpuSample:
         nv = self._nvml
         assert nv is not None
@@ -173,9 +190,7 @@ class NvmlReader:
         util = self._get(lambda: nv.nvmlDeviceGetUtilizationRates(h))
         temp = self._get(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
         power = self._get(lambda: nv.nvmlDeviceGetPowerUsage(h))
-        limit = self._get(lambda: nv.nvmlDeviceGetPowerManagementLimit(h))
-        if limit is None:
-            limit = self._get(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h))
+        limit = self._power_limit(i, h, now)
         clock = self._get(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))
         return GpuSample(
             index=i,

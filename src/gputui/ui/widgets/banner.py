@@ -5,6 +5,7 @@ Hidden (CSS `display: none`) until the `-shown` class is set.
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import Static
 
@@ -97,20 +98,23 @@ class Banner(Static):
             self.set_class(f is not None and f.severity == sev, f"-{sev.value}")
         if f is not None:
             lines = 1 if self.compact else 3
-            self.update(
-                banner_text(f, hints or [], len(findings) - 1, lines, self.keys), layout=False
-            )
-            if self._height_changes():
+            text = banner_text(f, hints or [], len(findings) - 1, lines, self.keys)
+            self.update(text, layout=False)
+            if self._height_changes(text):
                 self.refresh(layout=True)
 
-    def _height_changes(self) -> bool:
+    def _height_changes(self, text: Text) -> bool:
         """Would the new text take another number of rows? The evidence's ages
         move every second; a re-layout of the whole screen for each is wasted
         when the banner keeps its height (`Static.update` lays out by default)."""
         region = self.content_region
         if not self.is_mounted or not region.width:
             return True
-        want = self.get_content_height(self.app.size, self.app.size, region.width)
+        rows = text.plain.split("\n")
+        if all(cell_len(row) <= region.width for row in rows):
+            want = len(rows)  # nothing wraps: a row a line, no need to lay the text out
+        else:
+            want = self.get_content_height(self.app.size, self.app.size, region.width)
         cap = self.styles.max_height
         if cap is not None and cap.is_cells:
             want = min(want, int(cap.value) - self.styles.gutter.height)
