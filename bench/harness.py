@@ -289,10 +289,14 @@ def summary(values: list[float]) -> dict[str, float]:
 # -------------------------------------------------------------------- baseline
 
 
-def baseline_loop(bed: BenchBed, interval: float, duration: float) -> dict[str, Any]:
+def baseline_loop(
+    bed: BenchBed, interval: float, duration: float, min_checks: int = 1
+) -> dict[str, Any]:
     """The user's loop: `ssh host "pct exec CT -- tail -n 20 LOG"; sleep interval`,
-    with the writer at whatever rate is set. Latency of a line = when the
-    check that first shows it returns minus when it was written."""
+    with the writer at whatever rate is set, for `duration` s and at least
+    `min_checks` checks (however long a loaded machine makes them). Latency of
+    a line = when the check that first shows it returns minus when it was
+    written."""
     argv = bed.tb.ssh_argv(
         shlex.join(["pct", "exec", str(bed.ct), "--", "tail", "-n", "20", str(bed.log_path)])
     )
@@ -305,7 +309,7 @@ def baseline_loop(bed: BenchBed, interval: float, duration: float) -> dict[str, 
     t_begin = time.monotonic()
     t_wall0 = time.time()
     checks = 0
-    while time.monotonic() - t_begin < duration:
+    while checks < min_checks or time.monotonic() - t_begin < duration:
         t0 = time.monotonic()
         out = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         done = time.time()

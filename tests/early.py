@@ -28,7 +28,10 @@ from typing import Any
 TESTS = Path(__file__).resolve().parent
 
 # fixture name -> (module in tests/, function)
-SETUPS = {"hang": ("test_diagnosis_e2e", "run_hang")}
+SETUPS = {
+    "hang": ("test_diagnosis_e2e", "run_hang"),
+    "field": ("test_field_failures", "run_field"),
+}
 
 RUNNER = """\
 import pickle, sys

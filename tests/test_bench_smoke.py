@@ -29,7 +29,8 @@ def test_harness_end_to_end_tiny() -> None:
     bed = BenchBed(ct=991, pct_delay=0.05).start()
     try:
         bed.control(rate=20)
-        base = baseline_loop(bed, 0.2, 1.0)
+        # two checks however long each takes here (on a loaded box one took > 1 s)
+        base = baseline_loop(bed, 0.2, 1.0, min_checks=2)
         assert base["checks"] >= 2
         assert base["latency_s"]["n"] > 0, "the baseline loop saw none of the writer's lines"
         assert pct_calls(bed.pct_log) >= base["checks"]

@@ -5,25 +5,29 @@ and `gputui doctor --host gpuhost --ct N --json` run as a user would. Each
 diagnosis must name the failure with its evidence, exit 1, and come back
 within 10 s of the stale threshold.
 
-All scenarios live in their own CTs and are set up at once; their doctors run
-concurrently (one GPU state serves them all: each run owns its GPU, found
-through the compute-apps list), so the file takes ~15 s, not a minute.
+All scenarios live in their own CTs on a test bed of their own and are set
+up at once; their doctors run concurrently (one GPU state serves them all:
+each run owns its GPU, found through the compute-apps list), in waves. The
+whole set-up (~30 s, mostly waiting) starts in its own process as the
+session starts (tests/early.py); the tests only read what the doctors said.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import early
 import scenarios as sc
 from gputui.diagnose import IDLE_SHORT_S
 from gputui.doctor_run import IDLE_EXTRA_S, SETTLE_S
 from scenarios import DoctorResult, Run
 from slowdown import SlowdownProbe, stretched
+from testbed import Testbed
 
 STALE_AFTER = 3.0  # --stale-after for every doctor here
 DEADLINE_S = 10.0  # each diagnosis within this long after the stale threshold (on a free CPU)
@@ -85,45 +89,54 @@ SCENARIOS: list[tuple[str, int, tuple[int, float, float] | None]] = [
 WAVE_SIZE = 3
 
 
+def run_field() -> Field:
+    """Every scenario and its doctor, on a test bed of its own (the runs take
+    ~30 s, mostly waiting for their thresholds): tests/early.py starts this in
+    its own process as the session starts."""
+    testbed = Testbed().start()
+    try:
+        return _field_on(testbed)
+    finally:
+        testbed.stop()  # the CTs and everything in them too
+
+
 @pytest.fixture(scope="module")
-def field(testbed: Any) -> Iterator[Field]:
-    if not sc.have_smi_standin(testbed):
+def field() -> Field:
+    if not (Path(__file__).parent / "standins" / "nvidia-smi").exists():
         pytest.skip("the test bed has no nvidia-smi stand-in yet")
+    return early.result("field")
+
+
+def _field_on(testbed: Testbed) -> Field:
     f = Field()
     cts = {name: CT_BASE + off for name, off, _ in SCENARIOS}
     for name, n in cts.items():
         testbed.ct_create(n, running=name != "stopped")
-    try:
-        gpus: dict[int, dict[str, Any]] = {}
-        apps: list[dict[str, Any]] = []
-        waves = [SCENARIOS[i : i + WAVE_SIZE] for i in range(0, len(SCENARIOS), WAVE_SIZE)]
-        pending: dict[str, tuple[list[str], float]] = {}
-        with SlowdownProbe() as probe:
-            for wave in waves:
-                for name, _, gpu in wave:
-                    flags, pid = _start(testbed, f, name, cts[name])
-                    if gpu is not None:
-                        idx, mib, util = gpu
-                        gpus[idx] = sc.gpu(idx, mib, util)
-                        assert pid is not None
-                        apps.append(sc.app(pid, idx, mib - 200))
-                    launched = f.runs[name].launched if name in f.runs else time.monotonic()
-                    pending[name] = (flags, launched + STALE_AFTER)
-                testbed.set_gpus({"gpus": [gpus[i] for i in sorted(gpus)], "apps": apps})
-                _diagnose(testbed, f, cts, pending)
-                pending = {}
-        for name, r in f.results.items():
-            f.slowdown[name] = probe.between(r.finished - r.elapsed, r.finished)
-            print(f"doctor {name}: machine slowdown {f.slowdown[name]:.2f}× while it ran")
-        # One human-readable report too (text mode; not timed: it runs after the waves).
-        text = sc.start_doctor(
-            testbed, cts["buffered"], *_flags(f, "buffered"), "--stale-after", "3"
-        )
-        f.results["buffered-text"] = sc.finish_doctor(text)
-        yield f
-    finally:
-        for n in cts.values():
-            testbed.ct_destroy(n)
+    gpus: dict[int, dict[str, Any]] = {}
+    apps: list[dict[str, Any]] = []
+    waves = [SCENARIOS[i : i + WAVE_SIZE] for i in range(0, len(SCENARIOS), WAVE_SIZE)]
+    pending: dict[str, tuple[list[str], float]] = {}
+    with SlowdownProbe() as probe:
+        for wave in waves:
+            for name, _, gpu in wave:
+                flags, pid = _start(testbed, f, name, cts[name])
+                if gpu is not None:
+                    idx, mib, util = gpu
+                    gpus[idx] = sc.gpu(idx, mib, util)
+                    assert pid is not None
+                    apps.append(sc.app(pid, idx, mib - 200))
+                launched = f.runs[name].launched if name in f.runs else time.monotonic()
+                pending[name] = (flags, launched + STALE_AFTER)
+            testbed.set_gpus({"gpus": [gpus[i] for i in sorted(gpus)], "apps": apps})
+            _diagnose(testbed, f, cts, pending)
+            pending = {}
+    for name, r in f.results.items():
+        f.slowdown[name] = probe.between(r.finished - r.elapsed, r.finished)
+        print(f"doctor {name}: machine slowdown {f.slowdown[name]:.2f}× while it ran")
+    # One human-readable report too (text mode; not timed: it runs after the waves).
+    text = sc.start_doctor(testbed, cts["buffered"], *_flags(f, "buffered"), "--stale-after", "3")
+    f.results["buffered-text"] = sc.finish_doctor(text)
+    return f
 
 
 def _flags(f: Field, name: str) -> list[str]:

@@ -52,6 +52,7 @@ from gputui.untrusted import (
     visible,
 )
 from gputui.verbs import VERB_BY_ID
+from helpers import until
 from hostile import CANARY, PIECES, foreign_controls, hostile, raw_controls
 from scene_fakes import RecordingActions, SceneMonitor
 
@@ -440,11 +441,15 @@ async def test_palette_opens_searches_and_runs_every_entry() -> None:
             await pilot.pause()
             assert isinstance(app.screen, CommandPalette)
             await pilot.press(*text.replace(" ", "")[:6])  # search: "[/]fil", "[r]rel"
-            await pilot.pause(0.3)
+            await app.workers.wait_for_complete()  # the search, not a fixed wait
             await check_screen(app, pilot, f"palette search {text}")
             await pilot.press("enter")
-            await pilot.pause(0.3)  # a verb's worker waits in its confirm box: no wait here
-            assert not isinstance(app.screen, CommandPalette), text
+            # the palette closes and the entry runs (a verb's worker waits in its confirm box)
+            await until(lambda: not isinstance(app.screen, CommandPalette), 5.0, "palette closed")
+            await pilot.pause()
+            verb = VERB_BY_ID.get(action_id)
+            if verb is not None and verb.confirm and app.why_not(action_id) is None:
+                await until(lambda: isinstance(app.screen, ConfirmScreen), 5.0, "confirm box")
             if action_id == "filter":
                 assert app.focused is app.query_one("#log-filter", Input)
                 await pilot.press("escape")
