@@ -37,7 +37,8 @@ async def test_demo_banner_explains_buffering_and_relaunch_fixes_it(tmp_path, mo
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     monkeypatch.setenv("TMUX_TMPDIR", str(tmp_path))  # restored after: build() repoints it
     monkeypatch.setenv("PATH", __import__("os").environ["PATH"])
-    parts = build(Settings(demo=True))
+    # the demo's own 20 s stale threshold, shortened as `--stale-after 5` does
+    parts = build(Settings(demo=True, stale_after=5.0))
     app = GputuiApp(
         parts.monitor,
         actions=parts.actions,

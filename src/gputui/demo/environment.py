@@ -139,7 +139,7 @@ class DemoEnvironment:
             session=SESSION,
             log=str(self.log),
             interval=b.interval or 1.0,
-            stale_after=STALE_AFTER_S,
+            stale_after=b.stale_after or STALE_AFTER_S,  # --stale-after still wins
             metric_regexes=[METRIC_REGEX],
             run=RunConfig(
                 command="python3 train.py",
