@@ -15,7 +15,8 @@ _ct_numbers = itertools.count(200)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    early.start_for(session.items)  # slow waiting set-ups overlap the tests before them
+    if not session.config.option.collectonly:
+        early.start_for(session.items)  # slow waiting set-ups overlap the tests before them
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 import helpers
-from gputui.logfollow import FileStat, LogFollower, classify_tail_note, follow_argv
+from gputui.logfollow import (
+    BACKOFF_START_S,
+    FileStat,
+    LogFollower,
+    classify_tail_note,
+    follow_argv,
+)
 from gputui.model import LogState
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
@@ -467,7 +473,8 @@ async def test_a_path_that_is_not_a_file_is_never_read(
     await f.start()
     try:
         await until(lambda: f.state.not_a_file, what="notfile header")
-        await asyncio.sleep(2.0)
+        # a retry loop would reopen within BACKOFF_START_S: two of its periods
+        await asyncio.sleep(2 * BACKOFF_START_S)
         assert f.state.not_a_file in ("character special file", "directory", "fifo")
         assert f.state.error == f"{path} is a {f.state.not_a_file}, not a log file"
         assert f.streams_opened == 1  # waits BACKOFF_MAX_S before looking again

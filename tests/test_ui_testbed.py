@@ -117,7 +117,9 @@ async def test_sessions_gpus_and_log_show_what_the_testbed_serves(testbed: Any, 
 
 
 @pytest.mark.timeout(90)
-async def test_buffered_banner_then_relaunch_clears_it(testbed: Any, ct: int) -> None:
+async def test_buffered_banner_then_relaunch_clears_it(
+    testbed: Any, ct: int, pct_without_delay: None
+) -> None:
     """~20 s: the run must stay silent past stale_after (3 s) for the banner,
     then the relaunch stops the old run, waits VERIFY_S (3 s) and the new run
     must fill the log."""
