@@ -61,7 +61,14 @@ async def test_a_failing_canary_leaves_the_run_alone_and_says_why() -> None:
     assert "not tried" in result.summary and "nothing was done" in result.summary
     assert len(target.ran) == 1 and target.ran[0][0] == "sh"  # the run's own gdb never ran
     assert any("Couldn't write extended state status" in d for d in result.details)
+    assert any("gdb 14 or newer" in d for d in result.details)  # why, and what helps
     assert any("r relaunches" in d for d in result.details)
+
+
+async def test_a_canary_that_fails_otherwise_gives_no_xsave_hint() -> None:
+    target = Recorder("ptrace: Operation not permitted.\n", 1)
+    result = await execute_flush(target, plan_for(703))  # type: ignore[arg-type]
+    assert not result.ok and not any("gdb 14" in d for d in result.details)
 
 
 async def test_a_canary_whose_calls_return_0_lets_the_flush_go_on() -> None:

@@ -290,7 +290,7 @@ async def test_a_stream_arrives_in_batches_and_nothing_is_left(
 ) -> None:
     """A line a millisecond: tail writes (and ssh would carry) nearly each
     line on its own (~2,000 reads here without the batcher); the batcher on
-    the target hands them on at most ~20 times a second, every line once and
+    the target hands them on at most ~30 times a second, every line once and
     in order. Stopping the follower leaves no tail behind."""
     log = tmp_path / "stream-batches.log"
     log.touch()

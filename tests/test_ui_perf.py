@@ -3,6 +3,7 @@ the screen; lines still arrive in order, none lost."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from typing import Any
 
@@ -279,7 +280,15 @@ async def test_lean_compositor_sends_what_textual_sends() -> None:
         plain.reflow(screen, lean.size)
         cases = [region for region, _clip in lean.visible_widgets.values()]
         cases += [Region(0, 30, 40, 3), Region(50, 0, 10, 36), Region(3, 5, 100, 1)]
-        for regions in [[c] for c in cases] + [[cases[1], cases[-1]], [Region(0, 0, 1, 1)]]:
+        rnd = random.Random(16)
+        w, h = SIZE
+        boxes = []
+        for _ in range(40):
+            x, y = rnd.randrange(w), rnd.randrange(h)
+            boxes.append(Region(x, y, rnd.randint(1, w - x), rnd.randint(1, h - y)))
+        updates = [[c] for c in cases] + [[cases[1], cases[-1]], [Region(0, 0, 1, 1)]]
+        updates += [boxes[i : i + 1 + i % 3] for i in range(0, 40, 2)]
+        for regions in updates:
             want = _terminal_cells(plain, regions)
             assert want, regions
             assert _terminal_cells(lean, regions) == want, regions

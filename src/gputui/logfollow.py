@@ -87,8 +87,8 @@ exec tail -c "+$((off + 1))" -F -- "$p" 2>&1
 # written, and each write crosses ssh as a packet that gputui decrypts and
 # hands on in Python: at 1,000 lines/s that was ~500 reads and ~850 packets
 # a second. Here the first bytes after a quiet spell go out at once; then
-# the batcher waits 0.05 s before the next read, so a stream goes out
-# ~20 times a second (the view writes at most ~4 a second anyway). A full
+# the batcher waits 0.03 s before the next read, so a stream goes out
+# at most ~30 times a second (the view writes ~4 a second anyway). A full
 # read (a burst) goes on without waiting. SIGTERM/SIGHUP (the watchdog) and
 # a closed stdout end tail too; a batcher killed outright leaves tail's
 # output without a reader, and GNU tail -F then exits by itself.
@@ -110,7 +110,7 @@ try:
         while view:
             view = view[os.write(1, view):]
         if len(data) < 65536:
-            time.sleep(0.05)
+            time.sleep(0.03)
 except (OSError, KeyboardInterrupt):
     pass
 if tail.poll() is None:

@@ -95,6 +95,17 @@ CANARY_SCRIPT = (
 )
 
 
+# Why, found on that machine (bench/gpu/xstate_check.py, docs/real-gpu.md):
+# gdb 13 writes the registers back from a fixed 2,696-byte XSAVE buffer; with
+# AMX enabled the CPU's XSAVE area is 11,008 bytes, and Linux refuses a
+# PTRACE_SETREGSET of any other size with EFAULT. gdb 16.3 sizes it from the
+# CPU and flushed the same run there.
+XSTATE_HINT = (
+    "why: this gdb cannot write back the registers of a CPU with a large XSAVE area "
+    "(AMX: 11,008 bytes; gdb 13 and older use 2,696); gdb 14 or newer can"
+)
+
+
 def canary_argv(gdb_command: list[str]) -> list[str]:
     """The same gdb calls as `gdb_command`, on a throw-away process."""
     gdb, pid = gdb_command[0], gdb_command[gdb_command.index("-p") + 1]
@@ -123,6 +134,7 @@ async def canary_refusal(target: Target, plan: ActionPlan) -> ActionResult | Non
             "gdb ran the same calls on a throw-away process of the run's Python first:",
             *(f"  gdb: {ln}" for ln in said),
             f"the run (pid {', '.join(str(p) for p in plan.pids)}) was not touched",
+            *([XSTATE_HINT] if "Couldn't write extended state" in text else []),
             "fix: r relaunches it unbuffered (PYTHONUNBUFFERED=1); the old log is kept",
         ],
         data={"bytes": 0, "grown": {}, "canary": text[-2000:]},

@@ -7,8 +7,10 @@ banner, the GPU rows and the footer again, line by line through their style
 filters — about half of the dashboard's CPU at 4 log lines a second. Only
 cells inside the update's spans are sent to the terminal, so a widget whose
 visible part (region ∩ clip) lies outside the update's bounding box adds
-nothing to the output: `LeanCompositor` leaves such widgets out and hands
-the rest to Textual's own code. A full render (no crop) is unchanged.
+nothing to the output: `LeanCompositor` leaves such widgets out, has the
+others render only the rows of that box (their clip narrowed to its rows:
+columns stay whole, so the cuts between widgets are unchanged), and hands
+them to Textual's own code. A full render (no crop) is unchanged.
 """
 
 from __future__ import annotations
@@ -30,13 +32,15 @@ class LeanCompositor(Compositor):
         if not crop or getattr(self, "_visible_widgets", None) is not everyone:
             return super()._get_renders(crop)
         overlaps = crop.overlaps
-        touched = {
-            widget: (region, clip)
-            for widget, (region, clip) in everyone.items()
-            if overlaps(region.intersection(clip))
-        }
-        if len(touched) == len(everyone):
-            return super()._get_renders(crop)
+        top, bottom = crop.y, crop.bottom
+        touched = {}
+        for widget, (region, clip) in everyone.items():
+            if not overlaps(region.intersection(clip)):
+                continue
+            if clip.y < top or clip.bottom > bottom:  # render the crop's rows only
+                y = max(clip.y, top)
+                clip = Region(clip.x, y, clip.width, max(0, min(clip.bottom, bottom) - y))
+            touched[widget] = (region, clip)
         self._visible_widgets = touched
         try:
             return list(super()._get_renders(crop))
