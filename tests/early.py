@@ -18,6 +18,8 @@ import contextlib
 import importlib
 import os
 import pickle
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +36,12 @@ SETUPS = {
 }
 
 RUNNER = """\
-import pickle, sys
+import pickle, signal, sys
+
+def stop(*_):  # SIGTERM: unwind, so the set-up's test bed stops and cleans up
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGTERM, stop)
 sys.path[:0] = [sys.argv[1]]
 import importlib
 value = getattr(importlib.import_module(sys.argv[2]), sys.argv[3])()
@@ -79,9 +86,10 @@ class Early:
         try:
             rc = self.proc.wait(max(left, 1.0))
         except subprocess.TimeoutExpired:
+            output = self.output()
             self.stop()
             raise AssertionError(
-                f"{self.name}: set-up still running after {timeout:.0f} s"
+                f"{self.name}: set-up still running after {timeout:.0f} s:\n{output}"
             ) from None
         if rc != 0 or not self.out.exists():
             raise AssertionError(f"{self.name}: set-up failed (exit {rc}):\n{self.output()}")
@@ -92,10 +100,18 @@ class Early:
         return self.log.read_text(errors="replace")[-4000:]
 
     def stop(self) -> None:
+        """End it if still running (an interrupted session): its test bed is
+        given 20 s to clean up; then the files."""
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, 9)
-            self.proc.wait()
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 _started: dict[str, Early] = {}
