@@ -500,5 +500,5 @@ def test_a_pipe_reader_whose_command_is_blank_or_whitespace_is_named_not_a_crash
     proc = Proc(pid=12, stdout=StdoutTarget("pipe", "pipe:[9]", readers=[(77, command)]))
     route = stdout_route(proc)
     assert route.startswith("pipe:[9] → ")
-    word = command.split()[0] if command.split() else "?"
+    word = command.split()[0] if command.split() else "a process"
     assert route.endswith(f"{word} (77)")

@@ -234,15 +234,22 @@ def last_error_line(lines: Iterable[str]) -> str | None:
 # ------------------------------------------------------------- formatting
 
 
-def dur(seconds: float) -> str:
-    """45 s, 4 min, 2 h 5 min."""
+def dur(seconds: float, short: bool = False) -> str:
+    """45 s, 4 min, 2 h 5 min, 3 d 4 h — every duration gputui shows, in a
+    sentence or (`short`, for a table column) as 45 s, 4 m, 2 h 05 m, 3 d 4 h."""
     s = max(0.0, seconds)
+    minute = " m" if short else " min"
     if s < 90:
         return f"{s:.0f} s"
     if s < 90 * 60:
-        return f"{s / 60:.0f} min"
-    h, m = divmod(round(s / 60), 60)
-    return f"{h} h {m} min" if m else f"{h} h"
+        return f"{s / 60:.0f}{minute}"
+    if s < 48 * 3600:
+        h, m = divmod(round(s / 60), 60)
+        if short:
+            return f"{h} h {m:02d} m"
+        return f"{h} h {m}{minute}" if m else f"{h} h"
+    d, h = divmod(round(s / 3600), 24)
+    return f"{d} d {h} h" if h else f"{d} d"
 
 
 def secs(seconds: float) -> str:
@@ -276,7 +283,7 @@ def stdout_words(proc: Proc) -> str:
     if out.kind == "file":
         return f"the file {out.path}"
     if out.kind == "pipe":
-        readers = ", ".join(f"{_prog(cmd)} (PID {pid})" for pid, cmd in (out.readers or []))
+        readers = ", ".join(f"{program_name(cmd)} (PID {pid})" for pid, cmd in (out.readers or []))
         s = f"a pipe into {readers}" if readers else f"a pipe ({out.path or 'reader unknown'})"
         files = list(out.reader_files or [])
         if files:
@@ -304,7 +311,7 @@ def buffering_words(proc: Proc) -> list[str]:
     return out
 
 
-def _prog(cmd: str) -> str:
+def program_name(cmd: str) -> str:
     """'tee -a /x.log' -> 'tee'; '/usr/bin/python3 t.py' -> 'python3'."""
     words = (cmd or "").split()
     return os.path.basename(words[0]) if words else "a process"

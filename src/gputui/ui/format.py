@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from gputui.diagnose import program_name
 from gputui.model import Proc
 
 
@@ -16,20 +17,6 @@ def human_bytes(n: float | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
-
-
-def human_age(seconds: float | None) -> str:
-    """3 s, 4 m, 2 h 5 m, 3 d — coarse on purpose so it changes rarely."""
-    if seconds is None:
-        return "?"
-    s = int(max(0, seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} m"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60:02d} m"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
 
 
 def bar(frac: float | None, width: int) -> str:
@@ -63,7 +50,7 @@ def stdout_route(proc: Proc) -> str:
         return f"file {out.path}"
     if out.kind == "pipe":
         parts = [out.path or "pipe"]
-        parts += [f"{(cmd.split() or ['?'])[0]} ({pid})" for pid, cmd in out.readers[:2]]
+        parts += [f"{program_name(cmd)} ({pid})" for pid, cmd in out.readers[:2]]
         if out.reader_files:
             parts.append(", ".join(out.reader_files[:2]))
         return " → ".join(parts)

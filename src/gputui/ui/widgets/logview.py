@@ -17,8 +17,8 @@ from textual.strip import Strip
 from textual.widgets import Input, Log
 from typing_extensions import Self
 
+from gputui.diagnose import dur
 from gputui.model import LogState
-from gputui.ui.format import human_age
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
 from gputui.untrusted import visible
 
@@ -74,7 +74,7 @@ def log_state_text(log: LogState, now: float, stale_after: float) -> Text:
     else:
         silent = log.silent_for(now)
         if silent is not None and silent > stale_after:
-            t.append(f"◼ stale {human_age(silent)}", style="bold yellow")
+            t.append(f"◼ stale {dur(silent)}", style="bold yellow")
         elif log.lines_total:
             t.append("▲ growing", style="green")
         else:

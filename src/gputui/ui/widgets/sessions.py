@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
+from gputui.diagnose import dur
 from gputui.model import Session
-from gputui.ui.format import human_age
 from gputui.ui.widgets.quiet import set_border_text
 from gputui.untrusted import remote_text
 
@@ -27,7 +27,7 @@ def session_row(s: Session, now: float, watched: str | None) -> tuple[Text | str
             exit_ = str(pane.dead_status)
     command = remote_text((pane.start_command or pane.current_command) if pane else "")
     # under a minute: "<1 m", not a count that changes (and redraws the table) every second
-    age = ("<1 m" if now - s.created < 60 else human_age(now - s.created)) if s.created else "?"
+    age = dur(now - s.created, short=True) if s.created else "?"
     return name, state, exit_, command, age  # every str cell is gputui's own text
 
 
