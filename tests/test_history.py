@@ -389,3 +389,28 @@ def test_the_dashboards_recorder_takes_the_users_settings(tmp_path: Path) -> Non
     settings.history = False
     recorder, why = build_recorder(mon, settings)
     assert recorder.writer is None and why is None
+
+
+async def test_the_whole_run_view_asks_for_the_logs_new_lines_at_once(tmp_path: Path) -> None:
+    """The recorder reads the log once a minute; while the whole-run view is
+    open it asks (read_log_soon) and the next tick reads what came since."""
+    db, log = tmp_path / "h.sqlite", tmp_path / "train.log"
+    write_steps(log, 0, 10, "w")
+    mon = LogOnlyMonitor(log)
+    w = HistoryWriter(db)
+    rec = RunRecorder(mon, w, diagnose=lambda s, n: [], tick_s=3600, log_every=600.0)
+    await rec.start()
+    for _ in range(5):
+        await rec.tick()  # first sight: the run, then its lines
+    w.flush().result()
+    assert [p[2] for p in points(db)] == list(range(10))
+    write_steps(log, 10, 20)
+    mon.snapshot.log.size = os.path.getsize(log)
+    await rec.tick()
+    w.flush().result()
+    assert len(points(db)) == 10  # not due for another ten minutes
+    rec.read_log_soon()
+    await rec.tick()
+    await rec.stop()
+    w.close()
+    assert [p[2] for p in points(db)] == list(range(20))

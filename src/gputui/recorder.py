@@ -334,6 +334,11 @@ class RunRecorder:
 
     # ------------------------------------------------------------ the log
 
+    def read_log_soon(self) -> None:
+        """Read the log's new lines at the next tick, not after `log_every`
+        (the whole-run view asks while it is open)."""
+        self._log_due = 0.0
+
     async def import_log(self, now: float | None = None) -> int:
         """Read the log on from the run's cursor; returns the points added.
         Reads again at once while more is waiting, else after log_every."""

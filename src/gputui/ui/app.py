@@ -495,7 +495,13 @@ class GputuiApp(App[int]):
             return
         from gputui.ui.screens.wholerun import WholeRunScreen
 
-        self.push_screen(WholeRunScreen(self.recorder.writer.path, self.recorder.name))
+        self.push_screen(
+            WholeRunScreen(
+                self.recorder.writer.path,
+                self.recorder.name,
+                read_log_soon=self.recorder.read_log_soon,
+            )
+        )
 
     def _alert(self, alert: Any) -> None:
         """A finding appeared or cleared: a toast, and when on, a bell and a

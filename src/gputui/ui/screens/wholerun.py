@@ -203,9 +203,14 @@ class WholeRunScreen(Screen[None]):
         *,
         live: bool = True,
         clock: Callable[[], float] = time.time,
+        read_log_soon: Callable[[], None] | None = None,
     ) -> None:
+        """`read_log_soon`: asks the recorder to read the log's new lines into
+        the history at its next tick (it otherwise reads once a minute), so
+        the view is at most one reload behind the log."""
         super().__init__()
         self.path = path
+        self.read_log_soon = read_log_soon
         self.target = target
         self.clock = clock
         self.range = "run"
@@ -245,6 +250,8 @@ class WholeRunScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="whole-run", exit_on_error=False)
     def reload(self) -> None:
+        if self.read_log_soon is not None:
+            self.read_log_soon()  # for the next reload: this one draws what is stored
         data = load(self.path, self.target, RANGES[self.range], self.clock())
         self.app.call_from_thread(self.show, data)
 
