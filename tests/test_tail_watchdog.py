@@ -145,6 +145,57 @@ async def test_the_monitor_resumes_a_stuck_log_stream_from_the_agents_stat(
     assert got == [f"line {i} of the run" for i in range(2010)]
 
 
+async def test_without_python3_the_shell_loops_stat_resumes_a_stuck_stream(
+    stalling: FirstStreamStalls, tmp_path: Path
+) -> None:
+    """No agent (python3 missing in the target): the plain-command loop that
+    lists tmux also stats the log, and that stat is the watchdog."""
+    from gputui.gpufeed import SimulatedGpus
+    from gputui.monitor import Monitor
+
+    log = tmp_path / "run.log"
+    log.touch()
+    mon = Monitor(
+        Target(stalling),
+        helpers.monitor_settings(log=str(log), interval=0.25),
+        gpu_feed=SimulatedGpus(1, lambda: 0.0),
+        agent_python="python3-missing",
+    )
+    got: list[str] = []
+    await mon.start()
+    try:
+        assert mon.agent is None
+        f = mon.follower
+        assert f is not None
+        await helpers.until(lambda: f.positioned, 10, "first header")
+        await helpers.until(lambda: mon._fallback_log == str(log), 10, "the loop stats the log")
+        with open(log, "a") as w:
+            w.write(lines(0, 2000))
+        await helpers.until(lambda: f.state.offset == 20_000, 10, "the stall")
+        for k in range(2000, 2010):  # the run goes on, a line every 0.5 s
+            with open(log, "a") as w:
+                w.write(lines(k, k + 1))
+            got += mon.drain_log_lines()
+            await asyncio.sleep(0.5)
+        size = log.stat().st_size
+        # the loop stats every 5 s (FALLBACK_PERIOD_S): stuck after 5 s, then resumed
+        await helpers.until(lambda: f.state.offset == size, 25, "resumed to the end")
+        got += mon.drain_log_lines()
+    finally:
+        await mon.stop()
+    assert f.state.resumes == 1 and len(stalling.streams) == 2
+    assert got == [f"line {i} of the run" for i in range(2010)]
+
+
+def test_the_loops_stat_words() -> None:
+    from gputui.logfollow import file_stat_from_words
+
+    assert file_stat_from_words(["120", "1700000000", "77"]) == FileStat(120, 1700000000.0, 77)
+    assert file_stat_from_words(["-"]) is None
+    assert file_stat_from_words(["12x", "1", "2"]) is None
+    assert file_stat_from_words([]) is None
+
+
 def lines(a: int, b: int) -> str:
     return "".join(f"line {i} of the run\n" for i in range(a, b))
 

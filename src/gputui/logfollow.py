@@ -139,6 +139,17 @@ class FileStat:
     inode: int
 
 
+def file_stat_from_words(words: list[str]) -> FileStat | None:
+    """`stat -L -c '%s %Y %i'` as words -> FileStat; None for `-` (no such
+    file) or anything else."""
+    if len(words) != 3:
+        return None
+    try:
+        return FileStat(int(words[0]), float(words[1]), int(words[2]))
+    except ValueError:
+        return None
+
+
 def follow_argv(
     path: str,
     offset: int | None,

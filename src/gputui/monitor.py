@@ -39,7 +39,7 @@ from gputui.config import Settings
 from gputui.errors import CommandTimeout, ConfigError, GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed
 from gputui.logchoice import LOG_TAIL_KEEP, LogChoice
-from gputui.logfollow import FileStat, LogFollower
+from gputui.logfollow import FileStat, LogFollower, file_stat_from_words
 from gputui.model import (
     PARTS,
     ConnectionState,
@@ -66,10 +66,19 @@ NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's firs
 WRITERS_RETRY_S = 3.0  # with no tmux run, who writes the log is searched at most this often
 
 # The plain-command fallback (no python3 in the CT): one long-lived loop that
-# prints `tmux list-panes -a -F …` every $1 seconds. $2… is the tmux argv.
-PANES_LOOP_SCRIPT = r"""n=$1; shift
+# prints `tmux list-panes -a -F …` every $1 seconds and, when $2 names the log
+# followed, its `stat` — the log stream's watchdog, which the agent's stat is
+# elsewhere. $3… is the tmux argv.
+PANES_LOOP_SCRIPT = r"""n=$1; log=$2; shift 2
 while :; do
   "$@" 2>&1; echo "@gputui rc $?"
+  if [ -n "$log" ]; then
+    if st=$(stat -L -c '%s %Y %i' -- "$log" 2>/dev/null); then
+      echo "@gputui stat $st"
+    else
+      echo "@gputui stat -"
+    fi
+  fi
   echo "@gputui end"
   sleep "$n"
 done
@@ -135,6 +144,8 @@ class Monitor:
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
         self._fallback_proc: RemoteProcess | None = None
+        self._fallback_log = ""  # the log the fallback loop stats ("" none)
+        self._fallback_offset: int | None = None  # the stream's offset at the last stat
         self._ct_checked_at: float | None = None
         self._start_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -432,6 +443,8 @@ class Monitor:
             except (AgentError, CommandTimeout) as err:
                 await self.agents.lost(agent, str(err))
         await self._choose_log()
+        if self.agent is None and self._fallback_proc is not None:
+            await self._ensure_fallback()  # the log it stats may have changed
 
     async def _poll_agent(self, agent: AgentClient) -> None:
         snap = self.snapshot
@@ -610,15 +623,22 @@ class Monitor:
     # ------------------------------------------------------------ fallback
 
     async def _ensure_fallback(self) -> None:
-        """No python3 in the CT: list tmux panes with a long-lived shell loop."""
+        """No python3 in the CT: list tmux panes, and stat the log followed,
+        with a long-lived shell loop (started again when the log changes)."""
+        log = self.follower.path if self.follower is not None else ""
         if self._fallback_proc is not None:
-            return
+            if log == self._fallback_log:
+                return
+            await self._close_fallback()
+        self._fallback_log = log
+        self._fallback_offset = None
         argv = [
             "sh",
             "-c",
             PANES_LOOP_SCRIPT,
             "gputui-panes",
             f"{max(self.interval, FALLBACK_PERIOD_S):g}",
+            log,
             *tmux_parse.list_panes_argv(),
         ]
         try:
@@ -637,7 +657,9 @@ class Monitor:
                 if not raw:
                     break
                 line = raw.decode("utf-8", "replace").rstrip("\n")
-                if line == "@gputui end":
+                if line.startswith("@gputui stat "):
+                    self._fallback_stat(line)
+                elif line == "@gputui end":
                     rc: int | None = None
                     if block and block[-1].startswith("@gputui rc "):
                         with contextlib.suppress(ValueError, IndexError):
@@ -655,6 +677,24 @@ class Monitor:
                 self._fallback_proc = None
             with contextlib.suppress(Exception):
                 await proc.close()
+
+    def _fallback_stat(self, line: str) -> None:
+        """The loop's stat of the log: the same watchdog the agent's stat
+        drives (a stream that stops delivering while the file grows is
+        resumed from its offset). The stat was taken after the previous one
+        arrived, so the offset then is a floor of the file's size."""
+        f = self.follower
+        if f is None or f.path != self._fallback_log:
+            return
+        fs = file_stat_from_words(line.split()[2:])
+        if fs is not None:
+            fs = FileStat(fs.size, fs.mtime + f.clock_offset, fs.inode)
+        before = (self.snapshot.log.size, self.snapshot.log.mtime, self.snapshot.log.exists)
+        f.observe_stat(fs, self._fallback_offset)
+        self._fallback_offset = f.state.offset
+        log = self.snapshot.log
+        if (log.size, log.mtime, log.exists) != before:
+            self._changed("log")
 
     async def _close_fallback(self) -> None:
         proc, self._fallback_proc = self._fallback_proc, None
