@@ -292,3 +292,59 @@ async def test_lean_compositor_sends_what_textual_sends() -> None:
             want = _terminal_cells(plain, regions)
             assert want, regions
             assert _terminal_cells(lean, regions) == want, regions
+
+
+async def test_log_rows_after_writes_and_prunes_are_what_textual_renders() -> None:
+    """After writes, prunes past max_lines (the lines move up, the scroll
+    position stays), a width change and a clear, every row of the log on
+    screen equals a fresh render by Textual's own styles cache."""
+    from textual._styles_cache import StylesCache
+
+    app, _mon = make_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, pilot)
+        log = app.query_one("#log", TailLog)
+        log.max_lines = 60
+
+        async def check() -> None:
+            await pilot.pause()
+            crop = Region(0, 0, log.size.width, log.size.height)
+            got = [list(s) for s in log.render_lines(crop)]
+            want = [list(s) for s in StylesCache().render_widget(log, crop)]
+            assert [[x.text for x in r] for r in got] == [[x.text for x in r] for r in want]
+            assert got == want
+
+        n = 0
+        for batch in (1, 3, 1, 7, 2, 30, 1, 25, 2, 1):
+            log.write_lines([f"step {n + i} loss {i / 7:.3f} Error {i}" for i in range(batch)])
+            n += batch
+            await check()
+        assert log.line_count == 60 and log.lines[0].startswith("step 13 ")
+        await pilot.resize_terminal(100, 30)
+        await check()
+        log.clear()
+        log.write_lines(["after clear"])
+        await check()
+
+
+async def test_log_that_shrinks_at_its_end_keeps_following() -> None:
+    """The banner grows (or the terminal gets shorter) while the log is at its
+    end: new lines are still shown; a log the user scrolled up stays put."""
+    app, _mon = make_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, pilot)
+        log = app.query_one("#log", TailLog)
+        log.write_lines([f"a {i}" for i in range(100)])
+        await pilot.pause()
+        assert log.is_vertical_scroll_end
+        log.styles.height = log.size.height - 4
+        await pilot.pause()
+        log.write_lines(["b 1"])
+        await pilot.pause()
+        assert log.is_vertical_scroll_end and log.scroll_y == log.max_scroll_y
+        log.scroll_to(y=10, animate=False, immediate=True)
+        await pilot.pause()
+        log.styles.height = log.size.height - 2
+        log.write_lines(["b 2"])
+        await pilot.pause()
+        assert log.scroll_y == 10

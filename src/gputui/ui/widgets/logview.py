@@ -126,6 +126,27 @@ class TailLog(Log):
             self.vertical_scrollbar.position = new_value
         if round(old_value) != round(new_value):
             self.refresh(self.size.region)
+        self._following = self.is_vertical_scroll_end
+
+    _following = True  # at the end when last scrolled: new lines stay in view
+
+    def on_resize(self) -> None:
+        """A log that shrinks while at its end (the banner grew, the terminal
+        got shorter) keeps the same top line, so it was no longer at the end
+        and stopped following: new lines went on below the view. Keep it at
+        the end; a view the user scrolled up stays where it is."""
+        if self._following and not self.is_vertical_scroll_end:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def _prune_max_lines(self) -> None:
+        """Past max_lines every line moves up while the scroll position stays
+        the same: Textual repaints only the new rows (without the layout the
+        `virtual_size` assignment used to bring, the rows above kept showing
+        the lines they showed), so the whole view is repainted."""
+        before = len(self._lines)
+        super()._prune_max_lines()
+        if len(self._lines) != before:
+            self.refresh(self.size.region)
 
     def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
         """Textual 8.2's `Log` keeps a rendered line only while text is
