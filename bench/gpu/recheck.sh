@@ -15,29 +15,13 @@ ROOT=$(pwd)
 unset PYTHONUNBUFFERED  # the runs under test must be block-buffered, as in the field
 RUN=/var/tmp/gputui-recheck
 rm -rf "$RUN" && mkdir -p "$RUN"
-step() { echo; echo "=== $(date +%T) $*"; }
-gputui() { python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' "$@"; }
-UI="python3 -c 'import sys; from gputui.cli import main; sys.exit(main())'"
+. bench/gpu/common.sh  # step, use_wheels, use_gdb_debs, gdb_on_loop, flush_live, $UI
 
 step "set-up: wheels, gdb 16 from .deb, gputui from src/"
 git log --oneline -1 2>/dev/null || true
 echo "batcher in this tree: $(grep -c BATCH_PY src/gputui/logfollow.py) / lean screen: $(ls src/gputui/ui/compositor.py)"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-export PYTHONPATH=$ROOT/src:${PYTHONPATH:-}
-export PATH=/tmp/site/bin:$PATH
-if [ -d .device/gdb16 ]; then
-  for f in .device/gdb16/*.deb; do dpkg -x "$f" /tmp/gdb16; done
-  mkdir -p /tmp/gdbbin
-  cat > /tmp/gdbbin/gdb <<'EOF'
-#!/bin/sh
-export LD_LIBRARY_PATH=/tmp/gdb16/usr/lib/x86_64-linux-gnu:/tmp/gdb16/lib/x86_64-linux-gnu
-export PYTHONHOME=/tmp/gdb16/usr DEBUGINFOD_URLS=
-exec /tmp/gdb16/usr/bin/gdb "$@"
-EOF
-  chmod +x /tmp/gdbbin/gdb
-  export PATH=/tmp/gdbbin:$PATH
-fi
+use_wheels
+if [ -d .device/gdb16 ]; then use_gdb_debs .device/gdb16 /tmp/gdb16; fi
 LD_LIBRARY_PATH=/tmp/gdb16/usr/lib/x86_64-linux-gnu:/tmp/gdb16/lib/x86_64-linux-gnu \
   ldd /tmp/gdb16/usr/bin/gdb 2>/dev/null | grep 'not found' || echo "gdb 16: every library found"
 uname -r; grep -m1 'model name' /proc/cpuinfo; nproc
@@ -82,46 +66,11 @@ done
 cat "$OUT/rows.txt"
 
 step "gdb 16 on a plain block-buffered Python loop (no torch)"
-printf 'import time\nn = 0\nwhile True:\n    n += 1\n    print(f"step {n} | loss 1.0 | tok/s 1000")\n    time.sleep(0.05)\n' > "$RUN/loop.py"
-tmux new -d -s loop -c "$RUN" "python3 loop.py | tee $RUN/loop.log"
-sleep 6
-LP=$(pgrep -f "^python3 loop.py" | head -1)
-{
-  echo "loop pid $LP; before: $(stat -c %s "$RUN/loop.log") bytes"
-  timeout 60 gdb -p "$LP" -batch -nx -ex 'call (int)PyGILState_Ensure()' \
-    -ex 'call (int)PyRun_SimpleString("import sys;sys.stdout.flush();sys.stdout.reconfigure(line_buffering=True)")' \
-    -ex 'call (void)PyGILState_Release($1)'
-  echo "gdb exit $?"
-  sleep 2
-  echo "after: $(stat -c %s "$RUN/loop.log") bytes; state $(ps -o stat= -p "$LP")"
-  sleep 2
-  echo "2 s later: $(stat -c %s "$RUN/loop.log") bytes"
-} > "$OUT/gdb_loop.txt" 2>&1
-cat "$OUT/gdb_loop.txt"
+gdb_on_loop "$RUN" "$OUT"
 
 step "flush live from the dashboard: f, then y, on train1"
-L=$RUN/train1.log
-tmux new -d -s ui -x 120 -y 36 "$UI --local --session train1 --log $L --interval 1"
-sleep 12
-{
-  echo "before: $(wc -l < "$L") lines, $(stat -c %s "$L") bytes at $(date +%T)"
-  tmux send-keys -t ui f
-  sleep 4
-  tmux capture-pane -p -t ui | sed -n '1,36p'
-  tmux send-keys -t ui y
-  sleep 15
-  echo "--- after y"
-  tmux capture-pane -p -t ui | sed -n '1,36p'
-  for s in 0 2 4 6; do
-    echo "t+${s}s: $(wc -l < "$L") lines, $(stat -c %s "$L") bytes at $(date +%T)"
-    sleep 2
-  done
-  tail -n 3 "$L"
-  TP=$(pgrep -f "train.py --batch 8" | head -1)
-  ps -o pid,stat,pcpu,cmd -p "$TP"
-  nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
-} > "$OUT/flush.txt" 2>&1
-cat "$OUT/flush.txt"
+gpu_now() { nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader; }
+flush_live "$RUN/train1.log" "$OUT" 15 "0 2 4 6" gpu_now
 tmux send-keys -t ui q
 tmux kill-server 2>/dev/null
 echo done

@@ -18,28 +18,12 @@ unset PYTHONUNBUFFERED  # the runs under test must be block-buffered, as in the 
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 RUN=/var/tmp/gputui-screen
 rm -rf "$RUN" && mkdir -p "$RUN"
-step() { echo; echo "=== $(date +%T) $*"; }
+. bench/gpu/common.sh  # step, use_wheels, use_gdb_debs, gdb_on_loop, flush_live, $UI
 
 step "set-up: wheels, gdb from .deb, gputui from src/"
 git log --oneline -1 2>/dev/null || true
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-export PYTHONPATH=$ROOT/src:${PYTHONPATH:-}
-export PATH=/tmp/site/bin:$PATH
-if [ -d .deb ] && ! command -v gdb >/dev/null; then
-  for f in .deb/*.deb; do dpkg -x "$f" /tmp/debroot; done
-  mkdir -p /tmp/gdbbin
-  # gdb's own libraries and its Python 3.11 only for gdb: nothing else sees them
-  cat > /tmp/gdbbin/gdb <<'EOF'
-#!/bin/sh
-export LD_LIBRARY_PATH=/tmp/debroot/usr/lib/x86_64-linux-gnu:/tmp/debroot/lib/x86_64-linux-gnu
-export PYTHONHOME=/tmp/debroot/usr DEBUGINFOD_URLS=
-exec /tmp/debroot/usr/bin/gdb "$@"
-EOF
-  chmod +x /tmp/gdbbin/gdb
-  export PATH=/tmp/gdbbin:$PATH
-fi
-gputui() { python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' "$@"; }
+use_wheels
+if [ -d .deb ] && ! command -v gdb >/dev/null; then use_gdb_debs .deb /tmp/debroot; fi
 tmux -V; python3 --version; gdb --version | head -1; py-spy --version
 python3 -m nvitop --version 2>/dev/null | head -1
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
@@ -58,7 +42,7 @@ ls -la "$RUN"
 SMI_Q=index,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw,power.limit
 step "CPU over the same window: gputui --local vs nvitop vs nvidia-smi -l 1, while the rows are read"
 python3 bench/gpu/cpu_cost.py --seconds "${CPU_SECONDS:-40}" \
-  "gputui=python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' --local --session train0 --log $RUN/train0.log --interval 1" \
+  "gputui=$UI --local --session train0 --log $RUN/train0.log --interval 1" \
   "nvitop=python3 -m nvitop --interval 1" \
   "smi=nvidia-smi -l 1" > "$OUT/cpu_cost.json" &
 COST=$!
@@ -80,47 +64,16 @@ cat "$OUT/cpu_cost.json"
 cat "$OUT/rows.txt"
 
 step "gdb alone on a plain block-buffered Python loop (no torch): what gdb says"
-printf 'import time\nn = 0\nwhile True:\n    n += 1\n    print(f"step {n} | loss 1.0 | tok/s 1000")\n    time.sleep(0.05)\n' > "$RUN/loop.py"
-tmux new -d -s loop -c "$RUN" "python3 loop.py | tee $RUN/loop.log"
-sleep 6
-LP=$(pgrep -f "^python3 loop.py" | head -1)
-{
-  echo "loop pid $LP; before: $(stat -c %s "$RUN/loop.log") bytes"
-  timeout 60 gdb -p "$LP" -batch -nx -ex 'call (int)PyGILState_Ensure()' \
-    -ex 'call (int)PyRun_SimpleString("import sys;sys.stdout.flush();sys.stdout.reconfigure(line_buffering=True)")' \
-    -ex 'call (void)PyGILState_Release($1)'
-  echo "gdb exit $?"
-  sleep 2
-  echo "after: $(stat -c %s "$RUN/loop.log") bytes; state $(ps -o stat= -p "$LP")"
-} > "$OUT/gdb_loop.txt" 2>&1
-cat "$OUT/gdb_loop.txt"
+gdb_on_loop "$RUN" "$OUT"
 
 step "flush live from the dashboard: f, then y, on train1 (block-buffered behind tee)"
-L=$RUN/train1.log
-tmux new -d -s ui -x 120 -y 36 "python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' --local --session train1 --log $L --interval 1"
-sleep 12
-{
-  echo "before: $(wc -l < "$L") lines, $(stat -c %s "$L") bytes at $(date +%T)"
-  tmux send-keys -t ui f
-  sleep 4
-  tmux capture-pane -p -t ui | sed -n '1,36p'
-  tmux send-keys -t ui y
-  sleep 12
-  echo "--- after y"
-  tmux capture-pane -p -t ui | sed -n '1,36p'
-  for s in 0 2 4 6 8; do
-    echo "t+${s}s: $(wc -l < "$L") lines, $(stat -c %s "$L") bytes at $(date +%T)"
-    sleep 2
-  done
-  tail -n 3 "$L"
+after_flush() {
   echo "--- the run after the flush: state, and where its threads are"
-  TP=$(pgrep -f "train.py --batch 8" | head -1)
-  ps -o pid,stat,pcpu,cmd -p "$TP"
-  timeout 20 py-spy dump --pid "$TP" 2>&1 | head -30
+  timeout 20 py-spy dump --pid "$1" 2>&1 | head -30
   echo "--- doctor after the flush"
-  gputui doctor --local --session train1 --log "$L" --stale-after 20
-} > "$OUT/flush.txt" 2>&1
-cat "$OUT/flush.txt"
+  gputui doctor --local --session train1 --log "$RUN/train1.log" --stale-after 20
+}
+flush_live "$RUN/train1.log" "$OUT" 12 "0 2 4 6 8" after_flush
 
 step "gdb by hand on train0 (torch, CUDA threads): threads first, then the same calls"
 P0=$(pgrep -f "python3 train.py$" | head -1)

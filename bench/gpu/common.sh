@@ -1,0 +1,83 @@
+# shellcheck shell=bash
+# Sourced by the GPU-machine scripts (screen_check.sh, recheck.sh): the steps
+# they share. Each writes to stdout; the caller tees it into $OUT.
+
+step() { echo; echo "=== $(date +%T) $*"; }
+
+# gputui from src/ over the wheels in .whl/ (that machine cannot download)
+use_wheels() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+  export PYTHONPATH=$ROOT/src:${PYTHONPATH:-}
+  export PATH=/tmp/site/bin:$PATH
+}
+
+# use_gdb_debs DEBDIR UNPACKDIR: gdb from Debian .deb files, with its own
+# libraries and Python only for gdb (a wrapper in /tmp/gdbbin): nothing else sees them
+use_gdb_debs() {
+  local debs=$1 root=$2 f
+  for f in "$debs"/*.deb; do dpkg -x "$f" "$root"; done
+  mkdir -p /tmp/gdbbin
+  cat > /tmp/gdbbin/gdb <<EOF
+#!/bin/sh
+export LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu:$root/lib/x86_64-linux-gnu
+export PYTHONHOME=$root/usr DEBUGINFOD_URLS=
+exec $root/usr/bin/gdb "\$@"
+EOF
+  chmod +x /tmp/gdbbin/gdb
+  export PATH=/tmp/gdbbin:$PATH
+}
+
+# gdb_on_loop RUN OUT: gdb alone on a plain block-buffered Python loop (no
+# torch): does flushing through gdb's calls work there at all?
+gdb_on_loop() {
+  local run=$1 out=$2 lp
+  printf 'import time\nn = 0\nwhile True:\n    n += 1\n    print(f"step {n} | loss 1.0 | tok/s 1000")\n    time.sleep(0.05)\n' > "$run/loop.py"
+  tmux new -d -s loop -c "$run" "python3 loop.py | tee $run/loop.log"
+  sleep 6
+  lp=$(pgrep -f "^python3 loop.py" | head -1)
+  {
+    echo "loop pid $lp; before: $(stat -c %s "$run/loop.log") bytes"
+    timeout 60 gdb -p "$lp" -batch -nx -ex 'call (int)PyGILState_Ensure()' \
+      -ex 'call (int)PyRun_SimpleString("import sys;sys.stdout.flush();sys.stdout.reconfigure(line_buffering=True)")' \
+      -ex 'call (void)PyGILState_Release($1)'
+    echo "gdb exit $?"
+    sleep 2
+    echo "after: $(stat -c %s "$run/loop.log") bytes; state $(ps -o stat= -p "$lp")"
+    sleep 2
+    echo "2 s later: $(stat -c %s "$run/loop.log") bytes"
+  } > "$out/gdb_loop.txt" 2>&1
+  cat "$out/gdb_loop.txt"
+}
+
+UI="python3 -c 'import sys; from gputui.cli import main; sys.exit(main())'"
+gputui() { python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' "$@"; }
+
+# flush_live LOG OUT WAIT_AFTER_Y "SAMPLE SECONDS" [AFTER_FN]: the dashboard
+# on LOG in a 120×36 tmux pane (session "ui"), `f` then `y`, the screen
+# before and after, and whether the log grows without a restart; AFTER_FN
+# (a function) adds what the caller wants to see after that.
+flush_live() {
+  local log=$1 out=$2 wait_y=$3 samples=$4 after=${5:-} s tp
+  tmux new -d -s ui -x 120 -y 36 "$UI --local --session train1 --log $log --interval 1"
+  sleep 12
+  {
+    echo "before: $(wc -l < "$log") lines, $(stat -c %s "$log") bytes at $(date +%T)"
+    tmux send-keys -t ui f
+    sleep 4
+    tmux capture-pane -p -t ui | sed -n '1,36p'
+    tmux send-keys -t ui y
+    sleep "$wait_y"
+    echo "--- after y"
+    tmux capture-pane -p -t ui | sed -n '1,36p'
+    for s in $samples; do
+      echo "t+${s}s: $(wc -l < "$log") lines, $(stat -c %s "$log") bytes at $(date +%T)"
+      sleep 2
+    done
+    tail -n 3 "$log"
+    tp=$(pgrep -f "train.py --batch 8" | head -1)
+    ps -o pid,stat,pcpu,cmd -p "$tp"
+    if [ -n "$after" ]; then "$after" "$tp"; fi
+  } > "$out/flush.txt" 2>&1
+  cat "$out/flush.txt"
+}
