@@ -75,7 +75,7 @@ flush_live() {
       sleep 2
     done
     tail -n 3 "$log"
-    tp=$(pgrep -f "train.py --batch 8" | head -1)
+    tp=$(pgrep -f "^python3 train.py --batch 8" | head -1)  # the run, not the tmux server whose command names it
     ps -o pid,stat,pcpu,cmd -p "$tp"
     if [ -n "$after" ]; then "$after" "$tp"; fi
   } > "$out/flush.txt" 2>&1
