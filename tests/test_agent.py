@@ -405,26 +405,31 @@ def test_read_and_stat_ops(agent_proc: subprocess.Popen[bytes], work: Path) -> N
 # ------------------------------------------------------------------ end to end: Target + LocalTransport
 
 
-def agent_pids() -> list[int]:
+def agent_pids(pid_ns: str | None = None) -> list[int]:
+    """Every agent process on this machine; with `pid_ns` ("pid:[N]"), only
+    those in that PID namespace (a CT's: other test beds run agents too)."""
     out = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+                if AGENT_MARKER.encode() not in argv:
+                    continue
+                if pid_ns is not None and os.readlink(f"/proc/{name}/ns/pid") != pid_ns:
+                    continue
             except OSError:
                 continue
-            if AGENT_MARKER.encode() in argv:
-                out.append(int(name))
+            out.append(int(name))
     return out
 
 
 async def test_client_end_to_end_local(work: Path, spawn: Callable[..., Any]) -> None:
     log = work / "train.log"
     p = spawn(["bash", "-c", f"{PY} train.py | tee -a {log}"], work)
-    before = set(agent_pids())
     transport = LocalTransport()
     await transport.connect()
     client = await AgentClient.start(Target(transport))
+    mine = int(client.hello["pid"])  # other test beds run agents beside this one
     try:
         assert abs(client.clock_offset) < 1.0
         assert client.hello["pid"] in agent_pids()
@@ -456,7 +461,7 @@ async def test_client_end_to_end_local(work: Path, spawn: Callable[..., Any]) ->
     finally:
         await client.close()
         await transport.close()
-    wait_for(lambda: not (set(agent_pids()) - before), what="agents to exit")
+    wait_for(lambda: mine not in agent_pids(), what="the agent to exit")
     with pytest.raises(AgentError):
         await client.call("ping")
 
@@ -573,10 +578,11 @@ async def test_agent_in_container_and_pidmap_on_host(
     )
     r = testbed.ct_exec(ct, ["tmux", "new-session", "-d", "-s", "dflash", f"bash {ws}/start.sh"])
     assert r.returncode == 0, r.stderr
-    before = set(agent_pids())
     target = Target(ct_transport, ct=ct)
     client = await AgentClient.start(target)
     host = await AgentClient.start(target, on_host=True)
+    ct_ns = str(client.hello["pid_ns"])
+    host_agent = int(host.hello["pid"])
     try:
         # the agent really runs in the CT's PID namespace
         assert client.hello["pid_ns"] != host.hello["pid_ns"]
@@ -625,8 +631,11 @@ async def test_agent_in_container_and_pidmap_on_host(
     finally:
         await client.close()
         await host.close()
-    # nothing left behind, on the host or in the CT
-    wait_for(lambda: not (set(agent_pids()) - before), what="agents to exit")
+    # nothing left behind, on the host or in the CT (this test's CT, this
+    # test's host agent: test beds started beside this one run agents too)
+    wait_for(
+        lambda: not agent_pids(ct_ns) and host_agent not in agent_pids(), what="agents to exit"
+    )
 
 
 OLD_PYTHONS = sorted(Path("/root/.pyenv/versions").glob("3.[6-9]*/bin/python3"))
