@@ -71,6 +71,17 @@ def test_dns_failure(capsys) -> None:
     assert "unknown host 'nonexistent.invalid'" in line and "ssh config" in line
 
 
+@pytest.mark.parametrize("name", ["bad..host.invalid", "x" * 64 + ".invalid"])
+def test_a_name_dns_cannot_even_encode_is_one_line(capsys, name: str) -> None:
+    """An empty or over-long label fails in Python's IDNA codec before any DNS
+    query: one line naming the host, not the codec's exception."""
+    rc, _, err, took = doctor(capsys, "--host", name)
+    line = one_line(err)
+    assert rc == 2 and took < 10
+    assert f"{name!r} is not a valid host name" in line and "ssh config" in line, line
+    assert "UnicodeError" not in line and "idna" not in line
+
+
 def test_unknown_alias_in_given_ssh_config(capsys, testbed) -> None:
     rc, _, err, _ = doctor(
         capsys, "--host", "nosuchalias.invalid", "--ssh-config", str(testbed.ssh_config_path)

@@ -472,6 +472,13 @@ class SshTransport(Transport):
                 "and DNS cannot resolve it",
                 "check the name, or add a `Host` entry to ~/.ssh/config (or pass --ssh-config FILE)",
             )
+        if isinstance(err, UnicodeError):  # the IDNA codec: an empty or over-long label
+            return ConnectError(
+                f"{what or 'host '}{hop.name!r} is not a valid host name{via}: not a Host alias "
+                "in your ssh config, and no DNS name has an empty label (`..`) or one over 63 "
+                "characters",
+                "check the name, or add a `Host` entry to ~/.ssh/config (or pass --ssh-config FILE)",
+            )
         if isinstance(err, ConnectionRefusedError):
             return ConnectError(
                 f"connection refused by {where}{via}",
@@ -498,7 +505,10 @@ class SshTransport(Transport):
                 f"cannot reach {where}: {err.strerror or err}{via}",
                 "check the address and the network",
             )
-        return ConnectError(f"ssh to {where} failed: {err!r}{via}", "")
+        return ConnectError(
+            f"ssh to {where} failed: {type(err).__name__}: {err}{via}",
+            "check that `ssh` to this host works from this machine",
+        )
 
     async def _open_connection(self) -> asyncssh.SSHClientConnection:
         hops, config = await self._plan_hops()
