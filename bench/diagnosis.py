@@ -51,6 +51,7 @@ from gputui.diagnose import Thresholds, diagnose  # noqa: E402
 from gputui.model import Finding, Severity  # noqa: E402
 from gputui.monitor import Monitor  # noqa: E402
 from gputui.remote.target import Target  # noqa: E402
+from results_md import write_block  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
 RUN_SCRIPT = Path(__file__).resolve().parent / "diag_run.py"
@@ -724,14 +725,7 @@ def markdown(outs: list[Outcome], corpus: list[Scenario], scale: float, wall: fl
 
 
 def write_results(text: str) -> None:
-    path = Path(__file__).resolve().parent / "RESULTS.md"
-    old = path.read_text() if path.exists() else ""
-    a, b = "<!-- diagnosis:start", "<!-- diagnosis:end -->"
-    if a in old and b in old:
-        new = old[: old.index(a)] + text.rstrip("\n") + old[old.index(b) + len(b) :]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    path.write_text(new)
+    write_block(text, "<!-- diagnosis:start", "<!-- diagnosis:end -->")
 
 
 def main(argv: list[str] | None = None) -> int:

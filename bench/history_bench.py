@@ -36,6 +36,7 @@ from typing import Any
 
 from gputui.demo.history import fill
 from gputui.history import HistoryWriter
+from results_md import write_block
 
 HERE = Path(__file__).resolve().parent
 BEGIN, END = "<!-- history-bench begin -->", "<!-- history-bench end -->"
@@ -240,14 +241,7 @@ def table(r: dict[str, Any]) -> str:
 
 
 def write_results(text: str) -> None:
-    p = HERE / "RESULTS.md"
-    old = p.read_text() if p.exists() else ""
-    block = f"{BEGIN}\n{text}\n{END}"
-    if BEGIN in old and END in old:
-        new = old.split(BEGIN)[0] + block + old.split(END, 1)[1]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    p.write_text(new)
+    write_block(f"{BEGIN}\n{text}\n{END}", BEGIN, END, HERE / "RESULTS.md")
 
 
 def main() -> int:

@@ -42,6 +42,7 @@ from gputui.config import Settings  # noqa: E402
 from gputui.hostwatch import HostWatch  # noqa: E402
 from gputui.ui.hostapp import HostApp  # noqa: E402
 from harness import PCT_DELAY_S, remote_cpu_s  # noqa: E402
+from results_md import write_block  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
 FIRST_CTS = (360, 370)
@@ -118,13 +119,7 @@ def markdown(r: dict[str, Any]) -> str:
 
 
 def write_results(text: str) -> None:
-    old = RESULTS.read_text() if RESULTS.exists() else ""
-    block = f"{BEGIN}\n{text}{END}"
-    if BEGIN in old and END in old:
-        new = old.split(BEGIN)[0] + block + old.split(END, 1)[1]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    RESULTS.write_text(new)
+    write_block(f"{BEGIN}\n{text}{END}", BEGIN, END, RESULTS)
 
 
 def cpu_s() -> float:

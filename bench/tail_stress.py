@@ -51,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from gputui.ui.widgets.logview import LogPanel  # noqa: E402
+from results_md import write_block  # noqa: E402
 from ui_scenarios import CLEAN_PATH, make_app, settings_for  # noqa: E402
 
 STALE_AFTER_S = 5.0
@@ -404,15 +405,7 @@ def markdown(res: dict[str, Any]) -> str:
 
 
 def write_results(md: str, path: Path = HERE / "RESULTS.md") -> None:
-    text = path.read_text() if path.exists() else ""
-    start, end = "<!-- tail-stress:start", "<!-- tail-stress:end -->"
-    if start in text and end in text:
-        a = text.index(start)
-        b = text.index(end) + len(end) + 1
-        text = text[:a] + md + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + md
-    path.write_text(text)
+    write_block(md, "<!-- tail-stress:start", "<!-- tail-stress:end -->", path)
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
