@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,19 @@ def pct_without_delay(testbed: Testbed) -> Iterator[None]:
         yield
     finally:
         testbed.set_pct_delay(0.3)
+
+
+@pytest.fixture
+def testbed_commands(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, testbed: Testbed, pct_without_delay: None
+) -> None:
+    """gputui's commands in this process reach the CT through the test bed's
+    stand-in pct, at once; no PYTHON*/TMUX* setting of this machine leaks into
+    the runs (it sets PYTHONUNBUFFERED); the audit log goes under tmp_path."""
+    monkeypatch.setenv("PATH", f"{testbed.bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("GPUTUI_STANDIN_STATE", str(testbed.state_dir))
+    monkeypatch.setenv("GPUTUI_PCT_DELAY", "0")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for k in list(os.environ):
+        if k.startswith(("PYTHON", "TMUX")):
+            monkeypatch.delenv(k)

@@ -65,22 +65,7 @@ NASTY = "run 'q\" ; $(touch PWNED) `id` x;"  # a tmux session name may not hold 
 
 
 @pytest.fixture
-def env(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, testbed: Any, pct_without_delay: None
-) -> None:
-    """Commands reach the CT through the stand-in pct; no PYTHONUNBUFFERED
-    leaks into the runs (this machine sets it); audit log under tmp_path."""
-    monkeypatch.setenv("PATH", f"{testbed.bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("GPUTUI_STANDIN_STATE", str(testbed.state_dir))
-    monkeypatch.setenv("GPUTUI_PCT_DELAY", "0")
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    for k in list(os.environ):
-        if k.startswith(("PYTHON", "TMUX")):
-            monkeypatch.delenv(k)
-
-
-@pytest.fixture
-async def target(env: None, ct: int, testbed: Any) -> AsyncIterator[Target]:
+async def target(testbed_commands: None, ct: int, testbed: Any) -> AsyncIterator[Target]:
     """The CT through the real sshd once SshTransport exists (set
     GPUTUI_TEST_TRANSPORT=local to force the local transport), else through
     LocalTransport running the same stand-in `pct` on this machine."""

@@ -14,7 +14,6 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,20 +48,6 @@ NO_CONTROLS = "".join(chr(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))) 
 NAMES = hostile(CANARY, exclude=NO_CONTROLS, max_size=4)
 DIRS = hostile(CANARY, exclude="\x00", max_size=4).map(lambda s: s.replace("/", "_")[:120])
 ARGS = st.lists(hostile(CANARY, exclude="\x00", max_size=3), min_size=1, max_size=3)
-
-
-@pytest.fixture
-def live_env(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, testbed: Any, pct_without_delay: None
-) -> Iterator[None]:
-    monkeypatch.setenv("PATH", f"{testbed.bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("GPUTUI_STANDIN_STATE", str(testbed.state_dir))
-    monkeypatch.setenv("GPUTUI_PCT_DELAY", "0")
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    for k in list(os.environ):
-        if k.startswith(("PYTHON", "TMUX")):
-            monkeypatch.delenv(k)
-    yield
 
 
 def no_canary(testbed: Any, ct: int, *dirs: Path) -> None:
@@ -201,7 +186,7 @@ async def relaunch_kill_launch(
 
 
 async def test_relaunch_with_a_format_in_the_cwd_and_the_name_runs_nothing(
-    live_env: None, testbed: Any, ct: int
+    testbed_commands: None, testbed: Any, ct: int
 ) -> None:
     """Item 1: `#(...)` in the working directory and in the session name was
     run by tmux on relaunch, and relaunch reported failure while the run
@@ -225,6 +210,12 @@ async def test_relaunch_with_a_format_in_the_cwd_and_the_name_runs_nothing(
 )
 @given(NAMES, DIRS, ARGS, DIRS)
 def test_hostile_values_through_real_tmux_never_run(
-    live_env: None, testbed: Any, ct: int, name: str, dirname: str, args: list[str], log: str
+    testbed_commands: None,
+    testbed: Any,
+    ct: int,
+    name: str,
+    dirname: str,
+    args: list[str],
+    log: str,
 ) -> None:
     asyncio.run(relaunch_kill_launch(testbed, ct, name, dirname, args, f"log-{log}"))
