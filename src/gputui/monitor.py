@@ -488,11 +488,22 @@ class Monitor:
                 if st.get("exists") and st.get("size") is not None
                 else None
             )
-            if self.follower is not None and self.follower.path == path:
-                before = (snap.log.size, snap.log.mtime, snap.log.exists)
-                self.follower.observe_stat(fs, offset_before)
-                if (snap.log.size, snap.log.mtime, snap.log.exists) != before:
-                    self._changed("log")
+            self._observe_stat(path, fs, offset_before)
+
+    def _observe_stat(self, path: str, fs: FileStat | None, offset_before: int | None) -> bool:
+        """A stat of the log followed (the agent's, or the plain-command
+        loop's) drives its stream's watchdog; a change of size, mtime or
+        existence is published. False when `path` is no longer followed."""
+        f = self.follower
+        if f is None or f.path != path:
+            return False
+        log = self.snapshot.log
+        before = (log.size, log.mtime, log.exists)
+        f.observe_stat(fs, offset_before)
+        log = self.snapshot.log
+        if (log.size, log.mtime, log.exists) != before:
+            self._changed("log")
+        return True
 
     async def _procs_by_log(self, agent: AgentClient) -> list[Proc]:
         """No tmux session watched: the process trees of the run that writes
@@ -684,17 +695,13 @@ class Monitor:
         resumed from its offset). The stat was taken after the previous one
         arrived, so the offset then is a floor of the file's size."""
         f = self.follower
-        if f is None or f.path != self._fallback_log:
+        if f is None:
             return
         fs = file_stat_from_words(line.split()[2:])
         if fs is not None:
             fs = FileStat(fs.size, fs.mtime + f.clock_offset, fs.inode)
-        before = (self.snapshot.log.size, self.snapshot.log.mtime, self.snapshot.log.exists)
-        f.observe_stat(fs, self._fallback_offset)
-        self._fallback_offset = f.state.offset
-        log = self.snapshot.log
-        if (log.size, log.mtime, log.exists) != before:
-            self._changed("log")
+        if self._observe_stat(self._fallback_log, fs, self._fallback_offset):
+            self._fallback_offset = f.state.offset
 
     async def _close_fallback(self) -> None:
         proc, self._fallback_proc = self._fallback_proc, None
