@@ -108,3 +108,33 @@ def test_watch_with_no_target_is_one_line(tmp_path: Path) -> None:
     )
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "no target to watch" in r.stderr, r.stderr
+
+
+def test_watch_takes_the_configs_targets(tmp_path: Path) -> None:
+    """No TARGET on the command line: the config's [[targets]], as the
+    dashboard and doctor take them — each host tried (and retried) on its own."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        '[[targets]]\nhost = "gpu1.invalid"\n[[targets]]\nhost = "root@gpu2.invalid:2222"\n'
+    )
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "gputui.cli", "watch", "--config", str(cfg)]
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        while not all(any(h in line for line in lines) for h in ("gpu1.invalid", "gpu2.invalid")):
+            line = proc.stdout.readline()
+            assert line, f"watch ended before trying both targets: {lines}"
+            lines.append(line)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    text = "".join(lines) + out
+    assert proc.returncode == 0, text
+    assert "retrying" in text and "Traceback" not in text, text

@@ -26,7 +26,7 @@ def add_parsers(sub: Any, add_target_flags: Callable[..., None]) -> None:
         "targets",
         nargs="*",
         metavar="TARGET",
-        help="[user@]host[/ct] or `local` (default: the config's)",
+        help="[user@]host[/ct] or `local` (default: --host, or the config's [[targets]] or host)",
     )
     watch.add_argument(
         "--prometheus", metavar="ADDR", help="serve /metrics on ADDR, e.g. 127.0.0.1:9464"
@@ -48,7 +48,9 @@ def run(command: str, args: argparse.Namespace, settings: Settings) -> int:
     if command == "watch":
         from gputui import watch
 
-        return watch.main(list(args.targets or []), settings, args.prometheus)
+        return watch.main(
+            list(args.targets or []), settings, args.prometheus, getattr(args, "hosts", None)
+        )
     if command == "history":
         return _history(args, settings)
     return _alert_test(settings)

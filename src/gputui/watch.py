@@ -1,7 +1,8 @@
 """`gputui watch`: headless — keep the connections, record, alert, export.
 
 Meant for `systemd --user` or a tmux window. One process watches several
-targets (`[user@]host[/ct]`, or `local`); each gets a Monitor and a
+targets (`[user@]host[/ct]`, or `local`; none named: the config's
+`[[targets]]`, as the dashboard and `doctor` take them); each gets a Monitor and a
 RunRecorder writing to the one history file; alerts go to the notification
 URLs of the config and, one line each, to stdout; `--prometheus ADDR`
 serves /metrics. A target that cannot be reached is retried (the
@@ -27,6 +28,7 @@ from gputui.alerts import Alert, AppriseSender
 from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.history import HistoryWriter
+from gputui.hosts import host_settings
 from gputui.model import ConnectionState
 from gputui.recorder import RunRecorder, open_history
 from gputui.remote.container import ProxmoxLXC
@@ -191,15 +193,30 @@ class Watch:
             self.exporter.close()
 
 
-def main(specs: Sequence[str], base: Settings, prometheus: str | None) -> int:
-    if specs:
-        targets = [target_settings(s, base) for s in specs]
-    elif base.host or base.local:
-        targets = [base]
-    else:
-        raise GputuiError(
-            "no target to watch", "name them: gputui watch [user@]host[/ct] ... (or `local`)"
-        )
+def watch_targets(
+    specs: Sequence[str], base: Settings, flag_hosts: list[str] | None = None
+) -> list[Settings]:
+    """What `gputui watch` watches: the TARGETs on its command line, else the
+    hosts the dashboard and `doctor` would take (`--host` given more than
+    once, the config's `[[targets]]`, the one host or `local`)."""
     if base.demo:
         raise GputuiError("watch has no --demo", "watch a real target, or `local`")
+    if specs:
+        return [target_settings(s, base) for s in specs]
+    hosts = host_settings(base, flag_hosts)
+    if len(hosts) > 1 or base.host or base.local or base.targets:
+        return hosts
+    raise GputuiError(
+        "no target to watch",
+        "name them: gputui watch [user@]host[/ct] ... (or `local`), or add [[targets]] to the config",
+    )
+
+
+def main(
+    specs: Sequence[str],
+    base: Settings,
+    prometheus: str | None,
+    flag_hosts: list[str] | None = None,
+) -> int:
+    targets = watch_targets(specs, base, flag_hosts)
     return asyncio.run(Watch(targets, prometheus=prometheus).run())
