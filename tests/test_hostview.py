@@ -178,6 +178,49 @@ def test_container_rows_stopped_starting_and_from_their_monitor() -> None:
     assert rows[0].sessions == ["train"]
 
 
+def _two_runs(old: Pane, *, new_dead: bool = False) -> Snapshot:
+    """A CT with an older session and a newer one (the one its monitor watches)."""
+    new = Pane("new", 0, 0, 9, dead=new_dead, dead_status=1 if new_dead else None)
+    return Snapshot(
+        time=0.0,
+        target="t",
+        session_name="new",
+        sessions=[
+            Session("old", created=1.0, panes=[old]),
+            Session("new", created=2.0, panes=[new]),
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "word", "why", "opens"),
+    [
+        (Pane("old", 0, 0, 5, dead=True, dead_status=1), "dead", "exit status 1", "old"),
+        (Pane("old", 0, 0, 5, dead=True, dead_signal=9), "dead", "signal 9", "old"),
+        (Pane("old", 0, 0, 5, dead=True), "dead", "exit status unknown", "old"),
+        (Pane("old", 0, 0, 5, dead=True, dead_status=0), "ok", "", "new"),  # finished
+        (Pane("old", 0, 0, 5), "ok", "", "new"),
+    ],
+)
+def test_the_word_is_the_worst_of_the_containers_runs(
+    old: Pane, word: str, why: str, opens: str
+) -> None:
+    """A healthy new session beside a crashed older one is not "ok": the row
+    names the older session and Enter opens it."""
+    (row,) = container_rows([(200, "running", "a")], {200: (_two_runs(old), [])}, [])
+    assert (row.health, row.watched_session) == (word, opens)
+    assert why in row.why and (word == "ok") == (row.why == "")
+    if word == "dead":
+        assert "session old" in row.why
+
+
+def test_a_dead_newest_session_beside_a_healthy_older_one_is_dead() -> None:
+    snap = _two_runs(Pane("old", 0, 0, 5), new_dead=True)
+    dead = _finding("session_dead", Severity.ERROR)
+    (row,) = container_rows([(200, "running", "a")], {200: (snap, [dead])}, [])
+    assert (row.health, row.why, row.watched_session) == ("dead", dead.title, "new")
+
+
 def test_the_host_health_is_its_worst_and_down_when_the_link_is() -> None:
     view = HostView(label="h", connection=ConnectionState.CONNECTED)
     view.containers = [

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from gputui.collect.gpu import AppsListing, parse_compute_apps
 from gputui.diagnose import HELD_MIB
-from gputui.model import ConnectionState, Finding, GpuState, Severity, Snapshot
+from gputui.model import ConnectionState, Finding, GpuState, Session, Severity, Snapshot
 
 # A link in these states is "down" (a reconnect is under way, or never came up).
 DOWN_STATES = (ConnectionState.FAILED, ConnectionState.RECONNECTING)
@@ -303,10 +303,37 @@ def host_row(snap: Snapshot | None, findings: list[Finding], gpus: list[GpuRow])
     return row
 
 
+def ended_badly(session: Session) -> str | None:
+    """Why a session's run needs a person, from tmux alone: every pane dead
+    and the main one killed by a signal or ended non-zero (or tmux lost its
+    status). None: alive, or finished with exit status 0."""
+    pane = session.main_pane
+    if session.alive or pane is None:
+        return None
+    name = session.name
+    if pane.dead_signal:
+        return f"session {name} died: killed (signal {pane.dead_signal})"
+    if pane.dead_status == 0:
+        return None  # finished: as the run view, nothing to do
+    if pane.dead_status is None:
+        return f"session {name} died (exit status unknown)"
+    return f"session {name} died with exit status {pane.dead_status}"
+
+
 def fill_from_snapshot(row: ContainerRow, snap: Snapshot, findings: list[Finding]) -> None:
+    """The word is the worst of the container's runs: the watched (newest)
+    session's from the diagnosis, each other session's from tmux (a dead
+    pane that did not end with exit status 0 is "dead"); the row then
+    names, and Enter opens, the session the word speaks for."""
     row.sessions = [s.name for s in snap.sessions]
     row.watched_session = snap.session_name
     if snap.connection in DOWN_STATES:
         row.health, row.why = "down", snap.connection_error or "connection lost"
         return
     row.health, row.why = health_word(findings, snap)
+    for session in snap.sessions:
+        if session.name == snap.session_name or rank("dead") >= rank(row.health):
+            continue
+        why = ended_badly(session)
+        if why is not None:
+            row.health, row.why, row.watched_session = "dead", why, session.name
