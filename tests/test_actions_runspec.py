@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import shlex
 import subprocess
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.actions import ActionPlan, ActionResult, attach_argv, audit_path
+from gputui.actions import ActionPlan, ActionResult, attach_argv, audit_path, plan_attach
 from gputui.actions.plan import ActionsDisabled, audit, check_allowed
 from gputui.actions.runspec import (
     WRAPPER,
@@ -26,6 +27,7 @@ from gputui.actions.runspec import (
 from gputui.collect.tmux import split_start_command, start_command_text
 from gputui.config import Settings
 from gputui.remote.target import make_target
+from helpers import wait_for
 
 NASTY_VALUES = [
     "plain",
@@ -275,6 +277,29 @@ def test_attach_argv_ssh_and_local(monkeypatch: pytest.MonkeyPatch) -> None:
     assert attach_argv(make_target(local), "s") == ["tmux", "attach-session", "-t", "=s"]
     monkeypatch.setenv("TMUX", "/tmp/x,1,0")
     assert attach_argv(make_target(local), "s")[:3] == ["env", "-u", "TMUX"]
+
+
+def test_read_only_attaches_with_tmuxs_read_only_client(tmp_path: Path) -> None:
+    """--read-only: the real tmux lists the attached client as read-only."""
+    env = {**os.environ, "TMUX_TMPDIR": str(tmp_path)}
+    env.pop("TMUX", None)
+    subprocess.run(["tmux", "new-session", "-d", "-s", "run", "sleep 60"], env=env, check=True)
+    plan = plan_attach(make_target(Settings(local=True)), Settings(read_only=True), "run")
+    assert "read-only" in plan.title and "-r" in plan.commands[0]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the plan's argv in a terminal, as the dashboard runs it
+        os.execvpe(plan.commands[0][0], plan.commands[0], env)
+    try:
+
+        def clients() -> str:
+            argv = ["tmux", "list-clients", "-F", "#{client_readonly}"]
+            return subprocess.run(argv, env=env, capture_output=True, text=True).stdout.strip()
+
+        assert wait_for(clients, 10, "the attached client") == "1"
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, check=False)
+        os.close(fd)
+        os.waitpid(pid, 0)
 
 
 def test_attach_argv_through_a_jump_host() -> None:

@@ -126,6 +126,31 @@ async def test_read_only_greys_out_every_verb_and_runs_nothing() -> None:
         assert "READ-ONLY" in screen_text(app)
 
 
+async def test_read_only_attaches_read_only_and_says_so() -> None:
+    """--read-only keeps attach on (tmux's read-only client): the footer, the
+    help and the palette say `attach -r`; the key opens the confirm box."""
+    app, _mon, actions, _ = make_app("buffered", read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.check_action("verb", ("attach",)) is True
+        await pilot.pause()
+        assert "a attach -r" in screen_text(app)  # the footer
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert "tmux attach -r" in app.screen.markdown
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert [p.action for p in actions.planned] == ["attach"]
+        await pilot.press("n")
+    app, _mon, _actions, _ = make_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "a attach " in screen_text(app) and "attach -r" not in screen_text(app)
+
+
 async def test_verbs_that_do_not_apply_are_greyed_with_reason() -> None:
     app, _mon, _actions, _ = make_app("dead")
     async with app.run_test(size=SIZE):

@@ -31,6 +31,16 @@ class Verb:
     # "view" (the dashboard follows the plan's log: watch_log)
     runs: str = "target"
     footer: bool = True  # shown in the footer (all are in help and the palette)
+    # what it is in --read-only when it stays on there, but works otherwise (attach -r)
+    read_only_label: str = ""
+    read_only_help: str = ""
+
+    def label_in(self, read_only: bool) -> str:
+        """The label the footer, palette and help show."""
+        return self.read_only_label if read_only and self.read_only_label else self.label
+
+    def help_in(self, read_only: bool) -> str:
+        return self.read_only_help if read_only and self.read_only_help else self.help
 
 
 def _session_needed(snap: Snapshot) -> str | None:
@@ -129,6 +139,10 @@ VERBS: tuple[Verb, ...] = (
         "attach",
         "Open the tmux session in this terminal; detach to come back",
         runs="terminal",
+        changes=False,  # in --read-only tmux's read-only client: keys do not reach the run
+        read_only_label="attach -r",
+        read_only_help="Open the tmux session read-only (`tmux attach -r`: you watch, "
+        "your keys do not reach the run); Ctrl-b d comes back",
     ),
     Verb(
         "launch",

@@ -8,25 +8,35 @@ from gputui.config import Settings
 from gputui.remote.target import Target
 
 
-def attach_argv(target: Target, session: str | None) -> list[str]:
+def attach_argv(target: Target, session: str | None, read_only: bool = False) -> list[str]:
     """The transport's terminal argv around the container's attach argv
     (`ssh -t … host` + the container's way in + `tmux attach -t =S`; just
-    `tmux attach -t =S` on this machine). Attaching only watches (Ctrl-b d detaches), so it
-    is allowed in --read-only too."""
+    `tmux attach -t =S` on this machine). In --read-only it is tmux's
+    read-only client (`attach -r`): the run is shown, keys other than
+    detach do not reach it."""
     if not session:
         raise ActionError("no tmux session to attach to", "pass --session NAME")
-    return target.attach_argv(tmux_argv(None, "attach-session", "-t", session_target(session)))
+    flags = ["-r"] if read_only else []
+    return target.attach_argv(
+        tmux_argv(None, "attach-session", *flags, "-t", session_target(session))
+    )
 
 
 def plan_attach(target: Target, settings: Settings, session: str | None = None) -> ActionPlan:
     name = session or settings.session
-    argv = attach_argv(target, name)
+    argv = attach_argv(target, name, settings.read_only)
+    how = "read-only " if settings.read_only else ""
+    notes = ["Detach with Ctrl-b d to come back to gputui."]
+    if settings.read_only:
+        notes.insert(
+            0, "--read-only: tmux's read-only client (attach -r); your keys do not reach the run."
+        )
     return ActionPlan(
         action="attach",
-        title=f"Attach to tmux session {name or ''!r}",
+        title=f"Attach {how}to tmux session {name or ''!r}",
         target=" ".join(argv[-1:]),
         session=name,
         ct=target.ct,
         commands=[argv],
-        notes=["Detach with Ctrl-b d to come back to gputui."],
+        notes=notes,
     )

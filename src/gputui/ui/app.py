@@ -11,6 +11,7 @@ stream in batches, at most ~4 writes a second (`WritePacer`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import subprocess
 import sys
 import threading
@@ -20,7 +21,7 @@ from typing import Any
 
 from textual import on, work
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingsMap
 from textual.containers import Horizontal
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Footer, Input
@@ -110,6 +111,15 @@ class GputuiApp(App[int]):
         self.monitor = monitor
         self.actions = actions
         self.read_only = read_only
+        if read_only:  # the footer says what a verb is here (attach -r)
+            self._bindings = BindingsMap(
+                [
+                    dataclasses.replace(b, description=VERB_BY_ID[b.id].label_in(True))
+                    if b.id in VERB_BY_ID
+                    else b
+                    for _, b in self._bindings
+                ]
+            )
         self.can_launch = can_launch
         self.stale_after = stale_after
         self.diagnose = diagnose or diagnose_with(stale_after)
@@ -456,7 +466,7 @@ class GputuiApp(App[int]):
 
     def action_help(self) -> None:
         why = {v.id: self.why_not(v.id) for v in VERBS}
-        self.push_screen(HelpScreen(help_markdown(why, self.findings, self.keys)))
+        self.push_screen(HelpScreen(help_markdown(why, self.findings, self.keys, self.read_only)))
 
     async def action_graphs(self) -> None:
         screen = GpuGraphsScreen()

@@ -36,8 +36,8 @@ class ActionCommands(Provider):
         out = []
         for v in VERBS:
             why = app.why_not(v.id)
-            help_ = v.help if why is None else f"unavailable: {visible(why)}"
-            out.append((keyed(v.id, v.label, app.keys), help_, v.id))
+            help_ = v.help_in(app.read_only) if why is None else f"unavailable: {visible(why)}"
+            out.append((keyed(v.id, v.label_in(app.read_only), app.keys), help_, v.id))
         out.append(("[/] filter the log", "show only lines matching a regex", "filter"))
         out.append(("[p] pause / resume the log", "freeze the log view", "pause"))
         # Textual reads a hit's help as markup

@@ -29,7 +29,9 @@ HELP_HEAD = """\
 
 HELP_TAIL = """
 Every action opens a confirm box that names the exact target and command;
-nothing runs until you press `y`. In `--read-only` mode all actions are off.
+nothing runs until you press `y`. In `--read-only` mode every action that
+changes something is off, and `attach` opens tmux's read-only client
+(`tmux attach -r`).
 
 ## The banner
 
@@ -59,12 +61,13 @@ def help_markdown(
     unavailable: dict[str, str | None],
     findings: list[Finding] | None = None,
     keys: dict[str, str] | None = None,
+    read_only: bool = False,
 ) -> str:
     rows = []
     for v in VERBS:
         why = unavailable.get(v.id)
         note = f" — *off: {visible(why)}*" if why else ""
-        rows.append(f"| `{key_of(v.id, keys)}` | {v.help}{note} |")
+        rows.append(f"| `{key_of(v.id, keys)}` | {v.help_in(read_only)}{note} |")
     return HELP_HEAD + "\n".join(rows) + "\n" + findings_markdown(findings or [], keys) + HELP_TAIL
 
 
