@@ -108,6 +108,24 @@ def launch(testbed: Any, run: Run, command: str, *, remain_on_exit: bool = False
     helpers.dead_pane_with_status(tmux, run.session, lambda: tmux_in_ct(testbed, run.ct, *args))
 
 
+def without_commands(testbed: Any, ct: int, *names: str) -> None:
+    """Make the CT lack `names` (e.g. tmux, python3*), as a minimal template
+    does: in the CT's own mount namespace /usr/bin becomes a tmpfs of links
+    to every other program of the real one."""
+    real = Path(testbed.root) / f"usr-bin-of-{ct}"
+    real.mkdir(exist_ok=True)
+    skip = "|".join(names)
+    script = (
+        f"set -e; mount --bind /usr/bin {real}; mount -t tmpfs none /usr/bin; "
+        f'for f in {real}/*; do b=${{f##*/}}; case "$b" in {skip}) ;; '
+        f'*) {real}/ln -s "$f" "/usr/bin/$b";; esac; done'
+    )
+    r = testbed.ct_exec(ct, ["/bin/sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    r = testbed.ct_exec(ct, ["/bin/sh", "-c", "command -v tmux python3 || true"])
+    assert not any(n in r.stdout for n in names), r.stdout
+
+
 def tee_command(script: str, log: str) -> str:
     """The field's launch line: `bash start.sh 2>&1 | tee log`."""
     return f"bash {shlex.quote(script)} 2>&1 | tee {shlex.quote(log)}"

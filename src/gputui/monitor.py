@@ -401,6 +401,7 @@ class Monitor:
         if started.agent is None:
             await self._check_ct(started.problem)
             if started.no_python:
+                await self._probe_tools()
                 await self._ensure_fallback()
             return
         agent = started.agent
@@ -416,6 +417,21 @@ class Monitor:
         if self.target.ct is not None and snap.ct_status != CtStatus.RUNNING:
             snap.ct_status = CtStatus.RUNNING
             self._changed("ct")
+        self._changed("ct")
+
+    async def _probe_tools(self) -> None:
+        """No agent to say which tools the CT has: ask once with a plain
+        command, so a missing tmux is named (not "nothing wrong")."""
+        if self.snapshot.tools.probed:
+            return
+        from gputui.doctor import probe_tools
+
+        try:
+            tools = await probe_tools(self.target)
+        except GputuiError:
+            return
+        tools.nvidia_smi_host = self.snapshot.tools.nvidia_smi_host  # the GPU feed knows best
+        self.snapshot.tools = tools
         self._changed("ct")
 
     # ------------------------------------------------------------ polling
