@@ -332,11 +332,23 @@ async def main(cfg: dict[str, Any]) -> dict[str, Any]:
     await tr.connect()
     t_conn = time.time()
     settings = Settings(gpu_source="host", read_only=True)
+    recorder = None
+    if cfg.get("history"):  # as the dashboard runs by default: history on
+        settings.history_path = str(Path(cfg["history"]) / "history.sqlite")
+    else:
+        settings.history = False
     mon = Monitor(Target(tr, cfg["ct"]), settings)
-    app = GputuiApp(mon, read_only=True)
+    if cfg.get("history"):
+        from gputui.ui.wiring import build_recorder
+
+        recorder, why = build_recorder(mon, settings)
+        assert why is None, why
+    app = GputuiApp(mon, read_only=True, recorder=recorder)
     probe = Probe(8)
     out: dict[str, Any] = {"transport": how}
     async with app.run_test(headless=True, size=(120, 40)) as pilot:
+        if recorder is not None:
+            await recorder.start()
         probe.install(app)
         ok = await wait_for(lambda: probe.complete_at(cfg["has_smi"]) is not None, 30.0)
         done = probe.complete_at(cfg["has_smi"])
@@ -360,6 +372,10 @@ async def main(cfg: dict[str, Any]) -> dict[str, Any]:
         out["dropped_log_lines"] = mon.dropped_log_lines
         out["connects"] = tr.connects
         write_control(cfg["ctl"], {"rate": 0})
+        if recorder is not None:
+            await recorder.stop()
+            if recorder.writer is not None:
+                recorder.writer.close()
         await app.action_quit()
         await pilot.pause()
     await tr.close()

@@ -244,6 +244,35 @@ async def test_a_log_write_paints_only_the_log() -> None:
         assert not {"GpuTable", "Banner", "StatusLine", "Footer"} & set(rendered), rendered
 
 
+async def test_a_frame_of_gpu_rows_and_run_panel_leaves_the_sessions_table_alone() -> None:
+    """The once-a-second frame changes the GPU rows and the run panel; their
+    bounding box spans the sessions table beside the run panel, but none of
+    its cells change, so it is not rendered (it was, every second)."""
+    from gputui.ui.widgets.gpus import GpuTable
+    from gputui.ui.widgets.runinfo import RunPanel
+    from gputui.ui.widgets.sessions import SessionList
+
+    app, _mon = make_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, pilot)
+        sessions, run = app.query_one(SessionList), app.query_one(RunPanel)
+        assert sessions.region.y == run.region.y  # side by side: one bounding box
+        rendered: list[str] = []
+        for w in app.screen.walk_children():
+            orig = w.render_lines
+
+            def counted(crop: Any, w: Any = w, orig: Any = orig) -> Any:
+                rendered.append(type(w).__name__)
+                return orig(crop)
+
+            w.render_lines = counted  # type: ignore[method-assign]
+        app.query_one(GpuTable).refresh()
+        run.refresh()
+        await pilot.pause()
+        assert {"GpuTable", "RunPanel"} <= set(rendered), rendered
+        assert "SessionList" not in rendered, rendered
+
+
 def _terminal_cells(compositor: Any, regions: list[Region]) -> list[tuple[int, int, str]]:
     """The (row, column, text) runs a partial update would send for `regions`."""
     from textual._compositor import ChopsUpdate

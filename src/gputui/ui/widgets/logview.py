@@ -7,18 +7,20 @@ from collections import deque
 from collections.abc import Iterable
 
 from rich.cells import cell_len
-from rich.highlighter import Highlighter
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.cache import LRUCache
 from textual.containers import Vertical
 from textual.geometry import Size
+from textual.selection import Selection
 from textual.strip import Strip
 from textual.widgets import Input, Log
 from typing_extensions import Self
 
 from gputui.diagnose import dur
 from gputui.model import LogState
+from gputui.ui.logstyle import TrainingLogHighlighter, line_segments
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
 from gputui.untrusted import visible
 
@@ -30,28 +32,6 @@ MAX_LINES = 5000
 # keeps the event loop from answering keys.
 BURST_BATCH = 1000
 BURST_KEEP = 200
-
-
-_HIGHLIGHTS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^\s+File \".*\", line \d+.*"), "red"),
-    (
-        re.compile(
-            r"(Traceback \(most recent call last\)|\b\w*(Error|Exception)\b|CUDA out of memory"
-            r"|\bKilled\b|\bFAILED\b|NCCL (error|WARN)|Segmentation fault|\bnan\b).*"
-        ),
-        "bold red",
-    ),
-    (re.compile(r"\b(WARNING|Warning|UserWarning)\b.*"), "yellow"),
-    (re.compile(r"\b(step|loss|tok/s|it/s|samples/s)\b"), "bold"),
-)
-
-
-class TrainingLogHighlighter(Highlighter):
-    """Errors and tracebacks in red, warnings in yellow, metric names bold."""
-
-    def highlight(self, text: Text) -> None:
-        for pattern, style in _HIGHLIGHTS:
-            text.highlight_regex(pattern, style)
 
 
 def log_state_text(log: LogState, now: float, stale_after: float) -> Text:
@@ -113,10 +93,6 @@ class TailLog(Log):
             self._style = super().rich_style
         return self._style
 
-    def notify_style_update(self) -> None:
-        self._style = None
-        super().notify_style_update()
-
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         """`ScrollView` moves its vertical scrollbar on every scroll, even one
         drawn 0 cells wide (this log's): refreshing a widget that is not on
@@ -138,29 +114,63 @@ class TailLog(Log):
         if self._following and not self.is_vertical_scroll_end:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
 
+    # Rendered lines are kept by their number since the log began, not by
+    # their place in `_lines`: Textual re-keys its whole cache on every prune
+    # past max_lines (each write, once a stream has filled the view).
+    _dropped = 0  # lines pruned from the top so far
+    _rows: LRUCache[int, Strip] | None = None
+
     def _prune_max_lines(self) -> None:
         """Past max_lines every line moves up while the scroll position stays
         the same: Textual repaints only the new rows (without the layout the
         `virtual_size` assignment used to bring, the rows above kept showing
         the lines they showed), so the whole view is repainted."""
-        before = len(self._lines)
-        super()._prune_max_lines()
-        if len(self._lines) != before:
+        if self.max_lines is None:
+            return
+        remove = len(self._lines) - self.max_lines
+        if remove > 0:
+            del self._lines[:remove]
+            self._dropped += remove
+            self._render_line_cache.clear()  # keyed by place (a selection's rows)
             self.refresh(self.size.region)
+
+    def clear(self) -> Self:
+        if self._rows is not None:
+            self._rows.clear()
+        return super().clear()
+
+    def notify_style_update(self) -> None:
+        self._style = None
+        if self._rows is not None:
+            self._rows.clear()
+        super().notify_style_update()
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        if self._rows is not None:
+            self._rows.clear()
+        super().selection_updated(selection)
 
     def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
         """Textual 8.2's `Log` keeps a rendered line only while text is
         selected (the test is the wrong way round), so every scroll re-styles
         and re-highlights every visible line. Keep them when nothing is
-        selected; a selection renders afresh, as before."""
-        if self.text_selection is not None:
+        selected, and draw them with `line_segments` (no Rich `Text`); a
+        selection renders through Textual, as before."""
+        if (
+            self.text_selection is not None
+            or not self.highlight
+            or not isinstance(self.highlighter, TrainingLogHighlighter)
+        ):
             return super()._render_line_strip(y, rich_style)
-        cache = self._render_line_cache
-        line = cache.get(y)
-        if line is None:
-            line = super()._render_line_strip(y, rich_style)
-            cache[y] = line
-        return line
+        if self._rows is None:
+            self._rows = LRUCache(1024)
+        key = y + self._dropped
+        strip = self._rows.get(key)
+        if strip is None:
+            line = self._process_line(self._lines[y])
+            strip = Strip(line_segments(line, rich_style), cell_len(line))
+            self._rows.set(key, strip)
+        return strip
 
     @classmethod
     def _process_line(cls, line: str) -> str:
