@@ -4,9 +4,17 @@ one clear line or one clear finding, never "nothing wrong" by mistake."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import pty
+import select
+import signal
+import sys
+from pathlib import Path
 from typing import Any
 
 import scenarios as sc
+from helpers import wait_for
 
 
 def test_a_ct_without_tmux_and_python3_is_not_nothing_wrong(testbed: Any, ct: int) -> None:
@@ -19,3 +27,51 @@ def test_a_ct_without_tmux_and_python3_is_not_nothing_wrong(testbed: Any, ct: in
     assert missing["severity"] == "warning"
     assert "tmux" in missing["title"] and "python3" in missing["title"]
     assert f"pct exec {ct} -- apt-get install -y tmux" in missing["fix"]
+
+
+def _tails_of(path: Path) -> list[int]:
+    """PIDs of the `tail … PATH` processes on this machine."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                if argv[0] == b"tail" and str(path).encode() in argv:
+                    out.append(int(entry))
+    return out
+
+
+def test_closing_the_terminal_leaves_no_tail_behind(tmp_path: Path) -> None:
+    """`gputui --local --log L` whose terminal closes (SIGHUP, no clean
+    quit): the `tail -F` of a quiet log used to outlive it for good."""
+    log = tmp_path / "quiet.log"
+    log.write_text("step 1 | loss 1.0\n")
+    (tmp_path / "none.toml").write_text("")
+    argv = [sys.executable, "-m", "gputui.cli", "--local", "--log", str(log)]
+    argv += ["--config", str(tmp_path / "none.toml")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}
+    env.update(HOME=str(tmp_path), TERM="xterm-256color", XDG_STATE_HOME=str(tmp_path))
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: gputui on the pty
+        os.execve(sys.executable, argv, env)
+    try:
+        buf = bytearray()
+
+        def tail_started() -> bool:
+            while select.select([fd], [], [], 0)[0]:  # keep the terminal drained
+                try:
+                    buf.extend(os.read(fd, 65536))
+                except OSError:
+                    break
+            return bool(_tails_of(log))
+
+        wait_for(tail_started, 30, f"gputui following the log; screen: {bytes(buf[-300:])!r}")
+    finally:
+        os.close(fd)  # the terminal goes away: the kernel sends SIGHUP
+        os.waitpid(pid, 0)
+    try:
+        wait_for(lambda: not _tails_of(log), 8, "no tail left following the log")
+    finally:  # a failure leaves nothing either (its batcher ends with its tail)
+        for left in _tails_of(log):
+            with contextlib.suppress(OSError):
+                os.kill(left, signal.SIGKILL)

@@ -63,17 +63,55 @@ def _exit_status(code: int | None) -> int | None:
     return code
 
 
+# The watchdog of a local command: its stdin is a pipe from gputui; EOF (gputui
+# is gone without closing the command: its terminal closed, a kill -9) ends
+# the command's process group. A `tail -F` of a quiet log would otherwise
+# outlive gputui for good. Killed outright once the command has ended, so it
+# never signals a process group number used again.
+GUARD_SCRIPT = 'read -r _; kill -TERM "-$1" 2>/dev/null; sleep 1; kill -KILL "-$1" 2>/dev/null'
+
+
+async def _guard(pgid: int) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        "sh",
+        "-c",
+        GUARD_SCRIPT,
+        "gputui-guard",
+        str(pgid),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        start_new_session=True,  # no SIGHUP from gputui's terminal
+    )
+
+
 class LocalProcess(RemoteProcess):
     """A long-lived local command over its subprocess pipes."""
 
     def __init__(
-        self, proc: asyncio.subprocess.Process, registry: set[LocalProcess] | None = None
+        self,
+        proc: asyncio.subprocess.Process,
+        registry: set[LocalProcess] | None = None,
+        guard: asyncio.subprocess.Process | None = None,
     ) -> None:
         self._proc = proc
         self._registry = registry
         self._stderr = bytearray()
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
         self._closed = False
+        self._guard = guard
+        self._guard_task = asyncio.ensure_future(self._retire_guard()) if guard else None
+
+    async def _retire_guard(self) -> None:
+        """The command ended (or was closed): its guard goes, without acting."""
+        try:
+            await self._proc.wait()
+        finally:
+            guard = self._guard
+            if guard is not None and guard.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    guard.kill()
+                await guard.wait()
 
     @property
     def pid(self) -> int:
@@ -127,6 +165,9 @@ class LocalProcess(RemoteProcess):
         self._stderr_task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._stderr_task
+        if self._guard_task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._guard_task
 
 
 class LocalTransport(Transport):
@@ -171,8 +212,8 @@ class LocalTransport(Transport):
         return CommandResult(argv, _exit_status(proc.returncode), out, err)
 
     async def open(self, argv: list[str], *, watchdog: bool = True) -> RemoteProcess:
-        # Locally the watchdog is the process group: close() kills the whole
-        # group, so `watchdog` needs no wrapper here.
+        # close() kills the whole process group; `watchdog` adds a guard
+        # (GUARD_SCRIPT) for when gputui ends without a close.
         argv = list(argv)
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -197,7 +238,8 @@ class LocalTransport(Transport):
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
             )
-        p = LocalProcess(proc, self._procs)
+        guard = await _guard(proc.pid) if watchdog and proc.returncode is None else None
+        p = LocalProcess(proc, self._procs, guard)
         self._procs.add(p)
         return p
 
