@@ -7,11 +7,16 @@ from __future__ import annotations
 import contextlib
 import os
 import pty
+import re
 import select
+import shutil
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import scenarios as sc
 from helpers import wait_for
@@ -75,3 +80,59 @@ def test_closing_the_terminal_leaves_no_tail_behind(tmp_path: Path) -> None:
         for left in _tails_of(log):
             with contextlib.suppress(OSError):
                 os.kill(left, signal.SIGKILL)
+
+
+def _run_in_terminal(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int, str]:
+    """argv on a pty as a user's terminal: (exit code, what it showed)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvpe(argv[0], argv, env)
+    seen = bytearray()
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    break
+                seen.extend(chunk)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        os.close(fd)
+        _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), seen.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("command", [["doctor"], []])
+def test_a_log_it_may_not_read_is_one_line(tmp_path: Path, command: list[str]) -> None:
+    """A named log that exists but this user may not read (an unprivileged
+    CT's root and a file of the host's root): one line naming it, exit 2 —
+    the dashboard showed "catching up 0 of 18 bytes" for good and doctor
+    said nothing. As root, the read permission is taken away with setpriv."""
+    log = tmp_path / "train.log"
+    log.write_text("step 1 | loss 1.0\n")
+    log.chmod(0)
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("root here, and no setpriv to drop the right to read any file")
+        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+    (tmp_path / "none.toml").write_text("")
+    argv = [*prefix, sys.executable, "-m", "gputui.cli", *command, "--local", "--log", str(log)]
+    argv += ["--config", str(tmp_path / "none.toml")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}
+    env.update(HOME=str(tmp_path), TERM="xterm-256color", XDG_STATE_HOME=str(tmp_path))
+    code, shown = _run_in_terminal(argv, env, 30)
+    assert code == 2, shown[-600:]
+    # what stays on the terminal: after the dashboard's screen (if any) is gone
+    left = re.sub(r"\x1b\[[0-9;?<>=]*[a-zA-Z]", "", shown.rpartition("\x1b[?1049l")[2])
+    lines = [line for line in left.splitlines() if line.strip()]
+    assert lines == [
+        f"gputui: log {log} cannot be read (permission denied) — check its owner and mode "
+        f"(ls -l {log}); in an unprivileged CT root cannot read files owned by the host's root"
+    ], shown[-600:]

@@ -45,6 +45,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shlex
 import time
 from collections import deque
 from collections.abc import Callable
@@ -62,10 +63,13 @@ from gputui.remote.target import Target
 # Prints the header `@gputui KIND SIZE MTIME INODE START`, then tails from
 # byte START. A path that is not a regular file (a directory, /dev/zero, a
 # FIFO) gets `@gputui notfile TYPE` and is not read: tail on /dev/zero would
-# stream zeros forever and burn a core on both ends.
+# stream zeros forever and burn a core on both ends. A file this user may not
+# read (an unprivileged CT's root and a file of the host's root) gets
+# `@gputui unreadable`: tail would only retry "Permission denied" forever.
 FOLLOW_SCRIPT = r"""off=$1; ino=$2; p=$3; back=${4:-0}; batch=$5
 if st=$(stat -L -c '%s %Y %i' -- "$p" 2>/dev/null); then
   if [ ! -f "$p" ]; then echo "@gputui notfile $(stat -L -c %F -- "$p")"; exit 0; fi
+  if [ ! -r "$p" ]; then echo "@gputui unreadable"; exit 0; fi
   set -- $st
   if [ "$off" = "-" ]; then
     if [ "$1" -gt "$back" ]; then off=$(($1 - back)); else off=0; fi
@@ -178,8 +182,17 @@ def named_log(settings: Settings) -> str | None:
     return settings.log or settings.run.log
 
 
+UNREADABLE = "file it may not read"  # LogState.not_a_file of an unreadable log
+
+
 def not_a_file_error(path: str, kind: str) -> ConfigError:
-    """The one line for a named log that is a directory or a device."""
+    """The one line for a named log that is a directory, a device or unreadable."""
+    if kind == UNREADABLE:
+        return ConfigError(
+            f"log {path} cannot be read (permission denied)",
+            f"check its owner and mode (ls -l {shlex.quote(path)}); in an unprivileged CT "
+            "root cannot read files owned by the host's root",
+        )
     return ConfigError(
         f"log {path} is a {kind}, not a file",
         "pass the file the run writes with --log (or [run] log in the config)",
@@ -188,14 +201,16 @@ def not_a_file_error(path: str, kind: str) -> ConfigError:
 
 async def log_kind(target: Target, path: str | None, timeout: float = 10.0) -> str | None:
     """What `path` is on the target when it exists and is NOT a regular file
-    ("directory", "character special file", "fifo"); None otherwise (a
-    file, missing, or the check itself failed: the follower says more)."""
+    ("directory", "character special file", "fifo") or one this user may
+    not read (UNREADABLE); None otherwise (a readable file, missing, or the
+    check itself failed: the follower says more)."""
     if not path:
         return None
     argv = [
         "sh",
         "-c",
-        'if [ -e "$1" ] && [ ! -f "$1" ]; then stat -L -c %F -- "$1"; fi',
+        'if [ -e "$1" ] && [ ! -f "$1" ]; then stat -L -c %F -- "$1"; '
+        'elif [ -e "$1" ] && [ ! -r "$1" ]; then echo unreadable; fi',
         "-",
         path,
     ]
@@ -203,7 +218,8 @@ async def log_kind(target: Target, path: str | None, timeout: float = 10.0) -> s
         res = await target.run(argv, timeout=timeout)
     except GputuiError:
         return None
-    return res.out.strip() or None if res.ok else None
+    kind = res.out.strip() if res.ok else ""
+    return UNREADABLE if kind == "unreadable" else kind or None
 
 
 _TAIL_NOTE = re.compile(rb"tail: [^\n]*\n")
@@ -408,6 +424,11 @@ class LogFollower:
         if kind == "notfile":
             st.not_a_file = " ".join(words[2:]) or "not a regular file"
             st.error = f"{self.path} is a {st.not_a_file}, not a log file"
+            self._notify()
+            return
+        if kind == "unreadable":  # looked at again now and then, as a directory is
+            st.not_a_file = UNREADABLE
+            st.error = f"cannot read {self.path}: permission denied"
             self._notify()
             return
         first = not self._positioned

@@ -276,7 +276,8 @@ class LogState:
     truncations: int = 0
     rotations: int = 0
     error: str | None = None
-    not_a_file: str | None = None  # what the path is instead ("directory"); never read then
+    # what the path is instead ("directory", or logfollow.UNREADABLE); never read then
+    not_a_file: str | None = None
     # Seconds between consecutive complete lines as they arrived (0 within a
     # burst): the run's own cadence, for the adaptive stale threshold.
     line_gaps: deque[float] = field(default_factory=lambda: deque(maxlen=200))
