@@ -192,15 +192,19 @@ def test_accept_new_host_key_adds_it_after_showing_it(capsys, testbed, tmp_path:
 def test_changed_host_key_is_never_accepted(capsys, testbed, tmp_path: Path, accept: bool) -> None:
     other = new_key(tmp_path / "other_host_key")
     pub = Path(f"{other}.pub").read_text().split()
-    kh = tmp_path / "known_hosts"
+    kh = tmp_path / "my known_hosts"
     kh.write_text(f"[127.0.0.1]:{testbed.port} {pub[0]} {pub[1]}\n")
     extra = ["--accept-new-host-key"] if accept else []
     rc, _, err, _ = doctor(capsys, *bed_flags(testbed, **{"--known-hosts": str(kh)}), *extra)
     line = one_line(err)
     assert rc == 2
     assert f"host key for [127.0.0.1]:{testbed.port} has CHANGED" in line
-    assert f"ssh-keygen -R '[127.0.0.1]:{testbed.port}'" in line
     assert kh.read_text().split() == [f"[127.0.0.1]:{testbed.port}", pub[0], pub[1]]
+    # the fix as printed, pasted into a shell, removes the old key from that file
+    fix = line.split("`")[1]
+    assert fix.startswith(f"ssh-keygen -R '[127.0.0.1]:{testbed.port}' -f "), line
+    subprocess.run(["sh", "-c", fix], check=True, capture_output=True, timeout=20)
+    assert kh.read_text() == ""
 
 
 def test_ct_that_does_not_exist(capsys, testbed) -> None:

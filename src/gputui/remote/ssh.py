@@ -438,9 +438,9 @@ class SshTransport(Transport):
                 return ConnectError(
                     f"host key for {what}{name} has CHANGED (now {fp}){via}; refusing to connect",
                     "if the host was reinstalled, remove the old key with "
-                    f"`ssh-keygen -R '{name}'`"
-                    + (f" -f {kh}" if kh != str(_default_known_hosts()) else "")
-                    + ", otherwise someone may be intercepting the connection",
+                    f"`ssh-keygen -R {shlex.quote(name)}"
+                    + (f" -f {shlex.quote(kh)}" if kh != str(_default_known_hosts()) else "")
+                    + "`, otherwise someone may be intercepting the connection",
                 )
             keyscan = (
                 f"ssh-keyscan -p {port} {host} >> FILE"
@@ -456,7 +456,8 @@ class SshTransport(Transport):
                 )
             return ConnectError(
                 f"host key for {what}{name} is not known ({fp}){via}",
-                f"check the fingerprint, then add it with `{keyscan.replace('FILE', kh)}`, "
+                f"check the fingerprint, then add it with "
+                f"`{keyscan.replace('FILE', shlex.quote(kh))}`, "
                 "or rerun with --accept-new-host-key",
             )
         if isinstance(err, asyncssh.PermissionDenied):
