@@ -165,3 +165,23 @@ def test_config_host_with_user_and_port(tmp_path: Path) -> None:
     path.write_text('host = "root@gpu1:2222"\n')
     s = load_config(str(path))
     assert (s.user, s.host, s.port) == ("root", "gpu1", 2222)
+
+
+@pytest.mark.parametrize(
+    ("text", "fix"),
+    [
+        ('hots = "h"\n', "did you mean `host`? known keys at the top: ct, host"),
+        ("interval = 2\n", "`interval` belongs in [ui]: move it there"),
+        ('[ui]\nhost = "h"\n', "`host` belongs at the top (before any [section]): move it there"),
+        ("[diagnosis]\nstale_afterr = 3\n", "did you mean `stale_after` in [ui]?"),
+        ('targets = "gpu1"\n', 'write [[targets]] then host = "..."'),
+        ('[[targets]]\nhots = "gpu1"\n', "did you mean `host`?"),
+        ("zzz = 1\n", "known keys at the top: ct, host, identity_file"),
+    ],
+)
+def test_an_unknown_key_says_what_was_meant(tmp_path: Path, text: str, fix: str) -> None:
+    """A typo or a key in the wrong section: the line says the likely key
+    and where it belongs, not only the list of keys of this section."""
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text))
+    assert "unknown key" in str(err.value) and fix in str(err.value), str(err.value)

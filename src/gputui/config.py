@@ -9,6 +9,7 @@ the key: a TOML syntax error, an unknown key, a value of the wrong type.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 import stat
@@ -239,7 +240,8 @@ def _targets(items: list[Any], text: str, path: Path) -> list[HostTarget]:
             spec = TARGET_KEYS.get(key)
             if spec is None:
                 raise ConfigError(
-                    f"{where}: unknown key `{key}`", f"known keys: {', '.join(TARGET_KEYS)}"
+                    f"{where}: unknown key `{key}`",
+                    _unknown_key_fix("targets", key, list(TARGET_KEYS)),
                 )
             if not _check_type(value, spec[0]):
                 raise ConfigError(
@@ -258,13 +260,32 @@ def _targets(items: list[Any], text: str, path: Path) -> list[HostTarget]:
     return out
 
 
+def _unknown_key_fix(section: str, key: str, known: list[str]) -> str:
+    """What the user most likely meant: a key of this section or another
+    one spelt alike (or the same key, in the section it belongs in), else
+    the keys there are."""
+    where = f" in [{section}]" if section else " at the top"
+    if section == "" and key == "targets":
+        return 'each host is a table: write [[targets]] then host = "..."'
+    pairs = [(section, k) for k in known] + [(s, k) for s, k in KEYS if s != section]
+    ratio = {p: difflib.SequenceMatcher(None, key, p[1]).ratio() for p in pairs}
+    home, best = max(pairs, key=lambda p: ratio[p])  # the first, this section's, on a tie
+    place = f"in [{home}]" if home else "at the top (before any [section])"
+    if ratio[(home, best)] == 1.0:
+        return f"`{key}` belongs {place}: move it there"
+    if ratio[(home, best)] >= 0.75:
+        there = "" if home == section else f" {place}"
+        return f"did you mean `{best}`{there}? known keys{where}: {', '.join(known)}"
+    return f"known keys{where}: {', '.join(known)}"
+
+
 def _apply(settings: Settings, text: str, path: Path, section: str, key: str, value: Any) -> None:
     spec = KEYS.get((section, key))
     if spec is None:
         known = sorted(k for s, k in KEYS if s == section)
         raise ConfigError(
             f"{_where(path, text, section, key)}: unknown key",
-            f"known keys{' in [' + section + ']' if section else ' at the top'}: {', '.join(known)}",
+            _unknown_key_fix(section, key, known),
         )
     attr, (types, wanted) = spec
     if not _check_type(value, types):
