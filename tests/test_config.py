@@ -185,3 +185,28 @@ def test_an_unknown_key_says_what_was_meant(tmp_path: Path, text: str, fix: str)
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, text))
     assert "unknown key" in str(err.value) and fix in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("keys", "words"),
+    [
+        (
+            'kill = "q"',
+            "`keys.kill`: 'q' is already the key of quit — pick another key for kill, or",
+        ),
+        ('filter = "?"', "'?' is already the key of help"),
+        ('relaunch = "g"', "'g' is already the key of graphs — pick another key for relaunch"),
+        ('dump = "K"', "'K' is already the key of force_kill"),
+        ('kill = "k,p"', "'p' is already the key of pause"),
+    ],
+)
+def test_one_key_for_two_bindings_is_refused(tmp_path: Path, keys: str, words: str) -> None:
+    """kill = "q" left no key to quit (q opened the kill box instead)."""
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, f"[keys]\n{keys}\n"))
+    assert words in str(err.value), str(err.value)
+
+
+def test_keys_may_swap_when_both_move(tmp_path: Path) -> None:
+    s = load_config(write(tmp_path, '[keys]\nquit = "x"\nkill = "q,k"\nhelp = "?"\n'))
+    assert s.keys == {"quit": "x", "kill": "q,k", "help": "?"}

@@ -28,7 +28,7 @@ from gputui.collect.metrics import compile_user_regex
 from gputui.diagnose import PERCENT_THRESHOLDS, Thresholds
 from gputui.errors import ConfigError
 from gputui.remote.container import ProxmoxLXC
-from gputui.verbs import VERB_BY_ID
+from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, key_clash
 
 DEFAULT_CONFIG = Path("~/.config/gputui/config.toml")
 GPU_SOURCES = ("auto", "host", "ct", "nvml")
@@ -147,10 +147,7 @@ KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("alerts", "connection_down_after"): ("alert_connection_down_after", _NUM),
     ("alerts", "terminal"): ("alert_terminal", _BOOL),
     **{("diagnosis", f.name): (f"diagnosis.{f.name}", _NUM) for f in fields(Thresholds)},
-    **{
-        ("keys", b): (f"keys.{b}", _STR)
-        for b in (*VERB_BY_ID, "quit", "help", "filter", "pause", "history")
-    },
+    **{("keys", b): (f"keys.{b}", _STR) for b in (*VERB_BY_ID, *SCREEN_KEYS)},
 }
 SECTIONS = {s for s, _ in KEYS if s}
 
@@ -383,6 +380,14 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
                 f"{where('keys', name, '[keys]')}: {key!r} is not a key name",
                 'use one key as Textual names it, e.g. "x", "ctrl+k" or "f5"',
             )
+    clash = key_clash(s.keys)
+    if clash is not None:
+        name, key, other = clash
+        raise ConfigError(
+            f"{where('keys', name, '[keys]')}: {key!r} is already the key of {other}",
+            f"pick another key for {name}"
+            + ("" if other in FIXED_KEYS else f", or give {other} another one in [keys] too"),
+        )
 
     if s.port is not None and not 1 <= s.port <= 65535:
         raise ConfigError(

@@ -188,6 +188,33 @@ def why_not(verb: str, snap: Snapshot, *, read_only: bool, can_launch: bool = Fa
     return RULES[verb](snap, can_launch)
 
 
+# The dashboard's other keys, by binding id (ui/app.py binds them from here):
+# SCREEN_KEYS may be rebound in [keys], FIXED_KEYS may not.
+SCREEN_KEYS = {
+    "quit": "q",
+    "help": "question_mark",
+    "filter": "slash",
+    "pause": "p",
+    "history": "h",
+}
+FIXED_KEYS = {"back": "escape", "graphs": "g", "palette": "ctrl+p"}
+_SAME_KEY = {"?": "question_mark", "/": "slash", "esc": "escape"}  # as a user may write it
+
+
+def key_clash(keys: dict[str, str]) -> tuple[str, str, str] | None:
+    """(binding id, key, the id that has it already) when [keys] gives one
+    key to two bindings — kill = "q" would leave no key to quit — else None."""
+    bound = {**{v.id: v.key for v in VERBS}, **SCREEN_KEYS, **keys}
+    owner: dict[str, str] = {_SAME_KEY.get(k, k): i for i, k in FIXED_KEYS.items()}
+    for name in sorted(bound, key=lambda n: (n in keys, n)):  # the defaults first
+        for given in bound[name].split(","):  # "k,x": several keys
+            key = _SAME_KEY.get(given.strip(), given.strip())
+            if owner.get(key, name) != name:
+                return name, given.strip(), owner[key]
+            owner[key] = name
+    return None
+
+
 def key_of(verb: str, keys: dict[str, str] | None = None) -> str:
     """The key that runs `verb`: the user's ([keys] in the config), else the default."""
     bound = (keys or {}).get(verb)

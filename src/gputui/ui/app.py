@@ -49,7 +49,7 @@ from gputui.ui.widgets.runinfo import RunPanel, run_line_text
 from gputui.ui.widgets.sessions import SessionList
 from gputui.ui.widgets.status import StatusLine
 from gputui.untrusted import visible
-from gputui.verbs import VERB_BY_ID, VERBS, keyed, why_not
+from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, VERBS, keyed, why_not
 
 DEFAULT_STALE_AFTER = 30.0
 BACK = -1  # exit code of a run view opened from the host view: go back to it
@@ -68,12 +68,12 @@ class GputuiApp(App[int]):
         # (priority): under a log flood each hop of a bubbling key waits a turn
         # of the event loop. `check_action` passes them on to the filter box
         # and to boxes on top of the dashboard.
-        Binding("q", "quit", "quit", id="quit", priority=True),
-        Binding("question_mark", "help", "help", key_display="?", id="help"),
-        Binding("slash", "filter", "filter", key_display="/", id="filter"),
-        Binding("p", "pause", "pause", id="pause", priority=True),
-        Binding("escape", "back", "host view", key_display="esc", id="back"),
-        Binding("h", "history", "whole run", id="history", show=False),
+        Binding(SCREEN_KEYS["quit"], "quit", "quit", id="quit", priority=True),
+        Binding(SCREEN_KEYS["help"], "help", "help", key_display="?", id="help"),
+        Binding(SCREEN_KEYS["filter"], "filter", "filter", key_display="/", id="filter"),
+        Binding(SCREEN_KEYS["pause"], "pause", "pause", id="pause", priority=True),
+        Binding(FIXED_KEYS["back"], "back", "host view", key_display="esc", id="back"),
+        Binding(SCREEN_KEYS["history"], "history", "whole run", id="history", show=False),
         *[
             Binding(
                 v.key,
@@ -84,7 +84,7 @@ class GputuiApp(App[int]):
             )
             for v in VERBS
         ],
-        Binding("g", "graphs", "GPU graphs", id="graphs", show=False),
+        Binding(FIXED_KEYS["graphs"], "graphs", "GPU graphs", id="graphs", show=False),
     ]
 
     def __init__(
