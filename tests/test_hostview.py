@@ -199,6 +199,12 @@ def _two_runs(old: Pane, *, new_dead: bool = False) -> Snapshot:
         (Pane("old", 0, 0, 5, dead=True, dead_signal=9), "dead", "signal 9", "old"),
         (Pane("old", 0, 0, 5, dead=True), "dead", "exit status unknown", "old"),
         (Pane("old", 0, 0, 5, dead=True, dead_status=0), "ok", "", "new"),  # finished
+        (
+            Pane("old", 0, 0, 5, dead=True, dead_status=0, start_command="bash s.sh | tee l"),
+            "dead",
+            "the pipe's (tee's)",
+            "old",
+        ),
         (Pane("old", 0, 0, 5), "ok", "", "new"),
     ],
 )

@@ -306,13 +306,16 @@ def host_row(snap: Snapshot | None, findings: list[Finding], gpus: list[GpuRow])
 def ended_badly(session: Session) -> str | None:
     """Why a session's run needs a person, from tmux alone: every pane dead
     and the main one killed by a signal or ended non-zero (or tmux lost its
-    status). None: alive, or finished with exit status 0."""
+    status), or ended 0 through a pipe (`| tee log`: the 0 is tee's, and a
+    crash looks the same). None: alive, or finished with exit status 0."""
     pane = session.main_pane
     if session.alive or pane is None:
         return None
     name = session.name
     if pane.dead_signal:
         return f"session {name} died: killed (signal {pane.dead_signal})"
+    if pane.dead_status == 0 and "|" in (pane.start_command or ""):
+        return f"session {name} ended; its exit status 0 is the pipe's (tee's), not the run's"
     if pane.dead_status == 0:
         return None  # finished: as the run view, nothing to do
     if pane.dead_status is None:
