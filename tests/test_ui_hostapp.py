@@ -95,3 +95,24 @@ def test_remote_text_cannot_reach_the_terminal_or_the_markup_parser() -> None:
 
 def test_snapshot_host_view(snap_compare) -> None:
     assert snap_compare(host_app(), terminal_size=SIZE)
+
+
+async def test_a_short_terminal_keeps_the_containers_and_their_why() -> None:
+    """At 60×20 the containers had no row left under the GPUs; a "why" that
+    arrived after the first draw stayed cut to the width of an empty one."""
+    view = proxmox_view()
+    whys = {c.id: c.why for c in view.containers}
+    for c in view.containers:
+        c.why = ""
+    app = HostApp([FixedHostWatch(view)], live=False)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        for c in view.containers:
+            c.why = whys[c.id]
+        app._apply()
+        await pilot.pause()
+        table = app.query_one("#ct-table", DataTable)
+        assert table.size.height >= 6  # its header and 5 rows
+        assert table.columns[list(table.columns)[-1]].content_width >= max(
+            len(w) for w in whys.values()
+        )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -116,6 +116,11 @@ def holder_text(row: GpuRow, plain_host: bool) -> Text:
     return Text("  |  ").join(parts)
 
 
+HOSTS_MAX_HEIGHT = 8
+GPU_MAX_HEIGHT = 12  # 8 GPUs, their header and border
+CONTAINER_ROWS = 5  # container rows kept on screen however short the terminal
+
+
 class HostApp(App[Any]):
     """See the module docstring."""
 
@@ -181,6 +186,13 @@ class HostApp(App[Any]):
     def on_unmount(self) -> None:
         for h in self.hosts:
             h.unsubscribe(self._on_view)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """The GPU table gives way on a short terminal: the containers keep
+        CONTAINER_ROWS rows (at 60×20 they had none)."""
+        hosts = min(HOSTS_MAX_HEIGHT, len(self.hosts) + 3)
+        room = event.size.height - 1 - hosts - (CONTAINER_ROWS + 3)  # footer; border + header
+        self.query_one("#gpu-table").styles.max_height = max(4, min(GPU_MAX_HEIGHT, room))
 
     def _on_view(self, view: HostView) -> None:
         """A host watch's news (its tasks run outside the app): handled as a
@@ -336,7 +348,7 @@ def _replace_rows(table: DataTable[Any], rows: list[tuple[str, list[Text]]]) -> 
     for key, cells in rows:
         for col, value in zip(columns, cells, strict=False):
             if table.get_cell(key, col) != value:
-                table.update_cell(key, col, value)
+                table.update_cell(key, col, value, update_width=True)  # a longer "why"
 
 
 # ------------------------------------------------------------ the loop
