@@ -720,6 +720,20 @@ CASES = [
         absent=("gpu_memory_orphaned",),
     ),
     Case(
+        "a --session that is not there, a live run in another session holds the GPU: no claim",
+        {
+            "session": "missing",
+            "proc": False,
+            "silent": 60.0,
+            "gpu_procs": [
+                GpuProcess(UUID + "0", 5099, 40_000, "python", ct_pid=99, in_container=True),
+            ],
+        },
+        "session_missing",
+        Severity.WARNING,
+        absent=("gpu_memory_orphaned",),
+    ),
+    Case(
         "memory held, no session watched: no claim",
         {"session": "none", "proc": False},
         None,
@@ -836,6 +850,24 @@ def test_rules(case: Case) -> None:
         assert k not in kinds, [x.title for x in findings]
     if "also" in case.extra:
         assert case.extra["also"] in kinds
+
+
+def test_orphaned_memory_names_only_the_watched_containers_processes() -> None:
+    """A run that died in CT 200 leaves memory; a live process of another
+    container on the same GPU is not named as a leftover to kill."""
+    snap = run(
+        session="dead",
+        dead_status=1,
+        util=0.0,
+        silent=10.0,
+        gpu_procs=[
+            GpuProcess(UUID + "0", 5012, 30_000, "python", ct_pid=12, in_container=True),
+            GpuProcess(UUID + "0", 6000, 10_000, "python", ct_pid=None, in_container=False),
+        ],
+    )
+    (orphan,) = [f for f in diagnose(snap, NOW) if f.kind == "gpu_memory_orphaned"]
+    said = " ".join([orphan.title, *orphan.evidence, orphan.fix or ""])
+    assert "5012" in said and "6000" not in said, said
 
 
 def test_session_missing_for_a_run_found_by_its_log_offers_no_launch() -> None:

@@ -1359,11 +1359,14 @@ def rule_gpu_memory_orphaned(ctx: Context) -> Finding | None:
         )
     if run_alive or not ctx.run_known_gone or not ctx.ct_usable:
         return None
+    if ctx.session is None and not ctx.snap.session_gone and any(s.alive for s in ctx.sessions):
+        return None  # a --session that is not there (session_missing): a live session may hold it
     quiet = ctx.log.silent_for(ctx.now)
     if quiet is not None and quiet < ctx.th.orphan_grace_s:
         return None  # the run has just exited: the driver frees its memory within a reading or two
     if gprocs and all(gp.in_container is False for gp in gprocs):
         return None  # held by other containers' processes: not ours to call orphaned
+    gprocs = [gp for gp in gprocs if gp.in_container is not False]  # theirs are not ours to kill
     if not gprocs and ctx.gpus.processes_pending:
         return None  # nvidia-smi has not listed the processes yet: nobody is known to hold it
     ev = [g.line() for g in held]
