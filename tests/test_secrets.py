@@ -100,6 +100,9 @@ async def test_env_values_are_in_no_argv_screen_or_log(
                 plan = await (plan_launch if verb == "launch" else plan_relaunch)(
                     target, settings, "sec" if verb == "relaunch" else None
                 )
+                # the new run is checked alive for 0.5 s, not 3: its verify
+                # command runs (and is watched) all the same
+                plan.params["verify_s"] = 0.5
                 result = await execute(target, plan)
             assert result.ok, result.details
             assert hits == [], f"{verb}: the secret was in a command line: {hits[:1]}"
