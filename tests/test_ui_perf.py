@@ -3,6 +3,7 @@ the screen; lines still arrive in order, none lost."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import replace
 from typing import Any
@@ -356,6 +357,71 @@ async def test_log_rows_after_writes_and_prunes_are_what_textual_renders() -> No
         await check()
 
 
+async def test_log_rows_carried_across_scrolls_are_what_textual_renders() -> None:
+    """A write that scrolls the view keeps the strips of rows still in view
+    (`TailLog._scroll_rows`), and prunes come in steps: after one-line writes,
+    bigger ones, the user scrolling up and down, a prune step and a width
+    change, every row equals a fresh render by Textual's own styles cache;
+    and a one-line write restyles one row, not the whole view."""
+    from textual._styles_cache import StylesCache
+
+    from gputui.ui.widgets.logview import PRUNE_STEP
+
+    app, _mon = make_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, pilot)
+        log = app.query_one("#log", TailLog)
+        log.max_lines = PRUNE_STEP * 4
+        n = 0
+
+        async def write(k: int) -> None:
+            nonlocal n
+            log.write_lines([f"step {n + i} loss {i / 7:.3f} Error {i}" for i in range(k)])
+            n += k
+            await check()
+
+        async def check() -> None:
+            await pilot.pause()
+            crop = Region(0, 0, log.size.width, log.size.height)
+            got = [list(s) for s in log.render_lines(crop)]
+            want = [list(s) for s in StylesCache().render_widget(log, crop)]
+            assert [[x.text for x in r] for r in got] == [[x.text for x in r] for r in want]
+            assert got == want
+
+        for k in (60, 1, 1, 2, 5, 1):
+            await write(k)
+        styled: list[int] = []
+        orig = log.render_line
+
+        def counted(y: int) -> Any:
+            styled.append(y)
+            return orig(y)
+
+        log.render_line = counted  # type: ignore[method-assign]
+        log.write_lines([f"step {n} loss 0.000 Error 0"])
+        n += 1
+        await pilot.pause()
+        assert len(styled) == 1, styled  # the new bottom row only
+        log.render_line = orig  # type: ignore[method-assign]
+        await check()
+        for y in (log.scroll_y - 3, log.scroll_y - 1, log.scroll_y + 2):
+            log.scroll_to(y=y, animate=False, immediate=True)
+            await check()
+        log.scroll_end(animate=False, immediate=True)
+        await check()
+        await write(PRUNE_STEP * 5 - 1 - len(log.lines))  # one line short of a prune step
+        assert log.line_count == PRUNE_STEP * 5 - 1
+        await write(1)  # the step: back to max_lines
+        assert (
+            log.line_count == PRUNE_STEP * 4 and log.lines[-1] == f"step {n - 1} loss 0.000 Error 0"
+        )
+        for k in (1, 3, 1):
+            await write(k)
+        await pilot.resize_terminal(100, 30)
+        await check()
+        await write(1)
+
+
 async def test_log_that_shrinks_at_its_end_keeps_following() -> None:
     """The banner grows (or the terminal gets shorter) while the log is at its
     end: new lines are still shown; a log the user scrolled up stays put."""
@@ -377,3 +443,13 @@ async def test_log_that_shrinks_at_its_end_keeps_following() -> None:
         log.write_lines(["b 2"])
         await pilot.pause()
         assert log.scroll_y == 10
+
+
+def test_session_ages_change_at_most_once_a_minute() -> None:
+    """Each change of a cell redraws the whole sessions table (~15 ms): the
+    age column moves once a minute, not with every second of a new session."""
+    from gputui.ui.widgets.sessions import session_age
+
+    ages = [session_age(t) for t in range(3600)]
+    assert sum(a != b for a, b in itertools.pairwise(ages)) <= 60
+    assert (ages[5], ages[75], ages[150], ages[3599]) == ("<1 m", "1 m", "2 m", "60 m")

@@ -25,6 +25,7 @@ from gputui.ui.widgets.quiet import QuietStatic, set_border_text
 from gputui.untrusted import visible
 
 MAX_LINES = 5000
+PRUNE_STEP = 500  # the log view holds MAX_LINES to MAX_LINES + PRUNE_STEP lines
 # A batch bigger than BURST_BATCH (>= 10,000 lines/s at 10 writes/s) is a
 # burst: the view gets its last BURST_KEEP lines and a line saying how many
 # were skipped (they stay in the file, and in the lines a pause/filter
@@ -101,8 +102,30 @@ class TailLog(Log):
         if self.show_vertical_scrollbar and self.styles.scrollbar_size_vertical:
             self.vertical_scrollbar.position = new_value
         if round(old_value) != round(new_value):
-            self.refresh(self.size.region)
+            self._scroll_rows(round(new_value) - round(old_value))
         self._following = self.is_vertical_scroll_end
+
+    def _scroll_rows(self, d: int) -> None:
+        """The view moved `d` rows down the log: every row on screen is
+        repainted, but a row that still shows a line it showed keeps that
+        line's finished strip (Textual would restyle all ~20 rows, ~0.5 ms
+        each, on every one-line write). Exact: a row's strip depends on its
+        line, its place in `_lines` (unchanged by a scroll), the width and
+        the styles, and a change of the last two clears the cache anyway."""
+        cache = self._styles_cache
+        height = self.size.height
+        carried: dict[int, Strip] = {}
+        if 0 < abs(d) < height and not any(self.styles.gutter):
+            dirty = cache._dirty_lines
+            for y in range(max(0, -d), min(height, height - d)):
+                strip = cache._cache.get(y + d)
+                if strip is not None and y + d not in dirty:
+                    carried[y] = strip
+        self.refresh(self.size.region)  # every row is repainted on screen…
+        if carried:  # …from its carried strip where it has one
+            cache._cache.clear()
+            cache._cache.update(carried)
+            cache._dirty_lines.difference_update(carried)
 
     _following = True  # at the end when last scrolled: new lines stay in view
 
@@ -128,7 +151,10 @@ class TailLog(Log):
         if self.max_lines is None:
             return
         remove = len(self._lines) - self.max_lines
-        if remove > 0:
+        # in steps of PRUNE_STEP lines: a prune moves every line's place (so
+        # no row keeps its strip), and one per write at 4 lines/s costs more
+        # than the few hundred lines kept for a while
+        if remove > 0 and (remove >= PRUNE_STEP or self.max_lines < PRUNE_STEP * 4):
             del self._lines[:remove]
             self._dropped += remove
             self._render_line_cache.clear()  # keyed by place (a selection's rows)
@@ -195,8 +221,9 @@ class TailLog(Log):
         start = len(self._lines)
         self._lines.extend(new_lines)
         if self.max_lines is not None and len(self._lines) > self.max_lines:
-            start -= len(self._lines) - self.max_lines
+            dropped = self._dropped
             self._prune_max_lines()
+            start -= self._dropped - dropped
         self._width = max(self._width, max(map(self._line_width, new_lines)))
         size = Size(self._width, self.line_count)
         self.set_reactive(Log.virtual_size, size)

@@ -13,6 +13,16 @@ from gputui.untrusted import remote_text
 COLUMNS = ("session", "state", "exit", "command", "age")
 
 
+def session_age(seconds: float) -> str:
+    """A session's age for the table: "<1 m" then minutes, never a count of
+    seconds that changes (and redraws the whole table, ~15 ms) every second."""
+    if seconds < 60:
+        return "<1 m"
+    if seconds < 90:
+        return "1 m"
+    return dur(seconds, short=True)
+
+
 def session_row(s: Session, now: float, watched: str | None) -> tuple[Text | str, ...]:
     pane = s.main_pane
     name = remote_text(
@@ -26,8 +36,7 @@ def session_row(s: Session, now: float, watched: str | None) -> tuple[Text | str
         elif pane.dead_status is not None:
             exit_ = str(pane.dead_status)
     command = remote_text((pane.start_command or pane.current_command) if pane else "")
-    # under a minute: "<1 m", not a count that changes (and redraws the table) every second
-    age = dur(now - s.created, short=True) if s.created else "?"
+    age = session_age(now - s.created) if s.created else "?"
     return name, state, exit_, command, age  # every str cell is gputui's own text
 
 
