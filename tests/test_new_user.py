@@ -20,6 +20,7 @@ import pytest
 
 import scenarios as sc
 from helpers import wait_for
+from ui_scenarios import make_app, screen_text, settings_for, until
 
 
 def test_a_ct_without_tmux_and_python3_is_not_nothing_wrong(testbed: Any, ct: int) -> None:
@@ -136,3 +137,24 @@ def test_a_log_it_may_not_read_is_one_line(tmp_path: Path, command: list[str]) -
         f"gputui: log {log} cannot be read (permission denied) — check its owner and mode "
         f"(ls -l {log}); in an unprivileged CT root cannot read files owned by the host's root"
     ], shown[-600:]
+
+
+@pytest.mark.parametrize("case", ["missing", "no tmux"])
+async def test_the_run_line_says_why_there_is_nothing_to_pick(
+    testbed: Any, ct: int, case: str
+) -> None:
+    """A CT that does not exist, or one with no tmux session: the run line
+    said "pick one in the sessions list", a list with nothing in it."""
+    number = 9999 if case == "missing" else ct
+    app, parts = make_app(settings_for(testbed, number, interval=0.5))
+    want = (
+        f"nothing to watch: CT {number} is missing"
+        if case == "missing"
+        else f"no tmux session in CT {number}"
+    )
+    try:
+        async with app.run_test(size=(80, 24)):
+            await until(lambda: want in screen_text(app), 20, repr(want))
+            assert "pick one in the sessions list" not in screen_text(app)
+    finally:
+        await parts.on_exit()
