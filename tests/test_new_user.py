@@ -5,12 +5,14 @@ one clear line or one clear finding, never "nothing wrong" by mistake."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pty
 import re
 import select
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +22,7 @@ import pytest
 
 import scenarios as sc
 from helpers import wait_for
+from testbed import closed_port
 from ui_scenarios import make_app, screen_text, settings_for, until
 
 
@@ -158,3 +161,17 @@ async def test_the_run_line_says_why_there_is_nothing_to_pick(
             assert "pick one in the sessions list" not in screen_text(app)
     finally:
         await parts.on_exit()
+
+
+def test_doctor_takes_a_config_with_one_target(tmp_path: Path) -> None:
+    """One [[targets]] host: the dashboard showed it, doctor said "no target
+    given". Now it is a list of one report, as for several (docs/doctor-json.md)."""
+    config = tmp_path / "gputui.toml"
+    config.write_text(f'[[targets]]\nhost = "root@127.0.0.1:{closed_port()}"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}
+    env["HOME"] = str(tmp_path)
+    argv = [sys.executable, "-m", "gputui.cli", "doctor", "--config", str(config), "--json"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    (doc,) = json.loads(done.stdout)
+    assert "connection refused by 127.0.0.1" in doc["facts"]["error"], doc

@@ -230,7 +230,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     check_local_files(settings)
     hosts = host_settings(settings, getattr(args, "hosts", None))
     several_with_run_flags(hosts, args)
-    if command == "doctor" and len(hosts) > 1:
+    from_targets = bool(settings.targets) and not getattr(args, "hosts", None)
+    if command == "doctor" and (len(hosts) > 1 or from_targets):  # [[targets]]: a list, even of 1
         from gputui import doctor_hosts
 
         return doctor_hosts.main(hosts, as_json=bool(getattr(args, "json", False)))
