@@ -30,6 +30,7 @@ from gputui.model import (
     Session,
     Severity,
     Snapshot,
+    Tools,
 )
 from gputui.remote.container import ContainerListing, ProxmoxLXC
 
@@ -161,7 +162,12 @@ def test_one_word_of_health_comes_from_the_run_views_findings(
 
 
 def test_no_session_and_no_run_is_idle() -> None:
-    assert health_word([], Snapshot(time=0.0, target="t"))[0] == "idle"
+    assert health_word([], Snapshot(time=0.0, target="t")) == (
+        "idle",
+        "no tmux session and no run found",
+    )
+    no_tmux = Snapshot(time=0.0, target="t", tools=Tools(python3="3.11", probed=True))
+    assert health_word([], no_tmux) == ("idle", "tmux is not installed: no session can be seen")
 
 
 def test_container_rows_stopped_starting_and_from_their_monitor() -> None:

@@ -264,6 +264,8 @@ def health_word(findings: list[Finding], snap: Snapshot) -> tuple[str, str]:
         word, finding = min(candidates, key=lambda c: rank(c[0]))
         return word, finding.title
     if not snap.sessions and not snap.procs:
+        if snap.tools.probed and not snap.tools.tmux:
+            return "idle", "tmux is not installed: no session can be seen"
         return "idle", "no tmux session and no run found"
     return "ok", ""
 
