@@ -83,6 +83,7 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     "identity-dir": (["-i", "{dir}"], ["identity file {dir} is a directory", "private key"]),
     "ct-unicode-digits": (["--ct", "２００"], ["is not a CT number", "digits 0-9"]),
     "port-unicode-digits": (["--port", "２２"], ["is not a port number"]),
+    "log-relative": (["--log", "train.log"], ["--log train.log is not a full path", "/workspace/"]),
 }
 
 

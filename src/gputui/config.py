@@ -567,4 +567,12 @@ def settings_from(args: Any, base: Settings | None = None) -> Settings:
     if s.local and s.demo:
         raise ConfigError("--local and --demo cannot be combined", "pick one")
     _validate(s)
+    remote = not (s.local or s.demo or getattr(args, "command", None) == "watch")  # watch local
+    if s.log and not s.log.startswith("/") and remote:
+        where = f"CT {s.ct}" if s.ct is not None else "the host"
+        raise ConfigError(
+            f"--log {s.log} is not a full path: in {where} it would be looked for in "
+            "the ssh user's home",
+            f"give the path the run writes, as {where} sees it, e.g. /workspace/train.log",
+        )
     return s
