@@ -42,3 +42,18 @@ def test_a_stream_gets_at_most_rate_writes_a_second() -> None:
             p.spend()
             writes += 1
     assert 40 <= writes <= 42  # 4 a second, plus the first burst
+
+
+def test_a_flood_that_replaces_the_view_is_drawn_twice_a_second() -> None:
+    """Writes of a view's worth of lines or more cost two: ~2 a second; a
+    stream of smaller writes keeps ~4."""
+    for lines, want in ((250, (20, 22)), (5, (40, 42))):
+        clock = Clock()
+        p = WritePacer(rate=4.0, burst=2.0, clock=clock)
+        writes = 0
+        for _ in range(10_000):
+            clock.t += 0.001
+            if p.wait() <= 0:
+                p.spend(lines, rows=20)
+                writes += 1
+        assert want[0] <= writes <= want[1], (lines, writes)

@@ -6,7 +6,8 @@
 # flush live from the dashboard with Debian trixie's gdb 16.3 (carried as
 # .deb files in .device/gdb16/, unpacked under /tmp/gdb16, seen only by gdb).
 # Run from the repository root with the wheels in .whl/. Every step writes to
-# $OUT and the script goes on when one fails.
+# $OUT and the script goes on when one fails. CPU_ONLY=1: only the CPU
+# windows (WINDOWS of them, default 2), the profile and the rows.
 set -u
 OUT=${OUT:-/tmp/gputui-recheck}
 mkdir -p "$OUT"
@@ -29,8 +30,10 @@ tmux -V; python3 --version; gdb --version | head -1; py-spy --version
 python3 -m nvitop --version 2>/dev/null | head -1
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
 
+if [ -z "${CPU_ONLY:-}" ]; then
 step "XSAVE sizes: CPUID vs the kernel's ptrace, and PTRACE_SETREGSET with each"
 python3 bench/gpu/xstate_check.py | tee "$OUT/xstate.json"
+fi
 
 step "two real runs on this GPU, each block-buffered behind | tee"
 cp bench/gpu/train_torch.py "$RUN/train.py"
@@ -41,7 +44,7 @@ sleep "${TRAIN_WAIT:-40}"
 ls -la "$RUN"
 
 SMI_Q=index,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw,power.limit
-for k in 1 2; do
+for k in $(seq "${WINDOWS:-2}"); do
   step "CPU, window $k: gputui --local vs nvitop vs nvidia-smi -l 1"
   python3 bench/gpu/cpu_cost.py --seconds "${CPU_SECONDS:-40}" \
     "gputui=$UI --local --session train0 --log $RUN/train0.log --interval 1" \
@@ -64,6 +67,7 @@ for k in 1 2; do
   cat "$OUT/cpu_cost_$k.json"
 done
 cat "$OUT/rows.txt"
+if [ -n "${CPU_ONLY:-}" ]; then tmux kill-server 2>/dev/null; echo done; exit 0; fi
 
 step "gdb 16 on a plain block-buffered Python loop (no torch)"
 gdb_on_loop "$RUN" "$OUT"

@@ -330,7 +330,8 @@ class GputuiApp(App[int]):
 
     def _log_arrived(self) -> None:
         """Lines arrived: write them now, or in the batch the pacer allows next
-        (no waiting after a quiet spell, ~4 writes a second under a flood)."""
+        (no waiting after a quiet spell, ~4 writes a second under a stream,
+        ~2 under a flood that replaces the whole view each time)."""
         if self._log_flush_pending:
             return
         wait = self._log_pacer.wait()
@@ -355,7 +356,7 @@ class GputuiApp(App[int]):
         lines = self.monitor.drain_log_lines()
         if lines:
             self._last_log_write = time.monotonic()
-            self._log_pacer.spend()
+            self._log_pacer.spend(len(lines), panel.log.size.height)
             panel.add_lines(lines)
             # the state line sits on the log: redrawn in the same frame, so a
             # log write and the once-a-second redraw don't span the screen

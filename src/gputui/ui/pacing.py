@@ -3,7 +3,10 @@
 Each write to the log is a screen frame (~3–5 ms of Textual's time). A line
 after a quiet spell is written at once; under a stream, writes are spaced so
 there are at most `rate` a second on average (a token bucket holding `burst`
-writes), and the lines that arrive in between go in the next batch.
+writes), and the lines that arrive in between go in the next batch. A write
+that replaced every row of the view (a flood: nobody reads lines scrolling by
+at hundreds a second) costs `FLOOD_COST` writes, so a flood is drawn ~2 times
+a second: each such write restyles the whole view (~0.5 ms a row).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Callable
 
 WRITES_PER_S = 4.0
 BURST = 2.0
+FLOOD_COST = 2.0
 
 
 class WritePacer:
@@ -38,7 +42,8 @@ class WritePacer:
         self._refill()
         return 0.0 if self._tokens >= 1 else (1 - self._tokens) / self.rate
 
-    def spend(self) -> None:
-        """A write went out."""
+    def spend(self, lines: int = 1, rows: int | None = None) -> None:
+        """A write of `lines` lines went out to a view `rows` high."""
         self._refill()
-        self._tokens = max(0.0, self._tokens - 1)
+        cost = FLOOD_COST if rows is not None and lines >= rows > 0 else 1.0
+        self._tokens = max(1.0 - cost, self._tokens - cost)  # owing up to cost - 1
