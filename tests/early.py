@@ -10,6 +10,12 @@ rest, if any). Run alone, a test waits as long as it always did.
 A set-up is a function `module.function()` in tests/ with no arguments,
 returning a picklable value; it runs on its own test bed (never the
 session's, which the other tests change meanwhile).
+
+Under pytest-xdist the controller starts the set-ups (when the workers have
+collected: by module, as it sees no fixture names) and stops them at the
+end; a worker that needs one waits for its result file in the directory the
+controller named in $GPUTUI_EARLY_DIR, so each set-up runs once per session
+however many workers there are.
 """
 
 from __future__ import annotations
@@ -35,8 +41,12 @@ SETUPS = {
     "field": ("test_field_failures", "run_field"),
 }
 
+ROOT_ENV = "GPUTUI_EARLY_DIR"  # the session's directory of set-ups (one folder each)
+
+# Writes the result whole (a worker may be waiting for it), then `done`
+# whether it succeeded or not (so nobody waits for a set-up that failed).
 RUNNER = """\
-import pickle, signal, sys
+import os, pickle, signal, sys
 
 def stop(*_):  # SIGTERM: unwind, so the set-up's test bed stops and cleans up
     raise KeyboardInterrupt
@@ -44,10 +54,27 @@ def stop(*_):  # SIGTERM: unwind, so the set-up's test bed stops and cleans up
 signal.signal(signal.SIGTERM, stop)
 sys.path[:0] = [sys.argv[1]]
 import importlib
-value = getattr(importlib.import_module(sys.argv[2]), sys.argv[3])()
-with open(sys.argv[4], "wb") as f:
-    pickle.dump(value, f)
+try:
+    value = getattr(importlib.import_module(sys.argv[2]), sys.argv[3])()
+    with open(sys.argv[4] + ".part", "wb") as f:
+        pickle.dump(value, f)
+    os.replace(sys.argv[4] + ".part", sys.argv[4])
+finally:
+    open(sys.argv[5], "w").close()
 """
+
+
+def configure() -> None:
+    """A new session (plain, or pytest-xdist's controller): its directory
+    of set-ups, named in the environment, which the workers inherit."""
+    os.environ[ROOT_ENV] = tempfile.mkdtemp(prefix="gputui-early-")
+
+
+def session_dir() -> Path:
+    root = os.environ.get(ROOT_ENV)
+    if not root:
+        configure()
+    return Path(os.environ[ROOT_ENV])
 
 
 class Early:
@@ -56,10 +83,10 @@ class Early:
     def __init__(self, name: str) -> None:
         self.name = name
         self.module, self.function = SETUPS[name]
-        self.dir = Path(tempfile.mkdtemp(prefix=f"gputui-early-{name}-"))
+        self.dir = session_dir() / name
+        self.dir.mkdir()
         self.out = self.dir / "result.pickle"
         self.log = self.dir / "output.txt"
-        self.started = time.monotonic()
         env = dict(os.environ)
         env.setdefault("XDG_STATE_HOME", str(self.dir / "state"))
         with open(self.log, "wb") as log:
@@ -72,6 +99,7 @@ class Early:
                     self.module,
                     self.function,
                     str(self.out),
+                    str(self.dir / "done"),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -80,24 +108,9 @@ class Early:
                 cwd=str(TESTS.parent),
                 start_new_session=True,
             )
-
-    def result(self, timeout: float) -> Any:
-        left = timeout - (time.monotonic() - self.started)
-        try:
-            rc = self.proc.wait(max(left, 1.0))
-        except subprocess.TimeoutExpired:
-            output = self.output()
-            self.stop()
-            raise AssertionError(
-                f"{self.name}: set-up still running after {timeout:.0f} s:\n{output}"
-            ) from None
-        if rc != 0 or not self.out.exists():
-            raise AssertionError(f"{self.name}: set-up failed (exit {rc}):\n{self.output()}")
-        with open(self.out, "rb") as f:
-            return pickle.load(f)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
+        started = self.dir / "started.part"  # for workers: it runs, since then
+        started.write_text(f"{time.time()}\n")
+        started.rename(self.dir / "started")
 
     def stop(self) -> None:
         """End it if still running (an interrupted session): its test bed is
@@ -114,29 +127,79 @@ class Early:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def wait_for_result(name: str, where: Path, timeout: float) -> Any:
+    """The value a set-up started in `where` left, waiting for it (from its
+    start) up to `timeout` s: from this process or another one."""
+    started = float((where / "started").read_text())
+    mine = _started.get(name)
+    while not (where / "done").exists():
+        if mine is not None and mine.proc.poll() is not None and not (where / "done").exists():
+            raise AssertionError(
+                f"{name}: set-up failed (exit {mine.proc.returncode}):\n{output(where)}"
+            )
+        if time.time() - started > timeout:
+            raise AssertionError(
+                f"{name}: set-up still running after {timeout:.0f} s:\n{output(where)}"
+            )
+        time.sleep(0.05)
+    out = where / "result.pickle"
+    if not out.exists():
+        raise AssertionError(f"{name}: set-up failed:\n{output(where)}")
+    with open(out, "rb") as f:
+        return pickle.load(f)
+
+
+def output(where: Path) -> str:
+    try:
+        return (where / "output.txt").read_text(errors="replace")[-4000:]
+    except OSError:
+        return "(no output)"
+
+
 _started: dict[str, Early] = {}
+
+
+def start(names: set[str]) -> None:
+    for name in sorted(names):
+        if name not in _started:
+            _started[name] = Early(name)
 
 
 def start_for(items: list[Any]) -> None:
     """Start the set-ups that collected tests need (pytest_collection_finish)."""
-    for name, (module, _fn) in SETUPS.items():
-        needed = any(
-            Path(str(item.fspath)).stem == module and name in getattr(item, "fixturenames", ())
+    start(
+        {
+            name
+            for name, (module, _fn) in SETUPS.items()
             for item in items
-        )
-        if needed and name not in _started:
-            _started[name] = Early(name)
+            if Path(str(item.fspath)).stem == module and name in getattr(item, "fixturenames", ())
+        }
+    )
+
+
+def start_for_ids(ids: list[str]) -> None:
+    """The same from pytest-xdist's controller, which sees test ids only:
+    a set-up is started when a test of its module was collected."""
+    modules = {Path(i.split("::")[0]).stem for i in ids}
+    start({name for name, (module, _fn) in SETUPS.items() if module in modules})
 
 
 def result(name: str, timeout: float = 300.0) -> Any:
-    """The set-up's value: from its early process, or (not started early) run here now."""
-    early = _started.get(name)
-    if early is None:
-        module, fn = SETUPS[name]
-        return getattr(importlib.import_module(module), fn)()
-    return early.result(timeout)
+    """The set-up's value: from its early process (started here or by
+    pytest-xdist's controller), or (not started early) run here now."""
+    root = os.environ.get(ROOT_ENV)
+    if root and (Path(root) / name / "started").exists():
+        return wait_for_result(name, Path(root) / name, timeout)
+    module, fn = SETUPS[name]
+    return getattr(importlib.import_module(module), fn)()
 
 
 def stop_all() -> None:
+    """The session ends (plain, or pytest-xdist's controller): every set-up
+    still running is stopped, and the directory is removed."""
     for early in _started.values():
         early.stop()
+    _started.clear()
+    root = os.environ.pop(ROOT_ENV, None)
+    if root:
+        shutil.rmtree(root, ignore_errors=True)

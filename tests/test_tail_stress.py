@@ -36,6 +36,7 @@ TRICKLE_MAX_S = 10.0  # after the tail caught up; 0.35 s max in the benchmark
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.alone  # its busy loops would load the other workers' tests too
 async def test_bursts_then_trickle_under_cpu_contention(testbed: Any, ct: int) -> None:
     bursts = [200_000, 1_000_000, 200_000]
     cycles = await run_cycles(testbed, ct, bursts, trickle=3, busy=True, name="ci", timeout_s=320)
