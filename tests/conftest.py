@@ -35,15 +35,19 @@ def pytest_configure(config: pytest.Config) -> None:
         early.configure()
 
 
+@pytest.hookimpl(tryfirst=True)  # a worker's notes are written before xdist reports
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if not session.config.option.collectonly and not is_worker(session.config):
+    if session.config.option.collectonly:
+        return
+    if is_worker(session.config):
+        early.note_for(session.items)  # for the controller, which starts them
+    else:
         early.start_for(session.items)  # slow waiting set-ups overlap the tests before them
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
-    if not node.config.option.collectonly:
-        early.start_for_ids(ids)  # the controller: once, for every worker
+    early.start_noted()  # the controller: once, for every worker
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

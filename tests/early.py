@@ -11,9 +11,9 @@ A set-up is a function `module.function()` in tests/ with no arguments,
 returning a picklable value; it runs on its own test bed (never the
 session's, which the other tests change meanwhile).
 
-Under pytest-xdist the controller starts the set-ups (when the workers have
-collected: by module, as it sees no fixture names) and stops them at the
-end; a worker that needs one waits for its result file in the directory the
+Under pytest-xdist the controller starts the set-ups (once a worker has
+collected and noted which its tests need) and stops them at the end; a
+worker that needs one waits for its result file in the directory the
 controller named in $GPUTUI_EARLY_DIR, so each set-up runs once per session
 however many workers there are.
 """
@@ -165,23 +165,31 @@ def start(names: set[str]) -> None:
             _started[name] = Early(name)
 
 
+def needed(items: list[Any]) -> set[str]:
+    """The set-ups that these collected tests ask for (by fixture name)."""
+    return {
+        name
+        for name, (module, _fn) in SETUPS.items()
+        for item in items
+        if Path(str(item.fspath)).stem == module and name in getattr(item, "fixturenames", ())
+    }
+
+
 def start_for(items: list[Any]) -> None:
     """Start the set-ups that collected tests need (pytest_collection_finish)."""
-    start(
-        {
-            name
-            for name, (module, _fn) in SETUPS.items()
-            for item in items
-            if Path(str(item.fspath)).stem == module and name in getattr(item, "fixturenames", ())
-        }
-    )
+    start(needed(items))
 
 
-def start_for_ids(ids: list[str]) -> None:
-    """The same from pytest-xdist's controller, which sees test ids only:
-    a set-up is started when a test of its module was collected."""
-    modules = {Path(i.split("::")[0]).stem for i in ids}
-    start({name for name, (module, _fn) in SETUPS.items() if module in modules})
+def note_for(items: list[Any]) -> None:
+    """A pytest-xdist worker has collected: it leaves a note per set-up its
+    tests need, before it tells the controller (which sees only test ids)."""
+    for name in needed(items):
+        (session_dir() / f"{name}.needed").touch()
+
+
+def start_noted() -> None:
+    """The controller, once a worker has collected: start the noted set-ups."""
+    start({name for name in SETUPS if (session_dir() / f"{name}.needed").exists()})
 
 
 def result(name: str, timeout: float = 300.0) -> Any:
