@@ -222,6 +222,37 @@ async def test_banner_evidence_that_moves_repaints_without_a_layout() -> None:
         assert layouts[0] > 0 and banner.size.height == height - (len(f.evidence[:3]) - 1)
 
 
+async def test_a_moving_age_in_the_banner_restyles_only_its_row() -> None:
+    """The evidence's ages move every second: only the row that changed is
+    drawn again (a `Static` re-wrapped and re-rendered every row), and the
+    rows on screen are what a fresh render gives."""
+    app, _mon = make_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, pilot)
+        banner = app.query_one(Banner)
+        f = banner.finding
+        assert f is not None and len(f.evidence) >= 2
+        drawn: list[int] = []
+        orig = banner.render_line
+
+        def counted(y: int) -> Any:
+            drawn.append(y)
+            return orig(y)
+
+        banner.render_line = counted  # type: ignore[method-assign]
+        rows = banner.size.height
+        banner.show([replace(f, evidence=[f"log silent {n} s" for n in (41, 7)])])
+        await pilot.pause()
+        drawn.clear()
+        banner.show([replace(f, evidence=[f"log silent {n} s" for n in (42, 7)])])
+        await pilot.pause()
+        assert drawn == [2], drawn  # title, keys, then the first evidence line
+        assert banner.size.height == rows  # the same rows: no layout
+        text = [s.text for s in app.screen._compositor.render_strips()]
+        top = banner.region.y
+        assert "log silent 42 s" in text[top + 2] and "log silent 7 s" in text[top + 3]
+
+
 async def test_a_log_write_paints_only_the_log() -> None:
     """LeanCompositor: a log write renders the log and what lies under it
     (the screen, the log panel), not the header, banner, GPU rows or footer;

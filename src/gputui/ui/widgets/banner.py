@@ -1,13 +1,20 @@
 """The banner: the most important finding, its evidence and the key that fixes it.
 
 Hidden (CSS `display: none`) until the `-shown` class is set.
+
+Drawn through Textual's line API: the evidence quotes ages that move every
+second, and a `Static` re-wrapped and re-rendered all of its rows (~3 ms)
+each time. Here each line of the text is wrapped once (kept until it
+changes) and a new age repaints only the rows it is on.
 """
 
 from __future__ import annotations
 
-from rich.cells import cell_len
+from rich.style import Style
 from rich.text import Text
-from textual.widgets import Static
+from textual.geometry import Region, Size
+from textual.strip import Strip
+from textual.widget import Widget
 
 from gputui.model import Finding, Severity
 from gputui.untrusted import safe_text, visible
@@ -70,15 +77,27 @@ def banner_text(
     return safe_text(t, keep="\n")  # evidence quotes commands, paths, session names
 
 
-class Banner(Static):
+class Banner(Widget):
     """Shows `top_finding`; `show(None)` hides it."""
 
+    DEFAULT_CSS = "Banner { height: auto; }"
+
     def __init__(self, **kw: object) -> None:
-        super().__init__("", **kw)  # type: ignore[arg-type]
+        super().__init__(**kw)  # type: ignore[arg-type]
         self.finding: Finding | None = None
         self._shown_key: tuple[object, ...] | None = None
         self.compact = False  # short terminals: one evidence line
         self.keys: dict[str, str] = {}  # the user's keymap: verb id -> key
+        self._text = Text()
+        self._wrapped: dict[tuple[object, ...], list[Text]] = {}  # a line -> its rows
+        self._rows: list[Text] = []
+        self._rows_for: tuple[int, bool] | None = None  # (width, nowrap) of _rows
+        self._strips: dict[int, Strip] = {}
+        self._style: Style | None = None
+
+    def render(self) -> Text:
+        """The whole text (what tests and screen readers see)."""
+        return self._text
 
     def show(
         self, findings: list[Finding], hints: list[str] | None = None, *, force: bool = False
@@ -96,26 +115,87 @@ class Banner(Static):
         self.set_class(f is not None, "-shown")
         for sev in Severity:
             self.set_class(f is not None and f.severity == sev, f"-{sev.value}")
-        if f is not None:
-            lines = 1 if self.compact else 3
-            text = banner_text(f, hints or [], len(findings) - 1, lines, self.keys)
-            self.update(text, layout=False)
-            if self._height_changes(text):
-                self.refresh(layout=True)
+        if f is None:
+            return
+        lines = 1 if self.compact else 3
+        before = list(self._rows) if self._rows_for is not None else None
+        self._text = banner_text(f, hints or [], len(findings) - 1, lines, self.keys)
+        width = self.content_region.width
+        if before is None or not self.is_mounted or width <= 0:
+            self._rows_for = None
+            self._strips.clear()
+            self.refresh(layout=True)
+            return
+        rows = self._wrap(width)
+        if len(rows) != len(before):  # another height: lay the screen out
+            self._strips.clear()
+            self.refresh(layout=True)
+            return
+        for y, (old, new) in enumerate(zip(before, rows, strict=True)):
+            if old.plain != new.plain or old.spans != new.spans:
+                self._strips.pop(y, None)
+                self.refresh(Region(0, y, width, 1))
 
-    def _height_changes(self, text: Text) -> bool:
-        """Would the new text take another number of rows? The evidence's ages
-        move every second; a re-layout of the whole screen for each is wasted
-        when the banner keeps its height (`Static.update` lays out by default)."""
-        region = self.content_region
-        if not self.is_mounted or not region.width:
-            return True
-        rows = text.plain.split("\n")
-        if all(cell_len(row) <= region.width for row in rows):
-            want = len(rows)  # nothing wraps: a row a line, no need to lay the text out
-        else:
-            want = self.get_content_height(self.app.size, self.app.size, region.width)
-        cap = self.styles.max_height
-        if cap is not None and cap.is_cells:
-            want = min(want, int(cap.value) - self.styles.gutter.height)
-        return want != region.height
+    # ------------------------------------------------------------ drawing
+
+    def _nowrap(self) -> bool:
+        return self.styles.text_wrap == "nowrap"
+
+    def _wrap(self, width: int) -> list[Text]:
+        """The text's rows at `width`: each line wrapped on its own (or cut
+        with an ellipsis when the CSS says nowrap), kept until it changes."""
+        nowrap = self._nowrap()
+        wrapped: dict[tuple[object, ...], list[Text]] = {}
+        rows: list[Text] = []
+        for line in self._text.split("\n"):
+            key = (line.plain, tuple(line.spans), width, nowrap)
+            got = self._wrapped.get(key)
+            if got is None:
+                if nowrap:
+                    one = line.copy()
+                    one.truncate(width, overflow="ellipsis")
+                    got = [one]
+                else:
+                    got = list(line.wrap(self.app.console, width, overflow="fold"))
+            wrapped[key] = got
+            rows.extend(got)
+        self._wrapped = wrapped
+        self._rows, self._rows_for = rows, (width, nowrap)
+        return rows
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._wrap(width)) if self._text else 0
+
+    @property
+    def rich_style(self) -> Style:
+        # computed from every ancestor on each call in Textual: keep it until styles change
+        if self._style is None:
+            self._style = super().rich_style
+        return self._style
+
+    def notify_style_update(self) -> None:
+        self._style = None
+        self._strips.clear()
+        self._rows_for = None
+        super().notify_style_update()
+
+    def on_resize(self) -> None:
+        self._strips.clear()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.content_size.width
+        style = self.rich_style
+        if self._rows_for != (width, self._nowrap()):
+            self._wrap(width)
+            self._strips.clear()
+        if y >= len(self._rows) or width <= 0:
+            return Strip.blank(width, style)
+        strip = self._strips.get(y)
+        if strip is None:
+            text = self._rows[y].copy()
+            text.stylize_before(style)
+            strip = Strip(list(text.render(self.app.console)), text.cell_len)
+            pad = Style(bgcolor=style.bgcolor)  # as `Static` pads: the background only
+            strip = strip.crop_extend(0, width, pad)
+            self._strips[y] = strip
+        return strip
