@@ -510,6 +510,35 @@ async def test_client_sessions_and_capture(
                 break
             await asyncio.sleep(0.05)
         assert any(ln.startswith("step ") for ln in lines) and len(lines) <= 5
+        # the monitor's poll: all four in one round trip, each read as on its own
+        sock = tmux_server.socket  # type: ignore[attr-defined]
+        target = tmux.pane_target("run1")
+        answers = await client.batch(
+            [
+                client.sessions_request(sock),
+                client.processes_request(pane.pid),
+                client.capture_request(target, 5, sock),
+                client.stat_request([str(work / "train.py"), str(work / "absent")]),
+                ("frobnicate", {}),
+                ("batch", {"calls": []}),
+                client.capture_request("no-such-session", 5, sock),
+            ]
+        )
+        assert [s.name for s in client.sessions_result(answers[0])] == ["run1"]
+        assert client.processes_result(answers[1])[0].pid == pane.pid
+        assert (
+            client.processes_result(answers[1])[0].cmdline
+            == (await client.processes(pane.pid))[0].cmdline
+        )
+        assert len(client.capture_result(answers[2], target, 5)) <= 5
+        st = client.stat_result(answers[3])
+        assert st[str(work / "train.py")]["exists"] and not st[str(work / "absent")]["exists"]
+        assert isinstance(answers[4], AgentError) and "unknown op" in str(answers[4])
+        assert isinstance(answers[5], AgentError) and "cannot hold a batch" in str(answers[5])
+        with pytest.raises(AgentError, match="capture-pane no-such-session"):
+            client.capture_result(answers[6], "no-such-session", 5)
+        with pytest.raises(AgentError, match="unknown op"):
+            client.sessions_result(answers[4])
     await transport.close()
 
 

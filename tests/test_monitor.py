@@ -307,10 +307,21 @@ async def test_steady_state_starts_no_pct_exec(testbed: Any, ct: int, ws: Path) 
         await until(lambda: mon.snapshot.log.path == str(log), what="log chosen")
         await until(lambda: mon.snapshot.gpus.latest, what="GPU readings")
         await asyncio.sleep(1.5)  # "the first few seconds"
+        agent = mon.agent
+        assert agent is not None
+        ops: list[str] = []
+        call = agent.call
+
+        async def counted(op: str, timeout: float = 5.0, **args: Any) -> Any:
+            ops.append(op)
+            return await call(op, timeout, **args)
+
+        agent.call = counted  # type: ignore[method-assign]
         t0 = time.monotonic()
         polls0 = mon.polls
         window = 5.0
         await asyncio.sleep(window)
+        agent.call = call  # type: ignore[method-assign]
         started = [a for t, _, a in counting.calls if t >= t0]
         execs = counting.pct_execs(since=t0)
         polls = mon.polls - polls0
@@ -322,6 +333,9 @@ async def test_steady_state_starts_no_pct_exec(testbed: Any, ct: int, ws: Path) 
             f"{len(counting.pct_execs())} pct exec"
         )
         assert polls >= 25
+        # one request (sessions, the pane's processes and last lines, a stat
+        # of the log in one batch) a poll: one packet each way
+        assert set(ops) == {"batch"} and polls - 1 <= len(ops) <= polls + 1, (ops, polls)
         assert execs == [] and started == []
         assert mon.channels == 4  # agent, log stream, GPU stream, compute-apps loop
         assert ssh.channels_in_use == mon.channels

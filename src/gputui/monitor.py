@@ -154,6 +154,7 @@ class Monitor:
         self._log_run: tuple[str, list[int]] | None = None
         self._writers_next = 0.0
         self._writers_path: str | None = None
+        self._polled_pane: tuple[int, str] | None = None  # (pid, tmux target) last polled
         self.writers_searches = 0
 
     @property
@@ -463,15 +464,40 @@ class Monitor:
             await self._ensure_fallback()  # the log it stats may have changed
 
     async def _poll_agent(self, agent: AgentClient) -> None:
+        """One poll, in one round trip when the watched pane and the log are
+        those of the last poll (nearly always): the sessions, the pane's
+        process tree and last lines and a stat of the log go in one `batch`
+        (4 requests were 8 packets a second). A pane or log that changed is
+        asked for again on its own."""
         snap = self.snapshot
-        sessions = await agent.sessions()
-        self._set_sessions(sessions)
+        guess = self._polled_pane  # (pane pid, tmux target) of the last poll
+        path = self.follower.path if self.follower is not None else None
+        offset_before = self.follower.state.offset if self.follower is not None else None
+        calls = {"sessions": agent.sessions_request()}
+        if guess is not None:
+            calls["capture"] = agent.capture_request(guess[1], PANE_TAIL_LINES)
+            if guess[0]:
+                calls["procs"] = agent.processes_request(guess[0])
+        if path:
+            calls["stat"] = agent.stat_request([path])
+        answers = dict(zip(calls, await agent.batch(list(calls.values())), strict=True))
+        self._set_sessions(agent.sessions_result(answers["sessions"]))
         pane = snap.session.main_pane if snap.session is not None else None
+        target = (
+            tmux_parse.pane_target(pane.session, pane.window_index, pane.pane_index)
+            if pane is not None
+            else None
+        )
+        same = guess is not None and pane is not None and guess == (pane.pid or 0, target)
+        self._polled_pane = (pane.pid or 0, target) if pane is not None and target else None
         procs: list[Proc] = []
         pane_tail: list[str] = []
         found_by = ""
         if pane is not None and not pane.dead and pane.pid:
-            procs = await agent.processes(pane.pid)
+            if same and "procs" in answers:
+                procs = agent.processes_result(answers["procs"])
+            else:
+                procs = await agent.processes(pane.pid)
             found_by = "session"
             self._log_run = None
         elif snap.session is None and not snap.session_gone:
@@ -486,25 +512,29 @@ class Monitor:
         # The log path may come from these processes' stdout: open its stream
         # now, so it starts while the pane is captured.
         await self._choose_log()
-        if pane is not None:
+        if pane is not None and target:
             with contextlib.suppress(AgentError):
-                pane_tail = await agent.capture(
-                    tmux_parse.pane_target(pane.session, pane.window_index, pane.pane_index),
-                    PANE_TAIL_LINES,
-                )
+                if same:
+                    pane_tail = agent.capture_result(answers["capture"], target, PANE_TAIL_LINES)
+                else:
+                    pane_tail = await agent.capture(target, PANE_TAIL_LINES)
         if pane_tail != snap.pane_tail:
             self._changed("procs")
         snap.pane_tail = pane_tail
-        path = self.follower.path if self.follower is not None else None
-        if path:
-            offset_before = self.follower.state.offset if self.follower is not None else None
-            st = (await agent.stat([path])).get(path) or {}
+        now_path = self.follower.path if self.follower is not None else None
+        if now_path:
+            if now_path == path:
+                stat = agent.stat_result(answers["stat"])
+            else:  # a new log was chosen during this poll
+                offset_before = self.follower.state.offset if self.follower is not None else None
+                stat = await agent.stat([now_path])
+            st = stat.get(now_path) or {}
             fs = (
                 FileStat(int(st["size"]), float(st.get("mtime") or 0.0), int(st.get("inode") or 0))
                 if st.get("exists") and st.get("size") is not None
                 else None
             )
-            self._observe_stat(path, fs, offset_before)
+            self._observe_stat(now_path, fs, offset_before)
 
     def _observe_stat(self, path: str, fs: FileStat | None, offset_before: int | None) -> bool:
         """A stat of the log followed (the agent's, or the plain-command

@@ -923,9 +923,16 @@ class Agent:
 
     def handle(self, line: bytes) -> dict:
         """One request line -> one response dict; never raises."""
-        rid = None
         try:
             req = json.loads(line.decode("utf-8", "replace"))
+        except Exception as e:
+            return {"id": None, "ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+        return self.answer(req)
+
+    def answer(self, req) -> dict:
+        """One request (a decoded JSON value) -> one response dict; never raises."""
+        rid = None
+        try:
             if not isinstance(req, dict):
                 raise ValueError("a request is a JSON object")
             rid = req.get("id")
@@ -939,6 +946,19 @@ class Agent:
         except Exception as e:  # a bad request must never kill the agent
             return {"id": rid, "ok": False, "error": "%s: %s" % (type(e).__name__, e)}
 
+    def op_batch(self, args: dict) -> list:
+        """Several requests in one round trip (one packet each way, where
+        four were eight), answered in order: [{ok, result | error}]."""
+        out = []
+        for req in args["calls"]:
+            if isinstance(req, dict) and req.get("op") == "batch":
+                out.append({"ok": False, "error": "ValueError: a batch cannot hold a batch"})
+                continue
+            resp = self.answer(req)
+            resp.pop("id", None)
+            out.append(resp)
+        return out
+
 
 OPS = {
     "hello": "-> agent_version, python, pid, uid, hostname, boot_time, clock, clk_tck, pid_ns, tools",
@@ -951,6 +971,7 @@ OPS = {
     "read": "path, offset, max_bytes -> data (base64), offset, size, inode, mtime, truncated",
     "writers": "path -> {path, writers: [{pid, fd, command}], readers, run, roots}",
     "pidmap": "pids, ct, pid_ns? -> [{pid, exists, ct_pid, in_container, pid_ns, cgroup, cmdline}]",
+    "batch": "calls (a list of requests without id) -> [{ok, result | error}] in order",
 }
 
 

@@ -49,6 +49,16 @@ class AgentError(GputuiError):
     """The agent answered a request with an error, or went away."""
 
 
+Request = tuple[str, dict[str, Any]]  # (op, its arguments)
+
+
+def _raised(res: Any) -> Any:
+    """A `batch` answer: the result, or the AgentError it got raised."""
+    if isinstance(res, AgentError):
+        raise res
+    return res
+
+
 def agent_source() -> bytes:
     return resources.files("gputui.remote").joinpath("agent.py").read_bytes()
 
@@ -266,6 +276,71 @@ class AgentClient:
         items = await self.call("procs", timeout=timeout, root_pid=int(root_pid), sources=sources)
         return procs_from_agent(items, self.clock_offset)
 
+    async def batch(self, calls: list[Request], timeout: float = 5.0) -> list[Any]:
+        """Several requests in one round trip: each one's raw result, or the
+        AgentError it got, in order (read them with the `*_result` methods)."""
+        answers = await self.call(
+            "batch", timeout=timeout, calls=[{"op": op, **args} for op, args in calls]
+        )
+        out: list[Any] = []
+        for a in answers:
+            if isinstance(a, dict) and a.get("ok"):
+                out.append(a.get("result"))
+            else:
+                error = a.get("error") if isinstance(a, dict) else a
+                out.append(AgentError(f"agent {self.where}: {error}"))
+        return out
+
+    # One poll of the monitor asks for these together (`batch`): the request,
+    # and what its raw result means.
+    @staticmethod
+    def sessions_request(socket_path: str | None = None) -> Request:
+        from gputui.collect import tmux
+
+        return "tmux", {"socket": socket_path, "commands": [tmux.list_panes_argv()[1:]]}
+
+    def sessions_result(self, res: Any) -> list[Session]:
+        from gputui.collect import tmux
+
+        r = _raised(res)["results"][0]
+        sessions = tmux.sessions_from_result(r["exit"], r["stdout"], r["stderr"])
+        for s in sessions:
+            s.created = self.to_local(s.created)
+        return sessions
+
+    @staticmethod
+    def processes_request(root_pid: int, sources: bool = True) -> Request:
+        return "procs", {"root_pid": int(root_pid), "sources": sources}
+
+    def processes_result(self, res: Any) -> list[Proc]:
+        return procs_from_agent(_raised(res), self.clock_offset)
+
+    @staticmethod
+    def capture_request(
+        pane_target: str, lines: int = 50, socket_path: str | None = None
+    ) -> Request:
+        return "capture", {"target": pane_target, "lines": lines, "socket": socket_path}
+
+    @staticmethod
+    def capture_result(res: Any, pane_target: str, lines: int = 50) -> list[str]:
+        r = _raised(res)
+        if r["exit"] != 0:
+            raise AgentError(f"tmux capture-pane {pane_target}: {(r['stderr'] or '').strip()}")
+        out = r["stdout"].rstrip("\n").split("\n")
+        return list(out[-lines:])
+
+    @staticmethod
+    def stat_request(paths: list[str]) -> Request:
+        return "stat", {"paths": list(paths)}
+
+    def stat_result(self, res: Any) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for d in _raised(res):
+            if d.get("mtime") is not None:
+                d["mtime"] = self.to_local(d["mtime"])
+            out[d["path"]] = d
+        return out
+
     async def writers(self, path: str, timeout: float = 5.0) -> dict[str, Any]:
         """The run writing `path`, found without tmux: {writers: [{pid, fd,
         command}], readers: [pid] (tee-like writers followed back), run:
@@ -274,15 +349,9 @@ class AgentClient:
 
     async def sessions(self, socket_path: str | None = None, timeout: float = 5.0) -> list[Session]:
         """tmux sessions with their panes (tmux's own `list-panes -a`)."""
-        from gputui.collect import tmux
 
-        argv = tmux.list_panes_argv()[1:]
-        res = await self.call("tmux", timeout=timeout, socket=socket_path, commands=[argv])
-        r = res["results"][0]
-        sessions = tmux.sessions_from_result(r["exit"], r["stdout"], r["stderr"])
-        for s in sessions:
-            s.created = self.to_local(s.created)
-        return sessions
+        op, args = self.sessions_request(socket_path)
+        return self.sessions_result(await self.call(op, timeout=timeout, **args))
 
     async def capture(
         self,
@@ -292,23 +361,12 @@ class AgentClient:
         timeout: float = 5.0,
     ) -> list[str]:
         """The last `lines` lines of a pane (`capture-pane -p -J`)."""
-        r = await self.call(
-            "capture", timeout=timeout, target=pane_target, lines=lines, socket=socket_path
-        )
-        if r["exit"] != 0:
-            raise AgentError(f"tmux capture-pane {pane_target}: {(r['stderr'] or '').strip()}")
-        out = r["stdout"].rstrip("\n").split("\n")
-        return out[-lines:]
+        op, args = self.capture_request(pane_target, lines, socket_path)
+        return self.capture_result(await self.call(op, timeout=timeout, **args), pane_target, lines)
 
     async def stat(self, paths: list[str], timeout: float = 5.0) -> dict[str, dict[str, Any]]:
         """path -> {exists, size, mtime (local clock), inode, ...}."""
-        items = await self.call("stat", timeout=timeout, paths=list(paths))
-        out: dict[str, dict[str, Any]] = {}
-        for d in items:
-            if d.get("mtime") is not None:
-                d["mtime"] = self.to_local(d["mtime"])
-            out[d["path"]] = d
-        return out
+        return self.stat_result(await self.call("stat", timeout=timeout, paths=list(paths)))
 
     async def read(
         self, path: str, offset: int = 0, max_bytes: int = 65536, timeout: float = 5.0
