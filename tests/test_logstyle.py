@@ -10,33 +10,16 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from gputui.ui.logstyle import TrainingLogHighlighter, line_segments
+from gputui.ui.logstyle import HIGHLIGHTS, TrainingLogHighlighter, line_segments
 from gputui.ui.widgets.logview import TailLog
 
 CONSOLE = Console()
 BASE = Style(color="#e0e0e0", bgcolor="#1e1e1e")
 WORDS = [
-    "step",
-    "loss",
-    "tok/s",
-    "it/s",
-    "samples/s",
-    "Error",
+    *(w for _pattern, _style, words in HIGHLIGHTS for w in words),
     "ValueError",
-    "Exception",
-    "Traceback (most recent call last)",
-    "CUDA out of memory",
-    "Killed",
-    "FAILED",
-    "NCCL error",
-    "NCCL WARN",
-    "Segmentation fault",
-    "nan",
-    "WARNING",
     "UserWarning",
-    "Warning",
     '  File "/x.py", line 3, in f',
-    'File "',
     " ",
     "  ",
     "_",

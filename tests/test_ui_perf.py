@@ -51,6 +51,20 @@ def count_layouts(app: GputuiApp) -> list[int]:
     return n
 
 
+def count_renders(app: GputuiApp) -> list[str]:
+    """From now on, the class name of each widget the screen renders, once a render."""
+    rendered: list[str] = []
+    for w in app.screen.walk_children():
+        orig = w.render_lines
+
+        def counted(crop: Any, w: Any = w, orig: Any = orig) -> Any:
+            rendered.append(type(w).__name__)
+            return orig(crop)
+
+        w.render_lines = counted  # type: ignore[method-assign]
+    return rendered
+
+
 async def settled(app: GputuiApp, pilot: Any) -> list[int]:
     """Wait until start-up has laid the screen out (mounts, the sessions
     table's first idle, scrollbars), however slow the machine; then count."""
@@ -260,15 +274,7 @@ async def test_a_log_write_paints_only_the_log() -> None:
     app, mon = make_app("buffered")
     async with app.run_test(size=SIZE) as pilot:
         await settled(app, pilot)
-        rendered: list[str] = []
-        for w in app.screen.walk_children():
-            orig = w.render_lines
-
-            def counted(crop: Any, w: Any = w, orig: Any = orig) -> Any:
-                rendered.append(type(w).__name__)
-                return orig(crop)
-
-            w.render_lines = counted  # type: ignore[method-assign]
+        rendered = count_renders(app)
         mon.push_lines(["one more line"])
         app._drain_log()
         await pilot.pause()
@@ -289,15 +295,7 @@ async def test_a_frame_of_gpu_rows_and_run_panel_leaves_the_sessions_table_alone
         await settled(app, pilot)
         sessions, run = app.query_one(SessionList), app.query_one(RunPanel)
         assert sessions.region.y == run.region.y  # side by side: one bounding box
-        rendered: list[str] = []
-        for w in app.screen.walk_children():
-            orig = w.render_lines
-
-            def counted(crop: Any, w: Any = w, orig: Any = orig) -> Any:
-                rendered.append(type(w).__name__)
-                return orig(crop)
-
-            w.render_lines = counted  # type: ignore[method-assign]
+        rendered = count_renders(app)
         app.query_one(GpuTable).refresh()
         run.refresh()
         await pilot.pause()

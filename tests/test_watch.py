@@ -3,6 +3,7 @@ and a real log, /metrics scraped, the history written, SIGTERM stops it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -10,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,24 @@ from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.watch import target_settings
 from helpers import wait_for
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """A `gputui watch` that is killed if the test fails before it stops."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def sigterm(proc: subprocess.Popen[str]) -> str:
+    """Stop it as systemd would; the rest of its output."""
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    return out
 
 
 def free_port() -> int:
@@ -62,7 +82,7 @@ def test_watch_records_exports_and_stops_on_sigterm(tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
         text=True,
     )
-    try:
+    with reaped(proc):
         wait_for(lambda: scrape(port).get("gputui_run_step") == 29.0, 30, "step 29 on /metrics")
         with open(log, "a") as f:
             f.write("step 30 loss 1.5 | 950 tok/s\n")
@@ -74,12 +94,7 @@ def test_watch_records_exports_and_stops_on_sigterm(tmp_path: Path) -> None:
                 return [r[0] for r in c.execute("SELECT step FROM metric_points ORDER BY offset")]
 
         wait_for(lambda: steps() == list(range(31)), 30, "31 metric points in the history")
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        out = sigterm(proc)
     assert proc.returncode == 0, out
     assert "stopped" in out and "Traceback" not in out
     assert scrape(port) == {}  # the endpoint is gone with the process
@@ -123,18 +138,13 @@ def test_watch_takes_the_configs_targets(tmp_path: Path) -> None:
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     lines: list[str] = []
-    try:
+    with reaped(proc):
         assert proc.stdout is not None
         while not all(any(h in line for line in lines) for h in ("gpu1.invalid", "gpu2.invalid")):
             line = proc.stdout.readline()
             assert line, f"watch ended before trying both targets: {lines}"
             lines.append(line)
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        out = sigterm(proc)
     text = "".join(lines) + out
     assert proc.returncode == 0, text
     assert "retrying" in text and "Traceback" not in text, text

@@ -14,9 +14,9 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region, Size
 from textual.strip import Strip
-from textual.widget import Widget
 
 from gputui.model import Finding, Severity
+from gputui.ui.widgets.lines import KeptStyle
 from gputui.untrusted import safe_text, visible
 from gputui.verbs import keyed
 
@@ -77,7 +77,7 @@ def banner_text(
     return safe_text(t, keep="\n")  # evidence quotes commands, paths, session names
 
 
-class Banner(Widget):
+class Banner(KeptStyle):
     """Shows `top_finding`; `show(None)` hides it."""
 
     DEFAULT_CSS = "Banner { height: auto; }"
@@ -93,7 +93,6 @@ class Banner(Widget):
         self._rows: list[Text] = []
         self._rows_for: tuple[int, bool] | None = None  # (width, nowrap) of _rows
         self._strips: dict[int, Strip] = {}
-        self._style: Style | None = None
 
     def render(self) -> Text:
         """The whole text (what tests and screen readers see)."""
@@ -166,18 +165,9 @@ class Banner(Widget):
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._wrap(width)) if self._text else 0
 
-    @property
-    def rich_style(self) -> Style:
-        # computed from every ancestor on each call in Textual: keep it until styles change
-        if self._style is None:
-            self._style = super().rich_style
-        return self._style
-
-    def notify_style_update(self) -> None:
-        self._style = None
+    def styles_changed(self) -> None:
         self._strips.clear()
         self._rows_for = None
-        super().notify_style_update()
 
     def on_resize(self) -> None:
         self._strips.clear()

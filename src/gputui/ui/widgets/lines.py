@@ -17,7 +17,29 @@ from textual.widget import Widget
 from gputui.untrusted import safe_text
 
 
-class TextLines(Widget):
+class KeptStyle(Widget):
+    """A widget whose `rich_style` is kept until its styles change: Textual
+    computes it from every ancestor's styles on each call, and a line-API
+    widget asks for it once a row."""
+
+    _style: Style | None = None
+
+    @property
+    def rich_style(self) -> Style:
+        if self._style is None:
+            self._style = super().rich_style
+        return self._style
+
+    def notify_style_update(self) -> None:
+        self._style = None
+        self.styles_changed()
+        super().notify_style_update()
+
+    def styles_changed(self) -> None:
+        """Drop what was drawn with the old styles."""
+
+
+class TextLines(KeptStyle):
     """Shows `set_lines(lines)`; each `Text` is one row (longer ones are cut
     at the width, with an ellipsis when its `overflow` asks for one)."""
 
@@ -27,7 +49,6 @@ class TextLines(Widget):
         super().__init__(**kw)  # type: ignore[arg-type]
         self._lines: list[Text] = []
         self._strips: dict[int, Strip] = {}
-        self._style: Style | None = None
 
     @property
     def lines(self) -> list[Text]:
@@ -42,17 +63,8 @@ class TextLines(Widget):
         """The whole text (what tests and screen readers see)."""
         return Text("\n").join(self._lines)
 
-    @property
-    def rich_style(self) -> Style:
-        # computed from every ancestor on each call in Textual: keep it until styles change
-        if self._style is None:
-            self._style = super().rich_style
-        return self._style
-
-    def notify_style_update(self) -> None:
-        self._style = None
+    def styles_changed(self) -> None:
         self._strips.clear()
-        super().notify_style_update()
 
     def on_resize(self) -> None:
         self._strips.clear()

@@ -83,17 +83,6 @@ class TailLog(Log):
     size is set without a layout and the width is measured inline.
     """
 
-    _style: Style | None = None
-
-    @property
-    def rich_style(self) -> Style:
-        """Textual computes this from every ancestor's styles on each call, and
-        `Log` calls it for every visible line of every frame: keep it until
-        the styles change."""
-        if self._style is None:
-            self._style = super().rich_style
-        return self._style
-
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         """`ScrollView` moves its vertical scrollbar on every scroll, even one
         drawn 0 cells wide (this log's): refreshing a widget that is not on
@@ -164,6 +153,16 @@ class TailLog(Log):
         if self._rows is not None:
             self._rows.clear()
         return super().clear()
+
+    _style: Style | None = None
+
+    @property
+    def rich_style(self) -> Style:
+        """Kept until the styles change, as `KeptStyle` does (a `Log` cannot
+        take that mixin: its default CSS would override the `Log`'s)."""
+        if self._style is None:
+            self._style = super().rich_style
+        return self._style
 
     def notify_style_update(self) -> None:
         self._style = None
