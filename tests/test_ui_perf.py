@@ -65,6 +65,19 @@ def count_renders(app: GputuiApp) -> list[str]:
     return rendered
 
 
+def count_rows(widget: Any) -> list[int]:
+    """From now on, each row `widget` draws (its `render_line` calls)."""
+    rows: list[int] = []
+    orig = widget.render_line
+
+    def counted(y: int) -> Any:
+        rows.append(y)
+        return orig(y)
+
+    widget.render_line = counted
+    return rows
+
+
 async def settled(app: GputuiApp, pilot: Any) -> list[int]:
     """Wait until start-up has laid the screen out (mounts, the sessions
     table's first idle, scrollbars), however slow the machine; then count."""
@@ -246,14 +259,7 @@ async def test_a_moving_age_in_the_banner_restyles_only_its_row() -> None:
         banner = app.query_one(Banner)
         f = banner.finding
         assert f is not None and len(f.evidence) >= 2
-        drawn: list[int] = []
-        orig = banner.render_line
-
-        def counted(y: int) -> Any:
-            drawn.append(y)
-            return orig(y)
-
-        banner.render_line = counted  # type: ignore[method-assign]
+        drawn = count_rows(banner)
         rows = banner.size.height
         banner.show([replace(f, evidence=[f"log silent {n} s" for n in (41, 7)])])
         await pilot.pause()
@@ -419,14 +425,8 @@ async def test_log_rows_carried_across_scrolls_are_what_textual_renders() -> Non
 
         for k in (60, 1, 1, 2, 5, 1):
             await write(k)
-        styled: list[int] = []
         orig = log.render_line
-
-        def counted(y: int) -> Any:
-            styled.append(y)
-            return orig(y)
-
-        log.render_line = counted  # type: ignore[method-assign]
+        styled = count_rows(log)
         log.write_lines([f"step {n} loss 0.000 Error 0"])
         n += 1
         await pilot.pause()
