@@ -65,6 +65,17 @@ def count_renders(app: GputuiApp) -> list[str]:
     return rendered
 
 
+def assert_rows_as_textual_renders(log: TailLog) -> None:
+    """Every row of the log on screen equals a fresh render by Textual's own styles cache."""
+    from textual._styles_cache import StylesCache
+
+    crop = Region(0, 0, log.size.width, log.size.height)
+    got = [list(s) for s in log.render_lines(crop)]
+    want = [list(s) for s in StylesCache().render_widget(log, crop)]
+    assert [[x.text for x in r] for r in got] == [[x.text for x in r] for r in want]
+    assert got == want
+
+
 def count_rows(widget: Any) -> list[int]:
     """From now on, each row `widget` draws (its `render_line` calls)."""
     rows: list[int] = []
@@ -363,7 +374,6 @@ async def test_log_rows_after_writes_and_prunes_are_what_textual_renders() -> No
     """After writes, prunes past max_lines (the lines move up, the scroll
     position stays), a width change and a clear, every row of the log on
     screen equals a fresh render by Textual's own styles cache."""
-    from textual._styles_cache import StylesCache
 
     app, _mon = make_app("buffered")
     async with app.run_test(size=SIZE) as pilot:
@@ -373,11 +383,7 @@ async def test_log_rows_after_writes_and_prunes_are_what_textual_renders() -> No
 
         async def check() -> None:
             await pilot.pause()
-            crop = Region(0, 0, log.size.width, log.size.height)
-            got = [list(s) for s in log.render_lines(crop)]
-            want = [list(s) for s in StylesCache().render_widget(log, crop)]
-            assert [[x.text for x in r] for r in got] == [[x.text for x in r] for r in want]
-            assert got == want
+            assert_rows_as_textual_renders(log)
 
         n = 0
         for batch in (1, 3, 1, 7, 2, 30, 1, 25, 2, 1):
@@ -398,8 +404,6 @@ async def test_log_rows_carried_across_scrolls_are_what_textual_renders() -> Non
     bigger ones, the user scrolling up and down, a prune step and a width
     change, every row equals a fresh render by Textual's own styles cache;
     and a one-line write restyles one row, not the whole view."""
-    from textual._styles_cache import StylesCache
-
     from gputui.ui.widgets.logview import PRUNE_STEP
 
     app, _mon = make_app("buffered")
@@ -417,11 +421,7 @@ async def test_log_rows_carried_across_scrolls_are_what_textual_renders() -> Non
 
         async def check() -> None:
             await pilot.pause()
-            crop = Region(0, 0, log.size.width, log.size.height)
-            got = [list(s) for s in log.render_lines(crop)]
-            want = [list(s) for s in StylesCache().render_widget(log, crop)]
-            assert [[x.text for x in r] for r in got] == [[x.text for x in r] for r in want]
-            assert got == want
+            assert_rows_as_textual_renders(log)
 
         for k in (60, 1, 1, 2, 5, 1):
             await write(k)
