@@ -147,7 +147,8 @@ async def test_the_run_line_says_why_there_is_nothing_to_pick(
     testbed: Any, ct: int, case: str
 ) -> None:
     """A CT that does not exist, or one with no tmux session: the run line
-    said "pick one in the sessions list", a list with nothing in it."""
+    said "pick one in the sessions list", and the log view "select a
+    session", a list with nothing in it."""
     number = 9999 if case == "missing" else ct
     app, parts = make_app(settings_for(testbed, number, interval=0.5))
     want = (
@@ -159,6 +160,9 @@ async def test_the_run_line_says_why_there_is_nothing_to_pick(
         async with app.run_test(size=(80, 24)):
             await until(lambda: want in screen_text(app), 20, repr(want))
             assert "pick one in the sessions list" not in screen_text(app)
+            # the log view says the same, not "select a session" with none to select
+            await until(lambda: f"no log: {want}" in screen_text(app), 5, "the log's state")
+            assert "select a session" not in screen_text(app)
     finally:
         await parts.on_exit()
 

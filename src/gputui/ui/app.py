@@ -36,6 +36,7 @@ from gputui.model import PARTS, ConnectionState, Finding, Snapshot
 from gputui.ui.commands import ActionCommands
 from gputui.ui.compositor import LeanScreen
 from gputui.ui.feed import MonitorLike
+from gputui.ui.format import nothing_to_watch
 from gputui.ui.pacing import WritePacer
 from gputui.ui.screens.confirm import ConfirmScreen, plan_heading
 from gputui.ui.screens.help import HelpScreen, help_markdown
@@ -365,7 +366,11 @@ class GputuiApp(App[int]):
     def _show_log_state(self) -> None:
         snap = self.monitor.snapshot
         self._q(LogPanel).show_state(
-            snap.log, self.clock(), self.stale_after or DEFAULT_STALE_AFTER, self._dropped_lines()
+            snap.log,
+            self.clock(),
+            self.stale_after or DEFAULT_STALE_AFTER,
+            self._dropped_lines(),
+            nothing_to_watch(snap),
         )
 
     # ------------------------------------------------------------ verbs

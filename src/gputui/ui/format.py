@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Sequence
 
 from gputui.diagnose import program_name
-from gputui.model import Proc
+from gputui.model import CtStatus, Proc, Snapshot
 
 
 def human_bytes(n: float | None) -> str:
@@ -73,3 +73,17 @@ def buffering_verdict(proc: Proc) -> tuple[str, str]:
         )
     why = "-u" if proc.python_u_flag else "PYTHONUNBUFFERED" if proc.env_pythonunbuffered else "tty"
     return "green", f"line-buffered ({why}): lines reach the log at once"
+
+
+def nothing_to_watch(snap: Snapshot) -> str | None:
+    """Why there is no run to pick, when the sessions list is empty for a
+    reason (the CT is down, no tmux): said on the run line and the log view
+    instead of "pick one" / "select a session" with nothing to select."""
+    if snap.ct is not None and snap.ct_status in (CtStatus.STOPPED, CtStatus.MISSING):
+        return f"nothing to watch: CT {snap.ct} is {snap.ct_status.value}"
+    if snap.session is None and not snap.sessions and snap.tools.probed:
+        where = f" in CT {snap.ct}" if snap.ct is not None else ""
+        return ("no tmux session" if snap.tools.tmux else "tmux is not installed") + where
+    if snap.session is None and not snap.sessions:
+        return "looking for tmux sessions…"
+    return None

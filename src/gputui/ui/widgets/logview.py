@@ -35,9 +35,15 @@ BURST_BATCH = 1000
 BURST_KEEP = 200
 
 
-def log_state_text(log: LogState, now: float, stale_after: float) -> Text:
+def log_state_text(
+    log: LogState, now: float, stale_after: float, why_none: str | None = None
+) -> Text:
+    """`why_none`: why there is no run to take a log from (the CT is down, no
+    tmux), said instead of "select a session" when there is none to select."""
     t = Text(no_wrap=True, overflow="ellipsis")
     if not log.path:
+        if why_none:
+            return Text(f"no log: {why_none} (w: follow a file by its path)", style="dim")
         return Text(
             "no log chosen — select a session, or press w to follow the process's stdout",
             style="dim",
@@ -257,9 +263,17 @@ class LogPanel(Vertical):
     def log(self) -> TailLog:  # type: ignore[override]  # the view's Log, not Textual's logger
         return self.query_one(TailLog)
 
-    def show_state(self, log: LogState, now: float, stale_after: float, dropped: int = 0) -> None:
-        """`dropped`: lines the monitor let go before the view asked for them."""
-        t = log_state_text(log, now, stale_after)
+    def show_state(
+        self,
+        log: LogState,
+        now: float,
+        stale_after: float,
+        dropped: int = 0,
+        why_none: str | None = None,
+    ) -> None:
+        """`dropped`: lines the monitor let go before the view asked for them;
+        `why_none`: why there is no run to take a log from."""
+        t = log_state_text(log, now, stale_after, why_none)
         if self.skipped + dropped:
             t.append(f"  ⋯ {self.skipped + dropped:,} lines skipped during burst", style="yellow")
         if self.paused:

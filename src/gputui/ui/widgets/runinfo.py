@@ -10,8 +10,15 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
-from gputui.model import CtStatus, Metrics, Proc, Ring, Snapshot
-from gputui.ui.format import buffering_verdict, human_bytes, median, number, stdout_route
+from gputui.model import Metrics, Proc, Ring, Snapshot
+from gputui.ui.format import (
+    buffering_verdict,
+    human_bytes,
+    median,
+    nothing_to_watch,
+    number,
+    stdout_route,
+)
 from gputui.ui.trend import (
     TimeSeries,
     pick_span,
@@ -33,15 +40,9 @@ def proc_text(snap: Snapshot) -> Text:
     p: Proc | None = snap.training_proc
     t = Text(no_wrap=True, overflow="ellipsis")
     if p is None:
-        ct_down = snap.ct is not None and snap.ct_status in (CtStatus.STOPPED, CtStatus.MISSING)
-        if ct_down:  # there is no list to pick from: say why
-            t.append(f"nothing to watch: CT {snap.ct} is {snap.ct_status.value}", style="dim")
-        elif snap.session is None and not snap.sessions and snap.tools.probed:
-            where = f" in CT {snap.ct}" if snap.ct is not None else ""
-            what = "no tmux session" if snap.tools.tmux else "tmux is not installed"
-            t.append(f"{what}{where}", style="dim")
-        elif snap.session is None and not snap.sessions:
-            t.append("looking for tmux sessions…", style="dim")
+        why = nothing_to_watch(snap)
+        if why is not None:  # there is no list to pick from: say why
+            t.append(why, style="dim")
         elif snap.session is None:
             t.append("no session watched — pick one in the sessions list", style="dim")
         elif not snap.session.alive:
