@@ -51,8 +51,9 @@ def _tails_of(path: Path) -> list[int]:
 
 
 def test_closing_the_terminal_leaves_no_tail_behind(tmp_path: Path) -> None:
-    """`gputui --local --log L` whose terminal closes (SIGHUP, no clean
-    quit): the `tail -F` of a quiet log used to outlive it for good."""
+    """`gputui --local --log L` whose terminal closes (SIGHUP): the `tail -F`
+    of a quiet log used to outlive it for good, and gputui died of the
+    signal; now it quits as `q` does (streams stopped), exit 129, no crash."""
     log = tmp_path / "quiet.log"
     log.write_text("step 1 | loss 1.0\n")
     (tmp_path / "none.toml").write_text("")
@@ -77,8 +78,10 @@ def test_closing_the_terminal_leaves_no_tail_behind(tmp_path: Path) -> None:
         wait_for(tail_started, 30, f"gputui following the log; screen: {bytes(buf[-300:])!r}")
     finally:
         os.close(fd)  # the terminal goes away: the kernel sends SIGHUP
-        os.waitpid(pid, 0)
+        _, status = os.waitpid(pid, 0)
     try:
+        assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGHUP
+        assert not list((tmp_path / "gputui").glob("crash-*")), "a crash file"
         wait_for(lambda: not _tails_of(log), 8, "no tail left following the log")
     finally:  # a failure leaves nothing either (its batcher ends with its tail)
         for left in _tails_of(log):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -547,6 +549,29 @@ class GputuiApp(App[int]):
         await self._stop_monitor()
         self.exit(0)
 
+    def quit_on_signal(self, signum: int) -> None:
+        """SIGTERM, or SIGHUP (the terminal went away): quit as `q` does, so
+        the log tail, agent and GPU stream stop; exit 128+N, as a shell says."""
+        if signum == signal.SIGHUP:
+            self._terminal_gone()
+        self.run_worker(self._quit_with(128 + signum), group="quit", exit_on_error=False)
+
+    def _terminal_gone(self) -> None:
+        """Nothing written now reaches anyone, and a write to the closed
+        terminal kills Textual's output thread (EIO): its queue then fills and
+        the next write blocks for good. So stdio goes to /dev/null and the
+        dashboard stops drawing."""
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+        if self._driver is not None:
+            setattr(self._driver, "write", lambda _data: None)  # noqa: B010
+
+    async def _quit_with(self, code: int) -> None:
+        await self._stop_monitor()
+        self.exit(code)
+
     async def _stop_monitor(self) -> None:
         if self._stopped:
             return
@@ -564,6 +589,9 @@ class GputuiApp(App[int]):
         await self._stop_monitor()
 
 
+QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # end the dashboard as `q` does
+
+
 def run_app(settings: Settings) -> int:
     """Build the monitor for `settings` and run the dashboard; the exit code."""
     from gputui.ui.wiring import build
@@ -575,6 +603,9 @@ def run_app(settings: Settings) -> int:
         """A target that cannot be reached at all (unknown host, refused,
         bad key) ends the dashboard with the same one line as `doctor`,
         exit 2; once connected, a lost link is shown live instead."""
+        loop = asyncio.get_running_loop()
+        for sig in QUIT_SIGNALS:
+            loop.add_signal_handler(sig, app.quit_on_signal, sig)
         if parts.history_error:  # the dashboard runs on without history
             app.notify(parts.history_error, severity="warning", timeout=10, markup=False)
         try:
