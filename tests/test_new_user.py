@@ -182,3 +182,31 @@ def test_doctor_takes_a_config_with_one_target(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     (doc,) = json.loads(done.stdout)
     assert "connection refused by 127.0.0.1" in doc["facts"]["error"], doc
+
+
+def test_watch_of_a_missing_ct_says_so_first(testbed: Any) -> None:
+    """`gputui watch --ct 9999` printed "watching … ct 9999" before its alert
+    said the CT is missing; now its first line is the problem and the fix."""
+    argv = sc.doctor_argv(testbed, 9999)
+    argv[argv.index("doctor")] = "watch"
+    proc = subprocess.Popen(
+        argv,
+        env=sc.doctor_env(testbed),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd="/",
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().strip()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=30)
+    where = f"{testbed.user}@127.0.0.1:{testbed.port}"
+    assert first == (
+        f"container 9999 does not exist on {where} — check the number with `pct list` on the host"
+    ), first + rest
+    assert "watching" not in rest
+    assert proc.returncode == 0, rest

@@ -139,7 +139,7 @@ class Watch:
             try:
                 await w.transport.connect()
                 await w.monitor.start()
-                self.say(f"watching {w.monitor.target.label}")
+                self.say(self._started_line(w))
                 return
             except asyncio.CancelledError:
                 raise
@@ -150,6 +150,17 @@ class Watch:
                 self.say(f"{w.monitor.target.label}: {err} — retrying in {delay:.0f} s")
             await asyncio.sleep(delay)
             delay = min(RETRY_MAX_S, delay * 2)
+
+    @staticmethod
+    def _started_line(w: Watched) -> str:
+        """"watching TARGET", or, when its container does not exist or is
+        stopped, that problem and its fix (the watch goes on: the alert
+        fires, and clears when the CT is back)."""
+        target = w.monitor.target
+        problem = target.container.not_running(w.monitor.snapshot.ct_status, w.transport.label)
+        if problem is not None:
+            return str(problem)
+        return f"watching {target.label}"
 
     def stop(self) -> None:
         self._stop.set()
