@@ -153,7 +153,7 @@ class Watch:
 
     @staticmethod
     def _started_line(w: Watched) -> str:
-        """"watching TARGET", or, when its container does not exist or is
+        """`watching TARGET`, or, when its container does not exist or is
         stopped, that problem and its fix (the watch goes on: the alert
         fires, and clears when the CT is back)."""
         target = w.monitor.target
