@@ -113,6 +113,25 @@ def test_config_file_values_are_checked_too(tmp_path: Path) -> None:
     assert rc == 2 and f"{cfg}:3: `ssh.connect_timeout`: inf s is out of range" in one_line(err)
 
 
+@pytest.mark.parametrize("entry", list(ENTRIES))
+def test_a_relative_run_log_in_the_config_is_refused_as_log_is(entry: str, tmp_path: Path) -> None:
+    """`[run] log = "train.log"` on a remote target was looked for in the ssh
+    user's home in the CT: refused as --log is, naming the file and line."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('host = "127.0.0.1"\nct = 200\n[run]\ncommand = "python train.py"\n')
+    with cfg.open("a") as f:
+        f.write('log = "train.log"\n')
+    rc, err, _ = gputui([*ENTRIES[entry], "--config", str(cfg)], tmp_path)
+    line = one_line(err)
+    assert rc == 2
+    assert f"{cfg}:5: `run.log`: 'train.log' is not a full path: in CT 200" in line, line
+    assert "e.g. /workspace/train.log" in line, line
+    # --local reads it where gputui runs: a relative path is fine there
+    cfg.write_text('[run]\nlog = "train.log"\n')
+    rc, err, _ = gputui(["doctor", "--local", "--config", str(cfg)], tmp_path)
+    assert "not a full path" not in err
+
+
 def test_known_hosts_may_be_missing_with_accept_new(tmp_path: Path) -> None:
     """--accept-new-host-key creates the file, as OpenSSH does: not refused up front."""
     from gputui.config import Settings, check_local_files

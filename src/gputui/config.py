@@ -568,11 +568,33 @@ def settings_from(args: Any, base: Settings | None = None) -> Settings:
         raise ConfigError("--local and --demo cannot be combined", "pick one")
     _validate(s)
     remote = not (s.local or s.demo or getattr(args, "command", None) == "watch")  # watch local
-    if s.log and not s.log.startswith("/") and remote:
-        where = f"CT {s.ct}" if s.ct is not None else "the host"
+    if remote:
+        _require_full_log_paths(s, log_flag=getattr(args, "log", None) is not None)
+    return s
+
+
+def _require_full_log_paths(s: Settings, log_flag: bool) -> None:
+    """--log, the config's `log` and `[run] log` on a remote target: a
+    relative path would be looked for in the ssh user's home (and `[run]`'s
+    launch writes it in `[run] cwd`), not where the run writes it."""
+    where = f"CT {s.ct}" if s.ct is not None else "the host"
+    for value, section, flag in ((s.log, "", "--log" if log_flag else ""), (s.run.log, "run", "")):
+        if not value or value.startswith("/"):
+            continue
+        said = f"{flag} {value}" if flag else f"{_config_key(s, section, 'log')}: {value!r}"
         raise ConfigError(
-            f"--log {s.log} is not a full path: in {where} it would be looked for in "
-            "the ssh user's home",
+            f"{said} is not a full path: in {where} it would be looked for in the ssh user's home",
             f"give the path the run writes, as {where} sees it, e.g. /workspace/train.log",
         )
-    return s
+
+
+def _config_key(s: Settings, section: str, key: str) -> str:
+    """`FILE:LINE: `section.key``, naming where the config sets it."""
+    if not s.config_path:
+        return f"`{section}.{key}`" if section else f"`{key}`"
+    path = Path(s.config_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    return _where(path, text, section, key)
