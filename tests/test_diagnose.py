@@ -22,6 +22,7 @@ from gputui.diagnose import (
     stale_threshold,
 )
 from gputui.model import (
+    UNREADABLE,
     ConnectionState,
     CtStatus,
     GpuEvent,
@@ -1334,3 +1335,20 @@ def test_thresholds_default_to_the_documented_constants() -> None:
     assert th.step_overdue_factor == d.STALL_FACTOR == 10.0
     assert th.gpu_idle_after_s == d.IDLE_AFTER_S == 5.0
     assert th.stale_floor_s == STALE_FLOOR_S
+
+
+def test_a_found_log_it_may_not_read_is_a_finding() -> None:
+    """The log found from the run's stdout, unreadable to gputui: the log
+    panel said "cannot read" and doctor said nothing. A warning naming the
+    path, the error and the fix, as the one line for a named log does."""
+    snap = run()
+    snap.log = LogState(
+        path=LOG, not_a_file=UNREADABLE, error=f"cannot read {LOG}: permission denied"
+    )
+    (f,) = [f for f in diagnose(snap, NOW) if f.kind == "log_unreadable"]
+    assert f.severity == Severity.WARNING
+    assert LOG in f.title and "permission denied" in f.title
+    assert f"cannot read {LOG}: permission denied" in f.evidence
+    assert f"ls -l {LOG}" in f.fix and "a user that can read it" in f.fix
+    snap.log = LogState(path=LOG, exists=True, size=10)  # readable: no such finding
+    assert "log_unreadable" not in [f.kind for f in diagnose(snap, NOW)]

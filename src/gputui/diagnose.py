@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import statistics
 from collections.abc import Callable, Iterable
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from gputui.model import (
+    UNREADABLE,
     ConnectionState,
     CtStatus,
     Finding,
@@ -116,6 +118,7 @@ SPECIFICITY: tuple[str, ...] = (
     "buffered_output",
     "log_drift",
     "log_missing",
+    "log_unreadable",
     "stale_code",
     "progress_stalled",
     "session_missing",
@@ -1214,6 +1217,34 @@ def rule_log_missing(ctx: Context) -> Finding | None:
     )
 
 
+def unreadable_fix(path: str) -> str:
+    """What to do about a log this user may not read (named or found)."""
+    return (
+        f"check its owner and mode (ls -l {shlex.quote(path)}); in an unprivileged CT "
+        "root cannot read files owned by the host's root"
+    )
+
+
+def rule_log_unreadable(ctx: Context) -> Finding | None:
+    """A log found from the run's stdout that gputui may not read: the log
+    panel said "cannot read" and nothing else did. (A named one never gets
+    here: it is one line, exit 2, at start.)"""
+    path = ctx.log.path
+    if ctx.log.not_a_file != UNREADABLE or not path:
+        return None
+    ev = [ctx.log.error or f"cannot read {path}: permission denied"]
+    p = ctx.proc
+    if p is not None and p.stdout is not None and path in p.stdout.files:
+        ev.append(f"PID {p.pid} ({_short(p.command, 80)}): stdout is {stdout_words(p)}")
+    return Finding(
+        kind="log_unreadable",
+        severity=Severity.WARNING,
+        title=f"cannot read log {path} (permission denied): its lines are not shown",
+        evidence=ev,
+        fix=f"{unreadable_fix(path)}; or run gputui as a user that can read it",
+    )
+
+
 def rule_log_drift(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or ctx.log.exists is not True or not ctx.proc_alive:
         return None
@@ -1492,6 +1523,7 @@ RULES: tuple[Rule, ...] = (
     rule_busy_but_silent,
     rule_buffered_output,
     rule_log_missing,
+    rule_log_unreadable,
     rule_log_drift,
     rule_progress_stalled,
     rule_stale_code,

@@ -45,7 +45,6 @@ import asyncio
 import contextlib
 import os
 import re
-import shlex
 import time
 from collections import deque
 from collections.abc import Callable
@@ -53,8 +52,9 @@ from dataclasses import dataclass
 
 from gputui.collect.logtail import LineSplitter
 from gputui.config import Settings
+from gputui.diagnose import unreadable_fix
 from gputui.errors import ConfigError, GputuiError
-from gputui.model import LogState
+from gputui.model import UNREADABLE, LogState
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
 
@@ -182,17 +182,10 @@ def named_log(settings: Settings) -> str | None:
     return settings.log or settings.run.log
 
 
-UNREADABLE = "file it may not read"  # LogState.not_a_file of an unreadable log
-
-
 def not_a_file_error(path: str, kind: str) -> ConfigError:
     """The one line for a named log that is a directory, a device or unreadable."""
     if kind == UNREADABLE:
-        return ConfigError(
-            f"log {path} cannot be read (permission denied)",
-            f"check its owner and mode (ls -l {shlex.quote(path)}); in an unprivileged CT "
-            "root cannot read files owned by the host's root",
-        )
+        return ConfigError(f"log {path} cannot be read (permission denied)", unreadable_fix(path))
     return ConfigError(
         f"log {path} is a {kind}, not a file",
         "pass the file the run writes with --log (or [run] log in the config)",

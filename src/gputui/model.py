@@ -264,6 +264,9 @@ class Proc:
 # ---------------------------------------------------------------- the log
 
 
+UNREADABLE = "file it may not read"  # LogState.not_a_file of a log this user may not read
+
+
 @dataclass
 class LogState:
     path: str = ""
@@ -276,7 +279,7 @@ class LogState:
     truncations: int = 0
     rotations: int = 0
     error: str | None = None
-    # what the path is instead ("directory", or logfollow.UNREADABLE); never read then
+    # what the path is instead ("directory", or UNREADABLE); never read then
     not_a_file: str | None = None
     # Seconds between consecutive complete lines as they arrived (0 within a
     # burst): the run's own cadence, for the adaptive stale threshold.
