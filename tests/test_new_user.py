@@ -10,6 +10,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -210,3 +211,43 @@ def test_watch_of_a_missing_ct_says_so_first(testbed: Any) -> None:
     ), first + rest
     assert "watching" not in rest
     assert proc.returncode == 0, rest
+
+
+def test_a_found_log_it_may_not_read_is_a_doctor_finding(tmp_path: Path) -> None:
+    """The log gputui finds from the run's stdout (no --log), which this user
+    may not read: only the log panel said "cannot read"; doctor said nothing
+    of it. Now a log_unreadable warning names it, the error and the fix. A
+    real run in a real tmux session writes the file; as root, the read
+    permission is taken away from gputui with setpriv."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("root here, and no setpriv to drop the right to read any file")
+        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+    log = tmp_path / "out.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUTUI", "TMUX"))}
+    env.update(HOME=str(tmp_path), XDG_STATE_HOME=str(tmp_path), TMUX_TMPDIR=str(tmp_path))
+    loop = (
+        "import time\nwhile True:\n    print('step 1 | loss 1.0', flush=True)\n    time.sleep(0.5)"
+    )
+    run = f"exec {shlex.quote(sys.executable)} -c {shlex.quote(loop)} > {shlex.quote(str(log))}"
+    tmux = ["tmux", "new-session", "-d", "-s", "run", run]
+    subprocess.run(tmux, env=env, check=True, timeout=10)
+    try:
+        wait_for(lambda: log.exists() and log.stat().st_size > 0, 10, "the run writing its log")
+        log.chmod(0)
+        (tmp_path / "none.toml").write_text("")
+        argv = [*prefix, sys.executable, "-m", "gputui.cli", "doctor", "--local"]
+        argv += ["--session", "run", "--json", "--config", str(tmp_path / "none.toml")]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, timeout=10, capture_output=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    found = [f for f in doc["findings"] if f["kind"] == "log_unreadable"]
+    assert len(found) == 1, doc["findings"]
+    f = found[0]
+    assert f["severity"] == "warning"
+    assert str(log) in f["title"] and f"cannot read {log}: permission denied" in f["evidence"]
+    assert f"ls -l {log}" in f["fix"]
