@@ -1,18 +1,41 @@
 """The doctor's short watch (doctor_run.watch_once) ends as soon as what it
-waits for has come or can no longer come: a stand-in monitor, a fake clock
-(one second per look), the real GPU feed state and mapping rule."""
+waits for has come or can no longer come, counts from the end of the
+monitor's start-up, and says what it did not see when its bound passes: a
+stand-in monitor, a fake clock (one second per look), the real GPU feed
+state and mapping rule; the report's part through the test bed."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
 
-from gputui.doctor_run import SETTLE_S, WATCH_MAX_S, watch_once
-from gputui.gpufeed import NvidiaSmiFeed
-from gputui.model import ConnectionState, CtStatus, GpuProcess, GpuSample, Snapshot
+import pytest
+
+from gputui import doctor_run
+from gputui.config import Settings
+from gputui.doctor_run import SETTLE_S, WATCH_MAX_S, watch_incomplete, watch_once
+from gputui.gpufeed import NvidiaSmiFeed, SimulatedGpus
+from gputui.model import (
+    ConnectionState,
+    CtStatus,
+    GpuProcess,
+    GpuSample,
+    Pane,
+    Proc,
+    Session,
+    Severity,
+    Snapshot,
+)
 from gputui.remote.container import ProxmoxLXC
+from gputui.report import exit_code, render_text
 
 NOW = 1_800_000_000.0
+
+
+@pytest.fixture(autouse=True)
+def quick_looks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake clock moves a second per look: no need to wait between looks."""
+    monkeypatch.setattr(doctor_run, "LOOK_S", 0.01)
 
 
 class Clock:
@@ -35,6 +58,7 @@ class StandInMonitor:
     def __init__(self, feed: NvidiaSmiFeed, agent_error: str | None = None) -> None:
         self.gpu_feed = feed
         self.agent_error = agent_error
+        self.agent = None  # no pane watched here: its processes are not waited for
         self.follower = None  # no log named
         self.snapshot = Snapshot(
             time=NOW,
@@ -45,9 +69,12 @@ class StandInMonitor:
             gpus=feed.state,
         )
         self.stopped = False
+        self.start_up: tuple[Clock, int] | None = None
 
     async def start(self) -> None:
-        return None
+        if self.start_up is not None:  # a slow start-up: the agent through ssh and pct
+            clock, seconds = self.start_up
+            clock.reads += seconds
 
     async def refresh(self) -> None:
         return None
@@ -103,3 +130,74 @@ async def test_the_watch_waits_for_the_first_gpu_process_listing() -> None:
     clock = Clock(at={6: listed})
     await watch_once(StandInMonitor(feed), clock=clock)  # type: ignore[arg-type]
     assert 6 <= clock.reads <= 6 + 2  # past the settle time, until the listing came
+
+
+async def test_a_slow_start_up_does_not_eat_the_watch() -> None:
+    """The field failure under heavy load: the agent's start through ssh and
+    pct took most of the watch, which then ended before nvidia-smi listed
+    the GPU processes (the JSON had none for the run's PID)."""
+    feed = busy_gpu_feed(None)
+
+    def listed() -> None:
+        feed.state.processes = []
+        feed.state.processes_pending = False
+
+    clock = Clock(at={WATCH_MAX_S + 5: listed})
+    mon = StandInMonitor(feed)
+    mon.start_up = (clock, int(WATCH_MAX_S))  # the start-up alone took WATCH_MAX_S
+    unseen: list[str] = []
+    await watch_once(mon, clock=clock, unseen=unseen)  # type: ignore[arg-type]
+    assert not feed.state.processes_pending and unseen == []  # it was watched until listed
+    assert clock.reads <= WATCH_MAX_S + 5 + 2
+
+
+async def test_what_never_came_is_said_not_left_out() -> None:
+    feed = busy_gpu_feed(None)  # nvidia-smi never lists the processes
+    clock = Clock()
+    unseen: list[str] = []
+    snap = await watch_once(StandInMonitor(feed), clock=clock, unseen=unseen)  # type: ignore[arg-type]
+    assert clock.reads >= WATCH_MAX_S  # waited, up to the bound
+    assert unseen == ["nvidia-smi's list of GPU processes"]
+    finding = watch_incomplete(unseen)
+    assert finding.severity == Severity.WARNING and "list of GPU processes" in finding.title
+    assert exit_code([finding], inspected=True) == 1
+    text = render_text({"target": "t"}, snap, [finding])
+    assert "nothing wrong" not in text and "run gputui doctor again" in text
+
+
+async def test_the_panes_processes_are_waited_for_after_a_poll_that_timed_out() -> None:
+    """The session's pane is alive but the poll that reads its processes
+    timed out (a loaded CT): the next poll's are waited for."""
+    feed = busy_gpu_feed([])
+    mon = StandInMonitor(feed)
+    mon.agent = SimpleNamespace(alive=True)  # type: ignore[assignment]
+    snap = mon.snapshot
+    snap.sessions = [Session("dflash", panes=[Pane("dflash", 0, 0, pid=4242)])]
+    snap.session_name = "dflash"
+
+    def polled() -> None:
+        snap.procs = [Proc(4242, cmdline=["python3", "train.py"], is_python=True)]
+
+    clock = Clock(at={7: polled})
+    unseen: list[str] = []
+    await watch_once(mon, clock=clock, unseen=unseen)  # type: ignore[arg-type]
+    assert snap.procs and unseen == []
+    assert 7 <= clock.reads <= 7 + 2
+
+
+async def test_the_doctor_reports_what_its_watch_did_not_see(
+    testbed: Any, ct: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through a real sshd and pct: a GPU feed whose process list never
+    comes; the watch's bound (shortened here) passes and the report says so,
+    exit 1, never "nothing wrong"."""
+    monkeypatch.setattr(doctor_run, "WATCH_MAX_S", 1.0)
+    feed = SimulatedGpus(1, lambda: 0.9)
+    feed.state.processes_pending = True  # nvidia-smi never lists the processes
+    s = Settings(**testbed.transport_kwargs(), ct=ct)
+    facts, snap, findings, inspected = await doctor_run.inspect(s, gpu_feed=feed, settle_s=0.5)
+    assert facts["not_seen"] == ["nvidia-smi's list of GPU processes"]
+    f = next(f for f in findings if f.kind == "watch_incomplete")
+    assert f.title.startswith("the watch ended after 1 s without nvidia-smi's list")
+    assert exit_code(findings, inspected=inspected) == 1
+    assert "nothing wrong" not in render_text(facts, snap, findings)

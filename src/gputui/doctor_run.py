@@ -6,10 +6,14 @@ code (0 nothing wrong, 1 something wrong, 2 could not inspect; see
 docs/doctor-json.md).
 
 One snapshot is a short watch, not a single reading: the monitor runs for
-`settle_s` seconds so the GPU stream delivers a few readings and the log is
-read and stat'ed. When the GPUs look held-but-idle, the watch goes on until
-the idle streak is long enough for the hang rule (`diagnose.IDLE_SHORT_S`),
-so a hang is named in one call instead of "come back later".
+at least `settle_s` seconds and until the pieces of a snapshot are in (GPU
+readings and nvidia-smi's process list mapped to the CT, the log read and
+stat'ed, the pane's processes; `unseen_pieces`). When the GPUs look
+held-but-idle, the watch goes on until the idle streak is long enough for
+the hang rule (`diagnose.IDLE_SHORT_S`), so a hang is named in one call
+instead of "come back later". The bound, WATCH_MAX_S, counts from the end
+of the monitor's start-up, which a loaded host slows; a piece still missing
+then is named in the report (`watch_incomplete`), never "nothing wrong".
 
 Two corrections are made to the snapshot before diagnosis, both because a
 one-shot watch reads the log's backlog at start-up:
@@ -35,7 +39,7 @@ from gputui.doctor import connection_facts, probe_tools
 from gputui.errors import GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed
 from gputui.logfollow import log_kind, named_log, not_a_file_error
-from gputui.model import ConnectionState, CtStatus, Finding, Snapshot
+from gputui.model import ConnectionState, CtStatus, Finding, Severity, Snapshot
 from gputui.monitor import Monitor
 from gputui.remote.base import Transport
 from gputui.remote.target import Target, make_target
@@ -44,8 +48,11 @@ from gputui.untrusted import visible
 
 SETTLE_S = 2.0  # how long the one-shot watch runs at least
 IDLE_EXTRA_S = 0.1  # past diagnose.IDLE_SHORT_S, when GPUs look held and idle
-WATCH_MAX_S = 12.0  # never watch longer than this
+# never watch longer than this once the monitor has started (generous: the
+# pieces of a snapshot come within a few seconds, later on a loaded host)
+WATCH_MAX_S = 20.0
 APPS_PERIOD_S = 1.0  # compute-apps listing period during the watch
+LOOK_S = 0.25  # how often the watch looks at the snapshot
 
 
 def _held_and_idle(snap: Snapshot, now: float) -> bool:
@@ -114,49 +121,111 @@ def _ct_pid_ns_pending(monitor: Monitor) -> bool:
     return monitor.agent_error is None
 
 
+def _hang_watch_due(snap: Snapshot) -> bool:
+    """A possible hang: the watch goes on long enough to say so."""
+    return _held_and_idle(snap, time.time()) and _idle_span(snap) < (
+        rules.IDLE_SHORT_S + IDLE_EXTRA_S
+    )
+
+
+def unseen_pieces(monitor: Monitor) -> list[str]:
+    """What the watch still waits for, in words (empty: everything is in).
+    Each piece is waited for only while it can still come: a failed agent,
+    a GPU error, a log that does not exist end their waits."""
+    snap = monitor.snapshot
+    out: list[str] = []
+    log = snap.log
+    log_read = monitor.follower is None or (
+        log.exists is False
+        or (log.exists is True and log.size is not None and log.offset >= log.size)
+    )  # the backlog is read: a dead run's traceback is in the tail
+    if not log_read:
+        out.append("the log's size and backlog")
+    gpus = snap.gpus
+    if not (gpus.latest or gpus.error):
+        out.append("a GPU reading")
+    elif gpus.latest and gpus.processes_pending:
+        out.append("nvidia-smi's list of GPU processes")  # the apps loop starts after
+    elif (
+        snap.ct is not None
+        and _ct_pid_ns_pending(monitor)
+        and any(gp.in_container is None for gp in gpus.processes or [])
+    ):
+        out.append("the CT PIDs of the GPU processes")  # next listing: 1 s
+    pane = snap.session.main_pane if snap.session is not None else None
+    agent = monitor.agent
+    if (
+        pane is not None
+        and pane.pid
+        and not pane.dead
+        and not snap.procs
+        and agent is not None
+        and agent.alive
+    ):
+        out.append("the processes of the session's pane")  # a poll timed out: the next one
+    return out
+
+
 async def watch_once(
-    monitor: Monitor, settle_s: float = SETTLE_S, *, clock: Any = time.monotonic
+    monitor: Monitor,
+    settle_s: float = SETTLE_S,
+    *,
+    clock: Any = time.monotonic,
+    unseen: list[str] | None = None,
 ) -> Snapshot:
     """Run the monitor for a short watch and return its snapshot; nothing is
-    left running on the target afterwards."""
-    start = clock()
+    left running on the target afterwards.
+
+    It lasts at least `settle_s` and until every piece of `unseen_pieces`
+    is in (and a possible hang was watched long enough), at most WATCH_MAX_S
+    counted from the end of the monitor's start-up (the agent's start
+    through ssh and the container, bounded by its own timeout): a slow
+    start-up no longer eats the watch. What is still missing when it ends
+    is put in `unseen` (the report says so, rather than "nothing wrong")."""
+    t0 = clock()
     try:
         await monitor.start()
+        start = clock()
         snap = monitor.snapshot
         down = (CtStatus.STOPPED, CtStatus.MISSING)
-        while clock() - start < WATCH_MAX_S:
-            await asyncio.sleep(0.25)
+        missing: list[str] = []
+        while True:
             if snap.ct_status in down or snap.connection == ConnectionState.FAILED:
+                missing = []
                 break
-            if clock() - start < settle_s:
-                continue
-            log = snap.log
-            if log.not_a_file:
+            if snap.log.not_a_file:
+                missing = []
                 break  # a directory or a device: nothing to read (named_log_error)
-            log_read = monitor.follower is None or (
-                log.exists is False
-                or (log.exists is True and log.size is not None and log.offset >= log.size)
-            )  # the backlog is read: a dead run's traceback is in the tail
-            gpus_read = bool(snap.gpus.latest) or bool(snap.gpus.error)
-            if not (log_read and gpus_read):
-                continue
-            if snap.gpus.latest and snap.gpus.processes_pending:
-                continue  # GPUs read, their processes not yet listed (the apps loop starts after)
-            if (
-                snap.ct is not None
-                and _ct_pid_ns_pending(monitor)
-                and any(gp.in_container is None for gp in snap.gpus.processes or [])
-            ):
-                continue  # host PIDs not yet mapped to the CT (next listing: 1 s)
-            if _held_and_idle(snap, time.time()) and _idle_span(snap) < (
-                rules.IDLE_SHORT_S + IDLE_EXTRA_S
-            ):
-                continue  # a possible hang: watch long enough to say so
-            break
+            missing = unseen_pieces(monitor)
+            now = clock()
+            if now - start >= WATCH_MAX_S:
+                break
+            if now - t0 >= settle_s and not missing and not _hang_watch_due(snap):
+                break
+            await asyncio.sleep(LOOK_S)
         await monitor.refresh()
+        if missing:
+            missing = unseen_pieces(monitor)  # the last poll may have brought one
+        if unseen is not None:
+            unseen[:] = missing
     finally:
         await monitor.stop()
     return monitor.snapshot
+
+
+def watch_incomplete(unseen: list[str]) -> Finding:
+    """The watch reached WATCH_MAX_S without every piece: the report may
+    miss what they would have shown, so it is never "nothing wrong"."""
+    return Finding(
+        kind="watch_incomplete",
+        severity=Severity.WARNING,
+        title=(
+            f"the watch ended after {WATCH_MAX_S:g} s without {', '.join(unseen)}: "
+            "this report may miss what they would show"
+        ),
+        evidence=[f"not seen: {u}" for u in unseen],
+        fix="run gputui doctor again; a loaded host or container answers slowly",
+    )
 
 
 async def inspect(
@@ -190,7 +259,8 @@ async def inspect(
         if gpu_feed is None:
             gpu_feed = one_shot_gpu_feed(target, settings)
         monitor = Monitor(target, settings, gpu_feed)
-        snap = await watch_once(monitor, settle_s)
+        unseen: list[str] = []
+        snap = await watch_once(monitor, settle_s, unseen=unseen)
         bad_log = monitor.named_log_error()
         if bad_log is not None:
             raise bad_log
@@ -200,6 +270,9 @@ async def inspect(
         now = time.time()
         snap.time = now
         findings = rules.diagnose(snap, now, stale_after, settings.diagnosis)
+        if unseen:  # a slow host: never "nothing wrong" for what was not seen
+            facts["not_seen"] = unseen
+            findings = rules.sort_findings([*findings, watch_incomplete(unseen)])
         # the report shows the link as it was during the watch, not "closed"
         seen = (snap.connection, snap.connection_error, snap.rtt_ms)
     finally:
