@@ -251,3 +251,58 @@ def test_a_found_log_it_may_not_read_is_a_doctor_finding(tmp_path: Path) -> None
     assert f["severity"] == "warning"
     assert str(log) in f["title"] and f"cannot read {log}: permission denied" in f["evidence"]
     assert f"ls -l {log}" in f["fix"]
+
+
+def _started_through(testbed: Any) -> set[int]:
+    """PIDs of the processes the test bed's sshd runs for its clients (their
+    environment names its state dir), sshd's own included."""
+    marker = f"GPUTUI_STANDIN_STATE={testbed.state_dir}".encode()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if marker in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                    found.add(int(entry))
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return ""
+
+
+@pytest.mark.parametrize("view", ["host", "run"])
+def test_closing_the_terminal_stops_the_remote_side(testbed: Any, ct: int, view: str) -> None:
+    """The host view (`--host H`) or the run view (`--ct N`) whose terminal
+    closes (the ssh session to the jump box drops: SIGHUP): it died of the
+    signal. Now it quits as `q` does — exit 129, and nothing it started is
+    left running on the host or in the CT."""
+    before = _started_through(testbed)
+    argv = [sys.executable, "-m", "gputui.cli", "--host", "gpuhost"]
+    argv += ["--config", str(sc.config_file(testbed))]
+    argv += ["--ct", str(ct)] if view == "run" else []
+    env = {**sc.doctor_env(testbed), "TERM": "xterm-256color"}
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir("/")
+        os.execve(sys.executable, argv, env)
+    try:
+        buf = bytearray()
+
+        def streaming() -> bool:  # the GPU stream (and in a CT the agent) runs
+            while select.select([fd], [], [], 0)[0]:
+                try:
+                    buf.extend(os.read(fd, 65536))
+                except OSError:
+                    break
+            new = _started_through(testbed) - before
+            return any("nvidia-smi" in _cmdline(p) for p in new)
+
+        wait_for(streaming, 30, f"gputui streaming GPUs; screen: {bytes(buf[-300:])!r}")
+    finally:
+        os.close(fd)  # the terminal goes away: the kernel sends SIGHUP
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGHUP
+    left = lambda: {p: _cmdline(p) for p in _started_through(testbed) - before}  # noqa: E731
+    wait_for(lambda: not left(), 8, "nothing left on the host or in the CT")

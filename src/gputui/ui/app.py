@@ -553,20 +553,8 @@ class GputuiApp(App[int]):
         """SIGTERM, or SIGHUP (the terminal went away): quit as `q` does, so
         the log tail, agent and GPU stream stop; exit 128+N, as a shell says."""
         if signum == signal.SIGHUP:
-            self._terminal_gone()
+            terminal_gone(self)
         self.run_worker(self._quit_with(128 + signum), group="quit", exit_on_error=False)
-
-    def _terminal_gone(self) -> None:
-        """Nothing written now reaches anyone, and a write to the closed
-        terminal kills Textual's output thread (EIO): its queue then fills and
-        the next write blocks for good. So stdio goes to /dev/null and the
-        dashboard stops drawing."""
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(devnull, fd)
-        os.close(devnull)
-        if self._driver is not None:
-            setattr(self._driver, "write", lambda _data: None)  # noqa: B010
 
     async def _quit_with(self, code: int) -> None:
         await self._stop_monitor()
@@ -590,6 +578,20 @@ class GputuiApp(App[int]):
 
 
 QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # end the dashboard as `q` does
+
+
+def terminal_gone(app: App[Any]) -> None:
+    """SIGHUP: nothing written now reaches anyone, and a write to the closed
+    terminal kills Textual's output thread (EIO): its queue then fills and
+    the next write blocks for good. So stdio goes to /dev/null and the app
+    stops drawing."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    driver = app._driver  # Textual has no public "the terminal is gone"
+    if driver is not None:
+        setattr(driver, "write", lambda _data: None)  # noqa: B010
 
 
 def run_app(settings: Settings) -> int:
@@ -645,4 +647,4 @@ def run_app(settings: Settings) -> int:
     return int(rc or 0)
 
 
-__all__ = ["GputuiApp", "run_app"]
+__all__ = ["QUIT_SIGNALS", "GputuiApp", "run_app", "terminal_gone"]

@@ -16,6 +16,7 @@ never markup.
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -33,7 +34,7 @@ from gputui.actions.backend import ActionBackend
 from gputui.diagnose import diagnose_with
 from gputui.errors import GputuiError
 from gputui.hostview import ContainerRow, GpuRow, HostView
-from gputui.ui.app import BACK, GputuiApp
+from gputui.ui.app import BACK, QUIT_SIGNALS, GputuiApp, terminal_gone
 from gputui.ui.format import human_bytes
 from gputui.untrusted import remote_text, visible
 
@@ -384,8 +385,11 @@ class BorrowedMonitor:
         return None
 
 
-async def run_view(watch: Any, choice: RunChoice, read_only: bool) -> int:
-    """Today's run view for one container of a host watch; BACK on Esc."""
+async def run_view(
+    watch: Any, choice: RunChoice, read_only: bool, showing: list[App[Any]] | None = None
+) -> int:
+    """Today's run view for one container of a host watch; BACK on Esc.
+    `showing` gets the app while it runs (run_host_view's signal handler)."""
     monitor = watch.monitor_for(choice.ct)
     if monitor is None:
         return BACK
@@ -405,6 +409,8 @@ async def run_view(watch: Any, choice: RunChoice, read_only: bool) -> int:
     )
     actions.progress = lambda text: app.notify(text, timeout=4)
     borrowed.app = app
+    if showing is not None:
+        showing[:] = [app]
     watch.lent.add(choice.ct)
     try:
         rc = await app.run_async()
@@ -422,7 +428,20 @@ def run_host_view(watches: Sequence[Any], read_only: bool = False) -> int:
     there comes back. Every watch is stopped at the end (nothing left running)."""
     import asyncio
 
+    signalled: list[int] = []  # SIGTERM / SIGHUP: quit as `q` does, exit 128+N
+    showing: list[App[Any]] = []  # the host view or the run view on screen now
+
+    def on_signal(signum: int) -> None:
+        signalled.append(signum)
+        for app in showing:
+            if signum == signal.SIGHUP:
+                terminal_gone(app)
+            app.exit(128 + signum)
+
     async def main() -> int:
+        loop = asyncio.get_running_loop()
+        for sig in QUIT_SIGNALS:
+            loop.add_signal_handler(sig, on_signal, sig)
         if len(watches) == 1:
             # One host that cannot be reached at all (unknown, refused, bad
             # key) ends in one line, exit 2, as the run view does; with several,
@@ -438,15 +457,17 @@ def run_host_view(watches: Sequence[Any], read_only: bool = False) -> int:
             await w.start()
         selected = 0
         try:
-            while True:
+            while not signalled:
                 app = HostApp(watches, selected=selected)
+                showing[:] = [app]
                 result = await app.run_async()
                 if not isinstance(result, RunChoice):
                     return int(result or 0)
                 selected = result.host
-                rc = await run_view(watches[result.host], result, read_only)
+                rc = await run_view(watches[result.host], result, read_only, showing)
                 if rc != BACK:
                     return rc
+            return 128 + signalled[0]
         finally:
             for w in watches:
                 await w.stop()
