@@ -115,6 +115,17 @@ def _run_in_terminal(argv: list[str], env: dict[str, str], timeout: float) -> tu
     return os.waitstatus_to_exitcode(status), seen.decode("utf-8", "replace")
 
 
+def unprivileged() -> list[str]:
+    """A command prefix under which gputui may not read a file its mode
+    forbids: as root, setpriv drops the right to read any file."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root here, and no setpriv to drop the right to read any file")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+
+
 @pytest.mark.parametrize("command", [["doctor"], []])
 def test_a_log_it_may_not_read_is_one_line(tmp_path: Path, command: list[str]) -> None:
     """A named log that exists but this user may not read (an unprivileged
@@ -124,12 +135,7 @@ def test_a_log_it_may_not_read_is_one_line(tmp_path: Path, command: list[str]) -
     log = tmp_path / "train.log"
     log.write_text("step 1 | loss 1.0\n")
     log.chmod(0)
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("root here, and no setpriv to drop the right to read any file")
-        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+    prefix = unprivileged()
     (tmp_path / "none.toml").write_text("")
     argv = [*prefix, sys.executable, "-m", "gputui.cli", *command, "--local", "--log", str(log)]
     argv += ["--config", str(tmp_path / "none.toml")]
@@ -219,12 +225,7 @@ def test_a_found_log_it_may_not_read_is_a_doctor_finding(tmp_path: Path) -> None
     of it. Now a log_unreadable warning names it, the error and the fix. A
     real run in a real tmux session writes the file; as root, the read
     permission is taken away from gputui with setpriv."""
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("root here, and no setpriv to drop the right to read any file")
-        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+    prefix = unprivileged()
     log = tmp_path / "out.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUTUI", "TMUX"))}
     env.update(HOME=str(tmp_path), XDG_STATE_HOME=str(tmp_path), TMUX_TMPDIR=str(tmp_path))
