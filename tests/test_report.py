@@ -205,3 +205,15 @@ def test_report_never_raises(snap: Snapshot) -> None:
     doc = json.loads(findings_to_json({}, snap, findings))
     assert doc["exit_code"] == exit_code(findings)
     assert render_text({}, snap, findings).endswith("\n")
+
+
+def test_a_log_gputui_has_not_read_says_last_written_not_last_line() -> None:
+    """No line read (a log gputui may not read, or one it is behind on): its
+    age is the file's mtime, "last written", never "last line 0 s ago"."""
+    snap = run()
+    snap.log.last_line_time = None
+    snap.log.mtime = NOW - 3
+    snap.log.error = "cannot read /workspace/train.log: permission denied"
+    text = render_text(FACTS, snap, diagnose(snap, NOW), now=NOW)
+    assert "last written 3 s ago" in text and "last line" not in text
+    assert "permission denied" in text

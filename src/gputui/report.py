@@ -453,8 +453,9 @@ def _log_line(snap: Snapshot, now: float) -> str:
     if log.size is not None:
         parts.append(f"{log.size:,} bytes")
     silent = log.silent_for(now)
-    if silent is not None:
-        parts.append(f"last line {dur(silent)} ago")
+    if silent is not None:  # a line gputui read, or only the file's mtime (none read, behind)
+        seen = log.last_line_time is not None and not log.behind
+        parts.append(f"{'last line' if seen else 'last written'} {dur(silent)} ago")
     if log.error:
         parts.append(log.error)
     return ", ".join(parts)
