@@ -28,6 +28,39 @@ EOF
   export PATH=/tmp/gdbbin:$PATH
 }
 
+# flush_gdb SECONDS PID [GDB ARGS...]: the dashboard's own gdb command for
+# flush live (gputui.actions.flush.gdb_argv) under `timeout SECONDS`, GDB ARGS
+# (e.g. -ex 'info threads') put before its calls. Needs gputui importable.
+flush_gdb() {
+  local secs=$1 pid=$2 argv
+  shift 2
+  mapfile -t argv < <(python3 -c 'import sys
+from gputui.actions.flush import gdb_argv
+print("\n".join(gdb_argv("gdb", int(sys.argv[1]))))' "$pid")
+  timeout "$secs" "${argv[@]:0:5}" "$@" "${argv[@]:5}"  # gdb -p PID -batch -nx, the calls
+}
+
+# cpu_window RUN OUTFILE: gputui --local on train0, nvitop and `nvidia-smi -l 1`
+# side by side over one CPU_SECONDS window, each in its own tmux pane
+# (cpu_cost.py); its JSON into OUTFILE
+cpu_window() {
+  python3 bench/gpu/cpu_cost.py --seconds "${CPU_SECONDS:-40}" \
+    "gputui=$UI --local --session train0 --log $1/train0.log --interval 1" \
+    "nvitop=python3 -m nvitop --interval 1" \
+    "smi=nvidia-smi -l 1" > "$2"
+}
+
+# read_rows LABEL OUTFILE: the dashboard's top rows (cpu_window's pane) and
+# nvidia-smi's, read back to back
+SMI_Q=index,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw,power.limit
+read_rows() {
+  {
+    echo "--- read $1 at $(date +%T.%N)"
+    tmux capture-pane -p -t cpu-gputui | sed -n '1,14p'
+    nvidia-smi --query-gpu=$SMI_Q --format=csv,noheader
+  } >> "$2"
+}
+
 # gdb_on_loop RUN OUT: gdb alone on a plain block-buffered Python loop (no
 # torch): does flushing through gdb's calls work there at all?
 gdb_on_loop() {
@@ -38,9 +71,7 @@ gdb_on_loop() {
   lp=$(pgrep -f "^python3 loop.py" | head -1)
   {
     echo "loop pid $lp; before: $(stat -c %s "$run/loop.log") bytes"
-    timeout 60 gdb -p "$lp" -batch -nx -ex 'call (int)PyGILState_Ensure()' \
-      -ex 'call (int)PyRun_SimpleString("import sys;sys.stdout.flush();sys.stdout.reconfigure(line_buffering=True)")' \
-      -ex 'call (void)PyGILState_Release($1)'
+    flush_gdb 60 "$lp"
     echo "gdb exit $?"
     sleep 2
     echo "after: $(stat -c %s "$run/loop.log") bytes; state $(ps -o stat= -p "$lp")"

@@ -16,7 +16,7 @@ ROOT=$(pwd)
 unset PYTHONUNBUFFERED  # the runs under test must be block-buffered, as in the field
 RUN=/var/tmp/gputui-recheck
 rm -rf "$RUN" && mkdir -p "$RUN"
-. bench/gpu/common.sh  # step, use_wheels, use_gdb_debs, gdb_on_loop, flush_live, $UI
+. bench/gpu/common.sh  # step, use_wheels, use_gdb_debs, cpu_window, read_rows, gdb_on_loop, flush_live, $UI
 
 step "set-up: wheels, gdb 16 from .deb, gputui from src/"
 git log --oneline -1 2>/dev/null || true
@@ -43,13 +43,9 @@ tmux new -d -s train1 -x 200 -y 50 -c "$RUN" \
 sleep "${TRAIN_WAIT:-40}"
 ls -la "$RUN"
 
-SMI_Q=index,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw,power.limit
 for k in $(seq "${WINDOWS:-2}"); do
   step "CPU, window $k: gputui --local vs nvitop vs nvidia-smi -l 1"
-  python3 bench/gpu/cpu_cost.py --seconds "${CPU_SECONDS:-40}" \
-    "gputui=$UI --local --session train0 --log $RUN/train0.log --interval 1" \
-    "nvitop=python3 -m nvitop --interval 1" \
-    "smi=nvidia-smi -l 1" > "$OUT/cpu_cost_$k.json" &
+  cpu_window "$RUN" "$OUT/cpu_cost_$k.json" &
   COST=$!
   if [ "$k" = 1 ]; then
     sleep 10
@@ -57,11 +53,7 @@ for k in $(seq "${WINDOWS:-2}"); do
     timeout 40 py-spy record --pid "$UP" --duration 30 --rate 200 --format raw --nonblocking \
       -o "$OUT/gputui_profile.txt" >/dev/null 2>&1 &
     sleep 15
-    {
-      echo "--- read at $(date +%T.%N)"
-      tmux capture-pane -p -t cpu-gputui | sed -n '1,14p'
-      nvidia-smi --query-gpu=$SMI_Q --format=csv,noheader
-    } >> "$OUT/rows.txt"
+    read_rows 1 "$OUT/rows.txt"
   fi
   wait "$COST"
   cat "$OUT/cpu_cost_$k.json"

@@ -18,7 +18,7 @@ unset PYTHONUNBUFFERED  # the runs under test must be block-buffered, as in the 
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 RUN=/var/tmp/gputui-screen
 rm -rf "$RUN" && mkdir -p "$RUN"
-. bench/gpu/common.sh  # step, use_wheels, use_gdb_debs, gdb_on_loop, flush_live, $UI
+. bench/gpu/common.sh  # step, use_wheels, use_gdb_debs, cpu_window, read_rows, gdb_on_loop, flush_live, $UI
 
 step "set-up: wheels, gdb from .deb, gputui from src/"
 git log --oneline -1 2>/dev/null || true
@@ -39,12 +39,8 @@ tmux new -d -s train1 -x 200 -y 50 -c "$RUN" \
 sleep "${TRAIN_WAIT:-40}"
 ls -la "$RUN"
 
-SMI_Q=index,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw,power.limit
 step "CPU over the same window: gputui --local vs nvitop vs nvidia-smi -l 1, while the rows are read"
-python3 bench/gpu/cpu_cost.py --seconds "${CPU_SECONDS:-40}" \
-  "gputui=$UI --local --session train0 --log $RUN/train0.log --interval 1" \
-  "nvitop=python3 -m nvitop --interval 1" \
-  "smi=nvidia-smi -l 1" > "$OUT/cpu_cost.json" &
+cpu_window "$RUN" "$OUT/cpu_cost.json" &
 COST=$!
 sleep 10
 UP=$(pgrep -f "^python3 -c import sys; from gputui.cli" | head -1)
@@ -52,11 +48,7 @@ timeout 40 py-spy record --pid "$UP" --duration 25 --rate 100 --format raw --non
   -o "$OUT/gputui_profile.txt" >/dev/null 2>&1 &  # where the dashboard's CPU goes (collapsed stacks)
 sleep 10
 for k in 1 2 3; do  # the dashboard's GPU rows and nvidia-smi, read back to back
-  {
-    echo "--- read $k at $(date +%T.%N)"
-    tmux capture-pane -p -t cpu-gputui | sed -n '1,14p'
-    nvidia-smi --query-gpu=$SMI_Q --format=csv,noheader
-  } >> "$OUT/rows.txt"
+  read_rows "$k" "$OUT/rows.txt"
   sleep 8
 done
 wait $COST
@@ -79,9 +71,8 @@ step "gdb by hand on train0 (torch, CUDA threads): threads first, then the same 
 P0=$(pgrep -f "python3 train.py$" | head -1)
 {
   echo "train0 pid $P0, log $(stat -c %s "$RUN/train0.log") bytes"
-  timeout 90 gdb -p "$P0" -batch -nx -ex 'info threads' -ex 'call (int)PyGILState_Ensure()' \
-    -ex 'call (int)PyRun_SimpleString("import sys;sys.stdout.flush();sys.stdout.reconfigure(line_buffering=True)")' \
-    -ex 'call (void)PyGILState_Release($1)' 2>&1 | grep -v '^\[New LWP\|^\[Thread debugging' | tail -40
+  flush_gdb 90 "$P0" -ex 'info threads' 2>&1 |
+    grep -v '^\[New LWP\|^\[Thread debugging' | tail -40
   echo "gdb exit ${PIPESTATUS[0]}"
   sleep 3
   echo "after: log $(stat -c %s "$RUN/train0.log") bytes; state $(ps -o stat= -p "$P0")"

@@ -273,8 +273,8 @@ class AgentClient:
         self, root_pid: int, *, sources: bool = True, timeout: float = 5.0
     ) -> list[Proc]:
         """The process tree under root_pid (root first); [] when it is gone."""
-        items = await self.call("procs", timeout=timeout, root_pid=int(root_pid), sources=sources)
-        return procs_from_agent(items, self.clock_offset)
+        op, args = self.processes_request(root_pid, sources)
+        return self.processes_result(await self.call(op, timeout=timeout, **args))
 
     async def batch(self, calls: list[Request], timeout: float = 5.0) -> list[Any]:
         """Several requests in one round trip: each one's raw result, or the
@@ -349,7 +349,6 @@ class AgentClient:
 
     async def sessions(self, socket_path: str | None = None, timeout: float = 5.0) -> list[Session]:
         """tmux sessions with their panes (tmux's own `list-panes -a`)."""
-
         op, args = self.sessions_request(socket_path)
         return self.sessions_result(await self.call(op, timeout=timeout, **args))
 
@@ -366,7 +365,8 @@ class AgentClient:
 
     async def stat(self, paths: list[str], timeout: float = 5.0) -> dict[str, dict[str, Any]]:
         """path -> {exists, size, mtime (local clock), inode, ...}."""
-        return self.stat_result(await self.call("stat", timeout=timeout, paths=list(paths)))
+        op, args = self.stat_request(paths)
+        return self.stat_result(await self.call(op, timeout=timeout, **args))
 
     async def read(
         self, path: str, offset: int = 0, max_bytes: int = 65536, timeout: float = 5.0

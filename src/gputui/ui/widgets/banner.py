@@ -16,7 +16,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 
 from gputui.model import Finding, Severity
-from gputui.ui.widgets.lines import KeptStyle
+from gputui.ui.widgets.lines import KeptStyle, row_strip
 from gputui.untrusted import safe_text, visible
 from gputui.verbs import keyed
 
@@ -182,10 +182,6 @@ class Banner(KeptStyle):
             return Strip.blank(width, style)
         strip = self._strips.get(y)
         if strip is None:
-            text = self._rows[y].copy()
-            text.stylize_before(style)
-            strip = Strip(list(text.render(self.app.console)), text.cell_len)
             pad = Style(bgcolor=style.bgcolor)  # as `Static` pads: the background only
-            strip = strip.crop_extend(0, width, pad)
-            self._strips[y] = strip
+            strip = self._strips[y] = row_strip(self._rows[y], width, style, self.app.console, pad)
         return strip

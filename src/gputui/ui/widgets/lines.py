@@ -9,12 +9,27 @@ The widget's size comes from CSS (fixed heights), never from its text.
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
 
 from gputui.untrusted import safe_text
+
+
+def row_strip(
+    text: Text, width: int, style: Style, console: Console, pad: Style | None = None
+) -> Strip:
+    """One row of a line-API widget: `text` over the widget's `style`, cut at
+    `width` (with an ellipsis when its `overflow` asks for one) and padded to
+    it with `pad` (default: `style`)."""
+    text = text.copy()
+    if text.cell_len > width:
+        text.truncate(width, overflow=text.overflow or "crop")
+    text.stylize_before(style)
+    strip = Strip(list(text.render(console)), text.cell_len)
+    return strip.crop_extend(0, width, style if pad is None else pad)
 
 
 class KeptStyle(Widget):
@@ -76,11 +91,5 @@ class TextLines(KeptStyle):
             return Strip.blank(width, style)
         strip = self._strips.get(y)
         if strip is None:
-            text = self._lines[y].copy()
-            if text.cell_len > width:
-                text.truncate(width, overflow=text.overflow or "crop")
-            text.stylize_before(style)
-            strip = Strip(list(text.render(self.app.console)), text.cell_len)
-            strip = strip.crop_extend(0, width, style)
-            self._strips[y] = strip
+            strip = self._strips[y] = row_strip(self._lines[y], width, style, self.app.console)
         return strip

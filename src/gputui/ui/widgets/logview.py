@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable
+from typing import Any
 
 from rich.cells import cell_len
 from rich.style import Style
@@ -136,7 +137,10 @@ class TailLog(Log):
     # their place in `_lines`: Textual re-keys its whole cache on every prune
     # past max_lines (each write, once a stream has filled the view).
     _dropped = 0  # lines pruned from the top so far
-    _rows: LRUCache[int, Strip] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._rows: LRUCache[int, Strip] = LRUCache(1024)  # line number -> its strip
+        super().__init__(*args, **kwargs)
 
     def _prune_max_lines(self) -> None:
         """Past max_lines every line moves up while the scroll position stays
@@ -156,8 +160,7 @@ class TailLog(Log):
             self.refresh(self.size.region)
 
     def clear(self) -> Self:
-        if self._rows is not None:
-            self._rows.clear()
+        self._rows.clear()
         return super().clear()
 
     _style: Style | None = None
@@ -172,13 +175,11 @@ class TailLog(Log):
 
     def notify_style_update(self) -> None:
         self._style = None
-        if self._rows is not None:
-            self._rows.clear()
+        self._rows.clear()
         super().notify_style_update()
 
     def selection_updated(self, selection: Selection | None) -> None:
-        if self._rows is not None:
-            self._rows.clear()
+        self._rows.clear()
         super().selection_updated(selection)
 
     def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
@@ -193,8 +194,6 @@ class TailLog(Log):
             or not isinstance(self.highlighter, TrainingLogHighlighter)
         ):
             return super()._render_line_strip(y, rich_style)
-        if self._rows is None:
-            self._rows = LRUCache(1024)
         key = y + self._dropped
         strip = self._rows.get(key)
         if strip is None:
