@@ -687,6 +687,11 @@ class Context:
 # ------------------------------------------------------------------ rules
 
 
+def stdout_evidence(p: Proc) -> str:
+    """The evidence line naming a process and where its stdout goes."""
+    return f"PID {p.pid} ({_short(p.command, 80)}): stdout is {stdout_words(p)}"
+
+
 def rule_connection(ctx: Context) -> Finding | None:
     snap = ctx.snap
     if snap.connection == ConnectionState.FAILED:
@@ -1083,7 +1088,7 @@ def rule_busy_but_silent(ctx: Context) -> Finding | None:
         f"log {ctx.log.path or '(none)'}: no new line for {dur(silent)} "
         f"(stale after {dur(ctx.threshold)})"
     )
-    ev.append(f"PID {p.pid} ({_short(p.command, 80)}): stdout is {stdout_words(p)}")
+    ev.append(stdout_evidence(p))
     ev.append("; ".join(buffering_words(p)) + " → Python writes stdout in 8 KiB blocks")
     if p.fd1_pos is not None and p.stdout is not None and p.stdout.kind == "file":
         ev.append(f"fd 1 has written {p.fd1_pos} bytes so far")
@@ -1137,7 +1142,7 @@ def rule_buffered_output(ctx: Context) -> Finding | None:
     p = ctx.proc
     assert p is not None
     ev = [
-        f"PID {p.pid} ({_short(p.command, 80)}): stdout is {stdout_words(p)}",
+        stdout_evidence(p),
         "; ".join(buffering_words(p)) + " → Python writes stdout in 8 KiB blocks",
     ]
     bursts = log_bursts(list(getattr(ctx.log, "line_gaps", None) or []))
@@ -1186,7 +1191,7 @@ def rule_log_missing(ctx: Context) -> Finding | None:
     if files:
         p = ctx.proc
         assert p is not None
-        ev.append(f"PID {p.pid} ({_short(p.command, 80)}): stdout is {stdout_words(p)}")
+        ev.append(stdout_evidence(p))
         return Finding(
             kind="log_missing",
             severity=Severity.WARNING,
@@ -1235,7 +1240,7 @@ def rule_log_unreadable(ctx: Context) -> Finding | None:
     ev = [ctx.log.error or f"cannot read {path}: permission denied"]
     p = ctx.proc
     if p is not None and p.stdout is not None and path in p.stdout.files:
-        ev.append(f"PID {p.pid} ({_short(p.command, 80)}): stdout is {stdout_words(p)}")
+        ev.append(stdout_evidence(p))
     return Finding(
         kind="log_unreadable",
         severity=Severity.WARNING,
@@ -1253,7 +1258,7 @@ def rule_log_drift(ctx: Context) -> Finding | None:
         return None
     p = ctx.proc
     assert p is not None
-    ev = [f"PID {p.pid} ({_short(p.command, 80)}): stdout is {stdout_words(p)}"]
+    ev = [stdout_evidence(p)]
     if ctx.log.mtime is not None:
         ev.append(f"{ctx.log.path} was last written {dur(ctx.now - ctx.log.mtime)} ago")
     return Finding(
