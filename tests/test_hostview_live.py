@@ -203,31 +203,46 @@ async def test_a_plain_server_shows_its_sessions_and_gpu_processes(
         await watch.stop()
 
 
+@pytest.mark.timeout(180)  # the phases' own limits add up to 125 s
 async def test_two_hosts_one_goes_down_and_comes_back(
     proxmox: tuple[Testbed, hostscene.HostScene], plain: tuple[Testbed, scenarios.Run]
 ) -> None:
+    """Host b goes off the network and comes back; host a goes on meanwhile.
+    However long b was away, gputui tries again at least every 5 s, so it
+    shows b again within seconds of its return, GPU readings included."""
     (a, _), (b, _) = proxmox, plain
     wa, wb = HostWatch(settings(a)), HostWatch(settings(b))
+
+    async def phase(fn: Any, timeout: float, what: str) -> None:
+        try:
+            await until(fn, timeout=timeout, what=what)
+        except AssertionError as err:  # say where each host stood
+            raise AssertionError(
+                f"{err}:\n{wa.view!r}\n{wb.view!r}\nb's transport: "
+                f"{wb.transport.state.value} ({wb.transport.state_detail})"
+            ) from None
+
     await asyncio.gather(wa.start(), wb.start())
     try:
-        try:
-            await until(lambda: wa.view.complete and wb.view.complete, timeout=60, what="both")
-        except AssertionError as err:
-            raise AssertionError(f"{err}:\n{wa.view!r}\n{wb.view!r}") from None
+        await phase(lambda: wa.view.complete and wb.view.complete, 50, "both")
         b.host_down()
-        await until(lambda: wb.view.health == "down", timeout=30, what="host b down")
+        await phase(lambda: wb.view.health == "down", 20, "host b down")
         assert wb.view.error
         # The other host goes on: fresh readings keep arriving.
         seen = wa.view.gpus[0].util_pct, wa.feed.state.latest[0].time
-        await until(
-            lambda: wa.feed.state.latest[0].time > seen[1], timeout=10, what="host a readings"
-        )
+        await phase(lambda: wa.feed.state.latest[0].time > seen[1], 10, "host a readings")
         assert wa.view.connection.value == "connected" and wa.view.health != "down"
+        # Away long enough for the retries to space out to their longest.
+        await phase(lambda: "retry in 5 s" in (wb.view.error or ""), 20, "retries 5 s apart")
+        b_readings = wb.feed.state.latest[0].time
         b.host_up()
-        await until(
+        await phase(
             lambda: wb.view.connection.value == "connected" and wb.view.health == "ok",
-            timeout=60,
-            what="host b back",
+            10,
+            "host b back within 10 s",
+        )
+        await phase(
+            lambda: wb.feed.state.latest[0].time > b_readings, 5, "host b's GPU readings again"
         )
     finally:
         await asyncio.gather(wa.stop(), wb.stop())

@@ -61,7 +61,7 @@ BACKGROUND_POLL_S = 5.0
 SESSIONS_PERIOD_S = 5.0  # how often the other sessions' process trees are asked for
 REBUILD_MIN_S = 0.5  # the view is rebuilt at most this often
 CONNECT_RETRY_START_S = 2.0
-CONNECT_RETRY_MAX_S = 30.0
+CONNECT_RETRY_MAX_S = 5.0  # as the transport's reconnects: a host back up is seen in ~5 s
 
 Listener = Callable[[HostView], None]
 
@@ -173,6 +173,11 @@ class HostWatch:
         for cb in list(self._listeners):
             cb(self.view)
 
+    def _on_connection(self, state: ConnectionState, detail: str | None) -> None:
+        if state == ConnectionState.CONNECTED:
+            self.feed.kick()  # a fresh link: the GPU stream reopens now, not after its backoff
+        self._changed()
+
     def build_view(self) -> HostView:
         now = self.clock()
         view = HostView(label=self.transport.label)
@@ -231,7 +236,7 @@ class HostWatch:
                     cb(self.view)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, CONNECT_RETRY_MAX_S)
-        self.transport.on_state(lambda state, detail: self._changed())
+        self.transport.on_state(self._on_connection)
         # The relay starts while the host lists its containers: the monitors
         # need it the moment the list is in.
         self._tasks.append(asyncio.create_task(self._warm_relay(), name="relay start"))

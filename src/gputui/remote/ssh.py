@@ -47,7 +47,9 @@ from gputui.remote.watchdog import with_watchdog
 MAX_CHANNELS = 6
 STDERR_LIMIT = 64 * 1024
 BACKOFF_START_S = 0.5
-BACKOFF_MAX_S = 30.0
+# A refused or unanswered connect costs the host nothing: a host that comes
+# back is seen within ~5 s (plus connect_timeout when packets vanish).
+BACKOFF_MAX_S = 5.0
 RTT_REFRESH_S = 30.0
 # Ciphers asked for first when the ssh config names none (`Ciphers`): asyncssh
 # does chacha20-poly1305 in Python with three cipher contexts a packet, ~7x the
