@@ -100,6 +100,59 @@ def test_watch_records_exports_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert scrape(port) == {}  # the endpoint is gone with the process
 
 
+def test_watch_stops_cleanly_when_its_terminal_closes_and_not_under_nohup(
+    tmp_path: Path,
+) -> None:
+    """SIGHUP (the terminal went away) stops `watch` as SIGTERM does, exit 0;
+    started with SIGHUP ignored (`nohup`), it goes on watching."""
+    import pty
+
+    log = tmp_path / "train.log"
+    log.write_text("step 1 loss 2.0\n")
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "gputui.cli", "watch", "local", "--log", str(log)]
+
+    def ignore_hup() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    nohup_out = tmp_path / "nohup.out"
+    for nohup in (False, True):
+        master, slave = pty.openpty()  # a terminal, as in a tmux window
+        out = open(nohup_out, "w") if nohup else None  # noqa: SIM115
+        proc = subprocess.Popen(  # nohup: SIGHUP ignored, output to nohup.out
+            argv,
+            env=env,
+            stdin=slave,
+            stdout=out or slave,
+            stderr=out or slave,
+            preexec_fn=ignore_hup if nohup else None,
+        )
+        os.close(slave)
+        try:
+            if out is not None:
+                out.close()
+                wait_for(lambda: "watching" in nohup_out.read_text(), 30, "watching")
+            else:
+                seen = b""
+                while b"watching" not in seen:
+                    seen += os.read(master, 4096)
+            os.close(master)  # the terminal goes away: a write to it now fails
+            master = -1
+            proc.send_signal(signal.SIGHUP)
+            if nohup:
+                with pytest.raises(subprocess.TimeoutExpired):
+                    proc.wait(timeout=3)
+                proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0  # not killed by the signal, no traceback exit 1
+        finally:
+            if master >= 0:
+                os.close(master)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert "stopped" in nohup_out.read_text()
+
+
 def test_target_specs() -> None:
     base = Settings(user="me", log="/l")
     s = target_settings("root@10.1.2.6/200", base)

@@ -8,7 +8,9 @@ URLs of the config and, one line each, to stdout; `--prometheus ADDR`
 serves /metrics. A target that cannot be reached is retried (the
 "connection" finding alerts once it has been down `connection_down_after`
 seconds). SIGTERM or SIGINT stop it cleanly: every remote command closed,
-the history flushed, exit 0.
+the history flushed, exit 0. So does SIGHUP (its terminal closed; what went
+to that terminal goes nowhere from then on), unless it was started with
+SIGHUP ignored (`nohup gputui watch …`): then it goes on.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import re
 import signal
 import sys
@@ -105,6 +108,7 @@ class Watch:
             self.exporter = Exporter()
         self.watched = [self._build(s) for s in targets]
         self._stop = asyncio.Event()
+        self._terminal_fds: list[int] = []  # stdin/stdout/stderr that are a terminal
 
     def _build(self, settings: Settings) -> Watched:
         from gputui.monitor import Monitor
@@ -165,11 +169,25 @@ class Watch:
     def stop(self) -> None:
         self._stop.set()
 
+    def hung_up(self) -> None:
+        """SIGHUP: the terminal is gone; a write to it would fail (EIO), so
+        whatever of stdin/stdout/stderr was that terminal becomes /dev/null,
+        then stop as SIGTERM does."""
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in self._terminal_fds:  # a hung-up terminal no longer says it is one
+            os.dup2(devnull, fd)
+        os.close(devnull)
+        self.stop()
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        self._terminal_fds = [fd for fd in (0, 1, 2) if os.isatty(fd)]
+        handlers = {signal.SIGTERM: self.stop, signal.SIGINT: self.stop}
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup: keep ignoring it
+            handlers[signal.SIGHUP] = self.hung_up
+        for sig, handler in handlers.items():
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self.stop)
+                loop.add_signal_handler(sig, handler)
         if self.exporter is not None and self.prometheus:
             self.address = self.exporter.serve(self.prometheus)
             self.say(f"serving /metrics on http://{self.address[0]}:{self.address[1]}/metrics")
@@ -180,7 +198,7 @@ class Watch:
             await self._stop.wait()
         finally:
             await self.close()
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in handlers:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)
         self.say("stopped")
