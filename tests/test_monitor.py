@@ -448,10 +448,16 @@ async def test_start_is_concurrent_and_skips_pct_status_when_the_agent_runs(
 
 @pytest.mark.parametrize("delay", [0.05, 0.4])
 async def test_stop_during_start_up_leaves_nothing_running(
-    testbed: Any, ct: int, ws: Path, counting: CountingTransport, delay: float
+    testbed: Any,
+    ct: int,
+    ws: Path,
+    counting: CountingTransport,
+    delay: float,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """q while the monitor is still starting: start() ends quietly, and the
     agent that was on its way up is closed, not left running in the CT."""
+    monkeypatch.setenv("GPUTUI_PCT_DELAY", "1.0")  # each pct call: still starting at `delay`
     log = ws / "early.log"
     log.write_text("x\n")
     tmux_in_ct(testbed, ct, "new", "-d", "-s", "s", "sleep 300")
@@ -460,7 +466,7 @@ async def test_stop_during_start_up_leaves_nothing_running(
     )
     start = asyncio.create_task(mon.start())
     await asyncio.sleep(delay)
-    assert not start.done()  # still starting (the agent takes >= the pct delay)
+    assert not start.done()  # still starting (the agent takes >= the pct delay, 1 s)
     t0 = time.monotonic()
     await mon.stop()
     took = time.monotonic() - t0
