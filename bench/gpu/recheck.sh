@@ -19,12 +19,16 @@ rm -rf "$RUN" && mkdir -p "$RUN"
 . bench/gpu/common.sh  # step, use_wheels, use_gdb_debs, cpu_window, read_rows, gdb_on_loop, flush_live, $UI
 
 step "set-up: wheels, gdb 16 from .deb, gputui from src/"
-git log --oneline -1 2>/dev/null || true
+# (no `git log` here: the device's copy of .git can lag its working tree; the record names the commit)
 echo "batcher in this tree: $(grep -c BATCH_PY src/gputui/logfollow.py) / lean screen: $(ls src/gputui/ui/compositor.py)"
 use_wheels
-if [ -d .device/gdb16 ]; then use_gdb_debs .device/gdb16 /tmp/gdb16; fi
-LD_LIBRARY_PATH=/tmp/gdb16/usr/lib/x86_64-linux-gnu:/tmp/gdb16/lib/x86_64-linux-gnu \
-  ldd /tmp/gdb16/usr/bin/gdb 2>/dev/null | grep 'not found' || echo "gdb 16: every library found"
+if [ -d .device/gdb16 ]; then
+  use_gdb_debs .device/gdb16 /tmp/gdb16
+  LD_LIBRARY_PATH=/tmp/gdb16/usr/lib/x86_64-linux-gnu:/tmp/gdb16/lib/x86_64-linux-gnu \
+    ldd /tmp/gdb16/usr/bin/gdb | grep 'not found' || echo "gdb 16: every library found"
+else
+  echo "no .device/gdb16: gdb is the machine's own, if any"
+fi
 uname -r; grep -m1 'model name' /proc/cpuinfo; nproc
 tmux -V; python3 --version; gdb --version | head -1; py-spy --version
 python3 -m nvitop --version 2>/dev/null | head -1
