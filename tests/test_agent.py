@@ -140,6 +140,32 @@ def test_python_piped_to_tee_is_buffered_with_tee_log(
     assert proc.stdout.files == [str(log)]
 
 
+def test_a_log_deleted_while_tee_writes_it_names_an_fd_to_read_it_through(
+    work: Path, spawn: Callable[..., Any]
+) -> None:
+    """`rm train.log` while `python | tee train.log` runs: the path keeps
+    the kernel's " (deleted)" mark and `handles` names tee's fd, which still
+    reads the whole file; the model calls it by its name, deleted."""
+    log = work / "train.log"
+    p = spawn(["bash", "-c", f"{PY} -u train.py | tee {log}"], work)
+    reader = ProcReader()
+    wait_for(lambda: log.exists() and log.stat().st_size > 0, what="the log written")
+    log.unlink()
+    d = wait_for(
+        lambda: (x := python_in_tree(reader, p.pid)) and x["stdout"]["handles"] and x,
+        what="the deleted log's handle",
+    )
+    out = d["stdout"]
+    assert out["reader_files"] == [f"{log} (deleted)"]
+    tee = out["readers"][0][0]
+    handle = out["handles"][f"{log} (deleted)"]
+    assert handle.startswith(f"/proc/{tee}/fd/")
+    assert Path(handle).read_text().startswith("step 0 loss")
+    proc = proc_from_agent(d)
+    assert proc.stdout.files == [str(log)]
+    assert proc.stdout.deleted == {str(log): handle}
+
+
 @pytest.mark.parametrize(
     ("argv_extra", "env_extra", "why"),
     [

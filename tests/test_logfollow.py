@@ -422,6 +422,49 @@ async def test_stream_killed_mid_run_resumes_with_no_gap_and_no_repeat(
     assert c.lines == [f"line {i} of the run" for i in range(1, n + 1)]
 
 
+# WRITER, then the file kept open (as a run's stdout is) until killed.
+WRITER_HOLDS = """\
+import sys, time
+n = int(sys.argv[2])
+with open(sys.argv[1], "ab", buffering=0) as f:
+    for i in range(1, n + 1):
+        f.write(b"line %d " % i)
+        f.write(b"of the run\\n")
+        if i % 50 == 0:
+            time.sleep(0.005)
+    time.sleep(60)
+"""
+
+
+async def test_a_log_deleted_mid_run_is_read_on_through_the_writers_fd(
+    local: Target, tmp_path: Path
+) -> None:
+    """The log is deleted while a real writer appends (it keeps the file
+    open); read on through /proc/WRITER/fd/N, every line 1..N arrives
+    exactly once, in order: the same file, at the same byte."""
+    log = tmp_path / "seq.log"
+    log.touch()
+    c = Collect()
+    f = LogFollower(local, str(log), c.on_lines, c.on_state)
+    await f.start()
+    n = 20_000
+    writer = subprocess.Popen([sys.executable, "-c", WRITER_HOLDS, str(log), str(n)])
+    try:
+        await until(lambda: f.state.offset > 0, what="the first lines")
+        fds = Path(f"/proc/{writer.pid}/fd")
+        fd = next(e.name for e in fds.iterdir() if os.readlink(e) == str(log))
+        log.unlink()
+        await until(lambda: f.state.exists is False, what="the log seen missing")
+        f.read_through(f"/proc/{writer.pid}/fd/{fd}")
+        assert f.state.read_via == f"/proc/{writer.pid}/fd/{fd}"
+        await until(lambda: len(c.lines) == n, timeout=30, what="every line")
+        assert f.state.exists is True
+    finally:
+        writer.kill()
+        await f.stop()
+    assert c.lines == [f"line {i} of the run" for i in range(1, n + 1)]
+
+
 async def test_an_existing_log_is_read_from_near_its_end_with_its_own_age(
     local: Target, tmp_path: Path
 ) -> None:

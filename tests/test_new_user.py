@@ -39,6 +39,36 @@ def test_a_ct_without_tmux_and_python3_is_not_nothing_wrong(testbed: Any, ct: in
     assert f"pct exec {ct} -- apt-get install -y tmux" in missing["fix"]
 
 
+LOOP = "import time\ni = 0\nwhile True:\n    i += 1\n    print(f'step {i} | loss 1.0')\n    time.sleep(0.1)"
+
+
+def test_a_log_deleted_while_the_run_writes_it_is_read_on_and_said(testbed: Any, ct: int) -> None:
+    """`rm train.log` in the CT while `python | tee train.log` runs: doctor
+    said "log … (deleted) does not exist — check the path, or wait for the
+    run to create it", and no line written after the rm was seen. Now the
+    log is read on through tee's fd, and a warning says it was deleted and
+    how to keep its lines."""
+    run = sc.prepare(testbed, ct, "deleted", "job")
+    cmd = f"python3 -u -c {shlex.quote(LOOP)} | tee {shlex.quote(str(run.log))}"
+    sc.launch(testbed, run, cmd)
+    wait_for(lambda: run.log.exists() and run.log.read_text().count("\n") >= 3, 15, "lines")
+    before = run.log.read_text().splitlines()
+    run.log.unlink()
+    last_before = int(before[-1].split()[1])
+    time.sleep(1.0)  # the run writes on into the deleted file
+    r = sc.finish_doctor(sc.start_doctor(testbed, ct, "--json"))
+    assert r.rc == 1, r.stdout + r.stderr
+    f = r.finding("log_deleted")
+    assert f["severity"] == "warning" and str(run.log) in f["title"]
+    log = r.doc["snapshot"]["log"]  # type: ignore[index]
+    assert log["path"] == str(run.log) and log["read_via"].startswith("/proc/")
+    assert f"pct exec {ct} -- cp {log['read_via']} {run.log}.saved" in f["fix"]
+    steps = [int(line.split()[1]) for line in log["tail"] if line.startswith("step ")]
+    assert steps and steps[-1] > last_before + 5, (last_before, log["tail"])
+    assert steps == list(range(steps[0], steps[-1] + 1))  # no line twice, none lost
+    assert "log_missing" not in r.kinds()
+
+
 def _tails_of(path: Path) -> list[int]:
     """PIDs of the `tail … PATH` processes on this machine."""
     out = []

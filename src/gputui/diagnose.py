@@ -118,6 +118,7 @@ SPECIFICITY: tuple[str, ...] = (
     "buffered_output",
     "log_drift",
     "log_missing",
+    "log_deleted",
     "log_unreadable",
     "stale_code",
     "progress_stalled",
@@ -1222,6 +1223,31 @@ def rule_log_missing(ctx: Context) -> Finding | None:
     )
 
 
+def rule_log_deleted(ctx: Context) -> Finding | None:
+    """The log was deleted (`rm`, a start script's clean-up) while the run
+    still writes it: gputui reads on through the fd the writer holds open,
+    and the lines live only as long as that process."""
+    via, path = ctx.log.read_via, ctx.log.path
+    if not via or not path or not ctx.ct_usable:
+        return None
+    holder = via.split("/")[2] if via.count("/") >= 3 else "?"
+    ev = [f"{path} no longer exists in {ctx.ct_words}; gputui reads it through {via}"]
+    p = ctx.proc
+    if p is not None:
+        ev.append(stdout_evidence(p))
+    saved = shlex.quote(path + ".saved")
+    return Finding(
+        kind="log_deleted",
+        severity=Severity.WARNING,
+        title=(
+            f"log {path} was deleted while the run still writes it: shown on, "
+            f"but its lines are gone when PID {holder} ends"
+        ),
+        evidence=ev,
+        fix=f"keep a copy now: `{ctx.in_ct(f'cp {via} {saved}')}` (it holds the lines so far)",
+    )
+
+
 def unreadable_fix(path: str) -> str:
     """What to do about a log this user may not read (named or found)."""
     return (
@@ -1528,6 +1554,7 @@ RULES: tuple[Rule, ...] = (
     rule_busy_but_silent,
     rule_buffered_output,
     rule_log_missing,
+    rule_log_deleted,
     rule_log_unreadable,
     rule_log_drift,
     rule_progress_stalled,

@@ -4,7 +4,9 @@ The file the user named (`--log`, or `w` in the dashboard) wins; else the
 file the run's stdout reaches (through a pipe and tee, too); a run that
 ended keeps its log on screen; else the config's `[run] log`. When the
 choice changes, the old stream stops and a new `LogFollower` starts (by
-byte offset, so nothing is missed or shown twice).
+byte offset, so nothing is missed or shown twice). A log deleted while the
+run still writes it (`rm train.log`, a start script that cleans up) is read
+on through /proc/PID/fd/N of the process that holds it open.
 """
 
 from __future__ import annotations
@@ -19,6 +21,18 @@ from gputui.model import LogState, Proc
 from gputui.remote.target import Target
 
 LOG_TAIL_KEEP = 200  # lines kept in snapshot.log_tail
+
+
+def deleted_handle(procs: list[Proc], path: str | None) -> str | None:
+    """Where `path` can still be read when it was deleted while the run
+    writes it (/proc/PID/fd/N of a process holding it open); else None."""
+    if not path:
+        return None
+    for p in sorted(procs, key=lambda p: not p.is_python):
+        handle = p.stdout.deleted.get(path)
+        if handle:
+            return handle
+    return None
 
 
 def stdout_log_files(procs: list[Proc]) -> list[str]:
@@ -77,9 +91,14 @@ class LogChoice:
         return self.settings.run.log or None
 
     async def choose(self, procs: list[Proc]) -> bool:
-        """Follow wanted(procs); True when the followed log changed."""
+        """Follow wanted(procs); True when the followed log changed. A log
+        deleted while the run writes it is read through the fd the run holds
+        (the same file: reading goes on at the same byte)."""
         path = self.wanted(procs)
+        via = deleted_handle(procs, path)
         if path == self.path:
+            if self.follower is not None and procs:  # a run that ended keeps its view
+                self.follower.read_through(via)
             return False
         if self.follower is not None:
             await self.follower.stop()
@@ -92,6 +111,7 @@ class LogChoice:
                 self.on_state,
                 keep=LOG_TAIL_KEEP,
                 clock=self.clock,
+                via=via,
             )
         self.on_switch(self.follower)
         if self.follower is not None:

@@ -267,14 +267,16 @@ class LogFollower:
         keep: int = 500,
         clock: Callable[[], float] = time.time,
         backlog: int = BACKLOG_BYTES,
+        via: str | None = None,
     ) -> None:
         self.target = target
         self.backlog = backlog
         self.path = path
+        self.via = via  # read through this instead (/proc/PID/fd/N of a deleted log)
         self.on_lines = on_lines
         self.on_state = on_state
         self.clock = clock
-        self.state = LogState(path=path)
+        self.state = LogState(path=path, read_via=via)
         self.tail: deque[str] = deque(maxlen=keep)
         self.inode: int | None = None
         self.clock_offset = 0.0  # our clock minus the target's (AgentClient.clock_offset)
@@ -323,6 +325,19 @@ class LogFollower:
         if proc is not None:
             self._closing = asyncio.ensure_future(proc.close())
 
+    @property
+    def read_path(self) -> str:
+        """What is opened on the target: the path, or the fd a deleted log is
+        still open on (same file, so reading goes on at the same offset)."""
+        return self.via or self.path
+
+    def read_through(self, via: str | None) -> None:
+        """Read the log through `via` from now on (None: by its path again)."""
+        if via != self.via:
+            self.via = via
+            self.state.read_via = via
+            self.restart()
+
     def kick(self) -> None:
         """Retry now if waiting out a backoff (e.g. the link is back)."""
         if self._proc is None:
@@ -367,7 +382,7 @@ class LogFollower:
         """Open the stream, read it to its end. True if it got going."""
         self._delivered_at = self.clock()  # a stream on its way gets its own grace
         offset = self.state.offset if self._positioned else None
-        argv = follow_argv(self.path, offset, self.inode, self.backlog)
+        argv = follow_argv(self.read_path, offset, self.inode, self.backlog)
         try:
             proc = await self.target.open(argv)
         except GputuiError as err:
@@ -484,12 +499,12 @@ class LogFollower:
                 break
             j = data.find(b"\n", i)
             if j < 0:
-                if len(data) - i <= MSG_MAX + len(self.path):
+                if len(data) - i <= MSG_MAX + len(self.read_path):
                     self._feed(data[start:i])
                     self._carry = data[i:]
                     return
                 break
-            kind = classify_tail_note(data[i : j + 1].decode("utf-8", "replace"), self.path)
+            kind = classify_tail_note(data[i : j + 1].decode("utf-8", "replace"), self.read_path)
             if kind is None:
                 pos = i + 6
                 continue

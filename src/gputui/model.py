@@ -205,19 +205,35 @@ class StdoutTarget:
     kind: "file" | "pipe" | "tty" | "socket" | "null" | "closed" | "unknown".
     For a pipe, `readers` are the processes with the pipe's other end open
     (e.g. tee) and `reader_files` the regular files those readers write.
+    A file deleted while open keeps the kernel's " (deleted)" in `path` and
+    `reader_files`; `handles` maps such a path to a /proc/PID/fd/N it can
+    still be read through.
     """
 
     kind: str = "unknown"
     path: str | None = None  # file path, "/dev/pts/3", or "pipe:[12345]"
     readers: list[tuple[int, str]] = field(default_factory=list)  # (pid, command)
     reader_files: list[str] = field(default_factory=list)
+    handles: dict[str, str] = field(default_factory=dict)
 
     @property
     def files(self) -> list[str]:
-        """The log files this stdout ends up in."""
-        if self.kind == "file" and self.path:
-            return [self.path]
-        return list(self.reader_files)
+        """The log files this stdout ends up in (a deleted one by its name)."""
+        raw = [self.path] if self.kind == "file" and self.path else list(self.reader_files)
+        return [undeleted(f) for f in raw]
+
+    @property
+    def deleted(self) -> dict[str, str]:
+        """Files of `files` that were deleted while open -> where to read them."""
+        return {undeleted(f): h for f, h in self.handles.items() if f.endswith(DELETED)}
+
+
+DELETED = " (deleted)"  # the kernel's mark on a /proc/PID/fd link of an unlinked file
+
+
+def undeleted(path: str) -> str:
+    """A /proc/PID/fd link's path without the kernel's " (deleted)" mark."""
+    return path[: -len(DELETED)] if path.endswith(DELETED) else path
 
 
 @dataclass
@@ -281,6 +297,9 @@ class LogState:
     error: str | None = None
     # what the path is instead ("directory", or UNREADABLE); never read then
     not_a_file: str | None = None
+    # The file was deleted while the run still writes it: read through this
+    # /proc/PID/fd/N instead (its lines are gone once that process ends).
+    read_via: str | None = None
     # Seconds between consecutive complete lines as they arrived (0 within a
     # burst): the run's own cadence, for the adaptive stale threshold.
     line_gaps: deque[float] = field(default_factory=lambda: deque(maxlen=200))

@@ -471,7 +471,7 @@ class Monitor:
         asked for again on its own."""
         snap = self.snapshot
         guess = self._polled_pane  # (pane pid, tmux target) of the last poll
-        path = self.follower.path if self.follower is not None else None
+        path = self.follower.read_path if self.follower is not None else None
         offset_before = self.follower.state.offset if self.follower is not None else None
         calls = {"sessions": agent.sessions_request()}
         if guess is not None:
@@ -521,7 +521,7 @@ class Monitor:
         if pane_tail != snap.pane_tail:
             self._changed("procs")
         snap.pane_tail = pane_tail
-        now_path = self.follower.path if self.follower is not None else None
+        now_path = self.follower.read_path if self.follower is not None else None
         if now_path:
             if now_path == path:
                 stat = agent.stat_result(answers["stat"])
@@ -541,7 +541,7 @@ class Monitor:
         loop's) drives its stream's watchdog; a change of size, mtime or
         existence is published. False when `path` is no longer followed."""
         f = self.follower
-        if f is None or f.path != path:
+        if f is None or f.read_path != path:
             return False
         log = self.snapshot.log
         before = (log.size, log.mtime, log.exists)
@@ -682,7 +682,7 @@ class Monitor:
     async def _ensure_fallback(self) -> None:
         """No python3 in the CT: list tmux panes, and stat the log followed,
         with a long-lived shell loop (started again when the log changes)."""
-        log = self.follower.path if self.follower is not None else ""
+        log = self.follower.read_path if self.follower is not None else ""
         if self._fallback_proc is not None:
             if log == self._fallback_log:
                 return

@@ -193,6 +193,7 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
             "silent_s": _num(silent),
             "truncations": log.truncations,
             "rotations": log.rotations,
+            "read_via": log.read_via,
             "error": log.error,
             "tail": list(snap.log_tail)[-LOG_TAIL_LINES:],
         },
@@ -449,7 +450,7 @@ def _log_line(snap: Snapshot, now: float) -> str:
         return "none watched"
     if log.exists is False:
         return f"{log.path}: does not exist"
-    parts = [log.path]
+    parts = [log.path + (f" (deleted; read through {log.read_via})" if log.read_via else "")]
     if log.size is not None:
         parts.append(f"{log.size:,} bytes")
     silent = log.silent_for(now)

@@ -27,6 +27,7 @@ def stdout_from_agent(d: dict[str, Any] | None) -> StdoutTarget:
         path=d.get("path"),
         readers=[(int(pid), str(cmd)) for pid, cmd in d.get("readers") or []],
         reader_files=[str(f) for f in d.get("reader_files") or []],
+        handles={str(f): str(h) for f, h in (d.get("handles") or {}).items()},
     )
 
 

@@ -354,11 +354,17 @@ def tree_pids(root_pid: int, stats: "dict[int, dict]") -> "list[int]":
 def written_files(pid: int, limit: int = MAX_WRITE_FILES) -> "list[str]":
     """Regular files pid has open for writing (O_WRONLY/O_RDWR, with or
     without O_APPEND), not /dev, /proc or /sys; fd order, at most `limit`."""
-    out = []
+    return [link for link, _fd in written_fds(pid, limit)]
+
+
+def written_fds(pid: int, limit: int = MAX_WRITE_FILES) -> "list[tuple[str, int]]":
+    """written_files with the fd each is open on: [(link, fd)]."""
+    out = []  # type: list[tuple[str, int]]
     try:
         fds = sorted(int(fd) for fd in os.listdir("/proc/%d/fd" % pid) if fd.isdigit())
     except OSError:
         return out
+    seen = set()  # type: set[str]
     for fd in fds:
         link = _readlink("/proc/%d/fd/%d" % (pid, fd))
         if not link or not link.startswith("/"):
@@ -369,11 +375,15 @@ def written_files(pid: int, limit: int = MAX_WRITE_FILES) -> "list[str]":
         if flags is None or flags & 3 not in (1, 2):
             continue
         link = text(link)
-        if link not in out:
-            out.append(link)
+        if link not in seen:
+            seen.add(link)
+            out.append((link, fd))
             if len(out) >= limit:
                 break
     return out
+
+
+DELETED = " (deleted)"  # what the kernel adds to a /proc/PID/fd link of an unlinked file
 
 
 def _writing(pid: int, fd: int) -> bool:
@@ -522,9 +532,11 @@ def pipe_readers(link: str, writer: int, pids: "list[int] | None" = None) -> "li
 
 def stdout_target(pid: int, pids: "list[int] | None" = None, depth: int = 0) -> dict:
     """Where pid's fd 1 goes: {kind, path, pos, readers: [[pid, command]],
-    reader_files: [paths]}. A pipe is followed to its readers (e.g. tee) and
-    the files they write; a reader whose own stdout is another pipe is
-    followed too (up to 3 levels)."""
+    reader_files: [paths], handles: {path: /proc/PID/fd/N}}. A pipe is
+    followed to its readers (e.g. tee) and the files they write; a reader
+    whose own stdout is another pipe is followed too (up to 3 levels). A file
+    that was deleted while open keeps the kernel's " (deleted)" in its path,
+    and `handles` names an fd it can still be read through."""
     link = _readlink("/proc/%d/fd/1" % pid)
     kind = stdout_kind(link)
     if link is None and os.path.exists("/proc/%d" % pid):
@@ -539,16 +551,21 @@ def stdout_target(pid: int, pids: "list[int] | None" = None, depth: int = 0) -> 
         "pos": info.get("pos"),
         "readers": [],
         "reader_files": [],
+        "handles": {},
     }
+    if kind == "file" and link is not None and link.endswith(DELETED):
+        res["handles"][text(link)] = "/proc/%d/fd/1" % pid
     if kind == "pipe" and link is not None:
         if pids is None:
             pids = list_pids()
         for r in pipe_readers(link, pid, pids):
             cmd = read_cmdline(r)
             res["readers"].append([r, " ".join(cmd) if cmd else ""])
-            for f in written_files(r):
+            for f, fd in written_fds(r):
                 if f not in res["reader_files"]:
                     res["reader_files"].append(f)
+                if f.endswith(DELETED) and f not in res["handles"]:
+                    res["handles"][f] = "/proc/%d/fd/%d" % (r, fd)
             if depth < 3:
                 sub = stdout_target(r, pids, depth + 1)
                 if sub["kind"] == "pipe":
@@ -556,6 +573,8 @@ def stdout_target(pid: int, pids: "list[int] | None" = None, depth: int = 0) -> 
                     for f in sub["reader_files"]:
                         if f not in res["reader_files"]:
                             res["reader_files"].append(f)
+                    for f, h in sub["handles"].items():
+                        res["handles"].setdefault(f, h)
     return res
 
 

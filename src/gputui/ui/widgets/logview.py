@@ -77,6 +77,8 @@ def log_state_text(
         t.append(f"  resumed {log.resumes}×", style="yellow")
     if log.rotations or log.truncations:
         t.append(f"  rotated {log.rotations}× truncated {log.truncations}×", style="yellow")
+    if log.read_via:  # deleted while the run writes it
+        t.append(f"  deleted: read through {visible(log.read_via)}", style="bold yellow")
     return t
 
 
@@ -283,7 +285,8 @@ class LogPanel(Vertical):
         if self._pattern is not None:
             t.append(f"  filter /{self._pattern.pattern}/", style="bold cyan")
         self.query_one("#log-state", QuietStatic).show_text(t)  # one row: repaint only
-        set_border_text(self, title=f"log {log.path}" if log.path else "log")
+        deleted = " (deleted)" if log.read_via else ""
+        set_border_text(self, title=f"log {log.path}{deleted}" if log.path else "log")
 
     def add_lines(self, lines: list[str]) -> None:
         if not lines:
