@@ -185,6 +185,16 @@ class Session:
     created: float | None = None
     attached: bool = False
     panes: list[Pane] = field(default_factory=list)
+    # A session of another tmux server than the default one (another user's,
+    # e.g. a run started as `ubuntu` in the CT, or `tmux -L NAME`): its socket,
+    # and the user the server runs as. None: the default server.
+    socket: str | None = None
+    owner: str | None = None
+
+    @property
+    def tmux(self) -> list[str]:
+        """The tmux command that reaches this session's server."""
+        return ["tmux", "-S", self.socket] if self.socket else ["tmux"]
 
     @property
     def alive(self) -> bool:

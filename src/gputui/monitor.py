@@ -154,7 +154,8 @@ class Monitor:
         self._log_run: tuple[str, list[int]] | None = None
         self._writers_next = 0.0
         self._writers_path: str | None = None
-        self._polled_pane: tuple[int, str] | None = None  # (pid, tmux target) last polled
+        # (pid, tmux target, tmux socket) of the pane last polled
+        self._polled_pane: tuple[int, str, str | None] | None = None
         self.writers_searches = 0
 
     @property
@@ -470,12 +471,12 @@ class Monitor:
         (4 requests were 8 packets a second). A pane or log that changed is
         asked for again on its own."""
         snap = self.snapshot
-        guess = self._polled_pane  # (pane pid, tmux target) of the last poll
+        guess = self._polled_pane  # (pane pid, tmux target, socket) of the last poll
         path = self.follower.read_path if self.follower is not None else None
         offset_before = self.follower.state.offset if self.follower is not None else None
         calls = {"sessions": agent.sessions_request()}
         if guess is not None:
-            calls["capture"] = agent.capture_request(guess[1], PANE_TAIL_LINES)
+            calls["capture"] = agent.capture_request(guess[1], PANE_TAIL_LINES, guess[2])
             if guess[0]:
                 calls["procs"] = agent.processes_request(guess[0])
         if path:
@@ -488,8 +489,10 @@ class Monitor:
             if pane is not None
             else None
         )
-        same = guess is not None and pane is not None and guess == (pane.pid or 0, target)
-        self._polled_pane = (pane.pid or 0, target) if pane is not None and target else None
+        socket = snap.session.socket if snap.session is not None else None
+        now_pane = (pane.pid or 0, target, socket) if pane is not None and target else None
+        same = guess is not None and guess == now_pane
+        self._polled_pane = now_pane
         procs: list[Proc] = []
         pane_tail: list[str] = []
         found_by = ""
@@ -517,7 +520,7 @@ class Monitor:
                 if same:
                     pane_tail = agent.capture_result(answers["capture"], target, PANE_TAIL_LINES)
                 else:
-                    pane_tail = await agent.capture(target, PANE_TAIL_LINES)
+                    pane_tail = await agent.capture(target, PANE_TAIL_LINES, socket)
         if pane_tail != snap.pane_tail:
             self._changed("procs")
         snap.pane_tail = pane_tail
@@ -760,6 +763,7 @@ def _sessions_key(sessions: list[Session]) -> list[tuple[Any, ...]]:
     return [
         (
             s.name,
+            s.socket,
             s.windows,
             s.attached,
             tuple(

@@ -160,6 +160,8 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
         "sessions": [
             {
                 "name": s.name,
+                "socket": s.socket,
+                "owner": s.owner,
                 "windows": s.windows,
                 "created": _num(s.created),
                 "attached": s.attached,
@@ -429,6 +431,8 @@ def _session_line(snap: Snapshot) -> str:
     if s is None:
         others = ", ".join(x.name for x in snap.sessions) or "none"
         return f"{name}: not found (sessions: {others})"
+    if s.owner is not None:  # another user's tmux server, or a named one
+        name = f"{name} (tmux server of {s.owner}: {s.socket})"
     p = s.main_pane
     if p is None:
         return f"{name}: alive"

@@ -84,7 +84,8 @@ async def execute(
 
 # (target, settings, session, options) -> the plan; options are the verb's own
 # flags (log, pids, native, locals_, py_spy) and, from the dashboard, what the
-# snapshot knows (pid, stdout_files); absent when not given.
+# snapshot knows (pid, stdout_files, and tmux: the command reaching the
+# session's server when it is not the default one); absent when not given.
 Planner = Callable[[Target, Settings, "str | None", dict[str, Any]], Awaitable[ActionPlan]]
 Executor = Callable[
     [Target, ActionPlan, Progress, "GpuMemoryReader | None", "GpuProcessReader | None"],
@@ -95,7 +96,7 @@ Executor = Callable[
 async def _plan_attach(
     t: Target, s: Settings, session: str | None, o: dict[str, Any]
 ) -> ActionPlan:
-    return plan_attach(t, s, session)
+    return plan_attach(t, s, session, tmux=o.get("tmux"))
 
 
 async def _plan_watch_log(
@@ -105,10 +106,12 @@ async def _plan_watch_log(
 
 
 PLANNERS: dict[str, Planner] = {
-    "relaunch": lambda t, s, session, o: plan_relaunch(t, s, session),
+    "relaunch": lambda t, s, session, o: plan_relaunch(t, s, session, tmux=o.get("tmux")),
     "launch": lambda t, s, session, o: plan_launch(t, s, session),
-    "kill": lambda t, s, session, o: plan_kill(t, s, session, force=bool(o.get("force"))),
-    "force_kill": lambda t, s, session, o: plan_kill(t, s, session, force=True),
+    "kill": lambda t, s, session, o: plan_kill(
+        t, s, session, force=bool(o.get("force")), tmux=o.get("tmux")
+    ),
+    "force_kill": lambda t, s, session, o: plan_kill(t, s, session, force=True, tmux=o.get("tmux")),
     "dump": lambda t, s, session, o: plan_dump(
         t,
         s,
@@ -117,9 +120,10 @@ PLANNERS: dict[str, Planner] = {
         native=bool(o.get("native")),
         locals_=bool(o.get("locals_")),
         py_spy=o.get("py_spy"),
+        tmux=o.get("tmux"),
     ),
     "flush": lambda t, s, session, o: plan_flush(
-        t, s, session, pids=o.get("pids"), log=o.get("log")
+        t, s, session, pids=o.get("pids"), log=o.get("log"), tmux=o.get("tmux")
     ),
     "attach": _plan_attach,
     "watch_log": _plan_watch_log,

@@ -8,7 +8,9 @@ from gputui.config import Settings
 from gputui.remote.target import Target
 
 
-def attach_argv(target: Target, session: str | None, read_only: bool = False) -> list[str]:
+def attach_argv(
+    target: Target, session: str | None, read_only: bool = False, tmux: list[str] | None = None
+) -> list[str]:
     """The transport's terminal argv around the container's attach argv
     (`ssh -t … host` + the container's way in + `tmux attach -t =S`; just
     `tmux attach -t =S` on this machine). In --read-only it is tmux's
@@ -18,13 +20,19 @@ def attach_argv(target: Target, session: str | None, read_only: bool = False) ->
         raise ActionError("no tmux session to attach to", "pass --session NAME")
     flags = ["-r"] if read_only else []
     return target.attach_argv(
-        tmux_argv(None, "attach-session", *flags, "-t", session_target(session))
+        tmux_argv(tmux, "attach-session", *flags, "-t", session_target(session))
     )
 
 
-def plan_attach(target: Target, settings: Settings, session: str | None = None) -> ActionPlan:
+def plan_attach(
+    target: Target,
+    settings: Settings,
+    session: str | None = None,
+    *,
+    tmux: list[str] | None = None,
+) -> ActionPlan:
     name = session or settings.session
-    argv = attach_argv(target, name, settings.read_only)
+    argv = attach_argv(target, name, settings.read_only, tmux)
     how = "read-only " if settings.read_only else ""
     notes = ["Detach with Ctrl-b d to come back to gputui."]
     if settings.read_only:

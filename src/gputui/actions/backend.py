@@ -42,6 +42,7 @@ class ActionBackend:
             log=snap.log.path or None,
             pid=proc.pid if proc is not None else None,
             stdout_files=list(proc.stdout.files) if proc is not None else [],
+            tmux=snap.session.tmux if snap.session is not None and verb != "launch" else None,
         )
 
     async def execute(self, plan: ActionPlan) -> ActionResult:

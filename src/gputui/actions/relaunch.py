@@ -253,6 +253,13 @@ def _plan_start(
     commands.append(move_log_argv(spec.log))
     notes.append(f"3. move {spec.log} aside to {spec.log}.<YYYYmmdd-HHMMSS> (nothing is deleted)")
     env_file = env_file_path(spec)
+    if env_file and tmux and tmux != ["tmux"]:
+        # Another server's panes run as its owner, who may not read root's 0600 file.
+        raise ActionError(
+            f"session {spec.session!r} is in another tmux server ({' '.join(tmux)}): "
+            "[run] env values cannot be handed to it",
+            "relaunch it as the user who owns that server, or drop [run] env",
+        )
     if env_file:  # the values go on stdin, into a 0600 file the wrapper reads and deletes
         commands.append(write_env_argv(env_file))
     start = new_session_argv(spec, tmux, env_file)

@@ -29,6 +29,7 @@ import queue
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -788,6 +789,51 @@ def tool_version(argv: "list[str]") -> "str | None":
     return out[0] if out else argv[0]
 
 
+MAX_TMUX_SERVERS = 8  # other tmux servers listed besides the default one
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
+
+
+def other_tmux_sockets(limit: int = MAX_TMUX_SERVERS) -> "list[list[str]]":
+    """[[socket, owner]] of the tmux servers besides this user's default one:
+    every socket under $TMUX_TMPDIR (or /tmp) /tmux-UID/ — another user's
+    server (a run started as `ubuntu` in the CT) or a named one (`tmux -L`).
+    Root may connect to any of them; another user's attempt just fails."""
+    tmpdir = os.environ.get("TMUX_TMPDIR") or "/tmp"
+    own = os.path.join(tmpdir, "tmux-%d" % os.getuid(), "default")
+    out = []  # type: list[list[str]]
+    try:
+        dirs = sorted(d for d in os.listdir(tmpdir) if d.startswith("tmux-"))
+    except OSError:
+        return out
+    for d in dirs:
+        base = os.path.join(tmpdir, d)
+        try:
+            names = sorted(os.listdir(base))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(base, name)
+            if path == own:
+                continue
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISSOCK(st.st_mode) and text(path) == path:  # -S takes it as it is
+                out.append([path, _user_name(st.st_uid)])
+                if len(out) >= limit:
+                    return out
+    return out
+
+
 def _tmux_base(args: dict) -> "list[str]":
     base = ["tmux"]
     if args.get("socket"):
@@ -841,12 +887,24 @@ class Agent:
         that follow `tmux [-S socket]` (the client sends the formats it
         parses, from gputui.collect.tmux) -> {results: [{exit, stdout, stderr}]}."""
         base = _tmux_base(args)
-        results = []
+        commands = []
         for cmd in args["commands"]:
             if not isinstance(cmd, list) or not cmd or cmd[0] not in TMUX_READ_ONLY:
                 raise ValueError("tmux: only read-only subcommands %s" % (TMUX_READ_ONLY,))
-            results.append(run_argv(base + [str(a) for a in cmd]))
-        return {"results": results}
+            commands.append([str(a) for a in cmd])
+        out = {"results": [run_argv(base + cmd) for cmd in commands]}  # type: dict
+        if args.get("other_servers") and base == ["tmux"]:
+            # `other_servers`: the same commands on every other server found
+            # -> servers: [{socket, owner, results}]
+            out["servers"] = [
+                {
+                    "socket": sock,
+                    "owner": owner,
+                    "results": [run_argv(["tmux", "-S", sock] + cmd) for cmd in commands],
+                }
+                for sock, owner in other_tmux_sockets()
+            ]
+        return out
 
     def op_capture(self, args: dict) -> dict:
         lines = max(1, min(int(args.get("lines", 50)), 10000))

@@ -295,15 +295,29 @@ class AgentClient:
     # and what its raw result means.
     @staticmethod
     def sessions_request(socket_path: str | None = None) -> Request:
+        """Every session: of the default server, and (socket_path None) of
+        every other tmux server in the CT (another user's, a `-L` one)."""
         from gputui.collect import tmux
 
-        return "tmux", {"socket": socket_path, "commands": [tmux.list_panes_argv()[1:]]}
+        return "tmux", {
+            "socket": socket_path,
+            "commands": [tmux.list_panes_argv()[1:]],
+            "other_servers": socket_path is None,
+        }
 
     def sessions_result(self, res: Any) -> list[Session]:
         from gputui.collect import tmux
 
-        r = _raised(res)["results"][0]
+        answer = _raised(res)
+        r = answer["results"][0]
         sessions = tmux.sessions_from_result(r["exit"], r["stdout"], r["stderr"])
+        for server in answer.get("servers") or []:
+            r = server["results"][0]
+            if r["exit"] != 0:  # gone since, or not ours to reach: not a session to show
+                continue
+            for s in tmux.parse_panes(r["stdout"]):
+                s.socket, s.owner = str(server["socket"]), str(server["owner"])
+                sessions.append(s)
         for s in sessions:
             s.created = self.to_local(s.created)
         return sessions

@@ -49,7 +49,7 @@ from gputui.ui.widgets.gpus import GpuTable, gpu_lines
 from gputui.ui.widgets.logview import LogPanel
 from gputui.ui.widgets.quiet import QuietStatic
 from gputui.ui.widgets.runinfo import RunPanel, run_line_text
-from gputui.ui.widgets.sessions import SessionList
+from gputui.ui.widgets.sessions import SessionList, session_name
 from gputui.ui.widgets.status import StatusLine
 from gputui.untrusted import visible
 from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, VERBS, keyed, why_not
@@ -468,7 +468,7 @@ class GputuiApp(App[int]):
 
     @on(DataTable.RowSelected, "#sessions")
     def _watch_session(self, event: DataTable.RowSelected) -> None:
-        name = str(event.row_key.value)
+        name = session_name(str(event.row_key.value))
         self.monitor.watch_session(name)
         self.notify(f"watching session {name}", timeout=2)
 

@@ -23,11 +23,24 @@ def session_age(seconds: float) -> str:
     return dur(seconds, short=True)
 
 
+def row_key(s: Session) -> str:
+    """A row's key: the session's name, and another server's socket (two
+    servers may each have a session of the same name)."""
+    return s.name if s.socket is None else f"{s.name}\x00{s.socket}"
+
+
+def session_name(key: str) -> str:
+    """The session name a row key stands for."""
+    return key.split("\x00", 1)[0]
+
+
 def session_row(s: Session, now: float, watched: str | None) -> tuple[Text | str, ...]:
     pane = s.main_pane
     name = remote_text(
         ("▶ " if s.name == watched else "  ") + s.name, style="bold" if s.name == watched else ""
     )
+    if s.owner is not None:  # another user's tmux server (or a `tmux -L` one)
+        name.append_text(remote_text(f" ({s.owner})", style="dim"))
     state = Text("alive", style="green") if s.alive else Text("dead", style="bold red")
     exit_ = "–"
     if pane is not None and pane.dead:
@@ -52,8 +65,8 @@ class SessionList(DataTable[Text | str]):
         self._rows: dict[str, tuple[Text | str, ...]] = {}
 
     def show(self, sessions: list[Session], now: float, watched: str | None) -> None:
-        names = [s.name for s in sessions]
-        rows = {s.name: session_row(s, now, watched) for s in sessions}
+        names = [row_key(s) for s in sessions]
+        rows = {row_key(s): session_row(s, now, watched) for s in sessions}
         if names != self._names:
             cursor_name = (
                 self._names[self.cursor_row] if 0 <= self.cursor_row < len(self._names) else watched
