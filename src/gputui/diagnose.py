@@ -523,6 +523,15 @@ class Context:
             return free < self.th.disk_full_below_mib * 1024 * 1024
         return self.log.path != "" and self.enospc is not None
 
+    @property
+    def disk_silenced(self) -> bool:
+        """The log's silence is the disk's doing: it is full, or a write
+        failed for lack of space (tee never writes that file again) and
+        the log has been silent since."""
+        if self.disk_full:
+            return True
+        return self.enospc is not None and self.proc_alive and self.log_silent
+
     def no_step_for(self) -> float | None:
         """Seconds since the step counter last advanced, counted at most from
         the process start; with no step seen, since the last line."""
@@ -1113,7 +1122,7 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
 def rule_busy_but_silent(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
         return None
-    if ctx.disk_full:
+    if ctx.disk_silenced:
         return None  # the log is silent because its disk is full: disk_full says so
     if ctx.block_buffered is not True or not ctx.log_silent or ctx.drift_files:
         return None
@@ -1178,7 +1187,7 @@ def rule_buffered_output(ctx: Context) -> Finding | None:
     WARNING with its fix — a run whose log lags is never "nothing wrong" —
     whether or not the bursts have been seen yet. A hang or a silent log
     (held_but_idle, busy_but_silent) says it instead."""
-    if not ctx.ct_usable or not ctx.proc_alive or ctx.hung or ctx.stalled or ctx.disk_full:
+    if not ctx.ct_usable or not ctx.proc_alive or ctx.hung or ctx.stalled or ctx.disk_silenced:
         return None
     if ctx.block_buffered is not True or ctx.drift_files:
         return None
@@ -1322,7 +1331,7 @@ def rule_progress_stalled(ctx: Context) -> Finding | None:
     silent past the threshold with a step overdue while the GPUs stay busy."""
     if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
         return None
-    if ctx.disk_full:
+    if ctx.disk_silenced:
         return None  # no line can reach a full disk: disk_full says so
     if ctx.log.behind:
         return None  # the file holds lines gputui has not delivered: the steps may be in them
@@ -1408,17 +1417,22 @@ def rule_disk_full(ctx: Context) -> Finding | None:
         and not ctx.disk_full
         and free < total * ctx.th.disk_low_pct / 100.0
     )
-    if not ctx.disk_full and not low and (said is None or not ctx.proc_alive or not ctx.log_silent):
+    if not ctx.disk_silenced and not low:
         return None
     ev = [line for line in (_space_line(ctx),) if line]
     if log.mtime is not None:
         ev.append(f"{log.path} was last written {dur(ctx.now - log.mtime)} ago")
     if said is not None:
         ev.append(f"the {said[0]} says: {_short(said[1], 160)}")
-    tee = [p for p in ctx.procs if program_name(p.command) == "tee"]
+    tee = [p.pid for p in ctx.procs if program_name(p.command) == "tee"] + [
+        pid
+        for p in ctx.procs
+        for pid, cmd in ((p.stdout.readers or []) if p.stdout is not None else [])
+        if program_name(cmd) == "tee"
+    ]
     if tee and (said is not None or ctx.disk_full):
         ev.append(
-            f"tee (PID {tee[0].pid}) stops writing a file after a failed write: the log "
+            f"tee (PID {tee[0]}) stops writing a file after a failed write: the log "
             "stays silent even once space is freed, until the run is restarted"
         )
     directory = os.path.dirname(log.path.rstrip("/")) or "/"

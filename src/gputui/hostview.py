@@ -43,8 +43,8 @@ HEALTH_ORDER = (
 
 # Which findings name which word. The first word whose kinds appear wins
 # (HEALTH_ORDER); an ERROR held_but_idle is a hang, a WARNING one a stall;
-# an ERROR disk_full is "full" (a WARNING one, space freed since, and
-# disk_low name no word: the run's other findings say what it does).
+# an ERROR disk_full is "full", a WARNING one (space freed since, but tee
+# no longer writes the log) "stalled"; disk_low names no word.
 _WORD_KINDS: dict[str, tuple[str, ...]] = {
     "dead": ("session_dead", "run_exited"),
     "stalled": ("progress_stalled",),
@@ -270,8 +270,8 @@ def health_word(findings: list[Finding], snap: Snapshot) -> tuple[str, str]:
         if held is not None:
             candidates.append(("stalled", held))
     disk = by_kind.get("disk_full")
-    if disk is not None and disk.severity == Severity.ERROR:
-        candidates.append(("full", disk))
+    if disk is not None:
+        candidates.append(("full" if disk.severity == Severity.ERROR else "stalled", disk))
     for word, kinds in _WORD_KINDS.items():
         for kind in kinds:
             if kind in by_kind:
