@@ -27,20 +27,20 @@ DISK_BYTES = 1 << 20
 # Block-buffered (no -u, no PYTHONUNBUFFERED): without the disk rule the
 # silent log would be blamed on the buffer.
 FILL = """import os, sys, time
-for i in range(100):
-    print("step %d loss %.4f %s" % (i, 1.0 / (i + 1), "x" * 80))
+# exactly two pages of log: no room left in its last page once the disk is full
+for i in range(64):
+    print(("step %d loss %.4f " % (i, 1.0 / (i + 1))).ljust(127, "x"))
 sys.stdout.flush()
 time.sleep(0.3)
 try:
     with open("disk/ckpt.pt", "wb") as f:
         f.write(b"\\0" * (4 << 20))
-except OSError as e:
+except OSError as e:  # tee's write of this line fails: its error is the pane's last line
     print("checkpoint failed: %s" % e, file=sys.stderr)
 sys.stderr.flush()
-for i in range(100, 200):  # the next 8 KiB block: tee's write of it fails
-    print("step %d loss %.4f %s" % (i, 1.0 / (i + 1), "x" * 80))
-sys.stdout.flush()
+time.sleep(0.3)
 open("filled", "w").close()
+i = 64
 while True:  # busy on its GPU, a short line now and then (into the buffer)
     i += 1
     print("step %d loss %.4f" % (i, 1.0 / (i + 1)))
@@ -111,14 +111,14 @@ def test_a_full_disk_under_a_tee_run_is_named_not_called_buffered(testbed: Any, 
     testbed.set_gpus({"gpus": [sc.gpu(0, 45_000, 98)], "apps": [sc.app(pid, 0, 44_800)]})
     wait_filled(run)
     time.sleep(1.0)  # the log has been silent past the 1 s stale threshold
-    size = log_in_ct(testbed, ct, log)
+    assert log_in_ct(testbed, ct, log) == 8192  # the 64 lines before the disk filled
     flags = ["--session", "fill", "--log", str(log), "--stale-after", "1"]
     r = sc.finish_doctor(sc.start_doctor(testbed, ct, *flags, "--json"))
     f = assert_names_the_disk(r, log)
     evidence = "\n".join(f["evidence"])
     assert f"the pane says: tee: {log}: No space left on device" in evidence, evidence
     assert "last written" in evidence
-    assert log_in_ct(testbed, ct, log) == size  # the log really stopped
+    assert log_in_ct(testbed, ct, log) == 8192  # the log really stopped
     assert r.doc["snapshot"]["process"]["pid"]  # type: ignore[index]  # the run lives on
 
 
