@@ -425,7 +425,18 @@ def test_read_and_stat_ops(agent_proc: subprocess.Popen[bytes], work: Path) -> N
     )
     a, b = r["result"]
     assert a["exists"] and a["size"] == f.stat().st_size and a["inode"] == f.stat().st_ino
+    space = {k: b.pop(k) for k in ("fs_free", "fs_total")}  # the directory's file system
     assert b == {"path": str(work / "no"), "exists": False, "error": "No such file or directory"}
+    # the file system holding each path, as os.statvfs sees it (free: what a
+    # user may use, f_bavail); another file system where the path lies on one
+    v = os.statvfs(work)
+    for d in (a, space):
+        assert d["fs_total"] == v.f_blocks * v.f_frsize
+        assert abs(d["fs_free"] - v.f_bavail * v.f_frsize) <= 1 << 20, d  # others write here
+    shm = os.statvfs("/dev/shm")
+    r = ask(agent_proc, json.dumps({"id": 4, "op": "stat", "paths": ["/dev/shm/no/x"]}).encode())
+    (c,) = r["result"]
+    assert c["fs_total"] == shm.f_blocks * shm.f_frsize != v.f_blocks * v.f_frsize
 
 
 # ------------------------------------------------------------------ end to end: Target + LocalTransport
@@ -718,7 +729,10 @@ async def test_agent_on_old_python(
             await asyncio.sleep(0.05)
         assert py and py[0].block_buffered is True
         assert py[0].stdout.files == [str(work / "log")]
-        assert (await client.stat([str(work / "log")]))[str(work / "log")]["exists"]
+        st = (await client.stat([str(work / "log")]))[str(work / "log")]
+        assert (
+            st["exists"] and st["fs_total"] == os.statvfs(work).f_blocks * os.statvfs(work).f_frsize
+        )
     await transport.close()
 
 

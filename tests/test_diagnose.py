@@ -39,7 +39,7 @@ from gputui.model import (
     StdoutTarget,
     Tools,
 )
-from gputui.remote.container import ProxmoxLXC
+from gputui.remote.container import Container, Host, ProxmoxLXC
 
 NOW = 1_700_000_000.0
 LOG = "/workspace/train.log"
@@ -53,6 +53,15 @@ FULL_TOOLS = Tools(
     probed=True,
 )
 Curve = Callable[[float], float | None]  # seconds before NOW -> value
+MIB = 1 << 20
+GIB = 1 << 30
+TEE_ENOSPC = "tee: /workspace/train.log: No space left on device"
+SAVE_ENOSPC = (
+    "Traceback (most recent call last):",
+    '  File "/workspace/train.py", line 88, in <module>',
+    "    torch.save(state, f'/workspace/ckpt/step{step}.pt')",
+    "OSError: [Errno 28] No space left on device",
+)
 
 
 def const(v: float | None) -> Curve:
@@ -98,6 +107,9 @@ def run(
     write_files: tuple[str, ...] = (),  # files the python process has open for writing
     run_found_by: str = "session",
     gpu_util: tuple[float | Curve | None, ...] | None = None,  # per GPU, overrides util
+    fs_free: int | None = None,  # bytes free on the log's file system (None: unknown)
+    fs_total: int | None = 32 * GIB,
+    container: Container | None = None,  # None: CT 200
 ) -> Snapshot:
     util_c = util if callable(util) else const(util)
     per_gpu = [u if callable(u) else const(u) for u in (gpu_util or ())]
@@ -159,6 +171,8 @@ def run(
     procs += list(extra_procs)
 
     log = LogState(path=LOG, exists=log_exists, size=1000 if log_exists else None)
+    if fs_free is not None:
+        log.fs_free, log.fs_total = fs_free, fs_total
     log.line_gaps.extend(line_gaps)
     if silent is not None:
         log.last_line_time = NOW - silent
@@ -194,7 +208,7 @@ def run(
         time=NOW,
         target="root@10.1.2.6 ct 200",
         connection=connection,
-        container=ProxmoxLXC(200),
+        container=container if container is not None else ProxmoxLXC(200),
         ct_status=ct_status,
         tools=tools,
         gpus=g,
@@ -804,6 +818,106 @@ CASES = [
         "gpu_unreadable",
         Severity.WARNING,
     ),
+    # -------------------------------------------------------------- disk_full
+    Case(
+        "disk full under a buffered, silent run: the disk, not the buffer",
+        {
+            "buffered": True,
+            "silent": 240.0,
+            "steps": False,
+            "fs_free": 0,
+            "pane_tail": ("step 4000 loss 1.2", TEE_ENOSPC),
+        },
+        "disk_full",
+        Severity.ERROR,
+        title_has=(
+            "the disk holding /workspace/train.log is full: 0 B free of 32.0 GiB",
+            "writes to the log and checkpoints fail",
+        ),
+        evidence_has=(
+            "in CT 200: 0 B free of 32.0 GiB (0.0 % free)",
+            "/workspace/train.log was last written 4 min ago",
+            f"the pane says: {TEE_ENOSPC}",
+            "tee (PID 13) stops writing a file after a failed write",
+        ),
+        absent=("busy_but_silent", "buffered_output"),
+        extra={"fix_has": "pct resize 200 rootfs +50G"},
+    ),
+    Case(
+        "disk full under an unbuffered run with busy GPUs: not 'stalled'",
+        {"silent": 600.0, "steps": False, "fs_free": 12 * MIB},
+        "disk_full",
+        Severity.ERROR,
+        title_has=("is full: 12 MiB free of 32.0 GiB",),
+        absent=("progress_stalled",),
+        extra={"fix_has": "du -xsh /workspace/* | sort -h"},
+    ),
+    Case(
+        "disk full while lines still flow (a checkpoint will fail): still an ERROR",
+        {"fs_free": 99 * MIB},
+        "disk_full",
+        Severity.ERROR,
+    ),
+    Case(
+        "disk space unknown (no statvfs), tee says No space left on device",
+        {"buffered": True, "silent": 240.0, "steps": False, "pane_tail": (TEE_ENOSPC,)},
+        "disk_full",
+        Severity.ERROR,
+        title_has=("the disk holding /workspace/train.log is full", "No space left on device"),
+        evidence_has=("free space of CT 200's file system unknown", TEE_ENOSPC),
+        absent=("busy_but_silent", "buffered_output"),
+    ),
+    Case(
+        "checkpoint save died of ENOSPC: the dead session first, naming the error",
+        {"session": "dead", "dead_status": 1, "log_tail": SAVE_ENOSPC},
+        "session_dead",
+        Severity.ERROR,
+        title_has=("OSError: [Errno 28] No space left on device",),
+        extra={"also": "disk_full"},
+    ),
+    Case(
+        "disk nearly full (below disk_low_pct): a warning",
+        {"fs_free": 300 * MIB},
+        "disk_low",
+        Severity.WARNING,
+        title_has=("nearly full: 300 MiB free of 32.0 GiB (0.9 %)",),
+        absent=("disk_full",),
+    ),
+    Case(
+        "plenty of space: no disk finding",
+        {"fs_free": 20 * GIB},
+        None,
+        absent=("disk_full", "disk_low"),
+    ),
+    Case(
+        "space freed since tee failed, log silent: tee will not write again",
+        {
+            "buffered": True,
+            "silent": 240.0,
+            "steps": False,
+            "fs_free": 20 * GIB,
+            "pane_tail": (TEE_ENOSPC,),
+        },
+        "disk_full",
+        Severity.WARNING,
+        title_has=("failed for lack of space; 20.0 GiB free now",),
+        absent=("busy_but_silent", "buffered_output"),
+        extra={"fix_has": "restart the run"},
+    ),
+    Case(
+        "an old ENOSPC line while the log moves and space is free: nothing",
+        {"fs_free": 20 * GIB, "pane_tail": (TEE_ENOSPC, "step 5 loss 1.0")},
+        None,
+        absent=("disk_full",),
+    ),
+    Case(
+        "a plain host is not told to pct resize",
+        {"fs_free": 0, "container": Host()},
+        "disk_full",
+        Severity.ERROR,
+        evidence_has=("in the host: 0 B free",),
+        extra={"fix_has": "move the run's output to a larger disk"},
+    ),
     # ------------------------------------------------------------- connection
     Case(
         "reconnecting: only the connection, no silence alarm",
@@ -963,6 +1077,7 @@ def test_log_note_line_records_gaps() -> None:
             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
         ),
         (("step 1", "Killed"), "Killed"),
+        (("step 1", TEE_ENOSPC, "step 2"), TEE_ENOSPC),
         (("RuntimeError: NCCL error in: ...", "bash: exiting"), "RuntimeError: NCCL error in: ..."),
         (("step 1 loss 2.0", "done"), None),
         ((), None),
@@ -1335,6 +1450,37 @@ def test_thresholds_default_to_the_documented_constants() -> None:
     assert th.step_overdue_factor == d.STALL_FACTOR == 10.0
     assert th.gpu_idle_after_s == d.IDLE_AFTER_S == 5.0
     assert th.stale_floor_s == STALE_FLOOR_S
+
+
+def test_disk_thresholds_are_settings() -> None:
+    from gputui.diagnose import Thresholds
+
+    snap = run(fs_free=300 * MIB)  # 0.9 % of 32 GiB
+    kinds = [f.kind for f in diagnose(snap, NOW, thresholds=Thresholds(disk_low_pct=0.0))]
+    assert "disk_low" not in kinds and "disk_full" not in kinds
+    full = diagnose(snap, NOW, thresholds=Thresholds(disk_full_below_mib=512.0))
+    assert full[0].kind == "disk_full" and full[0].severity == Severity.ERROR
+    plain = [f for f in diagnose(run(fs_free=0, container=Host()), NOW) if f.kind == "disk_full"]
+    assert plain and "pct" not in plain[0].fix
+
+
+@pytest.mark.parametrize(
+    ("n", "words"),
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (512 * 1024, "512 KiB"),
+        (87 * MIB, "87 MiB"),
+        (int(31.9 * GIB), "31.9 GiB"),
+        (250 * GIB, "250 GiB"),
+        (int(1.8 * 1024 * GIB), "1.8 TiB"),
+        (None, "? B"),
+    ],
+)
+def test_size_words(n: int | None, words: str) -> None:
+    from gputui.diagnose import size_words
+
+    assert size_words(n) == words
 
 
 def test_a_found_log_it_may_not_read_is_a_finding() -> None:

@@ -151,6 +151,14 @@ RUNNING = Snapshot(
         ([_finding("run_exited", Severity.ERROR), _finding("buffered_output")], "dead"),
         ([_finding("held_but_idle", Severity.ERROR), _finding("busy_but_silent")], "hung"),
         ([_finding("stale_code")], "ok"),
+        ([_finding("disk_full", Severity.ERROR), _finding("busy_but_silent")], "full"),
+        (
+            [_finding("disk_full", Severity.ERROR), _finding("held_but_idle", Severity.ERROR)],
+            "full",
+        ),
+        ([_finding("session_dead", Severity.ERROR), _finding("disk_full", Severity.ERROR)], "dead"),
+        ([_finding("disk_full"), _finding("buffered_output")], "stalled"),  # space freed since
+        ([_finding("disk_low")], "ok"),
     ],
 )
 def test_one_word_of_health_comes_from_the_run_views_findings(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shlex
 import subprocess
 import time
@@ -20,7 +21,14 @@ import helpers
 from gputui.gpufeed import SimulatedGpus
 from gputui.logchoice import stdout_log_files
 from gputui.model import ConnectionState, CtStatus, Snapshot
-from gputui.monitor import PENDING_LINES_MAX, Monitor, choose_session, collect_snapshot
+from gputui.monitor import (
+    PANES_LOOP_SCRIPT,
+    PENDING_LINES_MAX,
+    Monitor,
+    choose_session,
+    collect_snapshot,
+    space_from_words,
+)
 from gputui.remote.base import RemoteProcess
 from gputui.remote.container import ProxmoxLXC
 from gputui.remote.local import LocalTransport
@@ -705,3 +713,33 @@ async def test_connection_failed_is_published_at_once() -> None:
     assert seen == [
         (ConnectionState.FAILED, "connection refused by 127.0.0.1 port 1", {"connection"})
     ]
+
+
+def test_the_plain_command_loop_reports_the_logs_disk_space(tmp_path: Path) -> None:
+    """The fallback loop's `@gputui fs` line (real sh, real stat -f) is the
+    statvfs of the log's file system, also while the log does not exist."""
+
+    log = tmp_path / "train.log"
+    v = os.statvfs(tmp_path)
+    for exists in (False, True):
+        if exists:
+            log.write_text("x\n")
+        proc = subprocess.Popen(
+            ["sh", "-c", PANES_LOOP_SCRIPT, "gputui-panes", "1", str(log), "true"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            lines = [proc.stdout.readline().strip() for _ in range(4)]
+        finally:
+            proc.kill()
+            proc.wait()
+        fs = [ln for ln in lines if ln.startswith("@gputui fs ")]
+        assert fs, lines
+        free, total = space_from_words(fs[0].split()[2:]) or (None, None)
+        assert total == v.f_blocks * v.f_frsize, (fs, exists)
+        assert free is not None and abs(free - v.f_bavail * v.f_frsize) <= 64 << 20
+    assert space_from_words(["1", "4096"]) is None
+    assert space_from_words(["a", "4096", "3"]) is None
+    assert space_from_words(["2", "4096", "3"]) == (8192, 12288)

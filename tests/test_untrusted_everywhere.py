@@ -129,6 +129,26 @@ def test_hostile_text_in_every_field_of_every_scene(scene: str, pool: list[str],
         assert raw_controls(printed(t)) == [], (scene, text[:200])
 
 
+@pytest.mark.parametrize("known", [True, False], ids=["statvfs", "enospc-line"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pool=st.lists(REMOTE_TEXT, min_size=1, max_size=6), seed=st.integers(0, 2**16))
+def test_hostile_text_in_a_full_disk_finding(known: bool, pool: list[str], seed: int) -> None:
+    """The disk_full finding quotes the log's path and the line that says
+    "No space left on device" (both remote): the rule must fire and stay clean."""
+    snap, _lines, _findings = SCENES["buffered"](T0)
+    rng = random.Random(seed)
+    hostile_snap = poison(snap, lambda: rng.choice(pool))
+    if not hostile_snap.log.path.strip():
+        hostile_snap.log.path = "/w/" + rng.choice(pool)
+    if known:
+        hostile_snap.log.fs_free, hostile_snap.log.fs_total = 0, 1 << 30
+    hostile_snap.pane_tail.append(f"tee: {rng.choice(pool)}: No space left on device")
+    assert "disk_full" in [f.kind for f in diagnose(hostile_snap, T0, stale_after=20.0)]
+    for t in drawn_texts(hostile_snap):
+        text = t.plain if isinstance(t, Text) else t
+        assert raw_controls(printed(t)) == [], text[:200]
+
+
 def test_poison_reaches_nested_remote_fields() -> None:
     """The walk must reach the field CI's crash was in: a pipe reader's command."""
     snap, _lines, _findings = SCENES["buffered"](T0)

@@ -24,8 +24,8 @@ from gputui.errors import ConfigError
 from gputui.model import Finding
 from gputui.untrusted import one_line
 
-# The findings worth waking someone for: dead, hung, stalled, buffered, GPU
-# lost, connection down, the container gone.
+# The findings worth waking someone for: dead, hung, stalled, buffered, the
+# log's disk full, GPU lost, connection down, the container gone.
 ALERT_KINDS: tuple[str, ...] = (
     "connection",
     "ct_missing",
@@ -33,6 +33,7 @@ ALERT_KINDS: tuple[str, ...] = (
     "gpu_lost",
     "session_dead",
     "run_exited",
+    "disk_full",
     "held_but_idle",
     "busy_but_silent",
     "buffered_output",

@@ -78,6 +78,8 @@ ORPHAN_GRACE_S = 10.0  # GPU memory is "orphaned" only once the run's log has be
 MTIME_SLACK_S = 2.0  # a source file modified this long after process start is "newer"
 RECENT_EVENT_S = 600.0  # Xid/ECC events in the last 10 minutes are reported
 TAIL_LINES = 5  # last lines quoted as evidence
+DISK_FULL_BELOW_MIB = 100.0  # the log's file system is "full" with less than this free
+DISK_LOW_PCT = 2.0  # ... and "nearly full" (a WARNING) with less than this share free
 
 
 @dataclass(frozen=True)
@@ -99,11 +101,13 @@ class Thresholds:
     loading_window_s: float = LOADING_WINDOW_S
     cpu_busy_pct: float = CPU_BUSY_PCT
     orphan_grace_s: float = ORPHAN_GRACE_S
+    disk_full_below_mib: float = DISK_FULL_BELOW_MIB
+    disk_low_pct: float = DISK_LOW_PCT
 
 
 DEFAULT_THRESHOLDS = Thresholds()
 # which Thresholds are percentages (0-100); every other one must be > 0
-PERCENT_THRESHOLDS = frozenset({"idle_util_pct", "busy_util_pct", "cpu_busy_pct"})
+PERCENT_THRESHOLDS = frozenset({"idle_util_pct", "busy_util_pct", "cpu_busy_pct", "disk_low_pct"})
 
 # Order within one severity: the more specific cause first.
 SPECIFICITY: tuple[str, ...] = (
@@ -113,6 +117,7 @@ SPECIFICITY: tuple[str, ...] = (
     "gpu_lost",
     "session_dead",
     "run_exited",
+    "disk_full",
     "held_but_idle",
     "busy_but_silent",
     "buffered_output",
@@ -126,6 +131,7 @@ SPECIFICITY: tuple[str, ...] = (
     "gpu_memory_orphaned",
     "gpu_xid",
     "gpu_unreadable",
+    "disk_low",
     "loading",
     "run_finished",
     "tools_missing",
@@ -141,8 +147,11 @@ _SIGNAL_HINTS = {
 
 _ERROR_LINE = re.compile(
     r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b"
-    r"|CUDA out of memory|NCCL error|Segmentation fault|^Killed\b|core dumped",
+    r"|CUDA out of memory|NCCL error|Segmentation fault|^Killed\b|core dumped"
+    r"|No space left on device",
 )
+# A write that failed because the disk is full (tee's and Python's words).
+_ENOSPC_LINE = re.compile(r"No space left on device|\[Errno 28\]|\bENOSPC\b")
 
 
 # ---------------------------------------------------------------- public API
@@ -269,6 +278,20 @@ def gib(mib: float | None) -> str:
     if mib is None:
         return "? GiB"
     return f"{mib / 1024:.1f} GiB"
+
+
+def size_words(n: float | None) -> str:
+    """Bytes as a person reads them: 0 B, 512 KiB, 87 MiB, 31.9 GiB, 1.8 TiB."""
+    if n is None:
+        return "? B"
+    x = max(0.0, float(n))
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if x < 1024:
+            return (
+                f"{x:.0f} {unit}" if unit in ("B", "KiB", "MiB") or x >= 100 else f"{x:.1f} {unit}"
+            )
+        x /= 1024
+    return f"{x:.1f} TiB"
 
 
 def signal_name(n: int) -> str:
@@ -480,6 +503,35 @@ class Context:
     @property
     def log_silent(self) -> bool:
         return self.log_silent_s is not None and self.log_silent_s > self.threshold
+
+    @cached_property
+    def enospc(self) -> tuple[str, str] | None:
+        """(where, line): the last line of the pane (tee says it there) or
+        the log (Python's OSError) that says a write failed for lack of space."""
+        for src, lines in (("pane", self.snap.pane_tail), ("log", self.snap.log_tail)):
+            for ln in reversed(list(lines or [])):
+                if ln and _ENOSPC_LINE.search(ln):
+                    return src, ln.strip()
+        return None
+
+    @cached_property
+    def disk_full(self) -> bool:
+        """The log's file system has less than disk_full_below_mib free; or,
+        with its space unknown (no statvfs), the output says a write failed
+        for lack of space. The log's silence is then the disk's doing."""
+        free = self.log.fs_free
+        if free is not None:
+            return free < self.th.disk_full_below_mib * 1024 * 1024
+        return self.log.path != "" and self.enospc is not None
+
+    @property
+    def disk_silenced(self) -> bool:
+        """The log's silence is the disk's doing: it is full, or a write
+        failed for lack of space (tee never writes that file again) and
+        the log has been silent since."""
+        if self.disk_full:
+            return True
+        return self.enospc is not None and self.proc_alive and self.log_silent
 
     def no_step_for(self) -> float | None:
         """Seconds since the step counter last advanced, counted at most from
@@ -1071,6 +1123,8 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
 def rule_busy_but_silent(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
         return None
+    if ctx.disk_silenced:
+        return None  # the log is silent because its disk is full: disk_full says so
     if ctx.block_buffered is not True or not ctx.log_silent or ctx.drift_files:
         return None
     p = ctx.proc
@@ -1134,7 +1188,7 @@ def rule_buffered_output(ctx: Context) -> Finding | None:
     WARNING with its fix — a run whose log lags is never "nothing wrong" —
     whether or not the bursts have been seen yet. A hang or a silent log
     (held_but_idle, busy_but_silent) says it instead."""
-    if not ctx.ct_usable or not ctx.proc_alive or ctx.hung or ctx.stalled:
+    if not ctx.ct_usable or not ctx.proc_alive or ctx.hung or ctx.stalled or ctx.disk_silenced:
         return None
     if ctx.block_buffered is not True or ctx.drift_files:
         return None
@@ -1303,6 +1357,8 @@ def rule_progress_stalled(ctx: Context) -> Finding | None:
     silent past the threshold with a step overdue while the GPUs stay busy."""
     if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
         return None
+    if ctx.disk_silenced:
+        return None  # no line can reach a full disk: disk_full says so
     if ctx.log.behind:
         return None  # the file holds lines gputui has not delivered: the steps may be in them
     if ctx.block_buffered is not False and ctx.log_silent:
@@ -1358,6 +1414,96 @@ def rule_progress_stalled(ctx: Context) -> Finding | None:
         ],
         action="dump",
         action_label="py-spy dump",
+    )
+
+
+def _space_line(ctx: Context) -> str | None:
+    free, total = ctx.log.fs_free, ctx.log.fs_total
+    if free is None:
+        return None
+    of = f" of {size_words(total)} ({100.0 * free / total:.1f} % free)" if total else ""
+    return f"the file system holding {ctx.log.path} in {ctx.ct_words}: {size_words(free)} free{of}"
+
+
+def rule_disk_full(ctx: Context) -> Finding | None:
+    """The disk holding the log is full (statvfs says so, or the output
+    says "No space left on device" where statvfs is unknown): ERROR, and
+    the silence is not called buffering or a stall. Nearly full (below
+    disk_low_pct): WARNING `disk_low`. A write that failed for lack of space
+    while there is space again: WARNING, for tee never writes that file again."""
+    log = ctx.log
+    if not ctx.ct_usable or not log.path:
+        return None
+    free, total = log.fs_free, log.fs_total
+    said = ctx.enospc
+    low = (
+        free is not None
+        and total is not None
+        and total > 0
+        and not ctx.disk_full
+        and free < total * ctx.th.disk_low_pct / 100.0
+    )
+    if not ctx.disk_silenced and not low:
+        return None
+    ev = [line for line in (_space_line(ctx),) if line]
+    if log.mtime is not None:
+        ev.append(f"{log.path} was last written {dur(ctx.now - log.mtime)} ago")
+    if said is not None:
+        ev.append(f"the {said[0]} says: {_short(said[1], 160)}")
+    tee = [p.pid for p in ctx.procs if program_name(p.command) == "tee"] + [
+        pid
+        for p in ctx.procs
+        for pid, cmd in ((p.stdout.readers or []) if p.stdout is not None else [])
+        if program_name(cmd) == "tee"
+    ]
+    if tee and (said is not None or ctx.disk_full):
+        ev.append(
+            f"tee (PID {tee[0]}) stops writing a file after a failed write: the log "
+            "stays silent even once space is freed, until the run is restarted"
+        )
+    directory = os.path.dirname(log.path.rstrip("/")) or "/"
+    fix = f"free space in {ctx.ct_words} (du -xsh {shlex.quote(directory)}/* | sort -h)"
+    c = ctx.snap.container
+    grow = c.grow_disk_hint() if c is not None else ""
+    fix += f", or {grow}" if grow else ", or move the run's output to a larger disk"
+    if said is not None and not ctx.disk_full and not low:
+        return Finding(
+            kind="disk_full",
+            severity=Severity.WARNING,
+            title=(
+                f"writes to {log.path} failed for lack of space; "
+                f"{size_words(free)} free now, but the log stays silent"
+            ),
+            evidence=ev,
+            fix="restart the run (tee does not reopen the log); keep space free: " + fix,
+        )
+    if low:
+        assert free is not None and total
+        return Finding(
+            kind="disk_low",
+            severity=Severity.WARNING,
+            title=(
+                f"the disk holding {log.path} is nearly full: {size_words(free)} free of "
+                f"{size_words(total)} ({100.0 * free / total:.1f} %)"
+            ),
+            evidence=ev,
+            fix=fix,
+        )
+    if free is not None:
+        amount = f"{size_words(free)} free" + (f" of {size_words(total)}" if total else "")
+        title = (
+            f"the disk holding {log.path} is full: {amount} — writes to the log and "
+            "checkpoints fail"
+        )
+    else:
+        title = f"the disk holding {log.path} is full: writes fail with “No space left on device”"
+        ev.insert(0, f"free space of {ctx.ct_words}'s file system unknown (no statvfs reply)")
+    return Finding(
+        kind="disk_full",
+        severity=Severity.ERROR,
+        title=title,
+        evidence=ev,
+        fix=fix,
     )
 
 
@@ -1558,6 +1704,7 @@ RULES: tuple[Rule, ...] = (
     rule_log_unreadable,
     rule_log_drift,
     rule_progress_stalled,
+    rule_disk_full,
     rule_stale_code,
     rule_gpu_memory_orphaned,
     rule_gpu_xid,

@@ -28,10 +28,23 @@ from gputui.model import ConnectionState, Finding, GpuState, Session, Severity, 
 DOWN_STATES = (ConnectionState.FAILED, ConnectionState.RECONNECTING)
 
 # The one-word health of a container, worst first (the order rows sort by).
-HEALTH_ORDER = ("down", "dead", "hung", "stalled", "buffered", "starting", "ok", "idle", "stopped")
+HEALTH_ORDER = (
+    "down",
+    "dead",
+    "full",
+    "hung",
+    "stalled",
+    "buffered",
+    "starting",
+    "ok",
+    "idle",
+    "stopped",
+)
 
 # Which findings name which word. The first word whose kinds appear wins
-# (HEALTH_ORDER); an ERROR held_but_idle is a hang, a WARNING one a stall.
+# (HEALTH_ORDER); an ERROR held_but_idle is a hang, a WARNING one a stall;
+# an ERROR disk_full is "full", a WARNING one (space freed since, but tee
+# no longer writes the log) "stalled"; disk_low names no word.
 _WORD_KINDS: dict[str, tuple[str, ...]] = {
     "dead": ("session_dead", "run_exited"),
     "stalled": ("progress_stalled",),
@@ -244,8 +257,8 @@ def gpu_rows(
 
 def health_word(findings: list[Finding], snap: Snapshot) -> tuple[str, str]:
     """One word for a container's run, and the finding behind it, from the
-    same findings the run view shows: dead / hung / stalled / buffered / ok /
-    idle (no session and no run found)."""
+    same findings the run view shows: dead / full (the log's disk) / hung /
+    stalled / buffered / ok / idle (no session and no run found)."""
     by_kind: dict[str, Finding] = {}
     for f in findings:
         by_kind.setdefault(f.kind, f)
@@ -256,6 +269,9 @@ def health_word(findings: list[Finding], snap: Snapshot) -> tuple[str, str]:
         candidates = []
         if held is not None:
             candidates.append(("stalled", held))
+    disk = by_kind.get("disk_full")
+    if disk is not None:
+        candidates.append(("full" if disk.severity == Severity.ERROR else "stalled", disk))
     for word, kinds in _WORD_KINDS.items():
         for kind in kinds:
             if kind in by_kind:

@@ -320,6 +320,10 @@ class LogState:
     behind_since: float | None = None
     stuck: bool = False
     resumes: int = 0
+    # The file system holding the log (or its directory while it does not
+    # exist): bytes free for an unprivileged user and in all; None: unknown.
+    fs_free: int | None = None
+    fs_total: int | None = None
 
     @property
     def behind(self) -> bool:

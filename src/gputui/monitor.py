@@ -68,11 +68,16 @@ WRITERS_RETRY_S = 3.0  # with no tmux run, who writes the log is searched at mos
 # The plain-command fallback (no python3 in the CT): one long-lived loop that
 # prints `tmux list-panes -a -F …` every $1 seconds and, when $2 names the log
 # followed, its `stat` — the log stream's watchdog, which the agent's stat is
-# elsewhere. $3… is the tmux argv.
+# elsewhere — after the space of its file system (`stat -f`, coreutils and
+# busybox; none of df's mount-table walks). $3… is the tmux argv.
 PANES_LOOP_SCRIPT = r"""n=$1; log=$2; shift 2
 while :; do
   "$@" 2>&1; echo "@gputui rc $?"
   if [ -n "$log" ]; then
+    if fs=$(stat -f -L -c '%a %S %b' -- "$log" 2>/dev/null ||
+            stat -f -L -c '%a %S %b' -- "${log%/*}/" 2>/dev/null); then
+      echo "@gputui fs $fs"
+    fi
     if st=$(stat -L -c '%s %Y %i' -- "$log" 2>/dev/null); then
       echo "@gputui stat $st"
     else
@@ -537,20 +542,31 @@ class Monitor:
                 if st.get("exists") and st.get("size") is not None
                 else None
             )
-            self._observe_stat(now_path, fs, offset_before)
+            self._observe_stat(now_path, fs, offset_before, _space(st))
 
-    def _observe_stat(self, path: str, fs: FileStat | None, offset_before: int | None) -> bool:
+    def _observe_stat(
+        self,
+        path: str,
+        fs: FileStat | None,
+        offset_before: int | None,
+        space: tuple[int, int] | None = None,
+    ) -> bool:
         """A stat of the log followed (the agent's, or the plain-command
         loop's) drives its stream's watchdog; a change of size, mtime or
-        existence is published. False when `path` is no longer followed."""
+        existence is published, and so is the space (free, total bytes) of
+        its file system when the stat said it. False when `path` is no
+        longer followed."""
         f = self.follower
         if f is None or f.read_path != path:
             return False
         log = self.snapshot.log
-        before = (log.size, log.mtime, log.exists)
+        before = (log.size, log.mtime, log.exists, _mib(log.fs_free), _mib(log.fs_total))
         f.observe_stat(fs, offset_before)
         log = self.snapshot.log
-        if (log.size, log.mtime, log.exists) != before:
+        if space is not None:
+            log.fs_free, log.fs_total = space
+        # free space moves with every write of anyone: published by the MiB
+        if (log.size, log.mtime, log.exists, _mib(log.fs_free), _mib(log.fs_total)) != before:
             self._changed("log")
         return True
 
@@ -711,14 +727,18 @@ class Monitor:
 
     async def _fallback_reader(self, proc: RemoteProcess) -> None:
         block: list[str] = []
+        space: tuple[int, int] | None = None  # the `@gputui fs` line before a stat
         try:
             while True:
                 raw = await proc.readline()
                 if not raw:
                     break
                 line = raw.decode("utf-8", "replace").rstrip("\n")
-                if line.startswith("@gputui stat "):
-                    self._fallback_stat(line)
+                if line.startswith("@gputui fs "):
+                    space = space_from_words(line.split()[2:])
+                elif line.startswith("@gputui stat "):
+                    self._fallback_stat(line, space)
+                    space = None
                 elif line == "@gputui end":
                     rc: int | None = None
                     if block and block[-1].startswith("@gputui rc "):
@@ -738,7 +758,7 @@ class Monitor:
             with contextlib.suppress(Exception):
                 await proc.close()
 
-    def _fallback_stat(self, line: str) -> None:
+    def _fallback_stat(self, line: str, space: tuple[int, int] | None = None) -> None:
         """The loop's stat of the log: the same watchdog the agent's stat
         drives (a stream that stops delivering while the file grows is
         resumed from its offset). The stat was taken after the previous one
@@ -749,7 +769,7 @@ class Monitor:
         fs = file_stat_from_words(line.split()[2:])
         if fs is not None:
             fs = FileStat(fs.size, fs.mtime + f.clock_offset, fs.inode)
-        if self._observe_stat(self._fallback_log, fs, self._fallback_offset):
+        if self._observe_stat(self._fallback_log, fs, self._fallback_offset, space):
             self._fallback_offset = f.state.offset
 
     async def _close_fallback(self) -> None:
@@ -757,6 +777,31 @@ class Monitor:
         if proc is not None:
             with contextlib.suppress(Exception):
                 await proc.close()
+
+
+def _space(st: dict[str, Any]) -> tuple[int, int] | None:
+    """(free, total) bytes of the log's file system from an agent stat reply."""
+    try:
+        free, total = st.get("fs_free"), st.get("fs_total")
+        return (int(free), int(total)) if free is not None and total is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def space_from_words(words: list[str]) -> tuple[int, int] | None:
+    """`stat -f -c '%a %S %b'` (blocks available, block size, blocks) as
+    words -> (free, total) bytes; None for anything else."""
+    if len(words) != 3:
+        return None
+    try:
+        avail, size, blocks = (int(w) for w in words)
+    except ValueError:
+        return None
+    return avail * size, blocks * size
+
+
+def _mib(n: int | None) -> int | None:
+    return None if n is None else n >> 20
 
 
 def _sessions_key(sessions: list[Session]) -> list[tuple[Any, ...]]:

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from gputui.diagnose import buffering_words, dur, gib, signal_name, stdout_words
+from gputui.diagnose import buffering_words, dur, gib, signal_name, size_words, stdout_words
 from gputui.model import Finding, Proc, Severity, Snapshot
 from gputui.untrusted import json_text, visible
 from gputui.verbs import keyed
@@ -197,6 +197,8 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
             "rotations": log.rotations,
             "read_via": log.read_via,
             "error": log.error,
+            "fs_free": log.fs_free,
+            "fs_total": log.fs_total,
             "tail": list(snap.log_tail)[-LOG_TAIL_LINES:],
         },
         "process": proc_to_dict(proc) if proc is not None else None,
@@ -461,6 +463,9 @@ def _log_line(snap: Snapshot, now: float) -> str:
     if silent is not None:  # a line gputui read, or only the file's mtime (none read, behind)
         seen = log.last_line_time is not None and not log.behind
         parts.append(f"{'last line' if seen else 'last written'} {dur(silent)} ago")
+    if log.fs_free is not None:
+        total = f" of {size_words(log.fs_total)}" if log.fs_total else ""
+        parts.append(f"{size_words(log.fs_free)} free{total} on its disk")
     if log.error:
         parts.append(log.error)
     return ", ".join(parts)

@@ -846,6 +846,22 @@ def _tmux_base(args: dict) -> "list[str]":
 # ------------------------------------------------------------------ ops
 
 
+def fs_space(path: str) -> dict:
+    """{fs_free, fs_total}: bytes free (for an unprivileged user, f_bavail)
+    and in all on the file system holding `path`, or its nearest existing
+    directory when it does not exist yet; {} when statvfs fails."""
+    probe = path
+    while True:
+        try:
+            v = os.statvfs(probe)
+            return {"fs_free": v.f_bavail * v.f_frsize, "fs_total": v.f_blocks * v.f_frsize}
+        except OSError:
+            parent = os.path.dirname(probe.rstrip("/")) or "/"
+            if parent == probe:
+                return {}
+            probe = parent
+
+
 class Agent:
     def __init__(self) -> None:
         self.procs = ProcReader()
@@ -926,19 +942,21 @@ class Agent:
             try:
                 st = os.stat(path)
             except OSError as e:
-                out.append({"path": path, "exists": False, "error": e.strerror})
+                d = {"path": path, "exists": False, "error": e.strerror}
+                d.update(fs_space(path))
+                out.append(d)
                 continue
-            out.append(
-                {
-                    "path": path,
-                    "exists": True,
-                    "size": st.st_size,
-                    "mtime": st.st_mtime,
-                    "inode": st.st_ino,
-                    "dev": st.st_dev,
-                    "is_file": os.path.isfile(path),
-                }
-            )
+            d = {
+                "path": path,
+                "exists": True,
+                "size": st.st_size,
+                "mtime": st.st_mtime,
+                "inode": st.st_ino,
+                "dev": st.st_dev,
+                "is_file": os.path.isfile(path),
+            }
+            d.update(fs_space(path))
+            out.append(d)
         return out
 
     def op_read(self, args: dict) -> dict:
@@ -1044,7 +1062,8 @@ OPS = {
     "write_files: files each has open for writing)",
     "tmux": "commands (argv lists after `tmux`), socket?, socket_name? -> results",
     "capture": "target, lines=50, socket? -> exit, stdout, stderr",
-    "stat": "paths -> [{path, exists, size, mtime, inode, dev, is_file | error}]",
+    "stat": "paths -> [{path, exists, size, mtime, inode, dev, is_file | error,"
+    " fs_free, fs_total (bytes of the file system holding it; absent if unknown)}]",
     "read": "path, offset, max_bytes -> data (base64), offset, size, inode, mtime, truncated",
     "writers": "path -> {path, writers: [{pid, fd, command}], readers, run, roots}",
     "pidmap": "pids, ct, pid_ns? -> [{pid, exists, ct_pid, in_container, pid_ns, cgroup, cmdline}]",

@@ -80,6 +80,10 @@ class Container(abc.ABC):
         """(what the host says, the fix) for a stopped container."""
         return ("", "")
 
+    def grow_disk_hint(self) -> str:
+        """How to give the container a larger disk, from the host ('' for none)."""
+        return ""
+
 
 class Host(Container):
     """No container: commands run on the host itself."""
@@ -201,6 +205,12 @@ class ProxmoxLXC(Container):
 
     def stopped_evidence(self) -> tuple[str, str]:
         return (f"{self.TOOL} status {self.id}: stopped", f"{self.TOOL} start {self.id}")
+
+    def grow_disk_hint(self) -> str:
+        return (
+            f"grow its disk on the host: {self.TOOL} resize {self.id} rootfs +50G "
+            "(mpN instead of rootfs for a mount point)"
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ProxmoxLXC) and other.id == self.id

@@ -46,6 +46,7 @@ HEALTH_STYLE = {
     "buffered": "yellow",
     "stalled": "yellow",
     "hung": "bold red",
+    "full": "bold red",
     "dead": "bold red",
     "down": "bold red",
 }
