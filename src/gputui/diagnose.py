@@ -134,6 +134,7 @@ SPECIFICITY: tuple[str, ...] = (
     "disk_low",
     "loading",
     "run_finished",
+    "run_ended",
     "tools_missing",
 )
 
@@ -899,10 +900,28 @@ def rule_session_dead(ctx: Context) -> Finding | None:
             f"exit status {status}"
             + (" (from the log's [gputui] exit line)" if recorded is not None else ""),
         )
+    elif not error:
+        # tmux 3.3a (Debian 12, Proxmox 8 CTs) loses a dead pane's status at
+        # times. Nothing says it failed: "died" would be a guess, and a run
+        # that finished is the common case — but a kill (OOM) looks the same.
+        return Finding(
+            kind="run_ended",
+            severity=Severity.WARNING,
+            title=(
+                f"the run in session {name} ended; tmux kept no exit status and its output "
+                "ends without an error — finished, or killed (OOM?)"
+            ),
+            evidence=[
+                *ev,
+                "exit status unknown: tmux loses a dead pane's status at times (3.3a)",
+                "runs started with r / launch record it in the log ([gputui] exit N)",
+                *quoted,
+            ],
+            action="relaunch",
+            action_label="relaunch",
+        )
     else:
-        title = f"session {name} died (exit status unknown)"
-        if error:
-            title += f": {error}"
+        title = f"session {name} died (exit status unknown): {error}"
     return Finding(
         kind="session_dead",
         severity=Severity.ERROR,
