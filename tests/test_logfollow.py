@@ -384,6 +384,7 @@ with open(sys.argv[1], "ab", buffering=0) as f:
         f.write(b"of the run\\n")
         if i % 50 == 0:
             time.sleep(0.005)
+    time.sleep(float(sys.argv[3]) if len(sys.argv) > 3 else 0)  # then keep the file open
 """
 
 
@@ -422,20 +423,6 @@ async def test_stream_killed_mid_run_resumes_with_no_gap_and_no_repeat(
     assert c.lines == [f"line {i} of the run" for i in range(1, n + 1)]
 
 
-# WRITER, then the file kept open (as a run's stdout is) until killed.
-WRITER_HOLDS = """\
-import sys, time
-n = int(sys.argv[2])
-with open(sys.argv[1], "ab", buffering=0) as f:
-    for i in range(1, n + 1):
-        f.write(b"line %d " % i)
-        f.write(b"of the run\\n")
-        if i % 50 == 0:
-            time.sleep(0.005)
-    time.sleep(60)
-"""
-
-
 async def test_a_log_deleted_mid_run_is_read_on_through_the_writers_fd(
     local: Target, tmp_path: Path
 ) -> None:
@@ -448,7 +435,7 @@ async def test_a_log_deleted_mid_run_is_read_on_through_the_writers_fd(
     f = LogFollower(local, str(log), c.on_lines, c.on_state)
     await f.start()
     n = 20_000
-    writer = subprocess.Popen([sys.executable, "-c", WRITER_HOLDS, str(log), str(n)])
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(n), "60"])
     try:
         await until(lambda: f.state.offset > 0, what="the first lines")
         fds = Path(f"/proc/{writer.pid}/fd")
