@@ -53,6 +53,7 @@ IDLE_EXTRA_S = 0.1  # past diagnose.IDLE_SHORT_S, when GPUs look held and idle
 WATCH_MAX_S = 20.0
 APPS_PERIOD_S = 1.0  # compute-apps listing period during the watch
 LOOK_S = 0.25  # how often the watch looks at the snapshot
+DEMO_LABEL = "demo (this machine, simulated GPUs)"
 
 
 def _held_and_idle(snap: Snapshot, now: float) -> bool:
@@ -282,10 +283,37 @@ async def inspect(
     return facts, snap, findings, True
 
 
+def inspect_demo(settings: Settings) -> tuple[dict[str, Any], Snapshot | None, list[Finding], bool]:
+    """`doctor --demo`: start the demo's run (its own directory and private
+    tmux server, so an open `gputui --demo` is left alone), check it with the
+    simulated GPUs, stop it again."""
+    from gputui.demo.environment import GPUS, DemoEnvironment, default_dir
+    from gputui.gpufeed import SimulatedGpus
+
+    demo = DemoEnvironment(default_dir().with_name("demo-doctor"))
+    demo.prepare()
+    demo.apply_env()
+    try:
+        demo.launch()
+        feed = SimulatedGpus(GPUS, demo.load, name="NVIDIA H200 (simulated)")
+        facts, snap, findings, inspected = asyncio.run(
+            inspect(demo.settings(settings), gpu_feed=feed)
+        )
+    finally:
+        demo.teardown()
+    facts["target"] = DEMO_LABEL
+    if snap is not None:
+        snap.target = DEMO_LABEL
+    return facts, snap, findings, inspected
+
+
 def main(settings: Settings, as_json: bool = False) -> int:
     """`gputui doctor`: print the report, return the exit code (0/1/2)."""
     try:
-        facts, snap, findings, inspected = asyncio.run(inspect(settings))
+        if settings.demo:
+            facts, snap, findings, inspected = inspect_demo(settings)
+        else:
+            facts, snap, findings, inspected = asyncio.run(inspect(settings))
     except GputuiError as err:
         if as_json:
             facts = {"target": settings.host, "error": str(err)}

@@ -117,7 +117,13 @@ VERBS: tuple[Verb, ...] = (
         "SIGINT the run's process group, then SIGTERM, then SIGKILL",
         cli_help="stop the run (SIGINT, then SIGTERM, then SIGKILL)",
     ),
-    Verb("force_kill", "K", "force kill", "SIGKILL the run's process group at once", footer=False),
+    Verb(
+        "force_kill",
+        "K",
+        "force kill",
+        "SIGTERM the run's process group, then SIGKILL after 1 s (no SIGINT)",
+        footer=False,
+    ),
     Verb(
         "dump",
         "d",
