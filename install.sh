@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One-step set-up on a fresh Debian/Ubuntu machine: the system tools that
 # gputui's demo and its test bed use (tmux, OpenSSH server and client, gdb,
-# procps, util-linux's unshare/nsenter), then a virtual environment in .venv
-# holding gputui and its dev extras. Safe to run again.
+# procps, util-linux's unshare/nsenter, Chromium for the web view's test),
+# then a virtual environment in .venv holding gputui and its dev extras.
+# Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -15,6 +16,7 @@ have tmux || need+=(tmux)
 have ps || need+=(procps)
 { have unshare && have nsenter; } || need+=(util-linux)
 have gdb || need+=(gdb)
+have chromium || need+=(chromium)  # the web view's test (tests/test_serve.py) loads the page in it
 have python3 || need+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 

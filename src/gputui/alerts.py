@@ -176,13 +176,9 @@ class AppriseSender:
         self._apprise = None
         if not self.urls:
             return
-        try:
-            import apprise
-        except ImportError:  # pragma: no cover - a dependency
-            raise ConfigError(
-                "notification URLs are set but apprise is not installed",
-                "pip install apprise (it is a dependency of gputui)",
-            ) from None
+        from gputui.extras import require
+
+        apprise = require("apprise", f"alerts to the notification URLs ({where})")
         ap = apprise.Apprise()
         for i, url in enumerate(self.urls):
             if not ap.add(url):

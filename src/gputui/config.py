@@ -1,6 +1,7 @@
 """Settings: the TOML config file, then command-line flags on top.
 
-The file is optional (default `~/.config/gputui/config.toml`, or `--config
+The file is optional (default `$XDG_CONFIG_HOME/gputui/config.toml`, else
+`~/.config/gputui/config.toml`, or `--config
 FILE`). Every mistake in it is a `ConfigError` naming the file, the line and
 the key: a TOML syntax error, an unknown key, a value of the wrong type.
 `config.example.toml` documents every key.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import re
 import stat
 import sys
@@ -30,7 +32,17 @@ from gputui.errors import ConfigError
 from gputui.remote.container import ProxmoxLXC
 from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, key_clash
 
-DEFAULT_CONFIG = Path("~/.config/gputui/config.toml")
+DEFAULT_CONFIG = Path("~/.config/gputui/config.toml")  # without $XDG_CONFIG_HOME
+
+
+def default_config_path() -> Path:
+    """$XDG_CONFIG_HOME/gputui/config.toml, else ~/.config/gputui/config.toml
+    (a relative $XDG_CONFIG_HOME is ignored, as the XDG spec says)."""
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    if base and os.path.isabs(base):
+        return Path(base) / "gputui" / "config.toml"
+    return DEFAULT_CONFIG.expanduser()
+
 GPU_SOURCES = ("auto", "host", "ct", "nvml")
 CONFIG_MAX_BYTES = 1024 * 1024  # a config is a few hundred bytes; /dev/zero is endless
 # Each poll runs commands on the target (agent requests, a process listing):
@@ -459,7 +471,7 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
 def load_config(path: str | Path | None = None) -> Settings:
     """Settings from the config file (`path`, else the default one if it exists)."""
     explicit = path is not None
-    p = Path(path if path is not None else DEFAULT_CONFIG).expanduser()
+    p = Path(path).expanduser() if path is not None else default_config_path()
     if not p.exists():
         if explicit:
             raise ConfigError(

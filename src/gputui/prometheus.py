@@ -67,6 +67,9 @@ class Exporter:
     """A prometheus-client collector over the targets' latest numbers."""
 
     def __init__(self) -> None:
+        from gputui.extras import require
+
+        require("prometheus_client", "watch --prometheus")
         from prometheus_client.core import CollectorRegistry
 
         self._lock = threading.Lock()
