@@ -43,6 +43,13 @@ with `PYTHONUNBUFFERED=1`; `f` flushes the running process without a restart.
 """
 
 
+def code_span(text: str) -> str:
+    """`text` as Markdown code. A fix that marks its own code ("add `-u` to
+    …") is left as it is: wrapped again, its backticks closed the span early
+    and Markdown trimmed the spaces of the spans between ("add -uto …")."""
+    return text if "`" in text else f"`{text}`"
+
+
 def findings_markdown(findings: list[Finding], keys: dict[str, str] | None = None) -> str:
     if not findings:
         return "\n## Findings now\n\nNothing wrong found.\n"
@@ -53,7 +60,7 @@ def findings_markdown(findings: list[Finding], keys: dict[str, str] | None = Non
         if f.action_label:
             out.append(f"  - key: `{visible(keyed(f.action, f.action_label, keys))}`")
         if f.fix:
-            out.append(f"  - fix: `{visible(f.fix)}`")
+            out.append(f"  - fix: {code_span(visible(f.fix))}")
     return "\n".join(out) + "\n"
 
 
