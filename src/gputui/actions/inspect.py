@@ -10,6 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from gputui.actions.procid import ProcId, read_proc_ids
 from gputui.actions.runspec import session_target, tmux_argv
 from gputui.collect import tmux as tmux_parse
 from gputui.model import Pane
@@ -83,6 +84,7 @@ class RunInfo:
     fds: dict[int, dict[int, str]] = field(default_factory=dict)  # pid -> fd -> link
     cwds: dict[int, str] = field(default_factory=dict)
     argvs: dict[int, list[str]] = field(default_factory=dict)  # exact argv from /proc/PID/cmdline
+    ids: dict[int, ProcId] = field(default_factory=dict)  # start time, owner, exe of each pid
 
     def fd1(self, pid: int) -> str:
         return self.fds.get(pid, {}).get(1, "")
@@ -225,6 +227,7 @@ async def find_run(target: Target, session: str, tmux: list[str] | None = None) 
     info.procs = descendants(rows, info.pane.pid)
     if info.procs:
         info.cwds, info.argvs, info.fds = await read_links(target, [p.pid for p in info.procs])
+        info.ids = await read_proc_ids(target, [p.pid for p in info.procs])
     return info
 
 

@@ -99,6 +99,7 @@ def plan_kill_from(
     action: str | None = None,
     int_wait: float | None = None,
     term_wait: float | None = None,
+    tmux: list[str] | None = None,
 ) -> ActionPlan:
     pgids = info.run_pgids
     if not info.exists:
@@ -141,8 +142,23 @@ def plan_kill_from(
             "term_wait": term_wait,
             "leader": info.main_python.pid if info.main_python else pids[0],
             "leader_args": (info.main_python.args if info.main_python else ""),
+            **pin_run(info, pids, tmux),
         },
     )
+
+
+def pin_run(info: RunInfo, pids: list[int], tmux: list[str] | None) -> dict[str, Any]:
+    """What identifies the run when the box opens: each process by PID and
+    start time (and owner), and the session's pane by its PID."""
+    from gputui.actions.procid import pinned
+
+    pane_pid = info.pane.pid if info.pane is not None else None
+    keep = set(pids) | ({pane_pid} if pane_pid is not None else set())
+    return {
+        "procs": pinned({p: i for p, i in info.ids.items() if p in keep}),
+        "pane_pid": pane_pid,
+        "tmux": list(tmux or ["tmux"]),
+    }
 
 
 async def plan_kill(
@@ -164,7 +180,9 @@ async def plan_kill(
             "no tmux session given", "pass --session NAME or set session in the config"
         )
     info = await find_run(target, name, tmux)
-    return plan_kill_from(target, info, force=force, int_wait=int_wait, term_wait=term_wait)
+    return plan_kill_from(
+        target, info, force=force, int_wait=int_wait, term_wait=term_wait, tmux=tmux
+    )
 
 
 async def run_kill(
@@ -207,23 +225,48 @@ async def _readline(proc: Any, deadline: float) -> bytes:
         return b""
 
 
-async def check_unchanged(target: Target, plan: ActionPlan) -> None:
-    """Refuse when the process the person confirmed is no longer there
-    (ended, or the pid now belongs to something else)."""
-    from gputui.actions.inspect import list_procs
+CHANGED_FIX = (
+    "the run changed since the box opened; nothing was done — plan the action again "
+    "(press its key again) to see the run as it is now"
+)
 
+
+async def check_unchanged(target: Target, plan: ActionPlan) -> None:
+    """Refuse when what the person confirmed is no longer there: a pid that
+    is another process now (its start time or owner changed), a process
+    group that holds none of the confirmed processes, the session's pane
+    replaced, or the leader running another command line."""
+    from gputui.actions.inspect import list_panes_argv, list_procs, parse_panes
+    from gputui.actions.procid import changed, read_proc_ids
+
+    want: dict[str, list[int]] = plan.params.get("procs") or {}
+    if plan.params.get("pane_pid") is not None and plan.session:
+        res = await target.run(list_panes_argv(plan.session, plan.params.get("tmux")))
+        panes = parse_panes(res.out) if res.ok else []
+        if panes and panes[0].pid != plan.params["pane_pid"]:
+            raise ActionError(
+                f"session {plan.session!r} has another pane now (pid {panes[0].pid}, "
+                f"was {plan.params['pane_pid']})",
+                CHANGED_FIX,
+            )
+    now = await read_proc_ids(target, [int(p) for p in want])
+    lines = changed(want, now)
+    if lines:
+        raise ActionError(lines[0], CHANGED_FIX)
+    rows = await list_procs(target)
+    alive = {p for p in now if str(p) in want}
+    for g in plan.params.get("pgids") or []:
+        members = [r.pid for r in rows if r.pgid == g and not r.zombie]
+        if want and members and not alive.intersection(members):
+            raise ActionError(f"process group {g} holds other processes now", CHANGED_FIX)
     leader = plan.params.get("leader")
-    want = plan.params.get("leader_args", "")
-    if leader is None:
-        return
-    rows = {r.pid: r for r in await list_procs(target)}
-    row = rows.get(int(leader))
+    wanted_args = plan.params.get("leader_args", "")
+    row = next((r for r in rows if leader is not None and r.pid == int(leader)), None)
     if row is None or row.zombie:
         return  # gone already: the script will report "gone none"
-    if want and row.args != want:
+    if wanted_args and row.args != wanted_args:
         raise ActionError(
-            f"pid {leader} is now {row.args[:80]!r}, not the confirmed run",
-            "the run changed since the confirmation; plan the action again",
+            f"pid {leader} is now {row.args[:80]!r}, not the confirmed run", CHANGED_FIX
         )
 
 

@@ -241,7 +241,7 @@ def _plan_start(
     params: dict[str, Any] = {"spec": spec.__dict__.copy(), "verify_s": VERIFY_S}
     kill_plan = None
     if info.exists and info.run_pgids:
-        kill_plan = plan_kill_from(target, info)
+        kill_plan = plan_kill_from(target, info, tmux=tmux)
         commands += kill_plan.commands
         notes.append("1. stop the old run: " + kill_plan.notes[0])
         params["kill"] = kill_plan.params

@@ -1,0 +1,155 @@
+"""gputui runs as root only what root owns (issue 21, items 2, 3, 7, 8, 9).
+In a CT of the test bed, an unprivileged user (uid 65534) owns the run: its
+own tmux server, its own venv (an interpreter copy, a py-spy next to it, a
+.pth file), its own paths in the start command. Each test checks a thing
+root must not do with the run's hands: run the user's py-spy or interpreter,
+move a file the start command names, write a secret into a planted FIFO,
+act on a PID that is another process now. Real tmux, real processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import helpers
+from gputui.actions import execute, plan_kill
+from gputui.config import Settings
+from gputui.remote.local import LocalTransport
+from gputui.remote.target import Target
+
+UID = 65534  # nobody
+PY = os.path.realpath(sys.executable)
+DROP = ["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups"]
+LOOP = """\
+import sys, time
+print("started", flush=True)
+i = 0
+while True:
+    print("step %d" % i, flush=True)
+    i += 1
+    time.sleep(0.2)
+"""
+
+
+@dataclass
+class Owned:
+    """The user's directory (its venv in venv/), its tmux server's socket."""
+
+    ct: int
+    dir: Path
+    sock: str
+
+    @property
+    def tmux(self) -> list[str]:
+        return ["tmux", "-S", self.sock]
+
+    @property
+    def python(self) -> Path:
+        return self.dir / "venv" / "bin" / "python3"
+
+
+@pytest.fixture
+async def target(testbed_commands: None, ct: int) -> AsyncIterator[Target]:
+    tr = LocalTransport()
+    await tr.connect()
+    try:
+        yield Target(tr, ct)
+    finally:
+        await tr.close()
+
+
+@pytest.fixture
+def owned(testbed: Any, ct: int, tmp_path: Path) -> Iterator[Owned]:
+    """A directory of uid 65534 in the shared workspace, with a venv whose
+    interpreter is a copy (venv --copies: the user's own binary), and the
+    user's tmux server (its socket in that directory)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to act as another user")
+    os.chmod(testbed.root, 0o711)  # mkdtemp's 0700: the user may pass through to its files
+    d = Path(testbed.workspace) / f"own-{tmp_path.name[-20:]}"
+    d.mkdir()
+    subprocess.run([PY, "-m", "venv", "--copies", "--without-pip", str(d / "venv")], check=True)
+    (d / "loop.py").write_text(LOOP)
+    subprocess.run(["chown", "-R", f"{UID}:{UID}", str(d)], check=True)
+    o = Owned(ct, d, str(d / "sock"))
+    try:
+        yield o
+    finally:
+        testbed.ct_exec(ct, [*DROP, *o.tmux, "kill-server"])
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def start(testbed: Any, o: Owned, command: str, cwd: str | None = None) -> None:
+    """The user's run: `tmux -S SOCK new-session -d -s job COMMAND` as uid 65534."""
+    where = cwd or str(o.dir)
+    new = ["new-session", "-d", "-s", "job", "-c", where, command]
+    r = testbed.ct_exec(o.ct, [*DROP, "env", f"HOME={o.dir}", *o.tmux, *new])
+    assert r.returncode == 0, r.stderr
+
+
+def start_loop(testbed: Any, o: Owned) -> Path:
+    log = o.dir / "job.log"
+    start(testbed, o, f"{o.python} -u loop.py 2>&1 | tee job.log; sleep 600")
+    helpers.wait_for(lambda: log.exists() and b"step 1" in log.read_bytes(), 20, "the run")
+    return log
+
+
+def ct_pids(testbed: Any, ct: int, needle: str) -> list[int]:
+    out = testbed.ct_exec(ct, ["ps", "-eo", "pid=,args="]).stdout
+    return [int(ln.split(None, 1)[0]) for ln in out.splitlines() if needle in ln]
+
+
+# ------------------------------------------------------------------ 9: a PID is a process
+
+
+async def test_kill_refuses_a_pid_that_is_another_process_now(
+    target: Target, testbed: Any, owned: Owned
+) -> None:
+    """The box opened on the run's Python at pid P; before the key, that
+    process ended and another — same command line — got pid P (PID reuse,
+    forced with ns_last_pid). Root must not signal it: refused, re-plan."""
+    start_loop(testbed, owned)
+    plan = await plan_kill(target, Settings(), "job", int_wait=1.0, term_wait=1.0, tmux=owned.tmux)
+    p = plan.params["leader"]
+    assert p in plan.pids
+    testbed.ct_exec(owned.ct, ["kill", "-9", str(p)])
+    helpers.wait_for(lambda: p not in ct_pids(testbed, owned.ct, "loop.py"), 10, "run gone")
+    again = (
+        f'echo $(({p} - 1)) > /proc/sys/kernel/ns_last_pid && cd "$1" && '
+        f'{{ setsid {" ".join(DROP)} {owned.python} -u loop.py >/dev/null 2>&1 & }}; echo $!'
+    )
+    for _ in range(20):  # another process may take the pid first: try again
+        r = testbed.ct_exec(owned.ct, ["sh", "-c", again, "sh", str(owned.dir)])
+        got = int(r.stdout.strip() or 0)
+        if got == p:
+            break
+        testbed.ct_exec(owned.ct, ["kill", "-9", str(got)])
+    else:
+        pytest.skip("could not make the kernel reuse the pid here")
+    result = await execute(target, plan)
+    assert not result.ok and "plan the action again" in result.summary, result.summary
+    assert f"pid {p}" in result.summary and "another process" in result.summary
+    assert p in ct_pids(testbed, owned.ct, "loop.py")  # the new process was not touched
+    testbed.ct_exec(owned.ct, ["kill", "-9", str(p)])
+
+
+async def test_kill_refuses_when_the_session_has_another_pane(
+    target: Target, testbed: Any, owned: Owned
+) -> None:
+    """The session was started again (same name) since the box opened."""
+    start_loop(testbed, owned)
+    plan = await plan_kill(target, Settings(), "job", tmux=owned.tmux)
+    testbed.ct_exec(owned.ct, [*DROP, *owned.tmux, "kill-session", "-t", "=job"])
+    start(testbed, owned, "sleep 600")
+    result = await execute(target, plan)
+    assert not result.ok and "another pane" in result.summary, result.summary
+    assert "plan the action again" in result.summary
+    assert ct_pids(testbed, owned.ct, "sleep 600")  # the new session's process is untouched
