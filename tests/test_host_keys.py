@@ -33,6 +33,16 @@ def doctor(capsys, *args: str) -> tuple[int, str]:
     return rc, capsys.readouterr().err
 
 
+def doctor_connects(capsys, *args: str) -> tuple[bool, str]:
+    """Did doctor get through to the host? These tests are about the
+    connection: the report may add findings of its own (on a loaded machine a
+    `watch_incomplete` WARNING, exit 1), so they ask for the connection line
+    and an exit other than 2 (refused), not for exit 0."""
+    rc = main(["doctor", *args])
+    out, err = capsys.readouterr()
+    return rc in (0, 1) and "connection  connected (round trip" in out, f"exit {rc}: {err}{out}"
+
+
 def openssh_ok(config: Path, host: str, *extra: str) -> bool:
     """Does OpenSSH's client log in with this config (no prompts)?"""
     r = subprocess.run(
@@ -102,11 +112,11 @@ def test_user_known_hosts_file_none_with_known_hosts_flag_works(
     cfg = write_config(
         tmp_path / "ssh_config", {"bed": bed_host(testbed, UserKnownHostsFile="none")}
     )
-    rc, err = doctor(
+    ok, err = doctor_connects(
         capsys, "--host", "bed", "--ssh-config", str(cfg),
         "--known-hosts", str(testbed.known_hosts_path),
     )  # fmt: skip
-    assert rc == 0, err
+    assert ok, err
 
 
 # ------------------------------------------------------------ @revoked
@@ -163,8 +173,8 @@ def test_through_a_jump_host(capsys, testbed: Testbed, jump: Testbed, tmp_path: 
     kh = tmp_path / "known_hosts"
     kh.write_text(known(testbed) + known(jump))
     cfg = jump_config(tmp_path, testbed, bed_host(jump), kh)
-    rc, err = doctor(capsys, "--host", "target", "--ssh-config", str(cfg))
-    assert rc == 0, err
+    ok, err = doctor_connects(capsys, "--host", "target", "--ssh-config", str(cfg))
+    assert ok, err
     assert openssh_ok(cfg, "target")
 
 
@@ -244,8 +254,8 @@ def test_jump_flag_as_ssh_minus_j(capsys, testbed: Testbed, jump: Testbed, tmp_p
             "deadjump": {"HostName": "127.0.0.1", "Port": str(dead), "UserKnownHostsFile": str(kh)},
         },
     )
-    rc, err = doctor(capsys, "--host", "target", "--ssh-config", str(cfg), "-J", "jumphost")
-    assert rc == 0, err
+    ok, err = doctor_connects(capsys, "--host", "target", "--ssh-config", str(cfg), "-J", "jumphost")
+    assert ok, err
     rc, err = doctor(capsys, "--host", "target", "--ssh-config", str(cfg), "-J", "deadjump")
     line = one_line(err)
     assert rc == 2

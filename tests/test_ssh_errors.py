@@ -23,6 +23,14 @@ def doctor(capsys, *args: str) -> tuple[int, str, str, float]:
     return rc, out, err, time.monotonic() - t0
 
 
+def connected(rc: int, out: str) -> bool:
+    """doctor got through to the host. These tests are about the connection:
+    the report may add findings of its own (on a loaded machine a
+    `watch_incomplete` WARNING, exit 1), so not exit 0 but not 2 (refused)
+    and the connection line."""
+    return rc in (0, 1) and "connection  connected (round trip" in out
+
+
 def one_line(err: str) -> str:
     assert "Traceback" not in err
     lines = err.strip().splitlines()
@@ -93,7 +101,7 @@ def test_alias_from_ssh_config_works(capsys, testbed) -> None:
     rc, out, err, _ = doctor(
         capsys, "--host", testbed.alias, "--ssh-config", str(testbed.ssh_config_path)
     )
-    assert rc == 0, err
+    assert connected(rc, out), err
     assert f"root@127.0.0.1:{testbed.port}\n" in out and "connection  connected (round trip" in out
 
 
@@ -154,15 +162,15 @@ def test_unknown_host_key_names_fingerprint_and_fix(capsys, testbed, tmp_path: P
 def test_accept_new_host_key_adds_it_after_showing_it(capsys, testbed, tmp_path: Path) -> None:
     kh = tmp_path / "known_hosts"
     kh.write_text("")
-    rc, _out, err, _ = doctor(
+    rc, out, err, _ = doctor(
         capsys, *bed_flags(testbed, **{"--known-hosts": str(kh)}), "--accept-new-host-key"
     )
-    assert rc == 0, err
+    assert connected(rc, out), err
     assert "accepted NEW host key" in err and host_fingerprint(testbed) in err
     assert kh.read_text().split() == [f"[127.0.0.1]:{testbed.port}", *testbed.host_key_line.split()]
     # from now on it is a known key: no flag needed, nothing printed
-    rc, _, err, _ = doctor(capsys, *bed_flags(testbed, **{"--known-hosts": str(kh)}))
-    assert rc == 0 and err == ""
+    rc, out, err, _ = doctor(capsys, *bed_flags(testbed, **{"--known-hosts": str(kh)}))
+    assert connected(rc, out) and err == "", err
     # and OpenSSH agrees with the line we wrote
     ssh = subprocess.run(
         [
