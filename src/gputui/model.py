@@ -128,6 +128,7 @@ class GpuState:
     latest: dict[int, GpuSample] = field(default_factory=dict)
     util_history: dict[int, Ring] = field(default_factory=dict)
     mem_history: dict[int, Ring] = field(default_factory=dict)  # used MiB
+    power_history: dict[int, Ring] = field(default_factory=dict)  # W (the zoom view's)
     processes: list[GpuProcess] = field(default_factory=list)
     # True while a feed that lists the GPU processes separately (nvidia-smi's
     # compute-apps loop) has not delivered its first listing: `processes` is
@@ -144,6 +145,9 @@ class GpuState:
         )
         self.mem_history.setdefault(sample.index, Ring(self.history_len)).append(
             sample.time, sample.mem_used_mib
+        )
+        self.power_history.setdefault(sample.index, Ring(self.history_len)).append(
+            sample.time, sample.power_w
         )
 
     @property
