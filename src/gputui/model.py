@@ -73,6 +73,22 @@ class GpuProcess:
     name: str = ""
     ct_pid: int | None = None
     in_container: bool | None = None
+    # Per-process evidence (None / empty: not read). `util` holds the
+    # process's own SM utilization readings (time, %) — NVML per-process
+    # utilization or `nvidia-smi pmon` — oldest first, the last ~2 minutes.
+    util: list[tuple[float, float]] = field(default_factory=list)
+    state: str = ""  # R, S, D, Z ... of the holder (its /proc/PID/stat)
+    cpu_s: float | None = None  # CPU time it has used (user + system)
+    # Its parents' PIDs in the watched CT's (or plain host's) PID space,
+    # nearest first, up to but not including init; [] when its parent is
+    # init (reparented: its parent is gone); None when unknown.
+    ancestors: list[int] | None = None
+    ct_id: int | None = None  # the CT its cgroup is under (/lxc/<id>/), when known
+
+    @property
+    def sm_util(self) -> float | None:
+        """Its latest own SM utilization reading."""
+        return self.util[-1][1] if self.util else None
 
 
 @dataclass
@@ -194,11 +210,25 @@ class Session:
     # and the user the server runs as. None: the default server.
     socket: str | None = None
     owner: str | None = None
+    # The argv that reaches that server as its owner (`setpriv --reuid …
+    # tmux -S SOCKET`), built in the CT by the agent (remote/agent.py
+    # as_owner): gputui never talks to another user's tmux server as root.
+    server_tmux: list[str] | None = None
 
     @property
     def tmux(self) -> list[str]:
-        """The tmux command that reaches this session's server."""
-        return ["tmux", "-S", self.socket] if self.socket else ["tmux"]
+        """The tmux command that reaches this session's server: the default
+        one, or another one only as the agent built it (as its owner)."""
+        if self.socket is None:
+            return ["tmux"]
+        if not self.server_tmux:
+            from gputui.errors import GputuiError
+
+            raise GputuiError(
+                f"tmux server of {self.owner} ({self.socket}): no way to reach it as its owner",
+                "act on that session as its owner, inside the container",
+            )
+        return list(self.server_tmux)
 
     @property
     def alive(self) -> bool:
@@ -501,6 +531,10 @@ class Snapshot:
     log_tail: deque[str] = field(default_factory=lambda: deque(maxlen=200))
     metrics: Metrics = field(default_factory=Metrics)
     started: float = 0.0  # when monitoring began (local clock)
+    # OOM kills the kernel counted in the run's cgroups (memory.events
+    # `oom_kill`, the CT's and the run's own): (first count seen, latest
+    # count, local time the latest rose). None: not readable.
+    oom: tuple[int, int, float | None] | None = None
 
     @property
     def ct(self) -> int | None:
