@@ -7,6 +7,7 @@ unprivileged user (uid 65534) with setpriv; real processes, no mocks."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 
 import helpers
 from gputui.actions.backend import ActionBackend
+from gputui.errors import GputuiError
 from gputui.gpufeed import SimulatedGpus
 from gputui.monitor import Monitor
 from gputui.remote.agent import Agent
@@ -64,8 +66,12 @@ def test_the_agent_lists_another_users_tmux_server(other_server: Path) -> None:
 
 
 async def test_a_run_in_another_users_tmux_is_watched_and_can_be_stopped(
-    other_server: Path,
+    hostile_server: dict[str, Path],
 ) -> None:
+    """Watched (as the monitor and doctor do), planned and stopped: every
+    tmux command on that server runs as its owner (the server's hooks open
+    files as nobody, never as root)."""
+    other_server = hostile_server["socket"].parent.parent
     tr = LocalTransport()
     await tr.connect()
     target = Target(tr)
@@ -77,20 +83,147 @@ async def test_a_run_in_another_users_tmux_is_watched_and_can_be_stopped(
         await helpers.until(lambda: snap.session is not None and snap.procs, 20, "the run")
         session = snap.session
         assert session is not None and session.name == "job" and session.owner == "nobody"
+        assert_nothing_done_as_root(hostile_server)  # the monitor's polls (doctor's too)
         socket = str(other_server / f"tmux-{UID}" / "default")
-        assert session.tmux == ["tmux", "-S", socket]
+        drop = ["--reuid=65534", "--regid=65534", "--init-groups", "--"]
+        assert session.tmux[0].endswith("setpriv") and session.tmux[1:] == [
+            *drop,
+            "tmux",
+            "-S",
+            socket,
+        ]
         await helpers.until(lambda: snap.log.path == str(other_server / "job.log"), 10, "log")
-        await helpers.until(lambda: any("step" in line for line in snap.pane_tail), 10, "pane")
         python = next(p for p in snap.procs if p.is_python)
 
         backend = ActionBackend(target, settings, mon)
         attach = await backend.plan("attach", snap)
-        assert attach.commands[0][:3] == ["tmux", "-S", socket]
+        assert attach.commands[0][:8] == session.tmux
+        assert_nothing_done_as_root(hostile_server)
+        with contextlib.suppress(GputuiError):  # its hooks fail as nobody: list-panes exits 1
+            await backend.plan("kill", snap)
+        assert_nothing_done_as_root(hostile_server)
+        for event in ("after-list-panes", "after-capture-pane", "after-list-sessions"):
+            as_user(socket, "set-hook", "-gu", event)
+        await helpers.until(lambda: any("step" in line for line in snap.pane_tail), 10, "pane")
         kill = await backend.plan("kill", snap)
         assert python.pid in kill.pids
+        assert kill.commands  # the run is stopped by signals (as root), not through tmux
         result = await backend.execute(kill)
         assert result.ok, result.summary
         await helpers.until(lambda: not os.path.exists(f"/proc/{python.pid}"), 10, "run gone")
     finally:
         await mon.stop()
         await tr.close()
+
+
+# ------------------------------------------------ a hostile tmux server (issue 21)
+# A tmux server makes its client open files for it: a hook on the commands
+# gputui runs (`list-panes` each poll, `capture-pane` for the pane's tail)
+# saves a buffer to a path or loads a file into a buffer. The client is the
+# one who opens the file — so a root client writes where root may and reads
+# what only root may. gputui reaches another user's server as that user.
+
+SECRET = b"root-only-secret-0600"
+
+
+@pytest.fixture
+def hostile_server(other_server: Path) -> Iterator[dict[str, Path]]:
+    """`other_server` with hooks after list-panes and capture-pane: [0] save
+    a buffer into a directory anyone may write (`fired`: proves the hook ran,
+    and as whom), [1] load a 0600 root file into buffer `s`, [2] save a
+    buffer into a root-only directory (`pwned`)."""
+    root_dir = Path(tempfile.mkdtemp(prefix="gtt-root-", dir="/var/tmp"))
+    root_dir.chmod(0o700)
+    secret = root_dir / "secret"
+    secret.write_bytes(SECRET)
+    secret.chmod(0o600)
+    paths = {"fired": other_server / "fired", "secret": secret, "pwned": root_dir / "pwned"}
+    sock = str(other_server / f"tmux-{UID}" / "default")
+    hooks = [f"save-buffer -b p {paths['fired']}", f"load-buffer -b s {secret}"]
+    hooks.append(f"save-buffer -b p {paths['pwned']}")
+    as_user(sock, "set-buffer", "-b", "p", "the user's text")
+    for event in ("after-list-panes", "after-capture-pane", "after-list-sessions"):
+        for i, hook in enumerate(hooks):
+            as_user(sock, "set-hook", "-g", f"{event}[{i}]", hook)
+    try:
+        yield {**paths, "socket": Path(sock)}
+    finally:
+        shutil.rmtree(root_dir, ignore_errors=True)
+
+
+def as_user(sock: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    drop = ["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups"]
+    return subprocess.run(
+        [*drop, "tmux", "-S", sock, *args], capture_output=True, text=True, check=check
+    )
+
+
+def assert_nothing_done_as_root(paths: dict[str, Path]) -> None:
+    """The hooks ran (`fired` exists) as the server's owner, not as root:
+    root's directory got no file, root's secret is not in the user's buffer."""
+    fired = paths["fired"]
+    helpers.wait_for(fired.exists, 10, "the hook to run")
+    assert fired.stat().st_uid == UID, "the hook's file was written by root"
+    assert not paths["pwned"].exists(), "root wrote a file the tmux server chose"
+    buffers = as_user(str(paths["socket"]), "show-buffer", "-b", "s", check=False)
+    assert SECRET.decode() not in buffers.stdout, "root read its 0600 file into the user's buffer"
+
+
+def test_the_agent_reaches_a_hostile_server_as_its_owner(hostile_server: dict[str, Path]) -> None:
+    from gputui.collect import tmux
+
+    agent = Agent()
+    answer = agent.op_tmux({"commands": [tmux.list_panes_argv()[1:]], "other_servers": True})
+    (server,) = answer["servers"]
+    assert server["owner"] == "nobody"
+    assert "job" in server["results"][0]["stdout"]  # exit 1: its hooks failed, as nobody
+    assert_nothing_done_as_root(hostile_server)
+    hostile_server["fired"].unlink()
+    sock = str(hostile_server["socket"])
+    tail = agent.op_capture({"target": "=job:0.0", "lines": 10, "socket": sock})
+    assert "step" in tail["stdout"]
+    assert_nothing_done_as_root(hostile_server)
+
+
+def test_a_server_in_a_directory_others_may_write_is_not_used(
+    hostile_server: dict[str, Path],
+) -> None:
+    """Its socket could be swapped for another user's between the check and
+    the connect: the server is skipped, with a reason, and nothing runs."""
+    from gputui.collect import tmux
+
+    hostile_server["socket"].parent.chmod(0o770)
+    answer = Agent().op_tmux({"commands": [tmux.list_panes_argv()[1:]], "other_servers": True})
+    (server,) = answer["servers"]
+    assert "results" not in server
+    assert "nobody" in server["skipped"] and "chmod 700" in server["skipped"]
+    sock = str(hostile_server["socket"])
+    with pytest.raises(ValueError, match="can be written by others"):
+        Agent().op_capture({"target": "=job:0.0", "lines": 10, "socket": sock})
+    assert not hostile_server["fired"].exists() and not hostile_server["pwned"].exists()
+
+
+def test_a_server_whose_owner_has_no_name_is_skipped_with_a_reason(other_server: Path) -> None:
+    """uid 4242 has no passwd entry: it cannot be reached as its owner, so it
+    is not reached at all (root never connects); the reason names the uid."""
+    from gputui.collect import tmux
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(other_server), "TMUX_TMPDIR": str(other_server)}
+    drop = ["setpriv", "--reuid=4242", "--regid=4242", "--clear-groups"]
+    subprocess.run(
+        [*drop, "tmux", "new-session", "-d", "-s", "ghost", "sleep 600"], env=env, check=True
+    )
+    sock = str(other_server / "tmux-4242" / "default")
+    fired = other_server / "ghost-fired"
+    try:
+        subprocess.run([*drop, "tmux", "-S", sock, "set-buffer", "-b", "p", "x"], check=True)
+        hook = f"save-buffer -b p {fired}"
+        subprocess.run(
+            [*drop, "tmux", "-S", sock, "set-hook", "-g", "after-list-panes", hook], check=True
+        )
+        answer = Agent().op_tmux({"commands": [tmux.list_panes_argv()[1:]], "other_servers": True})
+        ghost = next(s for s in answer["servers"] if s["socket"] == sock)
+        assert "results" not in ghost and "no user has uid 4242" in ghost["skipped"]
+        assert not fired.exists()
+    finally:
+        subprocess.run([*drop, "tmux", "-S", sock, "kill-server"], capture_output=True)

@@ -801,14 +801,85 @@ def _user_name(uid: int) -> str:
         return str(uid)
 
 
-def other_tmux_sockets(limit: int = MAX_TMUX_SERVERS) -> "list[list[str]]":
-    """[[socket, owner]] of the tmux servers besides this user's default one:
-    every socket under $TMUX_TMPDIR (or /tmp) /tmux-UID/ — another user's
-    server (a run started as `ubuntu` in the CT) or a named one (`tmux -L`).
-    Root may connect to any of them; another user's attempt just fails."""
+def as_owner(argv: "list[str]", uid: int, gid: int, name: str) -> "list[str]":
+    """argv, to be run as the user `uid` (group `gid` and that user's
+    supplementary groups): `setpriv --reuid U --regid G --init-groups --
+    argv`, or `runuser -u NAME -- argv`; argv itself when it is our own uid.
+
+    The principle (README, "How it works"): gputui runs as root only what
+    root owns; whatever is taken from the run (its tmux server, interpreter,
+    tools, paths) is used with the run owner's identity or not at all. A
+    tmux server can make its client open files (hooks: `save-buffer PATH`,
+    `load-buffer PATH`), so a root client would write and read as root for
+    it. ValueError (one line: whose, why, what to do) when it cannot."""
+    if uid == os.geteuid():
+        return list(argv)
+    if os.geteuid() != 0:
+        raise ValueError(
+            "%s not used: it is %s's and gputui runs as %s, not root, so it cannot act as %s "
+            "(connect as %s to watch it)" % (argv[0], name, _user_name(os.geteuid()), name, name)
+        )
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return [setpriv, "--reuid=%d" % uid, "--regid=%d" % gid, "--init-groups", "--"] + argv
+    runuser = shutil.which("runuser")
+    if runuser:
+        return [runuser, "-u", name, "--"] + argv
+    raise ValueError(
+        "%s not used: it is %s's and neither setpriv nor runuser is in the container to run "
+        "it as %s (install util-linux there)" % (argv[0], name, name)
+    )
+
+
+def tmux_server_argv(path: str) -> "list[str]":
+    """`tmux -S path`, as the server's owner (as_owner), once the socket is
+    checked: a socket (not a link) in a directory (not a link) of the same
+    owner that nobody else may write to (tmux makes tmux-UID/ 0700) — else
+    another user could swap the socket between this check and its use.
+    ValueError (one line, naming the owner and what to do) otherwise."""
+    import pwd
+
+    try:
+        st = os.lstat(path)
+        dst = os.lstat(os.path.dirname(path) or ".")
+    except OSError as e:
+        raise ValueError("tmux socket %s: %s" % (path, e.strerror)) from None
+    if not stat.S_ISSOCK(st.st_mode):
+        raise ValueError("tmux socket %s: not a socket" % path)
+    owner = _user_name(st.st_uid)
+    where = "tmux server of %s (%s) not used: " % (owner, path)
+    if not stat.S_ISDIR(dst.st_mode) or dst.st_uid != st.st_uid:
+        raise ValueError(
+            where + "its directory is not %s's own (owner uid %d); "
+            "start the server with tmux's default socket directory" % (owner, dst.st_uid)
+        )
+    if dst.st_mode & 0o022:
+        raise ValueError(
+            where + "its directory can be written by others (mode %o); "
+            "chmod 700 %s" % (stat.S_IMODE(dst.st_mode), os.path.dirname(path))
+        )
+    try:
+        pw = pwd.getpwuid(st.st_uid)
+    except KeyError:
+        raise ValueError(
+            where + "no user has uid %d in the container, so it cannot be reached as its "
+            "owner; add that user (or stop that server)" % st.st_uid
+        ) from None
+    try:
+        return as_owner(["tmux", "-S", path], pw.pw_uid, pw.pw_gid, pw.pw_name)
+    except ValueError as e:
+        raise ValueError("tmux server of %s (%s): %s" % (owner, path, e)) from None
+
+
+def other_tmux_sockets(limit: int = MAX_TMUX_SERVERS) -> "list[dict]":
+    """The tmux servers besides this user's default one: every socket under
+    $TMUX_TMPDIR (or /tmp) /tmux-UID/ — another user's server (a run started
+    as `ubuntu` in the CT) or a named one (`tmux -L`). Each is
+    {socket, owner, tmux: the argv that reaches it as its owner} or
+    {socket, owner, skipped: why it is not used} (tmux_server_argv)."""
     tmpdir = os.environ.get("TMUX_TMPDIR") or "/tmp"
     own = os.path.join(tmpdir, "tmux-%d" % os.getuid(), "default")
-    out = []  # type: list[list[str]]
+    out = []  # type: list[dict]
     try:
         dirs = sorted(d for d in os.listdir(tmpdir) if d.startswith("tmux-"))
     except OSError:
@@ -828,19 +899,26 @@ def other_tmux_sockets(limit: int = MAX_TMUX_SERVERS) -> "list[list[str]]":
             except OSError:
                 continue
             if stat.S_ISSOCK(st.st_mode) and text(path) == path:  # -S takes it as it is
-                out.append([path, _user_name(st.st_uid)])
+                server = {"socket": path, "owner": _user_name(st.st_uid)}  # type: dict
+                try:
+                    server["tmux"] = tmux_server_argv(path)
+                except ValueError as e:
+                    server["skipped"] = str(e)
+                out.append(server)
                 if len(out) >= limit:
                     return out
     return out
 
 
 def _tmux_base(args: dict) -> "list[str]":
-    base = ["tmux"]
+    """The tmux argv a request names: its `socket` reached as the socket's
+    owner (tmux_server_argv; ValueError when it cannot be), a `-L` name of
+    our own, or the default server."""
     if args.get("socket"):
-        base += ["-S", str(args["socket"])]
-    elif args.get("socket_name"):
-        base += ["-L", str(args["socket_name"])]
-    return base
+        return tmux_server_argv(str(args["socket"]))
+    if args.get("socket_name"):
+        return ["tmux", "-L", str(args["socket_name"])]
+    return ["tmux"]
 
 
 # ------------------------------------------------------------------ ops
@@ -910,16 +988,12 @@ class Agent:
             commands.append([str(a) for a in cmd])
         out = {"results": [run_argv(base + cmd) for cmd in commands]}  # type: dict
         if args.get("other_servers") and base == ["tmux"]:
-            # `other_servers`: the same commands on every other server found
-            # -> servers: [{socket, owner, results}]
-            out["servers"] = [
-                {
-                    "socket": sock,
-                    "owner": owner,
-                    "results": [run_argv(["tmux", "-S", sock] + cmd) for cmd in commands],
-                }
-                for sock, owner in other_tmux_sockets()
-            ]
+            # `other_servers`: the same commands on every other server found,
+            # each as its owner -> servers: [{socket, owner, results | skipped}]
+            out["servers"] = servers = other_tmux_sockets()
+            for server in servers:
+                if "tmux" in server:
+                    server["results"] = [run_argv(server["tmux"] + cmd) for cmd in commands]
         return out
 
     def op_capture(self, args: dict) -> dict:

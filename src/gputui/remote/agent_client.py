@@ -106,6 +106,9 @@ class AgentClient:
         self.hello: dict[str, Any] = {}
         self.clock_offset = 0.0  # local clock - remote clock, seconds
         self.rtt_ms: float | None = None
+        # Other users' tmux servers not used (one line each: whose, why, what
+        # to do), from the latest sessions answer.
+        self.tmux_skipped: list[str] = []
 
     # ------------------------------------------------------------ lifecycle
 
@@ -311,12 +314,20 @@ class AgentClient:
         answer = _raised(res)
         r = answer["results"][0]
         sessions = tmux.sessions_from_result(r["exit"], r["stdout"], r["stderr"])
+        self.tmux_skipped = []
         for server in answer.get("servers") or []:
+            if server.get("skipped"):  # not reachable as its owner: not used at all
+                self.tmux_skipped.append(str(server["skipped"]))
+                continue
             r = server["results"][0]
-            if r["exit"] != 0:  # gone since, or not ours to reach: not a session to show
+            # Gone since, or not ours to reach: not a session to show. A listing
+            # with a failed exit is one of that server's hooks failing (one
+            # that opens a file its owner may not): the sessions are listed.
+            if r["exit"] != 0 and not r["stdout"]:
                 continue
             for s in tmux.parse_panes(r["stdout"]):
                 s.socket, s.owner = str(server["socket"]), str(server["owner"])
+                s.server_tmux = [str(a) for a in server["tmux"]]
                 sessions.append(s)
         for s in sessions:
             s.created = self.to_local(s.created)
