@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A terminal dashboard for a training run on a remote GPU machine "
         "(Proxmox LXC + tmux + log).",
     )
-    parser.add_argument("--version", action="version", version=f"gputui {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"gputui {__version__}")
     add_target_flags(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     doctor = sub.add_parser(
@@ -210,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gputui import history_cli
 
     history_cli.add_parsers(sub, add_target_flags)
+    from gputui import serve
+
+    serve.add_parser(sub, add_target_flags)
     completion = sub.add_parser("completion", help="print a shell completion script")
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
@@ -227,6 +230,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
 
         print(script(args.shell, build_parser()), end="")
         return 0
+    if command == "serve":
+        return _serve(args, settings)
     check_local_files(settings)
     hosts = host_settings(settings, getattr(args, "hosts", None))
     several_with_run_flags(hosts, args)
@@ -261,6 +266,13 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     from gputui.ui.app import run_app
 
     return run_app(settings)
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    from gputui import serve
+
+    check_local_files(settings)
+    return serve.main(args, settings, build_parser(), sys.argv[1:])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

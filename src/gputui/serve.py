@@ -1,0 +1,240 @@
+"""`gputui serve`: the dashboard as a web page, through textual-serve.
+
+textual-serve runs one command per browser connection (a shell command
+line, `asyncio.create_subprocess_shell`) with Textual's web driver, and
+relays the page's keys and the app's screen over a websocket. Here the
+command is `python -m gputui` with the arguments `serve` was given (less its
+own), quoted with `shlex.join`, plus `--read-only` unless `--allow-actions`.
+
+Who can open the page:
+- the server binds 127.0.0.1:8000 by default; an address that is not
+  loopback needs `--public`, and the start-up lines say who can reach it;
+- every request needs the random token of the URL printed at start-up
+  (`?token=…`); the page, its static files and its websocket carry it on as
+  an HttpOnly, SameSite=Strict cookie set by the page. Anything else: 403.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hmac
+import ipaddress
+import secrets
+import shlex
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from gputui.config import Settings
+from gputui.errors import GputuiError
+
+DEFAULT_BIND = "127.0.0.1:8000"
+COOKIE = "gputui_token"
+SERVE_FLAGS = {"--bind": True, "--public": False, "--allow-actions": False}  # flag: takes a value
+FORBIDDEN = "gputui serve: this page needs the token of the URL that `gputui serve` printed\n"
+
+
+def add_parser(sub: Any, add_target_flags: Callable[..., None]) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="the dashboard as a web page (needs gputui[web])",
+        description="Serve the dashboard as a web page: each browser tab runs its own "
+        "dashboard of TARGET. Loopback only and read-only unless told otherwise; "
+        "the printed URL carries a token, requests without it are refused.",
+        allow_abbrev=False,
+    )
+    add_target_flags(p, suppress=True)
+    p.add_argument("serve_targets", nargs="*", metavar="TARGET", help="what the dashboard watches")
+    p.add_argument(
+        "--bind",
+        default=DEFAULT_BIND,
+        metavar="HOST:PORT",
+        help=f"address to listen on ({DEFAULT_BIND}; not loopback: needs --public)",
+    )
+    p.add_argument(
+        "--public",
+        action="store_true",
+        help="allow an address that is not loopback (anyone who reaches it and has the URL)",
+    )
+    p.add_argument(
+        "--allow-actions",
+        action="store_true",
+        help="let the page relaunch, kill, flush (default: read-only)",
+    )
+
+
+# ------------------------------------------------------------------ pure parts
+
+
+def parse_bind(text: str, public: bool) -> tuple[str, int, bool]:
+    """(host, port, is_loopback) of --bind; a wildcard or other address
+    without --public is refused with one line."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise GputuiError(f"--bind {text!r} is not HOST:PORT", "e.g. --bind 127.0.0.1:8000")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        raise GputuiError(
+            f"--bind {text!r}: {host!r} is not an IP address",
+            "bind an address of this machine, e.g. --bind 127.0.0.1:8000 or --bind 0.0.0.0:8000",
+        ) from None
+    if not loopback and not public:
+        raise GputuiError(
+            f"--bind {text}: not a loopback address, so other machines could open the dashboard",
+            "add --public to mean it, or keep 127.0.0.1 and reach it with ssh -L 8000:127.0.0.1:8000",
+        )
+    return host, int(port), loopback
+
+
+def _serve_index(argv: Sequence[str], takes_value: set[str]) -> int:
+    """Where the `serve` word is in argv: the first word that is not a flag
+    or a flag's value."""
+    skip = False
+    for i, word in enumerate(argv):
+        if skip:
+            skip = False
+        elif word.startswith("-") and word != "-":
+            skip = word in takes_value  # --flag=value and -p22 carry their value
+        elif word == "serve":
+            return i
+    raise GputuiError("serve: cannot find the word `serve` in the command line")
+
+
+def dashboard_argv(argv: Sequence[str], takes_value: set[str], allow_actions: bool) -> list[str]:
+    """The dashboard's arguments: argv without `serve` and serve's own flags,
+    plus --read-only unless actions are allowed."""
+    at = _serve_index(argv, takes_value)
+    out = list(argv[:at])
+    rest = iter(argv[at + 1 :])
+    for word in rest:
+        name = word.split("=", 1)[0]
+        if name in SERVE_FLAGS:
+            if SERVE_FLAGS[name] and "=" not in word:
+                next(rest, None)
+            continue
+        out.append(word)
+    if not allow_actions and "--read-only" not in out:
+        out.append("--read-only")
+    return out
+
+
+def app_command(args: Sequence[str]) -> str:
+    """The shell command line textual-serve runs per connection, every word quoted."""
+    return shlex.join([sys.executable, "-m", "gputui", *args])
+
+
+def who_can_reach(host: str, port: int, loopback: bool) -> str:
+    if loopback:
+        return f"only this machine can reach it ({host}:{port})"
+    where = "every address of this machine" if host in ("0.0.0.0", "::") else host
+    return (
+        f"ANYONE who can reach port {port} on {where} and has this URL can open it "
+        "(plain http: use it on a network you trust)"
+    )
+
+
+def token_ok(given: str, token: str) -> bool:
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+# ------------------------------------------------------------------ the server
+
+
+def make_server(command: str, host: str, port: int, token: str, title: str) -> Any:
+    """A textual-serve Server that refuses every request without the token."""
+    from gputui.extras import require
+
+    require("textual_serve", "gputui serve")
+    from aiohttp import web
+    from textual_serve.server import Server
+
+    @web.middleware
+    async def check_token(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        in_url = request.query.get("token", "")
+        if not token_ok(in_url or request.cookies.get(COOKIE, ""), token):
+            raise web.HTTPForbidden(text=FORBIDDEN)
+        response = await handler(request)
+        if in_url and request.path == "/" and not response.prepared:
+            response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
+        return response
+
+    class TokenServer(Server):  # type: ignore[misc]
+        async def _make_app(self) -> web.Application:
+            app = await super()._make_app()
+            app.middlewares.append(check_token)
+            return app
+
+        async def on_startup(self, app: web.Application) -> None:
+            """Quiet: `main` prints the URL with its token once it listens."""
+
+        async def handle_index(self, request: web.Request) -> Any:
+            # the page's static and websocket URLs are absolute: use the
+            # address the browser used (the cookie is set for that host)
+            self.public_url = f"{request.scheme}://{request.host}"
+            return await super().handle_index(request)
+
+    return TokenServer(command, host=host, port=port, title=title)
+
+
+async def _serve(server: Any, host: str, port: int, lines: list[str]) -> None:
+    from aiohttp import web
+
+    runner = web.AppRunner(await server._make_app(), handle_signals=False, access_log=None)
+    await runner.setup()
+    try:
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as err:
+            raise GputuiError(
+                f"cannot serve on {host}:{port}: {err.strerror or err}",
+                f"pick a free port, e.g. --bind {host}:{port + 1 if port < 65535 else 8000}",
+            ) from None
+        for line in lines:
+            print(line, flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def takes_value(parser: argparse.ArgumentParser) -> set[str]:
+    """The flags of the top-level parser that take a value (they come before `serve`)."""
+    return {f for a in parser._actions if a.nargs != 0 for f in a.option_strings}
+
+
+def main(
+    args: argparse.Namespace,
+    settings: Settings,
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str],
+) -> int:
+    given = settings.host or settings.local or settings.demo or settings.targets
+    if not (given or getattr(args, "serve_targets", None)):
+        raise GputuiError(
+            "serve: no target given",
+            "e.g. gputui serve --demo, or gputui serve --host HOST --ct N",
+        )
+    host, port, loopback = parse_bind(args.bind, args.public)
+    child = dashboard_argv(argv, takes_value(parser), args.allow_actions)
+    token = secrets.token_urlsafe(24)
+    server = make_server(app_command(child), host, port, token, title="gputui")
+    shown = host if loopback or host not in ("0.0.0.0", "::") else socket.getfqdn()
+    shown = f"[{shown}]" if ":" in shown else shown
+    mode = "actions allowed" if args.allow_actions else "read-only"
+    lines = [
+        f"gputui serve: http://{shown}:{port}/?token={token}",
+        f"  {who_can_reach(host, port, loopback)}",
+        f"  each browser tab runs: gputui {shlex.join(child)} ({mode}); Ctrl+C stops",
+    ]
+    asyncio.run(_serve(server, host, port, lines))
+    return 0

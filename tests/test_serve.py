@@ -1,0 +1,267 @@
+"""`gputui serve` (issue 25): the dashboard as a web page.
+
+The end-to-end test starts the real `gputui serve --demo` and opens its URL in
+a real headless Chromium (Debian's `chromium`, installed by install.sh),
+driven over the DevTools protocol: the page's websocket carries the
+dashboard, whose screen shows the simulated GPUs' rows and the demo's
+buffering banner; the screenshot is kept (UPDATE_SCREENSHOTS=1 writes it to
+screenshots/web-demo.png). Without the token, every request is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gputui.errors import GputuiError
+from gputui.serve import app_command, dashboard_argv, parse_bind, token_ok
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+TAKES_VALUE = {"--host", "--ct", "-p", "--config", "--bind"}
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+MEMORY = re.compile(r"\d+\.\d/140G")  # a GPU row's memory column
+
+
+def shows_the_demo(text: str) -> bool:
+    """The GPU panel with its 8 rows and the buffering banner have arrived."""
+    return (
+        "8× H200 (simulated)" in text
+        and len(MEMORY.findall(text)) >= 8
+        and "BLOCK-BUFFERED" in text
+    )
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ------------------------------------------------------------------ pure parts
+
+
+def test_bind_is_loopback_unless_public() -> None:
+    assert parse_bind("127.0.0.1:8000", public=False) == ("127.0.0.1", 8000, True)
+    assert parse_bind("[::1]:8001", public=False) == ("::1", 8001, True)
+    for addr in ("0.0.0.0:8000", "192.0.2.7:8000", ":::8000"):
+        with pytest.raises(GputuiError, match="--public"):
+            parse_bind(addr, public=False)
+    assert parse_bind("0.0.0.0:8000", public=True) == ("0.0.0.0", 8000, False)
+    with pytest.raises(GputuiError, match="HOST:PORT"):
+        parse_bind("8000", public=False)
+
+
+def test_dashboard_argv_drops_serve_and_its_flags() -> None:
+    argv = ["--ct", "serve", "serve", "--bind", "127.0.0.1:1", "--host", "h", "--public"]
+    assert dashboard_argv(argv, TAKES_VALUE, allow_actions=False) == [
+        "--ct",
+        "serve",
+        "--host",
+        "h",
+        "--read-only",
+    ]
+    argv = ["serve", "--bind=127.0.0.1:1", "--allow-actions", "gpu1/200"]
+    assert dashboard_argv(argv, TAKES_VALUE, allow_actions=True) == ["gpu1/200"]
+
+
+def test_app_command_quotes_every_word() -> None:
+    cmd = app_command(["--log", "/tmp/a b; rm -rf ~", "--read-only"])
+    assert "'/tmp/a b; rm -rf ~'" in cmd
+    assert token_ok("abc", "abc") and not token_ok("abd", "abc") and not token_ok("", "abc")
+
+
+def test_non_loopback_bind_is_one_line() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "gputui", "serve", "--demo", "--bind", "0.0.0.0:8000"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "--public" in r.stderr, r.stderr
+
+
+# ------------------------------------------------------------------ end to end
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    """`gputui serve --demo` on a free loopback port; yields its URL."""
+    port = free_port()
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gputui", "serve", "--demo", "--bind", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        url = ""
+        deadline = time.monotonic() + 60
+        while not url and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"(http://127\.0\.0\.1:\d+/\?token=\S+)", line)
+            url = m.group(1) if m else ""
+        assert url, "gputui serve printed no URL"
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_requests_without_the_token_are_refused(served: str) -> None:
+    base = served.split("?", 1)[0]
+    for path in ("", "?token=wrong", "ws", "static/js/textual.js"):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(base + path, timeout=30)
+        assert err.value.code == 403, path
+    with urllib.request.urlopen(served, timeout=30) as ok:
+        assert ok.status == 200
+        assert "gputui_token=" in ok.headers.get("Set-Cookie", "")
+
+
+class DevTools:
+    """The least of the DevTools protocol: commands and the events seen."""
+
+    def __init__(self, ws: object) -> None:
+        self.ws = ws
+        self.next_id = 0
+        self.frames: list[bytes] = []
+
+    async def call(self, method: str, **params: object) -> dict[str, object]:
+        self.next_id += 1
+        my_id = self.next_id
+        await self.ws.send_json({"id": my_id, "method": method, "params": params})  # type: ignore[attr-defined]
+        while True:
+            msg = await self.ws.receive_json()  # type: ignore[attr-defined]
+            self._event(msg)
+            if msg.get("id") == my_id:
+                return dict(msg.get("result") or {})
+
+    async def pump(self, seconds: float) -> None:
+        try:
+            msg = await asyncio.wait_for(self.ws.receive_json(), seconds)  # type: ignore[attr-defined]
+        except asyncio.TimeoutError:
+            return
+        self._event(msg)
+
+    def _event(self, msg: dict[str, object]) -> None:
+        if msg.get("method") == "Network.webSocketFrameReceived":
+            resp = dict(msg["params"])["response"]  # type: ignore[call-overload]
+            data = str(resp["payloadData"])
+            self.frames.append(base64.b64decode(data) if resp["opcode"] == 2 else data.encode())
+
+    def screen_text(self) -> str:
+        return ANSI.sub(b"", b"".join(self.frames)).decode("utf-8", "replace")
+
+
+def start_chromium(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
+    assert CHROMIUM is not None
+    proc = subprocess.Popen(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",  # tests run as root
+            "--disable-gpu",
+            "--no-first-run",
+            "--remote-debugging-address=127.0.0.1",
+            "--remote-debugging-port=0",
+            f"--user-data-dir={tmp_path / 'chromium'}",
+            "--window-size=1600,1000",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        m = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
+        if m:
+            return proc, m.group(1)
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    pytest.fail("chromium did not start its DevTools endpoint")
+
+
+async def open_page(port: str, url: str, shot: Path) -> tuple[str, str]:
+    import aiohttp
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as r:
+        page = next(t for t in json.load(r) if t["type"] == "page")
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws,
+    ):
+        dt = DevTools(ws)
+        await dt.call("Network.enable")
+        await dt.call("Page.enable")
+        await dt.call("Page.navigate", url=url)
+        deadline = time.monotonic() + 90  # the dashboard starts the demo's run first
+        while time.monotonic() < deadline:
+            text = dt.screen_text()
+            if shows_the_demo(text):
+                break
+            await dt.pump(1.0)
+        await asyncio.sleep(2)  # let the page paint what it was sent
+        for _ in range(10):
+            await dt.pump(0.1)
+        body = await dt.call(
+            "Runtime.evaluate", expression="document.body.className", returnByValue=True
+        )
+        png = await dt.call("Page.captureScreenshot", format="png")
+        shot.write_bytes(base64.b64decode(str(png["data"])))
+        classes = str(dict(body["result"]).get("value"))  # type: ignore[call-overload]
+        return dt.screen_text(), classes
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (install.sh installs it)")
+def test_page_shows_the_demo_dashboard(served: str, tmp_path: Path) -> None:
+    browser, port = start_chromium(tmp_path)
+    shot = tmp_path / "web-demo.png"
+    try:
+        text, classes = asyncio.run(open_page(port, served, shot))
+    finally:
+        browser.terminate()
+        try:
+            browser.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            browser.kill()
+    assert "-first-byte" in classes and "-closed" not in classes, classes
+    assert "8× H200 (simulated)" in text, "no GPU panel on the page"
+    assert len(MEMORY.findall(text)) >= 8, "fewer than 8 GPU rows on the page"
+    assert "BLOCK-BUFFERED" in text, "the demo's banner is not on the page"
+    assert "READ-ONLY" in text, "the page does not say it is read-only"
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("UPDATE_SCREENSHOTS"):
+        shutil.copyfile(shot, ROOT / "screenshots" / "web-demo.png")
