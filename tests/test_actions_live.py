@@ -87,9 +87,10 @@ async def target(testbed_commands: None, ct: int, testbed: Any) -> AsyncIterator
 @pytest.fixture
 def py_spy(testbed: Any) -> str:
     """py-spy where the CT can see it: the venv may live under /tmp (a CI
-    clone), which is private inside the CT, so copy the static binary into
-    the shared workspace."""
-    dest = Path(testbed.workspace) / "tools" / "py-spy"
+    clone), which is private inside the CT, so copy the static binary under
+    the test bed's root (root's alone: root runs only a py-spy root owns,
+    and the workspace is writable by anyone)."""
+    dest = Path(testbed.root) / "tools" / "py-spy"
     if not dest.exists():
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PY_SPY, dest)

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,8 @@ from typing import Any
 import pytest
 
 import helpers
-from gputui.actions import execute, plan_kill
+from gputui.actions import execute, plan_dump, plan_kill
+from gputui.actions.plan import ActionError
 from gputui.config import Settings
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
@@ -41,7 +43,7 @@ while True:
 
 @dataclass
 class Owned:
-    """The user's directory (its venv in venv/), its tmux server's socket."""
+    """The user's directory (its venv in v/), its tmux server's socket."""
 
     ct: int
     dir: Path
@@ -53,7 +55,7 @@ class Owned:
 
     @property
     def python(self) -> Path:
-        return self.dir / "venv" / "bin" / "python3"
+        return self.dir / "v" / "bin" / "python3"
 
 
 @pytest.fixture
@@ -67,16 +69,16 @@ async def target(testbed_commands: None, ct: int) -> AsyncIterator[Target]:
 
 
 @pytest.fixture
-def owned(testbed: Any, ct: int, tmp_path: Path) -> Iterator[Owned]:
+def owned(testbed: Any, ct: int) -> Iterator[Owned]:
     """A directory of uid 65534 in the shared workspace, with a venv whose
     interpreter is a copy (venv --copies: the user's own binary), and the
     user's tmux server (its socket in that directory)."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to act as another user")
-    os.chmod(testbed.root, 0o711)  # mkdtemp's 0700: the user may pass through to its files
-    d = Path(testbed.workspace) / f"own-{tmp_path.name[-20:]}"
-    d.mkdir()
-    subprocess.run([PY, "-m", "venv", "--copies", "--without-pip", str(d / "venv")], check=True)
+    # /var/tmp is shared with the CT; a short path: `ps` cuts its args at 80 columns
+    d = Path(tempfile.mkdtemp(prefix="g", dir="/var/tmp"))
+    d.chmod(0o755)
+    subprocess.run([PY, "-m", "venv", "--copies", "--without-pip", str(d / "v")], check=True)
     (d / "loop.py").write_text(LOOP)
     subprocess.run(["chown", "-R", f"{UID}:{UID}", str(d)], check=True)
     o = Owned(ct, d, str(d / "sock"))
@@ -153,3 +155,49 @@ async def test_kill_refuses_when_the_session_has_another_pane(
     assert not result.ok and "another pane" in result.summary, result.summary
     assert "plan the action again" in result.summary
     assert ct_pids(testbed, owned.ct, "sleep 600")  # the new session's process is untouched
+
+
+# ------------------------------------------------------------------ 2: the run's py-spy
+
+
+async def test_dump_never_runs_the_runs_own_py_spy_as_root(
+    target: Target, testbed: Any, owned: Owned
+) -> None:
+    """A `py-spy` next to the run's interpreter, the user's file: `d` (no
+    confirm box) ran it as root. Now it runs as its owner, or not at all."""
+    marker = owned.dir / "spy-marker"
+    spy = owned.python.parent / "py-spy"
+    spy.write_text(
+        f"#!/bin/sh\nid -u >> {marker}\n"
+        "printf 'Thread 1 (active): MainThread\\n    train_step (loop.py:6)\\n'\n"
+    )
+    spy.chmod(0o755)
+    os.chown(spy, UID, UID)
+    start_loop(testbed, owned)
+    try:
+        plan = await plan_dump(target, Settings(), "job", tmux=owned.tmux)
+    except ActionError as err:  # refused is fine too: it says why and what to install
+        assert "pip install py-spy" in str(err), err
+        assert not marker.exists()
+        return
+    result = await execute(target, plan)
+    assert marker.exists(), (result.summary, result.details)
+    assert marker.read_text().split() == [str(UID)]  # the user's id, never root's 0
+    assert f"uid {UID}" in plan.display and plan.commands[0][0] == "setpriv"
+    assert result.ok and "train_step" in result.output
+
+
+async def test_dump_refuses_a_py_spy_in_the_users_directory_whoever_owns_the_file(
+    target: Target, testbed: Any, owned: Owned
+) -> None:
+    """root's own file, but in a directory the user can change: not root's
+    alone, and not the user's to run either: refused, with the fix."""
+    spy = owned.python.parent / "py-spy"
+    spy.write_text(f"#!/bin/sh\nid -u >> {owned.dir / 'spy-marker'}\n")
+    spy.chmod(0o755)  # root's file
+    start_loop(testbed, owned)
+    with pytest.raises(ActionError) as err:
+        await plan_dump(target, Settings(), "job", tmux=owned.tmux)
+    text = str(err.value)
+    assert "py-spy not run" in text and str(spy) in text and "pip install py-spy" in text
+    assert "\n" not in text and not (owned.dir / "spy-marker").exists()

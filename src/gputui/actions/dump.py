@@ -17,7 +17,9 @@ from gputui.actions.plan import (
     say,
     state_dir,
 )
+from gputui.actions.procid import read_proc_ids
 from gputui.config import Settings
+from gputui.remote.identity import ROOT_OWNED_SCRIPT, as_owner, identity_words, parse_root_owned
 from gputui.remote.target import Target
 from gputui.statefiles import private_dir, write_private_new
 
@@ -67,13 +69,93 @@ def pids_target(target: Target, name: str | None, pids: list[int]) -> str:
     )
 
 
-def _candidates(extra: list[str], pythons: list[str]) -> list[str]:
-    out = list(extra)
-    for argv0 in pythons:  # py-spy installed next to the training interpreter
-        if argv0.startswith("/"):
-            out.append(argv0.rsplit("/", 1)[0] + "/py-spy")
-    out += PY_SPY_CANDIDATES
-    return list(dict.fromkeys(out))
+# "FOUND<TAB>ROOT_OWNED's answer" for each candidate found ($1: that script).
+ROOT_TOOLS_SCRIPT = """chk=$1; shift
+for c in "$@"; do
+  p=$(command -v -- "$c" 2>/dev/null) && [ -n "$p" ] || continue
+  printf '%s\\t' "$p"; sh -c "$chk" gputui-root-owned "$p"
+done
+"""
+
+# "FILE<TAB>UID MODE<TAB>UID MODE" (the file, then its directory, links
+# resolved) for each candidate that exists.
+OWNERS_SCRIPT = """for f in "$@"; do
+  r=$(readlink -f -- "$f" 2>/dev/null) && [ -f "$r" ] || continue
+  printf '%s\\t%s\\t%s\\n' "$r" "$(stat -c '%u %a' -- "$r")" "$(stat -c '%u %a' -- "${r%/*}/")"
+done
+"""
+
+
+def _next_to(extra: list[str], pythons: list[str]) -> list[str]:
+    """py-spy installed next to the training interpreter (the run's own)."""
+    out = [a.rsplit("/", 1)[0] + "/py-spy" for a in pythons if a.startswith("/")]
+    return list(dict.fromkeys(extra + out))
+
+
+def parse_root_tools(text: str) -> tuple[str | None, list[str]]:
+    """ROOT_TOOLS_SCRIPT -> (the first root-owned tool, why each other is not)."""
+    why: list[str] = []
+    for line in text.split("\n"):
+        found, tab, answer = line.partition("\t")
+        if not tab:
+            continue
+        exe, reason = parse_root_owned(answer)
+        if exe is not None:
+            return exe, why
+        why.append(f"{found}: {reason}")
+    return None, why
+
+
+def owned_by(text: str, uid: int) -> str | None:
+    """OWNERS_SCRIPT -> the first file that uid alone can change (the file is
+    uid's and not writable by group or others; its directory is uid's or
+    root's and not writable by group or others), or None."""
+    for line in text.split("\n"):
+        f = line.split("\t")
+        if len(f) != 3 or " " not in f[1] or " " not in f[2]:
+            continue
+        (fu, fm), (du, dm) = f[1].split(" ", 1), f[2].split(" ", 1)
+        if fu == str(uid) and du in ("0", str(uid)) and _safe_mode(fm) and _safe_mode(dm):
+            return f[0]
+    return None
+
+
+def _safe_mode(mode: str) -> bool:
+    return mode.isdigit() and int(mode[-3:], 8) & 0o022 == 0
+
+
+async def pick_py_spy(
+    target: Target, extra: list[str], argv0s: list[str], owners: set[tuple[int, int]]
+) -> tuple[list[str], list[str]]:
+    """(argv prefix that runs py-spy, notes). Root runs only a py-spy root
+    owns (the file and every directory above it root's); a py-spy next to
+    the run's Python that the run's owner owns runs as that owner (setpriv),
+    never as root; anything else is refused, with what to install."""
+    find = ["sh", "-c", ROOT_TOOLS_SCRIPT, "gputui-which", ROOT_OWNED_SCRIPT]
+    res = await target.run([*find, *extra, *PY_SPY_CANDIDATES], timeout=15.0)
+    exe, why = parse_root_tools(res.out)
+    if exe is not None:
+        return [exe], []
+    near = _next_to(extra, argv0s)
+    stats = (await target.run(["sh", "-c", OWNERS_SCRIPT, "gputui-owners", *near])).out if near else ""
+    found = [ln.split("\t", 1)[0] for ln in stats.split("\n") if "\t" in ln]
+    (uid, gid) = next(iter(owners)) if len(owners) == 1 else (0, 0)
+    mine = owned_by(stats, uid) if uid != 0 else None
+    if mine is not None:
+        return as_owner(uid, gid, [mine]), [
+            f"py-spy runs as {identity_words(uid)}: it is the run's own copy ({mine}), "
+            "not root's, so root does not run it"
+        ]
+    if not why and not found:
+        raise ActionError(
+            f"py-spy is not installed on {target.label}",
+            f"install it inside the container: {PY_SPY_INSTALL}",
+        )
+    what = "; ".join(why + [f"{f}: not root's (next to the run's Python)" for f in found])
+    raise ActionError(
+        f"py-spy not run: gputui runs as root only a py-spy that root owns ({what})",
+        f"install it for root inside the container: {PY_SPY_INSTALL} (as root)",
+    )
 
 
 async def plan_dump(
@@ -107,12 +189,15 @@ async def plan_dump(
         pids = [p.pid for p in pys]
         argv0s = [p.args.split(" ", 1)[0] for p in pys]
         listing = [f"  pid {p.pid}: {p.args[:120]}" for p in pys]
+        ids = info.ids
     else:
         argv0s, listing = [], [f"  pid {p}" for p in pids]
+        ids = await read_proc_ids(target, [int(p) for p in pids])
+    owners = {(ids[p].uid, ids[p].gid) for p in pids if p in ids}
     extra = [py_spy] if py_spy else []
-    exe = await require_tool(target, _candidates(extra, argv0s), "py-spy", PY_SPY_INSTALL)
+    exe, how = await pick_py_spy(target, extra, argv0s, owners)
     flags = (["--native"] if native else []) + (["--locals"] if locals_ else [])
-    commands = [[exe, "dump", "--pid", str(int(p)), *flags] for p in pids]
+    commands = [[*exe, "dump", "--pid", str(int(p)), *flags] for p in pids]
     return ActionPlan(
         action="dump",
         title=f"py-spy dump of {len(pids)} Python process(es){in_session(name)}?",
@@ -121,7 +206,7 @@ async def plan_dump(
         ct=target.ct,
         pids=[int(p) for p in pids],
         commands=commands,
-        notes=["Reads the stacks with ptrace (pauses each process for a moment):", *listing],
+        notes=["Reads the stacks with ptrace (pauses each process for a moment):", *listing, *how],
         params={"native": native, "locals": locals_},
     )
 
