@@ -22,7 +22,7 @@ import pytest
 
 from gputui.remote import relay
 from gputui.remote.local import LocalTransport
-from gputui.remote.relay_client import RelayProcess, RelayTransport
+from gputui.remote.relay_client import LINE_CUT_MARK, LINE_MAX, RelayProcess, RelayTransport
 
 RELAY_PY = Path(relay.__file__)
 MIB = 1024 * 1024
@@ -137,7 +137,7 @@ async def test_a_slow_reader_holds_at_most_the_window_and_gets_every_byte() -> N
         await transport.close()
 
 
-async def test_a_line_longer_than_the_window_still_comes_whole() -> None:
+async def test_a_line_longer_than_the_window_comes_cut_and_marked() -> None:
     size = 3 * relay.WINDOW
     transport = LocalTransport()
     await transport.connect()
@@ -148,9 +148,70 @@ async def test_a_line_longer_than_the_window_still_comes_whole() -> None:
             watchdog=False,
         )
         line = await asyncio.wait_for(proc.readline(), 20)
-        assert line == b"y" * size + b"\n"
+        mark = LINE_CUT_MARK.format(n=size - LINE_MAX).encode()
+        assert line == b"y" * LINE_MAX + mark + b"\n"
         assert await asyncio.wait_for(proc.readline(), 5) == b"end\n"
+        assert isinstance(proc, RelayProcess) and proc.held_most <= relay.WINDOW
     finally:
+        await relay_t.close()
+        await transport.close()
+
+
+def rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+async def test_a_64_mib_line_in_a_followed_log_keeps_memory_bounded(tmp_path: Path) -> None:
+    """The run writes 64 MiB without a newline into its log, then a normal
+    line: gputui's memory does not grow with the line, and the next line
+    still arrives."""
+    log = tmp_path / "train.log"
+    log.write_bytes(b"step 1\n")
+    transport = LocalTransport()
+    await transport.connect()
+    relay_t = RelayTransport(transport, python=sys.executable)
+    writer = None
+    try:
+        proc = await relay_t.open(["tail", "-c", "+1", "-F", "--", str(log)], watchdog=False)
+        assert await asyncio.wait_for(proc.readline(), 20) == b"step 1\n"
+        base = rss_kib()
+        peak = base
+        writer = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys\n"
+                "with open(sys.argv[1], 'ab') as f:\n"
+                "    for _ in range(64):\n"
+                "        f.write(b'z' * (1 << 20)); f.flush()\n"
+                "    f.write(b'\\nstep 2\\n')\n",
+                str(log),
+            ]
+        )
+
+        async def sample() -> None:
+            nonlocal peak
+            while True:
+                peak = max(peak, rss_kib())
+                await asyncio.sleep(0.01)
+
+        sampler = asyncio.create_task(sample())
+        try:
+            cut = await asyncio.wait_for(proc.readline(), 120)
+            nxt = await asyncio.wait_for(proc.readline(), 30)
+        finally:
+            sampler.cancel()
+        peak = max(peak, rss_kib())
+        assert peak - base < 24 * 1024, f"RSS grew {(peak - base) // 1024} MiB under a 64 MiB line"
+        assert cut == b"z" * LINE_MAX + LINE_CUT_MARK.format(n=64 * MIB - LINE_MAX).encode() + b"\n"
+        assert nxt == b"step 2\n"
+        assert writer.wait(timeout=30) == 0
+    finally:
+        if writer is not None and writer.poll() is None:
+            writer.kill()
         await relay_t.close()
         await transport.close()
 

@@ -25,6 +25,7 @@ from gputui.errors import CommandTimeout, ConnectError
 from gputui.model import ConnectionState
 from gputui.remote.agent_client import BOOTSTRAP
 from gputui.remote.base import CommandResult, RemoteProcess, StateListener, Transport
+from gputui.remote.relay import CHUNK as RELAY_CHUNK
 from gputui.remote.relay import WINDOW as RELAY_WINDOW
 from gputui.remote.watchdog import with_watchdog
 
@@ -35,6 +36,13 @@ STDERR_LIMIT = 64 * 1024
 # relay.WINDOW unacknowledged bytes per command (so a command's output held
 # here never exceeds that, however fast it writes and slowly it is read).
 ACK_EVERY = 128 * 1024
+# The longest line `readline` hands out whole. A longer one is cut: its first
+# LINE_MAX bytes, then LINE_CUT_MARK with the number of bytes dropped, then
+# the newline; the dropped bytes are acknowledged as they come, never held.
+# Under the relay's window (which must hold a whole line to see its end) and
+# above the agent's longest response (agent.MAX_RESPONSE_BYTES).
+LINE_MAX = RELAY_WINDOW - RELAY_CHUNK
+LINE_CUT_MARK = "\u2026 [line cut: {n} bytes]"
 
 
 def relay_source_line() -> bytes:
@@ -84,7 +92,10 @@ class RelayProcess(RemoteProcess):
         if len(self._stderr) > STDERR_LIMIT:
             del self._stderr[: len(self._stderr) - STDERR_LIMIT]
         self._received += len(data)
-        self._used(len(data))  # kept (bounded) as it comes: used at once
+        # kept (bounded) as it comes: used, and acknowledged, at once (held
+        # back, it would shrink the window a long stdout line needs)
+        self._used_bytes += len(data)
+        self._ack_upto(self._used_bytes)
 
     def _ended(self, status: int | None, why: str | None = None) -> None:
         if why and not self.started.done():
@@ -114,21 +125,43 @@ class RelayProcess(RemoteProcess):
         return out
 
     async def readline(self) -> bytes:
+        """One line; a line over LINE_MAX bytes comes cut and marked
+        (LINE_CUT_MARK): memory stays bounded whatever the run writes."""
+        head: bytes | None = None  # the kept start of a line being cut
+        dropped = 0
         while True:
-            i = self._buf.find(b"\n")
-            if i >= 0:
-                out = bytes(self._buf[: i + 1])
-                del self._buf[: i + 1]
-                self._used(len(out))
-                return out
-            if len(self._buf) >= RELAY_WINDOW // 2:
-                # A line longer than the window: let the rest of it come
-                # (held here until its newline) rather than wait forever.
-                self._ack_upto(self._received)
-            if self._eof:
-                out = bytes(self._buf)
-                self._buf.clear()
-                return out
+            if head is not None:
+                i = self._buf.find(b"\n")
+                skip = len(self._buf) if i < 0 else i
+                dropped += skip
+                del self._buf[:skip]
+                self._used(skip)
+                if i >= 0 or self._eof:
+                    end = bytes(self._buf[:1])  # the newline, or nothing at EOF
+                    del self._buf[:1]
+                    self._used(len(end))
+                    if not dropped:  # exactly LINE_MAX bytes: whole after all
+                        return head + end
+                    return head + LINE_CUT_MARK.format(n=dropped).encode() + end
+            else:
+                i = self._buf.find(b"\n", 0, LINE_MAX + 1)
+                if i >= 0:
+                    out = bytes(self._buf[: i + 1])
+                    del self._buf[: i + 1]
+                    self._used(len(out))
+                    return out
+                if len(self._buf) >= LINE_MAX:
+                    head = bytes(self._buf[:LINE_MAX])
+                    del self._buf[:LINE_MAX]
+                    self._used(LINE_MAX)
+                    continue
+                if self._eof:
+                    out = bytes(self._buf)
+                    self._buf.clear()
+                    return out
+            # Bytes used but not yet acknowledged would shrink the window
+            # the rest of this line needs: give them back before waiting.
+            self._ack_upto(self._used_bytes)
             self._data.clear()
             await self._data.wait()
 
