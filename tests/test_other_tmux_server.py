@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import helpers
+from gputui import doctor_run
 from gputui.actions.backend import ActionBackend
 from gputui.errors import GputuiError
 from gputui.gpufeed import SimulatedGpus
@@ -25,6 +26,7 @@ from gputui.monitor import Monitor
 from gputui.remote.agent import Agent
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
+from gputui.report import render_text
 
 UID = 65534  # nobody
 LOOP = "import time\ni = 0\nwhile True:\n    i += 1\n    print(f'step {i} | loss 1.0')\n    time.sleep(0.2)"
@@ -203,9 +205,13 @@ def test_a_server_in_a_directory_others_may_write_is_not_used(
     assert not hostile_server["fired"].exists() and not hostile_server["pwned"].exists()
 
 
-def test_a_server_whose_owner_has_no_name_is_skipped_with_a_reason(other_server: Path) -> None:
+async def test_a_server_whose_owner_has_no_name_is_skipped_with_a_reason(
+    hostile_server: dict[str, Path],
+) -> None:
     """uid 4242 has no passwd entry: it cannot be reached as its owner, so it
-    is not reached at all (root never connects); the reason names the uid."""
+    is not reached at all (root never connects); the reason names the uid,
+    and doctor says it — while it watches nobody's hostile server as nobody."""
+    other_server = hostile_server["socket"].parent.parent
     from gputui.collect import tmux
 
     env = {"PATH": "/usr/bin:/bin", "HOME": str(other_server), "TMUX_TMPDIR": str(other_server)}
@@ -224,6 +230,14 @@ def test_a_server_whose_owner_has_no_name_is_skipped_with_a_reason(other_server:
         answer = Agent().op_tmux({"commands": [tmux.list_panes_argv()[1:]], "other_servers": True})
         ghost = next(s for s in answer["servers"] if s["socket"] == sock)
         assert "results" not in ghost and "no user has uid 4242" in ghost["skipped"]
+        settings = helpers.monitor_settings(local=True, session="job")
+        facts, snap, findings, _ = await doctor_run.inspect(settings, settle_s=0.5)
+        (why,) = facts["tmux_skipped"]
+        assert why.startswith(f"tmux server of 4242 ({sock}) not used: no user has uid 4242")
+        text = render_text(facts, snap, findings)
+        assert any(line.startswith("skipped ") and why in line for line in text.splitlines())
+        assert snap is not None and snap.session is not None and snap.session.owner == "nobody"
         assert not fired.exists()
+        assert_nothing_done_as_root(hostile_server)
     finally:
         subprocess.run([*drop, "tmux", "-S", sock, "kill-server"], capture_output=True)

@@ -173,6 +173,7 @@ async def watch_once(
     *,
     clock: Any = time.monotonic,
     unseen: list[str] | None = None,
+    tmux_skipped: list[str] | None = None,
 ) -> Snapshot:
     """Run the monitor for a short watch and return its snapshot; nothing is
     left running on the target afterwards.
@@ -182,7 +183,8 @@ async def watch_once(
     counted from the end of the monitor's start-up (the agent's start
     through ssh and the container, bounded by its own timeout): a slow
     start-up no longer eats the watch. What is still missing when it ends
-    is put in `unseen` (the report says so, rather than "nothing wrong")."""
+    is put in `unseen` (the report says so, rather than "nothing wrong");
+    other users' tmux servers not used (why) in `tmux_skipped`."""
     t0 = clock()
     try:
         await monitor.start()
@@ -209,6 +211,8 @@ async def watch_once(
             missing = unseen_pieces(monitor)  # the last poll may have brought one
         if unseen is not None:
             unseen[:] = missing
+        if tmux_skipped is not None and monitor.agent is not None:
+            tmux_skipped[:] = monitor.agent.tmux_skipped
     finally:
         await monitor.stop()
     return monitor.snapshot
@@ -261,12 +265,15 @@ async def inspect(
             gpu_feed = one_shot_gpu_feed(target, settings)
         monitor = Monitor(target, settings, gpu_feed)
         unseen: list[str] = []
-        snap = await watch_once(monitor, settle_s, unseen=unseen)
+        skipped: list[str] = []  # other users' tmux servers, not reached as their owner
+        snap = await watch_once(monitor, settle_s, unseen=unseen, tmux_skipped=skipped)
         bad_log = monitor.named_log_error()
         if bad_log is not None:
             raise bad_log
         if monitor.agent_error:
             facts["agent_error"] = monitor.agent_error
+        if skipped:
+            facts["tmux_skipped"] = skipped
         correct_backlog_times(snap)
         now = time.time()
         snap.time = now

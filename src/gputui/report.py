@@ -309,6 +309,8 @@ def render_text(
     if snap is not None:
         rows += _gpu_rows(snap)
         rows.append(("session", _session_line(snap)))
+        for why in facts.get("tmux_skipped") or []:  # another user's server, not used
+            rows.append(("skipped", str(why)))
         rows.append(("log", _log_line(snap, now)))
         proc = snap.training_proc
         if proc is not None:

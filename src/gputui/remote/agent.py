@@ -826,8 +826,8 @@ def as_owner(argv: "list[str]", uid: int, gid: int, name: str) -> "list[str]":
     if runuser:
         return [runuser, "-u", name, "--"] + argv
     raise ValueError(
-        "%s not used: it is %s's and neither setpriv nor runuser is in the container to run "
-        "it as %s (install util-linux there)" % (argv[0], name, name)
+        "%s not used: it is %s's and neither setpriv nor runuser is there to run it as %s "
+        "(install util-linux where the run is)" % (argv[0], name, name)
     )
 
 
@@ -862,7 +862,7 @@ def tmux_server_argv(path: str) -> "list[str]":
         pw = pwd.getpwuid(st.st_uid)
     except KeyError:
         raise ValueError(
-            where + "no user has uid %d in the container, so it cannot be reached as its "
+            where + "no user has uid %d (no passwd entry), so it cannot be reached as its "
             "owner; add that user (or stop that server)" % st.st_uid
         ) from None
     try:
