@@ -511,13 +511,14 @@ class GputuiApp(App[int]):
         if self.recorder is None or self.recorder.writer is None:
             self.notify("the history is off ([history] enabled = false)", severity="warning")
             return
-        from gputui.ui.screens.wholerun import WholeRunScreen
+        from gputui.ui.screens.wholerun import WholeRunScreen, rows_from_metrics
 
         self.push_screen(
             WholeRunScreen(
                 self.recorder.writer.path,
                 self.recorder.name,
                 read_log_soon=self.recorder.read_log_soon,
+                recent=lambda: rows_from_metrics(self.monitor.snapshot.metrics),
             )
         )
 

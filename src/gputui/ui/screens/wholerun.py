@@ -10,6 +10,7 @@ at most once per load.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from textual_plotext import PlotextPlot
 
 from gputui.errors import GputuiError
 from gputui.history_query import EventOut, HistoryReader, MetricRow
+from gputui.model import Metrics
+from gputui.ui.heatmap import Panel, heatmap
 from gputui.untrusted import visible
 
 RANGES: dict[str, float | None] = {"1 h": 3600.0, "24 h": 86400.0, "run": None}
@@ -70,7 +73,7 @@ def load(path: Path, target: str, span: float | None, now: float) -> WholeRun:
         except GputuiError as err:
             return WholeRun(now, now, error=str(err))
         metrics = r.run_chart(run_id) if run_id is not None else []
-        run_start = min((m.t for m in metrics), default=now - 3600.0)
+        run_start = min((m.t for m in metrics), default=run_first_seen(r, run_id, now))
         since = now - span if span is not None else run_start
         step_s = gpu_bucket_s(now - since)
         out = WholeRun(now, since, metrics, r.throughput_unit(target))
@@ -85,6 +88,57 @@ def load(path: Path, target: str, span: float | None, now: float) -> WholeRun:
         return out
     finally:
         r.close()
+
+
+def run_first_seen(r: HistoryReader, run_id: int | None, now: float) -> float:
+    """When the run was first seen (the axis starts there: a 1-minute run
+    gets a 1-minute axis); an hour back when there is no run yet."""
+    if run_id is None:
+        return now - 3600.0
+    row = r.conn.execute("SELECT first_seen FROM runs WHERE id=?", (run_id,)).fetchone()
+    return float(row[0]) if row and row[0] else now - 3600.0
+
+
+def int_ticks(lo: float, hi: float, n: int = 5) -> list[int]:
+    """About n whole-number ticks from lo to hi on a 1-2-5 grid (steps are
+    whole: no 5123.8)."""
+    lo_i, hi_i = math.floor(lo), math.ceil(hi)
+    if hi_i <= lo_i:
+        return [lo_i]
+    raw = (hi_i - lo_i) / max(1, n - 1)
+    mag = 10 ** math.floor(math.log10(raw)) if raw >= 1 else 1
+    step = next((m * mag for m in (1, 2, 5, 10) if m * mag >= raw), 10 * mag)
+    step = max(1, int(step))
+    first = -(-lo_i // step) * step
+    return list(range(first, hi_i + 1, step)) or [lo_i]
+
+
+def rows_from_metrics(metrics: Metrics) -> list[MetricRow]:
+    """The monitor's parsed points (loss, throughput and step rings, joined
+    by their time) as history rows, oldest first."""
+    steps = dict(metrics.step.points())
+    thr = dict(metrics.throughput.points())
+    loss = dict(metrics.loss.points())
+    out = []
+    for t in sorted(set(loss) | set(thr)):
+        step = steps.get(t)
+        out.append(
+            MetricRow(t, 0, 0, None if step is None else int(step), loss.get(t), thr.get(t), None)
+        )
+    return out
+
+
+def merge_recent(stored: list[MetricRow], recent: list[MetricRow]) -> list[MetricRow]:
+    """The stored points, then the live ones newer than the last stored (the
+    history reads the log once a minute: a young run has none stored yet).
+    Newer by step where both have one (the two stamp a line at different
+    moments), else by time."""
+    if not stored:
+        return list(recent)
+    last = stored[-1]
+    if last.step is not None:
+        return stored + [m for m in recent if m.step is not None and m.step > last.step]
+    return stored + [m for m in recent if m.t > max(m.t for m in stored)]
 
 
 class Chart(PlotextPlot):
@@ -135,33 +189,54 @@ class MetricChart(Chart):
         by_step = len(known) == len(steps) and all(a <= b for a, b in pairwise(known))
         xs = [float(s) for s in known] if by_step else [float(i) for i in range(len(rows))]
         ys = [float(getattr(m, self.which)) for m in rows]
-        plt.plot(xs, ys, marker="braille")
+        plt.plot(xs, ys, marker="braille" if len(xs) > 1 else "●")
+        ticks = int_ticks(min(xs), max(xs))
+        plt.xticks([float(t) for t in ticks], [f"{t:,}" for t in ticks])
+        if len(set(xs)) == 1:
+            plt.xlim(xs[0] - 1, xs[0] + 1)
         plt.xlabel("step" if by_step else "point")
 
 
-class GpuChart(Chart):
-    """A line per GPU over the chosen range; events as vertical marks."""
+def _pct(v: float | None) -> str:
+    return "   –" if v is None else f"{v:3.0f}%"
 
-    def __init__(self, title: str, which: str, **kw: object) -> None:
-        super().__init__(title, **kw)
-        self.which = which
 
-    def draw(self, data: WholeRun) -> None:
-        plt = self.plt
-        series = data.util if self.which == "util" else data.mem_gib
-        ymax = 100.0 if self.which == "util" else (data.mem_max_gib or 1.0)
-        plt.ylim(0, ymax)
-        hours = (data.now - data.since) / 3600.0
-        plt.xlim(-hours, 0)
-        plt.xlabel("hours ago")
-        for _gpu, pts in sorted(series.items()):
-            plt.plot(
-                [(t - data.now) / 3600.0 for t, _ in pts], [v for _, v in pts], marker="braille"
-            )
-        for e in data.events:
-            x = (e.t - data.now) / 3600.0
-            if -hours <= x <= 0:
-                plt.vline(x, "red" if e.kind == "finding" and e.state == "appear" else "blue")
+def _gib(v: float | None) -> str:
+    return "    –" if v is None else f"{v:5.1f}"
+
+
+def gpu_text(data: WholeRun, width: int) -> Text:
+    """Utilization and memory of every GPU over the range: a labelled row
+    per GPU, a clock-time axis that fits the range, events as ▲ marks."""
+    if not data.util and not data.mem_gib:
+        return Text("no GPU readings stored in this range", style="dim")
+    top = data.mem_max_gib
+    panels = [
+        Panel("GPU utilization %", data.util, 100.0, _pct),
+        Panel(f"GPU memory GiB (of {top:.0f})" if top else "GPU memory GiB", data.mem_gib, top, _gib),
+    ]
+    marks = [
+        (e.t, "red" if e.kind == "finding" and e.state == "appear" else "blue")
+        for e in data.events
+    ]
+    return heatmap(panels, data.now, width, window=data.now - data.since, marks=marks)
+
+
+class GpuHeat(Static):
+    """The GPU heatmaps from the last load, drawn at the widget's width."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.data: WholeRun | None = None
+
+    def show(self, data: WholeRun) -> None:
+        self.data = data
+        self.refresh(layout=True)
+
+    def render(self) -> Text:
+        if self.data is None:
+            return Text("")
+        return gpu_text(self.data, self.content_region.width or 80)
 
 
 def event_lines(events: list[EventOut], n: int = EVENT_LINES) -> Text:
@@ -184,9 +259,10 @@ class WholeRunScreen(Screen[None]):
     DEFAULT_CSS = """
     WholeRunScreen { layout: vertical; }
     WholeRunScreen #wr-head { height: 1; background: $boost; padding: 0 1; }
-    WholeRunScreen Grid { grid-size: 2 2; height: 1fr; }
+    WholeRunScreen Grid { grid-size: 2 1; height: 1fr; min-height: 6; }
     WholeRunScreen Chart { height: 100%; }
-    WholeRunScreen #wr-events { height: auto; max-height: 8; padding: 0 1; }
+    WholeRunScreen GpuHeat { height: auto; padding: 0 1; }
+    WholeRunScreen #wr-events { height: auto; max-height: 4; padding: 0 1; }
     """
     BINDINGS = [  # noqa: RUF012
         Binding("escape", "close", "back", id="history_back"),
@@ -204,11 +280,13 @@ class WholeRunScreen(Screen[None]):
         live: bool = True,
         clock: Callable[[], float] = time.time,
         read_log_soon: Callable[[], None] | None = None,
+        recent: Callable[[], list[MetricRow]] | None = None,
     ) -> None:
         """`read_log_soon`: asks the recorder to read the log's new lines into
         the history at its next tick (it otherwise reads once a minute), so
         the view is at most one reload behind the log."""
         super().__init__()
+        self.recent = recent  # the monitor's parsed points: drawn before the history has them
         self.path = path
         self.read_log_soon = read_log_soon
         self.target = target
@@ -222,8 +300,7 @@ class WholeRunScreen(Screen[None]):
         with Grid():
             yield MetricChart("loss", "loss", id="wr-loss")
             yield MetricChart("throughput", "throughput", id="wr-thr")
-            yield GpuChart("GPU util %", "util", id="wr-util")
-            yield GpuChart("GPU memory GiB", "mem", id="wr-mem")
+        yield GpuHeat(id="wr-gpus")
         with Vertical(id="wr-events"):
             yield Static(id="wr-event-list")
         yield Footer()
@@ -253,6 +330,8 @@ class WholeRunScreen(Screen[None]):
         if self.read_log_soon is not None:
             self.read_log_soon()  # for the next reload: this one draws what is stored
         data = load(self.path, self.target, RANGES[self.range], self.clock())
+        if self.recent is not None:
+            data.metrics = merge_recent(data.metrics, self.app.call_from_thread(self.recent))
         self.app.call_from_thread(self.show, data)
 
     def show(self, data: WholeRun) -> None:
@@ -264,4 +343,5 @@ class WholeRunScreen(Screen[None]):
             self._head(f"{n} metric point{'s' if n != 1 else ''} drawn · 1/2/3 range · esc back")
         for chart in self.query(Chart):
             chart.show(data)
+        self.query_one(GpuHeat).show(data)
         self.query_one("#wr-event-list", Static).update(event_lines(data.events))

@@ -1,89 +1,88 @@
-"""`g`: big GPU graphs — utilization and memory of every GPU over the kept
-history, one plotext chart per metric, a coloured line and a legend entry
-per GPU. Only drawn while open, at most once a second (a plotext render
-costs 10–40 ms), so the main screen pays nothing for it."""
+"""`g`: every GPU over the kept history, as GPU × time heatmaps —
+utilization, memory and power side by side, a labelled row per GPU on a
+scale shared by all, a clock-time axis (gputui.ui.heatmap). Only drawn while
+open, at most once a second, as one text block (no plotting library)."""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import Footer
-from textual_plotext import PlotextPlot
+from textual.widget import Widget
+from textual.widgets import Footer, Static
 
 from gputui.model import GpuState
-
-# distinct plotext colours, one per GPU (wraps past 8)
-COLOURS = ("green", "cyan", "magenta", "yellow", "blue", "red", "white", "orange")
+from gputui.ui.heatmap import Panel, heatmap
 
 
-def minutes_ago(points: list[tuple[float, float | None]], now: float) -> list[tuple[float, float]]:
-    """(minutes before now, value) for the known readings; gaps stay gaps."""
-    return [(-(now - t) / 60.0, v) for t, v in points if v is not None]
+def _pct(v: float | None) -> str:
+    return "   –" if v is None else f"{v:3.0f}%"
 
 
-class GpuChart(PlotextPlot):
-    """One metric, a line per GPU, fixed y range."""
+def _gib(v: float | None) -> str:
+    return "    –" if v is None else f"{v:5.1f}"
 
-    def __init__(self, title: str, unit: str, **kw: object) -> None:
+
+def _watts(v: float | None) -> str:
+    return "    –" if v is None else f"{v:4.0f}W"
+
+
+def panels(gpus: GpuState) -> list[Panel]:
+    """Utilization, memory (GiB) and power (W) of every GPU, shared scales."""
+    mem_top = max((s.mem_total_mib or 0.0 for s in gpus.latest.values()), default=0.0) / 1024
+    power_top = max((s.power_limit_w or 0.0 for s in gpus.latest.values()), default=0.0)
+    power = {i: r.points() for i, r in getattr(gpus, "power_history", {}).items()}
+    if not power_top:  # no limit read: the largest draw seen
+        power_top = max((v or 0.0 for pts in power.values() for _, v in pts), default=0.0)
+    return [
+        Panel("utilization %", {i: r.points() for i, r in gpus.util_history.items()}, 100.0, _pct),
+        Panel(
+            f"memory GiB (of {mem_top:.0f})" if mem_top else "memory GiB",
+            {
+                i: [(t, None if v is None else v / 1024) for t, v in r.points()]
+                for i, r in gpus.mem_history.items()
+            },
+            mem_top,
+            _gib,
+        ),
+        Panel(f"power W (of {power_top:.0f})" if power_top else "power W", power, power_top, _watts),
+    ]
+
+
+class GpuHeatmap(Widget):
+    """The heatmaps, redrawn at the widget's width."""
+
+    DEFAULT_CSS = "GpuHeatmap { height: auto; padding: 0 1; }"
+
+    def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
-        self._title = title
-        self._unit = unit
-        self._lines: dict[int, list[tuple[float, float]]] = {}
-        self._ymax = 100.0
+        self._panels: list[Panel] = []
+        self._now = 0.0
 
-    def show(self, lines: dict[int, list[tuple[float, float]]], ymax: float) -> None:
-        if lines == self._lines and ymax == self._ymax:
-            return
-        self._lines = lines
-        self._ymax = ymax if ymax > 0 else 100.0
-        self.refresh()
+    def show(self, gpus: GpuState, now: float) -> None:
+        self._panels, self._now = panels(gpus), now
+        self.refresh(layout=True)
 
-    def render(self):  # type: ignore[no-untyped-def]
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title(self._title)
-        plt.xlabel("minutes ago")
-        plt.ylim(0, self._ymax)
-        plt.yticks(
-            [0, self._ymax / 2, self._ymax],
-            [
-                f"0 {self._unit}",
-                f"{self._ymax / 2:.0f} {self._unit}",
-                f"{self._ymax:.0f} {self._unit}",
-            ],
-        )
-        for i, pts in sorted(self._lines.items()):
-            if pts:
-                plt.plot(
-                    [x for x, _ in pts],
-                    [y for _, y in pts],
-                    marker="braille",
-                    color=COLOURS[i % len(COLOURS)],
-                    label=f"GPU {i}",
-                )
-        return super().render()
+    def render(self) -> Text:
+        if not any(p.series for p in self._panels):
+            return Text("no GPU readings yet", style="dim")
+        return heatmap(self._panels, self._now, self.content_region.width or 80)
 
 
 class GpuGraphsScreen(Screen[None]):
     BINDINGS = [  # noqa: RUF012
         Binding("escape,g,q", "dismiss", "back", key_display="esc"),
     ]
+    DEFAULT_CSS = "GpuGraphsScreen #zoom-head { height: 1; background: $boost; padding: 0 1; }"
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="zoom"):
-            yield GpuChart("utilization, every GPU", "%", id="zoom-util")
-            yield GpuChart("memory used, every GPU", "GiB", id="zoom-mem")
+        yield Static(
+            Text("GPUs over the kept history · a row per GPU, now at the right", style="bold"),
+            id="zoom-head",
+        )
+        yield GpuHeatmap(id="zoom")
         yield Footer()
 
     def show(self, gpus: GpuState, now: float) -> None:
-        util = {i: minutes_ago(r.points(), now) for i, r in gpus.util_history.items()}
-        mem = {
-            i: [(x, v / 1024) for x, v in minutes_ago(r.points(), now)]
-            for i, r in gpus.mem_history.items()
-        }
-        totals = [s.mem_total_mib for s in gpus.latest.values() if s.mem_total_mib]
-        self.query_one("#zoom-util", GpuChart).show(util, 100.0)
-        self.query_one("#zoom-mem", GpuChart).show(mem, max(totals) / 1024 if totals else 0.0)
+        self.query_one(GpuHeatmap).show(gpus, now)
