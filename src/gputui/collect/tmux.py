@@ -46,6 +46,9 @@ _NO_SERVER = ("no server running on", "error connecting to", "no sessions")
 
 
 def _tmux(socket_path: str | None) -> list[str]:
+    """`tmux [-S socket_path]`: for this user's own servers only. Another
+    user's server is reached only through the argv the agent builds to run
+    as that user (remote/agent.py `as_owner`, carried as Session.tmux)."""
     return ["tmux", "-S", socket_path] if socket_path else ["tmux"]
 
 
