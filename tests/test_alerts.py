@@ -31,15 +31,21 @@ def states(alerts: list[Any]) -> list[tuple[str, str]]:
     return [(a.kind, a.state) for a in alerts]
 
 
+def sent(alerts: list[Any]) -> list[tuple[str, str]]:
+    """What goes out (the screen-only "quiet" left out)."""
+    return [(a.kind, a.state) for a in alerts if a.state != "quiet"]
+
+
 def test_gate_appear_quiet_period_and_one_resolved() -> None:
     g = AlertGate("t", quiet_s=600)
     assert states(g.update([HUNG, NOISE], 0)) == [("held_but_idle", "firing")]
     assert g.update([HUNG], 10) == []  # still open: not again
-    assert states(g.update([], 20)) == [("held_but_idle", "resolved")]
-    assert g.update([], 30) == []  # one resolved
-    assert g.update([HUNG], 40) == []  # flaps back inside the quiet period
-    assert g.update([], 50) == []  # its clear is not told either
-    assert g.update([HUNG], 60) == []
+    assert sent(g.update([], 20)) == []  # gone for one tick: not yet resolved
+    assert states(g.update([], 30)) == [("held_but_idle", "resolved")]
+    assert g.update([], 40) == []  # one resolved
+    assert g.update([HUNG], 50) == []  # back inside the quiet period
+    assert sent(g.update([], 60)) == [] and sent(g.update([], 70)) == []  # not told: no resolved
+    assert g.update([HUNG], 80) == []
     assert states(g.update([HUNG], 600)) == [("held_but_idle", "firing")]  # quiet period over
 
 
@@ -49,7 +55,105 @@ def test_gate_holds_connection_down_for_n_seconds() -> None:
     assert g.update([], 30) == []  # a blip: nothing at all
     assert g.update([DOWN], 40) == []
     assert states(g.update([DOWN], 100)) == [("connection", "firing")]
-    assert states(g.update([], 110)) == [("connection", "resolved")]
+    assert sent(g.update([], 110)) == []
+    assert states(g.update([], 120)) == [("connection", "resolved")]
+
+
+BUFFERED = Finding("buffered_output", Severity.WARNING, "stdout of PID 6611 is block-buffered")
+SILENT = Finding("busy_but_silent", Severity.WARNING, "GPUs busy, log silent 11 s")
+STALLED = Finding("progress_stalled", Severity.WARNING, "stalled: no new step for 20 s")
+STALLED_IDLE = Finding("held_but_idle", Severity.WARNING, "stalled: GPUs idle 6 s")
+DEAD = Finding("session_dead", Severity.ERROR, "session t is gone: KeyboardInterrupt")
+
+
+def test_a_buffered_run_cycling_is_one_incident_told_once_and_once_worse() -> None:
+    """Issue 27: buffered, silent, the chunk, silent again … — one alert,
+    one escalation, no "resolved" until the run is unbuffered, then one."""
+    g = AlertGate("t", quiet_s=600)
+    out = []
+    t = 0.0
+    for cycle in range(3):
+        for f in [BUFFERED] * 3 + [SILENT] * 3:
+            out += g.update([f], t)
+            t += 1
+    assert sent(out) == [("buffered_output", "firing"), ("busy_but_silent", "escalated")]
+    assert {a.cause for a in out} == {"buffering"}
+    # the first chunk arrived: the "log silent" toast goes; none comes back
+    assert [a.state for a in out].count("quiet") == 1
+    assert sent(g.update([], t)) == []  # relaunched unbuffered
+    assert states(g.update([], t + 5)) == [("busy_but_silent", "resolved")]
+    assert g.update([], t + 10) == []
+
+
+def test_a_hang_escalates_twice_and_resolves_once_when_killed() -> None:
+    g = AlertGate("t")
+    out = g.update([STALLED], 0) + g.update([STALLED_IDLE], 5) + g.update([HUNG], 10)
+    out += g.update([HUNG], 20) + g.update([], 30) + g.update([], 40)
+    assert sent(out) == [
+        ("progress_stalled", "firing"),
+        ("held_but_idle", "escalated"),
+        ("held_but_idle", "escalated"),
+        ("held_but_idle", "resolved"),
+    ]
+    assert [a.severity for a in out if a.state != "quiet"][:3] == ["warning", "warning", "error"]
+
+
+def test_a_hang_standing_buffering_down_is_no_resolution_of_it() -> None:
+    """A buffered run that hangs: the buffering rules stand down (the hang
+    says it); when the steps resume, buffering is as it was — no "resolved"."""
+    g = AlertGate("t")
+    out = g.update([BUFFERED], 0) + g.update([HUNG], 10) + g.update([HUNG], 30)
+    out += g.update([BUFFERED], 40) + g.update([BUFFERED], 60)
+    assert sent(out) == [
+        ("buffered_output", "firing"),
+        ("held_but_idle", "firing"),
+        ("held_but_idle", "resolved"),
+    ]
+
+
+def test_a_lost_connection_resolves_nothing_it_hides() -> None:
+    g = AlertGate("t", holds={"connection": 60})
+    out = g.update([HUNG], 0) + g.update([DOWN], 10) + g.update([DOWN], 100)
+    out += g.update([HUNG], 110) + g.update([HUNG], 130)
+    assert sent(out) == [("held_but_idle", "firing"), ("connection", "firing"),
+                         ("connection", "resolved")]
+
+
+def test_the_users_relaunch_is_no_news() -> None:
+    """Issue 22: the relaunch's own SIGINT (the session gone with a
+    KeyboardInterrupt) and the old log's silence are no alert; the old
+    toasts go; the buffering resolves once the new, unbuffered run is up."""
+    g = AlertGate("t")
+    out = g.update([SILENT], 0)
+    g.expect(10, 40)  # from the plan until the new run is up
+    during = g.update([DEAD], 12) + g.update([DEAD], 20) + g.update([], 30) + g.update([], 40)
+    assert sent(during) == []
+    assert [a.state for a in during] == ["quiet"]  # the "log silent" toast went
+    after = g.update([], 41) + g.update([], 50)
+    assert sent(out + after) == [("busy_but_silent", "firing"), ("busy_but_silent", "resolved")]
+
+
+def test_the_users_kill_is_no_news_ever() -> None:
+    g = AlertGate("t")
+    g.expect(0, 10)
+    out = g.update([DEAD], 5) + g.update([DEAD], 20) + g.update([DEAD], 2000)
+    out += g.update([], 2010) + g.update([], 2020)
+    assert out == []
+
+
+def test_causes_cover_the_rules_and_alerts_derive_from_them() -> None:
+    from gputui.alerts import ALERT_KINDS
+    from gputui.diagnose import SPECIFICITY
+    from gputui.incidents import CAUSES
+
+    kinds = [k for c in CAUSES for k in c.kinds]
+    assert len(kinds) == len(set(kinds)) and set(kinds) <= set(SPECIFICITY)
+    assert set(ALERT_KINDS) == {
+        "connection", "ct_missing", "ct_stopped", "gpu_lost", "session_dead", "run_exited",
+        "disk_full", "held_but_idle", "busy_but_silent", "buffered_output", "progress_stalled",
+    }
+    names = {c.name for c in CAUSES}
+    assert all(m in names for c in CAUSES for m in c.masked_by)
 
 
 def test_terminal_notification_carries_no_raw_escapes() -> None:
@@ -136,7 +240,7 @@ async def test_webhook_gets_appear_not_repeat_and_one_resolved(hook: Hook, tmp_p
         tick_s=3600,  # only the test's ticks
     )
     await rec.start()
-    seq: list[list[Finding]] = [[HUNG], [HUNG], [HUNG], [], [HUNG], [], [HUNG]]
+    seq: list[list[Finding]] = [[HUNG], [HUNG], [HUNG], [], [], [HUNG], [], [], [HUNG]]
     for step in seq:
         found[:] = step
         clock[0] += 10
@@ -184,7 +288,7 @@ async def test_dashboard_and_watch_post_each_alert_once(hook: Hook, tmp_path: Pa
         )
     for rec, _ in recs:
         await rec.start()
-    for step in ([], [HUNG], [HUNG], []):  # both running before the run hangs
+    for step in ([], [HUNG], [HUNG], [], []):  # both running before the run hangs
         found[:] = step
         clock[0] += 10
         for rec, _ in recs:

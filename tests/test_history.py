@@ -26,6 +26,7 @@ from gputui.history import (
     GpuRow,
     HistoryWriter,
     default_path,
+    incident_key,
     schema_version,
 )
 from gputui.history_query import HistoryReader, parse_since, render
@@ -238,21 +239,34 @@ def test_state_dir_and_permissions(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_findings_are_recorded_once_across_restarts(tmp_path: Path) -> None:
+    """Incidents (gputui.incidents): opened, worse and resolved once, across a
+    restart or a second gputui on the target; the open one is read back
+    with the finding kind it was at."""
     db = tmp_path / "h.sqlite"
-    f = Finding("held_but_idle", Severity.ERROR, "hung")
     w = HistoryWriter(db)
     tid = w.target_id("t").result()
-    appear = EventRow(1.0, "finding", f.kind, "appear", "error", f.title)
-    assert w.add_event(tid, appear).result() is True
+
+    def ev(t: float, state: str, kind: str, sev: str) -> EventRow:
+        return EventRow(t, "incident", "hang", state, sev, kind, incident_key(kind, t))
+
+    opened = ev(1.0, "open", "progress_stalled", "warning")
+    assert w.add_event(tid, opened).result() is True
     w.close()
-    w = HistoryWriter(db)  # restart: the finding is still open
-    assert set(w.open_findings("t").result()) == {"held_but_idle"}
-    assert w.add_event(tid, appear).result() is False
-    clear = EventRow(2.0, "finding", f.kind, "clear", "error", f.title)
-    assert w.add_event(tid, clear).result() is True
-    assert w.add_event(tid, clear).result() is False
+    w = HistoryWriter(db)  # restart: the incident is still open
+    assert {k: e.name for k, e in w.open_findings("t").result().items()} == {
+        "hang": "progress_stalled"
+    }
+    assert w.add_event(tid, ev(1.5, "open", "progress_stalled", "warning")).result() is False
+    assert w.add_event(tid, ev(2.0, "worse", "held_but_idle", "error")).result() is True
+    assert w.add_event(tid, ev(2.1, "worse", "held_but_idle", "error")).result() is False
+    assert w.open_findings("t").result()["hang"].name == "held_but_idle"
+    assert w.add_event(tid, ev(3.0, "resolved", "held_but_idle", "error")).result() is True
+    assert w.add_event(tid, ev(3.1, "resolved", "held_but_idle", "error")).result() is False
     assert w.open_findings("t").result() == {}
     w.close()
+
+
+HUNG_F = Finding("held_but_idle", Severity.ERROR, "hung")
 
 
 async def test_recorder_records_findings_and_actions(tmp_path: Path) -> None:
@@ -264,14 +278,22 @@ async def test_recorder_records_findings_and_actions(tmp_path: Path) -> None:
         f'{{"epoch": 10.5, "target": "{mon.target.label}", "action": "relaunch", "ok": true,'
         ' "outcome": "relaunched"}\n{"epoch": 11, "target": "other", "action": "kill"}\n'
     )
-    found: list[list[Finding]] = [[Finding("held_but_idle", Severity.ERROR, "hung")], []]
+    found: list[list[Finding]] = [[]]
     w = HistoryWriter(db)
-    rec = RunRecorder(mon, w, diagnose=lambda s, n: found[0], audit_file=audit, tick_s=3600)
+    clock = [1000.0]
+    rec = RunRecorder(
+        mon,
+        w,
+        diagnose=lambda s, n: found[0],
+        audit_file=audit,
+        tick_s=3600,
+        clock=lambda: clock[0],
+    )
     await rec.start()
-    await rec.tick()
-    await rec.tick()
-    found[0] = []
-    await rec.tick()
+    for step in ([HUNG_F], [HUNG_F], [], []):
+        found[0] = step
+        clock[0] += 10
+        await rec.tick()
     await rec.stop()
     w.close()
     r = HistoryReader(db)
@@ -279,9 +301,9 @@ async def test_recorder_records_findings_and_actions(tmp_path: Path) -> None:
     r.close()
     assert ("action", "relaunch", "ok") in ev
     assert not any(e[1] == "kill" for e in ev)
-    assert [e for e in ev if e[0] == "finding"] == [
-        ("finding", "held_but_idle", "appear"),
-        ("finding", "held_but_idle", "clear"),
+    assert [e for e in ev if e[0] == "incident"] == [
+        ("incident", "hang", "open"),
+        ("incident", "hang", "resolved"),
     ]
 
 

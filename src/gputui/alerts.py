@@ -1,10 +1,14 @@
-"""Telling someone: alerts when a finding appears or clears.
+"""Telling someone: alerts when an incident opens, gets worse or resolves.
 
 `AlertGate` is pure: given the findings open now, it says which alerts to
-send — an alert when a watched finding has been open for its hold time
-(connection: `connection_down_after` seconds; the rest at once), one
-"resolved" when it clears, and never the same alert twice inside the quiet
-period (a finding that flaps is told once per quiet period, not per flap).
+send, one incident per cause (gputui.incidents): "firing" when an incident
+has been open for its hold time (connection: `connection_down_after`
+seconds; the rest at once), "escalated" when it reaches a worse stage than
+any told (buffered → log silent, stalled → probably hung), one "resolved"
+when its cause is gone — never when a finding is superseded by a stronger
+one of the same cause — and no cause told twice inside the quiet period.
+"quiet" alerts are for this screen only: a toast whose finding is no longer
+shown goes.
 
 Senders: `AppriseSender` (every notification URL apprise knows: ntfy, Slack,
 Discord, Telegram, mailto, json:// for a generic JSON webhook …) and the
@@ -21,24 +25,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gputui.errors import ConfigError
+from gputui.incidents import IncidentBook, Notice, alerting_kinds
 from gputui.model import Finding
 from gputui.untrusted import one_line
 
 # The findings worth waking someone for: dead, hung, stalled, buffered, the
-# log's disk full, GPU lost, connection down, the container gone.
-ALERT_KINDS: tuple[str, ...] = (
-    "connection",
-    "ct_missing",
-    "ct_stopped",
-    "gpu_lost",
-    "session_dead",
-    "run_exited",
-    "disk_full",
-    "held_but_idle",
-    "busy_but_silent",
-    "buffered_output",
-    "progress_stalled",
-)
+# log's disk full, GPU lost, connection down, the container gone — from the
+# one table of causes (gputui.incidents.CAUSES).
+ALERT_KINDS: tuple[str, ...] = alerting_kinds()
 DEFAULT_QUIET_S = 600.0
 DEFAULT_CONNECTION_DOWN_S = 60.0
 TEXT_MAX = 300
@@ -54,89 +48,109 @@ def safe_text(text: str, limit: int = TEXT_MAX) -> str:
 class Alert:
     target: str
     kind: str
-    state: str  # "firing" | "resolved" | "test"
+    state: str  # "firing" | "escalated" | "resolved" | "quiet" (this screen only) | "test"
     severity: str
     title: str
     time: float
     evidence: tuple[str, ...] = ()
+    cause: str = ""  # the incident (gputui.incidents.CAUSES): one toast per cause
 
     @property
     def subject(self) -> str:
-        word = {"firing": "", "resolved": "resolved: ", "test": "test: "}.get(self.state, "")
+        word = {"escalated": "worse: ", "resolved": "resolved: ", "test": "test: "}.get(
+            self.state, ""
+        )
         return safe_text(f"gputui {self.target}: {word}{self.title}", 200)
 
     @property
     def body(self) -> str:
         lines = [safe_text(self.title)]
-        if self.state == "resolved":
-            lines = [f"resolved: {safe_text(self.title)}"]
+        if self.state in ("resolved", "escalated"):
+            word = "resolved" if self.state == "resolved" else "worse"
+            lines = [f"{word}: {safe_text(self.title)}"]
         lines += [f"- {safe_text(e)}" for e in self.evidence[:5]]
-        lines.append(f"target: {safe_text(self.target)} · finding: {self.kind}")
+        incident = f" · incident: {self.cause}" if self.cause and self.cause != self.kind else ""
+        lines.append(f"target: {safe_text(self.target)} · finding: {self.kind}{incident}")
         return "\n".join(lines)
 
 
 @dataclass
-class _KindState:
-    first_open: float | None = None  # since when it has been open (for the hold)
-    last_sent: str = ""  # "firing" | "resolved" | ""
-    fired_at: float = -1e18
-    finding: Finding | None = None
-
-
-@dataclass
 class AlertGate:
-    """Which alerts to send, from the findings open at each tick; pure."""
+    """Which alerts to send, from the findings open at each tick; pure. The
+    history's transitions of the same incidents are in `recorded` after
+    each `update` (opened, worse, resolved — aloud or not)."""
 
     target: str
-    kinds: Sequence[str] = ALERT_KINDS
     quiet_s: float = DEFAULT_QUIET_S
     holds: dict[str, float] = field(
         default_factory=lambda: {"connection": DEFAULT_CONNECTION_DOWN_S}
     )
-    _state: dict[str, _KindState] = field(default_factory=dict)
+    book: IncidentBook = field(default_factory=IncidentBook)
+    recorded: list[Notice] = field(default_factory=list)
 
-    def knows(self, kind: str) -> bool:
-        return kind in self._state
+    def __post_init__(self) -> None:
+        self.book.quiet_s, self.book.holds = self.quiet_s, self.holds
 
-    def seed(self, f: Finding, since: float) -> None:
-        """A finding already alerted before a restart (open in the history):
-        not told again inside the quiet period, and resolved when it clears."""
-        self._state[f.kind] = _KindState(
-            first_open=since, last_sent="firing", fired_at=since, finding=f
-        )
+    def knows(self, cause: str) -> bool:
+        return cause in self.book.open
+
+    def seed(self, f: Finding, since: float, told: bool = True) -> None:
+        """An incident already open before a restart (in the history): not
+        told again, and resolved when its cause is gone."""
+        self.book.seed(f, since, told)
+
+    def expect(self, start: float, until: float) -> None:
+        """The user's own relaunch or kill runs from `start`: what it causes
+        until `until` is no news (gputui.incidents)."""
+        self.book.expect(start, until)
 
     def update(self, findings: Sequence[Finding], now: float) -> list[Alert]:
-        out: list[Alert] = []
-        open_now = {f.kind: f for f in findings if f.kind in self.kinds}
-        for kind, f in open_now.items():
-            st = self._state.setdefault(kind, _KindState())
-            st.finding = f
-            if st.first_open is None:
-                st.first_open = now
-            if now - st.first_open < self.holds.get(kind, 0.0):
-                continue
-            if st.last_sent != "firing" and now - st.fired_at >= self.quiet_s:
-                st.last_sent, st.fired_at = "firing", now
-                out.append(self._alert(f, "firing", now))
-        for kind, st in self._state.items():
-            if kind in open_now:
-                continue
-            st.first_open = None
-            if st.last_sent == "firing" and st.finding is not None:
-                st.last_sent = "resolved"
-                out.append(self._alert(st.finding, "resolved", now))
-        return out
+        self.book.quiet_s, self.book.holds = self.quiet_s, self.holds
+        notices = self.book.update(findings, now)
+        self.recorded = [n for n in notices if not n.aloud and n.state != "quiet"]
+        return [self._alert(n) for n in notices if n.aloud or n.state == "quiet"]
 
-    def _alert(self, f: Finding, state: str, now: float) -> Alert:
+    def _alert(self, n: Notice) -> Alert:
+        f = n.finding
+        told = n.state in ("firing", "escalated")
         return Alert(
             target=self.target,
             kind=f.kind,
-            state=state,
-            severity=f.severity.value if state == "firing" else "info",
+            state=n.state,
+            severity=f.severity.value if told else "info",
             title=f.title,
-            time=now,
-            evidence=tuple(f.evidence) if state == "firing" else (),
+            time=n.time,
+            evidence=tuple(f.evidence) if told else (),
+            cause=n.cause,
         )
+
+
+@dataclass(frozen=True)
+class Toast:
+    """What a screen shows for an alert: one toast per incident (`key`),
+    replaced when it gets worse or resolves, removed ("" message) when the
+    finding it shows is no longer shown; `ring`: the bell and the desktop
+    notification too."""
+
+    key: str
+    message: str
+    severity: str  # "error" | "warning" | "information"
+    timeout: float
+    ring: bool
+
+
+TOAST_S = 30.0  # an open incident's toast; it goes sooner when its finding does
+RESOLVED_TOAST_S = 5.0
+
+
+def toast_for(alert: Alert) -> Toast:
+    key = alert.cause or alert.kind
+    if alert.state == "quiet":
+        return Toast(key, "", "information", 0.0, ring=False)
+    if alert.state == "resolved":
+        return Toast(key, alert.subject, "information", RESOLVED_TOAST_S, ring=True)
+    severity = "error" if alert.severity == "error" else "warning"
+    return Toast(key, alert.subject, severity, TOAST_S, ring=True)
 
 
 def trial_alert(target: str, now: float | None = None) -> Alert:
@@ -200,6 +214,9 @@ class AppriseSender:
 
         kind = {
             "firing": apprise.NotifyType.FAILURE
+            if alert.severity == "error"
+            else apprise.NotifyType.WARNING,
+            "escalated": apprise.NotifyType.FAILURE
             if alert.severity == "error"
             else apprise.NotifyType.WARNING,
             "resolved": apprise.NotifyType.SUCCESS,

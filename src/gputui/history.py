@@ -227,9 +227,9 @@ class PointRow:
 @dataclass(frozen=True)
 class EventRow:
     t: float
-    kind: str  # "finding" | "action" | "exit" | "connection"
-    name: str  # finding kind, action name, session name, connection state
-    state: str = ""  # "appear" | "clear" for findings; ok/failed for actions
+    kind: str  # "incident" | "action" | "exit" | "connection" ("finding": older files)
+    name: str  # incident cause, action name, session name, connection state
+    state: str = ""  # "open" | "worse" | "resolved" for incidents; ok/failed for actions
     severity: str = ""
     title: str = ""
     key: str | None = None  # dedup key for things seen again after a restart
@@ -470,6 +470,8 @@ class HistoryWriter:
                     ev.run_id,
                     ev.t,
                     ev.kind,
+            if ev.kind == "incident" and not _incident_is_news(c, target_id, ev):
+                return False
                     ev.name,
                     ev.state,
                     ev.severity,
@@ -483,16 +485,16 @@ class HistoryWriter:
 
     def claim_alert(self, target_id: int, kind: str, state: str, t: float) -> Future[bool]:
         """True for the one gputui process (of those sharing this file) that
-        sends this alert: it is keyed by the finding's episode (the id of its
-        last recorded appearance), so a dashboard and `watch` on the same
-        target post it once between them."""
+        sends this alert: it is keyed by the incident's episode (the id of
+        its last recorded opening; `kind` is the incident's cause), so a
+        dashboard and `watch` on the same target post it once between them."""
         return self._submit(self._claim_alert, target_id, kind, state, t)
 
     def _claim_alert(self, target_id: int, kind: str, state: str, t: float) -> bool:
         def do(c: sqlite3.Connection) -> bool:
             row = c.execute(
-                "SELECT id FROM events WHERE target_id=? AND kind='finding' AND name=?"
-                " AND state='appear' ORDER BY t DESC, id DESC LIMIT 1",
+                "SELECT id FROM events WHERE target_id=? AND kind IN ('finding', 'incident')"
+                " AND name=? AND state IN ('appear', 'open') ORDER BY t DESC, id DESC LIMIT 1",
                 (target_id, kind),
             ).fetchone()
             episode = str(row[0]) if row else f"t{int(t) // 60}"
@@ -512,21 +514,26 @@ class HistoryWriter:
     def _open_findings(self, target: str) -> dict[str, EventRow]:
         tid = self._target_id(target)
         rows = self.conn.execute(
-            "SELECT e.t, e.name, e.state, e.severity, e.title FROM events e"
-            " WHERE e.target_id=? AND e.kind='finding' AND e.id = ("
-            "   SELECT id FROM events x WHERE x.target_id=e.target_id AND x.kind='finding'"
+            "SELECT e.t, e.name, e.state, e.severity, e.title, e.key FROM events e"
+            " WHERE e.target_id=? AND e.kind='incident' AND e.id = ("
+            "   SELECT id FROM events x WHERE x.target_id=e.target_id AND x.kind='incident'"
             "   AND x.name=e.name ORDER BY x.t DESC, x.id DESC LIMIT 1)",
             (tid,),
         ).fetchall()
         return {
-            r[1]: EventRow(t=r[0], kind="finding", name=r[1], state=r[2], severity=r[3], title=r[4])
+            r[1]: EventRow(
+                t=r[0], kind="incident", name=incident_finding(r[5]) or r[1], state=r[2],
+                severity=r[3], title=r[4],
+            )
             for r in rows
-            if r[2] == "appear"
+            if r[2] != "resolved"
         }
 
     # -- upkeep
 
     def _maybe_maintain(self) -> None:
+        """Open incidents: cause -> its last event, `name` the finding kind
+        it was at (gputui.incidents)."""
         now = time.monotonic()
         if now - self._last_maintenance >= 60.0:
             self._last_maintenance = now
@@ -648,3 +655,34 @@ def _run_info(target: str, row: Sequence[Any]) -> RunInfo:
         cursor=int(row[6]),
         throughput_unit=str(row[7]),
     )
+
+
+def incident_key(finding_kind: str, t: float) -> str:
+    """An incident event's key: the finding kind it is at, and when."""
+    return f"{finding_kind}@{t:.3f}"
+
+
+def incident_finding(key: str | None) -> str:
+    return (key or "").partition("@")[0]
+
+
+def _incident_is_news(c: sqlite3.Connection, target_id: int, ev: EventRow) -> bool:
+    """An incident's open, escalation or resolution, unless the history
+    already says so (a restart, or a second gputui recording the same
+    target): opened while open; the same stage and severity again; resolved
+    while not open."""
+    last = c.execute(
+        "SELECT state, severity, key FROM events WHERE target_id=? AND kind='incident'"
+        " AND name=? ORDER BY t DESC, id DESC LIMIT 1",
+        (target_id, ev.name),
+    ).fetchone()
+    was_open = last is not None and last[0] != "resolved"
+    if ev.state == "resolved":
+        return was_open
+    if ev.state == "open":
+        return not was_open
+    same = last is not None and (last[1], incident_finding(last[2])) == (
+        ev.severity,
+        incident_finding(ev.key),
+    )
+    return not (was_open and same)

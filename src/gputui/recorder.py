@@ -24,12 +24,17 @@ from gputui.collect.metrics import MetricParser
 from gputui.config import Settings
 from gputui.diagnose import Diagnose, Thresholds, diagnose_with
 from gputui.errors import GputuiError
-from gputui.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo
+from gputui.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo, incident_key
+from gputui.incidents import SETTLE_S
 from gputui.model import ConnectionState, Finding, Snapshot
 from gputui.runlog import parse_chunk
 
 LOG_EVERY_S = 60.0  # one short command a minute while the log grows: pct exec costs
 READ_CHUNK = 4 * 1024 * 1024  # bytes of log per read; a long log is read over several ticks
+# The user's relaunch or kill: what it causes is no news from when it begins
+# until SETTLE_S after it ends (gputui.incidents), at most this long.
+ACTION_MAX_S = 300.0
+EXPECTING = frozenset({"relaunch", "kill", "launch"})
 AUDIT_EVERY_S = 10.0
 
 # $1 path, $2 offset, $3 bytes: `@gputui SIZE INODE` (or `@gputui missing`),
@@ -114,7 +119,6 @@ class RunRecorder:
         self._parser = MetricParser(
             list(metric_regexes or getattr(monitor.settings, "metric_regexes", None) or [])
         )
-        self._open: dict[str, Finding] = {}
         self._gpu_last: dict[int, float] = {}
         self._run: RunInfo | None = None
         self._run_path: str | None = None
@@ -129,6 +133,9 @@ class RunRecorder:
         self._task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Future[Any]] = set()
         self._last_send: asyncio.Future[Any] | None = None
+        # toast sinks (a screen): the alerts, and "quiet" when a finding a
+        # toast shows is no longer shown (de-escalated, gone)
+        self.toast_sinks: list[AlertSink] = []
 
     # ------------------------------------------------------------ lifecycle
 
@@ -153,6 +160,7 @@ class RunRecorder:
             holds={"connection": float(settings.alert_connection_down_after)},
         )
         return cls(
+        self._audit_seen = 0  # bytes of the audit log read for expected windows
             monitor,
             writer,
             stale_after=settings.stale_after,
@@ -179,15 +187,12 @@ class RunRecorder:
             return
         self.target_id = await asyncio.wrap_future(self.writer.target_id(self.name))
         opened = await asyncio.wrap_future(self.writer.open_findings(self.name))
-        # Findings still open from the last time: not new when seen again,
-        # and not told again inside the quiet period.
-        self._open = {
-            k: Finding(kind=k, severity=_severity(e.severity), title=e.title)
-            for k, e in opened.items()
-        }
-        for k, e in opened.items():
-            if k in self.gate.kinds and not self.gate.knows(k):
-                self.gate.seed(self._open[k], e.t)
+        # Incidents still open from the last time: not new when seen again,
+        # not told again, and resolved when their cause is gone.
+        for cause, e in opened.items():
+            if not self.gate.knows(cause):
+                f = Finding(kind=e.name, severity=_severity(e.severity), title=e.title)
+                self.gate.seed(f, e.t)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -251,21 +256,12 @@ class RunRecorder:
         if not self._attached and snap.connection == ConnectionState.CONNECTED:
             await self._attach()
         self.findings = list(self.diagnose(snap, now))
-        await self._record_findings(now)
+        alerts = self.gate.update(self.findings, now)
+        await self._record_incidents()
         await self._record_connection(snap, now)
         await self._record_exits(snap, now)
-        for alert in self.gate.update(self.findings, now):
-            self.alerts.append(alert)
-            sinks = list(self.sinks)
-            if self.shared_sinks and await self._claim(alert):
-                sinks += self.shared_sinks
-            for sink in sinks:
-                res = sink(alert)
-                if asyncio.iscoroutine(res):  # a network send: in order, off this tick
-                    t = asyncio.ensure_future(_after(self._last_send, res))
-                    self._last_send = t
-                    self._pending.add(t)
-                    t.add_done_callback(self._pending.discard)
+        for alert in alerts:
+            await self._tell(alert)
         for cb in list(self.tick_listeners):
             cb(snap, self.findings)
         if self.writer is not None and self.target_id is not None:
@@ -275,33 +271,57 @@ class RunRecorder:
                 self._audit_due = now + AUDIT_EVERY_S
                 await self.import_audit()
 
+    async def _tell(self, alert: Alert) -> None:
+        """An alert to every sink (a network send to the shared ones once
+        among the gputui recording this target); "quiet" to the screens only."""
+        sinks = list(self.toast_sinks)
+        if alert.state != "quiet":
+            self.alerts.append(alert)
+            sinks += self.sinks
+            if self.shared_sinks and await self._claim(alert):
+                sinks += self.shared_sinks
+        for sink in sinks:
+                res = sink(alert)
+                if asyncio.iscoroutine(res):  # a network send: in order, off this tick
+                    t = asyncio.ensure_future(_after(self._last_send, res))
+                    self._last_send = t
+                    self._pending.add(t)
+                    t.add_done_callback(self._pending.discard)
+
     async def _claim(self, alert: Alert) -> bool:
         if self.writer is None or self.target_id is None:
             return True
-        fut = self.writer.claim_alert(self.target_id, alert.kind, alert.state, alert.time)
+        state = alert.state
+        if state == "escalated":  # each stage once: stalled, then probably hung
+            state = f"escalated:{alert.kind}:{alert.severity}"
+        fut = self.writer.claim_alert(self.target_id, alert.cause or alert.kind, state, alert.time)
         return await asyncio.wrap_future(fut)
 
+        self.expect_from_audit(snap.session_name)
     async def _event(self, ev: EventRow) -> bool:
         if self.writer is None or self.target_id is None:
             return True
         return await asyncio.wrap_future(self.writer.add_event(self.target_id, ev))
 
-    async def _record_findings(self, now: float) -> None:
-        current = {f.kind: f for f in self.findings}
+    async def _record_incidents(self) -> None:
+        """The history says what the alerts say: one incident per cause,
+        opened, worse, resolved (gputui.incidents)."""
         run_id = self._run.id if self._run else None
-        for kind, f in current.items():
-            if kind not in self._open:
-                await self._event(
-                    EventRow(
-                        now, "finding", kind, "appear", f.severity.value, f.title, None, run_id
-                    )
+        words = {"firing": "open", "escalated": "worse", "resolved": "resolved"}
+        for n in self.gate.recorded:
+            f = n.finding
+            await self._event(
+                EventRow(
+                    n.time,
+                    "incident",
+                    n.cause,
+                    words.get(n.state, n.state),
+                    f.severity.value,
+                    f.title,
+                    incident_key(f.kind, n.time),
+                    run_id,
                 )
-        for kind, f in self._open.items():
-            if kind not in current:
-                await self._event(
-                    EventRow(now, "finding", kind, "clear", f.severity.value, f.title, None, run_id)
-                )
-        self._open = current
+            )
 
     async def _record_connection(self, snap: Snapshot, now: float) -> None:
         state = snap.connection
@@ -411,8 +431,8 @@ class RunRecorder:
                 e = json.loads(line)
             except ValueError:
                 continue
-            if not isinstance(e, dict) or e.get("target") != self.name:
-                continue
+            if not isinstance(e, dict) or e.get("target") != self.name or e.get("phase"):
+                continue  # another target's, or the line saying an action began
             t = float(e.get("epoch") or 0.0)
             action = str(e.get("action") or "")
             ok = "ok" if e.get("ok") else "failed"
@@ -423,6 +443,50 @@ class RunRecorder:
             ):
                 added += 1
         return added
+    def expect_from_audit(self, session: str | None = None) -> None:
+        """The user's relaunch, kill or launch of this target's session (the
+        audit log: a line when it begins, one when it ends, from this
+        process or another gputui): its consequences are expected from its
+        plan until SETTLE_S after it ends — no finding of it is news. A stat
+        a tick; new lines only when the file grew."""
+        p = self.audit_file
+        if p is None:
+            return
+        try:
+            size = p.stat().st_size
+            if size < self._audit_seen:
+                self._audit_seen = 0  # a new file
+            if size == self._audit_seen:
+                return
+            with p.open("rb") as fh:
+                fh.seek(self._audit_seen)
+                data = fh.read(size - self._audit_seen)
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1  # a line half written is read next time
+        self._audit_seen += end
+        for line in data[:end].splitlines():
+            self._expect_line(line, session)
+
+    def _expect_line(self, line: bytes, session: str | None) -> None:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(e, dict) or e.get("target") != self.name:
+            return
+        if e.get("action") not in EXPECTING:
+            return
+        if session and e.get("session") and e.get("session") != session:
+            return  # another session's run on this target
+        try:
+            t = float(e.get("epoch") or 0.0)
+            start = min(t, float(e.get("plan") or t))
+        except (TypeError, ValueError):
+            return
+        until = t + ACTION_MAX_S if e.get("phase") == "begun" else t + SETTLE_S
+        self.gate.expect(start, until)
+
 
 
 async def _after(previous: asyncio.Future[Any] | None, send: Any) -> Any:

@@ -27,6 +27,7 @@ from gputui.actions.plan import (
     ActionsDisabled,
     Progress,
     audit,
+    audit_begun,
     audit_path,
     render_argv,
     state_dir,
@@ -35,6 +36,10 @@ from gputui.actions.relaunch import GpuMemoryReader, execute_start, plan_launch,
 from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.remote.target import Target
+
+# Actions whose consequences (the old run gone, the log quiet) a recording
+# gputui must not take for news: a line in the audit log when they begin.
+BEGUN_AUDITED = frozenset({"relaunch", "kill", "launch"})
 
 __all__ = [
     "ActionError",
@@ -75,6 +80,8 @@ async def execute(
                 f"action {plan.action!r} is not run by execute()",
                 "it runs where its verb says (gputui.verbs.Verb.runs), not on the target",
             )
+        if plan.action in BEGUN_AUDITED:
+            audit_begun(target.label, plan, audit_file)
         result = await run(target, plan, progress, gpu_memory, gpu_processes)
     except GputuiError as err:
         result = ActionResult(ok=False, summary=str(err))

@@ -126,10 +126,29 @@ def audit_path() -> Path:
     return state_dir() / "audit.log"
 
 
+def audit_begun(target: str, plan: ActionPlan, path: Path | None = None) -> Path:
+    """Append a line saying `plan` begins (`"phase": "begun"`): a gputui
+    recording this target (the dashboard's or `watch`) takes what follows —
+    the session gone, the log silent — as the user's doing, not news."""
+    entry = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "epoch": round(time.time(), 3),
+        "phase": "begun",
+        "plan": round(plan.created, 3),
+        "target": target,
+        "action": plan.action,
+        "session": plan.session,
+        "ct": plan.ct,
+        "pids": plan.pids,
+    }
+    return append_private(path or audit_path(), json.dumps(entry, ensure_ascii=True) + "\n")
+
+
 def audit(target: str, plan: ActionPlan, result: ActionResult, path: Path | None = None) -> Path:
     """Append one JSON line for an executed action; returns the file written."""
     p = path or audit_path()
     entry = {
+        "plan": round(plan.created, 3),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "epoch": round(time.time(), 3),
         "target": target,

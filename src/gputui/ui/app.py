@@ -144,6 +144,7 @@ class GputuiApp(App[int]):
         self.executed: list[ActionPlan] = []  # every action that really ran
         self.recorder = recorder  # gputui.recorder.RunRecorder: history + alerts
         self.terminal_alerts = terminal_alerts
+        self._toasts: dict[str, Any] = {}  # incident -> its toast (textual Notification)
         self.crashed_with: Exception | None = None  # run_app reports it (gputui.crash)
 
     def _handle_exception(self, error: Exception) -> None:
@@ -205,7 +206,7 @@ class GputuiApp(App[int]):
         self._set_size_classes(self.size.width, self.size.height, force=True)
         self.monitor.subscribe(self._on_monitor)
         if self.recorder is not None:
-            self.recorder.sinks.append(self._alert)
+            self.recorder.toast_sinks.append(self._alert)
         self._apply(set(PARTS))
         self._tick()
         self._drain_log()
@@ -523,18 +524,27 @@ class GputuiApp(App[int]):
         )
 
     def _alert(self, alert: Any) -> None:
-        """A finding appeared or cleared: a toast, and when on, a bell and a
-        desktop notification (OSC 9 / 777, texts stripped of controls)."""
-        from gputui.alerts import terminal_notification
+        """An incident opened, got worse, resolved or went quiet
+        (gputui.alerts.toast_for): its one toast is replaced or removed, and
+        when on, a bell and a desktop notification (OSC 9 / 777, texts
+        stripped of controls)."""
+        from textual.notifications import Notification, Notify
 
-        self.notify(
-            alert.subject,
-            severity="error" if alert.severity == "error" else "warning",
-            timeout=10,
-            markup=False,
-        )
+        from gputui.alerts import terminal_notification, toast_for
+
+        toast = toast_for(alert)
+        old = self._toasts.pop(toast.key, None)
+        if old is not None:
+            self.call_later(self._unnotify, old)  # after its own Notify, if still queued
+        if toast.message:
+            severity: SeverityLevel = "error" if toast.severity == "error" else "warning"
+            if toast.severity == "information":
+                severity = "information"
+            n = Notification(visible(toast.message), "", severity, toast.timeout, markup=False)
+            self._toasts[toast.key] = n
+            self.post_message(Notify(n))
         driver = getattr(self, "_driver", None)
-        if self.terminal_alerts and driver is not None and not self.is_headless:
+        if toast.ring and self.terminal_alerts and driver is not None and not self.is_headless:
             driver.write(terminal_notification(alert))
 
     def action_pause(self) -> None:
