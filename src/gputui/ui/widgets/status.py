@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from typing import Any
+
 from rich.text import Text
 
 from gputui.model import ConnectionState, CtStatus, Snapshot
 from gputui.ui.widgets.quiet import QuietStatic
-from gputui.untrusted import safe_text
+from gputui.untrusted import one_line, safe_text
 
 
 def rtt_text(ms: float) -> str:
@@ -54,7 +58,82 @@ def status_text(snap: Snapshot, *, read_only: bool = False) -> Text:
     return safe_text(t)  # target and connection errors may carry remote text
 
 
+SEVERITY_RANK = {"error": 0, "warning": 1, "information": 2}
+SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "information": "cyan"}
+SEVERITY_MARK = {"error": "✖", "warning": "⚠", "information": "•"}
+NOTICE_MIN = 24  # cells the newest notice keeps at the right of the header, at least
+
+
+@dataclass
+class Notice:
+    """One notification: what it says, how bad, and when it was shown."""
+
+    id: str
+    text: str
+    severity: str = "information"  # "error" | "warning" | "information"
+    since: float = 0.0
+
+
+def top_notice(notices: dict[str, Notice]) -> Notice | None:
+    """The one the header shows: the worst, and of those the newest."""
+    return min(
+        notices.values(), key=lambda n: (SEVERITY_RANK.get(n.severity, 3), -n.since), default=None
+    )
+
+
+def notice_text(notices: dict[str, Notice], width: int, key: str = "n") -> Text:
+    """The header's right end: the top notice in at most `width` cells, and
+    how many more there are behind `key`."""
+    top = top_notice(notices)
+    if top is None:
+        return Text()
+    more = f" (+{len(notices) - 1}, {key}: all)" if len(notices) > 1 else f" ({key})"
+    room = max(4, width - len(more) - 2)
+    body = one_line(top.text)
+    if len(body) > room:
+        body = body[: room - 1] + "…"
+    t = Text(no_wrap=True)
+    t.append(f"{SEVERITY_MARK.get(top.severity, '•')} {body}", style=SEVERITY_STYLE.get(top.severity, ""))
+    t.append(more, style="dim")
+    return t
+
+
 class StatusLine(QuietStatic):
+    """The header row; notifications live at its right end (never over the
+    banner or the log), all of them in `notices` for the list behind a key
+    (gputui.ui.screens.notices.NoticesScreen)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.notices: dict[str, Notice] = {}
+        self._head = Text()
+
     def show(self, snap: Snapshot, *, read_only: bool) -> None:
         # one row high (app.tcss): a changed text repaints, never reflows
-        self.show_text(status_text(snap, read_only=read_only))
+        self._head = status_text(snap, read_only=read_only)
+        self._redraw()
+
+    def show_notice(
+        self, id: str, text: str, severity: str = "information", now: float | None = None
+    ) -> None:
+        """Show (or replace) notification `id`: the header's right end shows
+        the worst and newest; the rest wait in the list."""
+        self.notices[id] = Notice(id, text, severity, time.time() if now is None else now)
+        self._redraw()
+
+    def clear_notice(self, id: str) -> None:
+        if self.notices.pop(id, None) is not None:
+            self._redraw()
+
+    def on_resize(self) -> None:
+        self._redraw()
+
+    def _redraw(self) -> None:
+        width = self.size.width or 80
+        right = notice_text(self.notices, max(NOTICE_MIN, width // 2))
+        if not right:
+            self.show_text(self._head)
+            return
+        left = self._head.copy()
+        left.truncate(max(0, width - right.cell_len - 1), overflow="ellipsis", pad=True)
+        self.show_text(Text.assemble(left, " ", right, no_wrap=True, overflow="ellipsis"))
