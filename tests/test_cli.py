@@ -25,8 +25,8 @@ def test_flags_before_and_after_the_subcommand(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr("gputui.config.DEFAULT_CONFIG", tmp_path / "none.toml")
     args, s = cli.parse(["--host", "h1", "--ct", "200", "doctor", "--session", "run", "--json"])
     assert (s.host, s.ct, s.session, args.json) == ("h1", 200, "run", True)
-    args, s = cli.parse(["doctor", "--host", "h2", "--port", "2222", "-i", "k", "--read-only"])
-    assert (s.host, s.port, s.identity_file, s.read_only) == ("h2", 2222, "k", True)
+    args, s = cli.parse(["doctor", "--host", "h2", "--port", "2222", "-i", "k"])
+    assert (s.host, s.port, s.identity_file) == ("h2", 2222, "k")
 
 
 def test_config_then_flags(tmp_path) -> None:
@@ -40,7 +40,7 @@ def test_config_then_flags(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["--local", "--demo"], ["--ct", "abc"], ["--port", "0"], ["--interval", "-1"], ["frobnicate"]],
+    [["--local", "--demo"], ["--ct", "abc"], ["--port", "0"], ["--interval", "-1"], ["doctr"]],
 )
 def test_bad_flags_exit_2(argv, capsys) -> None:
     with pytest.raises(SystemExit) as e:

@@ -160,7 +160,9 @@ def test_target_specs() -> None:
     s = target_settings("gpu2", base)
     assert (s.host, s.user, s.ct) == ("gpu2", "me", None)
     assert target_settings("local", base).local is True
-    with pytest.raises(GputuiError, match="not \\[user@\\]host\\[/ct\\]"):
+    s = target_settings("root@10.1.2.6:2222/200", base)  # the grammar of every command
+    assert (s.host, s.user, s.port, s.ct) == ("10.1.2.6", "root", 2222, 200)
+    with pytest.raises(GputuiError, match="not \\[user@\\]host\\[:port\\]\\[/ct\\]"):
         target_settings("a b", base)
 
 

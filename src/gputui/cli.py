@@ -24,6 +24,8 @@ from gputui.config import (
 from gputui.errors import GputuiError
 from gputui.hosts import host_settings, several_with_run_flags, wants_host_view
 from gputui.remote.container import ProxmoxLXC
+from gputui.remote.target import TARGET_GRAMMAR
+from gputui.targetargs import SSH_OPTION_NAMES, settle_target
 from gputui.verbs import CLI_VERBS, VERB_BY_ID
 
 HOW_TO_START = (
@@ -94,21 +96,59 @@ class HostsAction(argparse.Action):
         setattr(namespace, self.dest, hosts[0] if len(hosts) == 1 else None)
 
 
-def add_target_flags(p: argparse.ArgumentParser, suppress: bool = False) -> None:
-    """The flags that say what to watch. In subcommands the defaults are
+# Which flags each command shows and takes (parts of add_target_flags).
+ALL_PARTS = frozenset(
+    {"config", "host", "ssh", "ct", "run", "interval", "stale", "read_only", "local", "demo"}
+)
+DOCTOR_PARTS = frozenset(
+    {"config", "host", "ssh", "ct", "run", "interval", "stale", "local", "demo"}
+)
+VERB_PARTS = frozenset({"config", "host", "ssh", "ct", "run", "local"})
+TARGET_HELP = (
+    f"{TARGET_GRAMMAR}: the same as --host [USER@]HOST[:PORT] --ct N (host may be "
+    "an ~/.ssh/config alias)"
+)
+
+
+def add_target_flags(
+    p: argparse.ArgumentParser, suppress: bool = False, parts: frozenset[str] = ALL_PARTS
+) -> None:
+    """The flags that say what to watch, those in `parts` only (each
+    command takes the ones it uses). In subcommands the defaults are
     SUPPRESS so a flag given before the subcommand is not overwritten."""
     d: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
     b: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {"default": False}
     g = p.add_argument_group("target")
-    g.add_argument(
-        "--host",
-        action=HostsAction,
-        metavar="[USER@]HOST[:PORT]",
-        help="host or ~/.ssh/config alias to ssh to (again for several hosts)",
-        **d,
-    )
-    g.add_argument("-p", "--port", type=_port, help="ssh port", **d)
-    g.add_argument("-l", "--user", help="ssh user", **d)
+    if "host" in parts:
+        g.add_argument(
+            "--host",
+            action=HostsAction,
+            metavar=TARGET_GRAMMAR.upper(),
+            help="host or ~/.ssh/config alias to ssh to (again for several hosts)",
+            **d,
+        )
+        g.add_argument("-p", "--port", type=_port, help="ssh port", **d)
+        g.add_argument("-l", "--user", help="ssh user", **d)
+    if "ssh" in parts:
+        _ssh_flags(g, d, b)
+    if "ct" in parts:
+        g.add_argument(
+            "--ct", type=_ct_number, metavar="N", help="Proxmox LXC container of the run", **d
+        )
+    if "run" in parts:
+        g.add_argument("--session", metavar="NAME", help="tmux session of the run", **d)
+        g.add_argument("--log", metavar="PATH", help="log file the run writes", **d)
+    if "config" in parts:
+        g.add_argument(
+            "--config",
+            metavar="FILE",
+            help="config file (default ~/.config/gputui/config.toml)",
+            **d,
+        )
+    _watch_flags(g, d, b, parts)
+
+
+def _ssh_flags(g: Any, d: dict[str, Any], b: dict[str, Any]) -> None:
     g.add_argument(
         "-J",
         "--jump",
@@ -118,18 +158,19 @@ def add_target_flags(p: argparse.ArgumentParser, suppress: bool = False) -> None
     )
     g.add_argument("-i", dest="identity_file", metavar="FILE", help="ssh private key", **d)
     g.add_argument(
-        "--ct", type=_ct_number, metavar="N", help="Proxmox LXC container of the run", **d
-    )
-    g.add_argument("--session", metavar="NAME", help="tmux session of the run", **d)
-    g.add_argument("--log", metavar="PATH", help="log file the run writes", **d)
-    g.add_argument(
-        "--config", metavar="FILE", help="config file (default ~/.config/gputui/config.toml)", **d
-    )
-    g.add_argument(
+        "-F",
         "--ssh-config",
         dest="ssh_config",
         metavar="FILE",
-        help="ssh_config file instead of ~/.ssh/config",
+        help="ssh_config file instead of ~/.ssh/config (as ssh -F)",
+        **d,
+    )
+    g.add_argument(
+        "-o",
+        dest="ssh_options",
+        action="append",
+        metavar="KEY=VALUE",
+        help=f"an ssh option, as ssh -o: {', '.join(SSH_OPTION_NAMES)}",
         **d,
     )
     g.add_argument(
@@ -148,39 +189,47 @@ def add_target_flags(p: argparse.ArgumentParser, suppress: bool = False) -> None
         **d,
     )
     g.add_argument(
-        "--interval",
-        type=_seconds,
-        metavar="S",
-        help=f"seconds between polls (1.0; at least {MIN_INTERVAL_S:g})",
-        **d,
-    )
-    g.add_argument(
-        "--stale-after",
-        dest="stale_after",
-        type=_seconds,
-        metavar="S",
-        help="log silence that counts as stalled (adaptive)",
-        **d,
-    )
-    g.add_argument(
-        "--read-only",
-        dest="read_only",
-        action="store_true",
-        help="disable every action that changes something",
-        **b,
-    )
-    g.add_argument(
         "--accept-new-host-key",
         dest="accept_new_host_key",
         action="store_true",
         help="accept an UNKNOWN host key after showing its fingerprint (never a changed one)",
         **b,
     )
+
+
+def _watch_flags(g: Any, d: dict[str, Any], b: dict[str, Any], parts: frozenset[str]) -> None:
+    if "interval" in parts:
+        g.add_argument(
+            "--interval",
+            type=_seconds,
+            metavar="S",
+            help=f"seconds between polls (1.0; at least {MIN_INTERVAL_S:g})",
+            **d,
+        )
+    if "stale" in parts:
+        g.add_argument(
+            "--stale-after",
+            dest="stale_after",
+            type=_seconds,
+            metavar="S",
+            help="log silence that counts as stalled (adaptive)",
+            **d,
+        )
+    if "read_only" in parts:
+        g.add_argument(
+            "--read-only",
+            dest="read_only",
+            action="store_true",
+            help="disable every action that changes something",
+            **b,
+        )
     mode = g.add_mutually_exclusive_group()
-    mode.add_argument("--local", action="store_true", help="watch this machine (no ssh)", **b)
-    mode.add_argument(
-        "--demo", action="store_true", help="a self-contained demo run on this machine", **b
-    )
+    if "local" in parts:
+        mode.add_argument("--local", action="store_true", help="watch this machine (no ssh)", **b)
+    if "demo" in parts:
+        mode.add_argument(
+            "--demo", action="store_true", help="a self-contained demo run on this machine", **b
+        )
 
 
 def _action_flags(p: argparse.ArgumentParser, command: str) -> None:
@@ -192,20 +241,24 @@ def _action_flags(p: argparse.ArgumentParser, command: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="gputui",
+        usage="gputui [options] [TARGET] | gputui COMMAND [options] [TARGET]",
         description="A terminal dashboard for a training run on a remote GPU machine "
         "(Proxmox LXC + tmux + log).",
+        epilog=f"TARGET: {TARGET_HELP}. Every command takes it the same way.",
     )
     parser.add_argument("-V", "--version", action="version", version=f"gputui {__version__}")
     add_target_flags(parser)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="gputui")
     doctor = sub.add_parser(
         "doctor", help="check the connection, container and tools; print a report"
     )
-    add_target_flags(doctor, suppress=True)
+    add_target_flags(doctor, suppress=True, parts=DOCTOR_PARTS)
+    _target_arg(doctor)
     doctor.add_argument("--json", action="store_true", help="print JSON")
     for name in CLI_VERBS:
         p = sub.add_parser(name, help=VERB_BY_ID[name].cli_help)
-        add_target_flags(p, suppress=True)
+        add_target_flags(p, suppress=True, parts=VERB_PARTS)
+        _target_arg(p)
         _action_flags(p, name)
     from gputui import history_cli
 
@@ -218,9 +271,72 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _target_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "target", nargs="?", metavar="TARGET", default=argparse.SUPPRESS, help=TARGET_HELP
+    )
+
+
+def _commands(parser: argparse.ArgumentParser) -> set[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return set(action.choices)
+    return set()
+
+
+def _dashboard_target(parser: argparse.ArgumentParser, argv: list[str]) -> int | None:
+    """Where the dashboard's TARGET is in argv (`gputui gpu1/200`), None when
+    a COMMAND comes first or there is none. argparse cannot tell a TARGET
+    from a COMMAND before the subcommands, so the words are looked at here:
+    a flag's value is skipped, the first other word is a COMMAND or TARGET."""
+    takes_value = {
+        flag
+        for a in parser._actions
+        if a.nargs != 0 and a.option_strings
+        for flag in a.option_strings
+    }
+    skip = False
+    for i, word in enumerate(argv):
+        if skip:
+            skip = False
+        elif word == "--":
+            return i + 1 if i + 1 < len(argv) else None
+        elif word.startswith("-") and word != "-":
+            skip = word in takes_value  # --flag=value and -p22 carry their value
+        else:
+            return None if word in _commands(parser) else i
+    return None
+
+
+def _not_a_command(parser: argparse.ArgumentParser, word: str) -> None:
+    """A bare word close to a command (`doctr`) is a typo, not a host."""
+    import difflib
+
+    if any(c in word for c in ".@:/[]"):
+        return
+    close = difflib.get_close_matches(word, sorted(_commands(parser)), n=1, cutoff=0.75)
+    if close:
+        parser.error(f"unknown command {word!r}: did you mean `gputui {close[0]}`?")
+
+
 def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings]:
-    args = build_parser().parse_args(argv)
-    return args, settings_from(args)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    at = _dashboard_target(parser, words)
+    target = words.pop(at) if at is not None else None
+    if target is not None:
+        _not_a_command(parser, target)
+    if target is not None and "--" in words[:at]:
+        words.remove("--")
+    args = parser.parse_args(words)
+    if target is not None:
+        args.target = target
+    settle_target(args)
+    settings = settings_from(args)
+    keepalive = getattr(args, "keepalive", None)
+    if keepalive is not None:  # -o ServerAliveInterval=N (no flag of its own)
+        settings.keepalive = keepalive
+    return args, settings
 
 
 def _dispatch(args: argparse.Namespace, settings: Settings) -> int:

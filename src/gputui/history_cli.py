@@ -10,6 +10,14 @@ from typing import Any
 
 from gputui.config import Settings
 from gputui.errors import GputuiError
+from gputui.remote.target import TARGET_GRAMMAR
+
+# the flags each command takes (cli.add_target_flags parts)
+WATCH_PARTS = frozenset(
+    {"config", "host", "ssh", "ct", "run", "interval", "stale", "local", "demo"}
+)
+HISTORY_PARTS = frozenset({"config", "host", "ct"})
+ALERT_PARTS = frozenset({"config"})
 
 COMMANDS = ("watch", "history", "alert-test")
 
@@ -21,27 +29,31 @@ def add_parsers(sub: Any, add_target_flags: Callable[..., None]) -> None:
         description="Watch targets without a screen: record their history, send alerts, "
         "optionally serve /metrics. Stops cleanly on SIGTERM.",
     )
-    add_target_flags(watch, suppress=True)
+    add_target_flags(watch, suppress=True, parts=WATCH_PARTS)
     watch.add_argument(
         "targets",
         nargs="*",
         metavar="TARGET",
-        help="[user@]host[/ct] or `local` (default: --host, or the config's [[targets]] or host)",
+        help=f"{TARGET_GRAMMAR} or `local` (default: --host, or the config's [[targets]] or host)",
     )
     watch.add_argument(
         "--prometheus", metavar="ADDR", help="serve /metrics on ADDR, e.g. 127.0.0.1:9464"
     )
     hist = sub.add_parser("history", help="print the recorded history of a target")
-    add_target_flags(hist, suppress=True)
+    add_target_flags(hist, suppress=True, parts=HISTORY_PARTS)
     hist.add_argument(
-        "target", nargs="?", help="the target as recorded (a unique part is enough); default: all"
+        "target",
+        nargs="?",
+        metavar="TARGET",
+        help=f"{TARGET_GRAMMAR} as given to watch or the dashboard, its address, or the "
+        "target as recorded (a unique part is enough); default: all",
     )
     hist.add_argument("--since", default="6h", help="how far back: 90s, 30m, 6h, 2d (6h)")
     fmt = hist.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON")
     fmt.add_argument("--csv", action="store_true", help="print CSV")
     test = sub.add_parser("alert-test", help="send one test alert to the configured URLs")
-    add_target_flags(test, suppress=True)
+    add_target_flags(test, suppress=True, parts=ALERT_PARTS)
 
 
 def run(command: str, args: argparse.Namespace, settings: Settings) -> int:
@@ -58,12 +70,14 @@ def run(command: str, args: argparse.Namespace, settings: Settings) -> int:
 
 def _history(args: argparse.Namespace, settings: Settings) -> int:
     from gputui.history_query import HistoryReader, parse_since, render
+    from gputui.targetargs import target_query
 
     since_s = parse_since(args.since)
     reader = HistoryReader(settings.history_path)
     try:
         now = time.time()
-        names = [args.target] if args.target else reader.targets()
+        query = target_query(args)
+        names = reader.find(query) if query else reader.targets()
         if not names:
             print("no targets recorded yet", file=sys.stderr)
             return 0

@@ -3,6 +3,7 @@ view draws. A read-only connection of its own (WAL: a writer may be busy)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from gputui.errors import GputuiError
 from gputui.history import connect, default_path
+from gputui.remote.target import TargetSpec, parse_target
 
 CHART_POINTS = 600  # metric series are thinned to about this many points
 
@@ -56,6 +58,33 @@ def parse_since(text: str) -> float:
     return float(m.group(1)) * mult
 
 
+def _label_spec(label: str) -> TargetSpec | None:
+    """A recorded target (`root@10.1.2.6:2222 ct 200`) in the target grammar."""
+    dest, _, ct = label.partition(" ct ")
+    try:
+        spec = parse_target(dest)
+    except ValueError:
+        return None
+    if ct:
+        if not ct.isdigit():
+            return None
+        return TargetSpec(spec.host, spec.user, spec.port, int(ct))
+    return spec
+
+
+def _names_match(want: TargetSpec, label: str, given: list[str]) -> bool:
+    for text in given:
+        with contextlib.suppress(ValueError):
+            if want.matches(parse_target(text)):
+                return True
+    spec = _label_spec(label)
+    return spec is not None and want.matches(spec)
+
+
+def _with_given(label: str, given: list[str]) -> str:
+    return f"{label} (as {', '.join(given)})" if given else label
+
+
 class HistoryReader:
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path).expanduser() if path else default_path()
@@ -70,13 +99,55 @@ class HistoryReader:
     def target_id(self, name: str) -> int:
         row = self.conn.execute("SELECT id FROM targets WHERE name=?", (name,)).fetchone()
         if row is None:
-            # a unique partial match ("10.1.2.6" for "root@10.1.2.6 ct 200")
-            hits = [t for t in self.targets() if name in t]
+            hits = self.find(name)
             if len(hits) == 1:
                 return self.target_id(hits[0])
-            known = ", ".join(self.targets()) or "none yet"
-            raise GputuiError(f"no history for target {name!r}", f"recorded targets: {known}")
+            raise GputuiError(
+                f"target {name!r} is {len(hits)} recorded targets",
+                f"name one of: {', '.join(hits)}",
+            )
         return int(row[0])
+
+    def given_names(self) -> dict[str, list[str]]:
+        """Recorded target -> the names the user gave it (`gpu1/200`); empty
+        for a file from before they were kept."""
+        try:
+            rows = self.conn.execute(
+                "SELECT t.name, n.name FROM target_names n JOIN targets t ON t.id = n.target_id"
+                " ORDER BY n.name"
+            ).fetchall()
+        except sqlite3.OperationalError:  # schema 2: no target_names table
+            return {}
+        out: dict[str, list[str]] = {}
+        for target, given in rows:
+            out.setdefault(str(target), []).append(str(given))
+        return out
+
+    def find(self, query: str) -> list[str]:
+        """The recorded targets `query` names: the target as recorded, a name
+        the user gave it (`gpu1/200`, or just `gpu1`: each of its CTs), its
+        address in the target grammar (`root@10.1.2.6/200`), else a unique
+        part of one. GputuiError when none matches, naming what is recorded."""
+        names = self.targets()
+        if query in names:
+            return [query]
+        given = self.given_names()
+        exact = [t for t in names if query in given.get(t, [])]
+        if exact:
+            return exact
+        try:
+            want: TargetSpec | None = parse_target(query)
+        except ValueError:
+            want = None
+        if want is not None:
+            hits = [t for t in names if _names_match(want, t, given.get(t, []))]
+            if hits:
+                return hits
+        parts = [t for t in names if query in t or any(query in g for g in given.get(t, []))]
+        if len(parts) == 1:
+            return parts
+        known = ", ".join(_with_given(t, given.get(t, [])) for t in names) or "none yet"
+        raise GputuiError(f"no history for target {query!r}", f"recorded targets: {known}")
 
     def gpu(self, target: str, since: float, until: float, step_s: int = 0) -> list[GpuPoint]:
         """GPU samples in [since, until]: seconds where kept, minutes before;

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-import re
 import signal
 import sys
 import time
@@ -34,7 +33,7 @@ from gputui.history import HistoryWriter
 from gputui.hosts import host_settings
 from gputui.model import ConnectionState
 from gputui.recorder import RunRecorder, open_history
-from gputui.remote.container import ProxmoxLXC
+from gputui.remote.target import TARGET_GRAMMAR, parse_target
 from gputui.untrusted import visible
 
 if TYPE_CHECKING:
@@ -43,30 +42,26 @@ if TYPE_CHECKING:
 
 RETRY_START_S = 5.0
 RETRY_MAX_S = 60.0
-_SPEC = re.compile(r"^(?:(?P<user>[^@/\s]+)@)?(?P<host>[^@/\s]+)(?:/(?P<ct>\d+))?$")
 
 
 def target_settings(spec: str, base: Settings) -> Settings:
-    """`[user@]host[/ct]` or `local` -> a copy of the settings for that target."""
+    """`[user@]host[:port][/ct]` (the grammar of every command) or `local` ->
+    a copy of the settings for that target."""
     if spec == "local":
         return dataclasses.replace(base, local=True, host=None, ct=None)
-    m = _SPEC.match(spec)
-    if not m or m.group("host").startswith("-"):
+    try:
+        t = parse_target(spec)
+    except ValueError as err:
         raise GputuiError(
-            f"watch target {spec!r} is not [user@]host[/ct]",
-            "e.g. gputui watch root@10.1.2.6/200 gpu2 local",
-        )
-    ct = int(m.group("ct")) if m.group("ct") else None
-    if ct is not None and ct < 1:
-        raise GputuiError(
-            f"watch target {spec!r}: CT {ct} is invalid",
-            f"use the id from {ProxmoxLXC.HOW_TO_LIST}",
-        )
+            f"watch target {err}",
+            f"write {TARGET_GRAMMAR}, e.g. gputui watch root@10.1.2.6/200 gpu2 local",
+        ) from None
     return dataclasses.replace(
         base,
-        host=m.group("host"),
-        user=m.group("user") or base.user,
-        ct=ct if m.group("ct") else base.ct,
+        host=t.host,
+        user=t.user or base.user,
+        port=t.port if t.port is not None else base.port,
+        ct=t.ct if t.ct is not None else base.ct,
         local=False,
     )
 
@@ -229,7 +224,10 @@ def watch_targets(
     hosts the dashboard and `doctor` would take (`--host` given more than
     once, the config's `[[targets]]`, the one host or `local`)."""
     if base.demo:
-        raise GputuiError("watch has no --demo", "watch a real target, or `local`")
+        raise GputuiError(
+            "watch takes no --demo: the demo run lives only as long as the dashboard that starts it",
+            "see it with `gputui --demo`; watch a real target, or `local`",
+        )
     if specs:
         return [target_settings(s, base) for s in specs]
     hosts = host_settings(base, flag_hosts)

@@ -5,6 +5,7 @@ which transport reaches the host (ssh, or this machine) is `make_transport`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gputui.errors import GputuiError
@@ -14,6 +15,71 @@ from gputui.remote.container import Container, container_for
 
 if TYPE_CHECKING:
     from gputui.config import Settings
+
+
+TARGET_GRAMMAR = "[user@]host[:port][/ct]"
+TARGET_EXAMPLE = "e.g. root@10.1.2.6:22/200, gpu1/200 or gpu1"
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A target as the user writes it, on any command: `[user@]host[:port][/ct]`."""
+
+    host: str
+    user: str | None = None
+    port: int | None = None
+    ct: int | None = None
+
+    @property
+    def destination(self) -> str:
+        """`[user@]host[:port]` (an IPv6 address with a port in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host and self.port is not None else self.host
+        port = f":{self.port}" if self.port is not None else ""
+        return f"{self.user}@{host}{port}" if self.user else f"{host}{port}"
+
+    def __str__(self) -> str:
+        return self.destination + (f"/{self.ct}" if self.ct is not None else "")
+
+    def matches(self, other: TargetSpec) -> bool:
+        """Same host, and no part both sides name differently (a part one
+        side leaves out matches any)."""
+        if self.host.lower() != other.host.lower():
+            return False
+        pairs = ((self.user, other.user), (self.port, other.port), (self.ct, other.ct))
+        return all(a is None or b is None or a == b for a, b in pairs)
+
+
+def parse_target(text: str) -> TargetSpec:
+    """`[user@]host[:port][/ct]` -> TargetSpec: the one target grammar of
+    every command (`--host` takes it too). ValueError: one line saying what
+    is wrong."""
+    from gputui.config import split_destination
+
+    t = text.strip()
+    if not t or any(c.isspace() for c in t):
+        raise ValueError(f"{text!r} is not {TARGET_GRAMMAR}")
+    rest, slash, ct_text = t.rpartition("/") if "/" in t else (t, "", "")
+    ct = None
+    if slash:
+        if not (ct_text.isascii() and ct_text.isdigit()) or int(ct_text) < 1:
+            raise ValueError(f"{text!r}: the CT after '/' must be a number like 200")
+        ct = int(ct_text)
+    if "/" in rest:
+        raise ValueError(f"{text!r} has more than one '/'")
+    user, host, port = split_destination(rest)
+    if host.startswith("-"):
+        raise ValueError(f"{text!r}: a host name cannot start with '-'")
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"{text!r}: port {port} is out of range 1-65535")
+    return TargetSpec(host=host, user=user, port=port, ct=ct)
+
+
+def spec_of(settings: Settings) -> TargetSpec | None:
+    """The target the settings name as the user gave it (before ssh config
+    resolves it); None for this machine."""
+    if settings.local or settings.demo or not settings.host:
+        return None
+    return TargetSpec(settings.host, settings.user, settings.port, settings.ct)
 
 
 def in_container(ct: Container | int | None, argv: list[str]) -> list[str]:
