@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import helpers
-from gputui.actions import execute, plan_dump, plan_kill
+from gputui.actions import execute, plan_dump, plan_flush, plan_kill
 from gputui.actions.plan import ActionError
 from gputui.config import Settings
 from gputui.remote.local import LocalTransport
@@ -201,3 +201,34 @@ async def test_dump_refuses_a_py_spy_in_the_users_directory_whoever_owns_the_fil
     text = str(err.value)
     assert "py-spy not run" in text and str(spy) in text and "pip install py-spy" in text
     assert "\n" not in text and not (owned.dir / "spy-marker").exists()
+
+
+# ------------------------------------------------------------------ 3: the run's interpreter
+
+
+async def test_flush_canary_never_starts_the_users_interpreter_as_root(
+    target: Target, testbed: Any, owned: Owned
+) -> None:
+    """The run's Python is the user's copy (venv --copies) with a .pth file
+    in its site-packages: code every start of that interpreter runs. The
+    flush's test process started it as root; now as its owner, and the box
+    says so, with the exact command."""
+    if shutil.which("gdb") is None:
+        pytest.skip("gdb is not installed here")
+    marker = owned.dir / "pth-marker"
+    (site,) = (owned.dir / "v" / "lib").glob("python3*/site-packages")
+    pth = site / "zz-marker.pth"
+    pth.write_text(f"import os; open({str(marker)!r}, 'a').write('%d\\n' % os.getuid())\n")
+    os.chown(pth, UID, UID)
+    start_loop(testbed, owned)
+    helpers.wait_for(marker.exists, 10, "the run's own start")
+    assert set(marker.read_text().split()) == {str(UID)}
+    starts = len(marker.read_text().split())
+    plan = await plan_flush(target, Settings(), "job", tmux=owned.tmux)
+    result = await execute(target, plan)
+    if "ptrace was refused" in " ".join(result.details):
+        pytest.skip(f"ptrace is refused here: {result.details}")
+    helpers.wait_for(lambda: len(marker.read_text().split()) > starts, 10, "the test process")
+    assert set(marker.read_text().split()) == {str(UID)}  # never root's 0
+    assert f"uid {UID}" in plan.display and str(owned.python) in plan.display
+    assert plan.params["canary"][0] == "setpriv"

@@ -453,6 +453,8 @@ class HistoryWriter:
 
     def _add_event(self, target_id: int, ev: EventRow) -> bool:
         def do(c: sqlite3.Connection) -> bool:
+            if ev.kind == "incident" and not _incident_is_news(c, target_id, ev):
+                return False
             if ev.kind == "finding":
                 last = c.execute(
                     "SELECT state FROM events WHERE target_id=? AND kind='finding' AND name=?"
@@ -470,8 +472,6 @@ class HistoryWriter:
                     ev.run_id,
                     ev.t,
                     ev.kind,
-            if ev.kind == "incident" and not _incident_is_news(c, target_id, ev):
-                return False
                     ev.name,
                     ev.state,
                     ev.severity,
@@ -512,6 +512,8 @@ class HistoryWriter:
         return self._submit(self._open_findings, target)
 
     def _open_findings(self, target: str) -> dict[str, EventRow]:
+        """Open incidents: cause -> its last event, `name` the finding kind
+        it was at (gputui.incidents)."""
         tid = self._target_id(target)
         rows = self.conn.execute(
             "SELECT e.t, e.name, e.state, e.severity, e.title, e.key FROM events e"
@@ -532,8 +534,6 @@ class HistoryWriter:
     # -- upkeep
 
     def _maybe_maintain(self) -> None:
-        """Open incidents: cause -> its last event, `name` the finding kind
-        it was at (gputui.incidents)."""
         now = time.monotonic()
         if now - self._last_maintenance >= 60.0:
             self._last_maintenance = now

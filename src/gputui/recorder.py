@@ -31,11 +31,11 @@ from gputui.runlog import parse_chunk
 
 LOG_EVERY_S = 60.0  # one short command a minute while the log grows: pct exec costs
 READ_CHUNK = 4 * 1024 * 1024  # bytes of log per read; a long log is read over several ticks
+AUDIT_EVERY_S = 10.0
 # The user's relaunch or kill: what it causes is no news from when it begins
 # until SETTLE_S after it ends (gputui.incidents), at most this long.
 ACTION_MAX_S = 300.0
 EXPECTING = frozenset({"relaunch", "kill", "launch"})
-AUDIT_EVERY_S = 10.0
 
 # $1 path, $2 offset, $3 bytes: `@gputui SIZE INODE` (or `@gputui missing`),
 # then up to $3 bytes from $2. A constant: the values are positional.
@@ -105,6 +105,9 @@ class RunRecorder:
         # sinks (notification URLs) get each alert once among every gputui
         # recording the same target into the same history file.
         self.sinks: list[AlertSink] = list(sinks or [])
+        # toast sinks (a screen): the alerts, and "quiet" when a finding a
+        # toast shows is no longer shown (de-escalated, gone)
+        self.toast_sinks: list[AlertSink] = []
         self.shared_sinks: list[AlertSink] = list(shared_sinks or [])
         self.log_every = log_every
         self.audit_file = audit_file
@@ -128,14 +131,12 @@ class RunRecorder:
         self._marks: tuple[int, int] | None = None
         self._audit_due = 0.0
         self._audit_mtime = 0.0
+        self._audit_seen = 0  # bytes of the audit log read for expected windows
         self._exits: set[str] = set()
         self._connection: ConnectionState | None = None
         self._task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Future[Any]] = set()
         self._last_send: asyncio.Future[Any] | None = None
-        # toast sinks (a screen): the alerts, and "quiet" when a finding a
-        # toast shows is no longer shown (de-escalated, gone)
-        self.toast_sinks: list[AlertSink] = []
 
     # ------------------------------------------------------------ lifecycle
 
@@ -160,7 +161,6 @@ class RunRecorder:
             holds={"connection": float(settings.alert_connection_down_after)},
         )
         return cls(
-        self._audit_seen = 0  # bytes of the audit log read for expected windows
             monitor,
             writer,
             stale_after=settings.stale_after,
@@ -255,6 +255,7 @@ class RunRecorder:
         now = self.clock()
         if not self._attached and snap.connection == ConnectionState.CONNECTED:
             await self._attach()
+        self.expect_from_audit(snap.session_name)
         self.findings = list(self.diagnose(snap, now))
         alerts = self.gate.update(self.findings, now)
         await self._record_incidents()
@@ -297,7 +298,6 @@ class RunRecorder:
         fut = self.writer.claim_alert(self.target_id, alert.cause or alert.kind, state, alert.time)
         return await asyncio.wrap_future(fut)
 
-        self.expect_from_audit(snap.session_name)
     async def _event(self, ev: EventRow) -> bool:
         if self.writer is None or self.target_id is None:
             return True
@@ -412,37 +412,6 @@ class RunRecorder:
 
     # ------------------------------------------------------------ actions
 
-    async def import_audit(self) -> int:
-        """Actions on this target from the audit log (keyed, so re-reading adds nothing)."""
-        p = self.audit_file
-        if p is None:
-            return 0
-        try:
-            st = p.stat()
-        except OSError:
-            return 0
-        if st.st_mtime == self._audit_mtime:
-            return 0
-        self._audit_mtime = st.st_mtime
-        added = 0
-        text = await asyncio.get_running_loop().run_in_executor(None, _read_text, p)
-        for line in text.splitlines():
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(e, dict) or e.get("target") != self.name or e.get("phase"):
-                continue  # another target's, or the line saying an action began
-            t = float(e.get("epoch") or 0.0)
-            action = str(e.get("action") or "")
-            ok = "ok" if e.get("ok") else "failed"
-            if await self._event(
-                EventRow(
-                    t, "action", action, ok, "", str(e.get("outcome") or "")[:500], f"{t}:{action}"
-                )
-            ):
-                added += 1
-        return added
     def expect_from_audit(self, session: str | None = None) -> None:
         """The user's relaunch, kill or launch of this target's session (the
         audit log: a line when it begins, one when it ends, from this
@@ -487,6 +456,37 @@ class RunRecorder:
         until = t + ACTION_MAX_S if e.get("phase") == "begun" else t + SETTLE_S
         self.gate.expect(start, until)
 
+    async def import_audit(self) -> int:
+        """Actions on this target from the audit log (keyed, so re-reading adds nothing)."""
+        p = self.audit_file
+        if p is None:
+            return 0
+        try:
+            st = p.stat()
+        except OSError:
+            return 0
+        if st.st_mtime == self._audit_mtime:
+            return 0
+        self._audit_mtime = st.st_mtime
+        added = 0
+        text = await asyncio.get_running_loop().run_in_executor(None, _read_text, p)
+        for line in text.splitlines():
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(e, dict) or e.get("target") != self.name or e.get("phase"):
+                continue  # another target's, or the line saying an action began
+            t = float(e.get("epoch") or 0.0)
+            action = str(e.get("action") or "")
+            ok = "ok" if e.get("ok") else "failed"
+            if await self._event(
+                EventRow(
+                    t, "action", action, ok, "", str(e.get("outcome") or "")[:500], f"{t}:{action}"
+                )
+            ):
+                added += 1
+        return added
 
 
 async def _after(previous: asyncio.Future[Any] | None, send: Any) -> Any:

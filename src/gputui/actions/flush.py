@@ -8,8 +8,18 @@ import re
 
 from gputui.actions.dump import PTRACE_DENIED, PTRACE_FIX, in_session, pids_target, require_tool
 from gputui.actions.inspect import file_size, find_run
-from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
+from gputui.actions.plan import (
+    ActionError,
+    ActionPlan,
+    ActionResult,
+    Progress,
+    check_allowed,
+    render_argv,
+    say,
+)
+from gputui.actions.procid import ProcId, changed, pinned, read_proc_ids
 from gputui.config import Settings
+from gputui.remote.identity import as_owner, identity_words, parse_root_owned, root_owned_argv
 from gputui.remote.target import Target
 
 FLUSH_CODE = "import sys;sys.stdout.flush();sys.stdout.reconfigure(line_buffering=True)"
@@ -56,9 +66,13 @@ async def plan_flush(
             )
         pids = [p.pid for p in info.pythons]
         logs = logs or info.log_files()
+        ids = info.ids
+    else:
+        ids = await read_proc_ids(target, [int(p) for p in pids])
     if not logs and settings.log:
         logs = [settings.log]
     exe = await require_tool(target, [gdb] if gdb else ["gdb"], "gdb", GDB_INSTALL)
+    canary, who = await plan_canary(target, ids.get(int(pids[0])) if pids else None)
     return ActionPlan(
         action="flush",
         title=f"Flush stdout of {len(pids)} Python process(es) live{in_session(name)}?",
@@ -71,11 +85,42 @@ async def plan_flush(
             "gdb attaches and runs sys.stdout.flush() + line buffering inside each process; "
             "each process pauses briefly (about a second).",
             "first, the same gdb calls on a throw-away process of the same Python: if they "
-            "fail there, the run is not touched.",
+            "fail there, the run is not touched. That process runs as "
+            f"{who}: $ {render_argv(canary)}",
             *(f"log: {lg}" for lg in logs),
         ],
-        params={"logs": logs},
+        params={
+            "logs": logs,
+            "canary": canary,
+            "exe": canary[-3],
+            "procs": pinned({p: i for p, i in ids.items() if p in set(pids)}),
+        },
     )
+
+
+async def plan_canary(target: Target, run: ProcId | None) -> tuple[list[str], str]:
+    """The canary's argv and whose identity it has: the run's interpreter
+    (resolved now, when the box opens) started as the run's owner; as root
+    only when the run is root's and the interpreter is root's alone. A
+    user's interpreter runs the user's code at start-up (a .pth file)."""
+    if run is None or not run.exe.startswith("/") or run.exe.endswith(" (deleted)"):
+        pid = run.pid if run is not None else "?"
+        raise ActionError(
+            f"cannot tell which Python pid {pid} runs (its executable is unreadable or deleted)",
+            "r relaunches it unbuffered (PYTHONUNBUFFERED=1); the old log is kept",
+        )
+    command = [run.exe, "-c", CANARY_CODE]
+    if run.uid != 0:
+        return as_owner(run.uid, run.gid, command), identity_words(run.uid)
+    res = await target.run(root_owned_argv(run.exe))
+    resolved, why = parse_root_owned(res.out)
+    if resolved is None:
+        raise ActionError(
+            f"flush not planned: the run's Python {run.exe} is not root's alone ({why}), "
+            "and the test process would start it as root",
+            "r relaunches it unbuffered (PYTHONUNBUFFERED=1); the old log is kept",
+        )
+    return command, "root (the run and its Python are root's)"
 
 
 _CALL_RESULT = re.compile(r"^\$2 = (-?\d+)", re.M)
@@ -86,12 +131,14 @@ _CALL_RESULT = re.compile(r"^\$2 = (-?\d+)", re.M)
 # restore a thread's registers after its call ("Couldn't write extended state
 # status: Bad address"); the training run it had attached to crashed (a futex
 # error) or hung. Only when the same calls work on the stand-in is the run
-# touched. $1: the run's pid (its interpreter is reused), $2: gdb, then gdb's
-# arguments after -p.
+# touched. $1: how many words the canary's command has, then those words
+# (the interpreter resolved when the box opened, as the run's owner), then
+# gdb and its arguments after -p.
+CANARY_CODE = "import time; time.sleep(60)"
 CANARY_SCRIPT = (
-    'exe=$(readlink "/proc/$1/exe") || exit 97; '
-    '"$exe" -c "import time; time.sleep(60)" </dev/null >/dev/null 2>&1 & p=$!; '
-    'sleep 1; g=$2; shift 2; "$g" -p "$p" "$@"; s=$?; kill "$p" 2>/dev/null; exit $s'
+    'n=$1; shift; cmd=("${@:1:n}"); shift "$n"; '
+    '"${cmd[@]}" </dev/null >/dev/null 2>&1 & p=$!; '
+    'sleep 1; g=$1; shift; "$g" -p "$p" "$@"; s=$?; kill "$p" 2>/dev/null; exit $s'
 )
 
 
@@ -106,11 +153,12 @@ XSTATE_HINT = (
 )
 
 
-def canary_argv(gdb_command: list[str]) -> list[str]:
-    """The same gdb calls as `gdb_command`, on a throw-away process."""
-    gdb, pid = gdb_command[0], gdb_command[gdb_command.index("-p") + 1]
+def canary_argv(canary: list[str], gdb_command: list[str]) -> list[str]:
+    """The same gdb calls as `gdb_command`, on a throw-away process started
+    with the argv `canary`."""
+    gdb = gdb_command[0]
     rest = gdb_command[gdb_command.index("-p") + 2 :]
-    return ["sh", "-c", CANARY_SCRIPT, "gputui-flush-canary", str(int(pid)), gdb, *rest]
+    return ["bash", "-c", CANARY_SCRIPT, "gputui-flush-canary", str(len(canary)), *canary, gdb, *rest]
 
 
 def gdb_call_worked(text: str, exit_status: int | None) -> bool:
@@ -121,7 +169,7 @@ def gdb_call_worked(text: str, exit_status: int | None) -> bool:
 async def canary_refusal(target: Target, plan: ActionPlan) -> ActionResult | None:
     """None when gdb can call into a stand-in process here; else the result
     that says why the run was not touched."""
-    res = await target.run(canary_argv(plan.commands[0]), timeout=60.0)
+    res = await target.run(canary_argv(plan.params["canary"], plan.commands[0]), timeout=60.0)
     text = res.out + res.err
     if gdb_call_worked(text, res.exit_status):
         return None
@@ -141,10 +189,31 @@ async def canary_refusal(target: Target, plan: ActionPlan) -> ActionResult | Non
     )
 
 
+async def check_same_python(target: Target, plan: ActionPlan) -> None:
+    """Refuse when a process the box showed is another one now, or runs
+    another executable than the one the canary would start."""
+    from gputui.actions.kill import CHANGED_FIX
+
+    if "canary" not in plan.params:
+        raise ActionError(
+            "this flush's plan does not name the test process it would start",
+            "plan the action again (press its key again)",
+        )
+    want = plan.params.get("procs") or {}
+    now = await read_proc_ids(target, [int(p) for p in want])
+    lines = changed(want, now)
+    first = now.get(int(plan.pids[0])) if plan.pids else None
+    if not lines and first is not None and first.exe != plan.params["exe"]:
+        lines = [f"pid {first.pid} runs {first.exe} now, not {plan.params['exe']}"]
+    if lines:
+        raise ActionError(lines[0], CHANGED_FIX)
+
+
 async def execute_flush(
     target: Target, plan: ActionPlan, progress: Progress = None
 ) -> ActionResult:
     logs: list[str] = plan.params.get("logs", [])
+    await check_same_python(target, plan)
     say(progress, "gdb: trying the calls on a throw-away Python process first…")
     refused = await canary_refusal(target, plan)
     if refused is not None:
