@@ -94,6 +94,11 @@ CREATE INDEX IF NOT EXISTS events_target_t ON events (target_id, t);
 MIGRATIONS: dict[int, str] = {
     1: SCHEMA_V1,
     2: "ALTER TABLE metric_points ADD COLUMN lr REAL;",
+    # the names a target was given (`gpu1/200`), next to the address it
+    # resolved to (targets.name): `gputui history gpu1` finds it
+    3: "CREATE TABLE IF NOT EXISTS target_names ("
+    " name TEXT NOT NULL, target_id INTEGER NOT NULL REFERENCES targets(id),"
+    " PRIMARY KEY (name, target_id));",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -332,6 +337,18 @@ class HistoryWriter:
         tid = self._tx(do)
         self._targets[name] = tid
         return tid
+
+    def name_target(self, target_id: int, given: str) -> Future[None]:
+        """Record the name the user gave a target (`gpu1/200`) next to its address."""
+        return self._submit(self._name_target, target_id, given)
+
+    def _name_target(self, target_id: int, given: str) -> None:
+        self._tx(
+            lambda c: c.execute(
+                "INSERT OR IGNORE INTO target_names (name, target_id) VALUES (?, ?)",
+                (given, target_id),
+            )
+        )
 
     def current_run(self, target: str, log_path: str) -> Future[RunInfo | None]:
         """The newest run of this log on this target, if any."""

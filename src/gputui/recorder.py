@@ -27,6 +27,7 @@ from gputui.errors import GputuiError
 from gputui.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo, incident_key
 from gputui.incidents import SETTLE_S
 from gputui.model import ConnectionState, Finding, Snapshot
+from gputui.remote.target import spec_of
 from gputui.runlog import parse_chunk
 
 LOG_EVERY_S = 60.0  # one short command a minute while the log grows: pct exec costs
@@ -49,7 +50,7 @@ AlertSink = Callable[[Alert], Any]
 TickListener = Callable[[Snapshot, list[Finding]], None]
 
 
-def read_argv(path: str, offset: int, n: int) -> list[str]:
+def read_argv(path: str, offset: int, n: int, limit_s: int = 0) -> list[str]:
     return ["sh", "-c", READ_SCRIPT, "gputui-read", path, str(int(offset)), str(int(n))]
 
 
@@ -73,6 +74,16 @@ def open_history(settings: Settings) -> HistoryWriter | None:
     return HistoryWriter(
         settings.history_path, max_bytes=int(float(settings.history_max_mb) * 1024 * 1024)
     )
+
+
+def _given_name(monitor: Any) -> str | None:
+    """The target as the user named it (`gpu1/200`), before the ssh config
+    resolved it to the address it is recorded under; None for this machine."""
+    settings = getattr(monitor, "settings", None)
+    if not isinstance(settings, Settings):
+        return None
+    spec = spec_of(settings)
+    return str(spec) if spec is not None else None
 
 
 class RunRecorder:
@@ -99,6 +110,7 @@ class RunRecorder:
         self.monitor = monitor
         self.writer = writer
         self.name: str = monitor.target.label
+        self.given_name = _given_name(monitor)  # as the user named it: `gpu1/200`
         self.diagnose = diagnose or diagnose_with(stale_after, thresholds)
         self.gate = gate or AlertGate(self.name)
         # sinks: this process's own (the terminal, watch's stdout); shared
@@ -186,6 +198,8 @@ class RunRecorder:
         if self.writer is None:
             return
         self.target_id = await asyncio.wrap_future(self.writer.target_id(self.name))
+        if self.given_name:
+            await asyncio.wrap_future(self.writer.name_target(self.target_id, self.given_name))
         opened = await asyncio.wrap_future(self.writer.open_findings(self.name))
         # Incidents still open from the last time: not new when seen again,
         # not told again, and resolved when their cause is gone.
