@@ -73,16 +73,19 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 def private_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """gputui's state (run history, audit log) goes to a temporary directory
     during tests, never the tester's ~/.local/state; a test may still set
-    its own XDG_STATE_HOME."""
-    old = os.environ.get("XDG_STATE_HOME")
+    its own XDG_STATE_HOME. Likewise the config: an empty XDG_CONFIG_HOME,
+    never the tester's $XDG_CONFIG_HOME/gputui/config.toml."""
+    old = {k: os.environ.get(k) for k in ("XDG_STATE_HOME", "XDG_CONFIG_HOME")}
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config"))
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop("XDG_STATE_HOME", None)
-        else:
-            os.environ["XDG_STATE_HOME"] = old
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @pytest.fixture(scope="session")
