@@ -3,6 +3,8 @@ never over the banner or the log (80×24)."""
 
 from __future__ import annotations
 
+from textual.widgets._toast import ToastRack
+
 from gputui.ui.screens.notices import NoticesScreen
 from gputui.ui.widgets.status import StatusLine
 from test_ui_snapshots import scene_app
@@ -30,3 +32,36 @@ async def test_notices_take_the_header_and_cover_nothing() -> None:
         status.clear_notice("paused")
         await pilot.pause()
         assert screen_text(app).splitlines()[0] == before[0]
+
+
+def log_box(screen: str) -> list[str]:
+    """The rows inside the log panel's border."""
+    rows = screen.splitlines()
+    top = next(i for i, r in enumerate(rows) if r.startswith("╭─ log"))
+    bottom = next(i for i in range(top + 1, len(rows)) if rows[i].startswith("╰"))
+    return rows[top + 1 : bottom]
+
+
+async def test_right_after_a_relaunch_the_log_is_not_covered() -> None:
+    """80×24 after `r`, `y`: what the relaunch says is in the header; the
+    banner, the GPU rows and 8+ log rows stay in view, and n lists it."""
+    app = scene_app("buffered")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        log_rows = log_box(screen_text(app))
+        assert len(log_rows) >= 8
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        after = screen_text(app).splitlines()
+        assert app._notifications, "the relaunch said nothing"
+        assert after[0].rstrip().endswith(")"), after[0]  # the notice, at the header's end
+        assert log_box("\n".join(after)) == log_rows  # no log row covered
+        assert not any(r.display for r in app.screen.query(ToastRack))  # no toast over it
+        assert after[1].startswith("█ ✖ GPUs are busy")  # nor the banner
+        await pilot.press("n")
+        await pilot.pause()
+        assert "notifications (" in screen_text(app)

@@ -203,7 +203,7 @@ SCREEN_KEYS = {
     "pause": "p",
     "history": "h",
 }
-FIXED_KEYS = {"back": "escape", "graphs": "g", "palette": "ctrl+p"}
+FIXED_KEYS = {"back": "escape", "graphs": "g", "notices": "n", "palette": "ctrl+p"}
 _SAME_KEY = {"?": "question_mark", "/": "slash", "esc": "escape"}  # as a user may write it
 
 

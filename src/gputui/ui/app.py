@@ -88,6 +88,7 @@ class GputuiApp(App[int]):
             for v in VERBS
         ],
         Binding(FIXED_KEYS["graphs"], "graphs", "GPU graphs", id="graphs", show=False),
+        Binding(FIXED_KEYS["notices"], "notices", "notifications", id="notices", show=False),
     ]
 
     def __init__(
@@ -169,6 +170,28 @@ class GputuiApp(App[int]):
         super().notify(
             visible(message), title=visible(title), severity=severity, timeout=timeout, markup=False
         )
+
+    def _refresh_notifications(self) -> None:
+        """On the dashboard a notification lives at the header's right end
+        (StatusLine.show_notice) and in the list behind n, never over the
+        banner or the log (app.tcss hides its toast rack); the other screens
+        keep Textual's toasts. Textual's own timeouts still end them."""
+        super()._refresh_notifications()
+        if not hasattr(self, "_main"):
+            return
+        status = self._q(StatusLine)
+        live = {f"toast:{n.identity}": n for n in self._notifications}
+        for key in [k for k in status.notices if k.startswith("toast:") and k not in live]:
+            status.clear_notice(key)
+        for key, n in live.items():
+            if key not in status.notices:
+                text = f"{n.title}: {n.message}" if n.title else n.message
+                status.show_notice(key, text, n.severity)
+
+    def action_notices(self) -> None:
+        from gputui.ui.screens.notices import NoticesScreen
+
+        self.push_screen(NoticesScreen(list(self._q(StatusLine).notices.values())))
 
     # ------------------------------------------------------------ layout
 

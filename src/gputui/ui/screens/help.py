@@ -22,7 +22,8 @@ HELP_HEAD = """\
 | `/` | filter the log (regex); `esc` closes the filter |
 | `p` | pause / resume the log view |
 | `h` | whole run: loss, throughput and GPUs from the history (`1`/`2`/`3`: 1 h, 24 h, run) |
-| `g` | GPU graphs: every GPU's utilization and memory, the kept history (`esc` back) |
+| `g` | GPU graphs: every GPU's utilization, memory and power over the kept history, a row per GPU (`esc` back) |
+| `n` | notifications: every one open now (the header's right end shows the worst, newest) |
 | `tab` | move between panels; `enter` on a session watches it |
 | `ctrl+p` | command palette (every action, with why it is unavailable) |
 """
