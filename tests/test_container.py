@@ -11,7 +11,18 @@ import pytest
 
 from gputui.errors import ContainerError
 from gputui.model import CtStatus
-from gputui.remote.container import Container, Host, ProxmoxLXC, container_for
+from gputui.remote.container import (
+    CgroupOwner,
+    Container,
+    Docker,
+    Host,
+    KubePod,
+    Podman,
+    ProxmoxLXC,
+    cgroup_owner,
+    container_for,
+    parse_container,
+)
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 
@@ -82,3 +93,138 @@ async def test_a_new_kind_of_container_is_one_class() -> None:
 def test_target_label_names_the_container(ct: int | None) -> None:
     t = Target(LocalTransport(), ct)
     assert t.label == (f"{t.transport.label} ct 200" if ct else t.transport.label)
+
+
+# ---------------------------------------------------------------- Docker, Podman, Kubernetes
+
+
+def test_docker_enters_with_exec_i_and_reads_its_error_texts() -> None:
+    c = parse_container("docker:trainer")
+    assert isinstance(c, Docker) and c == Docker("trainer") and c.id is None
+    assert c.wrap(["tmux", "ls"]) == ["docker", "exec", "-i", "trainer", "tmux", "ls"]
+    assert c.attach(["tmux", "attach"])[:3] == ["docker", "exec", "-it"]
+    assert c.phrase("pip install py-spy") == "docker exec trainer pip install py-spy"
+    assert (c.words, c.label, c.spec) == (
+        "docker container trainer",
+        "docker trainer",
+        "docker:trainer",
+    )
+    assert c.status_argv()[:3] == ["docker", "container", "inspect"]
+    assert c.read_status("running\n") == CtStatus.RUNNING
+    assert c.read_status("exited\n") == CtStatus.STOPPED
+    assert c.read_status("Error response from daemon: No such container: trainer") == (
+        CtStatus.MISSING
+    )
+    assert c.read_status("Error response from daemon: container 3f2a is not running") == (
+        CtStatus.STOPPED
+    )
+    assert c.read_status("ssh: connection reset") is None
+    missing = c.not_running(CtStatus.MISSING, "gpu1")
+    assert missing is not None and "`docker ps -a`" in str(missing)
+    stopped = c.not_running(CtStatus.STOPPED, "gpu1")
+    assert stopped is not None and "`docker start trainer`" in str(stopped)
+    err = c.tool_missing(127, "sh: 1: docker: not found", "gpu1")
+    assert err is not None and "docker" in str(err)
+
+
+def test_podman_reads_podmans_own_error_texts() -> None:
+    c = parse_container("podman:job")
+    assert isinstance(c, Podman) and c.wrap(["ls"]) == ["podman", "exec", "-i", "job", "ls"]
+    text = 'Error: no container with name or ID "job" found: no such container'
+    assert c.read_status(text) == CtStatus.MISSING
+    text = "Error: can only create exec sessions on running containers: container state improper"
+    assert c.read_status(text) == CtStatus.STOPPED
+    assert (
+        c.missing_evidence()[0]
+        == 'Error: no container with name or ID "job" found: no such container'
+    )
+    assert c != Docker("job")
+
+
+def test_pod_spec_namespace_pod_container_and_context() -> None:
+    c = parse_container("pod:ml/trainer-0/main", context="prod")
+    assert isinstance(c, KubePod) and (c.namespace, c.pod, c.container) == (
+        "ml",
+        "trainer-0",
+        "main",
+    )
+    assert c.wrap(["tmux", "ls"]) == [
+        "kubectl",
+        "--context",
+        "prod",
+        "exec",
+        "-i",
+        "-n",
+        "ml",
+        "trainer-0",
+        "-c",
+        "main",
+        "--",
+        "tmux",
+        "ls",
+    ]
+    assert c.spec == "pod:ml/trainer-0/main" and c.label == "pod ml/trainer-0/main"
+    bare = parse_container("pod:trainer-0")
+    assert bare.wrap(["ls"]) == ["kubectl", "exec", "-i", "trainer-0", "--", "ls"]
+    assert bare.read_status('Error from server (NotFound): pods "trainer-0" not found') == (
+        CtStatus.MISSING
+    )
+    text = 'error: unable to upgrade connection: container not found ("main")'
+    assert c.read_status(text) == CtStatus.STOPPED
+    assert c.read_status("Running") == CtStatus.RUNNING
+    assert c.read_status("Pending") == CtStatus.STOPPED
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["docker:", "docker:-rm", "docker:a b", "lxd:x", "pod:A/B", "pod:a/b/c/d", "0", "podman:$(x)"],
+)
+def test_a_bad_container_spec_is_one_line(text: str) -> None:
+    with pytest.raises(ValueError) as err:
+        parse_container(text)
+    assert "\n" not in str(err.value) and str(err.value)
+
+
+DOCKER_ID = "3f2a" + "0" * 56 + "beef"
+
+
+@pytest.mark.parametrize(
+    ("path", "owner"),
+    [
+        ("/lxc/200/ns/.lxc", CgroupOwner("lxc", "200")),
+        ("/lxc.payload.201/init.scope", CgroupOwner("lxc", "201")),
+        (f"/system.slice/docker-{DOCKER_ID}.scope", CgroupOwner("docker", DOCKER_ID)),
+        (f"/docker/{DOCKER_ID}", CgroupOwner("docker", DOCKER_ID)),
+        (
+            f"/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-{DOCKER_ID}.scope/container",
+            CgroupOwner("podman", DOCKER_ID),
+        ),
+        (
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1d2c_3e4f_aa00_0000"
+            f".slice/cri-containerd-{DOCKER_ID}.scope",
+            CgroupOwner("pod", DOCKER_ID, "1d2c-3e4f-aa00-0000"),
+        ),
+        (
+            f"/kubepods/besteffort/pod1d2c3e4f-aa00/{DOCKER_ID}",
+            CgroupOwner("pod", DOCKER_ID, "1d2c3e4f-aa00"),
+        ),
+        ("/user.slice/user-0.slice/session-3.scope", None),
+        (f"/system.slice/libpod-conmon-{DOCKER_ID}.scope", None),
+        ("/", None),
+    ],
+)
+def test_cgroup_path_names_its_container(path: str, owner: CgroupOwner | None) -> None:
+    assert cgroup_owner(path) == owner
+
+
+def test_a_container_owns_only_its_own_cgroup() -> None:
+    assert ProxmoxLXC(200).owns(CgroupOwner("lxc", "200"))
+    assert not ProxmoxLXC(200).owns(CgroupOwner("lxc", "2001"))
+    d = Docker("trainer", container_id=DOCKER_ID)
+    assert d.owns(CgroupOwner("docker", DOCKER_ID))
+    assert not d.owns(CgroupOwner("podman", DOCKER_ID))
+    assert not Docker("trainer").owns(CgroupOwner("docker", DOCKER_ID))  # name only: cannot tell
+    assert Docker(DOCKER_ID[:12]).owns(CgroupOwner("docker", DOCKER_ID))  # a short ID is an ID
+    assert container_for("docker:trainer") == Docker("trainer") and container_for(
+        "200"
+    ) == ProxmoxLXC(200)
