@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import helpers
-from gputui.actions import execute, plan_dump, plan_flush, plan_kill
+from gputui.actions import execute, plan_dump, plan_flush, plan_kill, plan_relaunch
 from gputui.actions.plan import ActionError
 from gputui.config import Settings
 from gputui.remote.local import LocalTransport
@@ -232,3 +232,56 @@ async def test_flush_canary_never_starts_the_users_interpreter_as_root(
     assert set(marker.read_text().split()) == {str(UID)}  # never root's 0
     assert f"uid {UID}" in plan.display and str(owned.python) in plan.display
     assert plan.params["canary"][0] == "setpriv"
+
+
+# ------------------------------------------------------------------ 7: a path the run chose
+
+
+@pytest.fixture
+def victim() -> Iterator[Path]:
+    """A root file in /etc (the CT shares this file system) a start command names."""
+    v = Path("/etc") / f"gputui-victim-{os.getpid()}-{os.urandom(4).hex()}"
+    v.write_text("root's own file\n")
+    try:
+        yield v
+    finally:
+        for f in Path("/etc").glob(v.name + "*"):
+            f.unlink()
+
+
+async def test_relaunch_refuses_to_move_a_file_the_start_command_names(
+    target: Target, testbed: Any, owned: Owned, victim: Path
+) -> None:
+    """`… > ../../etc/VICTIM` in the user's start command: relaunch, as
+    root, moved /etc/VICTIM aside. Now it refuses, says why, and stops nothing."""
+    start(testbed, owned, f"sleep 600; python3 t.py > ../../etc/{victim.name}", cwd="/var/tmp")
+    helpers.wait_for(lambda: ct_pids(testbed, owned.ct, "sleep 600"), 10, "the run")
+    refusal = ""
+    try:
+        plan = await plan_relaunch(target, Settings(), "job", tmux=owned.tmux)
+    except ActionError as err:
+        refusal = str(err)
+    else:
+        result = await execute(target, plan)
+        refusal = "" if result.ok else result.summary
+    assert victim.read_text() == "root's own file\n"
+    assert sorted(Path("/etc").glob(victim.name + "*")) == [victim]
+    assert f"relaunch refused: the old log {victim} is owned by uid 0" in refusal, refusal
+    assert "[run]" in refusal and "\n" not in refusal
+    assert ct_pids(testbed, owned.ct, "sleep 600")  # nothing was stopped
+
+
+async def test_relaunch_moves_the_users_own_log_as_the_user(
+    target: Target, testbed: Any, owned: Owned
+) -> None:
+    log = owned.dir / "job.log"
+    start(testbed, owned, f"{owned.python} -u loop.py > job.log 2>&1")
+    helpers.wait_for(lambda: log.exists() and b"step 1" in log.read_bytes(), 20, "the run")
+    plan = await plan_relaunch(target, Settings(), "job", tmux=owned.tmux)
+    move = plan.params["move_log"]
+    assert move[0] == "setpriv" and f"--reuid={UID}" in move and move in plan.commands
+    assert f"as uid {UID}" in plan.display
+    result = await execute(target, plan)
+    moved = Path(result.data["moved_log"])
+    assert moved.name.startswith("job.log.") and b"step 1" in moved.read_bytes()
+    assert moved.stat().st_uid == UID

@@ -47,6 +47,7 @@ from gputui.actions.runspec import (
 from gputui.collect import tmux as tmux_parse
 from gputui.config import Settings
 from gputui.remote.base import CommandResult
+from gputui.remote.identity import as_owner, identity_words
 from gputui.remote.target import Target
 
 GpuMemoryReader = Callable[[], Awaitable[float | None]]  # total used MiB, None = unknown
@@ -111,8 +112,10 @@ def parse_verify(text: str) -> tuple[list[tuple[float, int]], list[Any]]:
 
 
 # $1 = log. Moves it to log.YYYYmmdd-HHMMSS (or .N when taken); never overwrites.
+# Only a regular file (not a link, FIFO or device) is moved.
 MOVE_SCRIPT = """log=$1
-[ -e "$log" ] || { echo "none"; exit 0; }
+[ -e "$log" ] || [ -L "$log" ] || { echo "none"; exit 0; }
+[ -f "$log" ] && [ ! -L "$log" ] || { echo "$log is no longer a regular file" >&2; exit 3; }
 ts=$(date +%Y%m%d-%H%M%S)
 dest="$log.$ts"; n=1
 while [ -e "$dest" ]; do dest="$log.$ts.$n"; n=$((n + 1)); done
@@ -124,6 +127,83 @@ printf 'moved %s\\n' "$dest"
 
 def move_log_argv(log: str) -> list[str]:
     return ["sh", "-c", MOVE_SCRIPT, "gputui-move-log", log]
+
+
+# $1 = log: "none", "link", or "TYPE|UID|LINKS<TAB>its directory, links resolved".
+LOG_CHECK_SCRIPT = """log=$1
+if [ -L "$log" ]; then echo link; exit 0; fi
+[ -e "$log" ] || { echo none; exit 0; }
+printf '%s\\t%s\\n' "$(stat -c '%F|%u|%h' -- "$log")" "$(readlink -f -- "$(dirname -- "$log")")"
+"""
+
+# A log is never moved out of these (a start command's `> ../../etc/passwd`).
+SYSTEM_DIRS = (
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot",
+    "/dev", "/proc", "/sys", "/run", "/var/lib", "/var/spool", "/root/.ssh",
+)  # fmt: skip
+
+
+def log_refusal(log: str, answer: str, owner: int) -> str | None:
+    """Why the old log may not be moved aside (LOG_CHECK_SCRIPT's answer),
+    or None: it must be missing, or a regular file of the run's owner
+    (`owner`), not a link, and not in a system directory."""
+    import posixpath
+
+    line = answer.strip()
+    if line == "none":
+        return None
+    if line == "link":
+        return "a symbolic link"
+    meta, _, where = line.partition("\t")
+    kind, _, rest = meta.partition("|")
+    uid = rest.split("|", 1)[0]
+    if not kind.startswith("regular") or not where.startswith("/"):
+        return f"not a regular file ({kind or 'unreadable'})"
+    if uid != str(owner):
+        return f"owned by uid {uid}, not by the run's owner (uid {owner})"
+    real = posixpath.join(where, posixpath.basename(log))
+    if posixpath.dirname(real) == "/" or any(
+        real == d or real.startswith(d + "/") for d in SYSTEM_DIRS
+    ):
+        return f"a system file ({real})"
+    return None
+
+
+async def run_owner(target: Target, info: RunInfo, tmux: list[str] | None) -> tuple[int, int]:
+    """(uid, gid) the run belongs to: its pane's process, else the owner of
+    its tmux server's socket; root for root's own server."""
+    if info.pane is not None and info.pane.pid in info.ids:
+        pid = info.ids[info.pane.pid]
+        return pid.uid, pid.gid
+    sock = tmux[tmux.index("-S") + 1] if tmux and "-S" in tmux[:-1] else None
+    if sock is None:
+        return 0, 0
+    res = await target.run(["stat", "-c", "%u %g", "--", sock])
+    ids = res.out.split()
+    if not res.ok or len(ids) != 2 or not all(x.isdigit() for x in ids):
+        raise ActionError(
+            f"cannot tell who owns the tmux server {sock}", "check that it still runs"
+        )
+    return int(ids[0]), int(ids[1])
+
+
+async def plan_move_log(
+    target: Target, log: str, info: RunInfo, tmux: list[str] | None, action: str
+) -> tuple[list[str], str]:
+    """The argv that moves the old log aside, with the run owner's identity
+    (root's only for root's own run), and whose identity that is; ActionError,
+    worded for the user, when the path is not the run's own log file."""
+    uid, gid = await run_owner(target, info, tmux)
+    res = await target.run(["sh", "-c", LOG_CHECK_SCRIPT, "gputui-log-check", log])
+    why = log_refusal(log, res.out, uid)
+    if why is not None:
+        raise ActionError(
+            f"{action} refused: the old log {log} is {why}; gputui moves aside only the "
+            "run's own log file, and nothing was stopped",
+            "set log = PATH in the config's [run] section (a file of the run's owner), "
+            "or move that file yourself",
+        )
+    return as_owner(uid, gid, move_log_argv(log)), identity_words(uid)
 
 
 def spec_from_settings(settings: Settings, session: str | None) -> RunSpec | None:
@@ -205,7 +285,8 @@ async def plan_relaunch(
                 "add command, cwd and log to the config's [run] section, then launch",
             )
         spec = spec_from_run(info, settings)
-    return _plan_start(target, spec, info, "relaunch", tmux)
+    move = await plan_move_log(target, spec.log, info, tmux, "relaunch")
+    return _plan_start(target, spec, info, "relaunch", tmux, move)
 
 
 async def plan_launch(
@@ -228,11 +309,17 @@ async def plan_launch(
             f"session {spec.session!r} is already running",
             "use relaunch (r) to restart it, or kill (k) it first",
         )
-    return _plan_start(target, spec, info, "launch", tmux)
+    move = await plan_move_log(target, spec.log, info, tmux, "launch")
+    return _plan_start(target, spec, info, "launch", tmux, move)
 
 
 def _plan_start(
-    target: Target, spec: RunSpec, info: RunInfo, action: str, tmux: list[str] | None
+    target: Target,
+    spec: RunSpec,
+    info: RunInfo,
+    action: str,
+    tmux: list[str] | None,
+    move: tuple[list[str], str],
 ) -> ActionPlan:
     check_session_name(spec.session)
     check_env(spec.env)
@@ -250,8 +337,12 @@ def _plan_start(
     if info.exists:
         commands.append(kill_session)
         notes.append(f"2. remove the old tmux session {spec.session!r}")
-    commands.append(move_log_argv(spec.log))
-    notes.append(f"3. move {spec.log} aside to {spec.log}.<YYYYmmdd-HHMMSS> (nothing is deleted)")
+    commands.append(move[0])
+    notes.append(
+        f"3. move {spec.log} aside to {spec.log}.<YYYYmmdd-HHMMSS> (nothing is deleted), "
+        f"as {move[1]}"
+    )
+    params["move_log"] = move[0]
     env_file = env_file_path(spec)
     if env_file and tmux and tmux != ["tmux"]:
         # Another server's panes run as its owner, who may not read root's 0600 file.
@@ -304,6 +395,11 @@ async def execute_start(
     gpu_processes: GpuProcessReader | None = None,
 ) -> ActionResult:
     spec = RunSpec(**plan.params["spec"])
+    if "move_log" not in plan.params:
+        raise ActionError(
+            "this plan does not say whose identity moves the old log",
+            "plan the action again (press its key again)",
+        )
     details: list[str] = []
     t0 = time.monotonic()
     phases: dict[str, float] = {}
@@ -353,7 +449,7 @@ async def execute_start(
         details.append(f"removed old tmux session {spec.session!r}")
     mark("remove session")
     # 3. move the log aside
-    res = await target.run(move_log_argv(spec.log))
+    res = await target.run(plan.params["move_log"])
     moved = None
     if not res.ok:
         return ActionResult(
