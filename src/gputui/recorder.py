@@ -28,7 +28,7 @@ from gputui.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo, i
 from gputui.incidents import SETTLE_S
 from gputui.model import ConnectionState, Finding, Snapshot
 from gputui.remote.target import spec_of
-from gputui.runlog import parse_chunk
+from gputui.runlog import parse_chunk_off_loop
 
 LOG_EVERY_S = 60.0  # one short command a minute while the log grows: pct exec costs
 READ_CHUNK = 4 * 1024 * 1024  # bytes of log per read; a long log is read over several ticks
@@ -38,20 +38,33 @@ AUDIT_EVERY_S = 10.0
 ACTION_MAX_S = 300.0
 EXPECTING = frozenset({"relaunch", "kill", "launch"})
 
-# $1 path, $2 offset, $3 bytes: `@gputui SIZE INODE` (or `@gputui missing`),
-# then up to $3 bytes from $2. A constant: the values are positional.
-READ_SCRIPT = r"""p=$1; off=$2; n=$3
-if st=$(stat -L -c '%s %i' -- "$p" 2>/dev/null); then echo "@gputui $st"
+# $1 path, $2 offset, $3 bytes, $4 seconds: `@gputui SIZE INODE` (or
+# `@gputui missing`), then up to $3 bytes from $2. A constant: the values are
+# positional. Only a regular file is read (as the follower does): a FIFO's
+# bytes belong to the run's own reader, and a read of one with no writer
+# never ends (`@gputui notfile`). `timeout` (where the target has it) kills
+# the read after $4 seconds, `tail` and all: nothing is left running.
+READ_SCRIPT = r"""p=$1; off=$2; n=$3; lim=$4
+if st=$(stat -L -c '%s %i' -- "$p" 2>/dev/null); then :
 else echo "@gputui missing"; exit 0; fi
-if [ "$n" -gt 0 ]; then tail -c "+$((off + 1))" -- "$p" 2>/dev/null | head -c "$n"; fi
+if [ ! -f "$p" ]; then echo "@gputui notfile"; exit 0; fi
+echo "@gputui $st"
+[ "$n" -gt 0 ] || exit 0
+if command -v timeout >/dev/null 2>&1; then
+  timeout -s KILL "$lim" tail -c "+$((off + 1))" -- "$p" 2>/dev/null | head -c "$n"
+else
+  tail -c "+$((off + 1))" -- "$p" 2>/dev/null | head -c "$n"
+fi
 """
+READ_LIMIT_S = 45  # the script's own limit, under the 60 s the command is given
 
 AlertSink = Callable[[Alert], Any]
 TickListener = Callable[[Snapshot, list[Finding]], None]
 
 
-def read_argv(path: str, offset: int, n: int, limit_s: int = 0) -> list[str]:
-    return ["sh", "-c", READ_SCRIPT, "gputui-read", path, str(int(offset)), str(int(n))]
+def read_argv(path: str, offset: int, n: int, limit_s: int = READ_LIMIT_S) -> list[str]:
+    args = [path, str(int(offset)), str(int(n)), str(int(limit_s))]
+    return ["sh", "-c", READ_SCRIPT, "gputui-read", *args]
 
 
 def parse_read(out: bytes) -> tuple[int, int, bytes] | None:
@@ -410,7 +423,7 @@ class RunRecorder:
             self._caught_up = False
             self._log_due = now  # read on from the run's cursor at the next tick
             return 0
-        points, consumed = parse_chunk(data, cursor, self._parser)
+        points, consumed = await parse_chunk_off_loop(data, cursor, self._parser)
         timed = self._caught_up
         rows = [PointRow(p.offset, now, timed, p.step, p.loss, p.throughput, p.lr) for p in points]
         unit = next((p.unit for p in reversed(points) if p.unit), "")

@@ -1,21 +1,24 @@
 """Metric points from a byte range of a log, each keyed by its byte offset.
 
-Pure: bytes in, points out. The history reads the log from where it last
-stopped (its cursor) and stores each point under the offset of the line it
-came from, so reading the same bytes again (after a restart, a reconnect or
-a second gputui) adds nothing twice. Lines end at `\\n` or `\\r` (tqdm
+Pure: bytes in, points out (`parse_chunk_off_loop` runs it in a worker
+thread). The history reads the log from where it last stopped (its cursor)
+and stores each point under the offset of the line it came from, so
+reading the same bytes again (after a restart, a reconnect or a second
+gputui) adds nothing twice. Lines end at `\\n` or `\\r` (tqdm
 redraws its bar with `\\r`); only complete lines are consumed, so a line cut
 by the end of a read is parsed whole on the next one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 
 from gputui.collect.metrics import MetricParser
 
 MAX_LINE = 64 * 1024  # a longer run of bytes without a line end is consumed unparsed
+OFF_LOOP_BYTES = 64 * 1024  # a larger chunk is parsed in a worker thread
 _LR_RE = re.compile(
     r"(?:^|[\s,{'\"|])(?:learning_rate|lr)['\"]?\s*[:=]?\s*"
     r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -48,25 +51,34 @@ def parse_chunk(
 ) -> tuple[list[LogPoint], int]:
     """Points in `data` (which starts at byte `base_offset` of the log) and
     how many bytes were consumed: up to the last line end, or everything when
-    `at_eof` is False but one line outgrew MAX_LINE (it is skipped)."""
+    `at_eof` is False but one line outgrew MAX_LINE (it is skipped).
+
+    Linear in len(data): one pass to find the last line end, one split."""
     points: list[LogPoint] = []
-    start = 0
     n = len(data)
-    consumed = 0
-    while start < n:
-        nl = data.find(b"\n", start)
-        cr = data.find(b"\r", start)
-        ends = [e for e in (nl, cr) if e >= 0]
-        if not ends:
-            if at_eof or n - start > MAX_LINE:
-                consumed = n
-            break
-        end = min(ends)
-        if end > start:
-            _parse_line(data[start:end], base_offset + start, parser, points)
-        start = end + 1
-        consumed = start
-    return points, consumed
+    last = max(data.rfind(b"\n"), data.rfind(b"\r"))
+    if last < 0:
+        return points, (n if at_eof or n > MAX_LINE else 0)
+    body = data[:last]  # without the last line end: split gives no empty tail
+    if b"\r" in body:
+        body = body.replace(b"\r", b"\n")  # same length: offsets hold
+    start = base_offset
+    for raw in body.split(b"\n"):
+        if raw:
+            _parse_line(raw, start, parser, points)
+        start += len(raw) + 1
+    tail = n - (last + 1)
+    return points, (n if at_eof or tail > MAX_LINE else last + 1)
+
+
+async def parse_chunk_off_loop(
+    data: bytes, base_offset: int, parser: MetricParser
+) -> tuple[list[LogPoint], int]:
+    """parse_chunk, in a worker thread when `data` is large: the event loop
+    (the dashboard's keys, watch's ticks) keeps its turn during a catch-up."""
+    if len(data) <= OFF_LOOP_BYTES:
+        return parse_chunk(data, base_offset, parser)
+    return await asyncio.to_thread(parse_chunk, data, base_offset, parser)
 
 
 def _parse_line(raw: bytes, offset: int, parser: MetricParser, out: list[LogPoint]) -> None:
