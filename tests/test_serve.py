@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from gputui.errors import GputuiError
-from gputui.serve import app_command, dashboard_argv, parse_bind, token_ok
+from gputui.serve import app_command, dashboard_argv, parse_bind, token_ok, who_can_reach
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -66,6 +66,8 @@ def test_bind_is_loopback_unless_public() -> None:
         with pytest.raises(GputuiError, match="--public"):
             parse_bind(addr, public=False)
     assert parse_bind("0.0.0.0:8000", public=True) == ("0.0.0.0", 8000, False)
+    assert "only this machine" in who_can_reach("127.0.0.1", 8000, True)
+    assert "ANYONE" in who_can_reach("0.0.0.0", 8000, False)
     with pytest.raises(GputuiError, match="HOST:PORT"):
         parse_bind("8000", public=False)
 
@@ -145,6 +147,9 @@ def test_requests_without_the_token_are_refused(served: str) -> None:
     with urllib.request.urlopen(served, timeout=30) as ok:
         assert ok.status == 200
         assert "gputui_token=" in ok.headers.get("Set-Cookie", "")
+        page = ok.read().decode()
+    assert "textual-terminal" in page
+    assert "googleapis" not in page  # the page asks nobody but this server
 
 
 class DevTools:
@@ -191,6 +196,10 @@ def start_chromium(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
             "--no-sandbox",  # tests run as root
             "--disable-gpu",
             "--no-first-run",
+            # tests talk to 127.0.0.1 only: every other name fails to resolve
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+            "--disable-background-networking",
+            "--disable-component-update",
             "--remote-debugging-address=127.0.0.1",
             "--remote-debugging-port=0",
             f"--user-data-dir={tmp_path / 'chromium'}",

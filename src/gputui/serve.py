@@ -20,12 +20,14 @@ import argparse
 import asyncio
 import hmac
 import ipaddress
+import re
 import secrets
 import shlex
 import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from gputui.config import Settings
@@ -34,6 +36,7 @@ from gputui.errors import GputuiError
 DEFAULT_BIND = "127.0.0.1:8000"
 COOKIE = "gputui_token"
 SERVE_FLAGS = {"--bind": True, "--public": False, "--allow-actions": False}  # flag: takes a value
+EXTERNAL_FONT = re.compile(r"<link[^>]*fonts\.googleapis\.com[^>]*>", re.S)
 FORBIDDEN = "gputui serve: this page needs the token of the URL that `gputui serve` printed\n"
 
 
@@ -150,6 +153,8 @@ def make_server(command: str, host: str, port: int, token: str, title: str) -> A
     from gputui.extras import require
 
     require("textual_serve", "gputui serve")
+    import aiohttp_jinja2
+    import jinja2
     from aiohttp import web
     from textual_serve.server import Server
 
@@ -169,6 +174,10 @@ def make_server(command: str, host: str, port: int, token: str, title: str) -> A
         async def _make_app(self) -> web.Application:
             app = await super()._make_app()
             app.middlewares.append(check_token)
+            # the page asks nobody but this server: no web font from Google
+            page = (Path(self.templates_path) / "app_index.html").read_text()
+            page = EXTERNAL_FONT.sub("", page)
+            aiohttp_jinja2.setup(app, loader=jinja2.DictLoader({"app_index.html": page}))
             return app
 
         async def on_startup(self, app: web.Application) -> None:
