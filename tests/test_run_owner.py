@@ -21,9 +21,16 @@ from typing import Any
 import pytest
 
 import helpers
-from gputui.actions import execute, plan_dump, plan_flush, plan_kill, plan_relaunch
+from gputui.actions import (
+    execute,
+    plan_dump,
+    plan_flush,
+    plan_kill,
+    plan_launch,
+    plan_relaunch,
+)
 from gputui.actions.plan import ActionError
-from gputui.config import Settings
+from gputui.config import RunConfig, Settings
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 
@@ -285,3 +292,18 @@ async def test_relaunch_moves_the_users_own_log_as_the_user(
     moved = Path(result.data["moved_log"])
     assert moved.name.startswith("job.log.") and b"step 1" in moved.read_bytes()
     assert moved.stat().st_uid == UID
+
+
+async def test_launch_leaves_alone_a_session_started_after_the_box_opened(
+    target: Target, testbed: Any, owned: Owned
+) -> None:
+    """No session 'late' when the box opened; one appeared before the key
+    (someone else's). Launch must not remove it: it was never confirmed."""
+    run = RunConfig(command="sleep 300", cwd=str(owned.dir), session="late", log="late.log")
+    plan = await plan_launch(target, Settings(run=run))
+    r = testbed.ct_exec(owned.ct, ["tmux", "new-session", "-d", "-s", "late", "sleep 301"])
+    assert r.returncode == 0, r.stderr
+    result = await execute(target, plan)
+    assert not result.ok, result.summary
+    assert ct_pids(testbed, owned.ct, "sleep 301")  # still there
+    assert not ct_pids(testbed, owned.ct, "sleep 300")

@@ -231,24 +231,33 @@ CHANGED_FIX = (
 )
 
 
+async def check_pane(
+    target: Target, session: str | None, tmux: list[str] | None, pane_pid: int | None
+) -> None:
+    """Refuse when the session's pane is another one than the box showed."""
+    from gputui.actions.inspect import list_panes_argv, parse_panes
+
+    if pane_pid is None or not session:
+        return
+    res = await target.run(list_panes_argv(session, tmux))
+    panes = parse_panes(res.out) if res.ok else []
+    if panes and panes[0].pid != pane_pid:
+        raise ActionError(
+            f"session {session!r} has another pane now (pid {panes[0].pid}, was {pane_pid})",
+            CHANGED_FIX,
+        )
+
+
 async def check_unchanged(target: Target, plan: ActionPlan) -> None:
     """Refuse when what the person confirmed is no longer there: a pid that
     is another process now (its start time or owner changed), a process
     group that holds none of the confirmed processes, the session's pane
     replaced, or the leader running another command line."""
-    from gputui.actions.inspect import list_panes_argv, list_procs, parse_panes
+    from gputui.actions.inspect import list_procs
     from gputui.actions.procid import changed, read_proc_ids
 
     want: dict[str, list[int]] = plan.params.get("procs") or {}
-    if plan.params.get("pane_pid") is not None and plan.session:
-        res = await target.run(list_panes_argv(plan.session, plan.params.get("tmux")))
-        panes = parse_panes(res.out) if res.ok else []
-        if panes and panes[0].pid != plan.params["pane_pid"]:
-            raise ActionError(
-                f"session {plan.session!r} has another pane now (pid {panes[0].pid}, "
-                f"was {plan.params['pane_pid']})",
-                CHANGED_FIX,
-            )
+    await check_pane(target, plan.session, plan.params.get("tmux"), plan.params.get("pane_pid"))
     now = await read_proc_ids(target, [int(p) for p in want])
     lines = changed(want, now)
     if lines:

@@ -370,6 +370,8 @@ def _plan_start(
     params["kill_session"] = kill_session
     params["list_panes"] = list_panes_argv(spec.session, tmux)
     params["tmux"] = list(tmux or ["tmux"])
+    params["pane_pid"] = info.pane.pid if info.pane is not None else None
+    params["session_existed"] = info.exists
     verb = "Relaunch" if action == "relaunch" else "Launch"
     return ActionPlan(
         action=action,
@@ -444,9 +446,14 @@ async def execute_start(
             details.append(freed_words)
     mark("stop")
     # 2. old session
-    res = await target.run(plan.params["kill_session"])
-    if res.ok:
-        details.append(f"removed old tmux session {spec.session!r}")
+    if "kill" not in plan.params:  # no run was stopped: the session is the one the box showed?
+        from gputui.actions.kill import check_pane
+
+        await check_pane(target, spec.session, plan.params["tmux"], plan.params.get("pane_pid"))
+    if plan.params.get("session_existed", True):  # else one made since is not ours to remove
+        res = await target.run(plan.params["kill_session"])
+        if res.ok:
+            details.append(f"removed old tmux session {spec.session!r}")
     mark("remove session")
     # 3. move the log aside
     res = await target.run(plan.params["move_log"])
