@@ -77,5 +77,87 @@ def test_layout_200x60(snap_compare) -> None:
 
 
 def test_gpu_graphs(snap_compare) -> None:
-    """`g`: one chart per metric, a line and a legend entry per GPU."""
+    """`g`: a heatmap row per GPU for utilization, memory and power, one scale."""
     assert snap_compare(scene_app("healthy"), press=["g"], terminal_size=SIZE)
+
+
+def test_relaunched_80x24(snap_compare) -> None:
+    """80×24 right after `r`, `y`: banner, GPU rows and 8+ log rows in view;
+    what the relaunch said sits at the header's right end, over nothing."""
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+    assert snap_compare(scene_app("buffered"), run_before=run_before, terminal_size=(80, 24))
+
+
+def zoom_app(points: int) -> GputuiApp:
+    """The healthy scene with `points` seconds of GPU history (8 GPUs)."""
+    from gputui.demo.scenes import gpus
+
+    snap, lines, findings = SCENES["healthy"](T0)
+    snap.gpus = gpus(T0, busy=True, points=points)
+    return GputuiApp(
+        SceneMonitor(snap, lines),
+        actions=RecordingActions(),
+        diagnose=lambda s, now: list(findings),
+        clock=lambda: T0,
+        live=False,
+    )
+
+
+def test_gpu_graphs_one_minute_80x24(snap_compare) -> None:
+    """`g` a minute into a run: the axis covers that minute, 8 labelled rows."""
+    assert snap_compare(zoom_app(60), press=["g"], terminal_size=(80, 24))
+
+
+def test_gpu_graphs_full_history_80x24(snap_compare) -> None:
+    assert snap_compare(zoom_app(600), press=["g"], terminal_size=(80, 24))
+
+
+def whole_run_app(tmp_path, hours: float):  # type: ignore[no-untyped-def]
+    from textual.app import App
+
+    from gputui.demo.history import fill
+    from gputui.history import HistoryWriter
+    from gputui.ui.screens.wholerun import WholeRunScreen
+
+    db = tmp_path / "history.sqlite"
+    w = HistoryWriter(db, clock=lambda: T0)
+    fill(w, "root@10.1.2.6 ct 200", T0, hours=hours, gpus=8)
+    w.close()
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(
+                WholeRunScreen(db, "root@10.1.2.6 ct 200", live=False, clock=lambda: T0)
+            )
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        for _ in range(300):
+            if getattr(pilot.app.screen, "loads", 0) >= 1:
+                break
+            await pilot.pause(0.1)
+        await pilot.pause()
+
+    return Host(), run_before
+
+
+def test_whole_run_one_minute(snap_compare, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`h` on a 1-minute run: a 1-minute axis, loss and throughput drawn."""
+    app, run_before = whole_run_app(tmp_path, 1 / 60)
+    assert snap_compare(app, run_before=run_before, terminal_size=SIZE)
+
+
+def test_whole_run_ten_hours(snap_compare, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    app, run_before = whole_run_app(tmp_path, 10.0)
+    assert snap_compare(app, run_before=run_before, terminal_size=SIZE)
+
+
+def test_whole_run_ten_hours_80x24(snap_compare, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    app, run_before = whole_run_app(tmp_path, 10.0)
+    assert snap_compare(app, run_before=run_before, terminal_size=(80, 24))
