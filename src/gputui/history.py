@@ -22,8 +22,10 @@ newer gputui is refused with one line, never changed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -112,17 +114,49 @@ def default_path() -> Path:
 
 
 def _private_file(path: Path) -> None:
-    """The directory 0700 and the file 0600 before SQLite opens it: the
-    history holds host names, commands and log excerpts."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with contextlib.suppress(OSError):
-        os.chmod(path.parent, 0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.close(fd)
-    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+    """The file 0600 before SQLite opens it (the history holds host names,
+    commands and log excerpts), and its directory 0700 when gputui made it
+    now or it is gputui's own state directory; a directory the user named
+    (`/tmp` for `/tmp/x.sqlite`) is not gputui's to lock. The file, and its
+    -wal and -shm, are opened without following a symlink: a link planted
+    at the path (in /tmp, by anyone) is refused."""
+    parent = path.parent
+    made = not parent.exists()
+    parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if made or parent == default_path().parent:
         with contextlib.suppress(OSError):
-            if p.exists():
-                os.chmod(p, 0o600)
+            os.chmod(parent, 0o700)
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        _own_file(p, create=p is path)
+
+
+def _own_file(p: Path, *, create: bool) -> None:
+    """`p` a regular file, not a symlink, mode 0600 (made when `create`)."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_CREAT if create else 0)
+    try:
+        fd = os.open(p, flags, 0o600)
+    except FileNotFoundError:
+        if create:
+            raise
+        return
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise GputuiError(
+            f"history database {p} is a symbolic link: refused (gputui does not write"
+            " through a link someone may have planted)",
+            "set [history] path to the file itself, in a directory of your own",
+        ) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise GputuiError(
+                f"history database {p} is not a regular file",
+                "set [history] path to a file, e.g. ~/.local/state/gputui/history.sqlite",
+            )
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:

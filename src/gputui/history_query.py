@@ -283,14 +283,24 @@ def render(reader: HistoryReader, target: str, since: float, until: float, fmt: 
         for m in metrics:
             w.writerow(["metric", m.t, m.run_id, m.step, m.loss, m.throughput, m.lr])
         for e in events:
-            w.writerow(["event", e.t, e.kind, e.name, e.state, e.severity, _csv_safe(e.title)])
+            texts = (e.kind, e.name, e.state, e.severity, e.title)
+            w.writerow(["event", e.t, *map(_csv_safe, texts)])
         return buf.getvalue()
     return _text(target, gpus, metrics, events)
 
 
+# What a spreadsheet takes as the start of a formula (a tab or CR too: some
+# strip it first, then see the `=` after it).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
 def _csv_safe(text: str) -> str:
-    """No formula injection when the CSV is opened in a spreadsheet."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+    """A text cell from the run (a session name like `=SUM(1+1)`, a finding
+    title quoting the log): a leading formula character guarded with `'`,
+    and every control character shown as a stand-in, never written raw."""
+    from gputui.untrusted import visible
+
+    return visible("'" + text if text[:1] in _FORMULA_START else text)
 
 
 def _text(
