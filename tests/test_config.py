@@ -170,13 +170,13 @@ def test_config_host_with_user_and_port(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "fix"),
     [
-        ('hots = "h"\n', "did you mean `host`? known keys at the top: ct, host"),
+        ('hots = "h"\n', "did you mean `host`? known keys at the top: ct, docker, host"),
         ("interval = 2\n", "`interval` belongs in [ui]: move it there"),
         ('[ui]\nhost = "h"\n', "`host` belongs at the top (before any [section]): move it there"),
         ("[diagnosis]\nstale_afterr = 3\n", "did you mean `stale_after` in [ui]?"),
         ('targets = "gpu1"\n', 'write [[targets]] then host = "..."'),
         ('[[targets]]\nhots = "gpu1"\n', "did you mean `host`?"),
-        ("zzz = 1\n", "known keys at the top: ct, host, identity_file"),
+        ("zzz = 1\n", "known keys at the top: ct, docker, host, identity_file"),
     ],
 )
 def test_an_unknown_key_says_what_was_meant(tmp_path: Path, text: str, fix: str) -> None:

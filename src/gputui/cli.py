@@ -135,6 +135,7 @@ def add_target_flags(
         g.add_argument(
             "--ct", type=_ct_number, metavar="N", help="Proxmox LXC container of the run", **d
         )
+        _container_flags(g, d)
     if "run" in parts:
         g.add_argument("--session", metavar="NAME", help="tmux session of the run", **d)
         g.add_argument("--log", metavar="PATH", help="log file the run writes", **d)
@@ -146,6 +147,19 @@ def add_target_flags(
             **d,
         )
     _watch_flags(g, d, b, parts)
+
+
+def _container_flags(g: Any, d: dict[str, Any]) -> None:
+    """--docker/--podman/--pod beside --ct (remote/container.py checks the names)."""
+    g.add_argument("--docker", metavar="NAME", help="Docker container of the run", **d)
+    g.add_argument("--podman", metavar="NAME", help="Podman container of the run", **d)
+    g.add_argument(
+        "--pod",
+        metavar="[NS/]POD[/C]",
+        help="Kubernetes pod (and container) of the run, entered with the host's kubectl",
+        **d,
+    )
+    g.add_argument("--kube-context", metavar="NAME", help="kubectl context for --pod", **d)
 
 
 def _ssh_flags(g: Any, d: dict[str, Any], b: dict[str, Any]) -> None:

@@ -85,6 +85,11 @@ class Settings:
     user: str | None = None
     identity_file: str | None = None
     ct: int | None = None
+    # other kinds of container (remote/container.py): a name, or [NS/]POD[/C]
+    docker: str | None = None
+    podman: str | None = None
+    pod: str | None = None
+    kube_context: str | None = None  # kubectl --context (default: the kubeconfig's)
     session: str | None = None
     log: str | None = None
     interval: float = 1.0
@@ -132,6 +137,10 @@ KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("", "user"): ("user", _STR),
     ("", "identity_file"): ("identity_file", _STR),
     ("", "ct"): ("ct", _INT),
+    ("", "docker"): ("docker", _STR),
+    ("", "podman"): ("podman", _STR),
+    ("", "pod"): ("pod", _STR),
+    ("", "kube_context"): ("kube_context", _STR),
     ("", "session"): ("session", _STR),
     ("", "log"): ("log", _STR),
     ("ssh", "known_hosts"): ("known_hosts", _STR),
@@ -410,6 +419,7 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
             f"{where('', 'ct', '--ct')}: CT number {s.ct} is invalid",
             f"use the CT id from {ProxmoxLXC.HOW_TO_LIST}, e.g. 200",
         )
+    _validate_container(s, where)
     if not (math.isfinite(s.interval) and MIN_INTERVAL_S <= s.interval <= MAX_INTERVAL_S):
         raise ConfigError(
             f"{where('ui', 'interval', '--interval')}: interval {s.interval:g} s is out of range",
@@ -466,6 +476,21 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
         except ConfigError as err:
             where_ = where("metrics", "regexes", "metric regex")
             raise ConfigError(f"{where_}: {err.problem}", err.fix) from None
+
+
+def _validate_container(s: Settings, where: Callable[[str, str, str], str]) -> None:
+    """--docker/--podman/--pod (or the config's keys): a name the kind
+    takes, and one place only (with --ct too)."""
+    from gputui.remote.target import settings_container
+
+    try:
+        settings_container(s)
+    except ValueError as err:
+        key = next((k for k in ("pod", "podman", "docker") if getattr(s, k) is not None), "ct")
+        raise ConfigError(
+            f"{where('', key, f'--{key}')}: {err}",
+            "--ct N (Proxmox), --docker NAME, --podman NAME or --pod [NAMESPACE/]POD[/CONTAINER]",
+        ) from None
 
 
 def load_config(path: str | Path | None = None) -> Settings:
@@ -554,6 +579,10 @@ FLAG_FIELDS = {
     "user": "user",
     "identity_file": "identity_file",
     "ct": "ct",
+    "docker": "docker",
+    "podman": "podman",
+    "pod": "pod",
+    "kube_context": "kube_context",
     "session": "session",
     "log": "log",
     "interval": "interval",
@@ -589,7 +618,9 @@ def _require_full_log_paths(s: Settings, log_flag: bool) -> None:
     """--log, the config's `log` and `[run] log` on a remote target: a
     relative path would be looked for in the ssh user's home (and `[run]`'s
     launch writes it in `[run] cwd`), not where the run writes it."""
-    where = f"CT {s.ct}" if s.ct is not None else "the host"
+    from gputui.remote.target import settings_container
+
+    where = settings_container(s).words
     for value, section, flag in ((s.log, "", "--log" if log_flag else ""), (s.run.log, "run", "")):
         if not value or value.startswith("/"):
             continue

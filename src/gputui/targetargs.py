@@ -120,7 +120,22 @@ def _spec(text: str, where: str) -> TargetSpec:
         raise GputuiError(f"{where}: {err}", f"write {TARGET_GRAMMAR}, {TARGET_EXAMPLE}") from None
 
 
+def _take_place(args: argparse.Namespace, spec: TargetSpec, given: str) -> None:
+    """host/docker:NAME (podman:, pod:) -> args.docker (podman, pod)."""
+    if spec.place is None:
+        return
+    kind, _, name = spec.place.partition(":")
+    before = getattr(args, kind, None)
+    if before is not None and before != name:
+        raise GputuiError(
+            f"{given} names {kind} {name}, but --{kind} {before} is given too",
+            f"give the container once: host/{kind}:NAME, or --{kind} NAME",
+        )
+    setattr(args, kind, name)
+
+
 def _take_ct(args: argparse.Namespace, spec: TargetSpec, given: str) -> None:
+    _take_place(args, spec, given)
     if spec.ct is None:
         return
     ct = getattr(args, "ct", None)
@@ -166,7 +181,7 @@ def settle_target(args: argparse.Namespace) -> None:
     specs = [_spec(h, f"--host {h}") for h in hosts]
     if len(specs) > 1:
         for h, spec in zip(hosts, specs, strict=True):
-            if spec.ct is not None:
+            if spec.ct is not None or spec.place is not None:
                 raise GputuiError(
                     f"--host {h} names a CT, but {len(hosts)} hosts are given",
                     "give one --host with its CT, or drop the CT to see every host",

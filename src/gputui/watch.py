@@ -56,7 +56,7 @@ def target_settings(spec: str, base: Settings) -> Settings:
             f"watch target {err}",
             f"write {TARGET_GRAMMAR}, e.g. gputui watch root@10.1.2.6/200 gpu2 local",
         ) from None
-    return dataclasses.replace(
+    s = dataclasses.replace(
         base,
         host=t.host,
         user=t.user or base.user,
@@ -64,6 +64,10 @@ def target_settings(spec: str, base: Settings) -> Settings:
         ct=t.ct if t.ct is not None else base.ct,
         local=False,
     )
+    if t.place is not None:  # host/docker:NAME (podman:, pod:)
+        kind, _, name = t.place.partition(":")
+        setattr(s, kind, name)
+    return s
 
 
 @dataclass

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 from gputui.errors import GputuiError
 from gputui.model import CtStatus
 from gputui.remote.base import CommandResult, RemoteProcess, Transport
-from gputui.remote.container import Container, container_for
+from gputui.remote.container import CONTAINER_GRAMMAR, Container, container_for, parse_container
 
 if TYPE_CHECKING:
     from gputui.config import Settings
 
 
 TARGET_GRAMMAR = "[user@]host[:port][/ct]"
-TARGET_EXAMPLE = "e.g. root@10.1.2.6:22/200, gpu1/200 or gpu1"
+TARGET_EXAMPLE = "e.g. root@10.1.2.6:22/200, gpu1/200, gpu1/docker:trainer or gpu1"
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class TargetSpec:
     user: str | None = None
     port: int | None = None
     ct: int | None = None
+    place: str | None = None  # another kind of container: "docker:NAME", "pod:NS/POD/C"
 
     @property
     def destination(self) -> str:
@@ -38,7 +39,8 @@ class TargetSpec:
         return f"{self.user}@{host}{port}" if self.user else f"{host}{port}"
 
     def __str__(self) -> str:
-        return self.destination + (f"/{self.ct}" if self.ct is not None else "")
+        where = str(self.ct) if self.ct is not None else self.place
+        return self.destination + (f"/{where}" if where else "")
 
     def matches(self, other: TargetSpec) -> bool:
         """Same host, and no part both sides name differently (a part one
@@ -46,7 +48,8 @@ class TargetSpec:
         if self.host.lower() != other.host.lower():
             return False
         pairs = ((self.user, other.user), (self.port, other.port), (self.ct, other.ct))
-        return all(a is None or b is None or a == b for a, b in pairs)
+        places = (self.place, other.place)
+        return all(a is None or b is None or a == b for a, b in (*pairs, places))
 
 
 def parse_target(text: str) -> TargetSpec:
@@ -58,20 +61,53 @@ def parse_target(text: str) -> TargetSpec:
     t = text.strip()
     if not t or any(c.isspace() for c in t):
         raise ValueError(f"{text!r} is not {TARGET_GRAMMAR}")
-    rest, slash, ct_text = t.rpartition("/") if "/" in t else (t, "", "")
-    ct = None
-    if slash:
-        if not (ct_text.isascii() and ct_text.isdigit()) or int(ct_text) < 1:
-            raise ValueError(f"{text!r}: the CT after '/' must be a number like 200")
-        ct = int(ct_text)
-    if "/" in rest:
-        raise ValueError(f"{text!r} has more than one '/'")
+    rest, slash, ct_text = t.partition("/")
+    ct, place = _place(text, ct_text) if slash else (None, None)
     user, host, port = split_destination(rest)
     if host.startswith("-"):
         raise ValueError(f"{text!r}: a host name cannot start with '-'")
     if port is not None and not 1 <= port <= 65535:
         raise ValueError(f"{text!r}: port {port} is out of range 1-65535")
-    return TargetSpec(host=host, user=user, port=port, ct=ct)
+    return TargetSpec(host=host, user=user, port=port, ct=ct, place=place)
+
+
+def _place(text: str, after: str) -> tuple[int | None, str | None]:
+    """What follows the host's '/': a CT number, or another kind's spec."""
+    if after.isascii() and after.isdigit() and int(after) >= 1:
+        return int(after), None
+    if ":" not in after:
+        if "/" in after:
+            raise ValueError(f"{text!r} has more than one '/'")
+        raise ValueError(f"{text!r}: the CT after '/' must be a number like 200")
+    try:
+        return None, parse_container(after).spec
+    except ValueError as err:
+        raise ValueError(f"{text!r}: after '/' comes {CONTAINER_GRAMMAR} ({err})") from None
+
+
+def settings_container(settings: Settings) -> Container:
+    """Where the settings' run lives: --ct N, --docker/--podman NAME, --pod
+    [NS/]POD[/C] (config keys ct, docker, podman, pod), else the host.
+    ValueError: one line, for a bad name or more than one given."""
+    given = [
+        (flag, value)
+        for flag, value in (
+            ("--ct", settings.ct),
+            ("--docker", settings.docker),
+            ("--podman", settings.podman),
+            ("--pod", settings.pod),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        both = " and ".join(f"{f} {v}" for f, v in given)
+        raise ValueError(f"{both} both say where the run is: give one")
+    if not given:
+        return container_for(None)
+    flag, value = given[0]
+    if flag == "--ct":
+        return container_for(int(value))  # type: ignore[arg-type]
+    return parse_container(f"{flag[2:]}:{value}", context=settings.kube_context or "")
 
 
 def spec_of(settings: Settings) -> TargetSpec | None:
@@ -79,7 +115,8 @@ def spec_of(settings: Settings) -> TargetSpec | None:
     resolves it); None for this machine."""
     if settings.local or settings.demo or not settings.host:
         return None
-    return TargetSpec(settings.host, settings.user, settings.port, settings.ct)
+    place = settings_container(settings).spec if settings.ct is None else ""
+    return TargetSpec(settings.host, settings.user, settings.port, settings.ct, place or None)
 
 
 def in_container(ct: Container | int | None, argv: list[str]) -> list[str]:
@@ -179,4 +216,4 @@ def make_transport(settings: Settings) -> Transport:
 
 def make_target(settings: Settings, transport: Transport | None = None) -> Target:
     """The target the settings name (not yet connected)."""
-    return Target(transport or make_transport(settings), container_for(settings.ct))
+    return Target(transport or make_transport(settings), settings_container(settings))
