@@ -307,3 +307,31 @@ async def test_launch_leaves_alone_a_session_started_after_the_box_opened(
     assert not result.ok, result.summary
     assert ct_pids(testbed, owned.ct, "sleep 301")  # still there
     assert not ct_pids(testbed, owned.ct, "sleep 300")
+
+
+# ------------------------------------------------------------------ 8: a FIFO at the env file
+
+
+async def test_launch_writes_no_secret_into_a_fifo_planted_at_the_env_file(
+    target: Target, testbed: Any, owned: Owned
+) -> None:
+    """The user plants a FIFO (and reads it) at the env file's path in the
+    CT's /tmp: `set -C` let the secret go into it. Now: refused, not written."""
+    secret = f"sk-{os.urandom(12).hex()}"
+    run = RunConfig(
+        command="sleep 300", cwd=str(owned.dir), session="envrun", log="env.log",
+        env={"API_KEY": secret},
+    )  # fmt: skip
+    plan = await plan_launch(target, Settings(run=run))
+    path = plan.params["env_file"]
+    stolen = owned.dir / "stolen"
+    plant = 'cd / && mkfifo "$1" && { timeout 30 cat "$1" > "$2" 2>/dev/null & }'
+    r = testbed.ct_exec(owned.ct, [*DROP, "sh", "-c", plant, "sh", path, str(stolen)])
+    assert r.returncode == 0, r.stderr
+    helpers.wait_for(stolen.exists, 10, "the reader")
+    result = await execute(target, plan)
+    assert not result.ok, result.summary
+    assert "something else is already at this path" in result.summary, result.summary
+    assert "nothing was written" in result.summary
+    assert secret not in stolen.read_text()
+    assert not ct_pids(testbed, owned.ct, "sleep 300")  # nothing started

@@ -29,8 +29,8 @@ from gputui.untrusted import tmux_literal
 # Secrets ([run] env: API keys) never enter a command line: argv is readable
 # by anyone through `ps` / /proc/PID/cmdline, and tmux keeps the pane's start
 # command for `list-panes`. `write_env_argv` first writes NAME=VALUE pairs,
-# NUL-terminated, to a new 0600 file in the target (`umask 077`, `set -C`:
-# created, never an existing file or link) from stdin; the wrapper reads it
+# NUL-terminated, to a new 0600 file in the target (WRITE_ENV_SCRIPT:
+# created, never an existing file, FIFO or link) from stdin; the wrapper reads it
 # with `read -d ''` (values may hold newlines), exports, and deletes it before
 # anything else runs.
 # SIGINT is trapped so the script outlives a Ctrl-C of its child and still
@@ -50,7 +50,24 @@ rc=$?
 printf '[gputui] exit %s at %s\\n' "$rc" "$(date '+%Y-%m-%d %H:%M:%S')" | tee -a -i -- "$log"
 exit "$rc"
 """
-WRITE_ENV_SCRIPT = 'umask 077 && set -C && cat > "$1"'
+# The env file: the values go into a fresh file of root's (mktemp: O_EXCL,
+# 0600), which is then hard-linked to the planned path; link(2) fails on
+# anything already there — a FIFO someone planted would otherwise take the
+# secret (`set -C` refuses only an existing regular file), a file of theirs
+# would hand the wrapper their variables (LD_PRELOAD). The path is checked to
+# be that very file afterwards; else nothing is left anywhere.
+WRITE_ENV_SCRIPT = r"""umask 077; e=$1
+t=$(mktemp "$e.XXXXXX") || exit 1
+if [ -e "$e" ] || [ -L "$e" ]; then s=3; cat > /dev/null; else
+  cat > "$t" && ln -- "$t" "$e" 2>/dev/null && [ -f "$e" ] && [ ! -L "$e" ] && [ "$e" -ef "$t" ]
+  s=$?
+fi
+if [ "$s" != 0 ]; then
+  [ -d "$e" ] && [ ! -L "$e" ] && rm -f -- "$e/${t##*/}"
+  printf '%s: something else is already at this path (a file, FIFO or link put there by someone); nothing was written to it\n' "$e" >&2
+fi
+rm -f -- "$t"; exit "$s"
+"""
 ENV_DIR = "/tmp"
 WRAPPER_NAME = LAUNCH_WRAPPER_NAME  # $0 of the wrapper: what ps shows
 
