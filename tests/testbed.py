@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 STANDINS = Path(__file__).resolve().parent / "standins"
+DOCKER_TOOLS = ("docker", "podman", "kubectl")  # one stand-in, three names
 SSHD = "/usr/sbin/sshd"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -66,6 +67,7 @@ class Testbed:
         *,
         extra_env: dict[str, str] | None = None,
         container_tool: bool = True,
+        docker: bool | None = None,
     ) -> None:
         self.root = Path(root or tempfile.mkdtemp(prefix="gputui-testbed-", dir="/var/tmp"))
         self.ssh_dir = self.root / "ssh"
@@ -88,7 +90,10 @@ class Testbed:
         # and whether `pct` is installed (False: a plain GPU server).
         self.extra_env = dict(extra_env or {})
         self.container_tool = container_tool
+        # `docker`, `podman` and `kubectl` stand-ins (default: with pct)
+        self.docker_tools = container_tool if docker is None else docker
         self._cts: set[int] = set()
+        self._containers: set[tuple[str, str]] = set()  # (tool, name); kubectl: NS/POD
 
     # ---------------------------------------------------------------- sshd
 
@@ -118,6 +123,8 @@ class Testbed:
     def _install_standins(self) -> None:
         for src in STANDINS.iterdir():
             if src.name == "pct" and not self.container_tool:
+                continue
+            if src.name in DOCKER_TOOLS and not self.docker_tools:
                 continue
             if src.is_file() and not src.name.startswith("."):
                 dst = self.bin_dir / src.name
@@ -235,6 +242,8 @@ class Testbed:
         stand-in state in its environment (e.g. a stream a test never closed), delete the files."""
         for ct in sorted(self._cts):
             self.ct_destroy(ct)
+        for tool, name in sorted(self._containers):
+            self.container_stop(tool, name)
         sessions = self._children(self._sshd.pid) if self._sshd is not None else []
         self._kill_sshd()
         for pid in sessions:
@@ -433,6 +442,69 @@ class Testbed:
     def set_pct_delay(self, seconds: float) -> None:
         """Start-up delay of every `pct` call made through ssh (default 0.3 s)."""
         self._atomic_write(self.state_dir / "pct-delay", f"{seconds}\n")
+
+    # ---------------------------------------------------------------- docker, podman, kubectl
+
+    def _tool(
+        self, tool: str, *args: str, check: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [str(self.bin_dir / tool), *args],
+            env={**self.env(), "HOME": str(self.home)},
+            capture_output=True,
+            text=True,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            cwd="/",
+            timeout=60,
+        )
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{tool} {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc
+
+    def container_create(self, tool: str, name: str, *cmd: str) -> str:
+        """A running Docker/Podman container NAME (`docker run -d --name NAME
+        IMAGE [CMD]`: PID 1 a reaper, or CMD); kubectl: NAME is NS/POD/C,..
+        (written to a kubeconfig in the sessions' HOME first). The container ID."""
+        self._containers.add((tool, name))
+        if tool == "kubectl":
+            self.kubeconfig()
+            ns, pod, containers = name.split("/")
+            self._tool(tool, "stand-in-pod", ns, pod, containers)
+            return pod
+        return self._tool(tool, "run", "-d", "--name", name, "img", *cmd).stdout.strip()
+
+    def container_stop(self, tool: str, name: str) -> None:
+        if tool == "kubectl":
+            self._tool(tool, "stand-in-pod-stop", *name.split("/")[:2], check=False)
+        else:
+            self._tool(tool, "stop", name, check=False)
+
+    def container_start(self, tool: str, name: str) -> None:
+        self._tool(tool, "start", name)
+
+    def container_exec(
+        self, tool: str, name: str, argv: list[str], *, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run argv inside the container directly (no ssh): for test set-up."""
+        if tool == "kubectl":
+            ns, pod = name.split("/")[:2]
+            return self._tool(
+                tool, "exec", "-i", "-n", ns, pod, "--", *argv, check=False, input=input
+            )
+        return self._tool(tool, "exec", "-i", name, *argv, check=False, input=input)
+
+    def kubeconfig(self, context: str = "testbed") -> Path:
+        """~/.kube/config of the ssh sessions (kubectl's default): one context."""
+        path = self.home / ".kube" / "config"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_text(
+                "apiVersion: v1\nkind: Config\ncontexts:\n"
+                f"- name: {context}\n  context:\n    cluster: testbed\n"
+                f"current-context: {context}\n"
+            )
+        return path
 
     # ---------------------------------------------------------------- GPUs
 
