@@ -137,7 +137,9 @@ async def pick_py_spy(
     if exe is not None:
         return [exe], []
     near = _next_to(extra, argv0s)
-    stats = (await target.run(["sh", "-c", OWNERS_SCRIPT, "gputui-owners", *near])).out if near else ""
+    stats = ""
+    if near:
+        stats = (await target.run(["sh", "-c", OWNERS_SCRIPT, "gputui-owners", *near])).out
     found = [ln.split("\t", 1)[0] for ln in stats.split("\n") if "\t" in ln]
     (uid, gid) = next(iter(owners)) if len(owners) == 1 else (0, 0)
     mine = owned_by(stats, uid) if uid != 0 else None

@@ -158,7 +158,8 @@ def canary_argv(canary: list[str], gdb_command: list[str]) -> list[str]:
     with the argv `canary`."""
     gdb = gdb_command[0]
     rest = gdb_command[gdb_command.index("-p") + 2 :]
-    return ["bash", "-c", CANARY_SCRIPT, "gputui-flush-canary", str(len(canary)), *canary, gdb, *rest]
+    head = ["bash", "-c", CANARY_SCRIPT, "gputui-flush-canary", str(len(canary))]
+    return [*head, *canary, gdb, *rest]
 
 
 def gdb_call_worked(text: str, exit_status: int | None) -> bool:
