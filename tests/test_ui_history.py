@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -15,6 +16,7 @@ from gputui.config import Settings
 from gputui.history import EventRow, GpuRow, HistoryWriter
 from gputui.ui.app import GputuiApp
 from gputui.ui.screens.wholerun import WholeRunScreen
+from gputui.ui.widgets.status import StatusLine
 from gputui.ui.wiring import build
 from helpers import until
 from ui_scenarios import screen_text
@@ -77,14 +79,19 @@ async def test_dashboard_and_watch_share_the_history(tmp_path: Path) -> None:
             await pilot.press("escape")
             await until(lambda: not isinstance(app.screen, WholeRunScreen), 5, "back")
             assert parts.recorder.errors == []
-            # an alert: a toast with the text as typed (never markup, no escapes)
-            app._alert(
-                Alert("box", "held_but_idle", "firing", "error", "hung [red]x[/]\x1b]0;t\x07", 1.0)
-            )
+            # an alert: the incident's notification with the text as typed
+            # (never markup, no escapes); one per incident, gone when it goes quiet
+            status = app.query_one(StatusLine)
+            hung = Alert("box", "held_but_idle", "firing", "error", "hung [red]x[/]\x1b]0;t\x07", 1.0)
+            app._alert(hung)
+            app._alert(dataclasses.replace(hung, state="escalated", title="hung [red]x[/] worse"))
             await pilot.pause()
-            notes = [n for n in app._notifications if "[red]x[/]" in str(n.message)]
-            assert len(notes) == 1 and not notes[0].markup
-            assert "\x1b" not in notes[0].message and "\x07" not in notes[0].message
+            notes = [n for n in status.notices.values() if "[red]x[/]" in n.text]
+            assert len(notes) == 1 and "worse" in notes[0].text, status.notices
+            assert "\x1b" not in notes[0].text and "\x07" not in notes[0].text
+            app._alert(dataclasses.replace(hung, state="quiet"))
+            await pilot.pause()
+            assert not [n for n in status.notices.values() if "[red]x[/]" in n.text]
             await pilot.press("q")
     finally:
         watch.send_signal(signal.SIGTERM)

@@ -157,6 +157,7 @@ class RunRecorder:
         self._audit_due = 0.0
         self._audit_mtime = 0.0
         self._audit_seen = 0  # bytes of the audit log read for expected windows
+        self.settle_s = SETTLE_S  # after the user's action ended: its new run is up
         self._exits: set[str] = set()
         self._connection: ConnectionState | None = None
         self._task: asyncio.Task[None] | None = None
@@ -480,7 +481,7 @@ class RunRecorder:
             start = min(t, float(e.get("plan") or t))
         except (TypeError, ValueError):
             return
-        until = t + ACTION_MAX_S if e.get("phase") == "begun" else t + SETTLE_S
+        until = t + (ACTION_MAX_S if e.get("phase") == "begun" else self.settle_s)
         self.gate.expect(start, until)
 
     async def import_audit(self) -> int:

@@ -145,7 +145,6 @@ class GputuiApp(App[int]):
         self.executed: list[ActionPlan] = []  # every action that really ran
         self.recorder = recorder  # gputui.recorder.RunRecorder: history + alerts
         self.terminal_alerts = terminal_alerts
-        self._toasts: dict[str, Any] = {}  # incident -> its toast (textual Notification)
         self.crashed_with: Exception | None = None  # run_app reports it (gputui.crash)
 
     def _handle_exception(self, error: Exception) -> None:
@@ -548,27 +547,29 @@ class GputuiApp(App[int]):
 
     def _alert(self, alert: Any) -> None:
         """An incident opened, got worse, resolved or went quiet
-        (gputui.alerts.toast_for): its one toast is replaced or removed, and
-        when on, a bell and a desktop notification (OSC 9 / 777, texts
-        stripped of controls)."""
-        from textual.notifications import Notification, Notify
-
+        (gputui.alerts.toast_for): its one notification in the header is
+        replaced or removed, and when on, a bell and a desktop notification
+        (OSC 9 / 777, texts stripped of controls)."""
         from gputui.alerts import terminal_notification, toast_for
 
         toast = toast_for(alert)
-        old = self._toasts.pop(toast.key, None)
-        if old is not None:
-            self.call_later(self._unnotify, old)  # after its own Notify, if still queued
-        if toast.message:
-            severity: SeverityLevel = "error" if toast.severity == "error" else "warning"
-            if toast.severity == "information":
-                severity = "information"
-            n = Notification(visible(toast.message), "", severity, toast.timeout, markup=False)
-            self._toasts[toast.key] = n
-            self.post_message(Notify(n))
+        status = self._q(StatusLine)
+        key = f"incident:{toast.key}"
+        if not toast.message:
+            status.clear_notice(key)
+        else:
+            status.show_notice(key, visible(toast.message), toast.severity)
+            if toast.severity == "information":  # "resolved": seen, then gone
+                text = status.notices[key].text
+                self.set_timer(toast.timeout, lambda: self._clear_notice(key, text))
         driver = getattr(self, "_driver", None)
         if toast.ring and self.terminal_alerts and driver is not None and not self.is_headless:
             driver.write(terminal_notification(alert))
+
+    def _clear_notice(self, key: str, text: str) -> None:
+        status = self._q(StatusLine)
+        if key in status.notices and status.notices[key].text == text:
+            status.clear_notice(key)
 
     def action_pause(self) -> None:
         paused = self._q(LogPanel).toggle_pause()

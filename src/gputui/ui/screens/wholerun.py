@@ -216,7 +216,7 @@ def gpu_text(data: WholeRun, width: int) -> Text:
         Panel(f"GPU memory GiB (of {top:.0f})" if top else "GPU memory GiB", data.mem_gib, top, _gib),
     ]
     marks = [
-        (e.t, "red" if e.kind == "finding" and e.state == "appear" else "blue")
+        (e.t, "red" if is_trouble(e) else "blue")
         for e in data.events
     ]
     return heatmap(panels, data.now, width, window=data.now - data.since, marks=marks)
@@ -239,12 +239,17 @@ class GpuHeat(Static):
         return gpu_text(self.data, self.content_region.width or 80)
 
 
+def is_trouble(e: EventOut) -> bool:
+    """An incident opening or getting worse (or, in older files, a finding appearing)."""
+    return (e.kind, e.state) in (("incident", "open"), ("incident", "worse"), ("finding", "appear"))
+
+
 def event_lines(events: list[EventOut], n: int = EVENT_LINES) -> Text:
     """The newest events, as plain text (remote strings are data, never markup)."""
     out = Text()
     for e in events[-n:]:
         stamp = time.strftime("%H:%M:%S", time.localtime(e.t))
-        style = "red" if e.kind == "finding" and e.state == "appear" else "blue"
+        style = "red" if is_trouble(e) else "blue"
         out.append(f"{stamp} ", style="dim")
         out.append(visible(f"{e.kind} {e.name} {e.state}")[:60], style=style)
         out.append(f"  {visible(e.title)[:120]}\n")
