@@ -100,3 +100,77 @@ async def test_watch_two_targets_in_one_process(
         await asyncio.wait_for(task, 60)
     assert task.result() == 0
     await until(lambda: not gputui_processes_on_host(testbed), 20, "nothing left on the host")
+
+
+def test_history_finds_a_target_by_the_name_given_to_watch(
+    testbed: Any, ct: int, tmp_path: Path
+) -> None:
+    """`gputui watch -F CFG --host gpuhost --ct N` (an ssh config alias for
+    127.0.0.1), then `gputui history gpuhost` and `history gpuhost/N`: the
+    name the user typed finds the target recorded under its address (it
+    said "no history for target 'gpuhost' — recorded targets: root@…")."""
+    import json
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+
+    from gputui.errors import GputuiError
+
+    import scenarios
+
+    run = prepare_run(testbed, ct, f"named{os.getpid()}")
+    start_unbuffered(testbed, run, 400, 0.2)
+    db = tmp_path / "history.sqlite"
+    config = tmp_path / "gputui.toml"
+    config.write_text(f"[history]\npath = {json.dumps(str(db))}\nlog_every = 1\n")
+    env = scenarios.doctor_env(testbed)
+    gputui = [sys.executable, "-m", "gputui.cli"]
+    ssh = ["--config", str(config), "-F", str(testbed.ssh_config_path)]
+    watch = subprocess.Popen(
+        [*gputui, "watch", *ssh, "--host", testbed.alias, "--ct", str(ct)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    address = f"{testbed.user}@127.0.0.1:{testbed.port} ct {ct}"
+
+    def recorded() -> bool:
+        if watch.poll() is not None or not db.exists():
+            return False
+        try:
+            r = HistoryReader(db)
+        except GputuiError:
+            return False
+        try:
+            return address in r.targets() and len(r.metrics(address, 0, 2e9)) >= 3
+        except sqlite3.OperationalError:  # its tables are not made yet
+            return False
+        finally:
+            r.close()
+
+    try:
+        asyncio.run(until(recorded, 90, "the run in the history"))
+    except AssertionError:
+        watch.send_signal(signal.SIGTERM)
+        raise AssertionError(watch.communicate(timeout=60)[0]) from None
+    watch.send_signal(signal.SIGTERM)
+    out, _ = watch.communicate(timeout=60)
+    assert watch.returncode == 0, out
+
+    def history(*words: str) -> subprocess.CompletedProcess[str]:
+        argv = [*gputui, "history", "--config", str(config), *words]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+
+    for name in (testbed.alias, f"{testbed.alias}/{ct}", f"127.0.0.1/{ct}"):
+        done = history(name, "--json")
+        assert done.returncode == 0, (name, done.stderr)
+        assert json.loads(done.stdout)["target"] == address, (name, done.stdout)
+    done = history("--host", testbed.alias, "--ct", str(ct))  # the flags mean the same
+    assert done.returncode == 0 and f"history of {address}" in done.stdout, done.stderr
+    missing = history(f"{testbed.alias}/{ct + 1}")
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1, missing.stderr
+    assert f"{address} (as {testbed.alias}/{ct})" in missing.stderr, missing.stderr
