@@ -116,9 +116,8 @@ def test_history_finds_a_target_by_the_name_given_to_watch(
     import subprocess
     import sys
 
-    from gputui.errors import GputuiError
-
     import scenarios
+    from gputui.errors import GputuiError
 
     run = prepare_run(testbed, ct, f"named{os.getpid()}")
     start_unbuffered(testbed, run, 400, 0.2)
