@@ -413,6 +413,33 @@ def profile(rate: float, seconds: float, out: Path) -> None:
     print(f"profile: {out}")
 
 
+def stream(seconds: float, toolong: str | None, out: Path) -> int:
+    """The streaming-log comparison, measured in one run, into its own
+    section of RESULTS.md."""
+    import stream_cost
+
+    found = stream_cost.find_toolong(toolong)
+    res = stream_cost.measure(seconds, found)
+    text = stream_cost.table(res)
+    print(text)
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    section = (
+        "<!-- stream-cost:start (bench/run.py --stream) -->\n"
+        "## CPU while the log streams (HF dict lines), each tool beside the others\n\n"
+        f"{when}, {seconds:g} s windows, 120×36 tmux panes, % of one core of each tool's "
+        "process tree; gputui with 8 stand-in GPUs (nvidia-smi 1 Hz). toolong: "
+        f"{found or 'not found'}; floor: a bare Textual `Log` following the file at 4 Hz.\n\n"
+        "```\n" + text + "\n```\n<!-- stream-cost:end -->\n"
+    )
+    old = out.read_text() if out.exists() else ""
+    if "<!-- stream-cost:start" in old and "<!-- stream-cost:end -->" in old:
+        a, b = old.index("<!-- stream-cost:start"), old.index("<!-- stream-cost:end -->")
+        old = old[:a] + old[b + len("<!-- stream-cost:end -->\n") :]
+    out.write_text(old.rstrip("\n") + "\n\n" + section)
+    print(f"\nwrote {out}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="smaller run, under a minute")
@@ -420,11 +447,20 @@ def main() -> int:
     ap.add_argument(
         "--profile", type=float, metavar="RATE", help="profile the UI at RATE lines/s instead"
     )
-    ap.add_argument("--seconds", type=float, default=30.0, help="with --profile: how long")
+    ap.add_argument("--seconds", type=float, default=30.0, help="with --profile/--stream: how long")
+    ap.add_argument(
+        "--stream",
+        action="store_true",
+        help="instead: CPU while a run logs HF dict lines at 20 and 40 lines/s and block-buffered, "
+        "gputui beside toolong, a bare Textual Log and tail -F (bench/stream_cost.py)",
+    )
+    ap.add_argument("--toolong", help="with --stream: toolong's command (its own venv)")
     args = ap.parse_args()
     if args.profile is not None:
         profile(args.profile, args.seconds, Path(f"/tmp/gputui-profile-{args.profile:g}.txt"))
         return 0
+    if args.stream:
+        return stream(args.seconds, args.toolong, Path(args.out))
     res = run("quick" if args.quick else "full")
     print(table_text(rows(res)))
     out = Path(args.out)
@@ -443,6 +479,9 @@ def main() -> int:
     if "<!-- hosts-bench begin -->" in old and "<!-- hosts-bench end -->" in old:
         a, b = old.index("<!-- hosts-bench begin -->"), old.index("<!-- hosts-bench end -->")
         keep += "\n" + old[a : b + len("<!-- hosts-bench end -->")] + "\n"  # hosts.py's
+    if "<!-- stream-cost:start" in old and "<!-- stream-cost:end -->" in old:
+        a, b = old.index("<!-- stream-cost:start"), old.index("<!-- stream-cost:end -->")
+        keep += "\n" + old[a : b + len("<!-- stream-cost:end -->")] + "\n"  # --stream's
     out.write_text(markdown(res) + keep)
     print(f"\nwrote {args.out} ({res['seconds']:.0f} s)")
     return 0

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# gputui's CPU while a run's log streams, on the lent GPU machine (issue 24):
+# the GPUs busy with a real PyTorch run (train_torch.py, so every NVML read
+# is real), and a stand-in trainer logging HF-Trainer dict lines
+# (bench/hf_writer.py, behind `| tee`) at 20 lines/s, 40 lines/s and
+# block-buffered; gputui --local, nvitop --interval 1 and toolong follow it,
+# each in a 120×36 tmux pane, all at once, one 40 s window per scenario
+# (bench/stream_cost.py). A py-spy profile of gputui in each window.
+# Targets: gputui ≤ 2× nvitop while the log streams, ≤ 1.3× buffered.
+#
+# Run from the repository root with the wheels in .whl/ (nvitop among them)
+# and toolong's in .whl/toolong/ (it pins Textual 0.58, so it gets a site of
+# its own): about 4 minutes, everything under $OUT.
+set -u
+OUT=${OUT:-/tmp/gputui-stream-cost}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/stream_cost.log") 2>&1
+ROOT=$(pwd)
+unset PYTHONUNBUFFERED
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+RUN=/var/tmp/gputui-stream
+rm -rf "$RUN" && mkdir -p "$RUN"
+. bench/gpu/common.sh  # step, use_wheels
+
+step "set-up: wheels, toolong in its own site, gputui from src/"
+git log --oneline -1 2>/dev/null || true
+use_wheels
+TOOLONG=
+if [ -d .whl/toolong ]; then
+  python3 -m pip install -q --no-index --no-compile --no-cache-dir \
+    --find-links .whl/toolong --find-links .whl --target /tmp/tlsite toolong &&
+    TOOLONG="env PYTHONPATH=/tmp/tlsite python3 -c 'import sys; from toolong.cli import run; sys.exit(run())'"
+fi
+[ -n "$TOOLONG" ] || echo "no toolong (.whl/toolong/ missing): measured without it"
+tmux -V; python3 --version; py-spy --version; python3 -m nvitop --version 2>/dev/null | head -1
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+
+step "the GPUs busy: a real PyTorch run (its own log, not the one watched)"
+cp bench/gpu/train_torch.py "$RUN/train.py"
+TMUX_TMPDIR=$RUN tmux new -d -s gpuload -c "$RUN" "CUDA_VISIBLE_DEVICES=0 python3 train.py > $RUN/gpuload.log 2>&1"
+sleep "${TRAIN_WAIT:-30}"
+nvidia-smi --query-gpu=index,utilization.gpu,memory.used,power.draw --format=csv
+
+step "CPU while the log streams: gputui vs nvitop vs toolong, 20 and 40 lines/s and buffered"
+timeout 420 python3 bench/stream_cost.py --seconds "${CPU_SECONDS:-40}" ${TOOLONG:+--toolong "$TOOLONG"} \
+  --extra "nvitop=python3 -m nvitop --interval 1" \
+  --json "$OUT/stream_cost.json" --profile "$OUT/gputui_profile"
+TMUX_TMPDIR=$RUN tmux kill-server 2>/dev/null
+echo done

@@ -1,0 +1,245 @@
+"""CPU of gputui watching a run that logs like a real trainer, against anchors
+measured in the same run: `python bench/stream_cost.py [--seconds 30]`.
+
+One stand-in run (bench/hf_writer.py: one HF-Trainer dict line a step, behind
+`| tee`) per scenario: 20 lines/s, 40 lines/s, and block-buffered (8 KiB
+chunks). Each tool follows the same log file in its own tmux pane (a real
+terminal, 120×36 by default), all at once, and its whole process tree's CPU
+is summed from /proc over one window (bench/gpu/cpu_cost.py's counting):
+
+- gputui: `gputui --local --session train0 --log FILE --interval 1`
+  (stand-in `nvidia-smi` with 8 GPUs where there is no real one);
+- toolong: Textual's log viewer (`tl FILE`), the same-framework anchor, when
+  found (--toolong, $TOOLONG, or `tl` on the PATH; it pins Textual 0.58,
+  so it lives in its own venv);
+- floor: bench/textual_floor.py, a bare Textual `Log` following the file at
+  4 Hz: what Textual itself costs to show the stream;
+- tail: `tail -F FILE`, the terminal's floor.
+
+nvitop needs a real GPU: that comparison is bench/gpu/stream_cost.sh's.
+Prints a table and, with --json, the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE / "gpu"))
+
+from cpu_cost import cpu_seconds, tree  # type: ignore[import-not-found]  # noqa: E402
+
+SCENARIOS = [("20 lines/s", 20.0, False), ("40 lines/s", 40.0, False), ("buffered", 40.0, True)]
+PYSPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+CLI = "import sys; from gputui.cli import main; sys.exit(main())"
+GPUS = {
+    "gpus": [
+        {
+            "index": i,
+            "memory.used": 60000 + 1000 * i,
+            "utilization.gpu": 90 + i,
+            "power.draw": 600.0,
+        }
+        for i in range(8)
+    ]
+}
+
+
+def tmux(*args: str, check: bool = True) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=check).stdout
+
+
+def pane(name: str, cmd: str, size: tuple[int, int]) -> int:
+    tmux("new", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]), cmd)
+    return int(tmux("display", "-p", "-t", name, "#{pane_pid}").strip())
+
+
+EXTRA: dict[str, str] = {}  # name -> command (--extra): nvitop on a GPU machine
+
+
+def tools(log: Path, toolong: str | None) -> dict[str, str]:
+    py = shlex.quote(sys.executable)
+    q = shlex.quote(str(log))
+    cfg = os.environ.get("GPUTUI_BENCH_CONFIG")
+    conf = f" --config {shlex.quote(cfg)}" if cfg else ""
+    out = {
+        "gputui": f"{py} -c {shlex.quote(CLI)} --local --session train0 --log {q} --interval 1{conf}",
+        "floor": f"{py} {shlex.quote(str(HERE / 'textual_floor.py'))} {q}",
+        "tail": f"tail -F {q}",
+    }
+    if toolong:
+        out["toolong"] = f"{toolong} {q}"
+    return {**out, **EXTRA}
+
+
+def scenario(
+    rate: float,
+    buffered: bool,
+    toolong: str | None,
+    seconds: float,
+    size: tuple[int, int],
+    profile: str | None = None,
+) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="gputui-stream-") as d:
+        log = Path(d) / "train.log"
+        writer = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'hf_writer.py'))} {rate:g}"
+        if buffered:
+            writer += " --buffered"
+        tmux(
+            "new",
+            "-d",
+            "-s",
+            "train0",
+            "-x",
+            "200",
+            "-y",
+            "50",
+            f"{writer} 2>&1 | tee {shlex.quote(str(log))}",
+        )
+        time.sleep(2.0)
+        panes = {n: pane(f"cpu-{n}", c, size) for n, c in tools(log, toolong).items()}
+        time.sleep(8.0)  # start-up and the first screen are not the steady cost
+        start = {n: cpu_seconds(tree(p)) for n, p in panes.items()}
+        t0 = time.monotonic()
+        spy = None
+        if profile:  # py-spy on gputui's python (the pane's shell execs it)
+            spy = subprocess.Popen(
+                [
+                    PYSPY,
+                    "record",
+                    "--subprocesses",
+                    "--pid",
+                    str(panes["gputui"]),
+                    "--duration",
+                    str(int(seconds)),
+                    "--rate",
+                    "100",
+                    "--format",
+                    "raw",
+                    "--nonblocking",
+                    "-o",
+                    f"{profile}-{rate:g}{'-buffered' if buffered else ''}.txt",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        time.sleep(seconds)
+        if spy is not None:
+            spy.wait(timeout=30)
+        wall = time.monotonic() - t0
+        res: dict[str, Any] = {}
+        for n, p in panes.items():
+            res[n] = round(100 * (cpu_seconds(tree(p)) - start[n]) / wall, 2)
+            res[f"{n}_screen"] = tmux("capture-pane", "-p", "-t", f"cpu-{n}").splitlines()
+            tmux("kill-session", "-t", f"cpu-{n}", check=False)
+        res["lines"] = sum(1 for _ in log.open(errors="replace"))
+        tmux("kill-session", "-t", "train0", check=False)
+        return res
+
+
+def find_toolong(arg: str | None) -> str | None:
+    for c in (arg, os.environ.get("TOOLONG"), shutil.which("tl")):
+        if c and shutil.which(c.split()[0]):
+            return c
+    return None
+
+
+TARGETS = {"20 lines/s": 2.0, "40 lines/s": 2.0, "buffered": 1.3}  # gputui / nvitop at most
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    first = next(iter(results.values()))
+    order = ["gputui", *EXTRA, "toolong", "floor", "tail"]
+    names = [n for n in order if n in first]
+    head = ["log", *[f"{n} %" for n in names], *[f"gputui/{n}" for n in names[1:]]]
+    rows = [head]
+    for label, r in results.items():
+        g = r["gputui"]
+        ratios = [f"{g / r[n]:.2f}×" if r[n] > 0 else "-" for n in names[1:]]
+        rows.append([label, *[f"{r[n]:.2f}" for n in names], *ratios])
+    w = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    out = ["  ".join(c.ljust(w[i]) for i, c in enumerate(row)) for row in rows]
+    if "20 lines/s" in results and "40 lines/s" in results:
+        a, b = results["20 lines/s"]["gputui"], results["40 lines/s"]["gputui"]
+        out.append(f"gputui at 40 vs 20 lines/s: {b / a:.2f}× (flat: the log is drawn at 4 Hz)")
+    if "nvitop" in first:
+        for label, r in results.items():
+            ratio = r["gputui"] / r["nvitop"] if r["nvitop"] > 0 else float("inf")
+            ok = "met" if ratio <= TARGETS[label] else "MISSED"
+            out.append(f"{label}: gputui {ratio:.2f}× nvitop (target ≤ {TARGETS[label]:g}×): {ok}")
+    return "\n".join(out)
+
+
+def measure(
+    seconds: float,
+    toolong: str | None,
+    size: tuple[int, int] = (120, 36),
+    profile: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Every scenario, each tool beside the others; {scenario: {tool: % of a core}}."""
+    state = Path(tempfile.mkdtemp(prefix="gputui-stream-state-"))
+    saved = dict(os.environ)
+    os.environ["TMUX_TMPDIR"] = str(state)  # a tmux server of its own
+    if not shutil.which("nvidia-smi"):  # 8 stand-in H200s
+        (state / "gpus.json").write_text(json.dumps(GPUS))
+        (state / "gputui.toml").write_text('[gpu]\nsource = "host"\n')  # nvidia-smi, not NVML
+        os.environ["GPUTUI_BENCH_CONFIG"] = str(state / "gputui.toml")
+        os.environ["GPUTUI_STANDIN_STATE"] = str(state)
+        os.environ["PATH"] = f"{ROOT / 'tests' / 'standins'}:{os.environ['PATH']}"
+    os.environ["PYTHONPATH"] = f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}"
+    os.environ["XDG_STATE_HOME"] = str(state)  # its history, not the user's
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for label, rate, buffered in SCENARIOS:
+            results[label] = scenario(rate, buffered, toolong, seconds, size, profile)
+            print(label, {k: v for k, v in results[label].items() if "screen" not in k}, flush=True)
+    finally:
+        subprocess.run(["tmux", "kill-server"], capture_output=True)
+        shutil.rmtree(state, ignore_errors=True)
+        os.environ.clear()
+        os.environ.update(saved)
+    return results
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=30.0, help="each window (default 30)")
+    ap.add_argument("--toolong", help="toolong's command (default: $TOOLONG or `tl` on the PATH)")
+    ap.add_argument("--size", default="120x36", help="each pane's columns x rows (default 120x36)")
+    ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--profile", help="py-spy gputui over each window: PREFIX-RATE.txt (collapsed)")
+    ap.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="NAME=CMD",
+        help="another tool in a pane of its own (bench/gpu: nvitop=python3 -m nvitop --interval 1)",
+    )
+    args = ap.parse_args()
+    for spec in args.extra:
+        name, _, cmd = spec.partition("=")
+        EXTRA[name] = cmd
+    cols, rows = (int(x) for x in args.size.split("x"))
+    toolong = find_toolong(args.toolong)
+    results = measure(args.seconds, toolong, (cols, rows), args.profile)
+    print(table(results))
+    if not toolong:
+        print("toolong not found: pip install toolong in a venv of its own, pass --toolong PATH/tl")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
