@@ -72,7 +72,9 @@ async def plan_flush(
     if not logs and settings.log:
         logs = [settings.log]
     exe = await require_tool(target, [gdb] if gdb else ["gdb"], "gdb", GDB_INSTALL)
-    canary, who = await plan_canary(target, ids.get(int(pids[0])) if pids else None)
+    if not pids:
+        raise ActionError("no process given to flush", "pass --session NAME or --pid PID")
+    canary, who = await plan_canary(target, int(pids[0]), ids.get(int(pids[0])))
     return ActionPlan(
         action="flush",
         title=f"Flush stdout of {len(pids)} Python process(es) live{in_session(name)}?",
@@ -98,15 +100,15 @@ async def plan_flush(
     )
 
 
-async def plan_canary(target: Target, run: ProcId | None) -> tuple[list[str], str]:
+async def plan_canary(target: Target, pid: int, run: ProcId | None) -> tuple[list[str], str]:
     """The canary's argv and whose identity it has: the run's interpreter
     (resolved now, when the box opens) started as the run's owner; as root
     only when the run is root's and the interpreter is root's alone. A
     user's interpreter runs the user's code at start-up (a .pth file)."""
     if run is None or not run.exe.startswith("/") or run.exe.endswith(" (deleted)"):
-        pid = run.pid if run is not None else "?"
         raise ActionError(
-            f"cannot tell which Python pid {pid} runs (its executable is unreadable or deleted)",
+            f"cannot tell which Python pid {pid} runs (it has ended, or its executable is "
+            "unreadable or deleted)",
             "r relaunches it unbuffered (PYTHONUNBUFFERED=1); the old log is kept",
         )
     command = [run.exe, "-c", CANARY_CODE]
