@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Log
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.result import ResultScreen
 from gputui.ui.widgets.banner import Banner
+from gputui.ui.widgets.status import StatusLine
 from ui_scenarios import (
     SIZE,
     gputui_processes_in_ct,
@@ -116,7 +117,7 @@ async def test_sessions_gpus_and_log_show_what_the_testbed_serves(testbed: Any, 
         await parts.on_exit()
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(120)
 async def test_buffered_banner_then_relaunch_clears_it(
     testbed: Any, ct: int, pct_without_delay: None
 ) -> None:
@@ -203,6 +204,24 @@ async def test_buffered_banner_then_relaunch_clears_it(
             # the relaunch report says what happened, in words
             said = " ".join(str(n.message) for n in app._notifications)
             assert "new log" in said and "->" not in said, said
+            # issue 22: the relaunch's own consequences (the SIGINT's
+            # KeyboardInterrupt, the old log's silence) are no news: the only
+            # alerts are the buffering incident's, resolved once the new run is up
+            rec = parts.recorder
+            assert rec is not None
+            await until(
+                lambda: any(a.state == "resolved" for a in rec.alerts),
+                40,
+                "the buffering incident resolved",
+                lambda: f"alerts: {[(a.kind, a.state) for a in rec.alerts]}",
+            )
+            states = [(a.cause, a.state) for a in rec.alerts]
+            assert {c for c, _ in states} == {"buffering"}, states
+            assert [s for _, s in states].count("firing") == 1, states
+            assert [s for _, s in states].count("resolved") == 1, states
+            shown = app.query_one(StatusLine).notices
+            notices = " ".join(n.text for k, n in shown.items() if k.startswith("incident:"))
+            assert "session" not in notices and "log silent" not in notices, notices
             # the old log was moved aside, not deleted or truncated
             moved = sorted(run.dir.glob("train.log.*"))
             assert len(moved) == 1, list(run.dir.iterdir())

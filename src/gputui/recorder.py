@@ -472,7 +472,7 @@ class RunRecorder:
             return
         if not isinstance(e, dict) or e.get("target") != self.name:
             return
-        if e.get("action") not in EXPECTING:
+        if (e.get("action") or e.get("begins")) not in EXPECTING:
             return
         if session and e.get("session") and e.get("session") != session:
             return  # another session's run on this target

@@ -136,7 +136,7 @@ def audit_begun(target: str, plan: ActionPlan, path: Path | None = None) -> Path
         "phase": "begun",
         "plan": round(plan.created, 3),
         "target": target,
-        "action": plan.action,
+        "begins": plan.action,  # not "action": one "action" line per action run
         "session": plan.session,
         "ct": plan.ct,
         "pids": plan.pids,
