@@ -18,7 +18,7 @@ def main() -> None:
     rate = float(sys.argv[1])
     buffered = "--buffered" in sys.argv[2:]
     if not buffered:
-        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     step = 0
     nxt = time.monotonic()
     while True:

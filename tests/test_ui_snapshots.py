@@ -103,7 +103,7 @@ def zoom_app(points: int) -> GputuiApp:
     snap.gpus = gpus(T0, busy=True, points=points)
     return GputuiApp(
         SceneMonitor(snap, lines),
-        actions=RecordingActions(),
+        actions=RecordingActions(),  # type: ignore[arg-type]
         diagnose=lambda s, now: list(findings),
         clock=lambda: T0,
         live=False,
