@@ -97,9 +97,17 @@ def posted(hook: Hook) -> list[str]:
 def start(testbed: Any, ct: int, session: str, script: str, cmd: str) -> Any:
     run = prepare_run(testbed, ct, session)
     run.script.write_text(script)
-    tmux_in_ct(testbed, ct, "new", "-d", "-s", session, "-c", str(run.dir), cmd.format(
-        script=shlex.quote(str(run.script)), log=shlex.quote(str(run.log))
-    ))
+    tmux_in_ct(
+        testbed,
+        ct,
+        "new",
+        "-d",
+        "-s",
+        session,
+        "-c",
+        str(run.dir),
+        cmd.format(script=shlex.quote(str(run.script)), log=shlex.quote(str(run.log))),
+    )
     return run
 
 
@@ -156,7 +164,9 @@ async def test_buffered_run_is_one_incident_until_relaunched_unbuffered(
     silences = 0
     try:
         await until(
-            lambda: any(f.kind == "buffered_output" for f in rec.findings), 60, "buffered",
+            lambda: any(f.kind == "buffered_output" for f in rec.findings),
+            60,
+            "buffered",
             lambda: state(rec),
         )
         silent_before = False
@@ -166,7 +176,9 @@ async def test_buffered_run_is_one_incident_until_relaunched_unbuffered(
             silences += silent and not silent_before
             silent_before = silent
             await asyncio.sleep(0.2)
-        await until(lambda: not any(f.kind == "busy_but_silent" for f in rec.findings), 20, "a chunk")
+        await until(
+            lambda: not any(f.kind == "busy_but_silent" for f in rec.findings), 20, "a chunk"
+        )
         await asyncio.sleep(2)  # the last posts arrive
         before = posted(hook)
         assert silences >= 3, f"only {silences} silences; findings {rec.findings}"
@@ -174,7 +186,7 @@ async def test_buffered_run_is_one_incident_until_relaunched_unbuffered(
         assert "block-buffered" in before[0] and "log silent" in before[1], before
 
         await user_does(watch, "relaunch")  # adds -u: the cause is gone
-        await until(lambda: len(hook.got) >= 3, 40, "the resolution", lambda: posted(hook))
+        await until(lambda: len(hook.got) >= 3, 40, "the resolution", lambda: str(posted(hook)))
         await asyncio.sleep(4)  # nothing else follows
         after = posted(hook)
         assert [p.split()[0] for p in after] == ["open", "worse", "resolved"], after
@@ -198,9 +210,7 @@ async def test_hang_escalates_then_resolves_once_when_the_user_kills_it(
     testbed.set_gpus(gpus(97))
     run = start(testbed, ct, "hangs", HANGS, "python3 -u {script} > {log} 2>&1")
     db = tmp_path / "history.sqlite"
-    watch = watch_for(
-        testbed, ct, "hangs", hook, db, gpu_idle_after_s=1.0, hang_after_s=6.0
-    )
+    watch = watch_for(testbed, ct, "hangs", hook, db, gpu_idle_after_s=1.0, hang_after_s=6.0)
     task = asyncio.create_task(watch.run())
     rec = watch.watched[0].recorder
     try:
@@ -210,11 +220,15 @@ async def test_hang_escalates_then_resolves_once_when_the_user_kills_it(
         testbed.set_gpus(gpus(0))  # the run hangs: its GPU goes idle, memory held
         (run.dir / "hang").write_text("")
         await until(
-            lambda: any("probably hung" in p for p in posted(hook)), 60, "probably hung",
-            lambda: posted(hook),
+            lambda: any("probably hung" in p for p in posted(hook)),
+            60,
+            "probably hung",
+            lambda: str(posted(hook)),
         )
         await user_does(watch, "kill")
-        await until(lambda: "resolved" in posted(hook)[-1], 40, "resolved", lambda: posted(hook))
+        await until(
+            lambda: "resolved" in posted(hook)[-1], 40, "resolved", lambda: str(posted(hook))
+        )
         await asyncio.sleep(4)  # nothing else follows
         said = posted(hook)
         text = history_text(db, watch)
