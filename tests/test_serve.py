@@ -88,15 +88,23 @@ def test_app_command_quotes_every_word() -> None:
     assert token_ok("abc", "abc") and not token_ok("abd", "abc") and not token_ok("", "abc")
 
 
-def test_non_loopback_bind_is_one_line() -> None:
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--demo", "--bind", "0.0.0.0:8000"], "--public"),
+        (["h:", "--bind", "127.0.0.1:8000"], "no port"),  # the one target grammar
+        (["--bind", "127.0.0.1:8000"], "no target given"),
+    ],
+)
+def test_bad_serve_is_one_line(argv: list[str], says: str) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "gputui", "serve", "--demo", "--bind", "0.0.0.0:8000"],
+        [sys.executable, "-m", "gputui", "serve", *argv],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert r.returncode == 2
-    assert r.stderr.count("\n") == 1 and "--public" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
 
 
 # ------------------------------------------------------------------ end to end

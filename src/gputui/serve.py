@@ -50,7 +50,13 @@ def add_parser(sub: Any, add_target_flags: Callable[..., None]) -> None:
         allow_abbrev=False,
     )
     add_target_flags(p, suppress=True)
-    p.add_argument("serve_targets", nargs="*", metavar="TARGET", help="what the dashboard watches")
+    p.add_argument(
+        "target",
+        nargs="?",
+        metavar="TARGET",
+        default=argparse.SUPPRESS,
+        help="what the dashboard watches, as for gputui itself: [user@]host[:port][/ct]",
+    )
     p.add_argument(
         "--bind",
         default=DEFAULT_BIND,
@@ -227,8 +233,7 @@ def main(
     parser: argparse.ArgumentParser,
     argv: Sequence[str],
 ) -> int:
-    given = settings.host or settings.local or settings.demo or settings.targets
-    if not (given or getattr(args, "serve_targets", None)):
+    if not (settings.host or settings.local or settings.demo or settings.targets):
         raise GputuiError(
             "serve: no target given",
             "e.g. gputui serve --demo, or gputui serve --host HOST --ct N",
