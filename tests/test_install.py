@@ -28,6 +28,8 @@ from gputui.doctor_run import DEMO_LABEL
 ROOT = Path(__file__).resolve().parent.parent
 OPTIONAL = ("apprise", "prometheus-client", "prometheus_client", "textual-serve", "textual_serve")
 DEV = ("pytest", "mypy", "hypothesis", "ruff")
+# the build and the install take ~20 s here; a loaded CI machine gets room
+pytestmark = pytest.mark.timeout(600)
 
 
 @dataclass

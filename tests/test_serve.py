@@ -260,6 +260,7 @@ async def open_page(port: str, url: str, shot: Path) -> tuple[str, str]:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (install.sh installs it)")
+@pytest.mark.timeout(300)  # the page waits up to 90 s for the dashboard on a loaded machine
 def test_page_shows_the_demo_dashboard(served: str, tmp_path: Path) -> None:
     browser, port = start_chromium(tmp_path)
     shot = tmp_path / "web-demo.png"
