@@ -72,7 +72,7 @@ def test_a_buffered_run_cycling_is_one_incident_told_once_and_once_worse() -> No
     g = AlertGate("t", quiet_s=600)
     out = []
     t = 0.0
-    for cycle in range(3):
+    for _cycle in range(3):
         for f in [BUFFERED] * 3 + [SILENT] * 3:
             out += g.update([f], t)
             t += 1
@@ -139,6 +139,19 @@ def test_the_users_kill_is_no_news_ever() -> None:
     out = g.update([DEAD], 5) + g.update([DEAD], 20) + g.update([DEAD], 2000)
     out += g.update([], 2010) + g.update([], 2020)
     assert out == []
+
+
+def test_incidents_open_before_a_restart_resolve_aloud_only_if_alerting() -> None:
+    g = AlertGate("t")
+    g.seed(HUNG, 0)
+    g.seed(NOISE, 0)  # a note in the history, never sent
+    out = g.update([], 10) + g.update([], 20)
+    assert sent(out) == [("held_but_idle", "resolved")]
+    # both resolve in the history
+    assert sorted((n.cause, n.state) for n in g.recorded) == [
+        ("hang", "resolved"),
+        ("tools_missing", "resolved"),
+    ]
 
 
 def test_causes_cover_the_rules_and_alerts_derive_from_them() -> None:

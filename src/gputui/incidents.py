@@ -140,6 +140,7 @@ class IncidentBook:
         """An incident open before a restart (from the history): not opened
         again, and resolved aloud when it clears if it was told."""
         c = cause_of(f.kind)
+        told = told and self._alerting(f)  # a note (tools missing) was never sent
         self.open[c.name] = Incident(
             c, since, f, told=f if told else None, recorded=f, absent_since=None
         )
