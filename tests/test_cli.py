@@ -149,3 +149,109 @@ def test_dashboard_on_an_unreachable_host_ends_in_one_line() -> None:
     last = re.search(r"gputui: [^\n]*\Z", visible.strip())
     assert last is not None and last.group(0).startswith("gputui: unknown host")
     assert "Traceback" not in r.stderr
+
+
+TARGET = "root@127.0.0.1:2222/200"
+SAME = ("root", "127.0.0.1", 2222, 200)
+
+
+def test_one_target_string_on_every_command(monkeypatch, tmp_path) -> None:
+    """`[user@]host[:port][/ct]` means the same to the dashboard, doctor, the
+    action verbs, watch and history, as TARGET or as --host."""
+    from gputui.targetargs import target_query
+    from gputui.watch import target_settings
+
+    monkeypatch.setattr("gputui.config.DEFAULT_CONFIG", tmp_path / "none.toml")
+    for argv in ([TARGET], ["--host", TARGET], ["doctor", TARGET], ["kill", TARGET, "--yes"]):
+        _, s = cli.parse(argv)
+        assert (s.user, s.host, s.port, s.ct) == SAME, argv
+    _, s = cli.parse(["dump", "--host", TARGET])
+    assert (s.user, s.host, s.port, s.ct) == SAME
+    _, s = cli.parse(["-l", "root", "-p", "2222", "--ct", "200", "127.0.0.1"])  # the flags
+    assert (s.user, s.host, s.port, s.ct) == SAME
+    args, s = cli.parse(["watch", TARGET])
+    w = target_settings(args.targets[0], s)
+    assert (w.user, w.host, w.port, w.ct) == SAME
+    args, _ = cli.parse(["history", TARGET])
+    assert target_query(args) == TARGET
+    args, _ = cli.parse(["history", "--host", "root@127.0.0.1:2222", "--ct", "200"])
+    assert target_query(args) == TARGET
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["doctor", "h/200", "--ct", "201"],  # the CT twice, differently
+        ["doctor", "h", "--host", "g"],  # the target twice
+        ["kill", "h/2x"],
+        ["--host", "a/200", "--host", "b"],  # a CT with several hosts
+    ],
+)
+def test_a_target_given_two_ways_is_one_line(argv, capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr("gputui.config.DEFAULT_CONFIG", tmp_path / "none.toml")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gputui: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["alert-test", "--ct", "200"], "--ct"),
+        (["alert-test", "--host", "h"], "--host"),
+        (["history", "--read-only"], "--read-only"),
+        (["history", "--interval", "2"], "--interval"),
+        (["history", "--session", "x"], "--session"),
+        (["kill", "h/200", "--read-only"], "--read-only"),
+        (["doctor", "h", "--read-only"], "--read-only"),
+    ],
+)
+def test_a_flag_a_command_does_not_take_is_refused(argv, flag, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and flag in err, err
+
+
+def test_ssh_dash_o_sets_the_options_gputui_honours(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr("gputui.config.DEFAULT_CONFIG", tmp_path / "none.toml")
+    opts = ["Port=2222", "User=root", "IdentityFile=/k", "ConnectTimeout=5"]
+    opts += ["StrictHostKeyChecking=accept-new", "ProxyJump=j:22", "ServerAliveInterval 7"]
+    _, s = cli.parse([x for o in opts for x in ("-o", o)] + ["-F", "/cfg", "127.0.0.1/200"])
+    assert (s.user, s.host, s.port, s.ct, s.identity_file) == (*SAME, "/k")
+    assert (s.connect_timeout, s.accept_new_host_key, s.jump, s.keepalive) == (5, True, "j:22", 7)
+    assert s.ssh_config == "/cfg"
+
+
+@pytest.mark.parametrize(
+    ("option", "words"),
+    [
+        ("HostName=x", ["'HostName'", "Port, User, IdentityFile"]),
+        ("Port=http", ["Port must be a port number"]),
+        ("StrictHostKeyChecking=no", ["yes or accept-new"]),
+    ],
+)
+def test_ssh_dash_o_bad_is_one_line(option, words, capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr("gputui.config.DEFAULT_CONFIG", tmp_path / "none.toml")
+    assert cli.main(["doctor", "-o", option, "h/200"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and all(w in err for w in words), err
+    assert cli.main(["-o", "Port=2", "-p", "3", "h"]) == 2
+    assert "disagree" in capsys.readouterr().err
+
+
+def test_dash_o_port_closed_is_the_one_line_unreachable_error(tmp_path) -> None:
+    """-o Port=N reaches the connection: a closed loopback port is the usual
+    one line, on the host doctor and on an action verb alike."""
+    from testbed import closed_port
+
+    port = closed_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}
+    env["HOME"] = str(tmp_path)
+    for words in (["doctor", "127.0.0.1"], ["kill", "127.0.0.1/200", "--yes"]):
+        argv = [sys.executable, "-m", "gputui.cli", *words, "-o", f"Port={port}", "-l", "root"]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        err = done.stderr
+        assert err.count("\n") == 1 and "connection refused by 127.0.0.1" in err, err
+        assert f"port {port}" in err or f":{port}" in err, err

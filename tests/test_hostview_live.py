@@ -350,3 +350,41 @@ def test_the_cli_host_view_opens_a_run_and_comes_back(
             os.waitpid(pid, 0)
         os.close(fd)
     assert not agents_left(tb)
+
+
+def test_doctor_on_a_proxmox_host_is_the_host_view(
+    proxmox: tuple[Testbed, hostscene.HostScene], tmp_path: Path
+) -> None:
+    """`gputui doctor --host H` (no CT) on a host with `pct`: each CT with its
+    state, sessions, GPUs and word, in text and JSON, exit code the worst
+    word's. It said "container none (plain host)" and "✓ nothing wrong"
+    while the CTs' runs held the GPUs."""
+    tb, scene = proxmox
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}
+    env["HOME"] = str(tmp_path)
+    where = ["127.0.0.1", "-o", f"Port={tb.port}", "-l", "root", "-i", str(tb.key_path)]
+    where += ["--known-hosts", str(tb.known_hosts_path)]
+    argv = [sys.executable, "-m", "gputui.cli", "doctor", *where]
+    done = subprocess.run([*argv, "--json"], env=env, capture_output=True, text=True, timeout=120)
+    doc = json.loads(done.stdout)
+    rows = {c["id"]: c for c in doc["host"]["containers"]}
+    assert sorted(rows) == scene.cts, doc
+    healthy, buffered, dead = scene.healthy, scene.buffered, scene.dead
+    assert (rows[healthy.ct]["health"], rows[healthy.ct]["sessions"]) == ("ok", ["train"])
+    assert rows[healthy.ct]["gpus"] == [0, 1] and rows[buffered.ct]["gpus"] == [2, 3]
+    assert rows[buffered.ct]["health"] == "buffered"
+    assert (rows[dead.ct]["health"], rows[dead.ct]["sessions"]) == ("dead", ["eval"])
+    assert (rows[scene.stopped_ct]["status"], rows[scene.stopped_ct]["health"]) == (
+        "stopped",
+        "stopped",
+    )
+    holders = doc["host"]["gpus"][0]["holders"]
+    assert [(h["ct"], h["session"]) for h in holders] == [(healthy.ct, "train")], holders
+    assert doc["exit_code"] == done.returncode == 1, done.stderr  # the worst word: dead
+    text = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert text.returncode == 1, text.stderr
+    assert "plain host" not in text.stdout and "nothing wrong" not in text.stdout
+    assert "connection  connected (round trip" in text.stdout, text.stdout
+    line = next(x for x in text.stdout.splitlines() if x.startswith(f"CT {healthy.ct} "))
+    assert "running  ok  GPUs 0,1  train" in line, text.stdout
+    assert f"worst: dead (CT {dead.ct})" in text.stdout, text.stdout

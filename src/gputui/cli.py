@@ -375,6 +375,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
             raise GputuiError(
                 "no target given", "pass --host HOST [--ct N], or --local to check this machine"
             )
+        if wants_host_view(hosts):  # a host, no run named: what `gputui --host H` shows
+            from gputui import doctor_host
+
+            return doctor_host.main(settings, as_json=bool(getattr(args, "json", False)))
         from gputui import doctor_run
 
         return doctor_run.main(settings, as_json=bool(getattr(args, "json", False)))
