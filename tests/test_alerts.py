@@ -133,6 +133,19 @@ def test_the_users_relaunch_is_no_news() -> None:
     assert sent(out + after) == [("busy_but_silent", "firing"), ("busy_but_silent", "resolved")]
 
 
+def test_the_banner_leaves_out_what_the_user_caused() -> None:
+    from gputui.incidents import IncidentBook
+
+    book = IncidentBook()
+    book.update([SILENT], 0)
+    book.expect(10, 40)
+    assert book.is_news(SILENT, 12)  # the old run is as buffered as before
+    assert not book.is_news(DEAD, 12)  # the relaunch's own SIGINT
+    book.update([DEAD], 12)
+    assert not book.is_news(DEAD, 100)  # still the user's doing after the window
+    assert book.is_news(HUNG, 100)  # a new cause after the window is news
+
+
 def test_the_users_kill_is_no_news_ever() -> None:
     g = AlertGate("t")
     g.expect(0, 10)

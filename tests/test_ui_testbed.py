@@ -9,6 +9,7 @@ real python3 in a real tmux session inside the stand-in CT; only `pct` and
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from typing import Any
@@ -162,6 +163,14 @@ async def test_buffered_banner_then_relaunch_clears_it(
             await pilot.press("r")
             await until(lambda: isinstance(app.screen, ConfirmScreen), 15, "the confirm box")
             assert app.executed == []  # the box is open, nothing ran yet
+            seen: set[str | None] = set()  # every banner word during the relaunch
+
+            async def sample() -> None:
+                while True:
+                    seen.add(kind())
+                    await asyncio.sleep(0.05)
+
+            sampler = asyncio.create_task(sample())
             await pilot.press("y")
             await until(lambda: app.executed, 5, "the relaunch to start")
             assert [p.action for p in app.executed] == ["relaunch"]
@@ -204,6 +213,9 @@ async def test_buffered_banner_then_relaunch_clears_it(
             # the relaunch report says what happened, in words
             said = " ".join(str(n.message) for n in app._notifications)
             assert "new log" in said and "->" not in said, said
+            sampler.cancel()
+            said_by_banner = seen - {None, "busy_but_silent", "buffered_output"}
+            assert not said_by_banner, seen  # never "session gone: KeyboardInterrupt"
             # issue 22: the relaunch's own consequences (the SIGINT's
             # KeyboardInterrupt, the old log's silence) are no news: the only
             # alerts are the buffering incident's, resolved once the new run is up

@@ -147,6 +147,15 @@ class IncidentBook:
         if told:
             self._fired[c.name] = since
 
+    def is_news(self, f: Finding, now: float) -> bool:
+        """False for a finding that is the user's own doing (the banner
+        leaves it out too): its cause's incident opened inside the user's
+        action window, or would open now, inside one."""
+        inc = self.open.get(cause_of(f.kind).name)
+        if inc is not None:
+            return not inc.expected
+        return not self.in_window(now)
+
     # ------------------------------------------------------------ each tick
 
     def update(self, findings: Iterable[Finding], now: float) -> list[Notice]:

@@ -465,6 +465,12 @@ class RunRecorder:
         for line in data[:end].splitlines():
             self._expect_line(line, session)
 
+    def is_news(self, f: Finding, now: float) -> bool:
+        """False for a finding the user's own relaunch or kill caused (the
+        dashboard's banner leaves it out, as the alerts do)."""
+        self.expect_from_audit(self.monitor.snapshot.session_name)
+        return self.gate.book.is_news(f, now)
+
     def _expect_line(self, line: bytes, session: str | None) -> None:
         try:
             e = json.loads(line)

@@ -335,6 +335,8 @@ class GputuiApp(App[int]):
             self.screen.show(snap.gpus, now)
         try:
             self.findings = list(self.diagnose(snap, now))
+            if self.recorder is not None:  # the user's own relaunch/kill is no news
+                self.findings = [f for f in self.findings if self.recorder.is_news(f, now)]
         except Exception as e:  # a broken rule must not take the dashboard down
             self.findings = []
             self.log.error(f"diagnose failed: {e!r}")
