@@ -255,3 +255,10 @@ def test_dash_o_port_closed_is_the_one_line_unreachable_error(tmp_path) -> None:
         err = done.stderr
         assert err.count("\n") == 1 and "connection refused by 127.0.0.1" in err, err
         assert f"port {port}" in err or f":{port}" in err, err
+
+
+def test_watch_demo_says_why_not_in_one_line(capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr("gputui.config.DEFAULT_CONFIG", tmp_path / "none.toml")
+    assert cli.main(["watch", "--demo"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "watch takes no --demo" in err and "gputui --demo" in err
