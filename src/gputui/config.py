@@ -51,6 +51,15 @@ CONFIG_MAX_BYTES = 1024 * 1024  # a config is a few hundred bytes; /dev/zero is 
 MIN_INTERVAL_S = 0.2
 MAX_INTERVAL_S = 3600.0
 MAX_CONNECT_TIMEOUT_S = 600.0  # a hung host must still end in a message
+DAY_S = 86400.0
+MAX_HISTORY_MB = 1024.0 * 1024  # 1 TiB: more is a typo, and MiB -> bytes must fit
+MAX_VMID = 999_999_999  # Proxmox's own limit
+# [history]/[alerts] numbers: (section, key, attribute, above, at most, e.g.)
+POSITIVE_RANGES = (
+    ("history", "max_mb", "history_max_mb", 0.0, MAX_HISTORY_MB, "256"),
+    ("history", "log_every", "history_log_every", 0.0, DAY_S, "60"),
+    ("alerts", "quiet_period", "alert_quiet_period", 0.0, 7 * DAY_S, "600"),
+)
 
 
 @dataclass
@@ -324,8 +333,36 @@ def _apply(settings: Settings, text: str, path: Path, section: str, key: str, va
             )
         value = dict(value)
     if types == _NUM[0]:
-        value = float(value)
+        value = _as_float(value)
     _set(settings, attr, value)
+
+
+def _as_float(value: float) -> float:
+    """A TOML number as a float: an int too big for one is inf (then
+    refused by _validate, as nan and inf are), not an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def _get(settings: Settings, attr: str) -> Any:
+    if attr.startswith("diagnosis."):
+        return getattr(settings.diagnosis, attr[10:])
+    return getattr(settings, attr, None)
+
+
+def _all_finite(s: Settings, where: Callable[[str, str, str], str]) -> None:
+    """Every number key finite: `quiet_period = nan` would silence every
+    alert, `max_mb = inf` crash the history (the checks above name most)."""
+    for (section, key), (attr, (types, _)) in KEYS.items():
+        v = _get(s, attr) if types == _NUM[0] else None
+        if isinstance(v, float) and not math.isfinite(v):
+            name = f"{section}.{key}" if section else key
+            raise ConfigError(
+                f"{where(section, key, name)}: {v} is not a finite number",
+                "write a number (see config.example.toml)",
+            )
 
 
 def split_destination(text: str) -> tuple[str | None, str, int | None]:
@@ -414,7 +451,7 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
         raise ConfigError(
             f"{where('', 'port', '--port')}: port {s.port} is out of range", "use 1-65535"
         )
-    if s.ct is not None and s.ct < 1:
+    if s.ct is not None and not 1 <= s.ct <= MAX_VMID:
         raise ConfigError(
             f"{where('', 'ct', '--ct')}: CT number {s.ct} is invalid",
             f"use the CT id from {ProxmoxLXC.HOW_TO_LIST}, e.g. 200",
@@ -446,25 +483,25 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
             f"{where('gpu', 'source', 'gpu source')}: unknown GPU source {s.gpu_source!r}",
             f"use one of: {', '.join(GPU_SOURCES)}",
         )
-    for section, key, attr in (
-        ("history", "max_mb", "history_max_mb"),
-        ("history", "log_every", "history_log_every"),
-        ("alerts", "quiet_period", "alert_quiet_period"),
-    ):
-        if getattr(s, attr) <= 0:
+    _all_finite(s, where)
+    for section, key, attr, low, high, eg in POSITIVE_RANGES:
+        v = getattr(s, attr)
+        if not (math.isfinite(v) and low < v <= high):  # nan fails every comparison
             raise ConfigError(
-                f"{where(section, key, f'{section}.{key}')}: must be > 0", "see config.example.toml"
+                f"{where(section, key, f'{section}.{key}')}: {v:g} is out of range",
+                f"use a number above {low:g} and at most {high:g}, e.g. {eg}",
             )
-    if s.alert_connection_down_after < 0:
+    down = s.alert_connection_down_after
+    if not (math.isfinite(down) and 0 <= down <= DAY_S):
         raise ConfigError(
             f"{where('alerts', 'connection_down_after', 'alerts.connection_down_after')}: "
-            "must be >= 0 seconds",
+            f"must be 0 to {DAY_S:g} seconds",
             "e.g. 60",
         )
     for f in fields(Thresholds):
         v = getattr(s.diagnosis, f.name)
         percent = f.name in PERCENT_THRESHOLDS
-        if v <= 0 or (percent and v > 100):
+        if not math.isfinite(v) or v <= 0 or (percent and v > 100):
             raise ConfigError(
                 f"{where('diagnosis', f.name, 'diagnosis.' + f.name)}: "
                 + ("must be a percentage above 0 and at most 100" if percent else "must be > 0"),

@@ -39,6 +39,12 @@ def add_parsers(sub: Any, add_target_flags: Callable[..., None]) -> None:
     watch.add_argument(
         "--prometheus", metavar="ADDR", help="serve /metrics on ADDR, e.g. 127.0.0.1:9464"
     )
+    watch.add_argument(
+        "--prometheus-public",
+        action="store_true",
+        help="allow --prometheus on an address other than loopback (no login: anyone who "
+        "can reach it sees the runs' names and figures)",
+    )
     hist = sub.add_parser("history", help="print the recorded history of a target")
     add_target_flags(hist, suppress=True, parts=HISTORY_PARTS)
     hist.add_argument(
@@ -61,7 +67,11 @@ def run(command: str, args: argparse.Namespace, settings: Settings) -> int:
         from gputui import watch
 
         return watch.main(
-            list(args.targets or []), settings, args.prometheus, getattr(args, "hosts", None)
+            list(args.targets or []),
+            settings,
+            args.prometheus,
+            getattr(args, "hosts", None),
+            prometheus_public=bool(getattr(args, "prometheus_public", False)),
         )
     if command == "history":
         return _history(args, settings)

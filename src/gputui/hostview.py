@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from gputui.collect.gpu import AppsListing, parse_compute_apps
 from gputui.diagnose import HELD_MIB
 from gputui.model import ConnectionState, Finding, GpuState, Session, Severity, Snapshot
+from gputui.numtext import ascii_int
 
 # A link in these states is "down" (a reconnect is under way, or never came up).
 DOWN_STATES = (ConnectionState.FAILED, ConnectionState.RECONNECTING)
@@ -150,9 +151,7 @@ def rank(word: str) -> int:
 def container_of_cgroup(cgroup: str) -> int | None:
     """`/lxc/203` (what the apps listing keeps of a host PID's cgroup) -> 203."""
     if cgroup.startswith("/lxc/"):
-        number = cgroup[5:].split("/", 1)[0]
-        if number.isdigit():
-            return int(number)
+        return ascii_int(cgroup[5:].split("/", 1)[0], 9)
     return None
 
 

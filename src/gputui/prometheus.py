@@ -9,6 +9,7 @@ them in the exposition format.
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 from gputui.alerts import ALERT_KINDS
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Finding, Snapshot
+from gputui.numtext import ascii_int
 
 MIB = 1024 * 1024
 
@@ -151,11 +153,12 @@ class Exporter:
         yield from gauges.values()
         yield from (step, loss, thr, silent, lines, up, state, finding)
 
-    def serve(self, address: str) -> tuple[str, int]:
-        """Serve /metrics on ADDR (`127.0.0.1:9464`, `:9464`, `[::1]:9464`)."""
+    def serve(self, address: str, public: bool = False) -> tuple[str, int]:
+        """Serve /metrics on ADDR (`127.0.0.1:9464`, `:9464`, `[::1]:9464`);
+        an address other than loopback only when `public` (see parse_address)."""
         from prometheus_client import start_http_server
 
-        host, port = parse_address(address)
+        host, port = parse_address(address, public)
         try:
             server, _thread = start_http_server(port, addr=host, registry=self.registry)
         except OSError as err:
@@ -173,11 +176,34 @@ class Exporter:
             self._server = None
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+PUBLIC_WARNING = "anyone who can reach it sees the runs' names and figures"
+
+
+def parse_address(text: str, public: bool = False) -> tuple[str, int]:
+    """(host, port) of --prometheus HOST:PORT. An address other than
+    loopback (0.0.0.0, a LAN address, a host name) is refused with one
+    line unless `public` (--prometheus-public): /metrics has no login."""
+    host, sep, port_text = text.rpartition(":")
+    port = ascii_int(port_text, 5)
+    if not sep or port is None or port > 65535:
         raise GputuiError(
             f"--prometheus {text!r} is not HOST:PORT", "e.g. --prometheus 127.0.0.1:9464"
         )
     host = host.strip("[]") or "127.0.0.1"
-    return host, int(port)
+    if not public and not is_loopback(host):
+        raise GputuiError(
+            f"--prometheus {text}: not a loopback address, so {PUBLIC_WARNING}",
+            "add --prometheus-public to mean it, or keep 127.0.0.1 and let Prometheus"
+            " reach it through ssh -L 9464:127.0.0.1:9464",
+        )
+    return host, port
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or `localhost`; any other name or address is not."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -87,11 +87,16 @@ class Watch:
         targets: Sequence[Settings],
         *,
         prometheus: str | None = None,
+        prometheus_public: bool = False,
         out: TextIO | None = None,
         writer: HistoryWriter | None = None,
     ) -> None:
         if not targets:
             raise GputuiError("nothing to watch", "name targets: gputui watch HOST[/CT] ...")
+        if prometheus:
+            from gputui.prometheus import parse_address
+
+            parse_address(prometheus, prometheus_public)  # a bad address: one line, at once
         base = targets[0]
         self.out = out if out is not None else sys.stdout
         self.writer = writer
@@ -100,6 +105,7 @@ class Watch:
         self.sender = AppriseSender(list(base.alert_urls))
         self.exporter = None
         self.prometheus = prometheus
+        self.prometheus_public = prometheus_public
         self.address: tuple[str, int] | None = None
         if prometheus:
             from gputui.prometheus import Exporter
@@ -188,8 +194,14 @@ class Watch:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, handler)
         if self.exporter is not None and self.prometheus:
-            self.address = self.exporter.serve(self.prometheus)
-            self.say(f"serving /metrics on http://{self.address[0]}:{self.address[1]}/metrics")
+            from gputui.prometheus import PUBLIC_WARNING, is_loopback
+
+            self.address = self.exporter.serve(self.prometheus, self.prometheus_public)
+            host, port = self.address
+            self.say(
+                f"serving /metrics on http://{host}:{port}/metrics"
+                + ("" if is_loopback(host) else f" — not loopback: {PUBLIC_WARNING}")
+            )
         try:
             for w in self.watched:
                 await w.recorder.start()
@@ -248,6 +260,8 @@ def main(
     base: Settings,
     prometheus: str | None,
     flag_hosts: list[str] | None = None,
+    prometheus_public: bool = False,
 ) -> int:
     targets = watch_targets(specs, base, flag_hosts)
-    return asyncio.run(Watch(targets, prometheus=prometheus).run())
+    watch = Watch(targets, prometheus=prometheus, prometheus_public=prometheus_public)
+    return asyncio.run(watch.run())

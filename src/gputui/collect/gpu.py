@@ -24,10 +24,12 @@ lost=False.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from dataclasses import dataclass
 
 from gputui.model import GpuEvent, GpuProcess, GpuSample
+from gputui.numtext import ascii_int
 
 GPU_FIELDS: tuple[str, ...] = (
     "index",
@@ -57,7 +59,13 @@ _UNKNOWN = {
     "no data",
 }
 
-_NUM_RE = re.compile(r"^([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%/]*)$")
+# ASCII digits only: float() takes any Unicode digit (`٣٠` is 30.0)
+_NUM_RE = re.compile(
+    r"^([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%/]*)$", re.ASCII
+)
+# The GPUs one table holds: a row for a higher index (a CT's nvidia-smi can
+# print anything) is an event saying it was not read, never a new row.
+MAX_GPUS = 64
 
 # Multipliers to MiB for memory values printed with a unit.
 _MEM_UNITS = {"": 1.0, "mib": 1.0, "mb": 1.0, "gib": 1024.0, "gb": 1024.0, "kib": 1 / 1024}
@@ -114,6 +122,8 @@ def parse_number(value: str, mem: bool = False) -> float | None:
     if not m:
         return None
     x = float(m.group(1))
+    if not math.isfinite(x):  # 1e999: no reading
+        return None
     if mem:
         factor = _MEM_UNITS.get(m.group(2).lower())
         if factor is None:
@@ -149,12 +159,14 @@ def parse_gpu_line(line: str, now: float) -> GpuSample | GpuEvent | None:
         if len(fields) > n:  # a name with commas in it: keep the tail fixed
             extra = len(fields) - n
             fields = [fields[0], ",".join(raw[1 : 2 + extra]).strip(), *fields[2 + extra :]]
-        idx = fields[0]
-        if idx.isdigit() and any("gpu is lost" in f.lower() for f in fields[1:]):
+        idx = ascii_int(fields[0], 9)
+        if idx is not None and any("gpu is lost" in f.lower() for f in fields[1:]):
             return GpuEvent(time=now, text=text, lost=True)
-        if idx.isdigit():
+        if idx is not None and idx >= MAX_GPUS:
+            return GpuEvent(time=now, text=_past_max(idx), lost=False)
+        if idx is not None:
             return GpuSample(
-                index=int(idx),
+                index=idx,
                 time=now,
                 name="" if is_unknown(fields[1]) else fields[1],
                 uuid="" if is_unknown(fields[2]) else fields[2],
@@ -167,6 +179,10 @@ def parse_gpu_line(line: str, now: float) -> GpuSample | GpuEvent | None:
                 sm_clock_mhz=parse_number(fields[9]),
             )
     return GpuEvent(time=now, text=text, lost=is_lost_text(text))
+
+
+def _past_max(idx: int) -> str:
+    return f"nvidia-smi row for GPU {idx} unreadable: gputui reads GPUs 0-{MAX_GPUS - 1}"
 
 
 def parse_gpu_output(text: str, now: float) -> list[GpuSample | GpuEvent]:
@@ -193,13 +209,14 @@ def parse_compute_apps(text: str) -> list[GpuProcess]:
             continue
         cols = line.split(",")
         fields = [f.strip() for f in cols]
-        if len(fields) < 4 or not fields[0].isdigit():
+        pid = ascii_int(fields[0], 10) if len(fields) >= 4 else None
+        if pid is None:
             continue  # header, "No running processes found", or noise
         name = ",".join(cols[1:-2]).strip()
         procs.append(
             GpuProcess(
                 gpu_uuid=fields[-1],
-                host_pid=int(fields[0]),
+                host_pid=pid,
                 used_mib=parse_number(fields[-2], mem=True),
                 name="" if is_unknown(name) else name,
             )

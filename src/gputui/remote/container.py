@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from gputui.errors import ContainerError
 from gputui.model import CtStatus
+from gputui.numtext import ascii_int
 
 
 @dataclass
@@ -174,14 +175,15 @@ class ProxmoxLXC(Container):
         out: list[ContainerListing] = []
         for line in text.splitlines():
             words = line.split()
-            if len(words) < 2 or not words[0].isdigit():
-                continue  # the header, or noise
+            vmid = ascii_int(words[0], 9) if len(words) >= 2 else None
+            if vmid is None:
+                continue  # the header, or noise (`²00` is no VMID)
             lock, name = "", ""
             if len(words) >= 4:
                 lock, name = words[2], " ".join(words[3:])
             elif len(words) == 3:
                 name = words[2]
-            out.append(ContainerListing(int(words[0]), words[1], name, lock))
+            out.append(ContainerListing(vmid, words[1], name, lock))
         return out
 
     @classmethod
@@ -635,6 +637,6 @@ def container_for(ct: Container | int | str | None) -> Container:
         return ct
     if ct is None:
         return Host()
-    if isinstance(ct, str) and not ct.strip().isdigit():
-        return parse_container(ct)
+    if isinstance(ct, str) and ascii_int(ct, 9) is None:
+        return parse_container(ct)  # `²00`, like any other text: one line ValueError
     return ProxmoxLXC(int(ct))
