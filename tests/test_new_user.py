@@ -337,3 +337,26 @@ def test_closing_the_terminal_stops_the_remote_side(testbed: Any, ct: int, view:
     assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGHUP
     left = lambda: {p: _cmdline(p) for p in _started_through(testbed) - before}  # noqa: E731
     wait_for(lambda: not left(), 8, "nothing left on the host or in the CT")
+
+
+def test_the_target_grammar_and_dash_f_reach_the_ct(testbed: Any, ct: int) -> None:
+    """`-F SSH_CONFIG gpuhost/CT` (an alias for 127.0.0.1, as ssh -F takes
+    it) names the same CT to doctor and to an action verb."""
+    where = f"{testbed.user}@127.0.0.1:{testbed.port} ct {ct}"
+    for words in (["doctor", "--json"], ["kill", "--json"]):
+        argv = [sys.executable, "-m", "gputui.cli", *words, "-F", str(testbed.ssh_config_path)]
+        done = subprocess.run(
+            [*argv, f"{testbed.alias}/{ct}"],
+            env=sc.doctor_env(testbed),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        doc = json.loads(done.stdout)
+        assert doc["target"] == where, (words, done.stdout, done.stderr)
+        assert done.returncode in (0, 1, 2) and "Traceback" not in done.stderr
+        if words[0] == "kill":  # planned on that CT, not run: no terminal to confirm on
+            assert doc["ran"] is False, doc
+        else:
+            assert doc["exit_code"] != 2, done.stderr
