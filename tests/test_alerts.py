@@ -111,6 +111,18 @@ def test_a_hang_standing_buffering_down_is_no_resolution_of_it() -> None:
     ]
 
 
+def test_reconnecting_then_lost_is_one_connection_incident() -> None:
+    lost = Finding("connection", Severity.ERROR, "cannot reach box: connection refused")
+    g = AlertGate("t", holds={"connection": 60})
+    out = g.update([DOWN], 0) + g.update([DOWN], 60) + g.update([lost], 70) + g.update([DOWN], 80)
+    out += g.update([lost], 90) + g.update([], 100) + g.update([], 110)
+    assert sent(out) == [
+        ("connection", "firing"),
+        ("connection", "escalated"),
+        ("connection", "resolved"),
+    ]
+
+
 def test_a_lost_connection_resolves_nothing_it_hides() -> None:
     g = AlertGate("t", holds={"connection": 60})
     out = g.update([HUNG], 0) + g.update([DOWN], 10) + g.update([DOWN], 100)
