@@ -271,6 +271,9 @@ def test_doctor_over_every_target_prints_a_list_and_exits_with_the_worst(
     assert isinstance(docs, list) and len(docs) == 2, done.stderr
     assert [d["exit_code"] != 2 for d in docs] == [True, True], docs
     assert done.returncode == max(d["exit_code"] for d in docs)
+    # the Proxmox host is its host view, as `doctor --host` alone; the plain one its run report
+    views = [("host" in d, d["snapshot"] is not None) for d in docs]
+    assert views == [(True, False), (False, True)], docs
     b.host_down()
     try:
         down = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=90)

@@ -1,6 +1,7 @@
 """`gputui doctor` over several hosts (`--host a --host b`, `[[targets]]`).
 
-Each host is inspected as `gputui doctor --host H` would, all at once, each
+Each host is inspected as `gputui doctor --host H` would (a Proxmox host
+with no CT named: its host view, doctor_host.py), all at once, each
 on its own connection: one that cannot be reached is reported as such and
 the others are not held up. `--json` prints a list with one report per host,
 each the document `gputui doctor --json` prints for it (docs/doctor-json.md);
@@ -14,16 +15,28 @@ import json
 import time
 from typing import Any
 
-from gputui import doctor_run
+from gputui import doctor_host, doctor_run
 from gputui.config import Settings
 from gputui.errors import GputuiError
+from gputui.hostreport import host_dict, host_exit, host_text
+from gputui.hosts import wants_host_view
 from gputui.report import doctor_dict, exit_code, render_text
 from gputui.untrusted import json_text
 
 
 async def _one(settings: Settings) -> tuple[dict[str, Any], str, int]:
-    """(JSON report, text report, exit code) of one host."""
+    """(JSON report, text report, exit code) of one host: a Proxmox host
+    with no CT named is its host view (doctor_host), as for one host."""
     try:
+        if wants_host_view([settings]):
+            view, host_facts = await doctor_host.watch_host(settings)
+            if view is not None:
+                now = time.time()
+                return (
+                    host_dict(view, host_facts, now),
+                    host_text(view, host_facts),
+                    host_exit(view),
+                )
         facts, snap, findings, inspected = await doctor_run.inspect(settings)
     except GputuiError as err:
         facts = {"target": settings.host, "error": str(err)}

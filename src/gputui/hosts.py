@@ -11,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from gputui.config import HostTarget, Settings, split_destination
+from gputui.config import HostTarget, Settings
 from gputui.errors import ConfigError, GputuiError
+from gputui.remote.target import TARGET_GRAMMAR, parse_target
 
 
 def host_settings(settings: Settings, flag_hosts: list[str] | None = None) -> list[Settings]:
@@ -29,22 +30,29 @@ def host_settings(settings: Settings, flag_hosts: list[str] | None = None) -> li
 
 
 def _for_host(settings: Settings, t: HostTarget, where: str) -> Settings:
-    """The settings for one host: `[user@]host[:port]` split as for --host."""
+    """The settings for one host: `[user@]host[:port][/ct]`, the grammar of
+    --host and every command's TARGET (a CT there is that host's run, for
+    `watch`; the host view shows every CT whatever it names)."""
     try:
-        user, host, port = split_destination(t.host)
+        spec = parse_target(t.host)
     except ValueError as err:
-        raise ConfigError(f"{where}: {err}", "use [user@]host[:port], e.g. root@10.1.2.6") from None
-    if t.port is not None:
-        port = t.port
-    return dataclasses.replace(
+        raise ConfigError(f"{where}: {err}", f"use {TARGET_GRAMMAR}, e.g. root@10.1.2.6") from None
+    port = t.port if t.port is not None else spec.port
+    s = dataclasses.replace(
         settings,
-        host=host,
+        host=spec.host,
         port=port if port is not None else settings.port,
-        user=t.user or user or settings.user,
+        user=t.user or spec.user or settings.user,
         identity_file=t.identity_file or settings.identity_file,
         known_hosts=t.known_hosts or settings.known_hosts,
         targets=[],
     )
+    if spec.ct is not None:
+        s.ct = spec.ct
+    if spec.place is not None:  # host/docker:NAME (podman:, pod:)
+        kind, _, name = spec.place.partition(":")
+        setattr(s, kind, name)
+    return s
 
 
 def wants_host_view(hosts: list[Settings]) -> bool:

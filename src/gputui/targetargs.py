@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from gputui.errors import GputuiError
+from gputui.errors import ConfigError, GputuiError
 from gputui.remote.target import TARGET_EXAMPLE, TARGET_GRAMMAR, TargetSpec, parse_target
 
 
@@ -117,7 +117,7 @@ def _spec(text: str, where: str) -> TargetSpec:
     try:
         return parse_target(text)
     except ValueError as err:
-        raise GputuiError(f"{where}: {err}", f"write {TARGET_GRAMMAR}, {TARGET_EXAMPLE}") from None
+        raise ConfigError(f"{where}: {err}", f"use {TARGET_GRAMMAR}, {TARGET_EXAMPLE}") from None
 
 
 def _take_place(args: argparse.Namespace, spec: TargetSpec, given: str) -> None:
