@@ -767,15 +767,22 @@ def rule_connection(ctx: Context) -> Finding | None:
     return None
 
 
+def _container_words(ctx: Context) -> str:
+    """'container 200' for a Proxmox CT (as before); 'docker container trainer', 'pod ml/p'."""
+    c = ctx.snap.container
+    if c is None or c.id is not None or not c.kind:
+        return f"container {ctx.snap.ct}"
+    return c.words
+
+
 def rule_ct_missing(ctx: Context) -> Finding | None:
     if ctx.snap.ct_status != CtStatus.MISSING:
         return None
-    ct = ctx.snap.ct
     said, fix = ctx.snap.container.missing_evidence() if ctx.snap.container else ("", "")
     return Finding(
         kind="ct_missing",
         severity=Severity.ERROR,
-        title=f"container {ct} does not exist on this host",
+        title=f"{_container_words(ctx)} does not exist on this host",
         evidence=[said] if said else [],
         fix=fix,
     )
@@ -784,12 +791,11 @@ def rule_ct_missing(ctx: Context) -> Finding | None:
 def rule_ct_stopped(ctx: Context) -> Finding | None:
     if ctx.snap.ct_status != CtStatus.STOPPED:
         return None
-    ct = ctx.snap.ct
     said, fix = ctx.snap.container.stopped_evidence() if ctx.snap.container else ("", "")
     return Finding(
         kind="ct_stopped",
         severity=Severity.ERROR,
-        title=f"container {ct} is stopped",
+        title=f"{_container_words(ctx)} is stopped",
         evidence=[said] if said else [],
         fix=fix,
     )
@@ -1662,7 +1668,7 @@ def _nvidia_smi_missing(ctx: Context) -> bool:
     t = ctx.tools
     if t.nvidia_smi_host is not False:
         return False
-    if ctx.snap.ct is None:
+    if ctx.snap.container is None or not ctx.snap.container.kind:  # the host itself
         return True
     return t.probed and t.nvidia_smi_ct is False
 

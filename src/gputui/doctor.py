@@ -42,7 +42,7 @@ def _parse_tools(text: str) -> dict[str, str | None]:
 
 async def probe_tools(target: Target) -> Tools:
     probe = ["sh", "-c", TOOLS_SCRIPT]
-    if target.ct is not None:
+    if target.in_container:
         inside, host = await asyncio.gather(
             target.run(probe, timeout=20), target.run_host(probe, timeout=20)
         )
@@ -55,7 +55,7 @@ async def probe_tools(target: Target) -> Tools:
         python3=ct_tools.get("python3"),
         py_spy=ct_tools.get("py-spy"),
         nvidia_smi_host=host_tools.get("nvidia-smi") is not None,
-        nvidia_smi_ct=(ct_tools.get("nvidia-smi") is not None) if target.ct is not None else None,
+        nvidia_smi_ct=(ct_tools.get("nvidia-smi") is not None) if target.in_container else None,
         gdb=ct_tools.get("gdb"),
         probed=True,
     )
@@ -80,4 +80,7 @@ def connection_facts(target: Target, settings: Settings, connect_ms: float) -> d
     }
     if target.ct is not None:
         facts["ct"] = {"number": target.ct, "status": CtStatus.RUNNING.value}
+    elif target.in_container:  # docker, podman, pod: by kind and name
+        c = target.container
+        facts["container"] = {"kind": c.kind, "spec": c.spec, "status": CtStatus.RUNNING.value}
     return facts

@@ -209,7 +209,7 @@ class NvidiaSmiFeed(GpuFeed):
     def _apply_apps(self, side: str, block: list[str]) -> None:
         """One listing of the apps loop -> state.processes (if it changed)."""
         self._last_apps = (side, block)
-        procs, rc, _ = parse_apps_block(block, self.target.ct, self._ct_pid_ns)
+        procs, rc, _ = parse_apps_block(block, self.target.apps_ct, self._ct_pid_ns)
         if rc == 0 or rc is None:
             if side == "ct":
                 for p in procs:  # the CT's own view: PIDs are CT PIDs
@@ -223,7 +223,7 @@ class NvidiaSmiFeed(GpuFeed):
                 self._changed()
 
     def _sides(self) -> list[str]:
-        if self.where == "host" or (self.where == "auto" and self.target.ct is None):
+        if self.where == "host" or (self.where == "auto" and not self.target.in_container):
             return ["host"]
         if self.where == "ct":
             return ["ct"]
@@ -280,7 +280,8 @@ class NvidiaSmiFeed(GpuFeed):
                     continue  # auto: try the other side at once
                 if not_found >= set(sides):
                     where = " or ".join(
-                        "on the host" if s == "host" else f"in CT {self.target.ct}" for s in sides
+                        "on the host" if s == "host" else f"in {self.target.container.words}"
+                        for s in sides
                     )
                     self.state.error = (
                         f"nvidia-smi not found {where} — install the NVIDIA utilities "

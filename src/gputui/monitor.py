@@ -119,7 +119,7 @@ class Monitor:
         self.clock = clock
         self.interval = float(self.settings.interval or 1.0)
         self.snapshot = Snapshot(time=clock(), target=target.label, container=target.container)
-        if target.ct is None:
+        if not target.in_container:
             self.snapshot.ct_status = CtStatus.NONE
         self.gpu_feed = gpu_feed if gpu_feed is not None else self._default_gpu_feed()
         if self.gpu_feed is not None:
@@ -419,9 +419,9 @@ class Monitor:
         snap.tools.nvidia_smi_host = gpu_tools[0]
         if self.follower is not None:
             self.follower.clock_offset = agent.clock_offset
-        if isinstance(self.gpu_feed, NvidiaSmiFeed) and self.target.ct is not None:
+        if isinstance(self.gpu_feed, NvidiaSmiFeed) and self.target.in_container:
             self.gpu_feed.ct_pid_ns = agent.hello.get("pid_ns")
-        if self.target.ct is not None and snap.ct_status != CtStatus.RUNNING:
+        if self.target.in_container and snap.ct_status != CtStatus.RUNNING:
             snap.ct_status = CtStatus.RUNNING
             self._changed("ct")
         self._changed("ct")

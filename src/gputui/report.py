@@ -124,6 +124,7 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
             "rtt_ms": _num(snap.rtt_ms),
         },
         "ct": {"id": snap.ct, "status": _enum(snap.ct_status)},
+        "container": _container_dict(snap),
         "tools": {
             "tmux": snap.tools.tmux,
             "python3": snap.tools.python3,
@@ -395,9 +396,17 @@ def _tools_line(tools: Any) -> str:
     return " · ".join(parts)
 
 
+def _container_dict(snap: Snapshot) -> dict[str, str] | None:
+    c = snap.container
+    return {"kind": c.kind, "spec": c.spec} if c is not None and c.kind else None
+
+
 def _ct_line(facts: dict[str, Any], snap: Snapshot | None) -> str:
     ct = snap.ct if snap is not None else facts.get("ct")
     status = _enum(snap.ct_status) if snap is not None else facts.get("ct_status")
+    other = snap.container if snap is not None else None
+    if ct is None and other is not None and other.kind:  # docker, podman, pod
+        return f"{other.words} {status}"
     if ct is None:
         return "none (plain host)" if status in (None, "none", "unknown") else str(status)
     return f"CT {ct} {status}"

@@ -28,7 +28,7 @@ def memory_reader(target: Target) -> Callable[[], Awaitable[float | None]]:
                 ]
                 used = [s.mem_used_mib for s in samples if s.mem_used_mib is not None]
                 return sum(used) if used else None
-            if target.ct is None:
+            if not target.in_container:
                 break
         return None
 
@@ -42,13 +42,13 @@ def process_reader(target: Target) -> Callable[[], Awaitable[list[GpuProcess]]]:
             return []
         lines = res.out.splitlines()
         block = lines[: lines.index("@gputui end")] if "@gputui end" in lines else lines
-        procs, _, _ = parse_apps_block(block, target.ct)
+        procs, _, _ = parse_apps_block(block, target.apps_ct)
         if any(p.in_container is None for p in procs):
             # No /lxc/<ct>/ cgroup to tell (cgroup v1, the test bed): the
             # CT's PID namespace does, as the monitor's agent hello gives it.
             ns = await target.run(["readlink", "/proc/self/ns/pid"])
             if ns.ok and ns.out.strip():
-                procs, _, _ = parse_apps_block(block, target.ct, ns.out.strip())
+                procs, _, _ = parse_apps_block(block, target.apps_ct, ns.out.strip())
         return procs
 
     return read

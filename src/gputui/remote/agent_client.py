@@ -127,7 +127,9 @@ class AgentClient:
         with the fix; the caller falls back to plain commands."""
         argv = agent_argv(python)
         check = "python3 -V" if on_host else target.container.phrase("python3 -V")
-        where = "on the host" if on_host or target.ct is None else f"in {target.container.words}"
+        where = (
+            "on the host" if on_host or not target.in_container else f"in {target.container.words}"
+        )
         if on_host:
             proc = await target.open_host(argv, watchdog=False)
         else:

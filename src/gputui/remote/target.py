@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 from gputui.errors import GputuiError
 from gputui.model import CtStatus
 from gputui.remote.base import CommandResult, RemoteProcess, Transport
-from gputui.remote.container import CONTAINER_GRAMMAR, Container, container_for, parse_container
+from gputui.remote.container import (
+    CONTAINER_GRAMMAR,
+    Container,
+    Host,
+    container_for,
+    parse_container,
+)
 
 if TYPE_CHECKING:
     from gputui.config import Settings
@@ -136,6 +142,18 @@ class Target:
     def ct(self) -> int | None:
         """The container's number; None on a plain host."""
         return self.container.id
+
+    @property
+    def in_container(self) -> bool:
+        """Whether the run lives in a container (of any kind), not on the host."""
+        return not isinstance(self.container, Host)
+
+    @property
+    def apps_ct(self) -> int | None:
+        """What `gpufeed.parse_apps_block` takes as `ct`: the CT number; 0
+        for a container of another kind (no `/lxc/N` cgroup is its: its PID
+        namespace tells); None on the host itself."""
+        return self.ct if self.ct is not None else (0 if self.in_container else None)
 
     @property
     def label(self) -> str:
