@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 SHELLS = ("bash", "zsh", "fish")
 HOST_FLAGS = ("--host", "--jump", "-J")
-FILE_FLAGS = ("-i", "--config", "--ssh-config", "--known-hosts")
+FILE_FLAGS = ("-i", "--config", "--ssh-config", "-F", "--known-hosts")
 
 
 @dataclass
