@@ -57,3 +57,29 @@ def test_a_flood_that_replaces_the_view_is_drawn_twice_a_second() -> None:
                 p.spend(lines, rows=20)
                 writes += 1
         assert want[0] <= writes <= want[1], (lines, writes)
+
+
+def test_lines_that_keep_coming_are_drawn_twice_a_second_and_a_pause_resets() -> None:
+    """A stream held back for stream_after seconds drops to stream_rate
+    writes a second (issue 24); after a pause the first line goes at once
+    and the next seconds are at the full rate again."""
+    clock = Clock()
+    p = WritePacer(rate=4.0, burst=2.0, clock=clock, stream_rate=2.0, stream_after=2.0)
+
+    def stream(seconds: float, every: float = 0.05) -> list[float]:
+        times = []
+        for _ in range(round(seconds / every)):  # 20 lines/s, written when allowed
+            clock.t += every
+            if p.wait() <= 0:
+                p.spend()
+                times.append(clock.t)
+        return times
+
+    first = stream(2.0)
+    assert 8 <= len(first) <= 11  # 4 a second (plus the burst) while it starts
+    later = stream(10.0)
+    assert 19 <= len(later) <= 22  # then 2 a second
+    clock.t += 5.0  # a quiet spell
+    assert p.wait() == 0  # the next line at once
+    p.spend()
+    assert 7 <= len(stream(2.0)) <= 10  # and the full rate again

@@ -5,7 +5,8 @@ coalesced apply updates the widgets in place. The once-a-second redraw (GPU
 rows, ages, metrics, banner) rides on the GPU samples' arrival, so one frame
 carries them all; a 1 Hz timer covers a feed that went quiet. Log lines move
 in as soon as the monitor says they arrived after a quiet spell, and under a
-stream in batches, at most ~4 writes a second (`WritePacer`).
+stream in batches, at most ~4 writes a second, 2 once lines keep coming
+(`WritePacer`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from gputui.ui.commands import ActionCommands
 from gputui.ui.compositor import LeanScreen
 from gputui.ui.feed import MonitorLike
 from gputui.ui.format import nothing_to_watch
-from gputui.ui.pacing import WritePacer
+from gputui.ui.pacing import STREAM_RATE, WritePacer
 from gputui.ui.screens.confirm import ConfirmScreen, plan_heading
 from gputui.ui.screens.help import HelpScreen, help_markdown
 from gputui.ui.screens.result import ResultScreen, result_details
@@ -136,7 +137,7 @@ class GputuiApp(App[int]):
         self._apply_pending = False
         self._log_path: str | None = None
         self._last_log_write = -1e9  # time.monotonic() of the last write to the log view
-        self._log_pacer = WritePacer()
+        self._log_pacer = WritePacer(stream_rate=STREAM_RATE)
         self._log_flush_pending = False
         self._dropped_base = 0  # monitor's dropped_log_lines when this log's view began
         self._availability: tuple[str | None, ...] = ()

@@ -7,6 +7,12 @@ writes), and the lines that arrive in between go in the next batch. A write
 that replaced every row of the view (a flood: nobody reads lines scrolling by
 at hundreds a second) costs `FLOOD_COST` writes, so a flood is drawn ~2 times
 a second: each such write restyles the whole view (~0.5 ms a row).
+
+Lines that keep coming (a write first held back by the bucket
+`stream_after` seconds ago, and the bucket not full since) are drawn at
+`stream_rate` writes a second instead (2 in the dashboard; issue 24: the
+frames are most of what a streaming log costs). The first line after a quiet
+spell still goes at once.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from collections.abc import Callable
 WRITES_PER_S = 4.0
 BURST = 2.0
 FLOOD_COST = 2.0
+STREAM_RATE = 2.0  # writes a second once lines have kept coming for STREAM_AFTER_S
+STREAM_AFTER_S = 2.0
 
 
 class WritePacer:
@@ -25,22 +33,38 @@ class WritePacer:
         rate: float = WRITES_PER_S,
         burst: float = BURST,
         clock: Callable[[], float] = time.monotonic,
+        stream_rate: float | None = None,
+        stream_after: float = STREAM_AFTER_S,
     ) -> None:
         self.rate = rate
         self.burst = burst
         self.clock = clock
+        self.stream_rate = rate if stream_rate is None else stream_rate
+        self.stream_after = stream_after
         self._tokens = burst
         self._at = clock()
+        self._held_since: float | None = None  # the stream's first held-back write
+
+    def _rate(self) -> float:
+        held = self._held_since
+        streaming = held is not None and self._at - held >= self.stream_after
+        return self.stream_rate if streaming else self.rate
 
     def _refill(self) -> None:
         now = self.clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self._rate())
         self._at = now
+        if self._tokens >= self.burst:  # the bucket filled up: the stream paused
+            self._held_since = None
 
     def wait(self) -> float:
         """Seconds until the next write may go out (0: now)."""
         self._refill()
-        return 0.0 if self._tokens >= 1 else (1 - self._tokens) / self.rate
+        if self._tokens >= 1:
+            return 0.0
+        if self._held_since is None:
+            self._held_since = self._at
+        return (1 - self._tokens) / self._rate()
 
     def spend(self, lines: int = 1, rows: int | None = None) -> None:
         """A write of `lines` lines went out to a view `rows` high."""

@@ -1,0 +1,97 @@
+"""A short per-function summary of a py-spy profile (``--format raw``).
+
+    python3 bench/profile_summary.py PROFILE [--top N]
+
+py-spy's raw format is one collapsed stack a line, ``frame;frame;… COUNT``,
+the first frame naming the process when it was recorded with
+``--subprocesses``. Printed: samples per process, then for each process the
+functions with the most samples *inclusive* (the function or anything it
+called) and *own* (the function itself at the top of the stack), so a
+profile explains itself without a flame-graph viewer (issue 24).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import sys
+from pathlib import Path
+
+_FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^()]*?)(?::\d+)?\)$")
+# A process frame quotes its command line, which may hold ';' and newlines
+# (python3 -c '…'): it is swapped for a short label before stacks are split.
+_PROC = re.compile(r'process (\d+):"(.*?)"(?=;)', re.DOTALL)
+
+
+def _short(frame: str) -> str:
+    """``func (path/to/mod.py:12)`` → ``func (to/mod.py)``: one name a function."""
+    m = _FRAME.match(frame)
+    if not m:
+        return frame[:80]
+    parts = m["file"].split("/")
+    return f"{m['func']} ({'/'.join(parts[-2:])})"
+
+
+def _label(m: re.Match[str]) -> str:
+    """A process frame's command line → ``process <short label>``."""
+    cmd = " ".join(m[2].split())
+    if "gputui.cli" in cmd or "gputui " in cmd:
+        name = "gputui (main)"
+    elif "tail" in cmd and "os.read" in cmd:
+        name = "log relay (tail -F wrapper)"
+    elif "zlib" in cmd and "base64" in cmd:
+        name = "gputui agent"
+    else:
+        name = cmd[:60].replace(";", ",")
+    return f"process {name} [{m[1]}]"
+
+
+def summarize(lines: list[str], top: int) -> str:
+    """The summary text of raw py-spy lines."""
+    per_proc: dict[str, int] = collections.Counter()
+    incl: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    own: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    total = 0
+    for line in _PROC.sub(_label, "\n".join(lines)).splitlines():
+        stack, _, count = line.rstrip("\n").rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        frames = stack.split(";")
+        procs = [i for i, f in enumerate(frames) if f.startswith("process ")]
+        start = procs[-1] + 1 if procs else 0
+        proc = frames[procs[-1]][len("process ") :] if procs else "main"
+        funcs = [_short(f) for f in frames[start:] if f]
+        total += n
+        per_proc[proc] += n
+        for f in set(funcs):
+            incl[proc][f] += n
+        if funcs:
+            own[proc][funcs[-1]] += n
+    out = [f"{total} samples"]
+    for proc, n in sorted(per_proc.items(), key=lambda kv: -kv[1]):
+        out.append(f"\n== {proc}: {n} samples ({100 * n / max(total, 1):.0f} %)")
+        out.append("  inclusive:")
+        out += [f"  {c:6d} {100 * c / n:5.1f}%  {f}" for f, c in incl[proc].most_common(top)]
+        out.append("  own:")
+        out += [f"  {c:6d} {100 * c / n:5.1f}%  {f}" for f, c in own[proc].most_common(top // 2)]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("profile", type=Path)
+    ap.add_argument("--top", type=int, default=30)
+    args = ap.parse_args(argv)
+    try:
+        lines = args.profile.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        print(f"profile_summary: cannot read {args.profile}: {exc.strerror}", file=sys.stderr)
+        return 2
+    print(summarize(lines, args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
