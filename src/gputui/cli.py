@@ -342,7 +342,12 @@ def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings]:
         _not_a_command(parser, target)
     if target is not None and "--" in words[:at]:
         words.remove("--")
-    args = parser.parse_args(words)
+    args, extra = parser.parse_known_args(words)
+    if extra:  # a flag this command does not take: name the command and its help
+        command = f"gputui {args.command}" if getattr(args, "command", None) else "gputui"
+        parser.exit(
+            2, f"gputui: `{command}` does not take {' '.join(extra)} — see `{command} --help`\n"
+        )
     if target is not None:
         args.target = target
     settle_target(args)
