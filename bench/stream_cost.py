@@ -42,6 +42,9 @@ from cpu_cost import cpu_seconds, tree  # type: ignore[import-not-found]  # noqa
 
 SCENARIOS = [("20 lines/s", 20.0, False), ("40 lines/s", 40.0, False), ("buffered", 40.0, True)]
 PYSPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+# samples a second: py-spy records only busy samples, so at 100 a window of a
+# process at 4 % of a core held ~150 samples, too few to rank its functions
+PROFILE_RATE = int(os.environ.get("PROFILE_RATE", "250"))
 CLI = "import sys; from gputui.cli import main; sys.exit(main())"
 GPUS = {
     "gpus": [
@@ -124,7 +127,7 @@ def scenario(
                     "--duration",
                     str(int(seconds)),
                     "--rate",
-                    "100",
+                    str(PROFILE_RATE),
                     "--format",
                     "raw",
                     "--nonblocking",

@@ -166,6 +166,61 @@ def test_a_log_deleted_while_tee_writes_it_names_an_fd_to_read_it_through(
     assert proc.stdout.deleted == {str(log): handle}
 
 
+def test_a_poll_reads_the_stat_files_of_the_tree_and_new_processes_only(
+    work: Path, spawn: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24: every poll read /proc/PID/stat of every process on the
+    machine, and readlinked every process's fd 0 to find the pipe's reader.
+    While no process comes or goes, a poll reads the tree's own stat files
+    and keeps the readers (and the processes new since the last poll)."""
+    from gputui.remote import agent as agent_mod
+
+    log = work / "train.log"
+    p = spawn(["bash", "-c", f"{PY} train.py | tee -a {log}"], work)
+    reader = ProcReader()
+    wait_for(
+        lambda: (x := python_in_tree(reader, p.pid)) and x["stdout"]["readers"] and x,
+        what="tee reading the pipe",
+    )
+    stats: list[int] = []
+    links: list[str] = []
+    read_stat, readlink = agent_mod.read_stat, agent_mod._readlink
+
+    def counted_stat(pid: int) -> Any:
+        stats.append(pid)
+        return read_stat(pid)
+
+    def counted_link(path: str) -> Any:
+        links.append(path)
+        return readlink(path)
+
+    monkeypatch.setattr(agent_mod, "read_stat", counted_stat)
+    monkeypatch.setattr(agent_mod, "_readlink", counted_link)
+
+    def lean_poll() -> list[dict[str, Any]] | None:
+        """A poll that read few stat files (a loaded machine may start many
+        processes between two polls: each new one is read once)."""
+        stats.clear()
+        links.clear()
+        tree = reader.tree(p.pid)
+        return tree if len(stats) < len(tree) + 10 else None
+
+    extra = [subprocess.Popen(["sleep", "60"]) for _ in range(30)]  # more than the tree
+    try:
+        reader.tree(p.pid)
+        tree = wait_for(lean_poll, what="a poll that reads the tree's stat files")
+        assert {d["pid"] for d in tree} <= set(stats)  # the tree's own, always
+        assert not {e.pid for e in extra} & set(stats)  # not the others'
+        assert len([x for x in links if x.endswith("/fd/0")]) < 5  # nor their fd 0
+        py = next(d for d in tree if d["is_python"])
+        assert py["stdout"]["readers"][0][1] == f"tee -a {log}"  # still found
+        assert [d["comm"] for d in tree] == ["bash", py["comm"], "tee"]
+    finally:
+        for e in extra:
+            e.kill()
+            e.wait()
+
+
 @pytest.mark.parametrize(
     ("argv_extra", "env_extra", "why"),
     [

@@ -5,7 +5,9 @@
 # (bench/hf_writer.py, behind `| tee`) at 20 lines/s, 40 lines/s and
 # block-buffered; gputui --local, nvitop --interval 1 and toolong follow it,
 # each in a 120×36 tmux pane, all at once, one 40 s window per scenario
-# (bench/stream_cost.py). A py-spy profile of gputui in each window.
+# (bench/stream_cost.py). A py-spy profile of gputui in each window (250
+# samples a second: PROFILE_RATE), summarized per function and per process
+# (bench/profile_summary.py) into $OUT/gputui_profile-*-summary.txt.
 # Targets: gputui ≤ 2× nvitop while the log streams, ≤ 1.3× buffered.
 #
 # Run from the repository root with the wheels in .whl/ (nvitop among them)
@@ -46,4 +48,13 @@ timeout 420 python3 bench/stream_cost.py --seconds "${CPU_SECONDS:-40}" ${TOOLON
   --extra "nvitop=python3 -m nvitop --interval 1" \
   --json "$OUT/stream_cost.json" --profile "$OUT/gputui_profile"
 TMUX_TMPDIR=$RUN tmux kill-server 2>/dev/null
+
+step "where gputui's CPU goes: a per-function summary of each profile"
+for prof in "$OUT"/gputui_profile-*.txt; do
+  case $prof in *-summary.txt) continue ;; esac
+  [ -f "$prof" ] || continue
+  python3 bench/profile_summary.py "$prof" --top 40 > "${prof%.txt}-summary.txt"
+  echo "-- $prof"
+  python3 bench/profile_summary.py "$prof" --top 16
+done
 echo done

@@ -153,6 +153,7 @@ _ERROR_LINE = re.compile(
 )
 # A write that failed because the disk is full (tee's and Python's words).
 _ENOSPC_LINE = re.compile(r"No space left on device|\[Errno 28\]|\bENOSPC\b")
+_ENOSPC_WORDS = ("No space left on device", "[Errno 28]", "ENOSPC")  # each match holds one
 
 
 # ---------------------------------------------------------------- public API
@@ -510,6 +511,12 @@ class Context:
         """(where, line): the last line of the pane (tee says it there) or
         the log (Python's OSError) that says a write failed for lack of space."""
         for src, lines in (("pane", self.snap.pane_tail), ("log", self.snap.log_tail)):
+            # one substring scan of the whole tail first: a regex per line
+            # of a 200-line tail, every tick, was a tenth of gputui's CPU
+            # while a log streamed (issue 24)
+            joined = "\n".join(ln for ln in lines or [] if ln)
+            if not any(word in joined for word in _ENOSPC_WORDS):
+                continue
             for ln in reversed(list(lines or [])):
                 if ln and _ENOSPC_LINE.search(ln):
                     return src, ln.strip()

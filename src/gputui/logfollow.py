@@ -90,9 +90,11 @@ exec tail -c "+$((off + 1))" -F -- "$p" 2>&1
 # passes its output on in batches. GNU tail writes each time the file is
 # written, and each write crosses ssh as a packet that gputui decrypts and
 # hands on in Python: at 1,000 lines/s that was ~500 reads and ~850 packets
-# a second. Here the first bytes after a quiet spell go out at once; then
-# the batcher waits 0.03 s before the next read, so a stream goes out
-# at most ~30 times a second (the view writes ~4 a second anyway). A full
+# a second. Here the first bytes after a quiet spell (≥ 1 s without any) go
+# out at once and the batcher waits 0.03 s (the rest of a burst); while
+# lines keep coming it waits 0.25 s after each read, so a stream goes out
+# at most 4 times a second, the rate the view redraws it at (issue 24: at
+# 20 lines/s the 0.03 s wait woke it, and gputui, for every line). A full
 # read (a burst) goes on without waiting. SIGTERM/SIGHUP (the watchdog) and
 # a closed stdout end tail too; a batcher killed outright leaves tail's
 # output without a reader, and GNU tail -F then exits by itself.
@@ -105,6 +107,7 @@ def stop(*_):
 signal.signal(signal.SIGTERM, stop)
 signal.signal(signal.SIGHUP, stop)
 fd = tail.stdout.fileno()
+last = 0.0
 try:
     while True:
         data = os.read(fd, 1 << 20)
@@ -113,8 +116,10 @@ try:
         view = memoryview(data)
         while view:
             view = view[os.write(1, view):]
+        now = time.monotonic()
         if len(data) < 65536:
-            time.sleep(0.03)
+            time.sleep(0.25 if now - last < 1.0 else 0.03)
+        last = now
 except (OSError, KeyboardInterrupt):
     pass
 if tail.poll() is None:

@@ -47,6 +47,14 @@ MAX_WRITE_FILES = 32  # files reported per process as open for writing
 MAX_WRITERS = 64  # processes reported by the `writers` op
 MAX_WALK_ENTRIES = 3000
 SOURCES_TTL_S = 5.0  # the source-file walk is repeated at most this often per process
+# A poll reads /proc/PID/stat of the processes new since the last one, those
+# whose parent went, and the run's tree; every process's again only this long
+# after the last such scan (a pid reused between two polls). A pipe's readers
+# (a readlink of every process's fd 0) are looked up again after
+# READERS_TTL_S, or when one of them went (issue 24: on a GPU host with
+# hundreds of processes these walks were most of the agent's CPU).
+TREE_RESCAN_S = 5.0
+READERS_TTL_S = 5.0
 MAX_TEXT = 256 * 1024  # bytes of command output returned
 TMUX_TIMEOUT_S = 3.0
 WORKERS = 4
@@ -507,12 +515,30 @@ def _is_python_pid(pid: int) -> bool:
     return is_python_argv(read_cmdline(pid), _readlink("/proc/%d/exe" % pid))
 
 
+_READERS = {}  # type: dict  # (link, writer) -> (monotonic, frozenset(readers), readers)
+
+
 def pipe_readers(link: str, writer: int, pids: "list[int] | None" = None) -> "list[int]":
     """Processes reading the pipe `link` ("pipe:[ino]"): first those with it
     as fd 0 (tee, a shell pipeline); failing that, any process holding it
-    open read-only on some fd (other than the writer)."""
+    open read-only on some fd (other than the writer). Those found are
+    remembered for READERS_TTL_S while they live."""
+    pids = pids if pids is not None else list_pids()
+    key, now = (link, writer), time.monotonic()
+    hit = _READERS.get(key)
+    if hit is not None and now - hit[0] < READERS_TTL_S and hit[1].issubset(pids):
+        return list(hit[2])
+    readers = _scan_pipe_readers(link, writer, pids)
+    if len(_READERS) > 64:
+        _READERS.clear()
+    if readers:  # none yet may be a reader between its fork and its dup2
+        _READERS[key] = (now, frozenset(readers), readers)
+    return list(readers)
+
+
+def _scan_pipe_readers(link: str, writer: int, pids: "list[int]") -> "list[int]":
     me = os.getpid()
-    pids = [p for p in (pids if pids is not None else list_pids()) if p not in (writer, me)]
+    pids = [p for p in pids if p not in (writer, me)]
     pids = pids[:MAX_SCAN]
     readers = [p for p in pids if _readlink("/proc/%d/fd/0" % p) == link]
     if readers:
@@ -653,6 +679,8 @@ class ProcReader:
         self._lock = threading.Lock()
         self._last = {}  # type: dict  # pid -> (starttime, ticks, monotonic)
         self._sources = {}  # type: dict  # (pid, starttime) -> (monotonic, files)
+        self._scan = None  # type: tuple | None  # (monotonic of the full scan, {pid: stat})
+        self._scan_lock = threading.Lock()
         self.boot = boot_time()
 
     def cpu_pct(self, pid: int, st: dict, now: float) -> "float | None":
@@ -740,18 +768,59 @@ class ProcReader:
                 d["source_files"] = self.sources(pid, st, cmdline, cwd, start, now)
         return d
 
+    def _tree_stats(self, root_pid: int, pids: "list[int]", now: float) -> dict:
+        """{pid: stat} of root_pid's tree. The ppid links of the other
+        processes are those of the last poll, read again for the processes
+        new since then and those whose parent went (reparented); all of
+        them are read every TREE_RESCAN_S, or when a process of the tree
+        has another start time or parent than it had."""
+        with self._scan_lock:
+            scan = self._scan
+            if scan is not None and now - scan[0] < TREE_RESCAN_S:
+                fresh = self._tree_from(root_pid, scan[1], pids)
+                if fresh is not None:
+                    return fresh
+            stats = {}
+            for pid in pids:
+                st = read_stat(pid)
+                if st is not None:
+                    stats[pid] = st
+            self._scan = (now, stats)
+            return {pid: stats[pid] for pid in tree_pids(root_pid, stats)}
+
+    @staticmethod
+    def _tree_from(root_pid: int, known: dict, pids: "list[int]") -> "dict | None":
+        """_tree_stats from the last poll's stats (updated in place); None
+        when the tree's own stat files disagree with them."""
+        alive = set(pids)
+        gone = {p for p in known if p not in alive}
+        for p in gone:
+            del known[p]
+        orphans = {p for p, st in known.items() if st["ppid"] in gone} if gone else set()
+        for pid in pids:
+            if pid not in known or pid in orphans:
+                st = read_stat(pid)
+                if st is None:
+                    known.pop(pid, None)
+                else:
+                    known[pid] = st
+        fresh = {}
+        for pid in tree_pids(root_pid, known):
+            st = read_stat(pid)
+            old = known[pid]
+            if st is None or st["starttime"] != old["starttime"] or st["ppid"] != old["ppid"]:
+                return None
+            fresh[pid] = known[pid] = st
+        return fresh
+
     def tree(self, root_pid: int, sources: bool = True) -> list:
         pids = list_pids()
-        stats = {}
-        for pid in pids:
-            st = read_stat(pid)
-            if st is not None:
-                stats[pid] = st
         now = time.monotonic()
+        stats = self._tree_stats(root_pid, pids, now)
         out = []
-        for pid in tree_pids(root_pid, stats):
-            out.append(self.proc(pid, stats[pid], pids, now, sources))
-        self.forget_dead(set(stats))
+        for pid, st in stats.items():
+            out.append(self.proc(pid, st, pids, now, sources))
+        self.forget_dead(set(pids))
         return out
 
 
