@@ -19,6 +19,7 @@ from gputui.diagnose import (
     STALE_FLOOR_S,
     diagnose,
     last_error_line,
+    snapshot_holders,
     stale_threshold,
 )
 from gputui.model import (
@@ -717,11 +718,21 @@ CASES = [
     ),
     # -------------------------------------------------------- gpu_memory_orphaned
     Case(
-        "memory held by a leftover process in the CT",
+        "memory held by a leftover process in the CT (parent gone, idle 90 s on its GPU)",
         {
             "gpu_procs": [
                 GpuProcess(UUID + "0", 5012, 40_000, "python", ct_pid=12, in_container=True),
-                GpuProcess(UUID + "0", 5099, 20_000, "python", ct_pid=77, in_container=True),
+                GpuProcess(
+                    UUID + "0",
+                    5099,
+                    20_000,
+                    "python",
+                    ct_pid=77,
+                    in_container=True,
+                    util=[(NOW - 90.0 + 5.0 * i, 0.0) for i in range(19)],
+                    state="S",
+                    ancestors=[],
+                ),
             ]
         },
         "gpu_memory_orphaned",
@@ -1521,3 +1532,121 @@ def test_a_found_log_it_may_not_read_is_a_finding() -> None:
     assert f"ls -l {LOG}" in f.fix and "a user that can read it" in f.fix
     snap.log = LogState(path=LOG, exists=True, size=10)  # readable: no such finding
     assert "log_unreadable" not in [f.kind for f in diagnose(snap, NOW)]
+
+
+# ------------------------------------------- shared GPUs: whose processes, whose hang
+
+
+def _readings(
+    busy: float, idle_s: float, span_s: float = 120.0, every: float = 5.0
+) -> list[tuple[float, float]]:
+    """Per-process SM readings every `every` s over `span_s`: `busy` %, then
+    0 % for the last `idle_s` seconds (oldest first)."""
+    n = int(span_s / every)
+    return [
+        (NOW - span_s + every * i, 0.0 if NOW - span_s + every * i > NOW - idle_s else busy)
+        for i in range(n + 1)
+    ]
+
+
+def _two_runs(run_util: list[tuple[float, float]], other_util: float = 98.0) -> list[GpuProcess]:
+    """The watched run (CT PID 12) and a live run of session "other" (its
+    pane is PID 99; CT PID 491) on one GPU."""
+    run_gp = GpuProcess(UUID + "0", 5012, 40_000, "python", ct_pid=12, in_container=True)
+    run_gp.util, run_gp.state, run_gp.cpu_s, run_gp.ancestors = run_util, "S", 300.0, [10]
+    other = GpuProcess(UUID + "0", 5491, 5_200, "python", ct_pid=491, in_container=True)
+    other.util, other.state, other.ancestors = _readings(other_util, 0.0), "R", [120, 99]
+    return [run_gp, other]
+
+
+def test_two_runs_on_one_gpu_no_kill_advice_and_the_other_named_by_its_session() -> None:
+    """Field: 'GPU memory held by PID 491 … fix: kill 491' for the other live
+    run of the CT, in a session the dashboard itself listed."""
+    snap = run(gpu_procs=_two_runs(_readings(96.0, 0.0)))
+    findings = diagnose(snap, NOW)
+    said = [" ".join([f.title, f.fix or "", *f.evidence]) for f in findings]
+    assert not any("kill" in s for s in said), said
+    assert "gpu_memory_orphaned" not in [f.kind for f in findings]
+    held = snapshot_holders(snap, NOW)
+    assert held[(UUID + "0", 5491)] == "held by session other (PID 491)"
+    assert held[(UUID + "0", 5012)] == "the watched run"
+
+
+def test_a_live_run_whose_parent_is_gone_but_busy_on_its_gpu_is_not_a_leftover() -> None:
+    """A `nohup` run whose shell exited is reparented to init and still
+    works: no live parent is not enough for kill advice."""
+    procs = _two_runs(_readings(96.0, 0.0))
+    procs[1].ancestors = []
+    findings = diagnose(run(gpu_procs=procs), NOW)
+    assert "gpu_memory_orphaned" not in [f.kind for f in findings], [f.title for f in findings]
+
+
+def test_watched_run_hangs_while_another_run_keeps_the_gpu_at_98_pct_probably_hung() -> None:
+    """Field (H200): the watched run deadlocked (S, 0 % CPU, memory held)
+    while the other run kept GPU 0 at 98 %: 76 s later the banner still said
+    'stalled … GPU 0 stay busy'. Its own processes are idle: probably hung."""
+    snap = run(
+        util=98.0,
+        silent=70.0,
+        last_step_ago=70.0,
+        step_interval=0.5,
+        line_gaps=(0.5,) * 20,
+        cpu=0.0,
+        gpu_procs=_two_runs(_readings(95.0, 68.0)),
+    )
+    f = diagnose(snap, NOW, stale_after=10.0)[0]
+    assert f.kind == "held_but_idle" and f.severity == Severity.ERROR, f.title
+    assert f.title.startswith("probably hung"), f.title
+    assert any("the run's own: 0 %" in e for e in f.evidence), f.evidence
+
+
+def test_watched_run_hang_on_a_busy_shared_gpu_is_stalled_within_the_threshold() -> None:
+    """12 s after its last step (--stale-after 10) the watched run's own
+    readings are idle, the GPU busy with the other run: stalled, not 'busy'."""
+    snap = run(
+        util=98.0,
+        silent=12.0,
+        last_step_ago=12.0,
+        step_interval=0.5,
+        line_gaps=(0.5,) * 20,
+        cpu=0.0,
+        gpu_procs=_two_runs(_readings(95.0, 11.0)),
+    )
+    f = diagnose(snap, NOW, stale_after=10.0)[0]
+    assert f.kind == "held_but_idle" and f.title.startswith("stalled"), f.title
+
+
+def test_hang_7_s_after_start_with_memory_still_rising_is_stalled_at_the_threshold() -> None:
+    """Field (H200, --stale-after 10): a run deadlocked after 100 steps, 7 s
+    into the run; memory had risen in the last minute, so `loading` held back
+    every stall rule for 52 s. Loading ends at the first step."""
+    snap = run(
+        started_ago=19.0,
+        util=lambda age: 0.0 if age <= 12.0 else (90.0 if age <= 19.0 else None),
+        mem=lambda age: None if age > 19.0 else 2_000.0 + 9_000.0 * (19.0 - min(age, 19.0)) / 19.0,
+        hist_s=19,
+        silent=12.0,
+        last_step_ago=12.0,
+        step_interval=0.07,
+        line_gaps=(0.07,) * 20,
+        cpu=0.0,
+    )
+    findings = diagnose(snap, NOW, stale_after=10.0)
+    assert "loading" not in [f.kind for f in findings]
+    f = findings[0]
+    assert f.kind == "held_but_idle" and f.title.startswith("stalled"), f.title
+
+
+def test_a_run_killed_by_the_oom_killer_is_named_so_not_run_ended() -> None:
+    """tmux lost the dead pane's status (3.3a) and the output ends without an
+    error: the CT cgroup's memory.events oom_kill rose while it ran."""
+    snap = run(session="dead", dead_status=None, util=0.0, mem=0.0, silent=5.0)
+    kinds = [f.kind for f in diagnose(snap, NOW)]
+    assert "run_ended" in kinds  # without the counter: the honest "ended … (OOM?)"
+    snap.oom = (2, 3, NOW - 4.0)
+    findings = diagnose(snap, NOW)
+    assert findings[0].kind == "oom_killed" and findings[0].severity == Severity.ERROR
+    assert "killed by the OOM killer" in findings[0].title
+    assert "run_ended" not in [f.kind for f in findings]
+    snap.oom = (3, 3, None)  # counted before gputui watched: not this run's
+    assert "oom_killed" not in [f.kind for f in diagnose(snap, NOW)]

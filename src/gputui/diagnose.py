@@ -80,6 +80,7 @@ RECENT_EVENT_S = 600.0  # Xid/ECC events in the last 10 minutes are reported
 TAIL_LINES = 5  # last lines quoted as evidence
 DISK_FULL_BELOW_MIB = 100.0  # the log's file system is "full" with less than this free
 DISK_LOW_PCT = 2.0  # ... and "nearly full" (a WARNING) with less than this share free
+LEFTOVER_IDLE_S = 60.0  # a GPU holder with no live owner is a leftover once idle this long
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ SPECIFICITY: tuple[str, ...] = (
     "ct_missing",
     "ct_stopped",
     "gpu_lost",
+    "oom_killed",
     "session_dead",
     "run_exited",
     "disk_full",
@@ -369,6 +371,10 @@ class GpuView:
     mem_rise_mib: float  # rise of used memory within the loading window
     th: Thresholds = DEFAULT_THRESHOLDS
     span_s: float = 0.0  # seconds of readings held for this GPU
+    # The run's own processes' SM utilization on this GPU (per-process
+    # readings): when known, busy/idle above are judged from it, not from
+    # the whole GPU's (another run may keep it busy). None: not known.
+    own_util: float | None = None
 
     @property
     def held(self) -> bool:
@@ -399,7 +405,8 @@ class GpuView:
         s = self.sample
         util = "? %" if s.util_pct is None else f"{s.util_pct:.0f} %"
         total = f" of {gib(s.mem_total_mib)}" if s.mem_total_mib else ""
-        return f"GPU {s.index}: {gib(s.mem_used_mib)}{total} used, {util} util"
+        own = "" if self.own_util is None else f" (the run's own: {self.own_util:.0f} %)"
+        return f"GPU {s.index}: {gib(s.mem_used_mib)}{total} used, {util} util{own}"
 
 
 class Context:
@@ -610,15 +617,22 @@ class Context:
 
     def _view(self, idx: int, s: GpuSample) -> GpuView:
         util_ring = (self.gpus.util_history or {}).get(idx)
-        pts = [(t, v) for t, v in util_ring.points()] if util_ring is not None else []
+        pts: list[tuple[float, float | None]] = (
+            [(t, v) for t, v in util_ring.points()] if util_ring is not None else []
+        )
         if not pts:
             pts = [(s.time, s.util_pct)]
+        own = run_own_util(self.gpus.processes or [], self.run_pids, s.uuid)
+        if own:  # the run's own readings: what another run does on this GPU is not ours
+            pts = list(own)
         recent = [v for t, v in pts if t >= self.now - BUSY_WINDOW_S and v is not None]
         # the trailing streak of idle readings
         streak_start = None
         n = 0
         for t, v in reversed(pts):
             if v is None or v >= self.th.idle_util_pct:
+                if own and streak_start is not None:  # sparse readings: it went idle in between
+                    streak_start = (t + streak_start) / 2
                 break
             streak_start = t
             n += 1
@@ -633,7 +647,27 @@ class Context:
             if len(window) >= 2:
                 rise = window[-1] - min(window)
         span = max(0.0, self.now - pts[0][0]) if pts else 0.0
-        return GpuView(s, recent, idle_for, n, whole, rise, self.th, span)
+        own_now = own[-1][1] if own else None
+        return GpuView(s, recent, idle_for, n, whole, rise, self.th, span, own_now)
+
+    @cached_property
+    def run_pids(self) -> set[int]:
+        return {p.pid for p in self.procs}
+
+    @cached_property
+    def holders(self) -> list[Holder]:
+        """Who holds each GPU process of the watched GPUs' listing."""
+        return [gpu_holder(self, gp) for gp in (self.gpus.processes or [])]
+
+    @property
+    def steps_since_start(self) -> bool:
+        """A step was seen since the run's process started (a relaunch's old
+        steps do not count)."""
+        last = self.metrics.last_step_time
+        if last is None or self.metrics.last_step is None:
+            return False
+        p = self.proc
+        return p is None or p.start_time is None or last >= p.start_time
 
     @property
     def held(self) -> list[GpuView]:
@@ -660,8 +694,8 @@ class Context:
             return False
         age = self.proc_age()
         young = age is None or age < LOADING_MAX_AGE_S
-        if not young:
-            return False
+        if not young or self.steps_since_start:
+            return False  # loading ends at the first step: a hang after it is a hang
         rising = sum(g.mem_rise_mib for g in self.gpu_views) >= self.th.loading_rise_mib
         p = self.proc
         cpu_prep = (
@@ -743,6 +777,175 @@ class Context:
         if self.log_written_by_run:
             return []
         return files
+
+
+# ------------------------------------------------------- GPU holders
+
+
+def run_own_util(
+    gprocs: Iterable[GpuProcess], run_pids: set[int], uuid: str
+) -> list[tuple[float, float | None]]:
+    """The watched run's own SM utilization on GPU `uuid`, summed over its
+    processes there, one point per listing (oldest first); [] when the run
+    has no process with per-process readings on it."""
+    mine = [
+        gp
+        for gp in gprocs
+        if gp.gpu_uuid == uuid and gp.ct_pid is not None and gp.ct_pid in run_pids
+    ]
+    if not mine or not all(gp.util for gp in mine):
+        return []
+    sums: dict[float, float] = {}
+    for gp in mine:
+        for t, v in gp.util:
+            sums[t] = sums.get(t, 0.0) + v
+    return sorted(sums.items())
+
+
+def own_idle_for(gp: GpuProcess, now: float, idle_pct: float) -> float | None:
+    """Seconds this process's own readings have been below `idle_pct`
+    (from the first idle reading); None when it is not idle or not read."""
+    start = None
+    for t, v in reversed(gp.util):
+        if v >= idle_pct:
+            break
+        start = t
+    return None if start is None else max(0.0, now - start)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who owns a process that holds GPU memory.
+
+    kind: "run" (the watched run) · "session" (another tmux session) · "ct"
+    (another container) · "host" (a host process, outside the CT) ·
+    "process" (a live process with a live parent, not in tmux) · "orphan"
+    (no live owner: a zombie, or its parent is gone) · "unknown"."""
+
+    gp: GpuProcess
+    kind: str
+    owner: str  # in words: "session eval", "CT 201", "a host process", ...
+    leftover: bool = False  # no live owner, idle on its GPU a while (or a zombie)
+
+    @property
+    def pid(self) -> int:
+        """Its PID as the user types it where the run lives."""
+        return self.gp.ct_pid if self.gp.ct_pid is not None else self.gp.host_pid
+
+    @property
+    def live_other(self) -> bool:
+        """A live process of another run: never advice to kill it."""
+        return self.kind in ("session", "ct", "host", "process")
+
+    def words(self) -> str:
+        """'held by session eval (PID 491)'."""
+        return f"held by {self.owner} (PID {self.pid})"
+
+
+def _pane_sessions(sessions: Iterable[Session]) -> dict[int, Session]:
+    return {pane.pid: s for s in sessions for pane in s.panes if pane.pid and not pane.dead}
+
+
+def gpu_holder(ctx: Context, gp: GpuProcess) -> Holder:
+    """Name the owner of one GPU process from its parents (`ancestors`),
+    its container and the tmux sessions' pane PIDs."""
+    if gp.ct_pid is not None and gp.ct_pid in ctx.run_pids:
+        return Holder(gp, "run", "the watched run")
+    if gp.in_container is False:
+        if gp.ct_id is not None:
+            return Holder(gp, "ct", f"CT {gp.ct_id}")
+        if ctx.snap.container is not None:
+            return Holder(gp, "host", "a host process")
+        return Holder(gp, "unknown", "a process outside the watched run")
+    panes = _pane_sessions(ctx.sessions)
+    chain = [gp.ct_pid, *(gp.ancestors or [])] if gp.ct_pid is not None else []
+    for pid in chain:
+        if pid in ctx.run_pids or (
+            pid in panes and panes[pid].name == ctx.snap.session_name and pid is not None
+        ):
+            return Holder(gp, "run", "the watched run")
+        s = panes.get(pid) if pid is not None else None
+        if s is not None:
+            who = f" (tmux of {s.owner})" if s.owner and s.owner != "root" else ""
+            return Holder(gp, "session", f"session {s.name}{who}")
+    if gp.in_container is None:
+        return Holder(gp, "unknown", "an unknown process")
+    idle = own_idle_for(gp, ctx.now, ctx.th.idle_util_pct)
+    if idle is None and not gp.util:  # no own readings: the whole GPU idle says it for all
+        view = next((g for g in ctx.gpu_views if g.sample.uuid == gp.gpu_uuid), None)
+        idle = view.idle_for if view is not None and view.own_util is None else None
+    idle_long = idle is not None and idle >= LEFTOVER_IDLE_S
+    if gp.state == "Z":
+        return Holder(gp, "orphan", "a zombie", leftover=True)
+    if gp.ancestors == []:
+        return Holder(gp, "orphan", "no live owner (its parent is gone)", leftover=idle_long)
+    if gp.ancestors:
+        return Holder(gp, "process", f"a process under PID {gp.ancestors[0]}")
+    return Holder(gp, "unknown", "an unknown process")
+
+
+def holder_line(h: Holder, now: float, idle_pct: float) -> str:
+    """'held by session eval (PID 491): 5.1 GiB on GPU-…, 98 % SM, state R, CPU 40 s'."""
+    gp = h.gp
+    bits = [f"{gib(gp.used_mib)} on {gp.gpu_uuid or 'a GPU'}"]
+    if gp.sm_util is not None:
+        idle = own_idle_for(gp, now, idle_pct)
+        bits.append(f"{gp.sm_util:.0f} % SM" + (f", idle {dur(idle)}" if idle else ""))
+    if gp.state:
+        bits.append(f"state {gp.state}")
+    if gp.cpu_s is not None:
+        bits.append(f"CPU {dur(gp.cpu_s)}")
+    name = f" {gp.name}" if gp.name else ""
+    return f"{h.words()}{name}: " + ", ".join(bits)
+
+
+def snapshot_holders(snap: Snapshot, now: float) -> dict[tuple[str, int], str]:
+    """(GPU uuid, host PID) -> who holds it in words ("the watched run",
+    "held by session eval (PID 491)"), for the GPU rows and process panel."""
+    ctx = Context(snap, now, DEFAULT_THRESHOLDS.stale_floor_s)
+    return {
+        (h.gp.gpu_uuid, h.gp.host_pid): (h.owner if h.kind == "run" else h.words())
+        for h in ctx.holders
+    }
+
+
+def oom_killed(ctx: Context) -> int | None:
+    """OOM kills counted in the run's cgroups while gputui watched and the
+    run is gone (its session dead, or no Python process left in it): how
+    many; None when none (or unknown)."""
+    oom = ctx.snap.oom
+    if not oom or oom[1] <= oom[0]:
+        return None
+    gone = ctx.session_dead or (
+        ctx.session is not None and bool(ctx.procs) and not any(p.is_python for p in ctx.procs)
+    )
+    return oom[1] - oom[0] if gone else None
+
+
+def rule_oom_killed(ctx: Context) -> Finding | None:
+    """The run was killed by the kernel's OOM killer (the CT's cgroup
+    memory.events `oom_kill` rose): said so, not "ended" or "died"."""
+    if not ctx.ct_usable:
+        return None
+    n = oom_killed(ctx)
+    if n is None:
+        return None
+    name = ctx.snap.session_name or "the run"
+    tail = list(ctx.snap.pane_tail or []) or list(ctx.snap.log_tail or [])
+    ev = [
+        f"memory.events of {ctx.ct_words}'s cgroup: oom_kill rose by {n} while the run was watched",
+    ]
+    if tail:
+        ev += ["last lines:", *_quote_tail(tail)]
+    return Finding(
+        kind="oom_killed",
+        severity=Severity.ERROR,
+        title=f"the run in session {name} was killed by the OOM killer (out of host memory)",
+        evidence=ev,
+        action="relaunch",
+        action_label="relaunch",
+        fix=f"give {ctx.ct_words} more memory, or lower the batch size / DataLoader workers",
+    )
 
 
 # ------------------------------------------------------------------ rules
@@ -838,6 +1041,8 @@ def rule_session_dead(ctx: Context) -> Finding | None:
     snap = ctx.snap
     if not ctx.ct_usable or not ctx.session_dead:
         return None
+    if oom_killed(ctx) is not None:
+        return None  # oom_killed names it
     name = snap.session_name
     pane_tail = list(snap.pane_tail or [])
     log_tail = list(snap.log_tail or [])
@@ -952,7 +1157,7 @@ def rule_run_exited(ctx: Context) -> Finding | None:
     s = ctx.session
     if not ctx.ct_usable or s is None or ctx.session_dead or not ctx.procs:
         return None
-    if any(p.is_python for p in ctx.procs):
+    if any(p.is_python for p in ctx.procs) or oom_killed(ctx) is not None:
         return None
     pane_tail = list(snap.pane_tail or [])
     log_tail = list(snap.log_tail or [])
@@ -1578,27 +1783,22 @@ def rule_gpu_memory_orphaned(ctx: Context) -> Finding | None:
         return None
     tree = {p.pid for p in ctx.procs}
     gprocs = list(ctx.gpus.processes or [])
-    # processes in the watched CT but outside the watched run
-    strays = [
-        gp
-        for gp in gprocs
-        if gp.in_container and gp.ct_pid is not None and tree and gp.ct_pid not in tree
+    # processes in the watched CT but outside the watched run: only a real
+    # leftover (no live owner, idle on its GPU a while) is named as one; a
+    # live process of another run is not ours to kill
+    leftovers = [
+        h for h in ctx.holders if tree and h.kind != "run" and h.leftover and h.gp.in_container
     ]
     run_alive = ctx.proc_alive or (
         ctx.session is not None and ctx.session.alive and not ctx.session_dead
     )
-    if strays and run_alive:
-        pids = [gp.ct_pid for gp in strays]
-        return Finding(
-            kind="gpu_memory_orphaned",
-            severity=Severity.WARNING,
-            title=f"GPU memory held by PID {', '.join(map(str, pids))} in {ctx.ct_words}, outside the watched run",
-            evidence=[_gp_line(gp) for gp in strays],
-            fix=ctx.in_ct("kill " + " ".join(map(str, pids)))
-            + "  (after checking they are leftovers)",
-        )
+    if leftovers and run_alive:
+        return _leftover_finding(ctx, leftovers)
     if run_alive or not ctx.run_known_gone or not ctx.ct_usable:
         return None
+    live = {(h.gp.gpu_uuid, h.gp.host_pid) for h in ctx.holders if h.live_other}
+    if gprocs and all((gp.gpu_uuid, gp.host_pid) in live for gp in gprocs):
+        return None  # every holder is a live process of another run
     if ctx.session is None and not ctx.snap.session_gone and any(s.alive for s in ctx.sessions):
         return None  # a --session that is not there (session_missing): a live session may hold it
     quiet = ctx.log.silent_for(ctx.now)
@@ -1607,6 +1807,7 @@ def rule_gpu_memory_orphaned(ctx: Context) -> Finding | None:
     if gprocs and all(gp.in_container is False for gp in gprocs):
         return None  # held by other containers' processes: not ours to call orphaned
     gprocs = [gp for gp in gprocs if gp.in_container is not False]  # theirs are not ours to kill
+    gprocs = [gp for gp in gprocs if (gp.gpu_uuid, gp.host_pid) not in live]
     if not gprocs and ctx.gpus.processes_pending:
         return None  # nvidia-smi has not listed the processes yet: nobody is known to hold it
     ev = [g.line() for g in held]
@@ -1625,6 +1826,29 @@ def rule_gpu_memory_orphaned(ctx: Context) -> Finding | None:
         title=title,
         evidence=ev,
         fix=fix,
+    )
+
+
+def _leftover_finding(ctx: Context, leftovers: list[Holder]) -> Finding:
+    """Memory held in the watched CT by processes with no live owner that
+    have been idle on their GPUs a while; every other holder is named."""
+    pids = [h.pid for h in leftovers]
+    idle = ctx.th.idle_util_pct
+    ev = [holder_line(h, ctx.now, idle) for h in leftovers]
+    ev += [holder_line(h, ctx.now, idle) for h in ctx.holders if h.kind != "run" and not h.leftover]
+    ev.append(
+        f"a leftover: no live owner (a zombie, or its parent gone) and idle on its GPU "
+        f"for {dur(LEFTOVER_IDLE_S)} or more"
+    )
+    return Finding(
+        kind="gpu_memory_orphaned",
+        severity=Severity.WARNING,
+        title=(
+            f"GPU memory held by leftover PID {', '.join(map(str, pids))} in {ctx.ct_words}: "
+            "no live owner, idle on the GPU"
+        ),
+        evidence=ev,
+        fix=ctx.in_ct("kill " + " ".join(map(str, pids))) + "  (after checking they are leftovers)",
     )
 
 
@@ -1724,6 +1948,7 @@ RULES: tuple[Rule, ...] = (
     rule_ct_missing,
     rule_ct_stopped,
     rule_gpu_lost,
+    rule_oom_killed,
     rule_session_dead,
     rule_run_exited,
     rule_session_missing,

@@ -17,6 +17,7 @@ import abc
 import asyncio
 import contextlib
 import math
+import os
 import random
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from gputui.coalesce import OncePerTurn
 from gputui.collect import gpu as gpu_parse
 from gputui.errors import GputuiError
 from gputui.model import GpuEvent, GpuProcess, GpuSample, GpuState
+from gputui.numtext import ascii_int
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
 from gputui.tasks import cancel_and_wait
@@ -40,8 +42,11 @@ NOT_FOUND_RETRY_S = 300.0
 # One compute-apps listing ("$@": the nvidia-smi argv), ending in "@gputui
 # end". For every listed PID it also prints its /lxc/<ct>/ cgroup, PID
 # namespace and NSpid fields (meaningful on the host; inside a CT they
-# describe the CT's view). `parse_apps_block` reads it.
+# describe the CT's view), its state, CPU ticks and its parents' PIDs as its
+# CT sees them (NSpid's last field, up to init); then each process's own SM
+# utilization (`nvidia-smi pmon -c 1 -s u`). `parse_apps_block` reads it.
 APPS_LISTING = r"""  out=$("$@" 2>&1); rc=$?
+  clk=$(getconf CLK_TCK 2>/dev/null)
   printf '%s\n' "$out"
   echo "@gputui rc $rc"
   for pid in $(printf '%s\n' "$out" | cut -d, -f1); do
@@ -50,7 +55,22 @@ APPS_LISTING = r"""  out=$("$@" 2>&1); rc=$?
     cg=$(grep -o '/lxc/[0-9]*' "/proc/$pid/cgroup" 2>/dev/null | head -n 1)
     pns=$(readlink "/proc/$pid/ns/pid" 2>/dev/null)
     echo "@gputui pid $pid ${cg:--} ${pns:--} $ns"
+    st=$(awk '{sub(/^.*\) /, ""); print $1, $2, $12 + $13}' "/proc/$pid/stat" 2>/dev/null)
+    [ -n "$st" ] || continue
+    anc=""; a=$(echo "$st" | cut -d' ' -f2); i=0
+    while [ "$a" -gt 1 ] 2>/dev/null && [ "$i" -lt 12 ]; do
+      an=$(grep '^NSpid:' "/proc/$a/status" 2>/dev/null | awk '{print $NF}')
+      if [ -z "$an" ] || [ "$an" = 1 ]; then break; fi
+      anc="$anc $an"; i=$((i + 1))
+      a=$(awk '{sub(/^.*\) /, ""); print $2}' "/proc/$a/stat" 2>/dev/null)
+    done
+    echo "@gputui stat $pid ${clk:-100} $st$anc"
   done
+  if [ "$rc" = 0 ]; then
+    if command -v timeout >/dev/null 2>&1; then pm=$(timeout 5 "$1" pmon -c 1 -s u 2>&1)
+    else pm=$("$1" pmon -c 1 -s u 2>&1); fi
+    printf '%s\n' "$pm" | sed 's/^/@gputui pmon /'
+  fi
   echo "@gputui end"
 """
 
@@ -75,7 +95,11 @@ def apps_once_argv() -> list[str]:
 
 
 def parse_apps_block(
-    lines: list[str], ct: int | None, ct_pid_ns: str | None = None
+    lines: list[str],
+    ct: int | None,
+    ct_pid_ns: str | None = None,
+    before: list[GpuProcess] | None = None,
+    t: float | None = None,
 ) -> tuple[list[GpuProcess], int | None, str]:
     """One listing of the apps loop -> (processes, nvidia-smi exit, its text
     when it failed). Pure.
@@ -83,7 +107,9 @@ def parse_apps_block(
     A host PID is in container `ct` when its cgroup is under `/lxc/<ct>/`, or
     (no such cgroup, e.g. cgroup v1 layouts, the test bed) when its PID
     namespace is the CT's (`ct_pid_ns`, from the in-CT agent's hello); its
-    PID inside the CT is then the last `NSpid` field."""
+    PID inside the CT is then the last `NSpid` field. Each process gets its
+    state, CPU time, parents and CT number (`/lxc/<n>/`); with `t`, its own
+    utilization history (`before`'s readings plus pmon's of this listing)."""
     listing = gpu_parse.parse_apps_listing(lines)
     rc, text, pidinfo = listing.rc, listing.text, listing.pids
     procs = gpu_parse.parse_compute_apps(text) if rc == 0 else []
@@ -104,6 +130,14 @@ def parse_apps_block(
         p.in_container = in_ct
         if in_ct and len(nspids) > 1:
             p.ct_pid = nspids[-1]
+        ct_id = ascii_int(cg[5:], 9) if cg.startswith("/lxc/") else None
+        if ct_id is not None:  # `/lxc/²00` is no CT
+            p.ct_id = ct_id
+        stat = listing.stats.get(p.host_pid)
+        if stat is not None:
+            p.state, p.cpu_s, p.ancestors = stat[0], stat[1], list(stat[2])
+    if t is not None:
+        gpu_parse.carry_util(before or [], procs, listing.pmon, t)
     return procs, rc, "" if rc == 0 else text.strip()
 
 
@@ -208,8 +242,18 @@ class NvidiaSmiFeed(GpuFeed):
 
     def _apply_apps(self, side: str, block: list[str]) -> None:
         """One listing of the apps loop -> state.processes (if it changed)."""
+        # the same listing mapped again (the CT's PID namespace became known)
+        again = self._last_apps is not None and self._last_apps[1] is block
         self._last_apps = (side, block)
-        procs, rc, _ = parse_apps_block(block, self.target.apps_ct, self._ct_pid_ns)
+        procs, rc, _ = parse_apps_block(
+            block,
+            self.target.apps_ct,
+            self._ct_pid_ns,
+            self.state.processes,
+            None if again else self.clock(),
+        )
+        if again:
+            gpu_parse.carry_util(self.state.processes, procs, None, self.clock())
         if rc == 0 or rc is None:
             if side == "ct":
                 for p in procs:  # the CT's own view: PIDs are CT PIDs
@@ -393,7 +437,21 @@ class NvidiaSmiFeed(GpuFeed):
 
 
 def _procs_key(procs: list[GpuProcess]) -> list[tuple[Any, ...]]:
-    return [(p.gpu_uuid, p.host_pid, p.used_mib, p.ct_pid, p.in_container) for p in procs]
+    return [
+        (
+            p.gpu_uuid,
+            p.host_pid,
+            p.used_mib,
+            p.ct_pid,
+            p.in_container,
+            p.state,
+            p.cpu_s,
+            p.sm_util,
+            len(p.util),
+            tuple(p.ancestors or ()),
+        )
+        for p in procs
+    ]
 
 
 def _is_not_found(err: str) -> bool:
@@ -455,6 +513,10 @@ class NvmlFeed(GpuFeed):
                 if procs is not None:
                     for p in procs:  # NVML on this machine: its PIDs are ours
                         p.in_container, p.ct_pid = True, p.host_pid
+                    readings = {(p.gpu_uuid, p.host_pid): p.util for p in procs}
+                    gpu_parse.carry_util(self.state.processes, procs, None, self.clock())
+                    for p in procs:
+                        p.util = p.util + readings[(p.gpu_uuid, p.host_pid)]
                     self.state.processes = procs
                 self.state.error = next((e.text for e in events if e.lost), None)
                 backoff = BACKOFF_START_S
@@ -493,7 +555,41 @@ class NvmlFeed(GpuFeed):
         events = list(r.take_events())
         procs = list(r.processes()) if self.reads % self.apps_every == 0 else None
         self.reads += 1
+        for p in procs or []:
+            facts = local_proc_facts(p.host_pid)
+            if facts is not None:
+                p.state, p.cpu_s, p.ancestors = facts
         return samples, events, procs
+
+
+def local_proc_facts(pid: int, proc: str = "/proc") -> tuple[str, float | None, list[int]] | None:
+    """(state, CPU seconds, parents' PIDs nearest first, up to init) of a
+    process on this machine; None when it is gone or unreadable."""
+    def stat(p: int) -> list[str] | None:
+        try:
+            with open(f"{proc}/{p}/stat", "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        return text[text.rfind(")") + 2 :].split()
+
+    words = stat(pid)
+    if words is None or len(words) < 13:
+        return None
+    try:
+        clk = float(os.sysconf("SC_CLK_TCK"))
+        cpu: float | None = (int(words[11]) + int(words[12])) / clk
+        parent = int(words[1])
+    except (ValueError, OSError):
+        cpu, parent = None, 0
+    anc: list[int] = []
+    while parent > 1 and len(anc) < 12:
+        anc.append(parent)
+        up = stat(parent)
+        if up is None or len(up) < 2 or not up[1].isdigit():
+            break
+        parent = int(up[1])
+    return words[0], cpu, anc
 
 
 class SimulatedGpus(GpuFeed):

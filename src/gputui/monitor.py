@@ -469,6 +469,24 @@ class Monitor:
         if self.agent is None and self._fallback_proc is not None:
             await self._ensure_fallback()  # the log it stats may have changed
 
+    def _set_oom(self, answer: Any, run_alive: bool) -> None:
+        """The OOM-kill count of the run's cgroups (the agent's `oom` op) ->
+        snapshot.oom: (count while the run was last seen alive, count now,
+        when it rose). A rise after the run was last seen alive is its kill."""
+        count = answer.get("oom_kill") if isinstance(answer, dict) else None
+        if not isinstance(count, int):
+            return
+        old = self.snapshot.oom
+        if old is None or run_alive:
+            new = (count, count, None)
+        elif count > old[1]:
+            new = (old[0], count, time.time())
+        else:
+            new = old
+        if new != old:
+            self.snapshot.oom = new
+            self._changed("procs")
+
     async def _poll_agent(self, agent: AgentClient) -> None:
         """One poll, in one round trip when the watched pane and the log are
         those of the last poll (nearly always): the sessions, the pane's
@@ -486,6 +504,7 @@ class Monitor:
                 calls["procs"] = agent.processes_request(guess[0])
         if path:
             calls["stat"] = agent.stat_request([path])
+        calls["oom"] = ("oom", {"pid": guess[0]} if guess is not None and guess[0] else {})
         answers = dict(zip(calls, await agent.batch(list(calls.values())), strict=True))
         self._set_sessions(agent.sessions_result(answers["sessions"]))
         pane = snap.session.main_pane if snap.session is not None else None
@@ -517,6 +536,7 @@ class Monitor:
             self._changed("procs", "sessions")
         snap.procs = procs
         snap.run_found_by = found_by
+        self._set_oom(answers.get("oom"), any(p.is_python for p in procs))
         # The log path may come from these processes' stdout: open its stream
         # now, so it starts while the pane is captured.
         await self._choose_log()

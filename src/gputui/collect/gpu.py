@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gputui.model import GpuEvent, GpuProcess, GpuSample
 from gputui.numtext import ascii_int
@@ -234,16 +234,71 @@ class AppsListing:
     rc: int | None
     text: str
     pids: dict[int, tuple[str, str, list[int]]]
+    # per listed PID: (state, CPU seconds or None, ancestors' PIDs in its CT's
+    # PID space, nearest first) — from the `@gputui stat` lines
+    stats: dict[int, tuple[str, float | None, list[int]]] = field(default_factory=dict)
+    # per PID: its own SM utilization (%) from `nvidia-smi pmon -c 1 -s u`
+    # (None: pmon printed no line, or is not supported here)
+    pmon: dict[int, float] | None = None
+
+
+def parse_pmon(lines: list[str]) -> dict[int, float]:
+    """`nvidia-smi pmon -c 1 -s u` rows -> {pid: own SM %}. A listed process
+    with "-" in the sm column had no sample in the period: it is idle (0).
+    Header lines (`# gpu …`) and rows without a process (pid "-") are
+    skipped; so is anything that is not a row (an error text)."""
+    out: dict[int, float] = {}
+    for line in lines:
+        words = line.split()
+        if len(words) < 4 or words[0].startswith("#"):
+            continue
+        try:
+            int(words[0])
+            pid = int(words[1])
+        except ValueError:
+            continue
+        sm = words[3]
+        try:
+            util = 0.0 if sm == "-" else float(sm)
+        except ValueError:
+            continue
+        out[pid] = out.get(pid, 0.0) + util  # one row per GPU it uses: summed per PID
+    return out
+
+
+def parse_proc_stat_line(words: list[str]) -> tuple[int, tuple[str, float | None, list[int]]] | None:
+    """`@gputui stat PID CLK_TCK STATE PPID TICKS ANC…` (words after "stat")
+    -> (pid, (state, CPU seconds, ancestors)). None: malformed."""
+    try:
+        pid = int(words[0])
+        clk = float(words[1]) or 100.0
+        state = words[2]
+        ticks = float(words[4])
+        anc = [int(w) for w in words[5:]]
+    except (IndexError, ValueError):
+        return None
+    if not state.isalpha() or len(state) != 1:
+        return None
+    return pid, (state, ticks / clk, anc)
 
 
 def parse_apps_listing(lines: list[str]) -> AppsListing:
     rc: int | None = None
     data: list[str] = []
     pidinfo: dict[int, tuple[str, str, list[int]]] = {}
+    stats: dict[int, tuple[str, float | None, list[int]]] = {}
+    pmon: list[str] | None = None
     for line in lines:
         if line.startswith("@gputui rc "):
             with contextlib.suppress(ValueError, IndexError):
                 rc = int(line.split()[2])
+        elif line.startswith("@gputui pmon"):
+            pmon = pmon if pmon is not None else []
+            pmon.append(line[len("@gputui pmon") :])
+        elif line.startswith("@gputui stat "):
+            st = parse_proc_stat_line(line.split()[2:])
+            if st is not None:
+                stats[st[0]] = st[1]
         elif line.startswith("@gputui pid "):
             words = line.split()
             try:
@@ -254,7 +309,30 @@ def parse_apps_listing(lines: list[str]) -> AppsListing:
             pidinfo[pid] = (words[3], words[4], nspids)
         else:
             data.append(line)
-    return AppsListing(rc, "\n".join(data), pidinfo)
+    util = parse_pmon(pmon) if pmon is not None else None
+    return AppsListing(rc, "\n".join(data), pidinfo, stats, util)
+
+
+UTIL_KEEP_S = 150.0  # per-process utilization readings kept this long
+
+
+def carry_util(
+    before: list[GpuProcess], now_procs: list[GpuProcess], readings: dict[int, float] | None, t: float
+) -> None:
+    """Each process's own utilization history: the readings of the same
+    process (host PID on the same GPU) in `before`, plus this listing's
+    (`readings`: {host PID: %}; None: no per-process reading this time, the
+    history is carried as it is), the last UTIL_KEEP_S seconds."""
+    prev = {(p.gpu_uuid, p.host_pid): p.util for p in before}
+    # A process missing from the readings had no sample (idle) — but only when
+    # the readings name some listed process: PIDs of another namespace (pmon
+    # inside a CT) or an empty answer say nothing about ours.
+    seen = readings is not None and any(p.host_pid in readings for p in now_procs)
+    for p in now_procs:
+        hist = [(ts, v) for ts, v in prev.get((p.gpu_uuid, p.host_pid), []) if ts >= t - UTIL_KEEP_S]
+        if readings is not None and seen:
+            hist.append((t, readings.get(p.host_pid, 0.0)))
+        p.util = hist
 
 
 # Return values from the nvidia-smi man page ("RETURN VALUE").

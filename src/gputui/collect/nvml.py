@@ -16,6 +16,7 @@ skipped and reported as a GpuEvent(lost=True) via `take_events()`.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from functools import partial
 from types import ModuleType
@@ -60,6 +61,7 @@ class NvmlReader:
         self._limits: dict[int, tuple[float, int | None]] = {}  # index -> (read at, mW)
         self._events: list[GpuEvent] = []
         self._started = False
+        self._util_seen: dict[int, int] = {}  # index -> newest per-process sample (µs)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -241,16 +243,51 @@ class NvmlReader:
                 procs = self._get(partial(nv.nvmlDeviceGetComputeRunningProcesses, h)) or []
             except nv.NVMLError:
                 continue  # lost GPU: read() reports it
+            util = self._process_util(i, h) if procs else None
             for p in procs:
                 pid = int(p.pid)
                 mem = getattr(p, "usedGpuMemory", None)
                 name = _text(self._get(partial(nv.nvmlSystemGetProcessName, pid)) or "")
-                out.append(
-                    GpuProcess(
-                        gpu_uuid=uuid,
-                        host_pid=pid,
-                        used_mib=mem / MIB if mem is not None else None,
-                        name=name,
-                    )
+                gp = GpuProcess(
+                    gpu_uuid=uuid,
+                    host_pid=pid,
+                    used_mib=mem / MIB if mem is not None else None,
+                    name=name,
                 )
+                if util is not None:  # one reading now; the feed keeps the history
+                    gp.util = [(util[0], util[1].get(pid, 0.0))]
+                out.append(gp)
         return out
+
+    def _process_util(self, i: int, h: Any) -> tuple[float, dict[int, float]] | None:
+        """(now, {pid: mean SM % of its samples since the last call}) from
+        nvmlDeviceGetProcessUtilization; a process with no sample was idle
+        (NVML lists only active ones: NOT_FOUND when none was). None when
+        this GPU or driver cannot tell (NotSupported, an old pynvml)."""
+        nv = self._nvml
+        fn = getattr(nv, "nvmlDeviceGetProcessUtilization", None)
+        if nv is None or fn is None:
+            return None
+        now = time.time()
+        since = self._util_seen.get(i, int((now - 10.0) * 1e6))
+        not_found = getattr(nv, "NVMLError_NotFound", ())
+        lost = getattr(nv, "NVMLError_GpuIsLost", ())
+        try:
+            samples = list(fn(h, since) or [])
+        except nv.NVMLError as e:
+            if lost and isinstance(e, lost):
+                raise
+            if not_found and isinstance(e, not_found):
+                self._util_seen[i] = int(now * 1e6)
+                return now, {}
+            return None
+        sums: dict[int, list[float]] = {}
+        newest = since
+        for smp in samples:
+            ts = int(getattr(smp, "timeStamp", 0) or 0)
+            if ts <= since:
+                continue
+            newest = max(newest, ts)
+            sums.setdefault(int(smp.pid), []).append(float(getattr(smp, "smUtil", 0) or 0))
+        self._util_seen[i] = newest
+        return now, {pid: sum(v) / len(v) for pid, v in sums.items()}

@@ -993,6 +993,45 @@ def _tmux_base(args: dict) -> "list[str]":
 # ------------------------------------------------------------------ ops
 
 
+def oom_kill_count(pid=None, root="/sys/fs/cgroup", proc="/proc"):
+    """The kernel's OOM-kill count for the cgroups this container (and the
+    process `pid`) live in: the largest `oom_kill` in memory.events (cgroup
+    v2: the container's own cgroup is the root of its view, and the count is
+    hierarchical) or memory.oom_control (v1). None when none is readable."""
+    files = [os.path.join(root, "memory.events"), os.path.join(root, "memory", "memory.oom_control")]
+    if pid:
+        try:
+            with open(os.path.join(proc, str(int(pid)), "cgroup")) as f:
+                lines = f.read().splitlines()
+        except (OSError, ValueError):
+            lines = []
+        for line in lines:
+            parts = line.split(":", 2)
+            if len(parts) != 3 or not parts[2].startswith("/"):
+                continue
+            sub = parts[2].strip("/")
+            base = root if parts[1] == "" else os.path.join(root, "memory")
+            if parts[1] not in ("", "memory"):
+                continue
+            while sub:
+                leaf = "memory.events" if parts[1] == "" else "memory.oom_control"
+                files.append(os.path.join(base, sub, leaf))
+                sub = os.path.dirname(sub)
+    best = None
+    for path in files:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            words = line.split()
+            if len(words) == 2 and words[0] == "oom_kill" and words[1].isdigit():
+                n = int(words[1])
+                best = n if best is None else max(best, n)
+    return best
+
+
 def fs_space(path: str) -> dict:
     """{fs_free, fs_total}: bytes free (for an unprivileged user, f_bavail)
     and in all on the file system holding `path`, or its nearest existing
@@ -1102,6 +1141,9 @@ class Agent:
             out.append(d)
         return out
 
+    def op_oom(self, args):
+        return {"oom_kill": oom_kill_count(args.get("pid"))}
+
     def op_read(self, args: dict) -> dict:
         path = str(args["path"])
         offset = max(0, int(args.get("offset", 0)))
@@ -1210,6 +1252,7 @@ OPS = {
     "read": "path, offset, max_bytes -> data (base64), offset, size, inode, mtime, truncated",
     "writers": "path -> {path, writers: [{pid, fd, command}], readers, run, roots}",
     "pidmap": "pids, ct, pid_ns? -> [{pid, exists, ct_pid, in_container, pid_ns, cgroup, cmdline}]",
+    "oom": "pid? -> {oom_kill: the OOM kills counted in the CT's (and pid's) cgroups, or null}",
     "batch": "calls (a list of requests without id) -> [{ok, result | error}] in order",
 }
 
