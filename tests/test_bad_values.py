@@ -210,6 +210,14 @@ def test_prometheus_on_other_than_loopback_needs_the_public_flag() -> None:
         assert parse_address(addr, public=True)[1] == 9464
 
 
+@pytest.mark.parametrize("bind", ["h:²", "127.0.0.1:٨٠٠٠", "127.0.0.1:" + "9" * 5000])
+def test_a_serve_bind_port_in_other_digits_is_one_line(bind: str) -> None:
+    from gputui.serve import parse_bind
+
+    with pytest.raises(GputuiError, match="is not HOST:PORT"):
+        parse_bind(bind, public=False)
+
+
 @pytest.mark.parametrize(
     ("flags", "words"),
     [

@@ -32,6 +32,7 @@ from typing import Any
 
 from gputui.config import Settings
 from gputui.errors import GputuiError
+from gputui.numtext import ascii_int
 
 DEFAULT_BIND = "127.0.0.1:8000"
 COOKIE = "gputui_token"
@@ -81,8 +82,9 @@ def add_parser(sub: Any, add_target_flags: Callable[..., None]) -> None:
 def parse_bind(text: str, public: bool) -> tuple[str, int, bool]:
     """(host, port, is_loopback) of --bind; a wildcard or other address
     without --public is refused with one line."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+    host, sep, port_text = text.rpartition(":")
+    port = ascii_int(port_text, 5)  # `²` passes isdigit() and then fails int()
+    if not sep or port is None or not 1 <= port <= 65535:
         raise GputuiError(f"--bind {text!r} is not HOST:PORT", "e.g. --bind 127.0.0.1:8000")
     host = host.strip("[]") or "127.0.0.1"
     try:
@@ -97,7 +99,7 @@ def parse_bind(text: str, public: bool) -> tuple[str, int, bool]:
             f"--bind {text}: not a loopback address, so other machines could open the dashboard",
             "add --public to mean it, or keep 127.0.0.1 and reach it with ssh -L 8000:127.0.0.1:8000",
         )
-    return host, int(port), loopback
+    return host, port, loopback
 
 
 def _serve_index(argv: Sequence[str], takes_value: set[str]) -> int:
