@@ -73,7 +73,7 @@ def host_dict(view: HostView, facts: dict[str, Any], now: float) -> dict[str, An
     connection's, as the run doctor's (doctor.connection_facts)."""
     code = host_exit(view)
     facts = {**facts, "target": view.label, "kind": "proxmox host"}
-    if view.error:
+    if view.connection in DOWN_STATES and view.error:
         facts["error"] = view.error
     if not_seen(view):
         facts["not_seen"] = not_seen(view)
@@ -124,11 +124,26 @@ def _gpu_line(g: GpuRow) -> str:
     return line
 
 
-def _container_line(c: ContainerRow) -> str:
-    gpus = ",".join(str(i) for i in c.gpus) or "-"
-    sessions = ", ".join(visible(s) for s in c.sessions) or "no session"
-    line = f"CT {c.id}  {visible(c.name)}  {c.status}  {c.health}  GPUs {gpus}  {sessions}"
-    return f"{line} — {visible(c.why)}" if c.why else line
+def _container_lines(rows: list[ContainerRow]) -> list[str]:
+    """One aligned line per container: number, name, status, word, GPUs,
+    sessions, and the finding behind the word."""
+    cells = [
+        (
+            f"CT {c.id}",
+            visible(c.name),
+            c.status,
+            c.health,
+            "GPUs " + (",".join(str(i) for i in c.gpus) or "-"),
+            ", ".join(visible(s) for s in c.sessions) or "no session",
+        )
+        for c in rows
+    ]
+    widths = [max((len(r[i]) for r in cells), default=0) for i in range(5)]
+    out = []
+    for c, r in zip(rows, cells, strict=True):
+        line = "  ".join([*(v.ljust(w) for v, w in zip(r, widths, strict=False)), r[5]])
+        out.append(f"{line} — {visible(c.why)}" if c.why else line)
+    return out
 
 
 def _connection(facts: dict[str, Any]) -> str:
@@ -149,7 +164,7 @@ def host_text(view: HostView, facts: dict[str, Any]) -> str:
         out.append(f"✗ cannot reach the host: {visible(view.error or view.connection.value)}")
         return "\n".join(out) + "\n"
     rows = sorted(view.containers, key=lambda c: (rank(c.health), c.id or 0))
-    out += [_container_line(c) for c in rows]
+    out += _container_lines(rows)
     if view.gpu_error:
         out.append(f"GPUs: {visible(view.gpu_error)}")
     out += [_gpu_line(g) for g in view.gpus]
