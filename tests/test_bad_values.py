@@ -172,12 +172,13 @@ def test_a_compute_apps_pid_in_other_digits_is_not_a_process(pid: str) -> None:
 
 def test_the_gpu_table_is_capped_rows_past_it_are_marked_unreadable() -> None:
     state = GpuState()
-    events = []
+    events: list[GpuEvent] = []
     for i in range(10_000):  # a CT-side nvidia-smi printing ten thousand GPUs
         item = parse_gpu_line(gpu_row(str(i), "1"), 1.0)
         if isinstance(item, GpuSample):
             state.add(item)
         else:
+            assert isinstance(item, GpuEvent)
             events.append(item)
     assert sorted(state.latest) == list(range(MAX_GPUS))
     assert len(events) == 10_000 - MAX_GPUS
