@@ -316,6 +316,38 @@ async def test_a_stream_arrives_in_batches_and_nothing_is_left(
     await until(lambda: not procs_with_arg(str(log)), what="no tail after stop")
 
 
+async def test_lines_that_keep_coming_are_handed_on_four_times_a_second(
+    local: Target, tmp_path: Path
+) -> None:
+    """Issue 24: at 20 lines/s the batcher's 0.03 s wait woke it, and
+    gputui, for every line. While lines keep coming it hands them on about
+    4 times a second; the first line after a quiet spell still at once."""
+    log = tmp_path / "stream-20.log"
+    log.touch()
+    c = Collect()
+    f = LogFollower(local, str(log), c.on_lines, c.on_state)
+    await f.start()
+    try:
+        await until(lambda: f.state.exists, what="stream")
+        await asyncio.sleep(1.5)  # a quiet spell
+        t0 = time.monotonic()
+        append(log, "first\n")
+        await until(lambda: c.lines[-1:] == ["first"], what="the first line")
+        assert time.monotonic() - t0 < 1.0  # at once, not at the next batch
+        batches0 = c.batches
+        n = 80
+        writer = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", STREAM.replace("0.001", "0.05"), str(log), str(n)
+        )
+        assert await writer.wait() == 0  # 80 lines at 20 a second
+        await until(lambda: len(c.lines) == n + 1, timeout=20, what="the stream")
+        batches = c.batches - batches0
+        assert c.lines[1:] == [f"line {i} of a stream" for i in range(1, n + 1)]
+        assert batches <= 24, f"{n} lines in {batches} batches"  # ~4 s at ~4 a second
+    finally:
+        await f.stop()
+
+
 def test_the_batchers_tail_dies_with_it(tmp_path: Path) -> None:
     """SIGKILL (the OOM killer, say) gives the batcher no chance to end its
     tail: GNU tail -F notices that its output lost its reader and exits."""
