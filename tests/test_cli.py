@@ -262,3 +262,12 @@ def test_watch_demo_says_why_not_in_one_line(capsys, monkeypatch, tmp_path) -> N
     assert cli.main(["watch", "--demo"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "watch takes no --demo" in err and "gputui --demo" in err
+
+
+def test_every_command_has_its_help(capsys) -> None:
+    """Each command's --help prints its usage (an empty flag group broke it)."""
+    for command in [[], *([c] for c in sorted(cli._commands(cli.build_parser())))]:
+        with pytest.raises(SystemExit) as e:
+            cli.main([*command, "--help"])
+        out = capsys.readouterr().out
+        assert e.value.code == 0 and out.startswith("usage: gputui"), (command, out)

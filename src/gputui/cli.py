@@ -237,6 +237,8 @@ def _watch_flags(g: Any, d: dict[str, Any], b: dict[str, Any], parts: frozenset[
             help="disable every action that changes something",
             **b,
         )
+    if not {"local", "demo"} & parts:
+        return  # an empty exclusive group breaks argparse's usage line
     mode = g.add_mutually_exclusive_group()
     if "local" in parts:
         mode.add_argument("--local", action="store_true", help="watch this machine (no ssh)", **b)
