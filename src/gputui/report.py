@@ -14,7 +14,15 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from gputui.diagnose import buffering_words, dur, gib, signal_name, size_words, stdout_words
+from gputui.diagnose import (
+    buffering_words,
+    dur,
+    gib,
+    signal_name,
+    size_words,
+    snapshot_holders,
+    stdout_words,
+)
 from gputui.model import Finding, Proc, Severity, Snapshot
 from gputui.untrusted import json_text, visible
 from gputui.verbs import keyed
@@ -92,6 +100,7 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
     """The snapshot as plain JSON-able data (see docs/doctor-json.md)."""
     now = snap.time if now is None else now
     g = snap.gpus
+    held_by = snapshot_holders(snap, now)
     devices = []
     for idx in sorted(g.latest):
         s = g.latest[idx]
@@ -146,6 +155,12 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
                     "in_container": p.in_container,
                     "used_mib": _num(p.used_mib),
                     "name": p.name,
+                    "sm_util": _num(p.sm_util),
+                    "state": p.state,
+                    "cpu_s": _num(p.cpu_s),
+                    "ancestors": p.ancestors,
+                    "ct_id": p.ct_id,
+                    "held_by": held_by.get((p.gpu_uuid, p.host_pid), ""),
                 }
                 for p in g.processes
             ],
@@ -414,6 +429,7 @@ def _ct_line(facts: dict[str, Any], snap: Snapshot | None) -> str:
 
 def _gpu_rows(snap: Snapshot) -> list[tuple[str, str]]:
     g = snap.gpus
+    held_by = snapshot_holders(snap, snap.time)
     rows = []
     for idx in sorted(g.latest):
         s = g.latest[idx]
@@ -426,6 +442,11 @@ def _gpu_rows(snap: Snapshot) -> list[tuple[str, str]]:
         if s.power_w is not None:
             lim = f"/{s.power_limit_w:.0f}" if s.power_limit_w else ""
             parts.append(f"{s.power_w:.0f}{lim} W")
+        for p in g.processes or []:  # who holds it: "held by session eval (PID 491)"
+            who = held_by.get((p.gpu_uuid, p.host_pid))
+            if p.gpu_uuid == s.uuid and who:
+                util = "" if p.sm_util is None else f", {p.sm_util:.0f} % SM"
+                parts.append(f"[{gib(p.used_mib)} {who}{util}]")
         rows.append((f"GPU {idx}", "  ".join(parts)))
     if not rows:
         rows.append(("GPUs", g.error or "no readings"))
