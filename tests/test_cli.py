@@ -271,3 +271,17 @@ def test_every_command_has_its_help(capsys) -> None:
             cli.main([*command, "--help"])
         out = capsys.readouterr().out
         assert e.value.code == 0 and out.startswith("usage: gputui"), (command, out)
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["gpu1", "gpu2"], "one TARGET only (gpu1, gpu2)"),
+        (["gpu1/200", "doctor"], "the command comes first: gputui doctor gpu1/200"),
+    ],
+)
+def test_the_dashboard_takes_one_target_and_the_command_first(argv, words, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and words in err, err

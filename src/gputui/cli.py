@@ -300,11 +300,8 @@ def _commands(parser: argparse.ArgumentParser) -> set[str]:
     return set()
 
 
-def _dashboard_target(parser: argparse.ArgumentParser, argv: list[str]) -> int | None:
-    """Where the dashboard's TARGET is in argv (`gputui gpu1/200`), None when
-    a COMMAND comes first or there is none. argparse cannot tell a TARGET
-    from a COMMAND before the subcommands, so the words are looked at here:
-    a flag's value is skipped, the first other word is a COMMAND or TARGET."""
+def _first_word(parser: argparse.ArgumentParser, argv: list[str]) -> int | None:
+    """Where the first word that is neither a flag nor a flag's value is."""
     takes_value = {
         flag
         for a in parser._actions
@@ -320,8 +317,16 @@ def _dashboard_target(parser: argparse.ArgumentParser, argv: list[str]) -> int |
         elif word.startswith("-") and word != "-":
             skip = word in takes_value  # --flag=value and -p22 carry their value
         else:
-            return None if word in _commands(parser) else i
+            return i
     return None
+
+
+def _dashboard_target(parser: argparse.ArgumentParser, argv: list[str]) -> int | None:
+    """Where the dashboard's TARGET is in argv (`gputui gpu1/200`), None when
+    a COMMAND comes first or there is none. argparse cannot tell a TARGET
+    from a COMMAND before the subcommands, so the words are looked at here."""
+    at = _first_word(parser, argv)
+    return None if at is None or argv[at] in _commands(parser) else at
 
 
 def _not_a_command(parser: argparse.ArgumentParser, word: str) -> None:
@@ -335,6 +340,17 @@ def _not_a_command(parser: argparse.ArgumentParser, word: str) -> None:
         parser.error(f"unknown command {word!r}: did you mean `gputui {close[0]}`?")
 
 
+def _one_target(parser: argparse.ArgumentParser, rest: list[str], target: str) -> None:
+    """`gputui a b` or `gputui gpu1 doctor`: one line saying how to write it."""
+    at = _first_word(parser, [w for w in rest if w != "--"])
+    if at is None:
+        return
+    word = [w for w in rest if w != "--"][at]
+    if word in _commands(parser):
+        parser.error(f"the command comes first: gputui {word} {target}")
+    parser.error(f"one TARGET only ({target}, {word}): several hosts are --host a --host b")
+
+
 def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings]:
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -342,6 +358,7 @@ def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings]:
     target = words.pop(at) if at is not None else None
     if target is not None:
         _not_a_command(parser, target)
+        _one_target(parser, words, target)
     if target is not None and "--" in words[:at]:
         words.remove("--")
     args, extra = parser.parse_known_args(words)
