@@ -37,10 +37,11 @@ def test_two_runs_in_one_ct_the_other_is_named_by_its_session_never_killed(
     )
     flags = ["--session", "dflash", "--log", str(train.log), "--stale-after", "60"]
     r = sc.finish_doctor(sc.start_doctor(testbed, ct, *flags, "--json"))
-    held = {p["host_pid"]: p for p in r.doc["snapshot"]["gpus"]["processes"]}  # type: ignore[index]
+    assert r.doc is not None, r.stdout + r.stderr
+    held = {p["host_pid"]: p for p in r.doc["snapshot"]["gpus"]["processes"]}
     eval_ct_pid = held[eval_pid]["ct_pid"]
     assert eval_ct_pid is not None and eval_ct_pid != eval_pid, held  # a CT PID, not the host's
-    said = " ".join(f"{f['title']} {f.get('fix') or ''}" for f in r.doc["findings"])  # type: ignore[union-attr]
+    said = " ".join(f"{f['title']} {f.get('fix') or ''}" for f in r.doc["findings"])
     assert "kill" not in said, said
     assert "gpu_memory_orphaned" not in r.kinds(), r.kinds()
     assert held[eval_pid]["held_by"] == f"held by session eval (PID {eval_ct_pid})", held
