@@ -11,7 +11,10 @@ Runs without -u behind a pipe are block-buffered, as in the field.
 modes: train (forever) · hang · loading (PAUSE_S of loading first) ·
 checkpoint · eval · crash (a CUDA error) · finish (exit 0) · import
 (ImportError at start) · rank (one of 4 ranks; rank 2 hangs, the others wait
-in a "collective" and rank 0 times out after PAUSE_S like NCCL's watchdog).
+in a "collective" and rank 0 times out after PAUSE_S like NCCL's watchdog) ·
+loader (a data-loader stall: PAUSE_S of CPU work with no step, then steps) ·
+nccl (hangs in NCCL-style init: a few init lines, never a step) · oom
+(allocates host memory until the kernel's OOM killer kills it).
 """
 
 import os
@@ -91,6 +94,29 @@ def main() -> None:
         phase("exited")
     elif mode == "rank":
         rank(int(sys.argv[5]), step_s, pre_s, pause_s)
+    elif mode == "loader":
+        phase("train")
+        n = steps(step_s, pre_s)
+        phase("loader")
+        t_end = time.monotonic() + pause_s
+        x = 0
+        while time.monotonic() < t_end:  # decoding/augmenting on the CPU: no step
+            x = (x * 31 + 7) % 1_000_003
+        phase("train")
+        steps(step_s, -1, n)
+    elif mode == "nccl":
+        phase("init")
+        print("NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>", flush=True)
+        print("NCCL INFO NET/Plugin: No plugin found (libnccl-net.so)", flush=True)
+        threading.Event().wait()  # waiting for the other ranks that never come
+    elif mode == "oom":
+        phase("train")
+        steps(step_s, pre_s)
+        phase("oom")
+        hoard = []
+        while True:  # a leak: the cgroup's limit is reached, the OOM killer ends it
+            hoard.append(bytearray(16 << 20))
+            time.sleep(0.01)
 
 
 def rank(r: int, step_s: float, pre_s: float, timeout_s: float) -> None:

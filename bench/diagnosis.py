@@ -34,7 +34,9 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -100,6 +102,11 @@ class Scenario:
     gpu: Callable[[str, float, int], tuple[float, float]] = lambda ph, t, r: BUSY
     hang_or_silent: bool = False  # target: first right word <= stale threshold + 5 s
     final: frozenset[str] | None = None  # the words right at the end ("": none); None: `right`
+    # a second run on the same GPU: "" none · "session" (another tmux session
+    # in the CT) · "ct" (a tmux session in CT 201) · "host" (a host process)
+    other: str = ""
+    other_mode: str = "train"  # diag_run.py MODE of the other run ("hang": it hangs)
+    cgroup_mib: int = 0  # > 0: the run's pane lives in a memory cgroup this small (OOM)
 
 
 def _loading_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
@@ -123,6 +130,23 @@ def _hang_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
 
 def _exit_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
     return FREE if phase in ("crashed", "exited") else BUSY
+
+
+def _small_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
+    """NCCL-style init: a CUDA context and a few buffers, no kernel ever."""
+    return (620.0, 0.0)
+
+
+def _loader_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
+    return IDLE_HELD if phase == "loader" else BUSY if phase in ("train", "start") else FREE
+
+
+def _oom_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
+    return BUSY if phase in ("train", "start") else FREE
+
+
+OTHER = (10_000.0, 98.0)  # the other run on the same GPU: busy
+OTHER_HUNG = (10_000.0, 0.0)
 
 
 def _rank_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
@@ -261,6 +285,108 @@ CORPUS: list[Scenario] = [
         touch_at=12.0,
     ),
     Scenario(
+        "hang-5s",
+        "hang 5 s after start",
+        "hang",
+        frozenset({"held_but_idle"}),
+        "hang",
+        45,
+        pre_s=5,
+        gpu=_hang_gpu,
+        hang_or_silent=True,
+    ),
+    Scenario(
+        "hang-60s",
+        "hang 60 s after start",
+        "hang",
+        frozenset({"held_but_idle"}),
+        "hang",
+        100,
+        pre_s=60,
+        gpu=_hang_gpu,
+        hang_or_silent=True,
+    ),
+    Scenario(
+        "hang-long",
+        "hang 150 s after start",
+        "hang",
+        frozenset({"held_but_idle"}),
+        "hang",
+        190,
+        pre_s=150,
+        gpu=_hang_gpu,
+        hang_or_silent=True,
+    ),
+    *[
+        Scenario(
+            f"shared-{where}-watched-hangs",
+            f"two runs on one GPU ({label}): the watched one hangs, the other keeps it at 98 %",
+            "hang",
+            frozenset({"held_but_idle"}),
+            "hang",
+            90,
+            gpu=_hang_gpu,
+            hang_or_silent=True,
+            other=where,
+        )
+        for where, label in (
+            ("session", "another session, same CT"),
+            ("ct", "another CT"),
+            ("host", "a host process"),
+        )
+    ],
+    *[
+        Scenario(
+            f"shared-{where}-other-hangs",
+            f"two runs on one GPU ({label}): the other one hangs, the watched one trains",
+            "train",
+            frozenset(),
+            "start",
+            60,
+            quiet=True,
+            other=where,
+            other_mode="hang",
+        )
+        for where, label in (
+            ("session", "another session, same CT"),
+            ("ct", "another CT"),
+            ("host", "a host process"),
+        )
+    ],
+    Scenario(
+        "loader-stall",
+        "data-loader stall: CPU busy 40 s, GPU idle, then steps",
+        "loader",
+        frozenset({"held_but_idle", "progress_stalled"}),
+        "loader",
+        75,
+        pause_s=40,
+        gpu=_loader_gpu,
+        final=frozenset({""}),
+    ),
+    Scenario(
+        "nccl-init-hang",
+        "hang in NCCL-style init: 620 MiB, no step ever",
+        "nccl",
+        frozenset({"held_but_idle", "progress_stalled"}),
+        "init",
+        45,
+        gpu=_small_gpu,
+        hang_or_silent=True,
+    ),
+    Scenario(
+        "oom-kill",
+        "killed by the OOM killer (a 128 MiB memory cgroup)",
+        "oom",
+        frozenset({"oom_killed"}),
+        "oom",
+        35,
+        pre_s=10,
+        gpu=_oom_gpu,
+        remain_on_exit=True,
+        cgroup_mib=128,
+    ),
+    Scenario(
         "rank-hang",
         "4 ranks, one hangs (NCCL-timeout style)",
         "rank",
@@ -324,6 +450,10 @@ class Run:
         self.t0 = 0.0  # time.time() at the launch
         self.pids: dict[int, int] = {}  # rank -> host pid
         self.touched_at: float | None = None
+        self.other_dir: Path | None = None  # the second run's directory (sc.other)
+        self.other_pid: int | None = None
+        self.other_proc: subprocess.Popen[bytes] | None = None  # a host process (other="host")
+        self.cgroup: Path | None = None  # the memory cgroup of an OOM scenario
 
     # -- set-up ---------------------------------------------------------
     def start(self) -> None:
@@ -351,6 +481,10 @@ class Run:
             line = f"cd {shlex.quote(str(d))} && exec {cmd} > train-old.log 2>&1"
         else:
             line = f"cd {shlex.quote(str(d))} && {cmd} 2>&1 | tee {shlex.quote(str(self.log))}"
+        if s.cgroup_mib:
+            self.cgroup = memory_cgroup(f"gputui-bench-{s.name}", s.cgroup_mib)
+            procs = shlex.quote(str(self.cgroup / "cgroup.procs"))
+            line = f"echo $$ > {procs} || exit 97; {line}"
         tmux = ["new", "-d", "-s", "train", "-c", str(d), line]
         if s.remain_on_exit:
             tmux += [";", "set", "-p", "-t", "train", "remain-on-exit", "on"]
@@ -359,9 +493,46 @@ class Run:
         r = bed.ct_exec(CT, [*env, *tmux])
         if r.returncode != 0:
             raise RuntimeError(f"{s.name}: tmux: {r.stderr.strip()}")
+        if s.other:
+            self._start_other(env)
+
+    def _start_other(self, env: list[str]) -> None:
+        """The second run on the same GPU: in another tmux session of the
+        CT, in a tmux session of CT 201, or a plain host process."""
+        s, bed = self.sc, self.bed
+        d2 = Path(bed.workspace) / f"diag-{s.name}-other"
+        d2.mkdir(parents=True, exist_ok=True)
+        d2.chmod(0o777)
+        shutil.copyfile(RUN_SCRIPT, d2 / "diag_run.py")
+        self.other_dir = d2
+        cmd = f"python3 -u diag_run.py {s.other_mode} 0.5 {20 * self.scale:g} 0"
+        line = f"cd {shlex.quote(str(d2))} && {cmd} 2>&1 | tee train.log"
+        if s.other == "host":
+            self.other_proc = subprocess.Popen(
+                ["sh", "-c", line],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            return
+        ct = CT
+        if s.other == "ct":
+            ct = CT + 1
+            bed.ct_create(ct, running=True)
+        r = bed.ct_exec(ct, [*env, "new", "-d", "-s", "eval", "-c", str(d2), line])
+        if r.returncode != 0:
+            raise RuntimeError(f"{s.name}: tmux (other run): {r.stderr.strip()}")
 
     def stop(self) -> None:
+        if self.other_proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.other_proc.pid, signal.SIGKILL)
+            self.other_proc.wait()
         self.bed.stop()
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError):
+                self.cgroup.rmdir()
 
     # -- the stand-in GPUs follow the run's phase -------------------------
     def phases(self) -> list[tuple[float, str]]:
@@ -415,6 +586,13 @@ class Run:
             if self.sc.mode == "import":
                 mem, util = FREE
             uuid = f"GPU-d1a90000-0000-4000-8000-00000000000{r}"
+            own = util  # the run's own SM % (pmon); the GPU's is the larger with another run
+            if r == 0 and self.sc.other:
+                other_app = self._other_app(uuid)
+                if other_app is not None:
+                    apps.append(other_app)
+                    mem += other_app["used_memory"] + 200
+                    util = max(util, other_app["sm"] or 0.0)
             gpus.append(
                 {
                     "index": r,
@@ -433,11 +611,34 @@ class Run:
                     {
                         "pid": pid,
                         "process_name": "python3",
-                        "used_memory": max(0.0, mem - 200),
+                        "used_memory": max(0.0, mem - 200) if not self.sc.other else 44_800.0,
                         "gpu_uuid": uuid,
+                        "sm": own if own > 0 else None,  # pmon's "-": no sample, idle
                     }
                 )
         return {"gpus": gpus, "apps": apps}
+
+    def _other_app(self, uuid: str) -> dict[str, Any] | None:
+        """The other run's row (pmon and compute-apps), from its own phases."""
+        d2 = self.other_dir
+        if d2 is None:
+            return None
+        if self.other_pid is None or not Path(f"/proc/{self.other_pid}").exists():
+            self.other_pid = _pid_in(d2)
+        if self.other_pid is None:
+            return None
+        try:
+            phases = (d2 / "phases.log").read_text().split()
+        except OSError:
+            phases = []
+        mem, util = OTHER_HUNG if phases and phases[-1] == "hang" else OTHER
+        return {
+            "pid": self.other_pid,
+            "process_name": "python3",
+            "used_memory": mem,
+            "gpu_uuid": uuid,
+            "sm": util if util > 0 else None,
+        }
 
     def event_time(self) -> float | None:
         """Seconds after the launch when the scenario's event happened."""
@@ -449,6 +650,41 @@ class Run:
             if p == self.sc.event:
                 return t - self.t0
         return None
+
+
+def _pid_in(d: Path) -> int | None:
+    """Host PID of the diag_run.py process whose working directory is `d`."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if cwd == str(d) and any(a.endswith(b"diag_run.py") for a in argv):
+            return int(entry)
+    return None
+
+
+def memory_cgroup(name: str, mib: int) -> Path:
+    """A cgroup (v1 memory controller, else v2) limited to `mib` MiB, so the
+    kernel's OOM killer ends what grows past it. RuntimeError when this
+    machine gives none (say so in the results rather than fake it)."""
+    for base, limit in (
+        (Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"),
+        (Path("/sys/fs/cgroup"), "memory.max"),
+    ):
+        if not (base / limit).exists() and not (base / "cgroup.procs").exists():
+            continue
+        cg = base / name
+        try:
+            cg.mkdir(exist_ok=True)
+            (cg / limit).write_text(str(mib * 1024 * 1024))
+        except OSError:
+            continue
+        return cg
+    raise RuntimeError("no memory cgroup can be made here: the OOM scenario cannot run")
 
 
 async def watch(run: Run, th: Thresholds, started: Callable[[], None] = lambda: None) -> Outcome:

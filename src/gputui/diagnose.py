@@ -375,6 +375,7 @@ class GpuView:
     # readings): when known, busy/idle above are judged from it, not from
     # the whole GPU's (another run may keep it busy). None: not known.
     own_util: float | None = None
+    min_samples: int = 2  # idle readings needed to call it gone idle (1: per-process averages)
 
     @property
     def held(self) -> bool:
@@ -398,7 +399,7 @@ class GpuView:
         return (
             self.idle_for is not None
             and self.idle_for >= self.th.gpu_idle_after_s
-            and self.idle_samples >= 2
+            and self.idle_samples >= self.min_samples
         )
 
     def line(self) -> str:
@@ -648,7 +649,9 @@ class Context:
                 rise = window[-1] - min(window)
         span = max(0.0, self.now - pts[0][0]) if pts else 0.0
         own_now = own[-1][1] if own else None
-        return GpuView(s, recent, idle_for, n, whole, rise, self.th, span, own_now)
+        # a per-process reading is an average over its whole period (pmon,
+        # NVML's samples since the last one): one idle reading is enough
+        return GpuView(s, recent, idle_for, n, whole, rise, self.th, span, own_now, 1 if own else 2)
 
     @cached_property
     def run_pids(self) -> set[int]:

@@ -161,6 +161,7 @@ class Monitor:
         self._writers_path: str | None = None
         # (pid, tmux target, tmux socket) of the pane last polled
         self._polled_pane: tuple[int, str, str | None] | None = None
+        self._oom_files: list[str] = []  # the run's memory cgroup files (the agent's `oom` op)
         self.writers_searches = 0
 
     @property
@@ -474,9 +475,13 @@ class Monitor:
         snapshot.oom: (count while the run was last seen alive, count now,
         when it rose). A rise after the run was last seen alive is its kill."""
         count = answer.get("oom_kill") if isinstance(answer, dict) else None
+        files = answer.get("files") if isinstance(answer, dict) else None
+        if run_alive and isinstance(files, list) and files:
+            self._oom_files = [str(f) for f in files]  # asked for again once the run is gone
         if not isinstance(count, int):
             return
         old = self.snapshot.oom
+        new: tuple[int, int, float | None]
         if old is None or run_alive:
             new = (count, count, None)
         elif count > old[1]:
@@ -504,7 +509,10 @@ class Monitor:
                 calls["procs"] = agent.processes_request(guess[0])
         if path:
             calls["stat"] = agent.stat_request([path])
-        calls["oom"] = ("oom", {"pid": guess[0]} if guess is not None and guess[0] else {})
+        oom_args: dict[str, Any] = {"files": self._oom_files}
+        if guess is not None and guess[0]:
+            oom_args["pid"] = guess[0]
+        calls["oom"] = ("oom", oom_args)
         answers = dict(zip(calls, await agent.batch(list(calls.values())), strict=True))
         self._set_sessions(agent.sessions_result(answers["sessions"]))
         pane = snap.session.main_pane if snap.session is not None else None

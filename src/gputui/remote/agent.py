@@ -993,12 +993,18 @@ def _tmux_base(args: dict) -> "list[str]":
 # ------------------------------------------------------------------ ops
 
 
-def oom_kill_count(pid=None, root="/sys/fs/cgroup", proc="/proc"):
-    """The kernel's OOM-kill count for the cgroups this container (and the
-    process `pid`) live in: the largest `oom_kill` in memory.events (cgroup
-    v2: the container's own cgroup is the root of its view, and the count is
-    hierarchical) or memory.oom_control (v1). None when none is readable."""
-    files = [os.path.join(root, "memory.events"), os.path.join(root, "memory", "memory.oom_control")]
+def oom_kill_count(pid=None, root="/sys/fs/cgroup", proc="/proc", known=None):
+    """(count, files): the kernel's OOM-kill count for the cgroups this
+    container (and the process `pid`) live in — the largest `oom_kill` in
+    memory.events (cgroup v2: the container's own cgroup is the root of its
+    view, and the count is hierarchical) or memory.oom_control (v1), None
+    when none is readable — and the files of `pid`'s cgroups, so the caller
+    can ask for them again once `pid` is gone (`known`)."""
+    base_files = [
+        os.path.join(root, "memory.events"),
+        os.path.join(root, "memory", "memory.oom_control"),
+    ]
+    files = []
     if pid:
         try:
             with open(os.path.join(proc, str(int(pid)), "cgroup")) as f:
@@ -1017,8 +1023,10 @@ def oom_kill_count(pid=None, root="/sys/fs/cgroup", proc="/proc"):
                 leaf = "memory.events" if parts[1] == "" else "memory.oom_control"
                 files.append(os.path.join(base, sub, leaf))
                 sub = os.path.dirname(sub)
+    prefix = root.rstrip("/") + "/"
+    extra = [str(f) for f in known or [] if str(f).startswith(prefix) and ".." not in str(f)]
     best = None
-    for path in files:
+    for path in base_files + files + extra:
         try:
             with open(path) as f:
                 text = f.read()
@@ -1029,7 +1037,7 @@ def oom_kill_count(pid=None, root="/sys/fs/cgroup", proc="/proc"):
             if len(words) == 2 and words[0] == "oom_kill" and words[1].isdigit():
                 n = int(words[1])
                 best = n if best is None else max(best, n)
-    return best
+    return best, [f for f in files if os.path.exists(f)]
 
 
 def fs_space(path: str) -> dict:
@@ -1142,7 +1150,8 @@ class Agent:
         return out
 
     def op_oom(self, args):
-        return {"oom_kill": oom_kill_count(args.get("pid"))}
+        count, files = oom_kill_count(args.get("pid"), known=args.get("files"))
+        return {"oom_kill": count, "files": files}
 
     def op_read(self, args: dict) -> dict:
         path = str(args["path"])
@@ -1252,7 +1261,8 @@ OPS = {
     "read": "path, offset, max_bytes -> data (base64), offset, size, inode, mtime, truncated",
     "writers": "path -> {path, writers: [{pid, fd, command}], readers, run, roots}",
     "pidmap": "pids, ct, pid_ns? -> [{pid, exists, ct_pid, in_container, pid_ns, cgroup, cmdline}]",
-    "oom": "pid? -> {oom_kill: the OOM kills counted in the CT's (and pid's) cgroups, or null}",
+    "oom": "pid?, files? -> {oom_kill: the OOM kills counted in the CT's (and pid's, and"
+    " files') cgroups, or null; files: pid's cgroup files, to ask for once it is gone}",
     "batch": "calls (a list of requests without id) -> [{ok, result | error}] in order",
 }
 
