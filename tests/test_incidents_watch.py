@@ -243,3 +243,84 @@ async def test_hang_escalates_then_resolves_once_when_the_user_kills_it(
     incidents = [ln.split()[3:5] for ln in text.splitlines() if " incident hang " in ln]
     assert incidents[0] == ["hang", "open"] and incidents[-1] == ["hang", "resolved"], text
     assert {tuple(i) for i in incidents[1:-1]} == {("hang", "worse")}, text
+
+
+def banner(rec: Any) -> list[str]:
+    """What the dashboard's banner shows: the findings that are news (the
+    same filter ui/app.py applies)."""
+    now = time.time()
+    return [f"{f.kind} {f.title}" for f in rec.findings if rec.is_news(f, now)]
+
+
+async def relaunch_into(watch: Watch, run: Any, script: str) -> float:
+    """The user's relaunch (the real action code) after the run's script was
+    changed to `script`; the time the action ended. A run that dies at once
+    may fail the relaunch's own check: that is the user's word, not ours."""
+    run.script.write_text(script)
+    w = watch.watched[0]
+    p = await plan_action("relaunch", w.monitor.target, w.settings, w.settings.session)
+    await execute(w.monitor.target, p)
+    return time.time()
+
+
+@pytest.mark.timeout(150)
+async def test_a_relaunch_that_crashes_at_once_is_news_at_once(
+    testbed: Any, ct: int, hook: Hook, tmp_path: Path
+) -> None:
+    """Relaunch, confirm it runs: a new run that dies 0 s in (its new pane
+    dead, exit 1, ModuleNotFoundError) is on the banner within seconds of
+    the relaunch's end and is sent once — not kept silent as the user's doing."""
+    testbed.set_gpus(gpus(97))
+    run = start(testbed, ct, "crash", HANGS, "python3 -u {script} > {log} 2>&1")
+    watch = watch_for(testbed, ct, "crash", hook, tmp_path / "history.sqlite")
+    task = asyncio.create_task(watch.run())
+    rec = watch.watched[0].recorder
+    try:
+        await until(lambda: rec.monitor.snapshot.metrics.last_step, 60, "steps")
+        ended = await relaunch_into(watch, run, "import gputui_no_such_module\n")
+        await until(
+            lambda: any("crash" in b for b in banner(rec)),
+            30,
+            "the dead session on the banner",
+            lambda: f"banner {banner(rec)}; {state(rec)}",
+        )
+        shown_after = time.time() - ended
+        await until(lambda: hook.got, 30, "an alert", lambda: state(rec))
+        await asyncio.sleep(5)  # nothing else follows
+        said = posted(hook)
+    finally:
+        watch.stop()
+        await asyncio.wait_for(task, 60)
+    assert shown_after < 10, f"banner said it {shown_after:.1f} s after the relaunch ended"
+    assert len(said) == 1 and said[0].startswith("open"), said
+    assert "crash" in said[0], said
+
+
+@pytest.mark.timeout(150)
+async def test_a_relaunch_into_a_good_run_says_nothing(
+    testbed: Any, ct: int, hook: Hook, tmp_path: Path
+) -> None:
+    """The relaunch's own consequences (the old session gone, its SIGINT, the
+    log's gap before the new run's first line) raise no alert and no banner."""
+    testbed.set_gpus(gpus(97))
+    run = start(testbed, ct, "good", HANGS, "python3 -u {script} > {log} 2>&1")
+    watch = watch_for(testbed, ct, "good", hook, tmp_path / "history.sqlite")
+    task = asyncio.create_task(watch.run())
+    rec = watch.watched[0].recorder
+    shown: set[str] = set()
+    try:
+        await until(lambda: rec.monitor.snapshot.metrics.last_step, 60, "steps")
+        await asyncio.sleep(2)
+        before = set(banner(rec))  # notes about the CT (py-spy missing): not the run's
+        await relaunch_into(watch, run, HANGS)
+        deadline = time.monotonic() + 15  # past settle_s and the stale threshold
+        while time.monotonic() < deadline:
+            shown |= set(banner(rec))
+            await asyncio.sleep(0.2)
+        said = posted(hook)
+    finally:
+        watch.stop()
+        await asyncio.wait_for(task, 60)
+    assert said == [], said
+    shown = {b for b in shown - before if not b.startswith("tools_missing")}
+    assert not shown, shown

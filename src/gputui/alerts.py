@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from gputui.errors import ConfigError
@@ -104,9 +104,11 @@ class AlertGate:
         until `until` is no news (gputui.incidents)."""
         self.book.expect(start, until)
 
-    def update(self, findings: Sequence[Finding], now: float) -> list[Alert]:
+    def update(
+        self, findings: Sequence[Finding], now: float, news: Collection[str] = ()
+    ) -> list[Alert]:
         self.book.quiet_s, self.book.holds = self.quiet_s, self.holds
-        notices = self.book.update(findings, now)
+        notices = self.book.update(findings, now, news)
         self.recorded = [n for n in notices if not n.aloud and n.state != "quiet"]
         return [self._alert(n) for n in notices if n.aloud or n.state == "quiet"]
 

@@ -25,14 +25,19 @@ history:
 The user's own actions (relaunch, kill) mark an expected window: inside it
 no incident opens aloud, none resolves (the old run's state holds until the
 new run is up), and incidents that open inside it stay silent until they
-close — the SIGINT's KeyboardInterrupt, the log going quiet.
+close — the SIGINT's KeyboardInterrupt, the log going quiet. Except what
+the caller names as news (`news`: the finding kinds whose evidence belongs
+to the run the action started — its new pane dead, its new PID
+block-buffered — judged by the recorder from the snapshot and the audit
+line): those are told at once, in the window or not, and an incident of
+theirs opened silent in the window is told then.
 
 Pure: no I/O, no clock reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from gputui.model import Finding
@@ -106,6 +111,7 @@ class Incident:
     opened: float
     finding: Finding  # the current (or last seen) finding
     expected: bool = False  # opened inside the user's action window: silent till it closes
+    news: bool = False  # about the run the user's action started: told, resolves in the window
     told: Finding | None = None  # the worst finding alerted (None: nothing sent)
     recorded: Finding | None = None  # the worst finding recorded in the history
     toast: bool = False  # the screen shows a toast for it
@@ -147,10 +153,13 @@ class IncidentBook:
         if told:
             self._fired[c.name] = since
 
-    def is_news(self, f: Finding, now: float) -> bool:
+    def is_news(self, f: Finding, now: float, news: Collection[str] = ()) -> bool:
         """False for a finding that is the user's own doing (the banner
         leaves it out too): its cause's incident opened inside the user's
-        action window, or would open now, inside one."""
+        action window, or would open now, inside one — unless its kind is
+        in `news` (its evidence is the new run's)."""
+        if f.kind in news:
+            return True
         inc = self.open.get(cause_of(f.kind).name)
         if inc is not None:
             return not inc.expected
@@ -158,7 +167,11 @@ class IncidentBook:
 
     # ------------------------------------------------------------ each tick
 
-    def update(self, findings: Iterable[Finding], now: float) -> list[Notice]:
+    def update(
+        self, findings: Iterable[Finding], now: float, news: Collection[str] = ()
+    ) -> list[Notice]:
+        """The notices of one tick. `news`: finding kinds about the run the
+        user's action started (see the module docstring)."""
         present: dict[str, Finding] = {}
         for f in findings:
             name = cause_of(f.kind).name
@@ -167,11 +180,17 @@ class IncidentBook:
         window = self.in_window(now)
         out: list[Notice] = []
         for name, f in present.items():
+            fresh = any(k in news for k in cause_of(f.kind).kinds)
             inc = self.open.get(name)
             if inc is None:
-                inc = self.open[name] = Incident(cause_of(f.kind), now, f, expected=window)
+                inc = self.open[name] = Incident(
+                    cause_of(f.kind), now, f, expected=window and not fresh
+                )
+            elif inc.expected and fresh:  # opened silent in the window: the new run's, told now
+                inc.expected, inc.opened = False, now
+            inc.news = inc.news or fresh
             inc.finding, inc.absent_since = f, None
-            out += self._present(inc, f, now, window)
+            out += self._present(inc, f, now, window and not fresh)
         for name, inc in list(self.open.items()):
             if name not in present:
                 out += self._absent(inc, present, now, window)
@@ -207,7 +226,7 @@ class IncidentBook:
     ) -> list[Notice]:
         out = self._quiet(inc, now) if inc.toast else []
         masks = (*inc.cause.masked_by, *EVERYTHING_MASKED_BY)
-        if window or any(m in present and m != inc.cause.name for m in masks):
+        if (window and not inc.news) or any(m in present and m != inc.cause.name for m in masks):
             inc.absent_since = None  # held: not gone, unseen (or the user's own doing)
             return out
         if inc.absent_since is None:

@@ -14,15 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gputui.alerts import Alert, AlertGate
 from gputui.collect.metrics import MetricParser
 from gputui.config import Settings
-from gputui.diagnose import Diagnose, Thresholds, diagnose_with
+from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
 from gputui.errors import GputuiError
 from gputui.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo, incident_key
 from gputui.incidents import SETTLE_S
@@ -37,6 +39,28 @@ AUDIT_EVERY_S = 10.0
 # until SETTLE_S after it ends (gputui.incidents), at most this long.
 ACTION_MAX_S = 300.0
 EXPECTING = frozenset({"relaunch", "kill", "launch"})
+# Findings that say the run has been quiet: after the user's relaunch the
+# new run gets the stale threshold from the action's end to print (its
+# first line resets them), not a moment less.
+SILENCE_KINDS = frozenset(
+    {"busy_but_silent", "progress_stalled", "held_but_idle", "log_missing", "loading"}
+)
+# What says a relaunched or launched run is not there: news once the new
+# run has had settle_s to come up and no session of it came.
+GONE_KINDS = frozenset({"session_missing", "session_dead", "run_exited", "run_ended", "log_missing"})
+_PID_RE = re.compile(r"\bPIDs? (\d+)")
+
+
+@dataclass
+class UserAction:
+    """The user's relaunch, kill or launch, from the audit log: from its
+    plan (`start`) to its end line (`end`, None while it runs); `pids`: the
+    processes it stopped (the old run's)."""
+
+    verb: str
+    start: float
+    end: float | None = None
+    pids: frozenset[int] = field(default_factory=frozenset)
 
 # $1 path, $2 offset, $3 bytes, $4 seconds: `@gputui SIZE INODE` (or
 # `@gputui missing`), then up to $3 bytes from $2. A constant: the values are
@@ -125,6 +149,8 @@ class RunRecorder:
         self.name: str = monitor.target.label
         self.given_name = _given_name(monitor)  # as the user named it: `gpu1/200`
         self.diagnose = diagnose or diagnose_with(stale_after, thresholds)
+        self.stale_after = stale_after
+        self.thresholds = thresholds or DEFAULT_THRESHOLDS
         self.gate = gate or AlertGate(self.name)
         # sinks: this process's own (the terminal, watch's stdout); shared
         # sinks (notification URLs) get each alert once among every gputui
@@ -159,6 +185,7 @@ class RunRecorder:
         self._audit_seen = 0  # bytes of the audit log read for expected windows
         self.settle_s = SETTLE_S  # after the user's action ended: its new run is up
         self._exits: set[str] = set()
+        self._actions: dict[float, UserAction] = {}  # by plan time
         self._connection: ConnectionState | None = None
         self._task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Future[Any]] = set()
@@ -285,7 +312,7 @@ class RunRecorder:
             await self._attach()
         self.expect_from_audit(snap.session_name)
         self.findings = list(self.diagnose(snap, now))
-        alerts = self.gate.update(self.findings, now)
+        alerts = self.gate.update(self.findings, now, self.news_kinds(snap, self.findings, now))
         await self._record_incidents()
         await self._record_connection(snap, now)
         await self._record_exits(snap, now)
@@ -468,8 +495,52 @@ class RunRecorder:
     def is_news(self, f: Finding, now: float) -> bool:
         """False for a finding the user's own relaunch or kill caused (the
         dashboard's banner leaves it out, as the alerts do)."""
-        self.expect_from_audit(self.monitor.snapshot.session_name)
-        return self.gate.book.is_news(f, now)
+        snap = self.monitor.snapshot
+        self.expect_from_audit(snap.session_name)
+        return self.gate.book.is_news(f, now, self.news_kinds(snap, [f], now))
+
+    def news_kinds(self, snap: Snapshot, findings: Iterable[Finding], now: float) -> set[str]:
+        """The kinds among `findings` that are news although the user's own
+        action's window is open: their evidence is the run it started, not
+        the one it stopped. Nothing while the action runs. Then: the watched
+        session new since the action began (a pane PID the action did not
+        stop) makes its findings news at once — but not one naming a PID
+        the action stopped, and a silence only after the stale threshold
+        from the action's end; no new session after settle_s makes a
+        relaunch's or launch's "gone" findings news."""
+        act = self._latest_action(now)
+        if act is None or act.end is None:
+            return set()
+        since_end = now - act.end
+        sess = next((s for s in snap.sessions if s.name == snap.session_name), None)
+        new_run = (
+            sess is not None
+            and (sess.created is None or sess.created >= int(act.start))
+            and any(p.pid is not None and p.pid not in act.pids for p in sess.panes)
+        )
+        out: set[str] = set()
+        for f in findings:
+            if not new_run:
+                if act.verb != "kill" and since_end >= self.settle_s and f.kind in GONE_KINDS:
+                    out.add(f.kind)
+                continue
+            named = {int(m) for m in _PID_RE.findall(" ".join([f.title, *f.evidence]))}
+            if named & act.pids:
+                continue  # the old run's: its memory freed late, its exit
+            quiet_for = stale_threshold(snap, self.stale_after, self.thresholds)
+            if f.kind in SILENCE_KINDS and since_end < quiet_for:
+                continue  # the gap before the new run's first line
+            out.add(f.kind)
+        return out
+
+    def _latest_action(self, now: float) -> UserAction | None:
+        """The last of the user's actions begun by `now` whose window is open."""
+        acts = [a for a in self._actions.values() if a.start <= now]
+        if not acts:
+            return None
+        act = max(acts, key=lambda a: a.start)
+        limit = act.start + ACTION_MAX_S if act.end is None else act.end + self.settle_s
+        return act if now <= limit else None
 
     def _expect_line(self, line: bytes, session: str | None) -> None:
         try:
@@ -487,8 +558,17 @@ class RunRecorder:
             start = min(t, float(e.get("plan") or t))
         except (TypeError, ValueError):
             return
-        until = t + (ACTION_MAX_S if e.get("phase") == "begun" else self.settle_s)
+        begun = e.get("phase") == "begun"
+        until = t + (ACTION_MAX_S if begun else self.settle_s)
         self.gate.expect(start, until)
+        act = self._actions.setdefault(
+            start, UserAction(str(e.get("action") or e.get("begins")), start)
+        )
+        pids = e.get("pids")
+        if isinstance(pids, list):
+            act.pids |= {p for p in pids if isinstance(p, int)}
+        if not begun:
+            act.end = t
 
     async def import_audit(self) -> int:
         """Actions on this target from the audit log (keyed, so re-reading adds nothing)."""
