@@ -38,6 +38,19 @@ def host_exit(view: HostView) -> int:
     return max(codes, default=EXIT_OK)
 
 
+def where(place: int | str | None) -> str:
+    """A host view key in words: 'CT 200', 'docker trainer', 'host'."""
+    if place is None:
+        return "host"
+    return place.replace(":", " ", 1) if isinstance(place, str) else f"CT {place}"
+
+
+def _order(c: ContainerRow) -> tuple[int, int, int, str]:
+    """Worst first; then the host, CTs by number, other kinds by name."""
+    n = c.id if isinstance(c.id, int) else 0
+    return (rank(c.health), c.id is not None, n, str(c.id or ""))
+
+
 def not_seen(view: HostView) -> list[str]:
     """What the watch had not seen when it stopped (never "nothing wrong")."""
     missing = []
@@ -45,7 +58,7 @@ def not_seen(view: HostView) -> list[str]:
         missing.append("the host's list of containers")
     if not view.gpu_error and not (view.gpus and view.holders_known):
         missing.append("the GPUs and the processes holding them")
-    missing += [f"CT {c.id}'s run" for c in view.containers if c.health == "starting"]
+    missing += [f"{where(c.id)}'s run" for c in view.containers if c.health == "starting"]
     return missing
 
 
@@ -109,9 +122,8 @@ def _gpu_line(g: GpuRow) -> str:
     line = f"GPU {g.index}  {visible(g.name)}  {_mib(g.mem_used_mib)}/{_mib(g.mem_total_mib)} MiB  {util}"
     holders = []
     for h in g.holders:
-        where = f"CT {h.ct}" if h.ct is not None else "host"
         pid = h.ct_pid if h.ct_pid is not None else h.host_pid
-        who = f"{where} pid {pid} {visible(h.process)}"
+        who = f"{where(h.ct)} pid {pid} {visible(h.process)}"
         if h.session:
             who += f" (session {visible(h.session)})"
         if not h.alive:
@@ -129,7 +141,7 @@ def _container_lines(rows: list[ContainerRow]) -> list[str]:
     sessions, and the finding behind the word."""
     cells = [
         (
-            f"CT {c.id}",
+            where(c.id),
             visible(c.name),
             c.status,
             c.health,
@@ -153,17 +165,23 @@ def _connection(facts: dict[str, Any]) -> str:
     return f"{state} (round trip {rtt:.0f} ms)" if isinstance(rtt, (int, float)) else str(state)
 
 
+def _engine(view: HostView) -> str:
+    """What lists the host's containers: Proxmox, or Docker/Podman by their keys."""
+    kinds = {c.id.split(":", 1)[0] for c in view.containers if isinstance(c.id, str)}
+    return "Proxmox" if not kinds else " + ".join(sorted(k.capitalize() for k in kinds))
+
+
 def host_text(view: HostView, facts: dict[str, Any]) -> str:
     """The host view as lines: the host, each container, each GPU, the verdict."""
     out = [
         f"target      {visible(view.label)}",
         f"connection  {visible(_connection(facts))}",
-        f"host        Proxmox: {len(view.containers)} containers, {len(view.gpus)} GPUs",
+        f"host        {_engine(view)}: {len(view.containers)} containers, {len(view.gpus)} GPUs",
     ]
     if view.connection in DOWN_STATES:
         out.append(f"✗ cannot reach the host: {visible(view.error or view.connection.value)}")
         return "\n".join(out) + "\n"
-    rows = sorted(view.containers, key=lambda c: (rank(c.health), c.id or 0))
+    rows = sorted(view.containers, key=_order)
     out += _container_lines(rows)
     if view.gpu_error:
         out.append(f"GPUs: {visible(view.gpu_error)}")
@@ -177,7 +195,9 @@ def host_text(view: HostView, facts: dict[str, Any]) -> str:
         out.append("✓ nothing wrong")
     else:
         worst = bad[0] if bad else None
-        said = f"worst: {worst.health} (CT {worst.id})" if worst else "GPU memory held by nothing"
+        said = (
+            f"worst: {worst.health} ({where(worst.id)})" if worst else "GPU memory held by nothing"
+        )
         out.append(
             f"✗ {len(bad)} container(s) need a look, {len(orphaned)} GPU(s) orphaned; {said}"
         )
