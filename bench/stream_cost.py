@@ -175,7 +175,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     out = ["  ".join(c.ljust(w[i]) for i, c in enumerate(row)) for row in rows]
     if "20 lines/s" in results and "40 lines/s" in results:
         a, b = results["20 lines/s"]["gputui"], results["40 lines/s"]["gputui"]
-        out.append(f"gputui at 40 vs 20 lines/s: {b / a:.2f}× (flat: the log is drawn at 4 Hz)")
+        out.append(f"gputui at 40 vs 20 lines/s: {b / a:.2f}× (flat: the log is drawn at 2–4 Hz)")
     if "nvitop" in first:
         for label, r in results.items():
             ratio = r["gputui"] / r["nvitop"] if r["nvitop"] > 0 else float("inf")

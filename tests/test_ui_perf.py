@@ -482,3 +482,28 @@ def test_session_ages_change_at_most_once_a_minute() -> None:
     ages = [session_age(t) for t in range(3600)]
     assert sum(a != b for a, b in itertools.pairwise(ages)) <= 60
     assert (ages[5], ages[75], ages[150], ages[3599]) == ("<1 m", "1 m", "2 m", "60 m")
+
+
+async def test_gpu_rows_that_read_the_same_are_not_drawn_again() -> None:
+    """Issue 24: each second every GPU row (and each run-panel row) was
+    restyled through Rich, though most read as before. A new set of rows
+    draws only the rows whose text changed, and shows them."""
+    from rich.text import Text
+
+    from gputui.ui.widgets.gpus import GpuTable
+
+    app, _mon = make_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, pilot)
+        table = app.query_one(GpuTable)
+        lines = [t.copy() for t in table.lines]
+        assert len(lines) >= 2
+        rows = count_rows(table)
+        table.set_lines([t.copy() for t in lines])  # the same text: nothing to draw
+        await pilot.pause()
+        assert rows == []
+        lines[1] = Text("GPU 1 changed", style=lines[1].style)
+        table.set_lines(lines)
+        await pilot.pause()
+        assert rows == [1]
+        assert "GPU 1 changed" in table.render_line(1).text

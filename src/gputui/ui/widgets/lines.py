@@ -12,6 +12,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -30,6 +31,17 @@ def row_strip(
     text.stylize_before(style)
     strip = Strip(list(text.render(console)), text.cell_len)
     return strip.crop_extend(0, width, style if pad is None else pad)
+
+
+def _same_row(a: Text, b: Text) -> bool:
+    """Two rows draw the same cells (text, spans, base style, overflow)."""
+    return (
+        a.plain == b.plain
+        and a.spans == b.spans
+        and a.style == b.style
+        and a.overflow == b.overflow
+        and a.end == b.end
+    )
 
 
 class KeptStyle(Widget):
@@ -70,9 +82,20 @@ class TextLines(KeptStyle):
         return self._lines
 
     def set_lines(self, lines: list[Text]) -> None:
-        self._lines = [safe_text(t) for t in lines]  # rows quote GPU names and errors
-        self._strips.clear()
-        self.refresh()
+        """Show `lines`. Only the rows whose text changed are drawn again
+        (issue 24: the GPU rows and the run panel's rows were all restyled
+        each second, though most of them read the same)."""
+        new = [safe_text(t) for t in lines]  # rows quote GPU names and errors
+        old, self._lines = self._lines, new
+        width = self.content_size.width
+        if len(old) != len(new) or not self.is_mounted or width <= 0:
+            self._strips.clear()
+            self.refresh()
+            return
+        for y, (a, b) in enumerate(zip(old, new, strict=True)):
+            if not _same_row(a, b):
+                self._strips.pop(y, None)
+                self.refresh(Region(0, y, width, 1))
 
     def render(self) -> Text:
         """The whole text (what tests and screen readers see)."""
