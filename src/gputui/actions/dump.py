@@ -241,7 +241,7 @@ async def execute_dump(target: Target, plan: ActionPlan, progress: Progress = No
             parts.append(f"===== pid {pid} (failed) =====\n{text}")
     output = "\n\n".join(parts) + "\n"
     saved = save_dump(output, plan)
-    where = f"in CT {target.ct}" if target.ct is not None else f"on {target.label}"
+    where = f"in {target.container.words}" if target.in_container else f"on {target.label}"
     details = [f"ran {where}: {render_argv(argv)}" for argv in plan.commands]
     details += errors
     if denied:

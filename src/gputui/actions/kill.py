@@ -127,7 +127,7 @@ def plan_kill_from(
     return ActionPlan(
         action=action or "kill",
         title=f"{'Force-kill' if force else 'Stop'} the run in session {info.session!r}"
-        + (f" (CT {target.ct})" if target.ct is not None else "")
+        + (f" ({target.container.words})" if target.in_container else "")
         + "?",
         target=f"{target.label} · session {info.session!r} · pgid {', '.join(map(str, pgids))}",
         session=info.session,

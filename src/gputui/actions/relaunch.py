@@ -376,7 +376,7 @@ def _plan_start(
     return ActionPlan(
         action=action,
         title=f"{verb} session {spec.session!r}"
-        + (f" in CT {target.ct}" if target.ct is not None else "")
+        + (f" in {target.container.words}" if target.in_container else "")
         + "?",
         target=f"{target.label} · session {spec.session!r}"
         + (f" · pids {' '.join(map(str, pids))}" if pids else ""),

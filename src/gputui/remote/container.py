@@ -252,6 +252,11 @@ class ProxmoxLXC(Container):
 # ------------------------------------------------------------ Docker, Podman
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
+# `docker exec` and `kubectl exec` start from the image's environment, often
+# with no LANG: tmux then takes its client for a non-UTF-8 terminal and
+# prints the control characters of gputui's -F formats as '_'. pct passes
+# the caller's locale; these kinds get one that says UTF-8.
+UTF8 = "LC_CTYPE=C.UTF-8"
 
 
 class Docker(Container):
@@ -294,10 +299,10 @@ class Docker(Container):
         )
 
     def wrap(self, argv: list[str]) -> list[str]:
-        return [self.TOOL, "exec", "-i", self.name, *argv]
+        return [self.TOOL, "exec", "-i", "-e", UTF8, self.name, *argv]
 
     def attach(self, argv: list[str]) -> list[str]:
-        return [self.TOOL, "exec", "-it", self.name, *argv]
+        return [self.TOOL, "exec", "-it", "-e", UTF8, self.name, *argv]
 
     def phrase(self, command: str) -> str:
         return f"{self.TOOL} exec {self.name} {command}"
@@ -470,7 +475,18 @@ class KubePod(Container):
 
     def _exec(self, flags: str, argv: list[str]) -> list[str]:
         c = ["-c", self.container] if self.container else []
-        return [*self._kubectl(), "exec", flags, *self._ns(), self.pod, *c, "--", *argv]
+        return [
+            *self._kubectl(),
+            "exec",
+            flags,
+            *self._ns(),
+            self.pod,
+            *c,
+            "--",
+            "env",
+            UTF8,
+            *argv,
+        ]
 
     def wrap(self, argv: list[str]) -> list[str]:
         return self._exec("-i", argv)
@@ -479,7 +495,10 @@ class KubePod(Container):
         return self._exec("-it", argv)
 
     def phrase(self, command: str) -> str:
-        return " ".join(self._exec("-i", [command])).replace(" -i ", " ", 1)
+        c = f" -c {self.container}" if self.container else ""
+        ns = f" -n {self.namespace}" if self.namespace else ""
+        ctx = f" --context {self.context}" if self.context else ""
+        return f"{self.TOOL}{ctx} exec{ns} {self.pod}{c} -- {command}"
 
     def status_argv(self) -> list[str]:
         return [

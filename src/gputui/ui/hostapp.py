@@ -71,7 +71,7 @@ class RunChoice:
     number `host`, watching `session` when given."""
 
     host: int
-    ct: int | None
+    ct: int | str | None  # a CT number, "docker:NAME", None: the host
     session: str | None = None
 
 
@@ -86,9 +86,11 @@ def gib(mib: float | None) -> str:
     return human_bytes(mib * 1024 * 1024) if mib is not None else "?"
 
 
-def where_words(ct: int | None, host_is_plain: bool) -> str:
+def where_words(ct: int | str | None, host_is_plain: bool) -> str:
     if ct is None:
         return "host" if host_is_plain else "host (no CT)"
+    if isinstance(ct, str):  # docker:NAME -> "docker NAME"
+        return ct.replace(":", " ", 1)
     return f"CT {ct}"
 
 
