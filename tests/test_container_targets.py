@@ -88,3 +88,28 @@ def test_a_container_names_a_run_not_the_host_view() -> None:
     assert not wants_host_view([s])
     _, s = cli.parse(["--host", "h"])
     assert wants_host_view([s])
+
+
+def test_watch_and_targets_take_the_other_kinds() -> None:
+    """`gputui watch gpu1/docker:trainer gpu2/pod:ml/p` and `[[targets]] host
+    = "gpu1/podman:job"` name the container as --docker/--pod do."""
+    from gputui.config import HostTarget, Settings
+    from gputui.hosts import _for_host
+    from gputui.watch import target_settings
+
+    s = target_settings("gpu1/docker:trainer", Settings())
+    assert (s.host, settings_container(s)) == ("gpu1", Docker("trainer"))
+    s = target_settings("root@gpu2:2222/pod:ml/p", Settings())
+    assert (s.user, s.port, settings_container(s)) == ("root", 2222, KubePod("p", "ml"))
+    s = _for_host(Settings(), HostTarget("gpu3/podman:job"), "[[targets]]")
+    assert settings_container(s) == Podman("job")
+
+
+def test_history_looks_for_the_container_named() -> None:
+    import argparse
+
+    from gputui.targetargs import settle_target, target_query
+
+    args = argparse.Namespace(target="gpu1/docker:trainer", command="history")
+    settle_target(args)
+    assert target_query(args) == "gpu1/docker:trainer"  # not every run on gpu1

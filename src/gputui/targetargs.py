@@ -205,5 +205,9 @@ def target_query(args: argparse.Namespace) -> str | None:
         return None
     spec = parse_target(host)
     user, port = getattr(args, "user", None), getattr(args, "port", None)
-    spec = TargetSpec(spec.host, spec.user or user, spec.port or port, ct)
+    place = next(
+        (f"{k}:{getattr(args, k)}" for k in ("docker", "podman", "pod") if getattr(args, k, None)),
+        None,
+    )
+    spec = TargetSpec(spec.host, spec.user or user, spec.port or port, ct, place)
     return str(spec)
