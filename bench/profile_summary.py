@@ -47,6 +47,15 @@ def _label(m: re.Match[str]) -> str:
     return f"process {name} [{m[1]}]"
 
 
+_PLUMBING = ("(asyncio/", "(threading.py)", "(<string>)", "(gputui/cli.py)", "run_app (ui/app.py)")
+
+
+def _plumbing(func: str, count: int, total: int) -> bool:
+    """Frames every stack passes through (the event loop, thread start-up,
+    the CLI's entry): they say nothing about where the time goes."""
+    return count >= total or any(p in func for p in _PLUMBING) or func.startswith("App.run ")
+
+
 def summarize(lines: list[str], top: int) -> str:
     """The summary text of raw py-spy lines."""
     per_proc: dict[str, int] = collections.Counter()
@@ -73,7 +82,8 @@ def summarize(lines: list[str], top: int) -> str:
     for proc, n in sorted(per_proc.items(), key=lambda kv: -kv[1]):
         out.append(f"\n== {proc}: {n} samples ({100 * n / max(total, 1):.0f} %)")
         out.append("  inclusive:")
-        out += [f"  {c:6d} {100 * c / n:5.1f}%  {f}" for f, c in incl[proc].most_common(top)]
+        ranked = [(f, c) for f, c in incl[proc].most_common() if not _plumbing(f, c, n)]
+        out += [f"  {c:6d} {100 * c / n:5.1f}%  {f}" for f, c in ranked[:top]]
         out.append("  own:")
         out += [f"  {c:6d} {100 * c / n:5.1f}%  {f}" for f, c in own[proc].most_common(top // 2)]
     return "\n".join(out)
