@@ -254,3 +254,31 @@ async def test_the_log_is_followed_across_a_reconnect(
         writer.wait()
     n = len(seen.lines)
     assert seen.lines == [f"line {i}" for i in range(1, n + 1)]  # no gap, no repeat
+
+
+# ------------------------------------------------------------------ the dashboard
+
+
+@pytest.mark.timeout(120)
+async def test_the_dashboard_on_a_docker_container(testbed: Any, work: Path) -> None:
+    """`gputui --host H --docker NAME`: the run view shows the container's
+    tmux session and its log, and the status line names the container."""
+    from ui_scenarios import SIZE, make_app, screen_text
+
+    name = f"dash{os.getpid() % 10000}"
+    testbed.container_create("docker", name)
+    try:
+        place = Place("docker", name, Docker(name), ["--docker", name], testbed)
+        log = start_buffered(place, "train", work)
+        settings = Settings(**testbed.transport_kwargs(), docker=name, interval=0.5, log=str(log))
+        app, parts = make_app(settings)
+        snap = parts.monitor.snapshot
+        async with app.run_test(size=SIZE) as pilot:
+            await helpers.until(lambda: snap.session_name == "train", 30, "the session")
+            await helpers.until(lambda: snap.log.exists, 30, "the log")
+            await pilot.pause(0.5)
+            text = screen_text(app)
+            assert f"docker container {name} running" in text, text
+            assert "train" in text
+    finally:
+        testbed.container_stop("docker", name)

@@ -79,10 +79,11 @@ def nothing_to_watch(snap: Snapshot) -> str | None:
     """Why there is no run to pick, when the sessions list is empty for a
     reason (the CT is down, no tmux): said on the run line and the log view
     instead of "pick one" / "select a session" with nothing to select."""
-    if snap.ct is not None and snap.ct_status in (CtStatus.STOPPED, CtStatus.MISSING):
-        return f"nothing to watch: CT {snap.ct} is {snap.ct_status.value}"
+    c = snap.container if snap.container is not None and snap.container.kind else None
+    if c is not None and snap.ct_status in (CtStatus.STOPPED, CtStatus.MISSING):
+        return f"nothing to watch: {c.words} is {snap.ct_status.value}"
     if snap.session is None and not snap.sessions and snap.tools.probed:
-        where = f" in CT {snap.ct}" if snap.ct is not None else ""
+        where = f" in {c.words}" if c is not None else ""
         return ("no tmux session" if snap.tools.tmux else "tmux is not installed") + where
     if snap.session is None and not snap.sessions:
         return "looking for tmux sessions…"

@@ -41,14 +41,14 @@ def status_text(snap: Snapshot, *, read_only: bool = False) -> Text:
             t.append(f": {snap.connection_error}", style="red")
     else:
         t.append(f" {c.value}", style="dim")
-    if snap.ct is not None:
+    if snap.container is not None and snap.container.kind:  # a CT, docker, podman, pod
         style = {
             CtStatus.RUNNING: "green",
             CtStatus.STOPPED: "bold red",
             CtStatus.MISSING: "bold red",
         }.get(snap.ct_status, "yellow")
         t.append("  │  ", style="dim")
-        t.append(f"CT {snap.ct} {snap.ct_status.value}", style=style)
+        t.append(f"{snap.container.words} {snap.ct_status.value}", style=style)
     if snap.gpus.source:
         t.append("  │  ", style="dim")
         t.append(f"GPUs: {snap.gpus.source}", style="dim")
