@@ -244,3 +244,52 @@ def test_a_container_owns_only_its_own_cgroup() -> None:
     assert container_for("docker:trainer") == Docker("trainer") and container_for(
         "200"
     ) == ProxmoxLXC(200)
+
+
+# ---------------------------------------------------------------- GPU processes by cgroup
+
+DOCKER_PATH = f"/system.slice/docker-{DOCKER_ID}.scope"
+APPS = [
+    "4242, python3, 80000, GPU-aaa",
+    "5151, python3, 1000, GPU-aaa",
+    "6161, python3, 1000, GPU-bbb",
+    "7171, python3, 1000, GPU-bbb",
+    "@gputui rc 0",
+    "@gputui pid 4242 /lxc/200/ns/.lxc pid:[4026532001] 4242\t17",
+    f"@gputui pid 5151 {DOCKER_PATH} pid:[4026532002] 5151\t9",
+    "@gputui pid 6161 /lxc/²00/ns pid:[4026532003] 6161\t5",
+    "@gputui pid 7171 - pid:[4026532002] 7171\t11",
+]
+
+
+def test_the_apps_listing_maps_full_cgroup_paths_of_every_kind() -> None:
+    """The apps loop prints the container's whole cgroup path now: a CT's
+    `/lxc/200/ns/.lxc` is CT 200, a Docker scope is in no CT, `/lxc/²00` is no CT."""
+    from gputui.gpufeed import parse_apps_block
+
+    procs, _, _ = parse_apps_block(APPS, ct=200)
+    by = {p.host_pid: p for p in procs}
+    assert (by[4242].in_container, by[4242].ct_pid, by[4242].ct_id) == (True, 17, 200)
+    assert by[5151].in_container is False and by[5151].ct_id is None
+    assert by[6161].ct_id is None
+    # watching a Docker container (ct 0): its agent's PID namespace says which
+    procs, _, _ = parse_apps_block(APPS, ct=0, ct_pid_ns="pid:[4026532002]")
+    by = {p.host_pid: p for p in procs}
+    assert [by[pid].in_container for pid in (4242, 5151, 7171)] == [False, True, True]
+    assert by[5151].ct_pid == 9
+
+
+def test_the_host_view_knows_a_docker_container_by_its_cgroup_id() -> None:
+    """No agent (no python3 in the image): the cgroup's container ID names it."""
+    from gputui.collect.gpu import parse_apps_listing
+    from gputui.hostview import host_gpu_processes
+
+    procs = host_gpu_processes(parse_apps_listing(APPS), {}, {DOCKER_ID: "docker:trainer"})
+    by = {p.host_pid: p for p in procs}
+    assert (by[4242].ct, by[5151].ct, by[6161].ct, by[7171].ct) == (
+        200,
+        "docker:trainer",
+        None,
+        None,
+    )
+    assert by[5151].ct_pid == 9

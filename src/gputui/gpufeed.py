@@ -29,6 +29,7 @@ from gputui.errors import GputuiError
 from gputui.model import GpuEvent, GpuProcess, GpuSample, GpuState
 from gputui.numtext import ascii_int
 from gputui.remote.base import RemoteProcess
+from gputui.remote.container import cgroup_owner
 from gputui.remote.target import Target
 from gputui.tasks import cancel_and_wait
 
@@ -40,7 +41,8 @@ APPS_PERIOD_S = 5.0
 NOT_FOUND_RETRY_S = 300.0
 
 # One compute-apps listing ("$@": the nvidia-smi argv), ending in "@gputui
-# end". For every listed PID it also prints its /lxc/<ct>/ cgroup, PID
+# end". For every listed PID it also prints its container's cgroup path
+# (/lxc/<ct>/..., .../docker-<id>.scope, .../libpod-<id>.scope, /kubepods...), PID
 # namespace and NSpid fields (meaningful on the host; inside a CT they
 # describe the CT's view), its state, CPU ticks and its parents' PIDs as its
 # CT sees them (NSpid's last field, up to init); then each process's own SM
@@ -52,7 +54,7 @@ APPS_LISTING = r"""  out=$("$@" 2>&1); rc=$?
   for pid in $(printf '%s\n' "$out" | cut -d, -f1); do
     case $pid in ''|*[!0-9]*) continue;; esac
     ns=$(grep '^NSpid:' "/proc/$pid/status" 2>/dev/null | cut -f2-)
-    cg=$(grep -o '/lxc/[0-9]*' "/proc/$pid/cgroup" 2>/dev/null | head -n 1)
+    cg=$(grep -m 1 -oE '/(lxc|docker|libpod|kubepods)[^ ]*' "/proc/$pid/cgroup" 2>/dev/null)
     pns=$(readlink "/proc/$pid/ns/pid" 2>/dev/null)
     echo "@gputui pid $pid ${cg:--} ${pns:--} $ns"
     st=$(awk '{sub(/^.*\) /, ""); print $1, $2, $12 + $13}' "/proc/$pid/stat" 2>/dev/null)
@@ -104,8 +106,10 @@ def parse_apps_block(
     """One listing of the apps loop -> (processes, nvidia-smi exit, its text
     when it failed). Pure.
 
-    A host PID is in container `ct` when its cgroup is under `/lxc/<ct>/`, or
-    (no such cgroup, e.g. cgroup v1 layouts, the test bed) when its PID
+    A host PID is in container `ct` when its cgroup is under `/lxc/<ct>/`
+    (remote.container.cgroup_owner reads the path; a Docker, Podman or
+    kubepods cgroup is in no CT), or (no such cgroup, e.g. cgroup v1
+    layouts, the test bed; or `ct` 0, a container of another kind) when its PID
     namespace is the CT's (`ct_pid_ns`, from the in-CT agent's hello); its
     PID inside the CT is then the last `NSpid` field. Each process gets its
     state, CPU time, parents and CT number (`/lxc/<n>/`); with `t`, its own
@@ -115,14 +119,15 @@ def parse_apps_block(
     procs = gpu_parse.parse_compute_apps(text) if rc == 0 else []
     for p in procs:
         cg, pns, nspids = pidinfo.get(p.host_pid, ("-", "-", []))
+        owner = cgroup_owner(cg) if cg.startswith("/") else None
+        lxc = ascii_int(owner.ident, 9) if owner is not None and owner.kind == "lxc" else None
         in_ct: bool | None = None
         if ct is None:  # a plain host (or --local): its PIDs are the run's PIDs
             in_ct, nspids = True, [p.host_pid, p.host_pid]
-        elif cg.startswith("/lxc/"):
-            try:
-                in_ct = int(cg[5:]) == ct
-            except ValueError:
-                in_ct = None
+        elif lxc is not None:  # `/lxc/<n>/...`: CT n (`/lxc/²00` is no CT)
+            in_ct = lxc == ct
+        elif owner is not None and ct > 0:  # a Docker/pod process is in no CT
+            in_ct = False
         elif ct_pid_ns and pns != "-":
             in_ct = pns == ct_pid_ns
         elif nspids:
@@ -130,9 +135,8 @@ def parse_apps_block(
         p.in_container = in_ct
         if in_ct and len(nspids) > 1:
             p.ct_pid = nspids[-1]
-        ct_id = ascii_int(cg[5:], 9) if cg.startswith("/lxc/") else None
-        if ct_id is not None:  # `/lxc/²00` is no CT
-            p.ct_id = ct_id
+        if lxc is not None:
+            p.ct_id = lxc
         stat = listing.stats.get(p.host_pid)
         if stat is not None:
             p.state, p.cpu_s, p.ancestors = stat[0], stat[1], list(stat[2])

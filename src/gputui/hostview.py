@@ -24,6 +24,7 @@ from gputui.collect.gpu import AppsListing, parse_compute_apps
 from gputui.diagnose import HELD_MIB
 from gputui.model import ConnectionState, Finding, GpuState, Session, Severity, Snapshot
 from gputui.numtext import ascii_int
+from gputui.remote.container import cgroup_owner
 
 # A link in these states is "down" (a reconnect is under way, or never came up).
 DOWN_STATES = (ConnectionState.FAILED, ConnectionState.RECONNECTING)
@@ -161,14 +162,19 @@ def container_of_cgroup(cgroup: str) -> int | None:
 
 
 def host_gpu_processes(
-    listing: AppsListing, ct_namespaces: dict[str, int | str] | None = None
+    listing: AppsListing,
+    ct_namespaces: dict[str, int | str] | None = None,
+    container_ids: dict[str, str] | None = None,
 ) -> list[HostGpuProcess]:
     """The host's compute-apps listing -> processes with their containers.
 
     A PID is in container N when its cgroup is `/lxc/N/...` (Proxmox VE,
     cgroup v2), else when its PID namespace is one a container's agent
     reported (`ct_namespaces`: namespace -> N). Its PID there is NSpid's last
-    field. A PID the host no longer has is kept, marked not alive."""
+    field. A Docker/Podman container is known by its cgroup's container ID
+    (`container_ids`: full ID -> its key, from `docker ps --no-trunc`) even
+    when no agent runs in it. A PID the host no longer has is kept, marked
+    not alive."""
     if listing.rc != 0:
         return []
     spaces = ct_namespaces or {}
@@ -176,6 +182,9 @@ def host_gpu_processes(
     for p in parse_compute_apps(listing.text):
         cg, pns, nspids = listing.pids.get(p.host_pid, ("-", "-", []))
         ct: Place = container_of_cgroup(cg)
+        if ct is None and container_ids:  # docker-<id>.scope: the listed container of that ID
+            owner = cgroup_owner(cg)
+            ct = container_ids.get(owner.ident) if owner is not None else None
         if ct is None and pns != "-":
             ct = spaces.get(pns)
         ct_pid = nspids[-1] if ct is not None and len(nspids) > 1 else None

@@ -203,7 +203,13 @@ class HostWatch:
                 namespaces[str(ns)] = ct
         lines = self.feed.last_listing
         view.holders_known = lines is not None
-        procs = host_gpu_processes(parse_apps_listing(lines), namespaces) if lines else []
+        ids = {
+            c.id: f"{self.engine.kind}:{c.name}"
+            for c in self.listing or []
+            if self.engine is not None and isinstance(c.id, str)
+        }
+        listing = parse_apps_listing(lines) if lines else None
+        procs = host_gpu_processes(listing, namespaces, ids) if listing else []
         view.gpus = gpu_rows(self.feed.state, procs, self.runs, plain_host=bool(self.plain))
         snaps: dict[int | str, tuple[Snapshot, list[Finding]]] = {}
         host_snap: tuple[Snapshot, list[Finding]] | None = None

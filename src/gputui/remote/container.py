@@ -620,7 +620,7 @@ class CgroupOwner:
 
 
 _CG_PATTERNS = (
-    ("lxc", re.compile(r"/lxc(?:\.payload)?[./](\d+)(?:/|$)")),
+    ("lxc", re.compile(r"/lxc(?:\.payload)?[./]([0-9]+)(?:/|$)")),
     ("podman", re.compile(r"/libpod-(?!conmon-)([0-9a-f]{12,64})(?:\.scope)?(?:/|$)")),
     ("docker", re.compile(r"/docker[-/]([0-9a-f]{12,64})(?:\.scope)?(?:/|$)")),
 )
