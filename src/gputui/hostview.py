@@ -155,7 +155,7 @@ Place = int | str | None
 
 
 def container_of_cgroup(cgroup: str) -> int | None:
-    """`/lxc/203` (what the apps listing keeps of a host PID's cgroup) -> 203."""
+    """`/lxc/203/...` (the apps listing's cgroup path of a host PID) -> 203."""
     if cgroup.startswith("/lxc/"):
         return ascii_int(cgroup[5:].split("/", 1)[0], 9)
     return None

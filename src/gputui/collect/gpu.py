@@ -228,7 +228,8 @@ def parse_compute_apps(text: str) -> list[GpuProcess]:
 class AppsListing:
     """One listing of the compute-apps loop (gpufeed.APPS_LISTING), split:
     nvidia-smi's exit status and text, and for each listed PID as the host
-    sees it: (cgroup `/lxc/<n>` or "-", PID namespace or "-", NSpid fields;
+    sees it: (its container's cgroup path — `/lxc/<n>/...`, `/docker-<id>.scope`,
+    `/libpod-<id>.scope`, `/kubepods...` — or "-", PID namespace or "-", NSpid fields;
     an empty list when the process is gone)."""
 
     rc: int | None
