@@ -23,7 +23,7 @@ import pytest
 
 import helpers
 import scenarios as sc
-from gputui.actions import execute, plan_dump, plan_kill, plan_relaunch
+from gputui.actions import execute, plan_dump, plan_flush, plan_kill, plan_relaunch
 from gputui.actions.runspec import tmux_arg
 from gputui.config import Settings
 from gputui.logfollow import LogFollower
@@ -205,6 +205,23 @@ async def test_relaunch_dump_and_kill_through_each_kind(
     ended = await execute(target, kill)
     assert ended.ended_by == "SIGINT", (ended.summary, ended.details)
     await helpers.until(lambda: not pythons(place), 10, "the run's python gone")
+
+
+async def test_flush_through_each_kind(place: Place, target: Target, work: Path) -> None:
+    """f (flush live, gdb in the run's process) reaches the run inside the container."""
+    if shutil.which("gdb") is None:
+        pytest.skip("gdb is not installed here")
+    log = start_buffered(place, "flushme", work)
+    before = log.read_bytes()
+    assert b"step" not in before
+    plan = await plan_flush(target, Settings(), "flushme")
+    assert str(log) in plan.display
+    result = await execute(target, plan)
+    if "ptrace was refused" in " ".join(result.details):
+        pytest.skip(f"ptrace is refused here: {result.details}")
+    assert result.ok, result.details
+    after = log.read_bytes()
+    assert after.startswith(before) and b"step 0 loss" in after
 
 
 # ------------------------------------------------------------------ the log
