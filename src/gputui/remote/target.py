@@ -216,7 +216,9 @@ def make_transport(settings: Settings) -> Transport:
 
     if not settings.host:
         raise GputuiError(
-            "no host given", "pass --host H (and --ct N on a Proxmox host), or --local"
+            "no host given",
+            "pass --host H (with --ct N, --docker NAME, --podman NAME or --pod NS/POD "
+            "where the run lives), or --local",
         )
     return SshTransport(
         settings.host,
