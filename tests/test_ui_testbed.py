@@ -21,6 +21,7 @@ from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.result import ResultScreen
 from gputui.ui.widgets.banner import Banner
 from gputui.ui.widgets.status import StatusLine
+from test_alerts import Hook
 from ui_scenarios import (
     SIZE,
     gputui_processes_in_ct,
@@ -244,6 +245,71 @@ async def test_buffered_banner_then_relaunch_clears_it(
             await until(lambda: not app.is_running, 15, "the app to quit")
     finally:
         await parts.on_exit()
+
+
+@pytest.mark.timeout(120)
+async def test_a_relaunch_that_dies_at_once_is_on_the_banner_and_sent_once(
+    testbed: Any, ct: int, pct_without_delay: None
+) -> None:
+    """Relaunch, confirm it runs: the user presses r, y and the new run dies
+    at once (ModuleNotFoundError, its new pane dead with exit 1). The banner
+    names the dead session within seconds of the relaunch's end, and one
+    alert reaches the webhook — the user's action does not hide its new run."""
+    busy = {"memory.used": 80000, "utilization.gpu": 97, "temperature.gpu": 70, "power.draw": 650.0}
+    testbed.set_gpus({"gpus": [h200(0, **busy)]})
+    run = prepare_run(testbed, ct, "dies")
+    start_unbuffered(testbed, run, count=100000, period=0.1)
+    hook = Hook()
+    url = f"json://127.0.0.1:{hook.port}/alerts"
+    app, parts = make_app(settings_for(testbed, ct, interval=0.5, stale_after=3.0, alert_urls=[url]))
+
+    def words() -> str:
+        f = app.query_one(Banner).finding
+        return f"{f.kind} {f.title}" if f else ""
+
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: numbered(app), 20, "the run's lines")
+            run.script.write_text("import gputui_no_such_module\n")  # the next start dies
+            await pilot.press("r")
+            await until(lambda: isinstance(app.screen, ConfirmScreen), 15, "the confirm box")
+            await pilot.press("y")
+            await until(lambda: app.executed, 5, "the relaunch to start")
+            await until(
+                lambda: not [w for w in app.workers if w.group == "action" and w.is_running],
+                30,
+                "the relaunch to finish",
+            )
+            ended = time.time()
+            await until(
+                lambda: "dies" in words() and app.query_one(Banner).display,
+                20,
+                "the dead session on the banner",
+                lambda: f"banner {words()!r}; findings {[(f.kind, f.title) for f in app.findings]}",
+            )
+            shown_after, said = time.time() - ended, words()
+            rec = parts.recorder
+            assert rec is not None
+            await until(
+                lambda: hook.got,
+                20,
+                "the alert",
+                lambda: f"alerts {[(a.cause, a.state) for a in rec.alerts]}; {rec.errors}; "
+                f"findings {[(f.kind, f.title) for f in rec.findings]}; "
+                f"sessions {parts.monitor.snapshot.sessions}",
+            )
+            await asyncio.sleep(5)  # nothing else follows
+            got = [str(g.get("title", "")) for g in hook.got]
+            if isinstance(app.screen, ResultScreen):
+                await pilot.press("escape")
+            await pilot.press("q")
+            await until(lambda: not app.is_running, 15, "the app to quit")
+    finally:
+        await parts.on_exit()
+        hook.close()
+    assert "ModuleNotFoundError" in said or "exit" in said, said
+    assert shown_after < 10, f"the banner said it {shown_after:.1f} s after the relaunch"
+    assert len(got) == 1 and "dies" in got[0], got
 
 
 @pytest.mark.timeout(60)

@@ -503,8 +503,8 @@ class RunRecorder:
         """The kinds among `findings` that are news although the user's own
         action's window is open: their evidence is the run it started, not
         the one it stopped. Nothing while the action runs. Then: the watched
-        session new since the action began (a pane PID the action did not
-        stop) makes its findings news at once — but not one naming a PID
+        session's pane being a process the action did not stop (the new
+        run's) makes its findings news at once — but not one naming a PID
         the action stopped, and a silence only after the stale threshold
         from the action's end; no new session after settle_s makes a
         relaunch's or launch's "gone" findings news."""
@@ -513,10 +513,10 @@ class RunRecorder:
             return set()
         since_end = now - act.end
         sess = next((s for s in snap.sessions if s.name == snap.session_name), None)
-        new_run = (
-            sess is not None
-            and (sess.created is None or sess.created >= int(act.start))
-            and any(p.pid is not None and p.pid not in act.pids for p in sess.panes)
+        # its pane's PID is not one the action stopped (tmux's session_created
+        # has whole seconds: a run relaunched in its first second looks old)
+        new_run = sess is not None and any(
+            p.pid is not None and p.pid not in act.pids for p in sess.panes
         )
         out: set[str] = set()
         for f in findings:
