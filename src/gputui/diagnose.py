@@ -632,8 +632,6 @@ class Context:
         n = 0
         for t, v in reversed(pts):
             if v is None or v >= self.th.idle_util_pct:
-                if own and streak_start is not None:  # sparse readings: it went idle in between
-                    streak_start = (t + streak_start) / 2
                 break
             streak_start = t
             n += 1

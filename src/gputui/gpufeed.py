@@ -475,7 +475,7 @@ class NvmlFeed(GpuFeed):
         period_s: float = 1.0,
         reader: Any = None,
         *,
-        apps_every: int = 5,
+        apps_every: int = 2,  # the per-process utilization readings: a hang is seen within 2 s
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
