@@ -158,6 +158,26 @@ def test_the_banner_leaves_out_what_the_user_caused() -> None:
     assert book.is_news(HUNG, 100)  # a new cause after the window is news
 
 
+def test_a_finding_about_the_new_run_is_news_inside_the_window() -> None:
+    """The relaunch's own SIGINT opened the run_end incident silent; the new
+    run's pane dead at once (the caller names it news) is told then, once,
+    and the banner shows it; it resolves when the run is relaunched again."""
+    from gputui.incidents import IncidentBook
+
+    g = AlertGate("t")
+    g.expect(10, 40)
+    during = g.update([DEAD], 12) + g.update([DEAD], 14)  # the old session's SIGINT
+    assert sent(during) == []
+    told = g.update([DEAD], 16, news={"session_dead"}) + g.update([DEAD], 17, news={"session_dead"})
+    assert sent(told) == [("session_dead", "firing")]
+    assert sent(g.update([], 18) + g.update([], 30)) == [("session_dead", "resolved")]
+    book = IncidentBook()
+    book.expect(10, 40)
+    book.update([DEAD], 12)
+    assert not book.is_news(DEAD, 16)
+    assert book.is_news(DEAD, 16, news={"session_dead"})
+
+
 def test_the_users_kill_is_no_news_ever() -> None:
     g = AlertGate("t")
     g.expect(0, 10)
