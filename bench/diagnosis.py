@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from gputui.diagnose import Thresholds, diagnose  # noqa: E402
 from gputui.model import Finding, Severity  # noqa: E402
-from gputui.monitor import Monitor  # noqa: E402
+from gputui.monitor.engine import Monitor  # noqa: E402
 from gputui.remote.target import Target  # noqa: E402
 from results_md import write_block  # noqa: E402
 from testbed import Testbed  # noqa: E402

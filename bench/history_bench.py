@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.demo.history import fill
-from gputui.history import HistoryWriter
+from gputui.record.history import HistoryWriter
 from results_md import write_block
 
 HERE = Path(__file__).resolve().parent
@@ -118,7 +118,7 @@ def bench_watch(seconds: float, tmp: Path) -> dict[str, Any]:
         [
             sys.executable,
             "-m",
-            "gputui.cli",
+            "gputui",
             "watch",
             "local",
             "--log",
@@ -165,7 +165,7 @@ def bench_watch_ssh(seconds: float, tmp: Path) -> dict[str, Any]:
         cfg.write_text(f'[history]\npath = "{tmp / "watch-ssh.sqlite"}"\n')
         tk = bed.tb.transport_kwargs()
         argv = [
-            sys.executable, "-m", "gputui.cli", "watch", f"{tk['user']}@{tk['host']}/{bed.ct}",
+            sys.executable, "-m", "gputui", "watch", f"{tk['user']}@{tk['host']}/{bed.ct}",
             "--port", str(tk["port"]), "-i", tk["identity_file"],
             "--known-hosts", tk["known_hosts"], "--config", str(cfg),
         ]  # fmt: skip

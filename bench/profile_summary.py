@@ -36,7 +36,7 @@ def _short(frame: str) -> str:
 def _label(m: re.Match[str]) -> str:
     """A process frame's command line → ``process <short label>``."""
     cmd = " ".join(m[2].split())
-    if "gputui.cli" in cmd or "gputui " in cmd:
+    if "gputui.cli.main" in cmd or "gputui " in cmd:
         name = "gputui (main)"
     elif "tail" in cmd and "os.read" in cmd:
         name = "log relay (tail -F wrapper)"

@@ -45,7 +45,7 @@ PYSPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
 # samples a second: py-spy records only busy samples, so at 100 a window of a
 # process at 4 % of a core held ~150 samples, too few to rank its functions
 PROFILE_RATE = int(os.environ.get("PROFILE_RATE", "250"))
-CLI = "import sys; from gputui.cli import main; sys.exit(main())"
+CLI = "import sys; from gputui.cli.main import main; sys.exit(main())"
 GPUS = {
     "gpus": [
         {

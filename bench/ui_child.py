@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gputui.config import Settings
 from gputui.model import GpuState, Session
-from gputui.monitor import Monitor
+from gputui.monitor.engine import Monitor
 from gputui.remote.base import CommandResult, RemoteProcess, Transport
 from gputui.remote.target import Target
 from gputui.ui.app import GputuiApp

@@ -155,7 +155,7 @@ async def shoot_history(out: Path, size: tuple[int, int]) -> list[Path]:
     from textual.app import App
 
     from gputui.demo.history import fill
-    from gputui.history import HistoryWriter
+    from gputui.record.history import HistoryWriter
     from gputui.ui.screens.wholerun import WholeRunScreen
 
     with tempfile.TemporaryDirectory() as d:

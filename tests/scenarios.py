@@ -34,10 +34,10 @@ H200_MIB = 143771
 # the CLI and hands the Settings to doctor_run.main itself.
 RUNNER = """\
 import inspect, sys
-from gputui import cli
+from gputui.cli import main as cli
 if "doctor_run" in inspect.getsource(cli):
     sys.exit(cli.main(sys.argv[1:]))
-from gputui import doctor_run
+from gputui.doctor import run as doctor_run
 args, settings = cli.parse(sys.argv[1:])
 sys.exit(doctor_run.main(settings, bool(args.json)))
 """

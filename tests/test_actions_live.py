@@ -411,7 +411,7 @@ async def test_cli_confirms_before_acting(
     import argparse
     import io
 
-    from gputui.actions_cli import run_async
+    from gputui.cli.actions import run_async
 
     start_buffered(testbed, ct, "cli", work)
     args = argparse.Namespace(session="cli", yes=False, force=False)
@@ -453,7 +453,7 @@ async def test_cli_json_has_the_plan_and_what_happened(
     import io
     import json
 
-    from gputui.actions_cli import run_async
+    from gputui.cli.actions import run_async
 
     start_buffered(testbed, ct, "cjs", work)
     args = argparse.Namespace(session="cjs", yes=False, force=False, json=True)

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from gputui.alerts import AlertGate, AppriseSender, safe_text, terminal_notification
 from gputui.errors import ConfigError
-from gputui.history import HistoryWriter
 from gputui.model import Finding, Severity
+from gputui.record.alerts import AlertGate, AppriseSender, safe_text, terminal_notification
+from gputui.record.history import HistoryWriter
 from helpers import until
 from test_history import LogOnlyMonitor
 
@@ -146,7 +146,7 @@ def test_the_users_relaunch_is_no_news() -> None:
 
 
 def test_the_banner_leaves_out_what_the_user_caused() -> None:
-    from gputui.incidents import IncidentBook
+    from gputui.record.incidents import IncidentBook
 
     book = IncidentBook()
     book.update([SILENT], 0)
@@ -162,7 +162,7 @@ def test_a_finding_about_the_new_run_is_news_inside_the_window() -> None:
     """The relaunch's own SIGINT opened the run_end incident silent; the new
     run's pane dead at once (the caller names it news) is told then, once,
     and the banner shows it; it resolves when the run is relaunched again."""
-    from gputui.incidents import IncidentBook
+    from gputui.record.incidents import IncidentBook
 
     g = AlertGate("t")
     g.expect(10, 40)
@@ -200,9 +200,9 @@ def test_incidents_open_before_a_restart_resolve_aloud_only_if_alerting() -> Non
 
 
 def test_causes_cover_the_rules_and_alerts_derive_from_them() -> None:
-    from gputui.alerts import ALERT_KINDS
     from gputui.diagnose import SPECIFICITY
-    from gputui.incidents import CAUSES
+    from gputui.record.alerts import ALERT_KINDS
+    from gputui.record.incidents import CAUSES
 
     kinds = [k for c in CAUSES for k in c.kinds]
     assert len(kinds) == len(set(kinds)) and set(kinds) <= set(SPECIFICITY)
@@ -269,7 +269,7 @@ def hook() -> Iterator[Hook]:
 
 
 def test_alert_test_command_posts_one(hook: Hook, tmp_path: Path) -> None:
-    from gputui.cli import main
+    from gputui.cli.main import main
 
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[alerts]\nurls = ["json://127.0.0.1:{hook.port}/hook"]\n')
@@ -280,7 +280,7 @@ def test_alert_test_command_posts_one(hook: Hook, tmp_path: Path) -> None:
 async def test_webhook_gets_appear_not_repeat_and_one_resolved(hook: Hook, tmp_path: Path) -> None:
     """The recorder's path end to end: findings per tick -> gate -> apprise
     -> a real HTTP POST on loopback."""
-    from gputui.recorder import RunRecorder
+    from gputui.record.recorder import RunRecorder
 
     log = tmp_path / "train.log"
     log.write_text("")
@@ -317,7 +317,7 @@ async def test_dashboard_and_watch_post_each_alert_once(hook: Hook, tmp_path: Pa
     """Two gputui processes recording one target into one history file (two
     writers, as a dashboard and `watch`): the webhook gets the alert and its
     resolution once, while each process still rings its own terminal."""
-    from gputui.recorder import RunRecorder
+    from gputui.record.recorder import RunRecorder
 
     log = tmp_path / "train.log"
     log.write_text("")

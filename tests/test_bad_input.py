@@ -33,7 +33,7 @@ def within_2_s(took: float, cpu: float) -> bool:
 def gputui(argv: list[str], home: Path) -> tuple[int, str, float]:
     t0 = time.monotonic()
     r = subprocess.run(
-        [sys.executable, "-m", "gputui.cli", *argv],
+        [sys.executable, "-m", "gputui", *argv],
         capture_output=True,
         text=True,
         timeout=30,

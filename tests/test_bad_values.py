@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from gputui.collect.gpu import MAX_GPUS, parse_compute_apps, parse_gpu_line, parse_number
 from gputui.config import _NUM, KEYS, parse_config
 from gputui.errors import ConfigError, GputuiError
-from gputui.hostview import container_of_cgroup
+from gputui.host.view import container_of_cgroup
 from gputui.model import GpuEvent, GpuSample, GpuState
-from gputui.numtext import ascii_int
-from gputui.prometheus import parse_address
+from gputui.record.prometheus import parse_address
 from gputui.remote.container import ProxmoxLXC, container_for
+from gputui.text.numbers import ascii_int
 
 NUMBER_KEYS = sorted((s, k) for (s, k), (_, (types, _)) in KEYS.items() if types == _NUM[0])
 # digits that are not 0-9: superscripts (No), other scripts' decimals (Nd),
@@ -40,7 +40,7 @@ number_text = st.one_of(
     st.integers(-(10**30), 10**30).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
 )
-CLI = [sys.executable, "-m", "gputui.cli"]
+CLI = [sys.executable, "-m", "gputui"]
 
 
 def toml_value(x: float | int) -> str:
@@ -213,7 +213,7 @@ def test_prometheus_on_other_than_loopback_needs_the_public_flag() -> None:
 
 @pytest.mark.parametrize("bind", ["h:²", "127.0.0.1:٨٠٠٠", "127.0.0.1:" + "9" * 5000])
 def test_a_serve_bind_port_in_other_digits_is_one_line(bind: str) -> None:
-    from gputui.serve import parse_bind
+    from gputui.cli.serve import parse_bind
 
     with pytest.raises(GputuiError, match="is not HOST:PORT"):
         parse_bind(bind, public=False)

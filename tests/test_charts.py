@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gputui.history import GpuRow, HistoryWriter
-from gputui.history_query import MetricRow
 from gputui.model import GpuSample, GpuState, Metrics
+from gputui.record.history import GpuRow, HistoryWriter
+from gputui.record.query import MetricRow
 from gputui.ui.heatmap import clock, heatmap
 from gputui.ui.screens.wholerun import (
     WholeRun,
@@ -99,7 +99,7 @@ def test_step_ticks_are_whole_numbers() -> None:
 
 
 def test_whole_run_heatmap_marks_events() -> None:
-    from gputui.history_query import EventOut
+    from gputui.record.query import EventOut
 
     data = WholeRun(NOW, NOW - 3600, util={0: [(NOW - 3600 + s, 90.0) for s in range(0, 3600, 60)]})
     data.events = [EventOut(NOW - 1800, "finding", "held_but_idle", "appear", "error", "hung")]

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from gputui import cli
+from gputui.cli import main as cli
 from gputui.config import Settings
 
 
@@ -61,7 +61,7 @@ def test_dashboard_gets_the_settings(monkeypatch, tmp_path) -> None:
 
 def test_actions_dispatch(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr("gputui.config.DEFAULT_CONFIG", tmp_path / "none.toml")
-    import gputui.actions_cli as actions_cli
+    import gputui.cli.actions as actions_cli
 
     calls: list[tuple[str, object, Settings]] = []
     monkeypatch.setattr(actions_cli, "run", lambda c, a, s: calls.append((c, a, s)) or 0)
@@ -79,7 +79,7 @@ def test_actions_dispatch(monkeypatch, tmp_path) -> None:
 
 
 def test_ctrl_c_exits_130_quietly(monkeypatch, capsys) -> None:
-    from gputui import doctor_run
+    from gputui.doctor import run as doctor_run
 
     def interrupted(settings, as_json=False):
         raise KeyboardInterrupt
@@ -124,7 +124,7 @@ def test_doctor_on_the_test_bed_via_alias(testbed, ct: int, capsys) -> None:
 
 def test_console_script_one_line_error() -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "gputui.cli", "doctor", "--host", "nonexistent.invalid"],
+        [sys.executable, "-m", "gputui", "doctor", "--host", "nonexistent.invalid"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -136,7 +136,7 @@ def test_console_script_one_line_error() -> None:
 def test_dashboard_on_an_unreachable_host_ends_in_one_line() -> None:
     """The TUI itself (not only doctor): unknown host -> one line, exit 2."""
     r = subprocess.run(
-        [sys.executable, "-m", "gputui.cli", "--host", "nonexistent.invalid"],
+        [sys.executable, "-m", "gputui", "--host", "nonexistent.invalid"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -158,8 +158,8 @@ SAME = ("root", "127.0.0.1", 2222, 200)
 def test_one_target_string_on_every_command(monkeypatch, tmp_path) -> None:
     """`[user@]host[:port][/ct]` means the same to the dashboard, doctor, the
     action verbs, watch and history, as TARGET or as --host."""
-    from gputui.targetargs import target_query
-    from gputui.watch import target_settings
+    from gputui.cli.targets import target_query
+    from gputui.record.watch import target_settings
 
     monkeypatch.setattr("gputui.config.DEFAULT_CONFIG", tmp_path / "none.toml")
     for argv in ([TARGET], ["--host", TARGET], ["doctor", TARGET], ["kill", TARGET, "--yes"]):
@@ -249,7 +249,7 @@ def test_dash_o_port_closed_is_the_one_line_unreachable_error(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}
     env["HOME"] = str(tmp_path)
     for words in (["doctor", "127.0.0.1"], ["kill", "127.0.0.1/200", "--yes"]):
-        argv = [sys.executable, "-m", "gputui.cli", *words, "-o", f"Port={port}", "-l", "root"]
+        argv = [sys.executable, "-m", "gputui", *words, "-o", f"Port={port}", "-l", "root"]
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, done.stderr
         err = done.stderr

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gputui.cli import build_parser, main
-from gputui.completion import read_parser, script
+from gputui.cli.completion import read_parser, script
+from gputui.cli.main import build_parser, main
 
 
 def complete(tmp_path: Path, *words: str) -> list[str]:

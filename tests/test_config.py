@@ -141,7 +141,7 @@ def test_split_destination_refuses_what_ssh_would_not_take(text: str) -> None:
 
 
 def test_host_flag_carries_user_and_port_and_refuses_two_different_ones(tmp_path: Path) -> None:
-    from gputui.cli import parse
+    from gputui.cli.main import parse
 
     empty = tmp_path / "empty.toml"
     empty.write_text("")

@@ -265,7 +265,7 @@ APPS = [
 def test_the_apps_listing_maps_full_cgroup_paths_of_every_kind() -> None:
     """The apps loop prints the container's whole cgroup path now: a CT's
     `/lxc/200/ns/.lxc` is CT 200, a Docker scope is in no CT, `/lxc/²00` is no CT."""
-    from gputui.gpufeed import parse_apps_block
+    from gputui.monitor.gpufeed import parse_apps_block
 
     procs, _, _ = parse_apps_block(APPS, ct=200)
     by = {p.host_pid: p for p in procs}
@@ -282,7 +282,7 @@ def test_the_apps_listing_maps_full_cgroup_paths_of_every_kind() -> None:
 def test_the_host_view_knows_a_docker_container_by_its_cgroup_id() -> None:
     """No agent (no python3 in the image): the cgroup's container ID names it."""
     from gputui.collect.gpu import parse_apps_listing
-    from gputui.hostview import host_gpu_processes
+    from gputui.host.view import host_gpu_processes
 
     procs = host_gpu_processes(parse_apps_listing(APPS), {}, {DOCKER_ID: "docker:trainer"})
     by = {p.host_pid: p for p in procs}

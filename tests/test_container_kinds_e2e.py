@@ -26,7 +26,7 @@ import scenarios as sc
 from gputui.actions import execute, plan_dump, plan_flush, plan_kill, plan_relaunch
 from gputui.actions.runspec import tmux_arg
 from gputui.config import Settings
-from gputui.logfollow import LogFollower
+from gputui.monitor.logfollow import LogFollower
 from gputui.remote.container import Container, Docker, KubePod, Podman
 from gputui.remote.target import Target
 
@@ -142,7 +142,7 @@ def test_doctor_names_the_buffered_run_in_each_kind(place: Place, testbed: Any, 
     log = start_buffered(place, "train", work)
     flags = [*place.flags, "--session", "train", "--log", str(log), "--stale-after", "60"]
     argv = [
-        sys.executable, "-m", "gputui.cli", "doctor", "--host", "gpuhost",
+        sys.executable, "-m", "gputui", "doctor", "--host", "gpuhost",
         "--config", str(sc.config_file(testbed)), *flags, "--json",
     ]  # fmt: skip
     r = subprocess.run(
@@ -164,7 +164,7 @@ def test_doctor_names_the_buffered_run_in_each_kind(place: Place, testbed: Any, 
 @pytest.mark.timeout(120)
 def test_doctor_says_stopped_and_missing_in_the_kinds_words(place: Place, testbed: Any) -> None:
     base = [
-        sys.executable, "-m", "gputui.cli", "doctor", "--host", "gpuhost",
+        sys.executable, "-m", "gputui", "doctor", "--host", "gpuhost",
         "--config", str(sc.config_file(testbed)),
     ]  # fmt: skip
     env = sc.doctor_env(testbed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputui import cli
+from gputui.cli import main as cli
 from gputui.errors import GputuiError
 from gputui.remote.container import Docker, Host, KubePod, Podman, ProxmoxLXC
 from gputui.remote.target import make_target, parse_target, settings_container, spec_of
@@ -82,7 +82,7 @@ def test_bad_config_value_names_the_line(tmp_path) -> None:
 
 
 def test_a_container_names_a_run_not_the_host_view() -> None:
-    from gputui.hosts import wants_host_view
+    from gputui.host.targets import wants_host_view
 
     _, s = cli.parse(["--host", "h", "--docker", "trainer"])
     assert not wants_host_view([s])
@@ -94,8 +94,8 @@ def test_watch_and_targets_take_the_other_kinds() -> None:
     """`gputui watch gpu1/docker:trainer gpu2/pod:ml/p` and `[[targets]] host
     = "gpu1/podman:job"` name the container as --docker/--pod do."""
     from gputui.config import HostTarget, Settings
-    from gputui.hosts import _for_host
-    from gputui.watch import target_settings
+    from gputui.host.targets import _for_host
+    from gputui.record.watch import target_settings
 
     s = target_settings("gpu1/docker:trainer", Settings())
     assert (s.host, settings_container(s)) == ("gpu1", Docker("trainer"))
@@ -108,7 +108,7 @@ def test_watch_and_targets_take_the_other_kinds() -> None:
 def test_history_looks_for_the_container_named() -> None:
     import argparse
 
-    from gputui.targetargs import settle_target, target_query
+    from gputui.cli.targets import settle_target, target_query
 
     args = argparse.Namespace(target="gpu1/docker:trainer", command="history")
     settle_target(args)

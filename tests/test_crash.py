@@ -19,7 +19,7 @@ from gputui.statefiles import append_private, write_private_new
 CRASHING_CLI = """
 import sys
 {patch}
-from gputui.cli import main
+from gputui.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -36,14 +36,14 @@ GputuiApp.on_mount = on_mount
 """
 
 DOCTOR_PATCH = """
-import gputui.doctor_run as d
+import gputui.doctor.run as d
 async def inspect(settings, **kw):
     raise KeyError("boom")
 d.inspect = inspect
 """
 
 ACTION_PATCH = """
-import gputui.actions_cli as a
+import gputui.cli.actions as a
 async def run_async(*args, **kw):
     raise ZeroDivisionError("boom")
 a.run_async = run_async

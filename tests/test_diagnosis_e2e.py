@@ -27,7 +27,7 @@ import early
 import helpers
 import scenarios as sc
 from gputui.config import Settings
-from gputui.monitor import Monitor
+from gputui.monitor.engine import Monitor
 from gputui.remote.target import Target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

@@ -284,8 +284,8 @@ def standin_env(testbed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_monitor_finds_a_nohup_run_by_its_log_and_diagnoses_buffering(
     testbed: Any, ct: int, standin_env: None
 ) -> None:
-    from gputui.gpufeed import NvidiaSmiFeed
-    from gputui.monitor import WRITERS_RETRY_S, Monitor
+    from gputui.monitor.engine import WRITERS_RETRY_S, Monitor
+    from gputui.monitor.gpufeed import NvidiaSmiFeed
 
     ws = Path(testbed.workspace) / f"disc-{ct}"
     ws.mkdir(exist_ok=True)

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from gputui import doctor_run
 from gputui.config import Settings
-from gputui.doctor_run import SETTLE_S, WATCH_MAX_S, watch_incomplete, watch_once
-from gputui.gpufeed import NvidiaSmiFeed, SimulatedGpus
+from gputui.doctor import run as doctor_run
+from gputui.doctor.report import exit_code, render_text
+from gputui.doctor.run import SETTLE_S, WATCH_MAX_S, watch_incomplete, watch_once
 from gputui.model import (
     ConnectionState,
     CtStatus,
@@ -26,8 +26,8 @@ from gputui.model import (
     Severity,
     Snapshot,
 )
+from gputui.monitor.gpufeed import NvidiaSmiFeed, SimulatedGpus
 from gputui.remote.container import ProxmoxLXC
-from gputui.report import exit_code, render_text
 
 NOW = 1_800_000_000.0
 

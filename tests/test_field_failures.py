@@ -24,7 +24,7 @@ import pytest
 import early
 import scenarios as sc
 from gputui.diagnose import IDLE_SHORT_S
-from gputui.doctor_run import IDLE_EXTRA_S, SETTLE_S
+from gputui.doctor.run import IDLE_EXTRA_S, SETTLE_S
 from scenarios import DoctorResult, Run
 from slowdown import SlowdownProbe, stretched
 from testbed import Testbed

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from gputui.gpufeed import (
+from gputui.model import GpuEvent, GpuSample, GpuState
+from gputui.monitor.gpufeed import (
     APPS_SCRIPT,
     NvidiaSmiFeed,
     NvmlFeed,
@@ -21,7 +22,6 @@ from gputui.gpufeed import (
     apps_loop_argv,
     parse_apps_block,
 )
-from gputui.model import GpuEvent, GpuSample, GpuState
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 from helpers import until

@@ -19,7 +19,8 @@ import pytest
 
 from gputui.collect.metrics import MetricParser
 from gputui.errors import GputuiError
-from gputui.history import (
+from gputui.model import ConnectionState, Finding, LogState, Severity, Snapshot
+from gputui.record.history import (
     SCHEMA_V1,
     SCHEMA_VERSION,
     EventRow,
@@ -29,12 +30,11 @@ from gputui.history import (
     incident_key,
     schema_version,
 )
-from gputui.history_query import HistoryReader, parse_since, render
-from gputui.model import ConnectionState, Finding, LogState, Severity, Snapshot
-from gputui.recorder import RunRecorder
+from gputui.record.query import HistoryReader, parse_since, render
+from gputui.record.recorder import RunRecorder
+from gputui.record.runlog import learning_rate, parse_chunk
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
-from gputui.runlog import learning_rate, parse_chunk
 
 
 class LogOnlyMonitor:
@@ -96,7 +96,7 @@ async def test_restart_resumes_nothing_lost_nothing_twice(tmp_path: Path) -> Non
     data = log.read_bytes()
     pts, consumed = parse_chunk(data, 0, MetricParser())
     assert rec._run is not None
-    from gputui.history import PointRow
+    from gputui.record.history import PointRow
 
     rows = [PointRow(p.offset, 1.0, True, p.step, p.loss, p.throughput, p.lr) for p in pts]
     w.add_points(rec._run.id, rows, consumed, 2.0).result()
@@ -239,7 +239,7 @@ def test_state_dir_and_permissions(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_findings_are_recorded_once_across_restarts(tmp_path: Path) -> None:
-    """Incidents (gputui.incidents): opened, worse and resolved once, across a
+    """Incidents (gputui.record.incidents): opened, worse and resolved once, across a
     restart or a second gputui on the target; the open one is read back
     with the finding kind it was at."""
     db = tmp_path / "h.sqlite"
@@ -310,7 +310,7 @@ async def test_recorder_records_findings_and_actions(tmp_path: Path) -> None:
 WRITER_CHILD = textwrap.dedent(
     """
     import sys, time
-    from gputui.history import GpuRow, HistoryWriter
+    from gputui.record.history import GpuRow, HistoryWriter
     w = HistoryWriter(sys.argv[1])
     tid = w.target_id("child").result()
     t0 = int(time.time()) - 3100  # inside the hour kept at 1 s
@@ -380,8 +380,8 @@ def test_the_dashboards_recorder_takes_the_users_settings(tmp_path: Path) -> Non
     config; a history file that cannot be opened leaves the dashboard
     running with alerts only, and says why."""
     from gputui.config import Settings
-    from gputui.gpufeed import SimulatedGpus
-    from gputui.monitor import Monitor
+    from gputui.monitor.engine import Monitor
+    from gputui.monitor.gpufeed import SimulatedGpus
     from gputui.remote.local import LocalTransport
     from gputui.remote.target import Target
     from gputui.ui.wiring import build_recorder

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gputui.errors import GputuiError
-from gputui.history import EventRow, HistoryWriter
+from gputui.record.history import EventRow, HistoryWriter
 
 HOSTILE = [
     "=SUM(1+1)",

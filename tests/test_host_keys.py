@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.cli import main
+from gputui.cli.main import main
 from test_ssh_errors import new_key, one_line
 from testbed import Testbed, closed_port
 

@@ -10,8 +10,8 @@ import pytest
 from gputui.collect.gpu import parse_apps_listing
 from gputui.config import HostTarget, Settings, parse_config
 from gputui.errors import ConfigError, GputuiError
-from gputui.hosts import host_settings, wants_host_view
-from gputui.hostview import (
+from gputui.host.targets import host_settings, wants_host_view
+from gputui.host.view import (
     ContainerRow,
     HostView,
     RunIndex,
@@ -292,7 +292,7 @@ def test_host_flags_win_over_targets_and_pick_the_view() -> None:
 
 
 def test_each_host_flag_keeps_its_own_user_and_port(tmp_path: Path) -> None:
-    from gputui import cli
+    from gputui.cli import main as cli
 
     empty = tmp_path / "empty.toml"
     empty.write_text("")

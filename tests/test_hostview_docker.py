@@ -14,7 +14,7 @@ import pytest
 
 import scenarios
 from gputui.config import Settings
-from gputui.hostwatch import HostWatch
+from gputui.host.watch import HostWatch
 from helpers import until
 from testbed import Testbed
 
@@ -126,7 +126,7 @@ def test_doctor_on_a_docker_host_is_its_host_view(
     env["HOME"] = str(tmp_path)
     where = ["127.0.0.1", "-o", f"Port={tb.port}", "-l", "root", "-i", str(tb.key_path)]
     where += ["--known-hosts", str(tb.known_hosts_path)]
-    argv = [sys.executable, "-m", "gputui.cli", "doctor", *where]
+    argv = [sys.executable, "-m", "gputui", "doctor", *where]
     done = subprocess.run([*argv, "--json"], env=env, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
     rows = {c["id"]: c for c in json.loads(done.stdout)["host"]["containers"]}

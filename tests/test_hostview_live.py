@@ -25,8 +25,8 @@ import pytest
 import hostscene
 import scenarios
 from gputui.config import Settings
-from gputui.hostview import HostView
-from gputui.hostwatch import HostWatch
+from gputui.host.view import HostView
+from gputui.host.watch import HostWatch
 from gputui.remote.agent_client import AGENT_MARKER
 from helpers import until
 from testbed import Testbed
@@ -266,7 +266,7 @@ def test_doctor_over_every_target_prints_a_list_and_exits_with_the_worst(
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}
     env["HOME"] = str(tmp_path)
-    argv = [sys.executable, "-m", "gputui.cli", "doctor", "--config", str(config), "--json"]
+    argv = [sys.executable, "-m", "gputui", "doctor", "--config", str(config), "--json"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=90)
     docs = json.loads(done.stdout)
     assert isinstance(docs, list) and len(docs) == 2, done.stderr
@@ -297,7 +297,7 @@ def test_the_cli_host_view_opens_a_run_and_comes_back(
 
     tb, _ = proxmox
     argv = [
-        sys.executable, "-m", "gputui.cli", "--host", "127.0.0.1", "--port", str(tb.port),
+        sys.executable, "-m", "gputui", "--host", "127.0.0.1", "--port", str(tb.port),
         "--user", "root", "-i", str(tb.key_path), "--known-hosts", str(tb.known_hosts_path),
         "--config", str(tmp_path / "none.toml"),
     ]  # fmt: skip
@@ -368,7 +368,7 @@ def test_doctor_on_a_proxmox_host_is_the_host_view(
     env["HOME"] = str(tmp_path)
     where = ["127.0.0.1", "-o", f"Port={tb.port}", "-l", "root", "-i", str(tb.key_path)]
     where += ["--known-hosts", str(tb.known_hosts_path)]
-    argv = [sys.executable, "-m", "gputui.cli", "doctor", *where]
+    argv = [sys.executable, "-m", "gputui", "doctor", *where]
     done = subprocess.run([*argv, "--json"], env=env, capture_output=True, text=True, timeout=120)
     doc = json.loads(done.stdout)
     rows = {c["id"]: c for c in doc["host"]["containers"]}

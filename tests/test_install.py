@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from gputui import __version__
-from gputui.doctor_run import DEMO_LABEL
+from gputui.doctor.run import DEMO_LABEL
 
 ROOT = Path(__file__).resolve().parent.parent
 OPTIONAL = ("apprise", "prometheus-client", "prometheus_client", "textual-serve", "textual_serve")

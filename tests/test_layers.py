@@ -47,7 +47,9 @@ PURE = [
     "actions/follow.py",
     "verbs.py",
     "remote/container.py",
-    "hostview.py",
+    "host/view.py",
+    "record/incidents.py",
+    "text/numbers.py",
 ]
 IO_MODULES = {
     "asyncio",

@@ -18,12 +18,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from gputui.collect.metrics import MetricParser
-from gputui.history import HistoryWriter
 from gputui.model import ConnectionState, LogState, Snapshot
-from gputui.recorder import RunRecorder, parse_read, read_argv
+from gputui.record.history import HistoryWriter
+from gputui.record.recorder import RunRecorder, parse_read, read_argv
+from gputui.record.runlog import parse_chunk
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
-from gputui.runlog import parse_chunk
 
 MIB = 1024 * 1024
 

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 import helpers
-from gputui.logfollow import (
+from gputui.model import LogState
+from gputui.monitor.logfollow import (
     BACKOFF_START_S,
     FileStat,
     LogFollower,
     classify_tail_note,
     follow_argv,
 )
-from gputui.model import LogState
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 

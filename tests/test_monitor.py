@@ -18,10 +18,8 @@ from typing import Any
 import pytest
 
 import helpers
-from gputui.gpufeed import SimulatedGpus
-from gputui.logchoice import stdout_log_files
 from gputui.model import ConnectionState, CtStatus, Snapshot
-from gputui.monitor import (
+from gputui.monitor.engine import (
     PANES_LOOP_SCRIPT,
     PENDING_LINES_MAX,
     Monitor,
@@ -29,6 +27,8 @@ from gputui.monitor import (
     collect_snapshot,
     space_from_words,
 )
+from gputui.monitor.gpufeed import SimulatedGpus
+from gputui.monitor.logchoice import stdout_log_files
 from gputui.remote.base import RemoteProcess
 from gputui.remote.container import ProxmoxLXC
 from gputui.remote.local import LocalTransport
@@ -409,7 +409,7 @@ async def test_collect_snapshot_one_shot(
     # What `gputui doctor --json` prints from it.
     import json
 
-    from gputui.report import snapshot_to_dict
+    from gputui.doctor.report import snapshot_to_dict
 
     d = json.loads(json.dumps(snapshot_to_dict(snap)))
     assert d["ct"] == {"id": ct, "status": "running"}
@@ -599,7 +599,7 @@ async def test_gpus_from_the_standin_with_processes_mapped_into_the_ct(
             ],
         }
     )
-    from gputui.gpufeed import NvidiaSmiFeed
+    from gputui.monitor.gpufeed import NvidiaSmiFeed
 
     target = Target(counting, ct)
     feed = NvidiaSmiFeed(target, where="auto", period_ms=200, apps_period_s=0.3)

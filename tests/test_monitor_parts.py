@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gputui.agent_supervisor import NO_PYTHON_RETRY_S, RETRY_MAX_S, AgentSupervisor
 from gputui.config import Settings
-from gputui.logchoice import LogChoice
-from gputui.logfollow import LogFollower
 from gputui.model import Proc, StdoutTarget
+from gputui.monitor.logchoice import LogChoice
+from gputui.monitor.logfollow import LogFollower
+from gputui.monitor.supervisor import NO_PYTHON_RETRY_S, RETRY_MAX_S, AgentSupervisor
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 

@@ -88,7 +88,7 @@ def test_closing_the_terminal_leaves_no_tail_behind(tmp_path: Path) -> None:
     log = tmp_path / "quiet.log"
     log.write_text("step 1 | loss 1.0\n")
     (tmp_path / "none.toml").write_text("")
-    argv = [sys.executable, "-m", "gputui.cli", "--local", "--log", str(log)]
+    argv = [sys.executable, "-m", "gputui", "--local", "--log", str(log)]
     argv += ["--config", str(tmp_path / "none.toml")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}
     env.update(HOME=str(tmp_path), TERM="xterm-256color", XDG_STATE_HOME=str(tmp_path))
@@ -167,7 +167,7 @@ def test_a_log_it_may_not_read_is_one_line(tmp_path: Path, command: list[str]) -
     log.chmod(0)
     prefix = unprivileged()
     (tmp_path / "none.toml").write_text("")
-    argv = [*prefix, sys.executable, "-m", "gputui.cli", *command, "--local", "--log", str(log)]
+    argv = [*prefix, sys.executable, "-m", "gputui", *command, "--local", "--log", str(log)]
     argv += ["--config", str(tmp_path / "none.toml")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}
     env.update(HOME=str(tmp_path), TERM="xterm-256color", XDG_STATE_HOME=str(tmp_path))
@@ -214,7 +214,7 @@ def test_doctor_takes_a_config_with_one_target(tmp_path: Path) -> None:
     config.write_text(f'[[targets]]\nhost = "root@127.0.0.1:{closed_port()}"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}
     env["HOME"] = str(tmp_path)
-    argv = [sys.executable, "-m", "gputui.cli", "doctor", "--config", str(config), "--json"]
+    argv = [sys.executable, "-m", "gputui", "doctor", "--config", str(config), "--json"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     (doc,) = json.loads(done.stdout)
@@ -269,7 +269,7 @@ def test_a_found_log_it_may_not_read_is_a_doctor_finding(tmp_path: Path) -> None
         wait_for(lambda: log.exists() and log.stat().st_size > 0, 10, "the run writing its log")
         log.chmod(0)
         (tmp_path / "none.toml").write_text("")
-        argv = [*prefix, sys.executable, "-m", "gputui.cli", "doctor", "--local"]
+        argv = [*prefix, sys.executable, "-m", "gputui", "doctor", "--local"]
         argv += ["--session", "run", "--json", "--config", str(tmp_path / "none.toml")]
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     finally:
@@ -310,7 +310,7 @@ def test_closing_the_terminal_stops_the_remote_side(testbed: Any, ct: int, view:
     signal. Now it quits as `q` does — exit 129, and nothing it started is
     left running on the host or in the CT."""
     before = _started_through(testbed)
-    argv = [sys.executable, "-m", "gputui.cli", "--host", "gpuhost"]
+    argv = [sys.executable, "-m", "gputui", "--host", "gpuhost"]
     argv += ["--config", str(sc.config_file(testbed))]
     argv += ["--ct", str(ct)] if view == "run" else []
     env = {**sc.doctor_env(testbed), "TERM": "xterm-256color"}
@@ -344,7 +344,7 @@ def test_the_target_grammar_and_dash_f_reach_the_ct(testbed: Any, ct: int) -> No
     it) names the same CT to doctor and to an action verb."""
     where = f"{testbed.user}@127.0.0.1:{testbed.port} ct {ct}"
     for words in (["doctor", "--json"], ["kill", "--json"]):
-        argv = [sys.executable, "-m", "gputui.cli", *words, "-F", str(testbed.ssh_config_path)]
+        argv = [sys.executable, "-m", "gputui", *words, "-F", str(testbed.ssh_config_path)]
         done = subprocess.run(
             [*argv, f"{testbed.alias}/{ct}"],
             env=sc.doctor_env(testbed),

@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 
 import helpers
-from gputui import doctor_run
 from gputui.actions.backend import ActionBackend
+from gputui.doctor import run as doctor_run
+from gputui.doctor.report import render_text
 from gputui.errors import GputuiError
-from gputui.gpufeed import SimulatedGpus
-from gputui.monitor import Monitor
+from gputui.monitor.engine import Monitor
+from gputui.monitor.gpufeed import SimulatedGpus
 from gputui.remote.agent import Agent
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
-from gputui.report import render_text
 
 UID = 65534  # nobody
 LOOP = "import time\ni = 0\nwhile True:\n    i += 1\n    print(f'step {i} | loss 1.0')\n    time.sleep(0.2)"

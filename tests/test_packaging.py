@@ -11,7 +11,7 @@ import pytest
 
 from gputui import __version__
 from gputui.actions.kill import FORCE_TERM_WAIT_S
-from gputui.cli import main
+from gputui.cli.main import main
 from gputui.config import default_config_path, load_config
 from gputui.verbs import VERB_BY_ID
 

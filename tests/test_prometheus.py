@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Finding, GpuSample, MetricPoint, Severity, Snapshot
-from gputui.prometheus import Exporter, parse_address
+from gputui.record.prometheus import Exporter, parse_address
 
 
 def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:

@@ -1,4 +1,4 @@
-"""gputui.report: doctor text, the JSON document (schema v1) and the exit code."""
+"""gputui.doctor.report: doctor text, the JSON document (schema v1) and the exit code."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from gputui.diagnose import diagnose
-from gputui.model import ConnectionState, Finding, Severity, Snapshot
-from gputui.remote.container import ProxmoxLXC
-from gputui.report import (
+from gputui.doctor.report import (
     EXIT_OK,
     EXIT_PROBLEM,
     EXIT_UNINSPECTABLE,
@@ -24,6 +22,8 @@ from gputui.report import (
     render_text,
     snapshot_to_dict,
 )
+from gputui.model import ConnectionState, Finding, Severity, Snapshot
+from gputui.remote.container import ProxmoxLXC
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_diagnose import IMPORT_TB, NOW, partial_snapshots, run

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import helpers
-from gputui import actions_cli
 from gputui.actions import execute, plan_launch, plan_relaunch
 from gputui.actions.plan import audit_path
+from gputui.cli import actions as actions_cli
 from gputui.config import RunConfig, Settings
 from gputui.remote.target import Target
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from gputui.cli.serve import app_command, dashboard_argv, parse_bind, token_ok, who_can_reach
 from gputui.errors import GputuiError
-from gputui.serve import app_command, dashboard_argv, parse_bind, token_ok, who_can_reach
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

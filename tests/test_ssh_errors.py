@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.cli import main
+from gputui.cli.main import main
 from testbed import closed_port
 
 

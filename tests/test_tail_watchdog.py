@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import helpers
-from gputui.logfollow import STUCK_AFTER_S, VERIFY_GRACE_S, FileStat, LogFollower
+from gputui.monitor.logfollow import STUCK_AFTER_S, VERIFY_GRACE_S, FileStat, LogFollower
 from gputui.remote.base import CommandResult, RemoteProcess, Transport
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
@@ -108,8 +108,8 @@ async def stall_then_resume(
     """The real Monitor follows a log whose first stream stalls after 20,000
     bytes while the run writes on: the stream must be resumed from its offset,
     no line lost, and the log never called stale meanwhile."""
-    from gputui.gpufeed import SimulatedGpus
-    from gputui.monitor import Monitor
+    from gputui.monitor.engine import Monitor
+    from gputui.monitor.gpufeed import SimulatedGpus
 
     log = tmp_path / "run.log"
     log.touch()
@@ -167,7 +167,7 @@ async def test_without_python3_the_shell_loops_stat_resumes_a_stuck_stream(
 
 
 def test_the_loops_stat_words() -> None:
-    from gputui.logfollow import file_stat_from_words
+    from gputui.monitor.logfollow import file_stat_from_words
 
     assert file_stat_from_words(["120", "1700000000", "77"]) == FileStat(120, 1700000000.0, 77)
     assert file_stat_from_words(["-"]) is None

@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gputui.alerts import Alert
 from gputui.config import Settings
-from gputui.history import EventRow, GpuRow, HistoryWriter
+from gputui.record.alerts import Alert
+from gputui.record.history import EventRow, GpuRow, HistoryWriter
 from gputui.ui.app import GputuiApp
 from gputui.ui.screens.wholerun import WholeRunScreen
 from gputui.ui.widgets.status import StatusLine
@@ -42,7 +42,7 @@ async def test_dashboard_and_watch_share_the_history(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "gputui.cli",
+            "gputui",
             "watch",
             "local",
             "--log",
@@ -117,7 +117,7 @@ async def test_whole_run_view_marks_findings_and_actions(tmp_path: Path) -> None
     )
     w.flush().result()
     run = w.new_run("root@gpu1 ct 200", "/w/train.log", 7, now - 600).result()
-    from gputui.history import PointRow
+    from gputui.record.history import PointRow
 
     w.add_points(
         run.id,

@@ -123,7 +123,7 @@ def whole_run_app(tmp_path, hours: float):  # type: ignore[no-untyped-def]
     from textual.app import App
 
     from gputui.demo.history import fill
-    from gputui.history import HistoryWriter
+    from gputui.record.history import HistoryWriter
     from gputui.ui.screens.wholerun import WholeRunScreen
 
     db = tmp_path / "history.sqlite"

@@ -28,6 +28,7 @@ from gputui.collect.logtail import LineSplitter
 from gputui.config import Settings
 from gputui.demo.scenes import SCENES, T0
 from gputui.diagnose import diagnose
+from gputui.doctor.report import findings_to_json, render_text
 from gputui.model import (
     ConnectionState,
     Finding,
@@ -38,12 +39,7 @@ from gputui.model import (
     Severity,
     StdoutTarget,
 )
-from gputui.report import findings_to_json, render_text
-from gputui.ui.app import GputuiApp
-from gputui.ui.screens.confirm import ConfirmScreen
-from gputui.ui.screens.help import HelpScreen
-from gputui.ui.screens.result import ResultScreen
-from gputui.untrusted import (
+from gputui.text.untrusted import (
     is_visible,
     plain_utf8,
     remote_text,
@@ -51,6 +47,10 @@ from gputui.untrusted import (
     tmux_literal,
     visible,
 )
+from gputui.ui.app import GputuiApp
+from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.help import HelpScreen
+from gputui.ui.screens.result import ResultScreen
 from gputui.verbs import VERB_BY_ID
 from helpers import until
 from hostile import CANARY, PIECES, foreign_controls, hostile, raw_controls
@@ -155,7 +155,7 @@ def test_cli_confirmation_shows_escapes_not_raw() -> None:
     hostile(CANARY, exclude="\x00"),
 )
 def test_action_text_never_holds_raw_controls(name: str, cwd: str, command: str, log: str) -> None:
-    from gputui.actions_cli import run_async
+    from gputui.cli.actions import run_async
 
     shown = hostile_plan(name, cwd, command, log).display
     assert raw_controls(shown) == [], shown
@@ -168,7 +168,7 @@ def test_action_text_never_holds_raw_controls(name: str, cwd: str, command: str,
     async def fake_plan(*_a: Any, **_k: Any) -> ActionPlan:
         return hostile_plan(name, cwd, command, log)
 
-    import gputui.actions_cli as cli
+    import gputui.cli.actions as cli
 
     out = io.StringIO()
     orig = cli.make_plan

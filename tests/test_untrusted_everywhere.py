@@ -28,9 +28,9 @@ from rich.text import Text
 
 from gputui.demo.scenes import SCENES, T0
 from gputui.diagnose import diagnose
-from gputui.hostview import health_word
+from gputui.doctor.report import findings_to_json, render_text
+from gputui.host.view import health_word
 from gputui.model import Snapshot
-from gputui.report import findings_to_json, render_text
 from gputui.ui.format import buffering_verdict, stdout_route
 from gputui.ui.widgets.banner import banner_text
 from gputui.ui.widgets.gpus import gpu_rows, gpu_title

@@ -25,11 +25,11 @@ import helpers
 from gputui.actions import execute, plan_kill, plan_launch, plan_relaunch
 from gputui.actions.plan import ActionError
 from gputui.actions.runspec import check_session_name, tmux_arg
-from gputui.actions_cli import run_async
+from gputui.cli.actions import run_async
 from gputui.config import RunConfig, Settings
 from gputui.errors import CommandTimeout
 from gputui.remote.target import Target
-from gputui.untrusted import tmux_literal
+from gputui.text.untrusted import tmux_literal
 from hostile import hostile, raw_controls
 
 PY = os.path.realpath(sys.executable)

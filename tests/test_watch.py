@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.config import Settings
 from gputui.errors import GputuiError
-from gputui.watch import target_settings
+from gputui.record.watch import target_settings
 from helpers import wait_for
 
 
@@ -67,7 +67,7 @@ def test_watch_records_exports_and_stops_on_sigterm(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "gputui.cli",
+            "gputui",
             "watch",
             "local",
             "--log",
@@ -110,7 +110,7 @@ def test_watch_stops_cleanly_when_its_terminal_closes_and_not_under_nohup(
     log = tmp_path / "train.log"
     log.write_text("step 1 loss 2.0\n")
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONUNBUFFERED": "1"}
-    argv = [sys.executable, "-m", "gputui.cli", "watch", "local", "--log", str(log)]
+    argv = [sys.executable, "-m", "gputui", "watch", "local", "--log", str(log)]
 
     def ignore_hup() -> None:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -170,7 +170,7 @@ def test_watch_with_no_target_is_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
     (tmp_path / "empty.toml").write_text("")
     r = subprocess.run(
-        [sys.executable, "-m", "gputui.cli", "watch", "--config", str(tmp_path / "empty.toml")],
+        [sys.executable, "-m", "gputui", "watch", "--config", str(tmp_path / "empty.toml")],
         env=env,
         capture_output=True,
         text=True,
@@ -188,7 +188,7 @@ def test_watch_takes_the_configs_targets(tmp_path: Path) -> None:
         '[[targets]]\nhost = "gpu1.invalid"\n[[targets]]\nhost = "root@gpu2.invalid:2222"\n'
     )
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONUNBUFFERED": "1"}
-    argv = [sys.executable, "-m", "gputui.cli", "watch", "--config", str(cfg)]
+    argv = [sys.executable, "-m", "gputui", "watch", "--config", str(cfg)]
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputui.history_query import HistoryReader
-from gputui.watch import Watch
+from gputui.record.query import HistoryReader
+from gputui.record.watch import Watch
 from helpers import until
 from ui_scenarios import gputui_processes_on_host, prepare_run, settings_for, start_unbuffered
 
@@ -125,7 +125,7 @@ def test_history_finds_a_target_by_the_name_given_to_watch(
     config = tmp_path / "gputui.toml"
     config.write_text(f"[history]\npath = {json.dumps(str(db))}\nlog_every = 1\n")
     env = scenarios.doctor_env(testbed)
-    gputui = [sys.executable, "-m", "gputui.cli"]
+    gputui = [sys.executable, "-m", "gputui"]
     ssh = ["--config", str(config), "-F", str(testbed.ssh_config_path)]
     watch = subprocess.Popen(
         [*gputui, "watch", *ssh, "--host", testbed.alias, "--ct", str(ct)],

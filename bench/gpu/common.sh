@@ -81,8 +81,8 @@ gdb_on_loop() {
   cat "$out/gdb_loop.txt"
 }
 
-UI="python3 -c 'import sys; from gputui.cli import main; sys.exit(main())'"
-gputui() { python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' "$@"; }
+UI="python3 -c 'import sys; from gputui.cli.main import main; sys.exit(main())'"
+gputui() { python3 -c 'import sys; from gputui.cli.main import main; sys.exit(main())' "$@"; }
 
 # flush_live LOG OUT WAIT_AFTER_Y "SAMPLE SECONDS" [AFTER_FN]: the dashboard
 # on LOG in a 120×36 tmux pane (session "ui"), `f` then `y`, the screen

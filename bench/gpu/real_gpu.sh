@@ -27,7 +27,7 @@ if ! command -v tmux >/dev/null && [ -d .deb ]; then
 fi
 export PYTHONPATH=$ROOT/src:${PYTHONPATH:-}
 export PATH=/tmp/site/bin:$PATH
-gputui() { python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' "$@"; }
+gputui() { python3 -c 'import sys; from gputui.cli.main import main; sys.exit(main())' "$@"; }
 tmux -V; python3 --version; py-spy --version; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
 
@@ -56,7 +56,7 @@ gputui doctor --local --config "$RUN/smi.toml" --session train --log "$RUN/train
 
 step "CPU cost at 1 Hz, side by side: gputui --local vs nvitop vs nvidia-smi -l 1"
 python3 bench/gpu/cpu_cost.py --seconds ${CPU_SECONDS:-40} \
-  "gputui=python3 -c 'import sys; from gputui.cli import main; sys.exit(main())' --local --session train --log $RUN/train.log --interval 1" \
+  "gputui=python3 -c 'import sys; from gputui.cli.main import main; sys.exit(main())' --local --session train --log $RUN/train.log --interval 1" \
   "nvitop=python3 -m nvitop --interval 1" \
   "smi=nvidia-smi -l 1" | tee "$OUT/cpu_cost.json"
 

@@ -20,7 +20,7 @@ rm -rf "$RUN" && mkdir -p "$RUN"
 
 step "set-up: wheels, gdb 16 from .deb, gputui from src/"
 # (no `git log` here: the device's copy of .git can lag its working tree; the record names the commit)
-echo "batcher in this tree: $(grep -c BATCH_PY src/gputui/logfollow.py) / lean screen: $(ls src/gputui/ui/compositor.py)"
+echo "batcher in this tree: $(grep -c BATCH_PY src/gputui/monitor/logfollow.py) / lean screen: $(ls src/gputui/ui/compositor.py)"
 use_wheels
 if [ -d .device/gdb16 ]; then
   use_gdb_debs .device/gdb16 /tmp/gdb16
@@ -53,7 +53,7 @@ for k in $(seq "${WINDOWS:-2}"); do
   COST=$!
   if [ "$k" = 1 ]; then
     sleep 10
-    UP=$(pgrep -f "^python3 -c import sys; from gputui.cli" | head -1)
+    UP=$(pgrep -f "^python3 -c import sys; from gputui.cli.main" | head -1)
     timeout 40 py-spy record --pid "$UP" --duration 30 --rate 200 --format raw --nonblocking \
       -o "$OUT/gputui_profile.txt" >/dev/null 2>&1 &
     sleep 15

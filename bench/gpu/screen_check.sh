@@ -43,7 +43,7 @@ step "CPU over the same window: gputui --local vs nvitop vs nvidia-smi -l 1, whi
 cpu_window "$RUN" "$OUT/cpu_cost.json" &
 COST=$!
 sleep 10
-UP=$(pgrep -f "^python3 -c import sys; from gputui.cli" | head -1)
+UP=$(pgrep -f "^python3 -c import sys; from gputui.cli.main" | head -1)
 timeout 40 py-spy record --pid "$UP" --duration 25 --rate 100 --format raw --nonblocking \
   -o "$OUT/gputui_profile.txt" >/dev/null 2>&1 &  # where the dashboard's CPU goes (collapsed stacks)
 sleep 10

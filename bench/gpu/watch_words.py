@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from gputui.diagnose import diagnose  # noqa: E402
-from gputui.gpufeed import NvmlFeed  # noqa: E402
 from gputui.model import Severity  # noqa: E402
-from gputui.monitor import Monitor  # noqa: E402
+from gputui.monitor.engine import Monitor  # noqa: E402
+from gputui.monitor.gpufeed import NvmlFeed  # noqa: E402
 from gputui.remote.local import LocalTransport  # noqa: E402
 from gputui.remote.target import Target  # noqa: E402
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from gputui.cli import main
+from gputui.cli.main import main
 
 sys.exit(main())

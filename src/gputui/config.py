@@ -116,7 +116,7 @@ class Settings:
     jump: str | None = None  # ProxyJump: [user@]host[:port][,...], as ssh -J
     keepalive: float = 15.0
     config_path: str | None = None  # the gputui config file that was read, if any
-    # [history] and [alerts] (gputui.history, gputui.alerts)
+    # [history] and [alerts] (gputui.record.history, gputui.record.alerts)
     history: bool = True
     history_path: str | None = None  # default $XDG_STATE_HOME/gputui/history.sqlite
     history_max_mb: float = 256.0

@@ -13,7 +13,7 @@ from gputui.model import GpuProcess, Snapshot
 from gputui.remote.target import Target
 
 if TYPE_CHECKING:
-    from gputui.monitor import Monitor
+    from gputui.monitor.engine import Monitor
 
 
 class ActionBackend:

@@ -20,7 +20,7 @@ from typing import Any
 from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.statefiles import append_private, state_dir
-from gputui.untrusted import visible
+from gputui.text.untrusted import visible
 
 Progress = Callable[[str], None] | None
 

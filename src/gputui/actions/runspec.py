@@ -20,7 +20,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from gputui.collect.tmux import LAUNCH_WRAPPER_NAME, split_start_command
-from gputui.untrusted import tmux_literal
+from gputui.text.untrusted import tmux_literal
 
 # The fixed script. $1 = log, $2 = the user's command (a shell command line,
 # as written in [run] or in the original tmux call), $3 = the env file or "",

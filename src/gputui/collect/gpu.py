@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 
 from gputui.model import GpuEvent, GpuProcess, GpuSample
-from gputui.numtext import ascii_int
+from gputui.text.numbers import ascii_int
 
 GPU_FIELDS: tuple[str, ...] = (
     "index",

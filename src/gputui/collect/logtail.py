@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from gputui.untrusted import plain_utf8, visible
+from gputui.text.untrusted import plain_utf8, visible
 
 ANSI_RE = re.compile(
     r"""

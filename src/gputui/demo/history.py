@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from gputui.history import EventRow, GpuRow, HistoryWriter, PointRow
+from gputui.record.history import EventRow, GpuRow, HistoryWriter, PointRow
 
 BYTES_PER_LINE = 96  # about what "step N loss X | T tok/s" lines take
 

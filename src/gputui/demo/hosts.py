@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gputui.hostview import ContainerRow, GpuRow, Holder, HostView
+from gputui.host.view import ContainerRow, GpuRow, Holder, HostView
 from gputui.model import ConnectionState
 
 H200_MIB = 143771.0

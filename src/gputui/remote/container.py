@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from gputui.errors import ContainerError
 from gputui.model import CtStatus
-from gputui.numtext import ascii_int
+from gputui.text.numbers import ascii_int
 
 
 @dataclass

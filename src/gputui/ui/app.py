@@ -36,6 +36,7 @@ from gputui.config import Settings
 from gputui.diagnose import Diagnose, diagnose_with
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import PARTS, ConnectionState, Finding, Snapshot
+from gputui.text.untrusted import visible
 from gputui.ui.commands import ActionCommands
 from gputui.ui.compositor import LeanScreen
 from gputui.ui.feed import MonitorLike
@@ -52,7 +53,6 @@ from gputui.ui.widgets.quiet import QuietStatic
 from gputui.ui.widgets.runinfo import RunPanel, run_line_text
 from gputui.ui.widgets.sessions import SessionList, session_name
 from gputui.ui.widgets.status import StatusLine
-from gputui.untrusted import visible
 from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, VERBS, keyed, why_not
 
 DEFAULT_STALE_AFTER = 30.0
@@ -144,9 +144,9 @@ class GputuiApp(App[int]):
         self._stopped = False
         self._last_tick = -1e9  # time.monotonic() of the last full redraw
         self.executed: list[ActionPlan] = []  # every action that really ran
-        self.recorder = recorder  # gputui.recorder.RunRecorder: history + alerts
+        self.recorder = recorder  # gputui.record.recorder.RunRecorder: history + alerts
         self.terminal_alerts = terminal_alerts
-        self.crashed_with: Exception | None = None  # run_app reports it (gputui.crash)
+        self.crashed_with: Exception | None = None  # run_app reports it (gputui.cli.crash)
 
     def _handle_exception(self, error: Exception) -> None:
         """An unhandled error: Textual exits with status 1; its own report
@@ -550,10 +550,10 @@ class GputuiApp(App[int]):
 
     def _alert(self, alert: Any) -> None:
         """An incident opened, got worse, resolved or went quiet
-        (gputui.alerts.toast_for): its one notification in the header is
+        (gputui.record.alerts.toast_for): its one notification in the header is
         replaced or removed, and when on, a bell and a desktop notification
         (OSC 9 / 777, texts stripped of controls)."""
-        from gputui.alerts import terminal_notification, toast_for
+        from gputui.record.alerts import terminal_notification, toast_for
 
         toast = toast_for(alert)
         status = self._q(StatusLine)
@@ -676,7 +676,7 @@ def run_app(settings: Settings) -> int:
     parts.actions.progress = lambda text: app.notify(text, timeout=4)
     rc = app.run()
     if app.crashed_with is not None:
-        from gputui import crash
+        from gputui.cli import crash
 
         return crash.report(app.crashed_with)
     if first_failure:

@@ -13,7 +13,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
 from textual.content import Content
 from textual.markup import escape
 
-from gputui.untrusted import visible
+from gputui.text.untrusted import visible
 from gputui.verbs import VERBS, keyed
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""What the dashboard needs from a monitor. The real `gputui.monitor.Monitor`
+"""What the dashboard needs from a monitor. The real `gputui.monitor.engine.Monitor`
 fits this; tests and screenshots pass a fake with fixed Snapshots."""
 
 from __future__ import annotations

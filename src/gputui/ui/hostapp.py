@@ -9,7 +9,7 @@ health and why). Enter on a container or a GPU ends this app with a
 back here (`run_host_view`).
 
 Every string from the remote side reaches the screen through
-`gputui.untrusted.remote_text`: control characters shown as stand-ins,
+`gputui.text.untrusted.remote_text`: control characters shown as stand-ins,
 never markup.
 """
 
@@ -33,10 +33,10 @@ from textual.widgets import DataTable, Footer, Static
 from gputui.actions.backend import ActionBackend
 from gputui.diagnose import diagnose_with
 from gputui.errors import GputuiError
-from gputui.hostview import ContainerRow, GpuRow, HostView
+from gputui.host.view import ContainerRow, GpuRow, HostView
+from gputui.text.untrusted import remote_text, visible
 from gputui.ui.app import BACK, QUIT_SIGNALS, GputuiApp, terminal_gone
 from gputui.ui.format import human_bytes
-from gputui.untrusted import remote_text, visible
 
 HEALTH_STYLE = {
     "ok": "green",
@@ -76,7 +76,7 @@ class RunChoice:
 
 
 def cell(value: object, style: str = "") -> Text:
-    """One table cell: remote text made visible (gputui.untrusted), never markup."""
+    """One table cell: remote text made visible (gputui.text.untrusted), never markup."""
     text = remote_text(value, style=style)
     text.no_wrap, text.overflow = True, "ellipsis"
     return text
@@ -481,7 +481,7 @@ def run_host_view(watches: Sequence[Any], read_only: bool = False) -> int:
 def run_hosts(hosts: Sequence[Any]) -> int:
     """`gputui --host H` (no --ct), `--host a --host b`, `[[targets]]`: the
     host view over one HostWatch per host's Settings; the exit code."""
-    from gputui.hostwatch import HostWatch
+    from gputui.host.watch import HostWatch
 
     watches = [HostWatch(s) for s in hosts]
     read_only = any(s.read_only for s in hosts)

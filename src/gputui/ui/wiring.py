@@ -19,8 +19,8 @@ from gputui.errors import GputuiError
 from gputui.remote.target import make_target
 
 if TYPE_CHECKING:
-    from gputui.monitor import Monitor
-    from gputui.recorder import RunRecorder
+    from gputui.monitor.engine import Monitor
+    from gputui.record.recorder import RunRecorder
 
 
 @dataclass
@@ -40,8 +40,8 @@ def build_recorder(monitor: Monitor, settings: Settings) -> tuple[RunRecorder, s
     alerts (the config's notification URLs, the terminal's bell). When the
     history file cannot be used: alerts only, and why — the dashboard then
     runs without history rather than not at all."""
-    from gputui.alerts import AppriseSender
-    from gputui.recorder import RunRecorder, open_history
+    from gputui.record.alerts import AppriseSender
+    from gputui.record.recorder import RunRecorder, open_history
 
     sender = AppriseSender(list(settings.alert_urls))
     writer, why = None, None
@@ -56,13 +56,13 @@ def build_recorder(monitor: Monitor, settings: Settings) -> tuple[RunRecorder, s
 
 
 def build(settings: Settings) -> Parts:
-    from gputui.monitor import Monitor
+    from gputui.monitor.engine import Monitor
 
     gpu_feed = None
     demo = None
     if settings.demo:
         from gputui.demo.environment import GPUS, DemoEnvironment
-        from gputui.gpufeed import SimulatedGpus
+        from gputui.monitor.gpufeed import SimulatedGpus
 
         demo = DemoEnvironment()
         demo.prepare()

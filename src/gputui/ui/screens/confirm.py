@@ -11,7 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from gputui.actions.plan import ActionPlan, render_argv
-from gputui.untrusted import remote_text, safe_text, visible
+from gputui.text.untrusted import remote_text, safe_text, visible
 
 
 def plan_heading(p: ActionPlan) -> str:

@@ -9,7 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
 from gputui.model import Finding
-from gputui.untrusted import visible
+from gputui.text.untrusted import visible
 from gputui.verbs import VERBS, key_of, keyed
 
 HELP_HEAD = """\

@@ -12,8 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from gputui.text.untrusted import one_line
 from gputui.ui.widgets.status import SEVERITY_MARK, SEVERITY_RANK, SEVERITY_STYLE, Notice
-from gputui.untrusted import one_line
 
 
 def notices_text(notices: list[Notice]) -> Text:

@@ -10,7 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static, TextArea
 
 from gputui.actions.plan import ActionResult
-from gputui.untrusted import remote_text, safe_text, visible
+from gputui.text.untrusted import remote_text, safe_text, visible
 
 
 def result_details(r: ActionResult) -> str:

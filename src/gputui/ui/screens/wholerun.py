@@ -27,10 +27,10 @@ from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from gputui.errors import GputuiError
-from gputui.history_query import EventOut, HistoryReader, MetricRow
 from gputui.model import Metrics
+from gputui.record.query import EventOut, HistoryReader, MetricRow
+from gputui.text.untrusted import visible
 from gputui.ui.heatmap import Panel, heatmap
-from gputui.untrusted import visible
 
 RANGES: dict[str, float | None] = {"1 h": 3600.0, "24 h": 86400.0, "run": None}
 RELOAD_S = 10.0

@@ -16,8 +16,8 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 
 from gputui.model import Finding, Severity
+from gputui.text.untrusted import safe_text, visible
 from gputui.ui.widgets.lines import KeptStyle, row_strip
-from gputui.untrusted import safe_text, visible
 from gputui.verbs import keyed
 
 _ICON = {Severity.ERROR: "✖", Severity.WARNING: "⚠", Severity.INFO: "ℹ"}

@@ -11,10 +11,10 @@ from __future__ import annotations
 from rich.text import Text
 
 from gputui.model import GpuSample, GpuState, Ring
+from gputui.text.untrusted import remote_text, visible
 from gputui.ui.trend import pick_span, series_buckets, spark, window_label
 from gputui.ui.widgets.lines import TextLines
 from gputui.ui.widgets.quiet import set_border_text
-from gputui.untrusted import remote_text, visible
 
 UTIL_STYLE = "green"
 MEM_STYLE = "cyan"

@@ -16,7 +16,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputui.untrusted import safe_text
+from gputui.text.untrusted import safe_text
 
 
 def row_strip(

@@ -21,9 +21,9 @@ from typing_extensions import Self
 
 from gputui.diagnose import dur
 from gputui.model import LogState
+from gputui.text.untrusted import visible
 from gputui.ui.logstyle import TrainingLogHighlighter, line_segments
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
-from gputui.untrusted import visible
 
 MAX_LINES = 5000
 PRUNE_STEP = 500  # the log view holds MAX_LINES to MAX_LINES + PRUNE_STEP lines

@@ -12,8 +12,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
+from gputui.text.untrusted import safe_text
 from gputui.ui.widgets.lines import TextLines
-from gputui.untrusted import safe_text
 
 
 def same_text(a: object, b: object) -> bool:

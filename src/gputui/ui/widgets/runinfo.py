@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from gputui.model import Metrics, Proc, Ring, Snapshot
+from gputui.text.untrusted import visible
 from gputui.ui.format import (
     buffering_verdict,
     human_bytes,
@@ -31,7 +32,6 @@ from gputui.ui.trend import (
 )
 from gputui.ui.widgets.lines import TextLines
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
-from gputui.untrusted import visible
 
 SPARK_POINTS = 120
 

@@ -7,8 +7,8 @@ from textual.widgets import DataTable
 
 from gputui.diagnose import dur
 from gputui.model import Session
+from gputui.text.untrusted import remote_text
 from gputui.ui.widgets.quiet import set_border_text
-from gputui.untrusted import remote_text
 
 COLUMNS = ("session", "state", "exit", "command", "age")
 

@@ -9,8 +9,8 @@ from typing import Any
 from rich.text import Text
 
 from gputui.model import ConnectionState, CtStatus, Snapshot
+from gputui.text.untrusted import one_line, safe_text
 from gputui.ui.widgets.quiet import QuietStatic
-from gputui.untrusted import one_line, safe_text
 
 
 def rtt_text(ms: float) -> str:

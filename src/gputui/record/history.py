@@ -564,7 +564,7 @@ class HistoryWriter:
 
     def _open_findings(self, target: str) -> dict[str, EventRow]:
         """Open incidents: cause -> its last event, `name` the finding kind
-        it was at (gputui.incidents)."""
+        it was at (gputui.record.incidents)."""
         tid = self._target_id(target)
         rows = self.conn.execute(
             "SELECT e.t, e.name, e.state, e.severity, e.title, e.key FROM events e"

@@ -21,22 +21,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputui.alerts import Alert, AlertGate
 from gputui.collect.metrics import MetricParser
 from gputui.config import Settings
 from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
 from gputui.errors import GputuiError
-from gputui.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo, incident_key
-from gputui.incidents import SETTLE_S
 from gputui.model import ConnectionState, Finding, Snapshot
+from gputui.record.alerts import Alert, AlertGate
+from gputui.record.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo, incident_key
+from gputui.record.incidents import SETTLE_S
+from gputui.record.runlog import parse_chunk_off_loop
 from gputui.remote.target import spec_of
-from gputui.runlog import parse_chunk_off_loop
 
 LOG_EVERY_S = 60.0  # one short command a minute while the log grows: pct exec costs
 READ_CHUNK = 4 * 1024 * 1024  # bytes of log per read; a long log is read over several ticks
 AUDIT_EVERY_S = 10.0
 # The user's relaunch or kill: what it causes is no news from when it begins
-# until SETTLE_S after it ends (gputui.incidents), at most this long.
+# until SETTLE_S after it ends (gputui.record.incidents), at most this long.
 ACTION_MAX_S = 300.0
 EXPECTING = frozenset({"relaunch", "kill", "launch"})
 # Findings that say the run has been quiet: after the user's relaunch the
@@ -360,7 +360,7 @@ class RunRecorder:
 
     async def _record_incidents(self) -> None:
         """The history says what the alerts say: one incident per cause,
-        opened, worse, resolved (gputui.incidents)."""
+        opened, worse, resolved (gputui.record.incidents)."""
         run_id = self._run.id if self._run else None
         words = {"firing": "open", "escalated": "worse", "resolved": "resolved"}
         for n in self.gate.recorded:

@@ -32,7 +32,7 @@ from typing import Any
 
 from gputui.config import Settings
 from gputui.errors import GputuiError
-from gputui.numtext import ascii_int
+from gputui.text.numbers import ascii_int
 
 DEFAULT_BIND = "127.0.0.1:8000"
 COOKIE = "gputui_token"

@@ -15,13 +15,14 @@ import json
 import time
 from typing import Any
 
-from gputui import doctor_host, doctor_run
 from gputui.config import Settings
+from gputui.doctor import host as doctor_host
+from gputui.doctor import run as doctor_run
+from gputui.doctor.hostreport import host_dict, host_exit, host_text
+from gputui.doctor.report import doctor_dict, exit_code, render_text
 from gputui.errors import GputuiError
-from gputui.hostreport import host_dict, host_exit, host_text
-from gputui.hosts import wants_host_view
-from gputui.report import doctor_dict, exit_code, render_text
-from gputui.untrusted import json_text
+from gputui.host.targets import wants_host_view
+from gputui.text.untrusted import json_text
 
 
 async def _one(settings: Settings) -> tuple[dict[str, Any], str, int]:

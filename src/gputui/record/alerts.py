@@ -1,7 +1,7 @@
 """Telling someone: alerts when an incident opens, gets worse or resolves.
 
 `AlertGate` is pure: given the findings open now, it says which alerts to
-send, one incident per cause (gputui.incidents): "firing" when an incident
+send, one incident per cause (gputui.record.incidents): "firing" when an incident
 has been open for its hold time (connection: `connection_down_after`
 seconds; the rest at once), "escalated" when it reaches a worse stage than
 any told (buffered → log silent, stalled → probably hung), one "resolved"
@@ -25,13 +25,13 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from gputui.errors import ConfigError
-from gputui.incidents import IncidentBook, Notice, alerting_kinds
 from gputui.model import Finding
-from gputui.untrusted import one_line
+from gputui.record.incidents import IncidentBook, Notice, alerting_kinds
+from gputui.text.untrusted import one_line
 
 # The findings worth waking someone for: dead, hung, stalled, buffered, the
 # log's disk full, GPU lost, connection down, the container gone — from the
-# one table of causes (gputui.incidents.CAUSES).
+# one table of causes (gputui.record.incidents.CAUSES).
 ALERT_KINDS: tuple[str, ...] = alerting_kinds()
 DEFAULT_QUIET_S = 600.0
 DEFAULT_CONNECTION_DOWN_S = 60.0
@@ -53,7 +53,7 @@ class Alert:
     title: str
     time: float
     evidence: tuple[str, ...] = ()
-    cause: str = ""  # the incident (gputui.incidents.CAUSES): one toast per cause
+    cause: str = ""  # the incident (gputui.record.incidents.CAUSES): one toast per cause
 
     @property
     def subject(self) -> str:
@@ -101,7 +101,7 @@ class AlertGate:
 
     def expect(self, start: float, until: float) -> None:
         """The user's own relaunch or kill runs from `start`: what it causes
-        until `until` is no news (gputui.incidents)."""
+        until `until` is no news (gputui.record.incidents)."""
         self.book.expect(start, until)
 
     def update(

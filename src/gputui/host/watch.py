@@ -16,7 +16,7 @@ One ssh connection per host. On it:
 
 Steady state costs no new command inside any container: the monitors ask
 their agents over the channels they hold. A plain GPU server (no container
-tool) gets one monitor: the host itself. A Docker host (no `pct`, a
+tool) gets one monitor: the host itself. A Docker host (no Proxmox tool, a
 `docker` that answers) lists its containers with `docker ps -a`: each
 running one gets a monitor keyed "docker:NAME", entered with `docker exec`.
 
@@ -37,8 +37,7 @@ from gputui.collect.gpu import parse_apps_listing
 from gputui.config import RunConfig, Settings
 from gputui.diagnose import Diagnose, diagnose_with
 from gputui.errors import GputuiError
-from gputui.gpufeed import GpuFeed, NvidiaSmiFeed, parse_apps_block
-from gputui.hostview import (
+from gputui.host.view import (
     HostView,
     Place,
     RunIndex,
@@ -47,9 +46,10 @@ from gputui.hostview import (
     host_gpu_processes,
     host_row,
 )
-from gputui.logchoice import stdout_log_files
 from gputui.model import ConnectionState, Finding, Snapshot
-from gputui.monitor import Monitor
+from gputui.monitor.engine import Monitor
+from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, parse_apps_block
+from gputui.monitor.logchoice import stdout_log_files
 from gputui.remote.base import Transport
 from gputui.remote.container import (
     ContainerListing,
@@ -305,7 +305,7 @@ class HostWatch:
             await self._stop_monitor(gone)
 
     async def _ask_listing(self) -> list[ContainerListing] | None:
-        """The host's containers: `pct list`, else (no pct) `docker ps -a`
+        """The host's containers: the Proxmox list, else (none) the Docker one
         or `podman ps -a`; None for a plain server (its monitor started) or
         when the host did not answer."""
         if self.engine is None:

@@ -31,15 +31,10 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from gputui.agent_supervisor import AgentSupervisor
-from gputui.coalesce import OncePerTurn
 from gputui.collect import tmux as tmux_parse
 from gputui.collect.metrics import MetricParser
 from gputui.config import Settings
 from gputui.errors import CommandTimeout, ConfigError, GputuiError
-from gputui.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed
-from gputui.logchoice import LOG_TAIL_KEEP, LogChoice
-from gputui.logfollow import FileStat, LogFollower, file_stat_from_words
 from gputui.model import (
     PARTS,
     ConnectionState,
@@ -50,6 +45,11 @@ from gputui.model import (
     Session,
     Snapshot,
 )
+from gputui.monitor.coalesce import OncePerTurn
+from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed
+from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
+from gputui.monitor.logfollow import FileStat, LogFollower, file_stat_from_words
+from gputui.monitor.supervisor import AgentSupervisor
 from gputui.remote.agent_client import AgentClient, AgentError
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
@@ -432,7 +432,7 @@ class Monitor:
         command, so a missing tmux is named (not "nothing wrong")."""
         if self.snapshot.tools.probed:
             return
-        from gputui.doctor import probe_tools
+        from gputui.doctor.facts import probe_tools
 
         try:
             tools = await probe_tools(self.target)

@@ -12,9 +12,15 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from gputui.hostview import DOWN_STATES, ContainerRow, GpuRow, HostView, rank
-from gputui.report import EXIT_OK, EXIT_PROBLEM, EXIT_UNINSPECTABLE, SCHEMA_VERSION, _jsonable
-from gputui.untrusted import json_text, visible
+from gputui.doctor.report import (
+    EXIT_OK,
+    EXIT_PROBLEM,
+    EXIT_UNINSPECTABLE,
+    SCHEMA_VERSION,
+    _jsonable,
+)
+from gputui.host.view import DOWN_STATES, ContainerRow, GpuRow, HostView, rank
+from gputui.text.untrusted import json_text, visible
 
 # words that need a person (exit 1); "down" is a container that could not be
 # inspected (exit 2); ok / idle / stopped are nothing wrong

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from gputui.collect.gpu import AppsListing, parse_compute_apps
 from gputui.diagnose import HELD_MIB
 from gputui.model import ConnectionState, Finding, GpuState, Session, Severity, Snapshot
-from gputui.numtext import ascii_int
 from gputui.remote.container import cgroup_owner
+from gputui.text.numbers import ascii_int
 
 # A link in these states is "down" (a reconnect is under way, or never came up).
 DOWN_STATES = (ConnectionState.FAILED, ConnectionState.RECONNECTING)

@@ -15,10 +15,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputui.alerts import ALERT_KINDS
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Finding, Snapshot
-from gputui.numtext import ascii_int
+from gputui.record.alerts import ALERT_KINDS
+from gputui.text.numbers import ascii_int
 
 MIB = 1024 * 1024
 

@@ -2,7 +2,7 @@
 
 Every problem a user can cause ends as one line on stderr (`gputui: ...`)
 and exit status 2; Ctrl-C exits 130 quietly; anything else is a bug: one
-line naming a crash file with the traceback (gputui.crash), exit status 1.
+line naming a crash file with the traceback (gputui.cli.crash), exit status 1.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from gputui import __version__
+from gputui.cli.targets import SSH_OPTION_NAMES, settle_target
 from gputui.config import (
     MAX_CONNECT_TIMEOUT_S,
     MIN_INTERVAL_S,
@@ -22,10 +23,9 @@ from gputui.config import (
     settings_from,
 )
 from gputui.errors import GputuiError
-from gputui.hosts import host_settings, several_with_run_flags, wants_host_view
+from gputui.host.targets import host_settings, several_with_run_flags, wants_host_view
 from gputui.remote.container import ProxmoxLXC
 from gputui.remote.target import TARGET_GRAMMAR
-from gputui.targetargs import SSH_OPTION_NAMES, settle_target
 from gputui.verbs import CLI_VERBS, VERB_BY_ID
 
 HOW_TO_START = (
@@ -87,7 +87,7 @@ def _port(text: str) -> int:
 
 class HostsAction(argparse.Action):
     """--host may be given several times: all are `hosts`; `host` is the one
-    host when there is one (several: gputui.hosts makes a Settings for each,
+    host when there is one (several: gputui.host.targets makes a Settings for each,
     so one host's user@ or :port never leaks into the next)."""
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
@@ -249,7 +249,7 @@ def _watch_flags(g: Any, d: dict[str, Any], b: dict[str, Any], parts: frozenset[
 
 
 def _action_flags(p: argparse.ArgumentParser, command: str) -> None:
-    from gputui.actions_cli import add_arguments
+    from gputui.cli.actions import add_arguments
 
     add_arguments(p, command)
 
@@ -276,10 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
         add_target_flags(p, suppress=True, parts=VERB_PARTS)
         _target_arg(p)
         _action_flags(p, name)
-    from gputui import history_cli
+    from gputui.cli import record as history_cli
 
     history_cli.add_parsers(sub, add_target_flags)
-    from gputui import serve
+    from gputui.cli import serve
 
     serve.add_parser(sub, add_target_flags)
     completion = sub.add_parser("completion", help="print a shell completion script")
@@ -380,7 +380,7 @@ def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings]:
 def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     command = getattr(args, "command", None)
     if command == "completion":
-        from gputui.completion import script
+        from gputui.cli.completion import script
 
         print(script(args.shell, build_parser()), end="")
         return 0
@@ -391,7 +391,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     several_with_run_flags(hosts, args)
     from_targets = bool(settings.targets) and not getattr(args, "hosts", None)
     if command == "doctor" and (len(hosts) > 1 or from_targets):  # [[targets]]: a list, even of 1
-        from gputui import doctor_hosts
+        from gputui.doctor import several as doctor_hosts
 
         return doctor_hosts.main(hosts, as_json=bool(getattr(args, "json", False)))
     if command == "doctor":
@@ -400,18 +400,18 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
                 "no target given", "pass --host HOST [--ct N], or --local to check this machine"
             )
         if wants_host_view(hosts):  # a host, no run named: what `gputui --host H` shows
-            from gputui import doctor_host
+            from gputui.doctor import host as doctor_host
 
             return doctor_host.main(settings, as_json=bool(getattr(args, "json", False)))
-        from gputui import doctor_run
+        from gputui.doctor import run as doctor_run
 
         return doctor_run.main(settings, as_json=bool(getattr(args, "json", False)))
     if command in ("watch", "history", "alert-test"):
-        from gputui import history_cli
+        from gputui.cli import record as history_cli
 
         return history_cli.run(command, args, settings)
     if command in CLI_VERBS:
-        from gputui import actions_cli
+        from gputui.cli import actions as actions_cli
 
         return actions_cli.run(command, args, settings)
     if wants_host_view(hosts):
@@ -427,7 +427,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    from gputui import serve
+    from gputui.cli import serve
 
     check_local_files(settings)
     return serve.main(args, settings, build_parser(), sys.argv[1:])
@@ -438,14 +438,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, settings = parse(argv)
         return _dispatch(args, settings)
     except GputuiError as err:  # may quote remote text (an ssh server's reason, stat's output)
-        from gputui.untrusted import visible
+        from gputui.text.untrusted import visible
 
         print(f"gputui: {visible(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
     except Exception as err:  # a bug: the traceback goes to a crash file, not the terminal
-        from gputui import crash
+        from gputui.cli import crash
 
         return crash.report(err)
 

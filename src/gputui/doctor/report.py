@@ -24,7 +24,7 @@ from gputui.diagnose import (
     stdout_words,
 )
 from gputui.model import Finding, Proc, Severity, Snapshot
-from gputui.untrusted import json_text, visible
+from gputui.text.untrusted import json_text, visible
 from gputui.verbs import keyed
 
 SCHEMA_VERSION = 1

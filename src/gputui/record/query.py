@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gputui.errors import GputuiError
-from gputui.history import connect, default_path
+from gputui.record.history import connect, default_path
 from gputui.remote.target import TargetSpec, parse_target
 
 CHART_POINTS = 600  # metric series are thinned to about this many points
@@ -298,7 +298,7 @@ def _csv_safe(text: str) -> str:
     """A text cell from the run (a session name like `=SUM(1+1)`, a finding
     title quoting the log): a leading formula character guarded with `'`,
     and every control character shown as a stand-in, never written raw."""
-    from gputui.untrusted import visible
+    from gputui.text.untrusted import visible
 
     return visible("'" + text if text[:1] in _FORMULA_START else text)
 
@@ -308,7 +308,7 @@ def _text(
 ) -> str:
     import time as _time
 
-    from gputui.untrusted import visible
+    from gputui.text.untrusted import visible
 
     def ts(t: float) -> str:
         return _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(t))

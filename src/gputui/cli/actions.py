@@ -20,7 +20,7 @@ from gputui.actions import ActionPlan, ActionResult, execute, plan
 from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.remote.target import Target, make_target
-from gputui.untrusted import json_text, visible
+from gputui.text.untrusted import json_text, visible
 from gputui.verbs import CLI_VERBS
 
 COMMANDS = CLI_VERBS

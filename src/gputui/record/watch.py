@@ -26,18 +26,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from gputui.alerts import Alert, AppriseSender
 from gputui.config import Settings
 from gputui.errors import GputuiError
-from gputui.history import HistoryWriter
-from gputui.hosts import host_settings
+from gputui.host.targets import host_settings
 from gputui.model import ConnectionState
-from gputui.recorder import RunRecorder, open_history
+from gputui.record.alerts import Alert, AppriseSender
+from gputui.record.history import HistoryWriter
+from gputui.record.recorder import RunRecorder, open_history
 from gputui.remote.target import TARGET_GRAMMAR, parse_target
-from gputui.untrusted import visible
+from gputui.text.untrusted import visible
 
 if TYPE_CHECKING:
-    from gputui.monitor import Monitor
+    from gputui.monitor.engine import Monitor
     from gputui.remote.base import Transport
 
 RETRY_START_S = 5.0
@@ -94,7 +94,7 @@ class Watch:
         if not targets:
             raise GputuiError("nothing to watch", "name targets: gputui watch HOST[/CT] ...")
         if prometheus:
-            from gputui.prometheus import parse_address
+            from gputui.record.prometheus import parse_address
 
             parse_address(prometheus, prometheus_public)  # a bad address: one line, at once
         base = targets[0]
@@ -108,7 +108,7 @@ class Watch:
         self.prometheus_public = prometheus_public
         self.address: tuple[str, int] | None = None
         if prometheus:
-            from gputui.prometheus import Exporter
+            from gputui.record.prometheus import Exporter
 
             self.exporter = Exporter()
         self.watched = [self._build(s) for s in targets]
@@ -116,7 +116,7 @@ class Watch:
         self._terminal_fds: list[int] = []  # stdin/stdout/stderr that are a terminal
 
     def _build(self, settings: Settings) -> Watched:
-        from gputui.monitor import Monitor
+        from gputui.monitor.engine import Monitor
         from gputui.remote.target import make_target
 
         monitor = Monitor(make_target(settings), settings)
@@ -194,7 +194,7 @@ class Watch:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, handler)
         if self.exporter is not None and self.prometheus:
-            from gputui.prometheus import PUBLIC_WARNING, is_loopback
+            from gputui.record.prometheus import PUBLIC_WARNING, is_loopback
 
             self.address = self.exporter.serve(self.prometheus, self.prometheus_public)
             host, port = self.address

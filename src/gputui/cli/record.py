@@ -64,7 +64,7 @@ def add_parsers(sub: Any, add_target_flags: Callable[..., None]) -> None:
 
 def run(command: str, args: argparse.Namespace, settings: Settings) -> int:
     if command == "watch":
-        from gputui import watch
+        from gputui.record import watch
 
         return watch.main(
             list(args.targets or []),
@@ -79,8 +79,8 @@ def run(command: str, args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _history(args: argparse.Namespace, settings: Settings) -> int:
-    from gputui.history_query import HistoryReader, parse_since, render
-    from gputui.targetargs import target_query
+    from gputui.cli.targets import target_query
+    from gputui.record.query import HistoryReader, parse_since, render
 
     since_s = parse_since(args.since)
     reader = HistoryReader(settings.history_path)
@@ -102,7 +102,7 @@ def _history(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _alert_test(settings: Settings) -> int:
-    from gputui.alerts import AppriseSender, trial_alert
+    from gputui.record.alerts import AppriseSender, trial_alert
 
     urls = list(settings.alert_urls)
     if not urls:

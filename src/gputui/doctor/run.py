@@ -35,16 +35,16 @@ from typing import Any
 
 from gputui import diagnose as rules
 from gputui.config import Settings
-from gputui.doctor import connection_facts, probe_tools
+from gputui.doctor.facts import connection_facts, probe_tools
+from gputui.doctor.report import exit_code, findings_to_json, render_text
 from gputui.errors import GputuiError
-from gputui.gpufeed import GpuFeed, NvidiaSmiFeed
-from gputui.logfollow import log_kind, named_log, not_a_file_error
 from gputui.model import ConnectionState, CtStatus, Finding, Severity, Snapshot
-from gputui.monitor import Monitor
+from gputui.monitor.engine import Monitor
+from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed
+from gputui.monitor.logfollow import log_kind, named_log, not_a_file_error
 from gputui.remote.base import Transport
 from gputui.remote.target import Target, make_target
-from gputui.report import exit_code, findings_to_json, render_text
-from gputui.untrusted import visible
+from gputui.text.untrusted import visible
 
 SETTLE_S = 2.0  # how long the one-shot watch runs at least
 IDLE_EXTRA_S = 0.1  # past diagnose.IDLE_SHORT_S, when GPUs look held and idle
@@ -295,7 +295,7 @@ def inspect_demo(settings: Settings) -> tuple[dict[str, Any], Snapshot | None, l
     tmux server, so an open `gputui --demo` is left alone), check it with the
     simulated GPUs, stop it again."""
     from gputui.demo.environment import GPUS, DemoEnvironment, default_dir
-    from gputui.gpufeed import SimulatedGpus
+    from gputui.monitor.gpufeed import SimulatedGpus
 
     demo = DemoEnvironment(default_dir().with_name("demo-doctor"))
     demo.prepare()

@@ -1,6 +1,6 @@
 """`gputui doctor --host H` with no CT: what `gputui --host H` shows.
 
-On a Proxmox host (it has `pct`) the report is the host view, watched until
+On a Proxmox host (its container tool lists CTs) the report is the host view, watched until
 it is complete (every GPU and who holds it, every container and a word for
 each; at most WATCH_MAX_S): hostreport.py writes it. A plain host (no
 container tool) gets the run doctor of that host, as before (doctor_run).
@@ -14,16 +14,16 @@ import sys
 import time
 from typing import Any
 
-from gputui import doctor_run
 from gputui.config import Settings
-from gputui.doctor import connection_facts
+from gputui.doctor import run as doctor_run
+from gputui.doctor.facts import connection_facts
+from gputui.doctor.hostreport import host_exit, host_json, host_text
+from gputui.doctor.report import EXIT_UNINSPECTABLE, findings_to_json
 from gputui.errors import GputuiError
-from gputui.hostreport import host_exit, host_json, host_text
-from gputui.hostview import HostView
-from gputui.hostwatch import HostWatch
+from gputui.host.view import HostView
+from gputui.host.watch import HostWatch
 from gputui.remote.target import Target, make_transport
-from gputui.report import EXIT_UNINSPECTABLE, findings_to_json
-from gputui.untrusted import visible
+from gputui.text.untrusted import visible
 
 SETTLE_S = 2.0  # watched at least this long, so each container's run is diagnosed
 HOLDERS_S = 8.0  # past complete: how long to wait for the sessions of the GPUs' holders

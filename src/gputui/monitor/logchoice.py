@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 from gputui.config import Settings
 from gputui.errors import ConfigError
-from gputui.logfollow import LogFollower, named_log, not_a_file_error
 from gputui.model import LogState, Proc
+from gputui.monitor.logfollow import LogFollower, named_log, not_a_file_error
 from gputui.remote.target import Target
 
 LOG_TAIL_KEEP = 200  # lines kept in snapshot.log_tail
