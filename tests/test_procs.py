@@ -164,6 +164,10 @@ def test_parse_status_nspid() -> None:
     assert parse_status_nspid("Name:\tx\n") is None
 
 
+_D, _P = "a1" * 32, "b2" * 32  # a Docker and a Podman container ID
+_KP = "kubepods-besteffort-pod1234abcd_55aa_4e2f.slice"
+
+
 @pytest.mark.parametrize(
     ("cgroup", "ct", "inside"),
     [
@@ -175,6 +179,22 @@ def test_parse_status_nspid() -> None:
         ("0::/system.slice/pve-container@200.service\n", 200, False),
         ("12:pids:/lxc/200/ns\n11:memory:/lxc/200/ns\n", 200, True),
         ("0::/user.slice\n", 200, False),
+        # Docker, Podman and kubepods under cgroup v2: "KIND:ID" (full ID or 12+ hex prefix)
+        (f"0::/system.slice/docker-{_D}.scope\n", f"docker:{_D}", True),
+        (f"0::/system.slice/docker-{_D}.scope\n", f"docker:{_D[:12]}", True),
+        (f"0::/system.slice/docker-{_D}.scope\n", f"docker:{_D[:8]}", False),
+        (f"0::/system.slice/docker-{_D}.scope\n", f"docker:{_P}", False),
+        (f"0::/system.slice/docker-{_D}.scope\n", f"podman:{_D}", False),
+        (f"0::/system.slice/docker-{_D}.scope\n", "docker:", False),
+        (f"0::/docker/{_D}\n", f"docker:{_D}", True),
+        (f"0::/machine.slice/libpod-{_P}.scope/container\n", f"podman:{_P}", True),
+        (f"0::/machine.slice/libpod-conmon-{_P}.scope\n", f"podman:{_P}", False),
+        (f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n", f"pod:{_D}", True),
+        (f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n", f"docker:{_D}", False),
+        (f"0::/kubepods.slice/kubepods-burstable.slice/{_KP}/crio-{_D}.scope\n", f"pod:{_D}", True),
+        (f"0::/kubepods/burstable/pod1234abcd-55aa/{_D}\n", f"pod:{_D}", True),
+        ("0::/lxc/200/ns/init.scope\n", f"docker:{_D}", False),
+        ("0::/user.slice\n", f"pod:{_D}", False),
     ],
 )
 def test_cgroup_in_container(cgroup: str, ct: int | str, inside: bool) -> None:

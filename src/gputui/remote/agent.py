@@ -196,11 +196,22 @@ def parse_status_nspid(data: str) -> "int | None":
 
 
 def cgroup_in_container(data: str, ct: "int | str") -> bool:
-    """Whether a /proc/PID/cgroup text puts the process in LXC container ct
-    (Proxmox: `/lxc/<ct>/...`; plain LXC: `/lxc.payload.<ct>/...`)."""
+    """Whether a /proc/PID/cgroup text puts the process in container ct: an
+    LXC number (Proxmox: `/lxc/<ct>/...`; plain LXC: `/lxc.payload.<ct>/...`)
+    or "KIND:ID" with KIND docker, podman or pod and ID the container's full
+    ID or a prefix of 12+ hex digits (cgroup v2: Docker
+    `.../docker-<id>.scope` or `/docker/<id>`, Podman `.../libpod-<id>.scope`,
+    Kubernetes `/kubepods.../pod<uid>.../cri-containerd-<id>.scope`,
+    `crio-<id>.scope` or `/kubepods/<qos>/pod<uid>/<id>`)."""
     ct = str(ct)
+    kind, colon, ident = ct.partition(":")
     for line in data.splitlines():
         path = line.split(":", 2)[-1]
+        if colon:
+            found = container_id_in_cgroup(path, kind)
+            if found and len(ident) >= 12 and found.startswith(ident.lower()):
+                return True
+            continue
         parts = path.split("/")
         for i, part in enumerate(parts):
             if part == "lxc" and i + 1 < len(parts) and parts[i + 1] == ct:
@@ -208,6 +219,41 @@ def cgroup_in_container(data: str, ct: "int | str") -> bool:
             if part in ("lxc.payload." + ct, "lxc.monitor." + ct):
                 return part.startswith("lxc.payload.")
     return False
+
+
+_HEX = set("0123456789abcdef")
+
+
+def _is_id(text: str) -> bool:
+    return 12 <= len(text) <= 64 and set(text) <= _HEX
+
+
+def container_id_in_cgroup(path: str, kind: str) -> str:
+    """The container ID a cgroup v2 path names for KIND (docker, podman,
+    pod), '' when it names none. Docker's `docker-<id>.scope` is also the
+    path of a pod's container under the docker runtime; a kubepods path
+    is the pod kind's only."""
+    parts = [p for p in path.strip().split("/") if p]
+    in_kube = any(p.startswith("kubepods") for p in parts)
+    if (kind == "pod") != in_kube:
+        return ""
+    prefixes = {
+        "docker": ("docker-",),
+        "podman": ("libpod-",),
+        "pod": ("cri-containerd-", "crio-", "docker-", ""),
+    }.get(kind, ())
+    for i, part in enumerate(parts):
+        name = part[: -len(".scope")] if part.endswith(".scope") else part
+        if kind == "docker" and name == "docker" and i + 1 < len(parts):
+            return parts[i + 1] if _is_id(parts[i + 1]) else ""
+        for prefix in prefixes:
+            if name.startswith(prefix) and _is_id(name[len(prefix) :]):
+                if prefix == "" and not (i and parts[i - 1].startswith(("pod", "kubepods"))):
+                    continue
+                if name.startswith("libpod-conmon-"):
+                    continue
+                return name[len(prefix) :]
+    return ""
 
 
 def stdout_kind(link: "str | None") -> str:
