@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from gputui.actions.inspect import RunInfo, find_run, list_panes_argv
@@ -409,43 +410,106 @@ async def execute_start(
     def mark(name: str) -> None:
         phases[name] = round(time.monotonic() - t0 - sum(phases.values()), 3)
 
-    mem_before = await _mem(gpu_memory)  # before the kill: what the old run held
-    mem0 = mem_before
+    mem0 = mem_before = await _mem(gpu_memory)  # before the kill: what the old run held
     freed_words = ""
-    # 1. stop
-    if "kill" in plan.params:
-        from gputui.actions.kill import check_unchanged
-
-        kill_plan = ActionPlan(
-            action="kill",
-            title="",
-            target=plan.target,
-            session=plan.session,
-            ct=plan.ct,
-            pids=plan.pids,
-            commands=[plan.commands[0]],
-            params=plan.params["kill"],
-        )
-        await check_unchanged(target, kill_plan)
-        say(progress, "stopping the old run…")
-        on_gpu = await gpu_host_pids(gpu_processes, plan.pids)
-        ended, lines, secs = await run_kill(target, kill_plan, progress)
-        if ended is None:
+    if "kill" in plan.params:  # 1. stop
+        left = await _stop_old_run(target, plan, progress, gpu_processes, details)
+        if left is not None:
             return ActionResult(
                 ok=False,
                 summary=f"old run in {spec.session!r} survived SIGKILL; nothing relaunched",
-                details=[ln for ln in lines if ln.startswith("left ")],
+                details=left,
                 elapsed_s=time.monotonic() - t0,
             )
-        details.append(f"old run ended by {ended} after {secs:.1f} s")
-        _freed, gpu_lines = await gpu_after(gpu_processes, plan.pids, host_pids=on_gpu)
-        details += gpu_lines
         mem0 = await _mem(gpu_memory)
         freed_words = _freed_words(mem_before, mem0)
         if freed_words:
             details.append(freed_words)
     mark("stop")
-    # 2. old session
+    await _remove_old_session(target, plan, spec, details)  # 2. old session
+    mark("remove session")
+    res = await target.run(plan.params["move_log"])  # 3. move the log aside
+    if not res.ok:
+        return ActionResult(
+            ok=False,
+            summary=f"could not move {spec.log} aside: {res.err.strip()}",
+            details=details,
+            elapsed_s=time.monotonic() - t0,
+        )
+    moved = _moved_to(res.out, spec.log, details)
+    mark("move log")
+    say(progress, f"starting session {spec.session!r}…")  # 4. start
+    not_started = await _start_session(target, plan, spec)
+    if not_started is not None:  # the old run is stopped and its log moved, but nothing runs
+        what, res = not_started
+        return ActionResult(
+            ok=False,
+            summary=f"{what}: {(res.err or res.out).strip()}",
+            details=details,
+            elapsed_s=time.monotonic() - t0,
+            data={"moved_log": moved},
+        )
+    mark("start")
+    new_run = await _verify_new_run(target, plan, spec, progress)  # 5. verify
+    mark("verify")
+    mem1 = await _mem(gpu_memory)
+    log_words = _new_log_words(spec.log, new_run.size1, new_run.waited, new_run.first_growth)
+    details += _new_run_details(new_run, spec.log, log_words, mem0, mem1)
+    return ActionResult(
+        ok=new_run.alive,
+        summary=_start_summary(plan.action, spec.session, new_run, log_words, mem0, mem1)
+        + (f"; {freed_words}" if freed_words else ""),
+        details=details,
+        elapsed_s=time.monotonic() - t0,
+        data={
+            "moved_log": moved,
+            "phases": phases,
+            "alive": new_run.alive,
+            "log_grew": new_run.grew,
+            "first_growth_s": new_run.first_growth,
+            "log": spec.log,
+        },
+    )
+
+
+async def _stop_old_run(
+    target: Target,
+    plan: ActionPlan,
+    progress: Progress,
+    gpu_processes: GpuProcessReader | None,
+    details: list[str],
+) -> list[str] | None:
+    """Step 1: stop the old run as the kill box would (after checking it is
+    the one the box showed). None once it has ended; the 'left ...' lines when
+    it survived SIGKILL."""
+    from gputui.actions.kill import check_unchanged
+
+    kill_plan = ActionPlan(
+        action="kill",
+        title="",
+        target=plan.target,
+        session=plan.session,
+        ct=plan.ct,
+        pids=plan.pids,
+        commands=[plan.commands[0]],
+        params=plan.params["kill"],
+    )
+    await check_unchanged(target, kill_plan)
+    say(progress, "stopping the old run…")
+    on_gpu = await gpu_host_pids(gpu_processes, plan.pids)
+    ended, lines, secs = await run_kill(target, kill_plan, progress)
+    if ended is None:
+        return [ln for ln in lines if ln.startswith("left ")]
+    details.append(f"old run ended by {ended} after {secs:.1f} s")
+    _freed, gpu_lines = await gpu_after(gpu_processes, plan.pids, host_pids=on_gpu)
+    details += gpu_lines
+    return None
+
+
+async def _remove_old_session(
+    target: Target, plan: ActionPlan, spec: RunSpec, details: list[str]
+) -> None:
+    """Step 2: remove the old tmux session, the one the box showed."""
     if "kill" not in plan.params:  # no run was stopped: the session is the one the box showed?
         from gputui.actions.kill import check_pane
 
@@ -454,47 +518,57 @@ async def execute_start(
         res = await target.run(plan.params["kill_session"])
         if res.ok:
             details.append(f"removed old tmux session {spec.session!r}")
-    mark("remove session")
-    # 3. move the log aside
-    res = await target.run(plan.params["move_log"])
-    moved = None
-    if not res.ok:
-        return ActionResult(
-            ok=False,
-            summary=f"could not move {spec.log} aside: {res.err.strip()}",
-            details=details,
-            elapsed_s=time.monotonic() - t0,
-        )
-    if res.out.startswith("moved "):
-        moved = res.out.strip()[6:]
+
+
+def _moved_to(out: str, log: str, details: list[str]) -> str | None:
+    """Step 3's answer: where the old log went, None when there was none."""
+    if out.startswith("moved "):
+        moved = out.strip()[6:]
         details.append(f"old log moved to {moved}")
-    else:
-        details.append(f"no old log at {spec.log}")
-    mark("move log")
-    # 4. start
-    say(progress, f"starting session {spec.session!r}…")
+        return moved
+    details.append(f"no old log at {log}")
+    return None
+
+
+async def _start_session(
+    target: Target, plan: ActionPlan, spec: RunSpec
+) -> tuple[str, CommandResult] | None:
+    """Step 4: write the env file (values on stdin) and start the session.
+    None when it started; else what failed and the command's result."""
     env_file = plan.params.get("env_file") or ""
-
-    def not_started(what: str, res: CommandResult) -> ActionResult:
-        """The old run is stopped and its log moved, but nothing new runs."""
-        return ActionResult(
-            ok=False,
-            summary=f"{what}: {(res.err or res.out).strip()}",
-            details=details,
-            elapsed_s=time.monotonic() - t0,
-            data={"moved_log": moved},
-        )
-
     if env_file:
         res = await target.run(write_env_argv(env_file), input=env_file_bytes(spec.env))
         if not res.ok:
-            return not_started(f"could not write the env file {env_file}", res)
-    start = plan.commands[-1]
-    res = await target.run(start)
+            return f"could not write the env file {env_file}", res
+    res = await target.run(plan.commands[-1])
     if not res.ok:
-        return not_started(f"tmux could not start session {spec.session!r}", res)
-    mark("start")
-    # 5. verify: one call polls inside the target (a pct exec costs ~0.3 s each)
+        return f"tmux could not start session {spec.session!r}", res
+    return None
+
+
+@dataclass(frozen=True)
+class _NewRun:
+    """What step 5's poll saw of the new run: its panes and its log's size."""
+
+    panes: list[Any]
+    size0: int | None  # the log's size when the poll began (-1 = missing)
+    size1: int | None  # and when it ended
+    first_growth: float | None  # seconds until the log first grew
+    waited: float
+
+    @property
+    def alive(self) -> bool:
+        return bool(self.panes) and not self.panes[0].dead
+
+    @property
+    def grew(self) -> bool:
+        return self.size1 is not None and self.size1 > (self.size0 or 0)
+
+
+async def _verify_new_run(
+    target: Target, plan: ActionPlan, spec: RunSpec, progress: Progress
+) -> _NewRun:
+    """Step 5: one call polls inside the target (a pct exec costs ~0.3 s each)."""
     verify_s = float(plan.params.get("verify_s", VERIFY_S))
     say(progress, f"verifying for {verify_s:g} s…")
     res = await target.run(
@@ -502,48 +576,49 @@ async def execute_start(
     )
     sizes, pane_list = parse_verify(res.out)
     size0 = sizes[0][1] if sizes else None
-    size1 = sizes[-1][1] if sizes else None
-    first_growth = next((t for t, n in sizes if size0 is not None and n > size0), None)
-    alive = bool(pane_list) and not pane_list[0].dead
-    mark("verify")
-    mem1 = await _mem(gpu_memory)
-    grew = size1 is not None and size1 > (size0 or 0)
-    waited = sizes[-1][0] if sizes else 0.0
-    log_words = _new_log_words(spec.log, size1, waited, first_growth)
-    details.append(
-        f"after {waited:.1f} s: session "
-        + ("alive" if alive else "DEAD" if pane_list else "GONE")
-        + f"; {log_words}"
+    return _NewRun(
+        panes=pane_list,
+        size0=size0,
+        size1=sizes[-1][1] if sizes else None,
+        first_growth=next((t for t, n in sizes if size0 is not None and n > size0), None),
+        waited=sizes[-1][0] if sizes else 0.0,
     )
-    if pane_list and pane_list[0].dead:
-        details.append(f"pane exit status {pane_list[0].dead_status}; see the log {spec.log}")
+
+
+def _new_run_details(
+    new_run: _NewRun, log: str, log_words: str, mem0: float | None, mem1: float | None
+) -> list[str]:
+    panes = new_run.panes
+    lines = [
+        f"after {new_run.waited:.1f} s: session "
+        + ("alive" if new_run.alive else "DEAD" if panes else "GONE")
+        + f"; {log_words}"
+    ]
+    if panes and panes[0].dead:
+        lines.append(f"pane exit status {panes[0].dead_status}; see the log {log}")
     if mem0 is not None and mem1 is not None and mem1 > mem0:
-        details.append(f"new run's GPU memory: {gib(mem1 - mem0)} so far")
-    ok = alive
-    summary = (
-        f"{plan.action}ed {spec.session!r}: "
-        + ("running" if alive else "exited")
+        lines.append(f"new run's GPU memory: {gib(mem1 - mem0)} so far")
+    return lines
+
+
+def _start_summary(
+    action: str,
+    session: str,
+    new_run: _NewRun,
+    log_words: str,
+    mem0: float | None,
+    mem1: float | None,
+) -> str:
+    """'relaunched 'train': running; new log 84 bytes after 3 s; GPU memory rising (+812 MiB)'."""
+    return (
+        f"{action}ed {session!r}: "
+        + ("running" if new_run.alive else "exited")
         + f"; {log_words}"
         + (
             f"; GPU memory rising (+{mem1 - mem0:.0f} MiB)"
             if mem0 is not None and mem1 is not None and mem1 > mem0
             else ""
         )
-        + (f"; {freed_words}" if freed_words else "")
-    )
-    return ActionResult(
-        ok=ok,
-        summary=summary,
-        details=details,
-        elapsed_s=time.monotonic() - t0,
-        data={
-            "moved_log": moved,
-            "phases": phases,
-            "alive": alive,
-            "log_grew": grew,
-            "first_growth_s": first_growth,
-            "log": spec.log,
-        },
     )
 
 
