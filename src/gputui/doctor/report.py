@@ -99,6 +99,46 @@ def proc_to_dict(p: Proc) -> dict[str, Any]:
 def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
     """The snapshot as plain JSON-able data (see docs/doctor-json.md)."""
     now = snap.time if now is None else now
+    session = snap.session
+    proc = snap.training_proc
+    return {
+        "time": _num(snap.time),
+        "target": snap.target,
+        "connection": {
+            "state": _enum(snap.connection),
+            "error": snap.connection_error,
+            "rtt_ms": _num(snap.rtt_ms),
+        },
+        "ct": {"id": snap.ct, "status": _enum(snap.ct_status)},
+        "container": _container_dict(snap),
+        "tools": {
+            "tmux": snap.tools.tmux,
+            "python3": snap.tools.python3,
+            "py_spy": snap.tools.py_spy,
+            "gdb": snap.tools.gdb,
+            "nvidia_smi_host": snap.tools.nvidia_smi_host,
+            "nvidia_smi_ct": snap.tools.nvidia_smi_ct,
+        },
+        "gpus": _gpus_dict(snap, now),
+        "session": {
+            "name": snap.session_name,
+            "found": session is not None,
+            "gone": snap.session_gone,
+            "alive": session.alive if session is not None else None,
+            "run_found_by": getattr(snap, "run_found_by", "") or "",
+        },
+        "sessions": _sessions_list(snap),
+        "pane_tail": list(snap.pane_tail),
+        "log": _log_dict(snap, now),
+        "process": proc_to_dict(proc) if proc is not None else None,
+        "processes": [proc_to_dict(p) for p in snap.procs],
+        "metrics": _metrics_dict(snap),
+    }
+
+
+def _gpus_dict(snap: Snapshot, now: float) -> dict[str, Any]:
+    """The snapshot's "gpus": each device's latest reading, the GPU processes
+    (with who holds each) and the feed's events."""
     g = snap.gpus
     held_by = snapshot_holders(snap, now)
     devices = []
@@ -119,115 +159,95 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
                 "sm_clock_mhz": _num(s.sm_clock_mhz),
             }
         )
-    log = snap.log
-    m = snap.metrics
-    session = snap.session
-    proc = snap.training_proc
-    silent = log.silent_for(now)
     return {
-        "time": _num(snap.time),
-        "target": snap.target,
-        "connection": {
-            "state": _enum(snap.connection),
-            "error": snap.connection_error,
-            "rtt_ms": _num(snap.rtt_ms),
-        },
-        "ct": {"id": snap.ct, "status": _enum(snap.ct_status)},
-        "container": _container_dict(snap),
-        "tools": {
-            "tmux": snap.tools.tmux,
-            "python3": snap.tools.python3,
-            "py_spy": snap.tools.py_spy,
-            "gdb": snap.tools.gdb,
-            "nvidia_smi_host": snap.tools.nvidia_smi_host,
-            "nvidia_smi_ct": snap.tools.nvidia_smi_ct,
-        },
-        "gpus": {
-            "source": g.source,
-            "error": g.error,
-            "lost": g.lost,
-            "devices": devices,
-            "processes": [
-                {
-                    "gpu_uuid": p.gpu_uuid,
-                    "host_pid": p.host_pid,
-                    "ct_pid": p.ct_pid,
-                    "in_container": p.in_container,
-                    "used_mib": _num(p.used_mib),
-                    "name": p.name,
-                    "sm_util": _num(p.sm_util),
-                    "state": p.state,
-                    "cpu_s": _num(p.cpu_s),
-                    "ancestors": p.ancestors,
-                    "ct_id": p.ct_id,
-                    "held_by": held_by.get((p.gpu_uuid, p.host_pid), ""),
-                }
-                for p in g.processes
-            ],
-            "events": [{"time": _num(e.time), "text": e.text, "lost": e.lost} for e in g.events],
-        },
-        "session": {
-            "name": snap.session_name,
-            "found": session is not None,
-            "gone": snap.session_gone,
-            "alive": session.alive if session is not None else None,
-            "run_found_by": getattr(snap, "run_found_by", "") or "",
-        },
-        "sessions": [
+        "source": g.source,
+        "error": g.error,
+        "lost": g.lost,
+        "devices": devices,
+        "processes": [
             {
-                "name": s.name,
-                "socket": s.socket,
-                "owner": s.owner,
-                "windows": s.windows,
-                "created": _num(s.created),
-                "attached": s.attached,
-                "alive": s.alive,
-                "panes": [
-                    {
-                        "window": p.window_index,
-                        "pane": p.pane_index,
-                        "pid": p.pid,
-                        "dead": p.dead,
-                        "dead_status": p.dead_status,
-                        "dead_signal": p.dead_signal,
-                        "current_command": p.current_command,
-                        "start_command": p.start_command,
-                        "current_path": p.current_path,
-                    }
-                    for p in s.panes
-                ],
+                "gpu_uuid": p.gpu_uuid,
+                "host_pid": p.host_pid,
+                "ct_pid": p.ct_pid,
+                "in_container": p.in_container,
+                "used_mib": _num(p.used_mib),
+                "name": p.name,
+                "sm_util": _num(p.sm_util),
+                "state": p.state,
+                "cpu_s": _num(p.cpu_s),
+                "ancestors": p.ancestors,
+                "ct_id": p.ct_id,
+                "held_by": held_by.get((p.gpu_uuid, p.host_pid), ""),
             }
-            for s in snap.sessions
+            for p in g.processes
         ],
-        "pane_tail": list(snap.pane_tail),
-        "log": {
-            "path": log.path,
-            "exists": log.exists,
-            "size": log.size,
-            "mtime": _num(log.mtime),
-            "offset": log.offset,
-            "lines_total": log.lines_total,
-            "last_line_time": _num(log.last_line_time),
-            "silent_s": _num(silent),
-            "truncations": log.truncations,
-            "rotations": log.rotations,
-            "read_via": log.read_via,
-            "error": log.error,
-            "fs_free": log.fs_free,
-            "fs_total": log.fs_total,
-            "tail": list(snap.log_tail)[-LOG_TAIL_LINES:],
-        },
-        "process": proc_to_dict(proc) if proc is not None else None,
-        "processes": [proc_to_dict(p) for p in snap.procs],
-        "metrics": {
-            "preset": m.preset,
-            "last_step": m.last_step,
-            "last_step_time": _num(m.last_step_time),
-            "median_step_interval_s": _num(m.median_step_interval),
-            "loss": _num(m.loss.last()),
-            "throughput": _num(m.throughput.last()),
-            "throughput_unit": m.throughput_unit,
-        },
+        "events": [{"time": _num(e.time), "text": e.text, "lost": e.lost} for e in g.events],
+    }
+
+
+def _sessions_list(snap: Snapshot) -> list[dict[str, Any]]:
+    """The snapshot's "sessions": every tmux session seen, with its panes."""
+    return [
+        {
+            "name": s.name,
+            "socket": s.socket,
+            "owner": s.owner,
+            "windows": s.windows,
+            "created": _num(s.created),
+            "attached": s.attached,
+            "alive": s.alive,
+            "panes": [
+                {
+                    "window": p.window_index,
+                    "pane": p.pane_index,
+                    "pid": p.pid,
+                    "dead": p.dead,
+                    "dead_status": p.dead_status,
+                    "dead_signal": p.dead_signal,
+                    "current_command": p.current_command,
+                    "start_command": p.start_command,
+                    "current_path": p.current_path,
+                }
+                for p in s.panes
+            ],
+        }
+        for s in snap.sessions
+    ]
+
+
+def _log_dict(snap: Snapshot, now: float) -> dict[str, Any]:
+    """The snapshot's "log": the followed file, how it was read, its tail."""
+    log = snap.log
+    return {
+        "path": log.path,
+        "exists": log.exists,
+        "size": log.size,
+        "mtime": _num(log.mtime),
+        "offset": log.offset,
+        "lines_total": log.lines_total,
+        "last_line_time": _num(log.last_line_time),
+        "silent_s": _num(log.silent_for(now)),
+        "truncations": log.truncations,
+        "rotations": log.rotations,
+        "read_via": log.read_via,
+        "error": log.error,
+        "fs_free": log.fs_free,
+        "fs_total": log.fs_total,
+        "tail": list(snap.log_tail)[-LOG_TAIL_LINES:],
+    }
+
+
+def _metrics_dict(snap: Snapshot) -> dict[str, Any]:
+    """The snapshot's "metrics": the step and the last loss and throughput."""
+    m = snap.metrics
+    return {
+        "preset": m.preset,
+        "last_step": m.last_step,
+        "last_step_time": _num(m.last_step_time),
+        "median_step_interval_s": _num(m.median_step_interval),
+        "loss": _num(m.loss.last()),
+        "throughput": _num(m.throughput.last()),
+        "throughput_unit": m.throughput_unit,
     }
 
 
