@@ -417,12 +417,15 @@ class SshTransport(Transport):
         if not p.is_file():
             raise ConnectError(f"{what} {path} is not a file", f"pass a file with {given}")
 
-    def _translate(self, err: BaseException, client: _Client | None, hop: Hop) -> ConnectError:
-        """One line naming the problem, the hop it happened on, and the fix."""
+    @staticmethod
+    def _host_key_error(
+        err: BaseException, client: _Client | None, hop: Hop
+    ) -> ConnectError | None:
+        """The host key was revoked, has changed or is not known; None when
+        `err` is about something else."""
         host, port = hop.host, hop.port
         what, via, name = hop.what, hop.via, hop.known_name
         kh = hop.known_hosts_file()
-        where = f"{what}{host} port {port}"
         reason = str(getattr(err, "reason", "") or "")
         if isinstance(err, asyncssh.HostKeyNotVerifiable) and "revoked" in reason.lower():
             return ConnectError(
@@ -462,6 +465,16 @@ class SshTransport(Transport):
                 f"`{keyscan.replace('FILE', shlex.quote(kh))}`, "
                 "or rerun with --accept-new-host-key",
             )
+        return None
+
+    def _translate(self, err: BaseException, client: _Client | None, hop: Hop) -> ConnectError:
+        """One line naming the problem, the hop it happened on, and the fix."""
+        host, port = hop.host, hop.port
+        what, via = hop.what, hop.via
+        where = f"{what}{host} port {port}"
+        host_key = self._host_key_error(err, client, hop)
+        if host_key is not None:
+            return host_key
         if isinstance(err, asyncssh.PermissionDenied):
             who = f"{hop.user}@{host}"
             return ConnectError(
