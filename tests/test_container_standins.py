@@ -127,3 +127,80 @@ def test_kubectl_without_a_kubeconfig_cannot_reach_a_cluster(testbed, tmp_path) 
         [str(testbed.bin_dir / "kubectl"), "get", "pods"], env=env, capture_output=True, text=True
     )
     assert res.returncode == 1 and "localhost:8080 was refused" in res.stderr
+
+
+MAIN = 'echo "run $(cat /proc/1/cmdline | wc -c)"; echo err >&2; trap "exit 0" TERM; while :; do sleep 0.1; done'
+
+
+def test_docker_logs_is_the_json_file_driver_kept_across_restart(testbed) -> None:
+    """A container whose main process is the run: `docker logs` gives its
+    stdout and stderr apart (-t: RFC3339 with 9 digits), --since filters by
+    time, restart keeps the old lines and appends the new run's, and
+    `logs -f` follows until the container stops."""
+    import re
+    import subprocess
+    import time
+
+    name = f"sb{os.getpid()}m{next(_names)}"
+    testbed.container_create("docker", name, "sh", "-c", MAIN)
+    try:
+        deadline = time.monotonic() + 15
+        while "err" not in testbed._tool("docker", "logs", name).stderr:
+            assert time.monotonic() < deadline, "no output in docker logs"
+            time.sleep(0.05)
+        res = testbed._tool("docker", "logs", "-t", name)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z run \d+\n", res.stdout)
+        assert re.fullmatch(r"\S+ err\n", res.stderr)
+        first = res.stdout.split()[0]
+        started = testbed._tool(
+            "docker", "inspect", "-f", "{{.State.StartedAt}}", name
+        ).stdout.strip()
+        t0 = time.monotonic()
+        testbed._tool("docker", "restart", name)  # sh handles SIGTERM: no 10 s wait
+        assert time.monotonic() - t0 < 8
+        again = testbed._tool("docker", "inspect", "-f", "{{.State.StartedAt}}", name).stdout
+        assert again.strip() > started
+        deadline = time.monotonic() + 15
+        while testbed._tool("docker", "logs", name).stderr.count("err") < 2:
+            assert time.monotonic() < deadline, "the restarted run's output is not in the log"
+            time.sleep(0.05)
+        lines = testbed._tool("docker", "logs", "-t", name).stdout.splitlines()
+        assert len(lines) == 2 and lines[0].split()[0] == first  # the old line kept
+        since = testbed._tool("docker", "logs", "--since", lines[1].split()[0], name).stdout
+        assert since.splitlines() == [lines[1].split(None, 1)[1]]
+        res = testbed._tool("docker", "logs", "--tail", "1", name)
+        assert (res.stdout, res.stderr) == ("", "err\n")  # the last line of both streams
+        res = testbed._tool("docker", "logs", "--since", "tomorrow", name, check=False)
+        assert res.returncode == 1 and "cannot parse" in res.stderr
+        follow = subprocess.Popen(
+            [str(testbed.bin_dir / "docker"), "logs", "-f", "--since", "1s", name],
+            env=testbed.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        testbed.container_exec("docker", name, ["sh", "-c", "echo late > /proc/1/fd/1"])
+        testbed.container_stop("docker", name)
+        out, _ = follow.communicate(timeout=20)  # -f ends when the container stops
+        assert out.decode().splitlines()[-1] == "late"
+    finally:
+        testbed.container_stop("docker", name)
+
+
+def test_kubectl_logs_of_a_pods_main_process(testbed) -> None:
+    import time
+
+    testbed.kubeconfig()
+    pod = f"lp{os.getpid()}x{next(_names)}"
+    testbed._containers.add(("kubectl", f"ml/{pod}"))
+    testbed._tool("kubectl", "stand-in-pod", "ml", pod, "main", "sh", "-c", MAIN)
+    try:
+        deadline = time.monotonic() + 15
+        while "err" not in testbed._tool("kubectl", "logs", "-n", "ml", pod).stdout:
+            assert time.monotonic() < deadline, "no output in kubectl logs"
+            time.sleep(0.05)
+        out = testbed._tool("kubectl", "-n", "ml", "logs", "--timestamps", pod, "-c", "main").stdout
+        assert sorted(ln.split(None, 1)[1][:3] for ln in out.splitlines()) == ["err", "run"]
+        res = testbed._tool("kubectl", "logs", "-n", "ml", pod, "-c", "side", check=False)
+        assert res.returncode == 1 and "container side is not valid for pod" in res.stderr
+    finally:
+        testbed.container_stop("kubectl", f"ml/{pod}")
