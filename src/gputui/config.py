@@ -432,6 +432,35 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
 
     _apply_destination(s, where)
 
+    _validate_keys(s, where)
+    if s.port is not None and not 1 <= s.port <= 65535:
+        raise ConfigError(
+            f"{where('', 'port', '--port')}: port {s.port} is out of range", "use 1-65535"
+        )
+    if s.ct is not None and not 1 <= s.ct <= MAX_VMID:
+        raise ConfigError(
+            f"{where('', 'ct', '--ct')}: CT number {s.ct} is invalid",
+            f"use the CT id from {ProxmoxLXC.HOW_TO_LIST}, e.g. 200",
+        )
+    _validate_container(s, where)
+    _validate_seconds(s, where)
+    if s.gpu_source not in GPU_SOURCES:
+        raise ConfigError(
+            f"{where('gpu', 'source', 'gpu source')}: unknown GPU source {s.gpu_source!r}",
+            f"use one of: {', '.join(GPU_SOURCES)}",
+        )
+    _all_finite(s, where)
+    _validate_ranges(s, where)
+    for rx in s.metric_regexes:
+        try:
+            compile_user_regex(rx)  # the parser's own check, so the two never disagree
+        except ConfigError as err:
+            where_ = where("metrics", "regexes", "metric regex")
+            raise ConfigError(f"{where_}: {err.problem}", err.fix) from None
+
+
+def _validate_keys(s: Settings, where: Callable[[str, str, str], str]) -> None:
+    """[keys]: each a key name, and no key bound to two verbs."""
     for name, key in s.keys.items():
         if not key.strip() or any(c.isspace() for c in key):
             raise ConfigError(
@@ -447,16 +476,9 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
             + ("" if other in FIXED_KEYS else f", or give {other} another one in [keys] too"),
         )
 
-    if s.port is not None and not 1 <= s.port <= 65535:
-        raise ConfigError(
-            f"{where('', 'port', '--port')}: port {s.port} is out of range", "use 1-65535"
-        )
-    if s.ct is not None and not 1 <= s.ct <= MAX_VMID:
-        raise ConfigError(
-            f"{where('', 'ct', '--ct')}: CT number {s.ct} is invalid",
-            f"use the CT id from {ProxmoxLXC.HOW_TO_LIST}, e.g. 200",
-        )
-    _validate_container(s, where)
+
+def _validate_seconds(s: Settings, where: Callable[[str, str, str], str]) -> None:
+    """The refresh interval, the stale threshold and ssh's timeouts."""
     if not (math.isfinite(s.interval) and MIN_INTERVAL_S <= s.interval <= MAX_INTERVAL_S):
         raise ConfigError(
             f"{where('ui', 'interval', '--interval')}: interval {s.interval:g} s is out of range",
@@ -478,12 +500,10 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
             f"{where('ssh', 'keepalive', 'keepalive')}: must be a finite number of seconds",
             "e.g. 15, or 0 to turn keepalives off",
         )
-    if s.gpu_source not in GPU_SOURCES:
-        raise ConfigError(
-            f"{where('gpu', 'source', 'gpu source')}: unknown GPU source {s.gpu_source!r}",
-            f"use one of: {', '.join(GPU_SOURCES)}",
-        )
-    _all_finite(s, where)
+
+
+def _validate_ranges(s: Settings, where: Callable[[str, str, str], str]) -> None:
+    """The bounded numbers: POSITIVE_RANGES, the alert delay, [diagnosis]."""
     for section, key, attr, low, high, eg in POSITIVE_RANGES:
         v = getattr(s, attr)
         if not (math.isfinite(v) and low < v <= high):  # nan fails every comparison
@@ -507,12 +527,6 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
                 + ("must be a percentage above 0 and at most 100" if percent else "must be > 0"),
                 f"e.g. {getattr(Thresholds(), f.name):g} (the default; see config.example.toml)",
             )
-    for rx in s.metric_regexes:
-        try:
-            compile_user_regex(rx)  # the parser's own check, so the two never disagree
-        except ConfigError as err:
-            where_ = where("metrics", "regexes", "metric regex")
-            raise ConfigError(f"{where_}: {err.problem}", err.fix) from None
 
 
 def _validate_container(s: Settings, where: Callable[[str, str, str], str]) -> None:
