@@ -68,37 +68,7 @@ def fill(
             pending = []
         if s % 60 == 59:
             w.rollup(t)
-        if s == hang[0] + 120:
-            w.add_event(
-                tid,
-                EventRow(
-                    t,
-                    "finding",
-                    "held_but_idle",
-                    "appear",
-                    "error",
-                    "GPUs idle with memory held: the run is hung",
-                ),
-            )
-        if s == hang[1] - 30:
-            w.add_event(
-                tid,
-                EventRow(
-                    t, "action", "relaunch", "ok", "", "relaunched unbuffered", f"{t}:relaunch"
-                ),
-            )
-        if s == hang[1] + 5:
-            w.add_event(
-                tid,
-                EventRow(
-                    t,
-                    "finding",
-                    "held_but_idle",
-                    "clear",
-                    "error",
-                    "GPUs idle with memory held: the run is hung",
-                ),
-            )
+        _story_event(w, tid, s, t, hang)
         if on_second is not None:
             on_second(s)
     if pending:
@@ -106,3 +76,37 @@ def fill(
         written += len(pending)
     w.flush().result()
     return written
+
+
+def _story_event(w: HistoryWriter, tid: int, s: int, t: float, hang: tuple[int, int]) -> None:
+    """The hang's story at second `s`: the finding appears two minutes into
+    the hang, the user relaunches, the finding clears."""
+    if s == hang[0] + 120:
+        w.add_event(
+            tid,
+            EventRow(
+                t,
+                "finding",
+                "held_but_idle",
+                "appear",
+                "error",
+                "GPUs idle with memory held: the run is hung",
+            ),
+        )
+    if s == hang[1] - 30:
+        w.add_event(
+            tid,
+            EventRow(t, "action", "relaunch", "ok", "", "relaunched unbuffered", f"{t}:relaunch"),
+        )
+    if s == hang[1] + 5:
+        w.add_event(
+            tid,
+            EventRow(
+                t,
+                "finding",
+                "held_but_idle",
+                "clear",
+                "error",
+                "GPUs idle with memory held: the run is hung",
+            ),
+        )
