@@ -84,6 +84,9 @@ class GpuProcess:
     # init (reparented: its parent is gone); None when unknown.
     ancestors: list[int] | None = None
     ct_id: int | None = None  # the CT its cgroup is under (/lxc/<id>/), when known
+    # A container of another kind its cgroup is in: "docker:<id>",
+    # "podman:<id>", "pod:<id>" (the full container ID); "" none or unknown.
+    container: str = ""
 
     @property
     def sm_util(self) -> float | None:
@@ -535,6 +538,10 @@ class Snapshot:
     # `oom_kill`, the CT's and the run's own): (first count seen, latest
     # count, local time the latest rose). None: not readable.
     oom: tuple[int, int, float | None] | None = None
+    # The host's containers by key ("lxc:201", "docker:<full id>") -> name,
+    # as the host lists them (read once at start): a GPU holder in another
+    # container is named "CT 201 (eval-box)", "container trainer2".
+    container_names: dict[str, str] = field(default_factory=dict)
 
     @property
     def ct(self) -> int | None:

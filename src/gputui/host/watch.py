@@ -57,6 +57,7 @@ from gputui.remote.container import (
     Podman,
     ProxmoxLXC,
     container_for,
+    listing_names,
 )
 from gputui.remote.relay_client import RelayTransport
 from gputui.remote.target import Target, make_transport
@@ -141,6 +142,7 @@ class HostWatch:
         self.feed = NvidiaSmiFeed(self.host, where="host")
         self.view = HostView(label=self.transport.label)
         self.listing: list[ContainerListing] | None = None  # None: not a Proxmox host (or not yet)
+        self.names: dict[str, str] = {}  # "lxc:201" -> its name (Snapshot.container_names)
         self.plain: bool | None = None  # True: no container tool on the host
         self.monitors: dict[Place, Monitor] = {}
         self.ready: set[Place] = set()  # monitors past their first poll
@@ -296,6 +298,9 @@ class HostWatch:
             return
         self.plain = False
         self.listing = listing
+        kind = self.engine.kind if self.engine is not None else "lxc"
+        self.names.clear()
+        self.names.update(listing_names(kind, listing))
         running: set[Place] = {self._key(c) for c in self.listing if c.status == "running"}
         if self.engine is not None:
             running.add(None)  # a Docker host may run the run on itself too
@@ -340,6 +345,8 @@ class HostWatch:
         feed = SharedGpus(self.feed, ct)
         target = Target(self.relay, container)
         mon = Monitor(target, settings, feed, agent_python=self.agent_python)
+        mon.snapshot.container_names = self.names  # the host's list, kept current
+        mon.neighbours_read = True
         mon.interval = max(mon.interval, BACKGROUND_POLL_S)
         mon.subscribe(self._changed)
         self.monitors[ct] = mon

@@ -52,6 +52,7 @@ from gputui.monitor.logfollow import FileStat, LogFollower, file_stat_from_words
 from gputui.monitor.supervisor import AgentSupervisor
 from gputui.remote.agent_client import AgentClient, AgentError
 from gputui.remote.base import RemoteProcess
+from gputui.remote.mainproc import is_log_source
 from gputui.remote.target import Target
 from gputui.tasks import cancel_and_wait
 
@@ -163,6 +164,8 @@ class Monitor:
         self._polled_pane: tuple[int, str, str | None] | None = None
         self._oom_files: list[str] = []  # the run's memory cgroup files (the agent's `oom` op)
         self.writers_searches = 0
+        # The host's other containers named once (HostWatch sets its own list)
+        self.neighbours_read = False
 
     @property
     def agent(self) -> AgentClient | None:
@@ -265,6 +268,8 @@ class Monitor:
         if self.gpu_feed is not None:
             self.gpu_feed.subscribe(self._on_gpus)
             await self.gpu_feed.start()
+        if not self.neighbours_read:
+            self._tasks.append(asyncio.create_task(self._read_neighbours(), name="neighbours"))
         if self.log_choice.wanted(self.snapshot.procs) is not None:
             await self._choose_log()
         await self._while_checking_log(self._ensure_agent_and_refresh())
@@ -397,6 +402,22 @@ class Monitor:
         if status != self.snapshot.ct_status:
             self.snapshot.ct_status = status
             self._changed("ct")
+
+    async def _read_neighbours(self) -> None:
+        """The host's containers by name, read once: a GPU process in another
+        one is named 'CT 201 (eval-box)'; nothing when the host cannot say."""
+        self.neighbours_read = True
+        container = self.target.container
+        argv = container.neighbours_argv()
+        if argv is None:
+            return
+        try:
+            res = await self.target.run_host(argv, timeout=15.0)
+        except GputuiError:
+            return
+        if res.ok:
+            self.snapshot.container_names.update(container.read_neighbours(res.out))
+            self._changed("gpus")
 
     # ------------------------------------------------------------ the agent
 
@@ -608,6 +629,8 @@ class Monitor:
         if not path:
             self._log_run = None
             return []
+        if is_log_source(path):  # `docker logs`: the run is the container's main process
+            return await self._trees(agent, [1])
         if self._log_run is not None and self._log_run[0] == path:
             procs = await self._trees(agent, self._log_run[1])
             if procs:

@@ -137,6 +137,8 @@ def parse_apps_block(
             p.ct_pid = nspids[-1]
         if lxc is not None:
             p.ct_id = lxc
+        elif owner is not None:
+            p.container = f"{owner.kind}:{owner.ident}"
         stat = listing.stats.get(p.host_pid)
         if stat is not None:
             p.state, p.cpu_s, p.ancestors = stat[0], stat[1], list(stat[2])

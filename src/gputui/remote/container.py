@@ -102,6 +102,15 @@ class Container(abc.ABC):
         """How to give the container a larger disk, from the host ('' for none)."""
         return ""
 
+    def neighbours_argv(self) -> list[str] | None:
+        """The host command listing the host's containers of this kind (to
+        name a GPU holder in another one); None: nothing to ask."""
+        return None
+
+    def read_neighbours(self, text: str) -> dict[str, str]:
+        """`neighbours_argv` output -> {"lxc:201": "eval-box", ...}."""
+        return {}
+
 
 class Host(Container):
     """No container: commands run on the host itself."""
@@ -159,6 +168,12 @@ class ProxmoxLXC(Container):
 
     def phrase(self, command: str) -> str:
         return f"{self.TOOL} exec {self.id} -- {command}"
+
+    def neighbours_argv(self) -> list[str]:
+        return self.list_argv()
+
+    def read_neighbours(self, text: str) -> dict[str, str]:
+        return listing_names("lxc", self.read_list(text))
 
     def status_argv(self) -> list[str]:
         return [self.TOOL, "status", str(self.id)]
@@ -291,6 +306,12 @@ class Docker(Container):
     @property
     def spec(self) -> str:
         return f"{self.kind}:{self.name}"
+
+    def neighbours_argv(self) -> list[str]:
+        return self.list_argv()
+
+    def read_neighbours(self, text: str) -> dict[str, str]:
+        return listing_names(self.kind, self.read_list(text))
 
     def owns(self, owner: CgroupOwner) -> bool:
         ident = self.container_id or self.name
@@ -647,6 +668,12 @@ def cgroup_owner(path: str) -> CgroupOwner | None:
         if m:
             return CgroupOwner(kind, m.group(1).lower())
     return None
+
+
+def listing_names(kind: str, listing: list[ContainerListing]) -> dict[str, str]:
+    """Listed containers -> {"<kind>:<id>": name} (the keys of
+    `Snapshot.container_names`; a CT's id is its number)."""
+    return {f"{kind}:{c.id}": c.name for c in listing if c.name}
 
 
 def container_for(ct: Container | int | str | None) -> Container:

@@ -1,0 +1,46 @@
+"""Who holds a GPU process, in words, when its cgroup puts it in another
+container: 'CT 201 (eval-box)', 'container trainer2'. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gputui.model import GpuProcess
+from gputui.text.untrusted import visible
+
+SHORT_ID = 12  # how `docker ps` shows a container ID
+
+
+def _name(key: str, names: Mapping[str, str]) -> str:
+    """The listed name of container `key` ("docker:<id>"); a listing's ID
+    and a cgroup's may differ in length: a prefix of either matches."""
+    if key in names:
+        return names[key]
+    kind, _, ident = key.partition(":")
+    for k, name in names.items():
+        k_kind, _, k_ident = k.partition(":")
+        long_enough = len(k_ident) >= SHORT_ID and len(ident) >= SHORT_ID
+        if (
+            k_kind == kind
+            and long_enough
+            and (k_ident.startswith(ident) or ident.startswith(k_ident))
+        ):
+            return name
+    return ""
+
+
+def container_words(gp: GpuProcess, names: Mapping[str, str]) -> str:
+    """'CT 201 (eval-box)' (`pct list`'s name), 'CT 201' (no name listed),
+    'container trainer2' (a Docker or Podman container by its name),
+    'docker container 3f2a9c0d1e2b' (its short ID); '' when its cgroup names no
+    container."""
+    if gp.ct_id is not None:
+        name = names.get(f"lxc:{gp.ct_id}", "")
+        return f"CT {gp.ct_id} ({visible(name)})" if name else f"CT {gp.ct_id}"
+    if not gp.container:
+        return ""
+    kind, _, ident = gp.container.partition(":")
+    name = _name(gp.container, names)
+    if name:
+        return f"container {visible(name)}"
+    return f"{visible(kind)} container {visible(ident[:SHORT_ID])}"
