@@ -18,6 +18,7 @@ from gputui.actions.plan import (
     state_dir,
 )
 from gputui.actions.procid import read_proc_ids
+from gputui.actions.scripts import FIND_TOOL_SCRIPT
 from gputui.config import Settings
 from gputui.remote.identity import ROOT_OWNED_SCRIPT, as_owner, identity_words, parse_root_owned
 from gputui.remote.target import Target
@@ -30,12 +31,6 @@ PTRACE_FIX = (
 )
 PTRACE_DENIED = re.compile(r"permission denied|operation not permitted|ptrace", re.I)
 
-# Print the first usable tool among the candidates ($@).
-FIND_TOOL_SCRIPT = """for c in "$@"; do
-  p=$(command -v -- "$c" 2>/dev/null) && [ -n "$p" ] && { printf '%s\\n' "$p"; exit 0; }
-done
-exit 1
-"""
 PY_SPY_CANDIDATES = ["py-spy", "/usr/local/bin/py-spy", "/root/.local/bin/py-spy"]
 
 

@@ -12,26 +12,13 @@ from dataclasses import dataclass, field
 
 from gputui.actions.procid import ProcId, read_proc_ids
 from gputui.actions.runspec import session_target, tmux_argv
+from gputui.actions.scripts import LINKS_SCRIPT
 from gputui.collect import tmux as tmux_parse
 from gputui.model import Pane
 from gputui.remote.target import Target
 
 _PYTHON_NAME = re.compile(r"^python[0-9.]*$")
 LOG_READERS = {"tee", "cat", "logger", "ts", "pv"}
-
-# Lines "pid<TAB>what<TAB>link" (what: cwd, or an fd number) for each pid given;
-# "pid<TAB>cmdline<TAB>HEX": the exact bytes of /proc/PID/cmdline in hex, so
-# an argument holding a newline, a tab, 0x1e/0x1f or bytes that are not
-# UTF-8 comes back exactly (a relaunch runs that argv again).
-LINKS_SCRIPT = """for p in "$@"; do
-  printf '%s\\tcwd\\t%s\\n' "$p" "$(readlink "/proc/$p/cwd" 2>/dev/null)"
-  printf '%s\\tcmdline\\t%s\\n' "$p" "$(od -An -v -tx1 < "/proc/$p/cmdline" 2>/dev/null | tr -d ' \\n')"
-  for f in /proc/"$p"/fd/*; do
-    [ -e "$f" ] || [ -L "$f" ] || continue
-    printf '%s\\t%s\\t%s\\n' "$p" "${f##*/}" "$(readlink "$f" 2>/dev/null)"
-  done
-done
-"""
 
 
 def argv_from_cmdline(data: bytes) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from gputui.actions.inspect import RunInfo, find_run
 from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
+from gputui.actions.scripts import KILL_SCRIPT
 from gputui.config import Settings
 from gputui.model import GpuProcess
 from gputui.remote.target import Target
@@ -25,40 +26,6 @@ INT_WAIT_S = 10.0
 TERM_WAIT_S = 5.0
 FORCE_TERM_WAIT_S = 1.0
 KILL_WAIT_S = 5.0
-
-# $1 SIGINT wait (ds; 0 = skip SIGINT), $2 SIGTERM wait (ds), $3 SIGKILL wait (ds),
-# then process group ids, "--", then the pids that get SIGINT.
-KILL_SCRIPT = """t_int=$1; t_term=$2; t_kill=$3; shift 3
-pgs=""
-while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do pgs="$pgs $1"; shift; done
-[ "$#" -gt 0 ] && shift
-ints="$*"
-alive() {
-  ps -eo pgid=,stat= | awk -v pgs="$pgs" 'BEGIN { n = split(pgs, a, " "); for (i = 1; i <= n; i++) g[a[i]] = 1 }
-    ($1 in g) && $2 !~ /^Z/ { f = 1 } END { exit !f }'
-}
-waitgone() {
-  n=0
-  while alive; do
-    [ "$n" -ge "$1" ] && return 1
-    sleep 0.1; n=$((n + 1))
-  done
-  return 0
-}
-if ! alive; then echo "gone none"; exit 0; fi
-if [ "$t_int" -gt 0 ] && [ -n "$ints" ]; then
-  echo "sent SIGINT"; kill -s INT $ints 2>/dev/null
-  if waitgone "$t_int"; then echo "gone SIGINT"; exit 0; fi
-fi
-echo "sent SIGTERM"; for g in $pgs; do kill -s TERM -- "-$g" 2>/dev/null; done
-if waitgone "$t_term"; then echo "gone SIGTERM"; exit 0; fi
-echo "sent SIGKILL"; for g in $pgs; do kill -s KILL -- "-$g" 2>/dev/null; done
-if waitgone "$t_kill"; then echo "gone SIGKILL"; exit 0; fi
-echo "still alive"
-ps -eo pid=,pgid=,stat=,args= | awk -v pgs="$pgs" 'BEGIN { n = split(pgs, a, " "); for (i = 1; i <= n; i++) g[a[i]] = 1 }
-  ($2 in g) { print "left " $0 }'
-exit 1
-"""
 
 
 def _ds(seconds: float) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gputui.actions.scripts import OWN_SCRIPTS
 from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.statefiles import append_private, state_dir
@@ -81,33 +82,15 @@ def render_argv(argv: list[str]) -> str:
     print: control characters in any value are shown as stand-ins
     (untrusted.visible). Only gputui's own fixed scripts keep their line
     breaks; `bash -c SCRIPT` / `sh -c SCRIPT` is shown with the script below."""
-    own = _own_scripts()
-    if len(argv) >= 3 and argv[0] in ("bash", "sh") and argv[1] == "-c" and argv[2] in own:
+    if len(argv) >= 3 and argv[0] in ("bash", "sh") and argv[1] == "-c" and argv[2] in OWN_SCRIPTS:
         body = argv[2].strip("\n")
-        rest = _render_words(argv[3:], own)
+        rest = _render_words(argv[3:])
         return f"{argv[0]} -c '<script below>' {rest}\n    " + body.replace("\n", "\n    ")
-    return _render_words(argv, own)
+    return _render_words(argv)
 
 
-def _render_words(argv: list[str], own: frozenset[str]) -> str:
-    return " ".join(shlex.quote(a) if a in own else visible(shlex.quote(a)) for a in argv)
-
-
-def _own_scripts() -> frozenset[str]:
-    """The fixed scripts gputui itself writes into commands (they import
-    this module, hence the late import)."""
-    from gputui.actions import dump, inspect, kill, relaunch, runspec
-
-    return frozenset(
-        (
-            dump.FIND_TOOL_SCRIPT,
-            inspect.LINKS_SCRIPT,
-            kill.KILL_SCRIPT,
-            relaunch.VERIFY_SCRIPT,
-            relaunch.MOVE_SCRIPT,
-            runspec.WRAPPER,
-        )
-    )
+def _render_words(argv: list[str]) -> str:
+    return " ".join(shlex.quote(a) if a in OWN_SCRIPTS else visible(shlex.quote(a)) for a in argv)
 
 
 def check_allowed(settings: Settings) -> None:

@@ -45,6 +45,7 @@ from gputui.actions.runspec import (
     tmux_argv,
     write_env_argv,
 )
+from gputui.actions.scripts import MOVE_SCRIPT, VERIFY_SCRIPT
 from gputui.collect import tmux as tmux_parse
 from gputui.config import Settings
 from gputui.remote.base import CommandResult
@@ -54,27 +55,6 @@ from gputui.remote.target import Target
 GpuMemoryReader = Callable[[], Awaitable[float | None]]  # total used MiB, None = unknown
 
 VERIFY_S = 3.0
-
-# $1 log, $2 how long (ds), $3 a grep pattern matching a dead pane's line,
-# then the tmux list-panes argv. Prints "t DS SIZE" when the log size changes
-# (and at the start and end), then "panes" and the list-panes output; stops
-# early when the pane has died.
-VERIFY_SCRIPT = """log=$1; n=$2; dead=$3; shift 3
-us=$(printf '\\037')  # tmux 3.4 prints the 0x1f separator as the text \\037
-size() { s=$(stat -c %s -- "$log" 2>/dev/null) || s=-1; echo "$s"; }
-last=$(size); echo "t 0 $last"; i=0
-while [ "$i" -lt "$n" ]; do
-  sleep 0.1; i=$((i + 1))
-  cur=$(size)
-  [ "$cur" != "$last" ] && { echo "t $i $cur"; last=$cur; }
-  if [ $((i % 5)) -eq 0 ] && "$@" 2>/dev/null | sed 's/\\\\037/'"$us"'/g' | grep -q "$dead"; then
-    break
-  fi
-done
-echo "t $i $(size)"
-echo panes
-"$@"
-"""
 
 
 # A list-panes line whose pane_dead field (collect.tmux's format) is 1.
@@ -110,20 +90,6 @@ def parse_verify(text: str) -> tuple[list[tuple[float, int]], list[Any]]:
         if len(parts) == 3 and parts[0] == "t" and parts[1].isdigit():
             sizes.append((int(parts[1]) / 10.0, int(parts[2])))
     return sizes, parse_panes(panes)
-
-
-# $1 = log. Moves it to log.YYYYmmdd-HHMMSS (or .N when taken); never overwrites.
-# Only a regular file (not a link, FIFO or device) is moved.
-MOVE_SCRIPT = """log=$1
-[ -e "$log" ] || [ -L "$log" ] || { echo "none"; exit 0; }
-[ -f "$log" ] && [ ! -L "$log" ] || { echo "$log is no longer a regular file" >&2; exit 3; }
-ts=$(date +%Y%m%d-%H%M%S)
-dest="$log.$ts"; n=1
-while [ -e "$dest" ]; do dest="$log.$ts.$n"; n=$((n + 1)); done
-mv -n -- "$log" "$dest" || exit 1
-[ -e "$dest" ] && [ ! -e "$log" ] || { echo "not moved" >&2; exit 1; }
-printf 'moved %s\\n' "$dest"
-"""
 
 
 def move_log_argv(log: str) -> list[str]:

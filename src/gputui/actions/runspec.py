@@ -19,37 +19,10 @@ import secrets
 import shlex
 from dataclasses import dataclass, field
 
+from gputui.actions.scripts import WRAPPER
 from gputui.collect.tmux import LAUNCH_WRAPPER_NAME, split_start_command
 from gputui.text.untrusted import tmux_literal
 
-# The fixed script. $1 = log, $2 = the user's command (a shell command line,
-# as written in [run] or in the original tmux call), $3 = the env file or "",
-# $4… = the NAMES of the variables in it (never their values).
-#
-# Secrets ([run] env: API keys) never enter a command line: argv is readable
-# by anyone through `ps` / /proc/PID/cmdline, and tmux keeps the pane's start
-# command for `list-panes`. `write_env_argv` first writes NAME=VALUE pairs,
-# NUL-terminated, to a new 0600 file in the target (WRITE_ENV_SCRIPT:
-# created, never an existing file, FIFO or link) from stdin; the wrapper reads it
-# with `read -d ''` (values may hold newlines), exports, and deletes it before
-# anything else runs.
-# SIGINT is trapped so the script outlives a Ctrl-C of its child and still
-# records the exit code; tee -i ignores SIGINT so the last flushed lines land.
-WRAPPER = """set -o pipefail
-log=$1; cmd=$2; envfile=$3; shift 3
-if [ -n "$envfile" ]; then
-  while IFS= read -r -d '' kv; do export "$kv"; done < "$envfile"
-  rm -f -- "$envfile"
-fi
-export PYTHONUNBUFFERED=1
-trap 'printf "[gputui] SIGINT\\n" >> "$log"' INT
-mkdir -p -- "$(dirname -- "$log")"
-printf '[gputui] start %s in %s: %s\\n' "$(date '+%Y-%m-%d %H:%M:%S')" "$PWD" "$cmd" >> "$log"
-bash -c "$cmd" 2>&1 | tee -a -i -- "$log"
-rc=$?
-printf '[gputui] exit %s at %s\\n' "$rc" "$(date '+%Y-%m-%d %H:%M:%S')" | tee -a -i -- "$log"
-exit "$rc"
-"""
 # The env file: the values go into a fresh file of root's (mktemp: O_EXCL,
 # 0600), which is then hard-linked to the planned path; link(2) fails on
 # anything already there — a FIFO someone planted would otherwise take the
