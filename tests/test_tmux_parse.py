@@ -44,6 +44,11 @@ def _env() -> dict[str, str]:
     return env
 
 
+def dead3_cmd(flag: str) -> str:
+    """The dead3 pane: prints a line, waits for `flag`, exits 3."""
+    return f"sh -c 'echo hello-from-pane; while [ ! -e {flag} ]; do sleep 0.05; done; exit 3'"
+
+
 def run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=10, check=check, env=_env())
 
@@ -59,9 +64,24 @@ def tmux_sock() -> Iterator[str]:
         run([*t, "new-session", "-d", "-s", "plain", "-x", "80", "-y", "24", "sleep 300"])
         tmux = lambda args: run([*t, *args], check=False)  # noqa: E731
 
+        flag = os.path.join(d, "exit-now")
+
         def dead3() -> None:
-            run([*t, "new", "-d", "-s", "dead3", "sh -c 'echo hello-from-pane; exit 3'",
+            # The pane exits only once tmux shows its line: a pane that exits
+            # at once can lose its output on a loaded machine (the pty closes
+            # before tmux has read it), and test_capture_dead_pane is about
+            # capturing a dead pane, not about that race.
+            if os.path.exists(flag):
+                os.unlink(flag)
+            run([*t, "new", "-d", "-s", "dead3", dead3_cmd(flag),
                  ";", "set", "-p", "-t", "dead3", "remain-on-exit", "on"])  # fmt: skip
+            deadline = time.monotonic() + 30.0
+            while time.monotonic() < deadline:
+                shown = run([*t, "capture-pane", "-p", "-t", "=dead3:0.0"], check=False).stdout
+                if "hello-from-pane" in shown:
+                    break
+                time.sleep(0.05)
+            open(flag, "w").close()
 
         def sig() -> None:
             run([*t, "new", "-d", "-s", "sig", "sleep 300",
@@ -123,12 +143,12 @@ def test_running_pane(sessions: dict[str, Session]) -> None:
     assert os.path.isdir(p.current_path)
 
 
-def test_dead_pane_keeps_exit_status(sessions: dict[str, Session]) -> None:
+def test_dead_pane_keeps_exit_status(tmux_sock: str, sessions: dict[str, Session]) -> None:
     s = sessions["dead3"]
     p = s.main_pane
     assert p is not None and p.dead and p.dead_status == 3 and p.dead_signal is None
     assert not s.alive
-    assert p.start_command == "sh -c 'echo hello-from-pane; exit 3'"
+    assert p.start_command == dead3_cmd(os.path.join(os.path.dirname(tmux_sock), "exit-now"))
 
 
 def test_pane_killed_by_signal(sessions: dict[str, Session]) -> None:
