@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from gputui.cli import main as cli
+from gputui.config import settings_container
 from gputui.errors import GputuiError
 from gputui.remote.container import Docker, Host, KubePod, Podman, ProxmoxLXC
-from gputui.remote.target import make_target, parse_target, settings_container, spec_of
+from gputui.remote.target import make_target, parse_target, spec_of
 
 
 @pytest.fixture(autouse=True)

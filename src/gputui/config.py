@@ -29,7 +29,7 @@ else:  # pragma: no cover - Python 3.10
 from gputui.collect.metrics import compile_user_regex
 from gputui.diagnose import PERCENT_THRESHOLDS, Thresholds
 from gputui.errors import ConfigError
-from gputui.remote.container import ProxmoxLXC
+from gputui.remote.container import Container, ProxmoxLXC, container_for, parse_container
 from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, key_clash
 
 DEFAULT_CONFIG = Path("~/.config/gputui/config.toml")  # without $XDG_CONFIG_HOME
@@ -529,11 +529,34 @@ def _validate_ranges(s: Settings, where: Callable[[str, str, str], str]) -> None
             )
 
 
+def settings_container(settings: Settings) -> Container:
+    """Where the settings' run lives: --ct N, --docker/--podman NAME, --pod
+    [NS/]POD[/C] (config keys ct, docker, podman, pod), else the host.
+    ValueError: one line, for a bad name or more than one given."""
+    given = [
+        (flag, value)
+        for flag, value in (
+            ("--ct", settings.ct),
+            ("--docker", settings.docker),
+            ("--podman", settings.podman),
+            ("--pod", settings.pod),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        both = " and ".join(f"{f} {v}" for f, v in given)
+        raise ValueError(f"{both} both say where the run is: give one")
+    if not given:
+        return container_for(None)
+    flag, value = given[0]
+    if flag == "--ct":
+        return container_for(int(value))  # type: ignore[arg-type]
+    return parse_container(f"{flag[2:]}:{value}", context=settings.kube_context or "")
+
+
 def _validate_container(s: Settings, where: Callable[[str, str, str], str]) -> None:
     """--docker/--podman/--pod (or the config's keys): a name the kind
     takes, and one place only (with --ct too)."""
-    from gputui.remote.target import settings_container
-
     try:
         settings_container(s)
     except ValueError as err:
@@ -669,8 +692,6 @@ def _require_full_log_paths(s: Settings, log_flag: bool) -> None:
     """--log, the config's `log` and `[run] log` on a remote target: a
     relative path would be looked for in the ssh user's home (and `[run]`'s
     launch writes it in `[run] cwd`), not where the run writes it."""
-    from gputui.remote.target import settings_container
-
     where = settings_container(s).words
     for value, section, flag in ((s.log, "", "--log" if log_flag else ""), (s.run.log, "run", "")):
         if not value or value.startswith("/"):

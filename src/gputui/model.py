@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from gputui.remote.container import Container
+# Where a run lives and that place's state (pure: argv and text only)
+from gputui.remote.container import Container, CtStatus
 
 
 class ConnectionState(str, Enum):
@@ -23,16 +23,6 @@ class ConnectionState(str, Enum):
     RECONNECTING = "reconnecting"
     FAILED = "failed"
     CLOSED = "closed"
-
-
-class CtStatus(str, Enum):
-    """State of the LXC container, or NONE when gputui watches a plain host."""
-
-    RUNNING = "running"
-    STOPPED = "stopped"
-    MISSING = "missing"
-    NONE = "none"
-    UNKNOWN = "unknown"
 
 
 # --------------------------------------------------------------------- GPUs

@@ -19,10 +19,21 @@ from __future__ import annotations
 import abc
 import re
 from dataclasses import dataclass
+from enum import Enum
 
 from gputui.errors import ContainerError
-from gputui.model import CtStatus
 from gputui.text.numbers import ascii_int
+
+
+class CtStatus(str, Enum):
+    """State of the container the run lives in, or NONE when gputui watches
+    a plain host."""
+
+    RUNNING = "running"
+    STOPPED = "stopped"
+    MISSING = "missing"
+    NONE = "none"
+    UNKNOWN = "unknown"
 
 
 @dataclass

@@ -6,8 +6,8 @@ which transport reaches the host (ssh, or this machine) is `make_transport`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from gputui.config import Settings, settings_container, split_destination
 from gputui.errors import GputuiError
 from gputui.model import CtStatus
 from gputui.remote.base import CommandResult, RemoteProcess, Transport
@@ -18,10 +18,6 @@ from gputui.remote.container import (
     container_for,
     parse_container,
 )
-
-if TYPE_CHECKING:
-    from gputui.config import Settings
-
 
 TARGET_GRAMMAR = "[user@]host[:port][/ct]"
 TARGET_EXAMPLE = "e.g. root@10.1.2.6:22/200, gpu1/200, gpu1/docker:trainer or gpu1"
@@ -62,8 +58,6 @@ def parse_target(text: str) -> TargetSpec:
     """`[user@]host[:port][/ct]` -> TargetSpec: the one target grammar of
     every command (`--host` takes it too). ValueError: one line saying what
     is wrong."""
-    from gputui.config import split_destination
-
     t = text.strip()
     if not t or any(c.isspace() for c in t):
         raise ValueError(f"{text!r} is not {TARGET_GRAMMAR}")
@@ -89,31 +83,6 @@ def _place(text: str, after: str) -> tuple[int | None, str | None]:
         return None, parse_container(after).spec
     except ValueError as err:
         raise ValueError(f"{text!r}: after '/' comes {CONTAINER_GRAMMAR} ({err})") from None
-
-
-def settings_container(settings: Settings) -> Container:
-    """Where the settings' run lives: --ct N, --docker/--podman NAME, --pod
-    [NS/]POD[/C] (config keys ct, docker, podman, pod), else the host.
-    ValueError: one line, for a bad name or more than one given."""
-    given = [
-        (flag, value)
-        for flag, value in (
-            ("--ct", settings.ct),
-            ("--docker", settings.docker),
-            ("--podman", settings.podman),
-            ("--pod", settings.pod),
-        )
-        if value is not None
-    ]
-    if len(given) > 1:
-        both = " and ".join(f"{f} {v}" for f, v in given)
-        raise ValueError(f"{both} both say where the run is: give one")
-    if not given:
-        return container_for(None)
-    flag, value = given[0]
-    if flag == "--ct":
-        return container_for(int(value))  # type: ignore[arg-type]
-    return parse_container(f"{flag[2:]}:{value}", context=settings.kube_context or "")
 
 
 def spec_of(settings: Settings) -> TargetSpec | None:

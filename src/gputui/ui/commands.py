@@ -7,7 +7,7 @@ Hit texts are plain `Content`, never markup: the entries are written
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
 from textual.content import Content
@@ -16,8 +16,15 @@ from textual.markup import escape
 from gputui.text.untrusted import visible
 from gputui.verbs import VERBS, keyed
 
-if TYPE_CHECKING:
-    from gputui.ui.app import GputuiApp
+
+class VerbSource(Protocol):
+    """What the palette asks of the app it runs in (ui.app.GputuiApp)."""
+
+    read_only: bool
+    keys: dict[str, str]
+
+    def why_not(self, verb: str) -> str | None:
+        """Why `verb` cannot run now; None when it can."""
 
 
 def highlighted(matcher: Matcher, text: str) -> Content:
@@ -32,7 +39,7 @@ def highlighted(matcher: Matcher, text: str) -> Content:
 
 class ActionCommands(Provider):
     def _entries(self) -> list[tuple[str, str, str]]:
-        app: GputuiApp = self.app  # type: ignore[assignment]
+        app = cast(VerbSource, self.app)
         out = []
         for v in VERBS:
             why = app.why_not(v.id)
@@ -44,7 +51,7 @@ class ActionCommands(Provider):
         return [(text, escape(help_), action_id) for text, help_, action_id in out]
 
     def _run(self, action_id: str) -> None:
-        app: GputuiApp = self.app  # type: ignore[assignment]
+        app = self.app
         if action_id in ("filter", "pause"):
             app.call_later(app.run_action, action_id)
         else:
