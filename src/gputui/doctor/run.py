@@ -35,13 +35,14 @@ from typing import Any
 
 from gputui import diagnose as rules
 from gputui.config import Settings
-from gputui.doctor.facts import connection_facts, probe_tools
+from gputui.doctor.facts import connection_facts
 from gputui.doctor.report import exit_code, findings_to_json, render_text
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, CtStatus, Finding, Severity, Snapshot
 from gputui.monitor.engine import Monitor
 from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed
 from gputui.monitor.logfollow import log_kind, named_log, not_a_file_error
+from gputui.monitor.tools import probe_tools
 from gputui.remote.base import Transport
 from gputui.remote.target import Target, make_target
 from gputui.text.untrusted import visible

@@ -50,6 +50,7 @@ from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
 from gputui.monitor.logfollow import FileStat, LogFollower, file_stat_from_words
 from gputui.monitor.supervisor import AgentSupervisor
+from gputui.monitor.tools import probe_tools
 from gputui.remote.agent_client import AgentClient, AgentError
 from gputui.remote.base import RemoteProcess
 from gputui.remote.mainproc import is_log_source
@@ -453,8 +454,6 @@ class Monitor:
         command, so a missing tmux is named (not "nothing wrong")."""
         if self.snapshot.tools.probed:
             return
-        from gputui.doctor.facts import probe_tools
-
         try:
             tools = await probe_tools(self.target)
         except GputuiError:

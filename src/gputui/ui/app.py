@@ -146,12 +146,13 @@ class GputuiApp(App[int]):
         self.executed: list[ActionPlan] = []  # every action that really ran
         self.recorder = recorder  # gputui.record.recorder.RunRecorder: history + alerts
         self.terminal_alerts = terminal_alerts
-        self.crashed_with: Exception | None = None  # run_app reports it (gputui.cli.crash)
+        self.crashed_with: Exception | None = None  # run_app raises it (gputui.cli.crash)
 
     def _handle_exception(self, error: Exception) -> None:
         """An unhandled error: Textual exits with status 1; its own report
         (a traceback with locals, which may hold secrets) is dropped, and
-        run_app writes a crash file and prints one line instead."""
+        run_app raises it again for the CLI to write a crash file and print
+        one line instead (gputui.cli.crash)."""
         self.crashed_with = self.crashed_with or error
         super()._handle_exception(error)
         self._exit_renderables.clear()
@@ -675,10 +676,8 @@ def run_app(settings: Settings) -> int:
 
     parts.actions.progress = lambda text: app.notify(text, timeout=4)
     rc = app.run()
-    if app.crashed_with is not None:
-        from gputui.cli import crash
-
-        return crash.report(app.crashed_with)
+    if app.crashed_with is not None:  # the CLI's entry reports it (gputui.cli.crash)
+        raise app.crashed_with
     if first_failure:
         print(f"gputui: {visible(first_failure[0])}", file=sys.stderr)
         return 2
