@@ -179,10 +179,23 @@ class LocalTransport(Transport):
         self._procs: set[LocalProcess] = set()
 
     async def connect(self) -> None:
-        t0 = time.perf_counter()
-        result = await self.run(["true"], timeout=5.0)
-        self.rtt_ms = (time.perf_counter() - t0) * 1000.0 if result.ok else None
+        await self.measure_rtt()
         self._set_state(ConnectionState.CONNECTED, None)
+
+    async def measure_rtt(self, tries: int = 3) -> float | None:
+        """The round trip of a command here: the quickest of `tries` runs of
+        `true` (the first spawn of a process, or one on a loaded machine, can
+        take seconds: "connected 2963 ms" said nothing about the link)."""
+        best: float | None = None
+        for _ in range(tries):
+            t0 = time.perf_counter()
+            result = await self.run(["true"], timeout=5.0)
+            if not result.ok:
+                break
+            ms = (time.perf_counter() - t0) * 1000.0
+            best = ms if best is None else min(best, ms)
+        self.rtt_ms = best
+        return best
 
     async def run(
         self, argv: list[str], *, timeout: float = 10.0, input: bytes | None = None

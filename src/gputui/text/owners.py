@@ -30,7 +30,7 @@ def _name(key: str, names: Mapping[str, str]) -> str:
 
 
 def container_words(gp: GpuProcess, names: Mapping[str, str]) -> str:
-    """'CT 201 (eval-box)' (`pct list`'s name), 'CT 201' (no name listed),
+    """'CT 201 (eval-box)' (the host's container list names it), 'CT 201' (no name listed),
     'container trainer2' (a Docker or Podman container by its name),
     'docker container 3f2a9c0d1e2b' (its short ID); '' when its cgroup names no
     container."""
