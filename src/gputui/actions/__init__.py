@@ -33,6 +33,11 @@ from gputui.actions.plan import (
     state_dir,
 )
 from gputui.actions.relaunch import GpuMemoryReader, execute_start, plan_launch, plan_relaunch
+from gputui.actions.restart import (
+    execute_restart,
+    is_main_process_relaunch,
+    plan_restart_container,
+)
 from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.remote.target import Target
@@ -112,8 +117,30 @@ async def _plan_watch_log(
     return plan_watch_log(o.get("pid"), list(o.get("stdout_files") or []), o.get("log"))
 
 
+async def _plan_relaunch(
+    t: Target, s: Settings, session: str | None, o: dict[str, Any]
+) -> ActionPlan:
+    """A run in tmux: stop it, start it again in tmux; a run that is its
+    container's main process: restart the container (actions/restart.py)."""
+    if is_main_process_relaunch(t, s, session):
+        return await plan_restart_container(t, s)
+    return await plan_relaunch(t, s, session, tmux=o.get("tmux"))
+
+
+async def _execute_relaunch(
+    t: Target,
+    p: ActionPlan,
+    progress: Progress,
+    mem: GpuMemoryReader | None,
+    procs: GpuProcessReader | None,
+) -> ActionResult:
+    if p.params.get("container_restart"):
+        return await execute_restart(t, p, progress)
+    return await execute_start(t, p, progress, mem, procs)
+
+
 PLANNERS: dict[str, Planner] = {
-    "relaunch": lambda t, s, session, o: plan_relaunch(t, s, session, tmux=o.get("tmux")),
+    "relaunch": _plan_relaunch,
     "launch": lambda t, s, session, o: plan_launch(t, s, session),
     "kill": lambda t, s, session, o: plan_kill(
         t, s, session, force=bool(o.get("force")), tmux=o.get("tmux")
@@ -138,7 +165,7 @@ PLANNERS: dict[str, Planner] = {
 
 EXECUTORS: dict[str, Executor] = {
     "kill": lambda t, p, progress, mem, procs: execute_kill(t, p, progress, procs),
-    "relaunch": execute_start,
+    "relaunch": _execute_relaunch,
     "launch": execute_start,
     "dump": lambda t, p, progress, mem, procs: execute_dump(t, p, progress),
     "flush": lambda t, p, progress, mem, procs: execute_flush(t, p, progress),

@@ -2,11 +2,14 @@
 
 The file the user named (`--log`, or `w` in the dashboard) wins; else the
 file the run's stdout reaches (through a pipe and tee, too); a run that
-ended keeps its log on screen; else the config's `[run] log`. When the
-choice changes, the old stream stops and a new `LogFollower` starts (by
-byte offset, so nothing is missed or shown twice). A log deleted while the
-run still writes it (`rm train.log`, a start script that cleans up) is read
-on through /proc/PID/fd/N of the process that holds it open.
+ended keeps its log on screen; else the config's `[run] log`; else, for a
+run that is a Docker/Podman container's or a pod's main process (no tmux
+session named), the container's own log (`docker logs -f`, monitor/
+containerlog.py). When the choice changes, the old stream stops and a new
+`LogFollower` starts (by byte offset, so nothing is missed or shown
+twice). A log deleted while the run still writes it (`rm train.log`, a
+start script that cleans up) is read on through /proc/PID/fd/N of the
+process that holds it open.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from collections.abc import Callable
 from gputui.config import Settings
 from gputui.errors import ConfigError
 from gputui.model import LogState, Proc
+from gputui.monitor.containerlog import ContainerLogFollower
 from gputui.monitor.logfollow import LogFollower, named_log, not_a_file_error
+from gputui.remote.mainproc import has_logs, is_log_source, log_source
 from gputui.remote.target import Target
 
 LOG_TAIL_KEEP = 200  # lines kept in snapshot.log_tail
@@ -88,7 +93,17 @@ class LogChoice:
             return files[0]
         if self.follower is not None and not procs:
             return self.follower.path  # the run ended: keep showing its log
-        return self.settings.run.log or None
+        if self.settings.run.log:
+            return self.settings.run.log
+        return log_source(self.target.container) if self.main_process(procs) else None
+
+    def main_process(self, procs: list[Proc]) -> bool:
+        """The run is its container's main process, so its output is the
+        container's log (`docker logs`): a Docker/Podman container or pod,
+        no tmux session named, and no run found or the one found is PID 1's."""
+        if self.settings.session or not has_logs(self.target.container):
+            return False
+        return not procs or any(p.pid == 1 for p in procs)
 
     async def choose(self, procs: list[Proc]) -> bool:
         """Follow wanted(procs); True when the followed log changed. A log
@@ -103,7 +118,11 @@ class LogChoice:
         if self.follower is not None:
             await self.follower.stop()
             self.follower = None
-        if path is not None:
+        if is_log_source(path):
+            self.follower = ContainerLogFollower(
+                self.target, self.on_lines, self.on_state, keep=LOG_TAIL_KEEP, clock=self.clock
+            )
+        elif path is not None:
             self.follower = LogFollower(
                 self.target,
                 path,

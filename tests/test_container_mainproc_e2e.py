@@ -1,0 +1,185 @@
+"""A run that is its container's main process (no tmux), in a Docker or
+Podman container or a pod (issue 26), on the test bed's stand-ins over the
+real sshd: its output is the container's log (`docker logs -f -t`,
+`kubectl logs -f --timestamps`), followed across a cut link and across a
+restart with no gap or repeat; relaunch is `docker restart` (podman
+restart), the confirm box says what happens and the log is kept; a pod's
+relaunch is refused in one line naming `kubectl delete pod`; the dashboard's
+monitor follows the container's log and finds the run as PID 1's tree."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import helpers
+from gputui.actions import ActionError, execute, plan
+from gputui.config import Settings
+from gputui.monitor.containerlog import ContainerLogFollower
+from gputui.monitor.engine import Monitor
+from gputui.remote.container import Container, Docker, KubePod, Podman
+from gputui.remote.target import Target
+
+PY = os.path.realpath(sys.executable)  # an absolute python3.x the container sees
+MAIN = """\
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+print("started", file=sys.stderr, flush=True)
+i = 0
+while True:
+    print("step %d" % i, flush=True)
+    i += 1
+    time.sleep(0.05)
+"""
+_n = itertools.count(1)
+
+
+@dataclass
+class Box:
+    tool: str
+    name: str  # as the stand-in knows it (kubectl: NS/POD)
+    container: Container
+
+
+@pytest.fixture(params=["docker", "podman", "pod"])
+def box(request: pytest.FixtureRequest, testbed: Any) -> Iterator[Box]:
+    kind = request.param
+    name = f"m{os.getpid() % 10000}-{next(_n)}"
+    if kind == "pod":
+        testbed.kubeconfig()
+        testbed._containers.add(("kubectl", f"ml/{name}"))
+        testbed._tool("kubectl", "stand-in-pod", "ml", name, "main", PY, "-c", MAIN)
+        b = Box("kubectl", f"ml/{name}", KubePod(name, "ml", "main"))
+    else:
+        testbed.container_create(kind, name, PY, "-c", MAIN)
+        b = Box(kind, name, (Docker if kind == "docker" else Podman)(name))
+    try:
+        yield b
+    finally:
+        testbed.container_stop(b.tool, b.name)
+
+
+@pytest.fixture
+async def target(box: Box, testbed: Any, testbed_commands: None) -> AsyncIterator[Target]:
+    transport = testbed.transport()
+    await transport.connect()
+    try:
+        yield Target(transport, box.container)
+    finally:
+        await transport.close()
+
+
+class Lines:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def on_lines(self, batch: list[str]) -> None:
+        self.lines.extend(batch)
+
+    def steps(self) -> list[str]:
+        return [ln for ln in self.lines if ln.startswith("step ")]
+
+
+def runs_of(lines: list[str]) -> list[list[int]]:
+    """The step numbers, split where a run started over (step 0)."""
+    runs: list[list[int]] = []
+    for ln in lines:
+        if ln.startswith("step "):
+            i = int(ln.split()[1])
+            if i == 0 or not runs:
+                runs.append([])
+            runs[-1].append(i)
+    return runs
+
+
+def consecutive(run: list[int]) -> bool:
+    return run == list(range(run[0], run[0] + len(run)))
+
+
+async def test_the_containers_log_is_followed_across_a_reconnect(target: Target) -> None:
+    seen = Lines()
+    f = ContainerLogFollower(target, seen.on_lines, None, clock=time.time)
+    await f.start()
+    try:
+        await helpers.until(lambda: len(seen.steps()) > 20, 30, "lines before")
+        assert "started" in seen.lines  # the container's stderr, merged in
+        sock = target.transport._socket()  # type: ignore[attr-defined]
+        sock.shutdown(2)  # the TCP link dies under asyncssh
+        before = len(seen.steps())
+        await helpers.until(lambda: len(seen.steps()) > before + 40, 40, "lines after")
+        assert target.transport.reconnects >= 1  # type: ignore[attr-defined]
+    finally:
+        await f.stop()
+    (run,) = runs_of(seen.lines)
+    assert consecutive(run), run  # no gap, no repeat across the reconnect
+    assert f.state.exists and f.state.error is None and f.streams_opened >= 2
+
+
+async def test_relaunch_is_docker_restart_with_the_log_kept(
+    box: Box, target: Target, testbed: Any, tmp_path: Path
+) -> None:
+    if box.tool == "kubectl":
+        with pytest.raises(ActionError) as err:
+            await plan("relaunch", target, Settings(), None)
+        said = str(err.value)
+        assert "\n" not in said and "starts over only in a new pod" in said
+        assert f"kubectl delete pod -n ml {box.name.split('/')[1]}" in said
+        assert "its controller" in said and "log goes with it" in said
+        return
+    seen = Lines()
+    f = ContainerLogFollower(target, seen.on_lines, None, clock=time.time)
+    await f.start()
+    try:
+        await helpers.until(lambda: len(seen.steps()) > 10, 30, "the first run's lines")
+        p = await plan("relaunch", target, Settings(), None)
+        assert p.title == f"Restart {box.tool} container {box.name} (the run is its main process)?"
+        assert p.commands == [[box.tool, "restart", "-t", "10", box.name]]
+        text = p.display
+        assert f"SIGTERM to its main process (PID 1: `{PY} -c" in text, text
+        assert "SIGKILL after 10 s" in text and "starts again with the same command" in text
+        assert f"its log is kept: `{box.tool} logs {box.name}` still holds the old run's" in text
+        result = await execute(target, p, audit_file=tmp_path / "audit.log")
+        assert result.ok, result.summary
+        assert "the log is kept" in result.summary
+        await helpers.until(
+            lambda: len(runs_of(seen.lines)) == 2 and len(runs_of(seen.lines)[1]) > 10,
+            40,
+            "the new run's lines",
+        )
+    finally:
+        await f.stop()
+    old, new = runs_of(seen.lines)
+    assert old[0] == 0 and consecutive(old) and consecutive(new) and new[0] == 0
+    assert seen.lines.count("started") == 2  # each run's stderr, once
+    logs = testbed._tool(box.tool, "logs", box.name)
+    assert logs.stderr.count("started") == 2 and logs.stdout.startswith("step 0\nstep 1\n")
+
+
+async def test_the_monitor_follows_the_containers_log(box: Box, target: Target) -> None:
+    """No --session, no --log: the monitor's log is the container's, and the
+    run is PID 1's tree (its Python process)."""
+    if box.tool == "podman":
+        pytest.skip("the same path as docker; once is enough for the monitor")
+    where = {"docker": box.name} if box.tool == "docker" else {"pod": f"{box.name}/main"}
+    mon = Monitor(target, Settings(interval=0.5, **where))
+    snap = mon.snapshot
+    await mon.start()
+    try:
+        await helpers.until(
+            lambda: any(ln.startswith("step ") for ln in snap.log_tail), 40, "the log"
+        )
+        assert snap.log.path == f"container-log:{box.container.spec}"
+        await helpers.until(
+            lambda: any(p.pid == 1 and p.is_python for p in snap.procs), 40, "the run"
+        )
+        assert snap.run_found_by == "log"
+    finally:
+        await mon.stop()
