@@ -1512,7 +1512,7 @@ def test_disk_thresholds_are_settings() -> None:
     ],
 )
 def test_size_words(n: int | None, words: str) -> None:
-    from gputui.diagnose import size_words
+    from gputui.text.words import size_words
 
     assert size_words(n) == words
 

@@ -1,11 +1,11 @@
-"""One way to say a duration (diagnose.dur): the banner's sentence and the
+"""One way to say a duration (text.words.dur): the banner's sentence and the
 dashboard's columns say the same number in the same units."""
 
 from __future__ import annotations
 
 import pytest
 
-from gputui.diagnose import dur, program_name
+from gputui.text.words import dur, program_name
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,7 @@ from gputui.config import Settings
 from gputui.remote.base import CommandResult
 from gputui.remote.identity import as_owner, identity_words
 from gputui.remote.target import Target
+from gputui.text.words import gib
 
 GpuMemoryReader = Callable[[], Awaitable[float | None]]  # total used MiB, None = unknown
 
@@ -589,10 +590,6 @@ def _start_summary(
 
 
 FREED_MIN_MIB = 64.0  # less than this freed is "unchanged" (readings jitter)
-
-
-def gib(mib: float) -> str:
-    return f"{mib / 1024:,.1f} GiB"
 
 
 def _freed_words(before: float | None, after: float | None) -> str:

@@ -14,17 +14,10 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from gputui.diagnose import (
-    buffering_words,
-    dur,
-    gib,
-    signal_name,
-    size_words,
-    snapshot_holders,
-    stdout_words,
-)
+from gputui.diagnose import buffering_words, signal_name, snapshot_holders, stdout_words
 from gputui.model import Finding, Proc, Severity, Snapshot
 from gputui.text.untrusted import json_text, visible
+from gputui.text.words import dur, gib, size_words
 from gputui.verbs import keyed
 
 SCHEMA_VERSION = 1

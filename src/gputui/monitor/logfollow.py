@@ -52,11 +52,11 @@ from dataclasses import dataclass
 
 from gputui.collect.logtail import LineSplitter
 from gputui.config import Settings
-from gputui.diagnose import unreadable_fix
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import UNREADABLE, LogState
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
+from gputui.text.words import unreadable_fix
 
 # The remote side. $1 offset (bytes consumed; "-" on the first start: begin
 # $4 bytes before the end), $2 the inode last seen ("" if none), $3 the path.

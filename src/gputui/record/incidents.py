@@ -5,8 +5,9 @@ findings in turn. A block-buffered run is `buffered_output`, then
 `busy_but_silent` while its buffer fills, then `buffered_output` again when
 the 8 KiB arrive — forever, until it is relaunched unbuffered, flushed or
 ends. A hang is `progress_stalled` or a WARNING "stalled", then an ERROR
-"probably hung". `CAUSES` (the one table of it) groups the finding kinds by
-cause, mildest stage first; `IncidentBook` turns the findings of each tick
+"probably hung". `CAUSES` groups the finding kinds by cause, mildest stage
+first, read from what each rule declares (`@rule(Kind(..., cause=...))` in
+gputui.diagnose); `IncidentBook` turns the findings of each tick
 into what is worth saying, the same for alerts, toasts, the bell and the
 history:
 
@@ -40,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
+from gputui.diagnose import KINDS, Kind
 from gputui.model import Finding
 
 RESOLVE_AFTER_S = 5.0  # a cause's findings absent this long: resolved (not a one-tick blip)
@@ -63,16 +65,30 @@ class Cause:
 # Causes that, while open, stand every other rule down (diagnose reads
 # nothing else while the connection is down; a stopped CT has no run).
 EVERYTHING_MASKED_BY = ("connection", "container")
+# Causes whose open incident stands another cause's rules down.
+MASKED_BY: dict[str, tuple[str, ...]] = {
+    "hang": ("disk",),
+    "buffering": ("disk", "hang"),
+}
 
-CAUSES: tuple[Cause, ...] = (
-    Cause("connection", ("connection",)),
-    Cause("container", ("ct_stopped", "ct_missing")),
-    Cause("gpu_lost", ("gpu_lost",)),
-    Cause("run_end", ("run_finished", "run_ended", "run_exited", "session_dead"), alert_from=2),
-    Cause("disk", ("disk_low", "disk_full"), alert_from=1),
-    Cause("hang", ("progress_stalled", "held_but_idle"), masked_by=("disk",)),
-    Cause("buffering", ("buffered_output", "busy_but_silent"), masked_by=("disk", "hang")),
-)
+
+def causes_of(kinds: Iterable[Kind]) -> tuple[Cause, ...]:
+    """The causes the rules declare (`@rule(Kind(..., cause=, stage=,
+    alerts=))` in gputui.diagnose): each cause's kinds by stage, mildest
+    first, alerted from its first alerting stage on."""
+    by: dict[str, list[Kind]] = {}
+    for k in kinds:
+        by.setdefault(k.cause, []).append(k)
+    out = []
+    for name, ks in by.items():
+        ks.sort(key=lambda k: k.stage)
+        alerting = [i for i, k in enumerate(ks) if k.alerts]
+        alert_from = alerting[0] if alerting else None
+        out.append(Cause(name, tuple(k.name for k in ks), alert_from, MASKED_BY.get(name, ())))
+    return tuple(out)
+
+
+CAUSES: tuple[Cause, ...] = causes_of(KINDS.values())
 _CAUSE_OF: dict[str, Cause] = {k: c for c in CAUSES for k in c.kinds}
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from gputui.diagnose import program_name
 from gputui.model import CtStatus, Proc, Snapshot
+from gputui.text.words import program_name
 
 
 def human_bytes(n: float | None) -> str:

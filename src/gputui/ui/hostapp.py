@@ -35,8 +35,8 @@ from gputui.diagnose import diagnose_with
 from gputui.errors import GputuiError
 from gputui.host.view import ContainerRow, GpuRow, HostView
 from gputui.text.untrusted import remote_text, visible
+from gputui.text.words import gib
 from gputui.ui.app import BACK, QUIT_SIGNALS, GputuiApp, terminal_gone
-from gputui.ui.format import human_bytes
 
 HEALTH_STYLE = {
     "ok": "green",
@@ -80,10 +80,6 @@ def cell(value: object, style: str = "") -> Text:
     text = remote_text(value, style=style)
     text.no_wrap, text.overflow = True, "ellipsis"
     return text
-
-
-def gib(mib: float | None) -> str:
-    return human_bytes(mib * 1024 * 1024) if mib is not None else "?"
 
 
 def where_words(ct: int | str | None, host_is_plain: bool) -> str:

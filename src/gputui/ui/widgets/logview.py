@@ -19,9 +19,9 @@ from textual.strip import Strip
 from textual.widgets import Input, Log
 from typing_extensions import Self
 
-from gputui.diagnose import dur
 from gputui.model import LogState
 from gputui.text.untrusted import visible
+from gputui.text.words import dur
 from gputui.ui.logstyle import TrainingLogHighlighter, line_segments
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from gputui.diagnose import dur
 from gputui.model import Session
 from gputui.text.untrusted import remote_text
+from gputui.text.words import dur
 from gputui.ui.widgets.quiet import set_border_text
 
 COLUMNS = ("session", "state", "exit", "command", "age")

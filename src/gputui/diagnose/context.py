@@ -1,0 +1,477 @@
+"""`Context`: what the rules share about one snapshot at one moment,
+computed once per diagnosis (the session, the run's process, log silence,
+steps, the GPUs' recent history as `GpuView`s). Pure."""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+from gputui.diagnose.thresholds import (
+    BUSY_WINDOW_S,
+    DEFAULT_THRESHOLDS,
+    GPU_FRESH_S,
+    IDLE_SHORT_S,
+    IDLE_SHORT_SAMPLES,
+    LOADING_MAX_AGE_S,
+    LOADING_UTIL_PCT,
+    Thresholds,
+)
+from gputui.model import (
+    ConnectionState,
+    CtStatus,
+    GpuProcess,
+    GpuSample,
+    GpuState,
+    LogState,
+    Metrics,
+    Proc,
+    Session,
+    Snapshot,
+    Tools,
+)
+from gputui.text.words import gib
+
+# A write that failed because the disk is full (tee's and Python's words).
+_ENOSPC_LINE = re.compile(r"No space left on device|\[Errno 28\]|\bENOSPC\b")
+
+
+_ENOSPC_WORDS = ("No space left on device", "[Errno 28]", "ENOSPC")  # each match holds one
+
+
+@dataclass
+class GpuView:
+    sample: GpuSample
+    recent_util: list[float]  # known readings within BUSY_WINDOW_S
+    idle_for: float | None  # how long every reading has been < idle_util_pct (None: not idle)
+    idle_samples: int
+    idle_whole_history: bool
+    mem_rise_mib: float  # rise of used memory within the loading window
+    th: Thresholds = DEFAULT_THRESHOLDS
+    span_s: float = 0.0  # seconds of readings held for this GPU
+    # The run's own processes' SM utilization on this GPU (per-process
+    # readings): when known, busy/idle above are judged from it, not from
+    # the whole GPU's (another run may keep it busy). None: not known.
+    own_util: float | None = None
+    min_samples: int = 2  # idle readings needed to call it gone idle (1: per-process averages)
+
+    @property
+    def held(self) -> bool:
+        m = self.sample.mem_used_mib
+        return m is not None and m >= self.th.held_mib
+
+    @property
+    def util_median(self) -> float | None:
+        if self.recent_util:
+            return statistics.median(self.recent_util)
+        return self.sample.util_pct
+
+    @property
+    def busy(self) -> bool:
+        m = self.util_median
+        return m is not None and m >= self.th.busy_util_pct
+
+    @property
+    def gone_idle(self) -> bool:
+        """Every reading below the idle line for gpu_idle_after_s (two readings at least)."""
+        return (
+            self.idle_for is not None
+            and self.idle_for >= self.th.gpu_idle_after_s
+            and self.idle_samples >= self.min_samples
+        )
+
+    def line(self) -> str:
+        s = self.sample
+        util = "? %" if s.util_pct is None else f"{s.util_pct:.0f} %"
+        total = f" of {gib(s.mem_total_mib)}" if s.mem_total_mib else ""
+        own = "" if self.own_util is None else f" (the run's own: {self.own_util:.0f} %)"
+        return f"GPU {s.index}: {gib(s.mem_used_mib)}{total} used, {util} util{own}"
+
+
+class Context:
+    """What the rules share, computed once per diagnosis."""
+
+    def __init__(
+        self, snap: Snapshot, now: float, threshold: float, th: Thresholds = DEFAULT_THRESHOLDS
+    ) -> None:
+        self.snap = snap
+        self.now = now
+        self.threshold = threshold
+        self.th = th
+        self.gpus: GpuState = snap.gpus if isinstance(snap.gpus, GpuState) else GpuState()
+        self.log: LogState = snap.log if isinstance(snap.log, LogState) else LogState()
+        self.metrics: Metrics = snap.metrics if isinstance(snap.metrics, Metrics) else Metrics()
+        self.tools: Tools = snap.tools if isinstance(snap.tools, Tools) else Tools()
+        self.procs: list[Proc] = [p for p in (snap.procs or []) if isinstance(p, Proc)]
+        self.sessions: list[Session] = [s for s in (snap.sessions or []) if isinstance(s, Session)]
+
+    # -- connection / container ------------------------------------------
+    @property
+    def connection_down(self) -> bool:
+        return self.snap.connection in (ConnectionState.RECONNECTING, ConnectionState.FAILED)
+
+    @property
+    def ct_usable(self) -> bool:
+        return self.snap.ct_status not in (CtStatus.STOPPED, CtStatus.MISSING)
+
+    @property
+    def ct_words(self) -> str:
+        c = self.snap.container
+        return c.words if c is not None else "the host"
+
+    def in_ct(self, argv: str) -> str:
+        """A command line as the user types it on the host to run it in the container."""
+        c = self.snap.container
+        return c.phrase(argv) if c is not None else argv
+
+    # -- session / process -----------------------------------------------
+    @cached_property
+    def session(self) -> Session | None:
+        for s in self.sessions:
+            if s.name == self.snap.session_name:
+                return s
+        return None
+
+    @cached_property
+    def session_dead(self) -> bool:
+        if not self.snap.session_name:
+            return False
+        if self.snap.session_gone:
+            return True
+        s = self.session
+        return s is not None and bool(s.panes) and not s.alive
+
+    @property
+    def run_known_gone(self) -> bool:
+        """We know no run is alive: the watched session died or is not there,
+        or the container is down."""
+        if not self.ct_usable:
+            return True
+        if not self.snap.session_name:
+            return False
+        if self.session_dead:
+            return True
+        return self.session is None and (self.tools.tmux is not None or bool(self.sessions))
+
+    @cached_property
+    def proc(self) -> Proc | None:
+        pys = [p for p in self.procs if p.is_python]
+        for p in pys:
+            if p.stdout is None or p.stdout.kind != "tty":
+                return p
+        return pys[0] if pys else None
+
+    @property
+    def proc_alive(self) -> bool:
+        return self.proc is not None and self.proc.state != "Z" and not self.session_dead
+
+    def proc_age(self) -> float | None:
+        p = self.proc
+        if p is None or p.start_time is None:
+            return None
+        return max(0.0, self.now - p.start_time)
+
+    @property
+    def block_buffered(self) -> bool | None:
+        return self.proc.block_buffered if self.proc is not None else None
+
+    # -- log ---------------------------------------------------------------
+    @cached_property
+    def log_silent_s(self) -> float | None:
+        """Seconds with no new log line, counted at most from the process start
+        (an old log's mtime says nothing about a process started since)."""
+        silent = self.log.silent_for(self.now)
+        if silent is None and self.snap.started:
+            silent = max(0.0, self.now - self.snap.started)
+        age = self.proc_age()
+        if silent is not None and age is not None:
+            silent = min(silent, age)
+        return silent
+
+    @property
+    def log_silent(self) -> bool:
+        return self.log_silent_s is not None and self.log_silent_s > self.threshold
+
+    @cached_property
+    def enospc(self) -> tuple[str, str] | None:
+        """(where, line): the last line of the pane (tee says it there) or
+        the log (Python's OSError) that says a write failed for lack of space."""
+        for src, lines in (("pane", self.snap.pane_tail), ("log", self.snap.log_tail)):
+            # one substring scan of the whole tail first: a regex per line
+            # of a 200-line tail, every tick, was a tenth of gputui's CPU
+            # while a log streamed (issue 24)
+            joined = "\n".join(ln for ln in lines or [] if ln)
+            if not any(word in joined for word in _ENOSPC_WORDS):
+                continue
+            for ln in reversed(list(lines or [])):
+                if ln and _ENOSPC_LINE.search(ln):
+                    return src, ln.strip()
+        return None
+
+    @cached_property
+    def disk_full(self) -> bool:
+        """The log's file system has less than disk_full_below_mib free; or,
+        with its space unknown (no statvfs), the output says a write failed
+        for lack of space. The log's silence is then the disk's doing."""
+        free = self.log.fs_free
+        if free is not None:
+            return free < self.th.disk_full_below_mib * 1024 * 1024
+        return self.log.path != "" and self.enospc is not None
+
+    @property
+    def disk_silenced(self) -> bool:
+        """The log's silence is the disk's doing: it is full, or a write
+        failed for lack of space (tee never writes that file again) and
+        the log has been silent since."""
+        if self.disk_full:
+            return True
+        return self.enospc is not None and self.proc_alive and self.log_silent
+
+    def no_step_for(self) -> float | None:
+        """Seconds since the step counter last advanced, counted at most from
+        the process start; with no step seen, since the last line."""
+        last = self.metrics.last_step_time
+        if last is None:
+            return self.no_progress_for()
+        gap = max(0.0, self.now - last)
+        age = self.proc_age()
+        return min(gap, age) if age is not None else gap
+
+    @cached_property
+    def cadence(self) -> tuple[float, str] | None:
+        """(seconds, "step" | "line"): the run's usual gap between steps, else
+        between log lines; None when neither is known yet."""
+        med = self.metrics.median_step_interval
+        if med is not None:
+            return med, "step"
+        gaps = [g for g in (self.log.line_gaps or []) if g > 0]
+        if len(gaps) >= 3:
+            return statistics.median(gaps), "line"
+        return None
+
+    @property
+    def overdue_after(self) -> float:
+        """A step is overdue after k × the median step interval, and never
+        before the stale threshold."""
+        c = self.cadence
+        return max(self.threshold, self.th.step_overdue_factor * (c[0] if c else 0.0))
+
+    @property
+    def step_overdue(self) -> bool:
+        gap = self.no_step_for()
+        return gap is not None and gap >= self.overdue_after
+
+    def no_progress_for(self) -> float | None:
+        """Seconds since the run last showed progress (a step, else a line)."""
+        ts = [t for t in (self.metrics.last_step_time, self.log.last_line_time) if t is not None]
+        if ts:
+            return max(0.0, self.now - max(ts))
+        return self.log_silent_s
+
+    # -- GPUs --------------------------------------------------------------
+    @cached_property
+    def gpu_views(self) -> list[GpuView]:
+        """Fresh readings of the GPUs this run uses (all GPUs when the
+        process-to-GPU mapping is unknown)."""
+        run_uuids = self._run_gpu_uuids()
+        views = []
+        for idx in sorted(self.gpus.latest or {}):
+            s = self.gpus.latest[idx]
+            if not isinstance(s, GpuSample) or s.time is None:
+                continue
+            if self.now - s.time > GPU_FRESH_S:
+                continue
+            if run_uuids and s.uuid and s.uuid not in run_uuids:
+                continue
+            views.append(self._view(idx, s))
+        return views
+
+    def _run_gpu_uuids(self) -> set[str]:
+        pids = {p.pid for p in self.procs}
+        return {
+            gp.gpu_uuid
+            for gp in (self.gpus.processes or [])
+            if gp.ct_pid is not None and gp.ct_pid in pids and gp.gpu_uuid
+        }
+
+    def _view(self, idx: int, s: GpuSample) -> GpuView:
+        util_ring = (self.gpus.util_history or {}).get(idx)
+        pts: list[tuple[float, float | None]] = (
+            [(t, v) for t, v in util_ring.points()] if util_ring is not None else []
+        )
+        if not pts:
+            pts = [(s.time, s.util_pct)]
+        own = run_own_util(self.gpus.processes or [], self.run_pids, s.uuid)
+        if own:  # the run's own readings: what another run does on this GPU is not ours
+            pts = list(own)
+        recent = [v for t, v in pts if t >= self.now - BUSY_WINDOW_S and v is not None]
+        # the trailing streak of idle readings
+        streak_start = None
+        n = 0
+        for t, v in reversed(pts):
+            if v is None or v >= self.th.idle_util_pct:
+                break
+            streak_start = t
+            n += 1
+        idle_for = None if streak_start is None else max(0.0, self.now - streak_start)
+        whole = n == len(pts)
+        mem_ring = (self.gpus.mem_history or {}).get(idx)
+        rise = 0.0
+        if mem_ring is not None:
+            window = [
+                v for t, v in mem_ring.since(self.now - self.th.loading_window_s) if v is not None
+            ]
+            if len(window) >= 2:
+                rise = window[-1] - min(window)
+        span = max(0.0, self.now - pts[0][0]) if pts else 0.0
+        own_now = own[-1][1] if own else None
+        # a per-process reading is an average over its whole period (pmon,
+        # NVML's samples since the last one): one idle reading is enough
+        return GpuView(s, recent, idle_for, n, whole, rise, self.th, span, own_now, 1 if own else 2)
+
+    @cached_property
+    def run_pids(self) -> set[int]:
+        return {p.pid for p in self.procs}
+
+    @property
+    def steps_since_start(self) -> bool:
+        """A step was seen since the run's process started (a relaunch's old
+        steps do not count)."""
+        last = self.metrics.last_step_time
+        if last is None or self.metrics.last_step is None:
+            return False
+        p = self.proc
+        return p is None or p.start_time is None or last >= p.start_time
+
+    @property
+    def held(self) -> list[GpuView]:
+        return [g for g in self.gpu_views if g.held]
+
+    @property
+    def busy(self) -> list[GpuView]:
+        return [g for g in self.gpu_views if g.busy]
+
+    @property
+    def held_mib(self) -> float:
+        return sum(g.sample.mem_used_mib or 0.0 for g in self.held)
+
+    # -- the judgements the rules share --------------------------------------
+    @cached_property
+    def loading(self) -> bool:
+        """Memory rising while utilization stays low, in a young process; or a
+        young process busy on CPU that has not made a step yet."""
+        if not self.proc_alive or not self.gpu_views:
+            return False
+        if any(
+            g.util_median is not None and g.util_median >= LOADING_UTIL_PCT for g in self.gpu_views
+        ):
+            return False
+        age = self.proc_age()
+        young = age is None or age < LOADING_MAX_AGE_S
+        if not young or self.steps_since_start:
+            return False  # loading ends at the first step: a hang after it is a hang
+        rising = sum(g.mem_rise_mib for g in self.gpu_views) >= self.th.loading_rise_mib
+        p = self.proc
+        cpu_prep = (
+            age is not None
+            and self.metrics.last_step is None
+            and p is not None
+            and p.cpu_pct is not None
+            and p.cpu_pct >= self.th.cpu_busy_pct
+        )
+        return rising or cpu_prep
+
+    @cached_property
+    def idle_held(self) -> list[GpuView]:
+        """GPUs of the run that hold memory and have gone idle."""
+        return [g for g in self.held if g.gone_idle]
+
+    @cached_property
+    def stalled(self) -> bool:
+        """The escalation's first step: a step is overdue (k × median, at
+        least the stale threshold) and a GPU holding memory has gone idle."""
+        if not self.proc_alive or self.loading or not self.idle_held:
+            return False
+        if self.log.behind:
+            return False  # the file holds lines gputui has not delivered: steps may be in them
+        return self.step_overdue
+
+    @cached_property
+    def hung(self) -> bool:
+        """The second step: the idle GPUs have stayed idle for the hang window
+        (or, in a doctor's short watch, for all of it, with no step for the
+        hang window), and no step for the hang window or the overdue time,
+        whichever is shorter."""
+        if not self.proc_alive or self.loading or not self.idle_held:
+            return False
+        no_step = self.no_step_for()
+        hang = self.th.hang_after_s
+        quiet = min(hang, self.overdue_after)
+        if no_step is None or no_step < quiet:
+            return False
+        for g in self.idle_held:
+            idle = g.idle_for or 0.0
+            short_but_all = (
+                g.idle_whole_history
+                and idle >= IDLE_SHORT_S
+                and g.idle_samples >= IDLE_SHORT_SAMPLES
+                and no_step >= hang
+            )
+            if not (idle >= hang or short_but_all):
+                return False
+        return True
+
+    @cached_property
+    def log_written_by_run(self) -> bool:
+        """Some process of the run has the watched log open for writing (a
+        `logging.FileHandler`, `open(log, "a")`, tee...)."""
+        if not self.log.path:
+            return False
+        watched = os.path.normpath(self.log.path)
+        return any(
+            os.path.normpath(f) == watched
+            for p in self.procs
+            for f in (getattr(p, "write_files", None) or [])
+            if f
+        )
+
+    @cached_property
+    def drift_files(self) -> list[str]:
+        """Files the process's stdout really reaches, when the watched log is
+        not one of them and no process of the run writes it by itself."""
+        p = self.proc
+        if p is None or p.stdout is None or not self.log.path:
+            return []
+        files = [f for f in p.stdout.files if f]
+        if not files:
+            return []
+        watched = os.path.normpath(self.log.path)
+        if any(os.path.normpath(f) == watched for f in files):
+            return []
+        if self.log_written_by_run:
+            return []
+        return files
+
+
+def run_own_util(
+    gprocs: Iterable[GpuProcess], run_pids: set[int], uuid: str
+) -> list[tuple[float, float | None]]:
+    """The watched run's own SM utilization on GPU `uuid`, summed over its
+    processes there, one point per listing (oldest first); [] when the run
+    has no process with per-process readings on it."""
+    mine = [
+        gp
+        for gp in gprocs
+        if gp.gpu_uuid == uuid and gp.ct_pid is not None and gp.ct_pid in run_pids
+    ]
+    if not mine or not all(gp.util for gp in mine):
+        return []
+    sums: dict[float, float] = {}
+    for gp in mine:
+        for t, v in gp.util:
+            sums[t] = sums.get(t, 0.0) + v
+    return sorted(sums.items())

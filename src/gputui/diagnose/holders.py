@@ -1,0 +1,134 @@
+"""Who holds each GPU process: the watched run, another session, another
+container, the host, or no live owner (a leftover). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gputui.diagnose.context import Context
+from gputui.diagnose.thresholds import DEFAULT_THRESHOLDS, LEFTOVER_IDLE_S
+from gputui.model import GpuProcess, Session, Snapshot
+from gputui.text.owners import container_words
+from gputui.text.words import dur, gib
+
+
+def own_idle_for(gp: GpuProcess, now: float, idle_pct: float) -> float | None:
+    """Seconds this process's own readings have been below `idle_pct`
+    (from the first idle reading); None when it is not idle or not read."""
+    start = None
+    for t, v in reversed(gp.util):
+        if v >= idle_pct:
+            break
+        start = t
+    return None if start is None else max(0.0, now - start)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who owns a process that holds GPU memory.
+
+    kind: "run" (the watched run) · "session" (another tmux session) · "ct"
+    (another container) · "host" (a host process, outside the CT) ·
+    "process" (a live process with a live parent, not in tmux) · "orphan"
+    (no live owner: a zombie, or its parent is gone) · "unknown"."""
+
+    gp: GpuProcess
+    kind: str
+    owner: str  # in words: "session eval", "CT 201", "a host process", ...
+    leftover: bool = False  # no live owner, idle on its GPU a while (or a zombie)
+
+    @property
+    def pid(self) -> int:
+        """Its PID as the user types it where the run lives."""
+        return self.gp.ct_pid if self.gp.ct_pid is not None else self.gp.host_pid
+
+    @property
+    def live_other(self) -> bool:
+        """A live process of another run: never advice to kill it."""
+        return self.kind in ("session", "ct", "host", "process")
+
+    def words(self) -> str:
+        """'held by session eval (PID 491)'."""
+        return f"held by {self.owner} (PID {self.pid})"
+
+
+def _pane_sessions(sessions: Iterable[Session]) -> dict[int, Session]:
+    return {pane.pid: s for s in sessions for pane in s.panes if pane.pid and not pane.dead}
+
+
+def gpu_holder(ctx: Context, gp: GpuProcess) -> Holder:
+    """Name the owner of one GPU process from its parents (`ancestors`),
+    its container and the tmux sessions' pane PIDs."""
+    if gp.ct_pid is not None and gp.ct_pid in ctx.run_pids:
+        return Holder(gp, "run", "the watched run")
+    where = container_words(gp, ctx.snap.container_names)
+    if gp.in_container is False:
+        if where:
+            return Holder(gp, "ct", where)
+        if ctx.snap.container is not None:
+            return Holder(gp, "host", "a host process")
+        return Holder(gp, "unknown", "a process outside the watched run")
+    panes = _pane_sessions(ctx.sessions)
+    chain = [gp.ct_pid, *(gp.ancestors or [])] if gp.ct_pid is not None else []
+    for pid in chain:
+        if pid in ctx.run_pids or (
+            pid in panes and panes[pid].name == ctx.snap.session_name and pid is not None
+        ):
+            return Holder(gp, "run", "the watched run")
+        s = panes.get(pid) if pid is not None else None
+        if s is not None:
+            who = f" (tmux of {s.owner})" if s.owner and s.owner != "root" else ""
+            return Holder(gp, "session", f"session {s.name}{who}")
+    if where and (ctx.snap.container is None or not ctx.snap.container.kind):
+        return Holder(gp, "ct", where)  # a plain host: a Docker container's process
+    if gp.in_container is None:
+        return Holder(gp, "unknown", "an unknown process")
+    idle = own_idle_for(gp, ctx.now, ctx.th.idle_util_pct)
+    if idle is None and not gp.util:  # no own readings: the whole GPU idle says it for all
+        view = next((g for g in ctx.gpu_views if g.sample.uuid == gp.gpu_uuid), None)
+        idle = view.idle_for if view is not None and view.own_util is None else None
+    idle_long = idle is not None and idle >= LEFTOVER_IDLE_S
+    if gp.state == "Z":
+        return Holder(gp, "orphan", "a zombie", leftover=True)
+    if gp.ancestors == []:
+        return Holder(gp, "orphan", "no live owner (its parent is gone)", leftover=idle_long)
+    if gp.ancestors:
+        return Holder(gp, "process", f"a process under PID {gp.ancestors[0]}")
+    return Holder(gp, "unknown", "an unknown process")
+
+
+def holders(ctx: Context) -> list[Holder]:
+    """Who holds each GPU process of the watched GPUs' listing."""
+    return [gpu_holder(ctx, gp) for gp in (ctx.gpus.processes or [])]
+
+
+def holder_line(h: Holder, now: float, idle_pct: float) -> str:
+    """'held by session eval (PID 491): 5.1 GiB on GPU-…, 98 % SM, state R, CPU 40 s'."""
+    gp = h.gp
+    bits = [f"{gib(gp.used_mib)} on {gp.gpu_uuid or 'a GPU'}"]
+    if gp.sm_util is not None:
+        idle = own_idle_for(gp, now, idle_pct)
+        bits.append(f"{gp.sm_util:.0f} % SM" + (f", idle {dur(idle)}" if idle else ""))
+    if gp.state:
+        bits.append(f"state {gp.state}")
+    if gp.cpu_s is not None:
+        bits.append(f"CPU {dur(gp.cpu_s)}")
+    name = f" {gp.name}" if gp.name else ""
+    return f"{h.words()}{name}: " + ", ".join(bits)
+
+
+def holders_of(snap: Snapshot, now: float) -> list[Holder]:
+    """Who holds each GPU process of the snapshot (the GPU rows' words)."""
+    if not snap.gpus.processes:
+        return []
+    return holders(Context(snap, now, DEFAULT_THRESHOLDS.stale_floor_s))
+
+
+def snapshot_holders(snap: Snapshot, now: float) -> dict[tuple[str, int], str]:
+    """(GPU uuid, host PID) -> who holds it in words ("the watched run",
+    "held by session eval (PID 491)"), for doctor's report."""
+    return {
+        (h.gp.gpu_uuid, h.gp.host_pid): (h.owner if h.kind == "run" else h.words())
+        for h in holders_of(snap, now)
+    }
