@@ -68,6 +68,17 @@ def test_layout_80x24(snap_compare) -> None:
     assert snap_compare(scene_app("buffered"), terminal_size=(80, 24))
 
 
+def test_shared_gpus(snap_compare) -> None:
+    """GPU 0 shared with session eval, GPU 7 with CT 201 (eval-box): a line
+    under the GPU rows says who holds what; the run panel says it is shared."""
+    assert snap_compare(scene_app("shared"), terminal_size=SIZE)
+
+
+def test_shared_gpus_80x24(snap_compare) -> None:
+    """Two GPUs a line: who holds the shared ones in one line, cut with an ellipsis."""
+    assert snap_compare(scene_app("shared"), terminal_size=(80, 24))
+
+
 def test_layout_120x40(snap_compare) -> None:
     assert snap_compare(scene_app("healthy"), terminal_size=(120, 40))
 

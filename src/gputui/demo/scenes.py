@@ -13,6 +13,7 @@ from gputui.model import (
     ConnectionState,
     CtStatus,
     Finding,
+    GpuProcess,
     GpuSample,
     GpuState,
     LogState,
@@ -236,10 +237,32 @@ def dead(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
     return s, lines, [finding]
 
 
+def shared(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
+    """The healthy run on 8 GPUs, sharing GPU 0 with the eval run in another
+    session of the same CT and GPU 7 with a run in CT 201 (eval-box)."""
+    s, lines, findings = healthy(t0)
+    s.container_names = {"lxc:200": "train-box", "lxc:201": "eval-box"}
+    s.sessions.append(session("eval", alive=True, created=t0 - 1800, command="python3 eval.py"))
+    s.sessions[-1].panes[0].pid = 5300
+    s.gpus.processes = [
+        GpuProcess(
+            f"GPU-{i:08d}", 14242, 85_800 + 300 * i, "python3", ct_pid=4242, in_container=True
+        )
+        for i in range(8)
+    ]
+    s.gpus.processes += [
+        GpuProcess("GPU-00000000", 15310, 5_222, "python3", ct_pid=5310, in_container=True),
+        GpuProcess("GPU-00000007", 91822, 10_035, "python3", in_container=False, ct_id=201),
+    ]
+    s.gpus.processes[8].ancestors = [5300]
+    return s, lines, findings
+
+
 SCENES: dict[str, Callable[[float], tuple[Snapshot, list[str], list[Finding]]]] = {
     "healthy": healthy,
     "buffered": buffered,
     "dead": dead,
+    "shared": shared,
 }
 
 

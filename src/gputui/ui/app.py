@@ -34,6 +34,7 @@ from gputui.actions.backend import ActionBackend
 from gputui.actions.plan import ActionPlan, ActionResult
 from gputui.config import Settings
 from gputui.diagnose import Diagnose, diagnose_with
+from gputui.diagnose.holders import holders_of
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import PARTS, ConnectionState, Finding, Snapshot
 from gputui.text.untrusted import visible
@@ -272,7 +273,7 @@ class GputuiApp(App[int]):
             self._show_gpus(snap, now)
         if parts & {"sessions", "procs"}:
             self._q(SessionList).show(snap.sessions, now, snap.session_name)
-            self._q(RunPanel).show_proc(snap)
+            self._q(RunPanel).show_proc(snap, holders_of(snap, now))
             self._q("#runline", QuietStatic).show_text(run_line_text(snap))
         # metrics change with nearly every log batch: the 1 Hz tick shows them
         self._refresh_availability(snap)
@@ -302,8 +303,8 @@ class GputuiApp(App[int]):
 
     def _show_gpus(self, snap: Snapshot, now: float) -> None:
         table = self._q(GpuTable)
-        table.show(snap.gpus, now)
-        height = gpu_lines(len(snap.gpus.latest), table.compact) + 2
+        table.show(snap.gpus, now, holders_of(snap, now))
+        height = max(gpu_lines(len(snap.gpus.latest), table.compact), table.line_count) + 2
         if table.styles.height is None or table.styles.height.value != height:
             table.styles.height = height
 
@@ -323,7 +324,7 @@ class GputuiApp(App[int]):
         now = self.clock()
         parts, self._dirty = self._dirty, set()
         if parts & {"sessions", "procs"}:
-            self._q(RunPanel).show_proc(snap)
+            self._q(RunPanel).show_proc(snap, holders_of(snap, now))
             self._q("#runline", QuietStatic).show_text(run_line_text(snap))
         self._q(StatusLine).show(snap, read_only=self.read_only)
         self._q(SessionList).show(snap.sessions, now, snap.session_name)

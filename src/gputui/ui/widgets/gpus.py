@@ -8,6 +8,9 @@ others) is red; a hot one is yellow; a busy one is not painted at all.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 
 from gputui.model import GpuSample, GpuState, Ring
@@ -15,6 +18,9 @@ from gputui.text.untrusted import remote_text, visible
 from gputui.ui.trend import pick_span, series_buckets, spark, window_label
 from gputui.ui.widgets.lines import TextLines
 from gputui.ui.widgets.quiet import set_border_text
+
+if TYPE_CHECKING:
+    from gputui.diagnose import Holder
 
 UTIL_STYLE = "green"
 MEM_STYLE = "cyan"
@@ -143,6 +149,57 @@ def gpu_rows(gpus: GpuState, width: int, now: float, compact: bool = False) -> l
     return out
 
 
+def _gib(mib: float | None, short: bool = False) -> str:
+    unit = "G" if short else " GiB"
+    return f"?{unit}" if mib is None else f"{mib / 1024:.1f}{unit}"
+
+
+def _holder_part(h: Holder, short: bool) -> tuple[str, str]:
+    """One holder of a GPU in words and its style: 'session eval (PID 491, 5.1 GiB)'."""
+    size = _gib(h.gp.used_mib, short)
+    if h.kind == "orphan":
+        what = "zombie" if h.gp.state == "Z" else "no live owner"
+        return f"PID {h.pid} ({size}, {what})", "bold red" if h.leftover else "yellow"
+    return f"{visible(h.owner)} (PID {h.pid}, {size})", "yellow" if h.live_other else ""
+
+
+def holders_text(idx: int, mine: Sequence[Holder], short: bool = False) -> Text:
+    """'0 held by this run (12.1 GiB) · session eval (PID 491, 5.1 GiB)';
+    short (two GPUs a line): '0 also session eval (PID 491, 5.1G)'."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f"{idx} ", style="bold")
+    parts: list[tuple[str, str]] = []
+    run = [h for h in mine if h.kind == "run"]
+    t.append("also " if run and short else "held by ", style="dim")
+    if run and not short:
+        parts.append((f"this run ({_gib(sum(h.gp.used_mib or 0.0 for h in run))})", ""))
+    parts += [_holder_part(h, short) for h in mine if h.kind != "run"]
+    for k, (words, style) in enumerate(parts):
+        if k:
+            t.append(" · ", style="dim")
+        t.append(words, style=style)
+    return t
+
+
+def holder_lines(gpus: GpuState, holders: Sequence[Holder], compact: bool) -> list[Text]:
+    """A line for each GPU held by anything but the watched run (it is shared,
+    or someone else's): who holds what. Compact (two GPUs a line): all of
+    them in one line, the run's own share left to the GPU row."""
+    lines = []
+    for i, s in sorted(gpus.latest.items()):
+        mine = [h for h in holders if s.uuid and h.gp.gpu_uuid == s.uuid]
+        if any(h.kind != "run" for h in mine):
+            lines.append(holders_text(i, mine, short=two_per_line(len(gpus.latest), compact)))
+    if len(lines) < 2 or not two_per_line(len(gpus.latest), compact):
+        return lines
+    one = Text(no_wrap=True, overflow="ellipsis")
+    for k, line in enumerate(lines):
+        if k:
+            one.append(" │ ", style="dim")
+        one.append_text(line)
+    return [one]
+
+
 def gpu_title(gpus: GpuState, window: str = "") -> Text:
     """'GPUs · 8× H200 · util % │ memory · last 7 m' (names are remote text: a `Text`)."""
     names = sorted({s.name.replace("NVIDIA ", "") for s in gpus.latest.values() if s.name})
@@ -169,24 +226,28 @@ class GpuTable(TextLines):
     """Fixed height (set by the app from the number of GPUs): updates repaint, never reflow."""
 
     _key: tuple[object, ...] | None = None
-    _shown: tuple[GpuState, float] | None = None
+    _shown: tuple[GpuState, float, Sequence[Holder]] | None = None
     compact = False  # two GPUs a line (short terminals)
+    line_count = 1  # rows drawn: the GPUs' lines and who holds a shared GPU
 
     def on_resize(self) -> None:
         if self._shown is not None:  # rows, bucket width and window label follow the width
             self._key = None
             self.show(*self._shown)
 
-    def show(self, gpus: GpuState, now: float) -> None:
-        self._shown = (gpus, now)
+    def show(self, gpus: GpuState, now: float, holders: Sequence[Holder] = ()) -> None:
+        self._shown = (gpus, now, holders)
         width = self.content_size.width or max(20, self.app.size.width - 4)
         cells = spark_cells(width, two_per_line(len(gpus.latest), self.compact))
         span = pick_span(cells)
-        key = (*gpu_rows_key(gpus, now, span), self.compact, width)
+        held = holder_lines(gpus, holders, self.compact)
+        key = (*gpu_rows_key(gpus, now, span), self.compact, width, tuple(h.markup for h in held))
         if key == self._key:
             return  # same samples, same bucket: nothing to draw
         self._key = key
-        self.set_lines(gpu_rows(gpus, width, now, self.compact))
+        rows = gpu_rows(gpus, width, now, self.compact) + held
+        self.line_count = len(rows)
+        self.set_lines(rows)
         events = [e.text for e in list(gpus.events)[-1:]]
         set_border_text(
             self,

@@ -5,6 +5,8 @@ current value, the trend and the median."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -33,10 +35,32 @@ from gputui.ui.trend import (
 from gputui.ui.widgets.lines import TextLines
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
 
+if TYPE_CHECKING:
+    from gputui.diagnose import Holder
+
 SPARK_POINTS = 120
 
 
-def proc_text(snap: Snapshot) -> Text:
+def run_gpu_words(snap: Snapshot, holders: Sequence[Holder]) -> str:
+    """The run's GPU memory and who shares its GPUs: 'GPU 0 12.1G, shared
+    with session eval'; '' when it holds none."""
+    index = {s.uuid: i for i, s in snap.gpus.latest.items() if s.uuid}
+    mine: dict[str, float] = {}
+    for h in holders:
+        if h.kind == "run":
+            mine[h.gp.gpu_uuid] = mine.get(h.gp.gpu_uuid, 0.0) + (h.gp.used_mib or 0.0)
+    if not mine:
+        return ""
+    if len(mine) > 2:
+        words = f"{len(mine)} GPUs {sum(mine.values()) / 1024:.0f}G"
+    else:
+        order = sorted(mine, key=lambda u: index.get(u, 99))
+        words = " ".join(f"GPU {index.get(u, '?')} {mine[u] / 1024:.1f}G" for u in order)
+    others = sorted({h.owner for h in holders if h.kind != "run" and h.gp.gpu_uuid in mine})
+    return words + (", shared with " + ", ".join(others) if others else "")
+
+
+def proc_text(snap: Snapshot, holders: Sequence[Holder] = ()) -> Text:
     p: Proc | None = snap.training_proc
     t = Text(no_wrap=True, overflow="ellipsis")
     if p is None:
@@ -55,6 +79,10 @@ def proc_text(snap: Snapshot) -> Text:
     t.append("  ")
     t.append(visible(p.state or "?"), style=state_style)
     t.append(f"  CPU {number(p.cpu_pct)}%  RSS {human_bytes(p.rss_bytes)}  ")
+    gpu = run_gpu_words(snap, holders)
+    if gpu:
+        t.append(visible(gpu), style="yellow" if "shared" in gpu else "")
+        t.append("  ")
     t.append(visible(" ".join(p.cmdline) or "?"), style="dim")  # one line, whatever it holds
     t.append(f"\nstdout → {visible(stdout_route(p))}")
     style, verdict = buffering_verdict(p)
@@ -156,9 +184,9 @@ class RunPanel(Vertical):
         yield MetricRow(id="m-loss")
         yield MetricRow(id="m-step")
 
-    def show_proc(self, snap: Snapshot) -> None:
+    def show_proc(self, snap: Snapshot, holders: Sequence[Holder] = ()) -> None:
         # three rows high (app.tcss): repaint only, and only on change
-        self.query_one("#proc", QuietStatic).show_text(proc_text(snap))
+        self.query_one("#proc", QuietStatic).show_text(proc_text(snap, holders))
 
     def show_metrics(self, m: Metrics, now: float) -> None:
         bucket = int(now // 5)  # the narrowest bucket a metric line uses at these widths
