@@ -51,7 +51,7 @@ from gputui.diagnose.evidence import (
     stdout_evidence,
     stdout_words,
 )
-from gputui.diagnose.holders import Holder, holder_line, holders, snapshot_holders
+from gputui.diagnose.holders import Holder, holder_line, holders_of, snapshot_holders
 from gputui.diagnose.registry import ENTRIES, KINDS, Kind, Rule, rule, sort_findings, specificity
 from gputui.diagnose.thresholds import (
     BUSY_UTIL_PCT,
@@ -133,7 +133,7 @@ __all__ = [
     "diagnose",
     "diagnose_with",
     "holder_line",
-    "holders",
+    "holders_of",
     "last_error_line",
     "rule",
     "signal_name",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import short
-from gputui.diagnose.holders import Holder, holder_line, holders
+from gputui.diagnose.holders import Holder, gpu_holders, holder_line
 from gputui.diagnose.host import _nvidia_smi_missing
 from gputui.diagnose.registry import Kind, rule
 from gputui.diagnose.thresholds import LEFTOVER_IDLE_S, RECENT_EVENT_S
@@ -40,7 +40,7 @@ def rule_gpu_memory_orphaned(ctx: Context) -> Finding | None:
     # leftover (no live owner, idle on its GPU a while) is named as one; a
     # live process of another run is not ours to kill
     leftovers = [
-        h for h in holders(ctx) if tree and h.kind != "run" and h.leftover and h.gp.in_container
+        h for h in gpu_holders(ctx) if tree and h.kind != "run" and h.leftover and h.gp.in_container
     ]
     run_alive = ctx.proc_alive or (
         ctx.session is not None and ctx.session.alive and not ctx.session_dead
@@ -49,7 +49,7 @@ def rule_gpu_memory_orphaned(ctx: Context) -> Finding | None:
         return _leftover_finding(ctx, leftovers)
     if run_alive or not ctx.run_known_gone or not ctx.ct_usable:
         return None
-    live = {(h.gp.gpu_uuid, h.gp.host_pid) for h in holders(ctx) if h.live_other}
+    live = {(h.gp.gpu_uuid, h.gp.host_pid) for h in gpu_holders(ctx) if h.live_other}
     if gprocs and all((gp.gpu_uuid, gp.host_pid) in live for gp in gprocs):
         return None  # every holder is a live process of another run
     if ctx.session is None and not ctx.snap.session_gone and any(s.alive for s in ctx.sessions):
@@ -89,7 +89,9 @@ def _leftover_finding(ctx: Context, leftovers: list[Holder]) -> Finding:
     idle = ctx.th.idle_util_pct
     ev = [holder_line(h, ctx.now, idle) for h in leftovers]
     ev += [
-        holder_line(h, ctx.now, idle) for h in holders(ctx) if h.kind != "run" and not h.leftover
+        holder_line(h, ctx.now, idle)
+        for h in gpu_holders(ctx)
+        if h.kind != "run" and not h.leftover
     ]
     ev.append(
         f"a leftover: no live owner (a zombie, or its parent gone) and idle on its GPU "

@@ -98,7 +98,7 @@ def gpu_holder(ctx: Context, gp: GpuProcess) -> Holder:
     return Holder(gp, "unknown", "an unknown process")
 
 
-def holders(ctx: Context) -> list[Holder]:
+def gpu_holders(ctx: Context) -> list[Holder]:
     """Who holds each GPU process of the watched GPUs' listing."""
     return [gpu_holder(ctx, gp) for gp in (ctx.gpus.processes or [])]
 
@@ -122,7 +122,7 @@ def holders_of(snap: Snapshot, now: float) -> list[Holder]:
     """Who holds each GPU process of the snapshot (the GPU rows' words)."""
     if not snap.gpus.processes:
         return []
-    return holders(Context(snap, now, DEFAULT_THRESHOLDS.stale_floor_s))
+    return gpu_holders(Context(snap, now, DEFAULT_THRESHOLDS.stale_floor_s))
 
 
 def snapshot_holders(snap: Snapshot, now: float) -> dict[tuple[str, int], str]:
