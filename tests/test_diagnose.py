@@ -1598,6 +1598,10 @@ def test_watched_run_hangs_while_another_run_keeps_the_gpu_at_98_pct_probably_hu
     assert f.kind == "held_but_idle" and f.severity == Severity.ERROR, f.title
     assert f.title.startswith("probably hung"), f.title
     assert any("the run's own: 0 %" in e for e in f.evidence), f.evidence
+    # its words are about its own processes: their memory (39.1 GiB, not the
+    # GPU's total with the other run's), their GPU work — never "GPUs idle"
+    assert "its processes hold 39.1 GiB on GPU 0" in f.title, f.title
+    assert "idle" not in f.title, f.title
 
 
 def test_watched_run_hang_on_a_busy_shared_gpu_is_stalled_within_the_threshold() -> None:
@@ -1614,6 +1618,7 @@ def test_watched_run_hang_on_a_busy_shared_gpu_is_stalled_within_the_threshold()
     )
     f = diagnose(snap, NOW, stale_after=10.0)[0]
     assert f.kind == "held_but_idle" and f.title.startswith("stalled"), f.title
+    assert "no GPU work by its processes" in f.title and "GPUs idle" not in f.title, f.title
 
 
 def test_hang_7_s_after_start_with_memory_still_rising_is_stalled_at_the_threshold() -> None:

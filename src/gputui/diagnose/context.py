@@ -359,6 +359,23 @@ class Context:
     def held_mib(self) -> float:
         return sum(g.sample.mem_used_mib or 0.0 for g in self.held)
 
+    @property
+    def run_held_mib(self) -> float | None:
+        """The memory the watched run's own processes hold, on every GPU;
+        None when the driver's per-process list does not name them."""
+        mine = [
+            gp.used_mib
+            for gp in self.gpus.processes or []
+            if gp.ct_pid is not None and gp.ct_pid in self.run_pids and gp.used_mib is not None
+        ]
+        return sum(mine) if mine else None
+
+    @property
+    def own_readings(self) -> bool:
+        """The idle judgement is from the run's own per-process utilization
+        (another process may keep the same GPU busy)."""
+        return any(g.own_util is not None for g in self.gpu_views)
+
     # -- the judgements the rules share --------------------------------------
     @cached_property
     def loading(self) -> bool:

@@ -106,6 +106,11 @@ def _hung_title(
             "others wait for it in a collective (NCCL)"
         )
     else:
+        if ctx.own_readings and ctx.run_held_mib is not None:
+            return (
+                f"probably hung: its processes hold {gib(ctx.run_held_mib)} on "
+                f"{_gpu_list(idle_views)} but have done no GPU work for {idle_words}, {step_words}"
+            )
         return (
             f"probably hung: GPUs hold {gib(ctx.held_mib)} but have been idle "
             f"{idle_words}, {step_words}"
@@ -138,6 +143,8 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
         f"{_gpu_list(idle_views)} idle {dur(idle)} while {_gpu_list(busy_views)} stay busy "
         "— one rank stuck, the others waiting for it in a collective (NCCL)?"
         if busy_views
+        else f"no GPU work by its processes for {dur(idle)}"
+        if ctx.own_readings
         else f"GPUs idle {dur(idle)}"
     )
     if not ctx.hung or cpu_busy or starting:
