@@ -33,7 +33,7 @@ from textual.worker import Worker, WorkerState
 from gputui.actions.backend import ActionBackend
 from gputui.actions.plan import ActionPlan, ActionResult
 from gputui.config import Settings
-from gputui.diagnose import Diagnose, diagnose_with
+from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
 from gputui.diagnose.holders import holders_of
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import PARTS, ConnectionState, Finding, Snapshot
@@ -56,7 +56,6 @@ from gputui.ui.widgets.sessions import SessionList, session_name
 from gputui.ui.widgets.status import StatusLine
 from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, VERBS, keyed, why_not
 
-DEFAULT_STALE_AFTER = 30.0
 BACK = -1  # exit code of a run view opened from the host view: go back to it
 TICK_INTERVAL = 1.0  # s; GPU rows, ages, metrics and the banner
 TINY_HEIGHT = 30  # rows: below, GPUs two a line, the run in one line, no sessions list
@@ -101,6 +100,7 @@ class GputuiApp(App[int]):
         read_only: bool = False,
         can_launch: bool = False,
         stale_after: float | None = None,
+        thresholds: Thresholds | None = None,
         diagnose: Diagnose | None = None,
         clock: Callable[[], float] = time.time,
         live: bool = True,
@@ -127,8 +127,11 @@ class GputuiApp(App[int]):
                 ]
             )
         self.can_launch = can_launch
+        # --stale-after and [diagnosis]: the log pane's "stale" and the findings' silence
+        # come from one threshold (diagnose.stale_threshold), set or adaptive
         self.stale_after = stale_after
-        self.diagnose = diagnose or diagnose_with(stale_after)
+        self.thresholds = thresholds or DEFAULT_THRESHOLDS
+        self.diagnose = diagnose or diagnose_with(stale_after, self.thresholds)
         self.clock = clock
         self.live = live  # False in snapshot tests: no timers, one apply
         self.on_exit_hook = on_exit
@@ -398,7 +401,7 @@ class GputuiApp(App[int]):
         self._q(LogPanel).show_state(
             snap.log,
             self.clock(),
-            self.stale_after or DEFAULT_STALE_AFTER,
+            stale_threshold(snap, self.stale_after, self.thresholds),
             self._dropped_lines(),
             nothing_to_watch(snap),
         )
@@ -667,7 +670,7 @@ def run_app(settings: Settings) -> int:
         read_only=parts.settings.read_only,
         can_launch=parts.can_launch,
         stale_after=parts.settings.stale_after,
-        diagnose=diagnose_with(parts.settings.stale_after, parts.settings.diagnosis),
+        thresholds=parts.settings.diagnosis,
         on_exit=parts.on_exit,
         start=start,
         keys=parts.settings.keys,

@@ -31,7 +31,6 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Static
 
 from gputui.actions.backend import ActionBackend
-from gputui.diagnose import diagnose_with
 from gputui.errors import GputuiError
 from gputui.host.view import ContainerRow, GpuRow, HostView
 from gputui.text.untrusted import remote_text, visible
@@ -403,7 +402,7 @@ async def run_view(
         actions=actions,
         read_only=read_only,
         stale_after=settings.stale_after,
-        diagnose=diagnose_with(settings.stale_after, settings.diagnosis),
+        thresholds=settings.diagnosis,
         back=True,
     )
     actions.progress = lambda text: app.notify(text, timeout=4)
