@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
-from gputui.config import KEYS, Settings
+from gputui.config import DEFAULTS, KEYS, Settings, parse_config
 from gputui.demo.scenes import SCENES, T0
 from gputui.diagnose import Thresholds, diagnose, stale_threshold
+from gputui.remote.ssh import SshTransport
+from gputui.remote.target import make_transport
 from gputui.ui.app import GputuiApp
 from gputui.verbs import SCREEN_KEYS, VERBS
 from scene_fakes import RecordingActions, SceneMonitor
@@ -136,3 +138,14 @@ def test_a_default_the_example_gets_wrong_is_named(line: str, changed: str) -> N
     assert f"\n{line}" in text
     wrong = example_mismatches(text.replace(f"\n{line}", f"\n{changed}"))
     assert len(wrong) == 1 and changed.split()[0] in wrong[0]
+
+
+def test_keepalive_0_in_the_config_turns_keepalives_off() -> None:
+    """config.example.toml: "0 to turn keepalives off". The transport took
+    `keepalive or 15.0`, a second default that made 0 into 15."""
+    settings = parse_config("[ssh]\nkeepalive = 0\n", Path("config.toml"))
+    settings.host = "127.0.0.1"
+    transport = make_transport(settings)
+    assert isinstance(transport, SshTransport)
+    assert transport.keepalive == 0
+    assert transport.connect_timeout == DEFAULTS.connect_timeout

@@ -130,6 +130,12 @@ class Settings:
     targets: list[HostTarget] = field(default_factory=list)  # [[targets]]: hosts to watch together
 
 
+# The defaults table: each setting's one default, for every reader that needs
+# one without a Settings at hand (the history's size bound, the alert gate's
+# quiet period, the recorder's log reads ...). Read it, never change it;
+# config.example.toml shows the same values (tests/test_defaults.py).
+DEFAULTS = Settings()
+
 # (section, key) -> (Settings attribute, accepted types, description of the type)
 _STR = ((str,), "a string")
 _INT = ((int,), "an integer")

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gputui.config import RunConfig, Settings
+from gputui.config import DEFAULTS, RunConfig, Settings
 from gputui.errors import GputuiError
 
 SESSION = "demo-train"
@@ -138,7 +138,7 @@ class DemoEnvironment:
             demo=True,
             session=SESSION,
             log=str(self.log),
-            interval=b.interval or 1.0,
+            interval=b.interval or DEFAULTS.interval,
             stale_after=b.stale_after or STALE_AFTER_S,  # --stale-after still wins
             metric_regexes=[METRIC_REGEX],
             run=RunConfig(

@@ -33,7 +33,7 @@ from typing import Any
 
 from gputui.collect import tmux as tmux_parse
 from gputui.collect.metrics import MetricParser
-from gputui.config import Settings
+from gputui.config import DEFAULTS, Settings
 from gputui.errors import CommandTimeout, ConfigError, GputuiError
 from gputui.model import (
     PARTS,
@@ -119,7 +119,7 @@ class Monitor:
         self.target = target
         self.settings = settings if settings is not None else Settings()
         self.clock = clock
-        self.interval = float(self.settings.interval or 1.0)
+        self.interval = float(self.settings.interval or DEFAULTS.interval)
         self.snapshot = Snapshot(time=clock(), target=target.label, container=target.container)
         if not target.in_container:
             self.snapshot.ct_status = CtStatus.NONE

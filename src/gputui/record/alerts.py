@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
+from gputui.config import DEFAULTS
 from gputui.errors import ConfigError
 from gputui.model import Finding
 from gputui.record.incidents import IncidentBook, Notice, alerting_kinds
@@ -33,8 +34,8 @@ from gputui.text.untrusted import one_line
 # log's disk full, GPU lost, connection down, the container gone — from the
 # one table of causes (gputui.record.incidents.CAUSES).
 ALERT_KINDS: tuple[str, ...] = alerting_kinds()
-DEFAULT_QUIET_S = 600.0
-DEFAULT_CONNECTION_DOWN_S = 60.0
+DEFAULT_QUIET_S = DEFAULTS.alert_quiet_period
+DEFAULT_CONNECTION_DOWN_S = DEFAULTS.alert_connection_down_after
 TEXT_MAX = 300
 
 

@@ -34,11 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gputui.config import DEFAULTS
 from gputui.errors import GputuiError
 
 T = TypeVar("T")
 
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_BYTES = int(DEFAULTS.history_max_mb * 1024 * 1024)
 SECONDS_KEPT_S = 3600.0  # GPU samples stay at 1 s resolution this long, then 1 min
 FLUSH_EVERY_S = 2.0  # batched writes: at most this long in memory
 BUSY_TIMEOUT_MS = 30000  # another gputui writing: wait (the writer thread, never the UI)

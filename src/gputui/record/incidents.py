@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
+from gputui.config import DEFAULTS
 from gputui.diagnose import KINDS, Kind
 from gputui.model import Finding
 
@@ -140,7 +141,7 @@ class IncidentBook:
     less than this ago opens muted; `holds`: seconds a cause must stay open
     before it is told (connection: a blip is no news)."""
 
-    quiet_s: float = 600.0
+    quiet_s: float = DEFAULTS.alert_quiet_period
     holds: dict[str, float] = field(default_factory=dict)
     resolve_after: float = RESOLVE_AFTER_S
     open: dict[str, Incident] = field(default_factory=dict)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.collect.metrics import MetricParser
-from gputui.config import Settings
+from gputui.config import DEFAULTS, Settings
 from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Finding, Snapshot
@@ -32,7 +32,8 @@ from gputui.record.incidents import SETTLE_S
 from gputui.record.runlog import parse_chunk_off_loop
 from gputui.remote.target import spec_of
 
-LOG_EVERY_S = 60.0  # one short command a minute while the log grows: pct exec costs
+# one short command a minute while the log grows: pct exec costs
+LOG_EVERY_S = DEFAULTS.history_log_every
 READ_CHUNK = 4 * 1024 * 1024  # bytes of log per read; a long log is read over several ticks
 AUDIT_EVERY_S = 10.0
 # The user's relaunch or kill: what it causes is no news from when it begins

@@ -196,8 +196,8 @@ def make_transport(settings: Settings) -> Transport:
         identity_file=settings.identity_file,
         config_path=settings.ssh_config,
         known_hosts=settings.known_hosts,
-        connect_timeout=settings.connect_timeout or 10.0,
-        keepalive=settings.keepalive or 15.0,
+        connect_timeout=settings.connect_timeout,
+        keepalive=settings.keepalive,  # 0: keepalives off, as the config says
         accept_new_host_key=settings.accept_new_host_key,
         jump=settings.jump,
     )

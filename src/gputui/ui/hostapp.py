@@ -31,6 +31,7 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Static
 
 from gputui.actions.backend import ActionBackend
+from gputui.config import DEFAULTS
 from gputui.errors import GputuiError
 from gputui.host.view import ContainerRow, GpuRow, HostView
 from gputui.text.untrusted import remote_text, visible
@@ -394,7 +395,7 @@ async def run_view(
     if choice.session:
         monitor.watch_session(choice.session)
     settings = monitor.settings
-    background, monitor.interval = monitor.interval, float(settings.interval or 1.0)
+    background, monitor.interval = monitor.interval, float(settings.interval or DEFAULTS.interval)
     actions = ActionBackend(monitor.target, settings, monitor)  # --read-only: Verb.changes greys
     borrowed = BorrowedMonitor(monitor)
     app = GputuiApp(
