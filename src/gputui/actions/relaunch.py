@@ -535,7 +535,7 @@ class _NewRun:
 async def _verify_new_run(
     target: Target, plan: ActionPlan, spec: RunSpec, progress: Progress
 ) -> _NewRun:
-    """Step 5: one call polls inside the target (a pct exec costs ~0.3 s each)."""
+    """Step 5: one call polls inside the target (each entry into a container costs ~0.3 s)."""
     verify_s = float(plan.params.get("verify_s", VERIFY_S))
     say(progress, f"verifying for {verify_s:g} s…")
     res = await target.run(

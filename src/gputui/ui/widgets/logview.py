@@ -26,6 +26,9 @@ from gputui.ui.logstyle import TrainingLogHighlighter, line_segments
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
 
 MAX_LINES = 5000
+# a log silent this long, but not yet past the stale threshold, reads "quiet
+# N s" (no colour, no alarm) rather than "growing"
+QUIET_AFTER_S = 5.0
 PRUNE_STEP = 500  # the log view holds MAX_LINES to MAX_LINES + PRUNE_STEP lines
 # A batch bigger than BURST_BATCH (>= 10,000 lines/s at 10 writes/s) is a
 # burst: the view gets its last BURST_KEEP lines and a line saying how many
@@ -63,6 +66,8 @@ def log_state_text(
         silent = log.silent_for(now)
         if silent is not None and silent > stale_after:
             t.append(f"◼ stale {dur(silent)}", style="bold yellow")
+        elif log.lines_total and silent is not None and silent >= QUIET_AFTER_S:
+            t.append(f"◻ quiet {dur(silent)}", style="dim")  # not yet stale: no alarm
         elif log.lines_total:
             t.append("▲ growing", style="green")
         else:
