@@ -42,6 +42,7 @@ from gputui.ui.commands import ActionCommands
 from gputui.ui.compositor import LeanScreen
 from gputui.ui.feed import MonitorLike
 from gputui.ui.format import nothing_to_watch
+from gputui.ui.heap import set_aside_startup
 from gputui.ui.pacing import STREAM_RATE, WritePacer
 from gputui.ui.screens.confirm import ConfirmScreen, plan_heading
 from gputui.ui.screens.help import HelpScreen, help_markdown
@@ -655,6 +656,7 @@ def run_app(settings: Settings) -> int:
             app.notify(parts.history_error, severity="warning", timeout=10, markup=False)
         try:
             await parts.start()
+            set_aside_startup()  # connected, the first screen drawn
         except GputuiError as err:
             if parts.monitor.snapshot.connection == ConnectionState.FAILED or isinstance(
                 err, ConfigError
@@ -679,6 +681,7 @@ def run_app(settings: Settings) -> int:
     )
 
     parts.actions.progress = lambda text: app.notify(text, timeout=4)
+    set_aside_startup()  # imports and the dashboard: kept until exit
     rc = app.run()
     if app.crashed_with is not None:  # the CLI's entry reports it (gputui.cli.crash)
         raise app.crashed_with
