@@ -183,3 +183,36 @@ async def test_the_monitor_follows_the_containers_log(box: Box, target: Target) 
         assert snap.run_found_by == "log"
     finally:
         await mon.stop()
+
+
+@pytest.mark.timeout(150)
+async def test_the_dashboard_relaunches_a_main_process_container(
+    testbed: Any, testbed_commands: None
+) -> None:
+    """`gputui --host H --docker NAME` on a run that is the container's main
+    process: its log on screen is `docker logs`; r opens the box that says
+    what docker restart does, y restarts it and the new run's lines follow
+    the old ones in the same view."""
+    from gputui.ui.screens.confirm import ConfirmScreen
+    from ui_scenarios import SIZE, make_app
+
+    name = f"dash{os.getpid() % 10000}-{next(_n)}"
+    testbed.container_create("docker", name, PY, "-c", MAIN)
+    try:
+        settings = Settings(**testbed.transport_kwargs(), docker=name, interval=0.5)
+        app, parts = make_app(settings)
+        snap = parts.monitor.snapshot
+        async with app.run_test(size=SIZE) as pilot:
+            await helpers.until(lambda: "step 3" in snap.log_tail, 40, "the container's log")
+            await pilot.press("r")
+            await helpers.until(lambda: isinstance(app.screen, ConfirmScreen), 30, "the box")
+            shown = str(app.screen.query_one("#confirm-text").render())
+            assert f"docker restart -t 10 {name}" in shown, shown
+            assert "SIGTERM to its main process" in shown and "its log is kept" in shown
+            await pilot.press("y")
+            await helpers.until(
+                lambda: list(snap.log_tail).count("step 0") == 2, 60, "the restarted run's lines"
+            )
+            assert list(snap.log_tail).count("started") == 2
+    finally:
+        testbed.container_stop("docker", name)

@@ -57,7 +57,15 @@ def _launch(snap: Snapshot, can_launch: bool) -> str | None:
 
 
 def _relaunch(snap: Snapshot, can_launch: bool) -> str | None:
-    return None if snap.session is not None or can_launch else "no session selected"
+    if snap.session is not None or can_launch:
+        return None
+    # No tmux session: the run is its container's main process (actions/restart.py)
+    kind = snap.container.kind if snap.container is not None else ""
+    if kind in ("docker", "podman"):
+        return None  # docker/podman restart
+    if kind == "pod":
+        return "a pod's main process restarts only in a new pod (kubectl delete pod)"
+    return "no session selected"
 
 
 def _attach(snap: Snapshot, can_launch: bool) -> str | None:
