@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gputui.model import GpuEvent, GpuSample, GpuState
+from gputui.model import GpuEvent, GpuProcess, GpuSample, GpuState
 from gputui.monitor.gpufeed import (
     APPS_SCRIPT,
     NvidiaSmiFeed,
@@ -100,7 +100,7 @@ class FakeReader:
         ev = GpuEvent(time=time.time(), text="GPU 0: GPU is lost", lost=True)
         return [ev] if self.lost else []
 
-    def processes(self) -> list[Any]:
+    def processes(self, util: bool = True) -> list[Any]:
         return []
 
     def shutdown(self) -> None:
@@ -374,3 +374,82 @@ async def test_listing_is_mapped_again_when_the_ct_pid_namespace_becomes_known(
         assert p.in_container is True and p.ct_pid is not None and p.ct_pid != host_pid
     finally:
         await feed.stop()
+
+
+class UtilReader(FakeReader):
+    """One process on GPU 0 at `busy` %: records whether each listing asked
+    for per-process utilization."""
+
+    def __init__(self, busy: float) -> None:
+        super().__init__()
+        self.busy = busy
+        self.asked: list[bool] = []
+
+    def read(self, now: float) -> list[GpuSample]:
+        return [GpuSample(index=0, time=now, uuid="GPU-0", util_pct=self.busy)]
+
+    def processes(self, util: bool = True) -> list[Any]:
+        self.asked.append(util)
+        gp = GpuProcess(gpu_uuid="GPU-0", host_pid=7, used_mib=1000.0)
+        if util:
+            gp.util = [(time.time(), self.busy)]
+        return [gp]
+
+
+def test_per_process_utilization_is_read_every_listing_only_while_it_could_matter() -> None:
+    """Issue 24: a run busy alone on its GPU has its own utilization read
+    every UTIL_EVERY_S, not every listing; one reading under UTIL_BUSY_PCT
+    (it may be hanging) is read every listing again."""
+    from gputui.monitor.gpufeed import UTIL_EVERY_S
+
+    clock = [1000.0]
+    r = UtilReader(busy=100.0)
+    feed = NvmlFeed(reader=r, apps_every=2, clock=lambda: clock[0])
+    feed._ready = True
+
+    def listing() -> None:
+        for _ in range(feed.apps_every):
+            _, _, procs = feed._read_once()
+            if procs is not None:  # the feed's loop carries each one's history
+                prev = feed.state.processes
+                for p in procs:
+                    p.util = (prev[0].util if prev else []) + p.util
+                feed.state.processes = procs
+            clock[0] += 1.0
+
+    for _ in range(12):  # 24 s of listings every 2 s
+        listing()
+    assert r.asked.count(True) == 3 and len(r.asked) == 12, r.asked  # t = 0, 10, 20
+    assert r.asked[0] and r.asked[5] and r.asked[10]
+    assert UTIL_EVERY_S == 10.0
+    r.busy = 0.0  # the GPU goes idle: every listing asks
+    r.asked.clear()
+    for _ in range(4):
+        listing()
+    assert r.asked == [True, True, True, True], r.asked
+
+
+def test_a_late_reading_starts_the_hang_clock_when_the_process_went_idle() -> None:
+    """Read 10 s apart, the driver's samples come back a point each 2 s: a
+    process that stopped at t≈3 reads idle from the t=6 point, so the hang rule (its
+    clock: own_idle_for) is on time, not up to 20 s late."""
+    from gputui.collect.nvml import UTIL_BUCKET_S, util_points
+    from gputui.diagnose.holders import own_idle_for
+
+    t0 = 1000.0
+    fresh = [(int((t0 + k / 6) * 1e6), 7, 100.0) for k in range(18)]  # busy 0-3 s
+    fresh += [(int((t0 + k / 6) * 1e6), 8, 90.0) for k in range(60)]  # another, all 10 s
+    points = util_points(fresh, t0, t0 + 10.0)
+    assert [round(t - t0) for t, _ in points] == [2, 4, 6, 8, 10]
+    gp = GpuProcess(gpu_uuid="GPU-0", host_pid=7, used_mib=1.0)
+    gp.util = [(t, m.get(7, 0.0)) for t, m in points]
+    assert gp.util[0][1] == 100.0 and all(v == 0.0 for _, v in gp.util[2:])
+    idle = own_idle_for(gp, t0 + 60.0, 5.0)
+    assert idle is not None
+    stopped = 17 / 6  # its last sample
+    assert 60.0 - stopped - idle <= 2 * UTIL_BUCKET_S  # the listing pace's lateness, not 10 s more
+    # read at the listing's pace (≤ 3 s apart): one point, as before
+    assert len(util_points(fresh, t0 + 8.0, t0 + 10.0)) == 1
+    # nothing before the driver's first sample is made up
+    late = util_points(fresh[18:], t0 - 20.0, t0 + 10.0)
+    assert [round(t - t0) for t, _ in late] == [2, 4, 6, 8, 10]

@@ -30,6 +30,10 @@ MIB = 1024 * 1024
 # The power limit changes only when someone runs `nvidia-smi -pl`; asking the
 # driver for it was the dearest of the once-a-second NVML calls on the H200.
 LIMIT_EVERY_S = 30.0
+# Per-process utilization is read every few seconds, not every listing (it was
+# a tenth of the dashboard's samples on the H200); a longer wait comes back as
+# a point each UTIL_BUCKET_S, by the driver's own sample times.
+UTIL_BUCKET_S = 2.0
 
 
 def _load_pynvml() -> ModuleType:
@@ -62,6 +66,7 @@ class NvmlReader:
         self._events: list[GpuEvent] = []
         self._started = False
         self._util_seen: dict[int, int] = {}  # index -> newest per-process sample (µs)
+        self._util_at: dict[int, float] = {}  # index -> when it was last read
 
     # ------------------------------------------------------------ lifecycle
 
@@ -229,9 +234,10 @@ class NvmlReader:
         ev, self._events = self._events, []
         return ev
 
-    def processes(self) -> list[GpuProcess]:
+    def processes(self, util: bool = True) -> list[GpuProcess]:
         """Compute processes on every GPU (host PIDs; used memory None when
-        NVML does not report it)."""
+        NVML does not report it); with `util`, each one's own utilization
+        since the last reading, a point each UTIL_BUCKET_S."""
         if not self._started:
             raise GputuiError("NVML reader used before init()", "call NvmlReader.init() first")
         nv = self._nvml
@@ -243,7 +249,7 @@ class NvmlReader:
                 procs = self._get(partial(nv.nvmlDeviceGetComputeRunningProcesses, h)) or []
             except nv.NVMLError:
                 continue  # lost GPU: read() reports it
-            util = self._process_util(i, h) if procs else None
+            points = self._process_util(i, h) if procs and util else None
             for p in procs:
                 pid = int(p.pid)
                 mem = getattr(p, "usedGpuMemory", None)
@@ -254,16 +260,21 @@ class NvmlReader:
                     used_mib=mem / MIB if mem is not None else None,
                     name=name,
                 )
-                if util is not None:  # one reading now; the feed keeps the history
-                    gp.util = [(util[0], util[1].get(pid, 0.0))]
+                if points is not None:  # readings since the last; the feed keeps the history
+                    gp.util = [(t, means.get(pid, 0.0)) for t, means in points]
                 out.append(gp)
         return out
 
-    def _process_util(self, i: int, h: Any) -> tuple[float, dict[int, float]] | None:
-        """(now, {pid: mean SM % of its samples since the last call}) from
-        nvmlDeviceGetProcessUtilization; a process with no sample was idle
-        (NVML lists only active ones: NOT_FOUND when none was). None when
-        this GPU or driver cannot tell (NotSupported, an old pynvml)."""
+    def _process_util(self, i: int, h: Any) -> list[tuple[float, dict[int, float]]] | None:
+        """[(time, {pid: mean SM % of its samples})] since the last call, from
+        nvmlDeviceGetProcessUtilization: one point when the last call was
+        at most UTIL_BUCKET_S × 1.5 ago, else one a UTIL_BUCKET_S by the
+        samples' own time stamps, from the first sample the driver still
+        holds (a process idle since then reads idle from then, not from
+        this call: the hang rule's clock starts when it went idle). A
+        process with no sample was idle (NVML lists only active ones:
+        NOT_FOUND when none was). None when this GPU or driver cannot tell
+        (NotSupported, an old pynvml)."""
         nv = self._nvml
         fn = getattr(nv, "nvmlDeviceGetProcessUtilization", None)
         if nv is None or fn is None:
@@ -279,15 +290,38 @@ class NvmlReader:
                 raise
             if not_found and isinstance(e, not_found):
                 self._util_seen[i] = int(now * 1e6)
-                return now, {}
+                return [(now, {})]
             return None
-        sums: dict[int, list[float]] = {}
-        newest = since
+        fresh: list[tuple[int, int, float]] = []  # (µs, pid, %)
         for smp in samples:
             ts = int(getattr(smp, "timeStamp", 0) or 0)
-            if ts <= since:
-                continue
-            newest = max(newest, ts)
-            sums.setdefault(int(smp.pid), []).append(float(getattr(smp, "smUtil", 0) or 0))
-        self._util_seen[i] = newest
-        return now, {pid: sum(v) / len(v) for pid, v in sums.items()}
+            if ts > since:
+                fresh.append((ts, int(smp.pid), float(getattr(smp, "smUtil", 0) or 0)))
+        self._util_seen[i] = max([since, *(ts for ts, _, _ in fresh)])
+        after, self._util_at[i] = self._util_at.get(i, 0.0), now
+        return util_points(fresh, since / 1e6, now, after)
+
+
+def util_points(
+    fresh: list[tuple[int, int, float]], since: float, now: float, after: float = 0.0
+) -> list[tuple[float, dict[int, float]]]:
+    """Per-process samples ((µs, pid, %)) since `since` -> [(bucket end,
+    {pid: mean %})], oldest first, none at or before `after` (the last
+    call's point; see NvmlReader._process_util)."""
+
+    def means(part: list[tuple[int, int, float]]) -> dict[int, float]:
+        sums: dict[int, list[float]] = {}
+        for _, pid, v in part:
+            sums.setdefault(pid, []).append(v)
+        return {pid: sum(v) / len(v) for pid, v in sums.items()}
+
+    if now - since <= UTIL_BUCKET_S * 1.5 or not fresh:
+        return [(now, means(fresh))]
+    first = max(min(ts for ts, _, _ in fresh) / 1e6, after)
+    out: list[tuple[float, dict[int, float]]] = []
+    end = now
+    while end > first:  # buckets (end - UTIL_BUCKET_S, end], newest first
+        start = end - UTIL_BUCKET_S
+        out.append((end, means([f for f in fresh if start < f[0] / 1e6 <= end])))
+        end = start
+    return out[::-1]

@@ -39,6 +39,12 @@ BACKOFF_START_S = 1.0
 BACKOFF_MAX_S = 60.0
 APPS_PERIOD_S = 5.0
 NOT_FOUND_RETRY_S = 300.0
+# NVML's per-process utilization (issue 22's hang rule) was a tenth of the
+# dashboard's samples on the H200 read every listing: read every UTIL_EVERY_S
+# while every GPU holding a process reads at least UTIL_BUSY_PCT % (see
+# NvmlFeed._util_due).
+UTIL_EVERY_S = 10.0
+UTIL_BUSY_PCT = 50.0
 
 # One compute-apps listing ("$@": the nvidia-smi argv), ending in "@gputui
 # end". For every listed PID it also prints its container's cgroup path
@@ -488,6 +494,7 @@ class NvmlFeed(GpuFeed):
         self._ready = False
         self._task: asyncio.Task[None] | None = None
         self.reads = 0
+        self._util_at = float("-inf")  # per-process utilization last read (clock)
         self.state.source = "nvml"
 
     async def start(self) -> None:
@@ -540,6 +547,26 @@ class NvmlFeed(GpuFeed):
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
+    def _util_due(self, samples: list[GpuSample]) -> bool:
+        """Per-process utilization this listing? At the listing's pace (a
+        hang seen within seconds) while it could matter: a GPU holding a
+        process reads under UTIL_BUSY_PCT, holds processes of more than one
+        PID, or one of them last read under it; else every UTIL_EVERY_S
+        (a run busy alone on its GPUs: the driver's samples between come
+        back then, one point a UTIL_BUCKET_S, collect/nvml.py)."""
+        if self.clock() - self._util_at >= UTIL_EVERY_S:
+            return True
+        held: dict[str, set[int]] = {}
+        for p in self.state.processes:
+            held.setdefault(p.gpu_uuid, set()).add(p.host_pid)
+            if not p.util or p.util[-1][1] < UTIL_BUSY_PCT:
+                return True
+        if any(len(pids) > 1 for pids in held.values()):
+            return True
+        return any(
+            s.uuid in held and (s.util_pct is None or s.util_pct < UTIL_BUSY_PCT) for s in samples
+        )
+
     def _fail(self, text: str) -> None:
         if self.state.error != text:
             lost = "lost" in text.lower()
@@ -559,7 +586,12 @@ class NvmlFeed(GpuFeed):
         r = self._reader
         samples = list(r.read(self.clock()))
         events = list(r.take_events())
-        procs = list(r.processes()) if self.reads % self.apps_every == 0 else None
+        procs = None
+        if self.reads % self.apps_every == 0:
+            util = self._util_due(samples)
+            procs = list(r.processes(util=util))
+            if util:
+                self._util_at = self.clock()
         self.reads += 1
         for p in procs or []:
             facts = local_proc_facts(p.host_pid)
