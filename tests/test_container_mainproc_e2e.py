@@ -216,3 +216,41 @@ async def test_the_dashboard_relaunches_a_main_process_container(
             assert list(snap.log_tail).count("started") == 2
     finally:
         testbed.container_stop("docker", name)
+
+
+@pytest.mark.timeout(150)
+def test_doctor_and_relaunch_from_the_command_line(testbed: Any, testbed_commands: None) -> None:
+    """`gputui doctor --host H --docker NAME --json` reads the run from the
+    container's log and PID 1; `gputui relaunch --docker NAME --yes` restarts it."""
+    import json
+    import subprocess
+
+    import scenarios as sc
+
+    name = f"cli{os.getpid() % 10000}-{next(_n)}"
+    testbed.container_create("docker", name, PY, "-c", MAIN)
+    where = ["--host", "gpuhost", "--config", str(sc.config_file(testbed)), "--docker", name]
+    env = sc.doctor_env(testbed)
+
+    def gputui(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "gputui", *args]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=90, cwd="/")
+
+    try:
+        helpers.wait_for(lambda: "step 5" in testbed._tool("docker", "logs", name).stdout, 30)
+        r = gputui("doctor", *where, "--json")
+        doc = json.loads(r.stdout)
+        snap = doc["snapshot"]
+        assert snap["log"]["path"] == f"container-log:docker:{name}", snap["log"]
+        assert snap["process"]["pid"] == 1, snap["process"]
+        # no -u: the fix is the container's environment, not r (a restart runs the same command)
+        (buffered,) = [f for f in doc["findings"] if f["kind"] == "buffered_output"]
+        assert not buffered.get("action"), buffered
+        assert "docker run -e PYTHONUNBUFFERED=1" in buffered["fix"], buffered
+        r = gputui("relaunch", *where, "--yes")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"Restart docker container {name} (the run is its main process)?" in r.stdout
+        assert f"ok: restarted docker container {name}" in r.stdout, r.stdout
+        assert testbed._tool("docker", "logs", name).stderr.count("started") == 2
+    finally:
+        testbed.container_stop("docker", name)

@@ -15,6 +15,29 @@ from gputui.model import UNREADABLE, Finding, Severity
 from gputui.text.words import dur, unreadable_fix
 
 
+def _unbuffer(ctx: Context) -> dict[str, str]:
+    """The keys and fix for block-buffered stdout. A run that is its Docker/
+    Podman container's or pod's main process (no tmux session) starts over
+    with the same command on a restart, buffered again: the fix is its
+    environment, not the relaunch key."""
+    c = ctx.snap.container
+    kind = c.kind if c is not None else ""
+    if ctx.snap.session is None and kind in ("docker", "podman", "pod"):
+        where = (
+            "the pod spec's env"
+            if kind == "pod"
+            else f"`{kind} run -e PYTHONUNBUFFERED=1` (a restart runs the same command)"
+        )
+        return {"fix": f"set PYTHONUNBUFFERED=1 in {where}, or add `-u` to its command"}
+    return {
+        "action": "relaunch",
+        "action_label": "relaunch unbuffered",
+        "alt_action": "flush",
+        "alt_action_label": "flush live",
+        "fix": "add `-u` to the python command or `export PYTHONUNBUFFERED=1` in the start script",
+    }
+
+
 @rule(Kind("busy_but_silent", specificity=100, cause="buffering", stage=1, alerts=True))
 def rule_busy_but_silent(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
@@ -51,11 +74,7 @@ def rule_busy_but_silent(ctx: Context) -> Finding | None:
             "with no -u and PYTHONUNBUFFERED unset, so output is block-buffered"
         ),
         evidence=ev,
-        action="relaunch",
-        action_label="relaunch unbuffered",
-        alt_action="flush",
-        alt_action_label="flush live",
-        fix="add `-u` to the python command or `export PYTHONUNBUFFERED=1` in the start script",
+        **_unbuffer(ctx),
     )
 
 
@@ -129,11 +148,7 @@ def rule_buffered_output(ctx: Context) -> Finding | None:
         severity=Severity.WARNING,
         title=title,
         evidence=ev,
-        action="relaunch",
-        action_label="relaunch unbuffered",
-        alt_action="flush",
-        alt_action_label="flush live",
-        fix="add `-u` to the python command or `export PYTHONUNBUFFERED=1` in the start script",
+        **_unbuffer(ctx),
     )
 
 
