@@ -176,7 +176,12 @@ async def test_the_monitor_follows_the_containers_log(box: Box, target: Target) 
         await helpers.until(
             lambda: any(ln.startswith("step ") for ln in snap.log_tail), 40, "the log"
         )
-        assert snap.log.path == f"container-log:{box.container.spec}"
+        words = (
+            f"docker logs {box.name}"
+            if box.tool == "docker"
+            else f"kubectl logs -n {box.name.replace('/', ' ')} -c main"
+        )
+        assert snap.log.path == words
         await helpers.until(
             lambda: any(p.pid == 1 and p.is_python for p in snap.procs), 40, "the run"
         )
@@ -241,7 +246,7 @@ def test_doctor_and_relaunch_from_the_command_line(testbed: Any, testbed_command
         r = gputui("doctor", *where, "--json")
         doc = json.loads(r.stdout)
         snap = doc["snapshot"]
-        assert snap["log"]["path"] == f"container-log:docker:{name}", snap["log"]
+        assert snap["log"]["path"] == f"docker logs {name}", snap["log"]
         assert snap["process"]["pid"] == 1, snap["process"]
         # no -u: the fix is the container's environment, not r (a restart runs the same command)
         (buffered,) = [f for f in doc["findings"] if f["kind"] == "buffered_output"]

@@ -53,7 +53,9 @@ def test_logs_argv_per_kind_merges_stderr_and_resumes_from_a_stamp() -> None:
     assert logs_words(pod) == "kubectl logs -n ml p-0 -c main"
     assert logs_words(Docker("t")) == "docker logs t"
     assert [has_logs(c) for c in (Docker("t"), pod, ProxmoxLXC(200), Host())] == [1, 1, 0, 0]
-    assert is_log_source(log_source(Docker("t"))) and not is_log_source("/var/log/x.log")
+    assert log_source(Docker("t")) == "docker logs t" and is_log_source("docker logs t")
+    assert is_log_source(log_source(pod)) and not is_log_source("/var/log/x.log")
+    assert not is_log_source("docker") and not is_log_source(None)
 
 
 def test_stamps_split_off_and_compare_whatever_their_digits_and_zone() -> None:

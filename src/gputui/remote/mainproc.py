@@ -19,7 +19,7 @@ import time
 
 from gputui.remote.container import Container, Docker, KubePod
 
-LOG_SOURCE_PREFIX = "container-log:"  # LogChoice's name for a container's log stream
+LOG_TOOLS = ("docker", "podman", "kubectl")  # a log source's name starts with one of them
 RESTART_GRACE_S = 10  # docker restart -t: SIGTERM to the main process, SIGKILL after this
 BACKLOG_LINES = 500  # lines of an existing container log the first stream shows
 
@@ -33,13 +33,15 @@ def has_logs(container: Container) -> bool:
 
 
 def log_source(container: Container) -> str:
-    """The name LogChoice follows a container's log stream by (never a path:
-    it does not start with '/')."""
-    return LOG_SOURCE_PREFIX + container.spec
+    """The name LogChoice follows a container's log stream by, as a person
+    reads it: 'docker logs trainer' (never a path: it has no '/' in front)."""
+    return logs_words(container)
 
 
 def is_log_source(path: str | None) -> bool:
-    return bool(path) and str(path).startswith(LOG_SOURCE_PREFIX)
+    """Whether a log name is a container's log stream ('docker logs NAME')."""
+    words = (path or "").split()
+    return len(words) >= 3 and words[0] in LOG_TOOLS and words[1] == "logs"
 
 
 def logs_words(container: Container) -> str:
