@@ -20,6 +20,7 @@ import pytest
 import helpers
 from gputui.model import ConnectionState, CtStatus, Snapshot
 from gputui.monitor.engine import (
+    PANE_CAPTURE_EVERY_S,
     PANES_LOOP_SCRIPT,
     PENDING_LINES_MAX,
     Monitor,
@@ -320,8 +321,12 @@ async def test_steady_state_starts_no_pct_exec(testbed: Any, ct: int, ws: Path) 
         ops: list[str] = []
         call = agent.call
 
+        captures = [0]  # pane captures asked for, in batches or alone
+
         async def counted(op: str, timeout: float = 5.0, **args: Any) -> Any:
             ops.append(op)
+            inner = [c.get("op") for c in args.get("calls", [])] if op == "batch" else [op]
+            captures[0] += inner.count("capture")
             return await call(op, timeout, **args)
 
         agent.call = counted  # type: ignore[method-assign]
@@ -344,6 +349,9 @@ async def test_steady_state_starts_no_pct_exec(testbed: Any, ct: int, ws: Path) 
         # one request (sessions, the pane's processes and last lines, a stat
         # of the log in one batch) a poll: one packet each way
         assert set(ops) == {"batch"} and polls - 1 <= len(ops) <= polls + 1, (ops, polls)
+        # a live pane whose processes stay is captured every PANE_CAPTURE_EVERY_S,
+        # not every poll (a tmux subprocess each, issue 24)
+        assert 1 <= captures[0] <= window / PANE_CAPTURE_EVERY_S + 1, captures
         assert execs == [] and started == []
         assert mon.channels == 4  # agent, log stream, GPU stream, compute-apps loop
         assert ssh.channels_in_use == mon.channels

@@ -62,6 +62,11 @@ Listener = Callable[[Snapshot, set[str]], None]
 PENDING_LINES_MAX = 5000  # drain_log_lines keeps at most this many; older are counted as dropped
 METRIC_BATCH_MAX = 200  # lines of one batch parsed for metrics; a burst parses its newest
 PANE_TAIL_LINES = 50
+# A live pane whose process tree is unchanged is captured every few seconds,
+# not every poll (a tmux subprocess a second was a sixth of the agent's CPU
+# while a run streamed, issue 24); a dead pane, a new pane or a changed tree
+# is captured in the same poll.
+PANE_CAPTURE_EVERY_S = 5.0
 FALLBACK_PERIOD_S = 5.0
 CT_CHECK_MIN_S = 15.0  # `pct status` runs only after agent errors, not more often
 NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
@@ -163,6 +168,7 @@ class Monitor:
         self._writers_path: str | None = None
         # (pid, tmux target, tmux socket) of the pane last polled
         self._polled_pane: tuple[int, str, str | None] | None = None
+        self._captured_at = float("-inf")  # monotonic time of the last pane capture
         self._oom_files: list[str] = []  # the run's memory cgroup files (the agent's `oom` op)
         self.writers_searches = 0
         # The host's other containers named once (HostWatch sets its own list)
@@ -524,7 +530,8 @@ class Monitor:
         offset_before = self.follower.state.offset if self.follower is not None else None
         calls = {"sessions": agent.sessions_request()}
         if guess is not None:
-            calls["capture"] = agent.capture_request(guess[1], PANE_TAIL_LINES, guess[2])
+            if time.monotonic() - self._captured_at >= PANE_CAPTURE_EVERY_S:
+                calls["capture"] = agent.capture_request(guess[1], PANE_TAIL_LINES, guess[2])
             if guess[0]:
                 calls["procs"] = agent.processes_request(guess[0])
         if path:
@@ -558,6 +565,7 @@ class Monitor:
         elif snap.session is None and not snap.session_gone:
             procs = await self._procs_by_log(agent)
             found_by = "log" if procs else ""
+        tree_same = [p.pid for p in procs] == [p.pid for p in snap.procs]  # no process came or went
         if procs or _procs_key(procs) != _procs_key(snap.procs):
             self._changed("procs")  # cpu %, rss and fd 1 pos move every poll
         if found_by != snap.run_found_by:
@@ -570,10 +578,14 @@ class Monitor:
         await self._choose_log()
         if pane is not None and target:
             with contextlib.suppress(AgentError):
-                if same:
+                if same and "capture" in answers:
                     pane_tail = agent.capture_result(answers["capture"], target, PANE_TAIL_LINES)
+                elif same and tree_same and not pane.dead:
+                    pane_tail = snap.pane_tail  # captured at most PANE_CAPTURE_EVERY_S ago
                 else:
                     pane_tail = await agent.capture(target, PANE_TAIL_LINES, socket)
+                if pane_tail is not snap.pane_tail:
+                    self._captured_at = time.monotonic()
         if pane_tail != snap.pane_tail:
             self._changed("procs")
         snap.pane_tail = pane_tail
