@@ -210,8 +210,17 @@ async def test_the_dashboard_relaunches_a_main_process_container(
         async with app.run_test(size=SIZE) as pilot:
             await helpers.until(lambda: "step 3" in snap.log_tail, 40, "the container's log")
             await pilot.press("r")
-            await helpers.until(lambda: isinstance(app.screen, ConfirmScreen), 30, "the box")
-            shown = str(app.screen.query_one("#confirm-text").render())
+
+            def box_text() -> str:
+                """The confirm box's text once it is mounted ('' until then)."""
+                found = app.screen.query("#confirm-text")
+                return (
+                    str(found.first().render())
+                    if isinstance(app.screen, ConfirmScreen) and found
+                    else ""
+                )
+
+            shown = await helpers.until(box_text, 30, "the box")
             assert f"docker restart -t 10 {name}" in shown, shown
             assert "SIGTERM to its main process" in shown and "its log is kept" in shown
             await pilot.press("y")
