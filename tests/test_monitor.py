@@ -20,6 +20,7 @@ import pytest
 import helpers
 from gputui.model import ConnectionState, CtStatus, Snapshot
 from gputui.monitor.engine import (
+    OOM_READ_EVERY_S,
     PANE_CAPTURE_EVERY_S,
     PANES_LOOP_SCRIPT,
     PENDING_LINES_MAX,
@@ -322,11 +323,13 @@ async def test_steady_state_starts_no_pct_exec(testbed: Any, ct: int, ws: Path) 
         call = agent.call
 
         captures = [0]  # pane captures asked for, in batches or alone
+        ooms = [0]  # reads of the run's cgroup OOM-kill count
 
         async def counted(op: str, timeout: float = 5.0, **args: Any) -> Any:
             ops.append(op)
             inner = [c.get("op") for c in args.get("calls", [])] if op == "batch" else [op]
             captures[0] += inner.count("capture")
+            ooms[0] += inner.count("oom")
             return await call(op, timeout, **args)
 
         agent.call = counted  # type: ignore[method-assign]
@@ -352,6 +355,8 @@ async def test_steady_state_starts_no_pct_exec(testbed: Any, ct: int, ws: Path) 
         # a live pane whose processes stay is captured every PANE_CAPTURE_EVERY_S,
         # not every poll (a tmux subprocess each, issue 24)
         assert 1 <= captures[0] <= window / PANE_CAPTURE_EVERY_S + 1, captures
+        # the OOM count is a baseline while the run lives: every OOM_READ_EVERY_S
+        assert ooms[0] <= window / OOM_READ_EVERY_S + 1, ooms
         assert execs == [] and started == []
         assert mon.channels == 4  # agent, log stream, GPU stream, compute-apps loop
         assert ssh.channels_in_use == mon.channels

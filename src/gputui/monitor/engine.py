@@ -67,6 +67,10 @@ PANE_TAIL_LINES = 50
 # while a run streamed, issue 24); a dead pane, a new pane or a changed tree
 # is captured in the same poll.
 PANE_CAPTURE_EVERY_S = 5.0
+# The run's cgroup OOM-kill count matters once the run is gone (a rise since
+# it was last seen alive is its kill): read each poll while no Python process
+# of the run is seen, every OOM_READ_EVERY_S while it runs (the baseline).
+OOM_READ_EVERY_S = 5.0
 FALLBACK_PERIOD_S = 5.0
 CT_CHECK_MIN_S = 15.0  # `pct status` runs only after agent errors, not more often
 NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
@@ -170,6 +174,7 @@ class Monitor:
         self._polled_pane: tuple[int, str, str | None] | None = None
         self._captured_at = float("-inf")  # monotonic time of the last pane capture
         self._oom_files: list[str] = []  # the run's memory cgroup files (the agent's `oom` op)
+        self._oom_read_at = float("-inf")  # monotonic time of the last `oom` op
         self.writers_searches = 0
         # The host's other containers named once (HostWatch sets its own list)
         self.neighbours_read = False
@@ -536,10 +541,13 @@ class Monitor:
                 calls["procs"] = agent.processes_request(guess[0])
         if path:
             calls["stat"] = agent.stat_request([path])
-        oom_args: dict[str, Any] = {"files": self._oom_files}
-        if guess is not None and guess[0]:
-            oom_args["pid"] = guess[0]
-        calls["oom"] = ("oom", oom_args)
+        run_seen = any(p.is_python for p in snap.procs)
+        if not run_seen or time.monotonic() - self._oom_read_at >= OOM_READ_EVERY_S:
+            oom_args: dict[str, Any] = {"files": self._oom_files}
+            if guess is not None and guess[0]:
+                oom_args["pid"] = guess[0]
+            calls["oom"] = ("oom", oom_args)
+            self._oom_read_at = time.monotonic()
         answers = dict(zip(calls, await agent.batch(list(calls.values())), strict=True))
         self._set_sessions(agent.sessions_result(answers["sessions"]))
         pane = snap.session.main_pane if snap.session is not None else None
