@@ -115,24 +115,24 @@ def served(tmp_path: Path) -> Iterator[str]:
     """`gputui serve --demo` on a free loopback port; yields its URL."""
     port = free_port()
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    # its output goes to a file: read by nobody after the URL, a pipe could
+    # fill and stall the server; and a failing test shows its tail (serve_output)
+    out = (tmp_path / "serve.out").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "gputui", "serve", "--demo", "--bind", f"127.0.0.1:{port}"],
-        stdout=subprocess.PIPE,
+        stdout=out,
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
     )
     try:
-        assert proc.stdout is not None
         url = ""
         deadline = time.monotonic() + 60
-        while not url and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            m = re.search(r"(http://127\.0\.0\.1:\d+/\?token=\S+)", line)
+        while not url and time.monotonic() < deadline and proc.poll() is None:
+            m = re.search(r"(http://127\.0\.0\.1:\d+/\?token=\S+)", serve_output(tmp_path))
             url = m.group(1) if m else ""
-        assert url, "gputui serve printed no URL"
+            time.sleep(0.1)
+        assert url, f"gputui serve printed no URL: {serve_output(tmp_path)[-2000:]}"
         yield url
     finally:
         proc.send_signal(signal.SIGINT)
@@ -141,6 +141,12 @@ def served(tmp_path: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        out.close()
+
+
+def serve_output(tmp_path: Path) -> str:
+    """What `gputui serve` (and the app it runs) printed so far."""
+    return (tmp_path / "serve.out").read_text(errors="replace")
 
 
 def test_requests_without_the_token_are_refused(served: str) -> None:
@@ -274,7 +280,10 @@ def test_page_shows_the_demo_dashboard(served: str, tmp_path: Path) -> None:
             browser.kill()
     # what arrived, so a failure says whether the app sent nothing (did not
     # start in time, or died at once) or sent a screen without the demo
-    seen = f"page classes {classes!r}; {len(text)} characters came: {text[-600:]!r}"
+    seen = (
+        f"page classes {classes!r}; {len(text)} characters came: {text[-600:]!r}; "
+        f"gputui serve printed: {serve_output(tmp_path)[-1500:]}"
+    )
     assert "-first-byte" in classes and "-closed" not in classes, seen
     assert "8× H200 (simulated)" in text, f"no GPU panel on the page; {seen}"
     assert len(MEMORY.findall(text)) >= 8, f"fewer than 8 GPU rows on the page; {seen}"
