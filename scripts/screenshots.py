@@ -101,8 +101,8 @@ async def shoot_live(out: Path, size: tuple[int, int]) -> list[Path]:
     import os
     import tempfile
     import time
-    from types import SimpleNamespace
 
+    from gputui.config import Settings
     from gputui.ui.widgets.banner import Banner
     from gputui.ui.wiring import build
 
@@ -125,7 +125,7 @@ async def shoot_live(out: Path, size: tuple[int, int]) -> list[Path]:
     written = []
     with tempfile.TemporaryDirectory() as state:
         os.environ["XDG_STATE_HOME"] = state  # the demo's files and tmux server
-        parts = build(SimpleNamespace(demo=True, read_only=False))
+        parts = build(Settings(demo=True))
         app = GputuiApp(
             parts.monitor,
             actions=parts.actions,
@@ -141,14 +141,20 @@ async def shoot_live(out: Path, size: tuple[int, int]) -> list[Path]:
                 await until(lambda: bool(banner.finding), 60)
                 await steady_rtt()
                 written.append(Path(app.save_screenshot("demo-live-buffered.svg", str(out))))
+                old = snap.training_proc
                 await pilot.press("r")
                 await pilot.pause(1.0)
                 await pilot.press("y")
                 await app.workers.wait_for_complete()
                 await pilot.press("escape")
-                # the old run's buffer flushes on SIGINT first; wait for the new run's steps
-                m = snap.metrics
-                await until(lambda: m.restarts >= 1 and (m.last_step or 0) >= 12, 90)
+
+                # the old log is moved aside: wait for the new run's process and its steps
+                def new_run_stepping() -> bool:
+                    p = snap.training_proc
+                    fresh = p is not None and (old is None or p.pid != old.pid)
+                    return fresh and (snap.metrics.last_step or 0) >= 12
+
+                await until(new_run_stepping, 90)
                 await pilot.pause(1.5)
                 await steady_rtt()
                 app.clear_notifications()
