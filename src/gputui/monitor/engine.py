@@ -501,6 +501,18 @@ class Monitor:
         if self.agent is None and self._fallback_proc is not None:
             await self._ensure_fallback()  # the log it stats may have changed
 
+    def _oom_call(self, pane_pid: int) -> tuple[str, dict[str, Any]] | None:
+        """The agent's `oom` op for this poll, or None: each poll while no
+        Python process of the run is seen, every OOM_READ_EVERY_S while it runs."""
+        run_seen = any(p.is_python for p in self.snapshot.procs)
+        if run_seen and time.monotonic() - self._oom_read_at < OOM_READ_EVERY_S:
+            return None
+        self._oom_read_at = time.monotonic()
+        args: dict[str, Any] = {"files": self._oom_files}
+        if pane_pid:
+            args["pid"] = pane_pid
+        return ("oom", args)
+
     def _set_oom(self, answer: Any, run_alive: bool) -> None:
         """The OOM-kill count of the run's cgroups (the agent's `oom` op) ->
         snapshot.oom: (count while the run was last seen alive, count now,
@@ -541,13 +553,9 @@ class Monitor:
                 calls["procs"] = agent.processes_request(guess[0])
         if path:
             calls["stat"] = agent.stat_request([path])
-        run_seen = any(p.is_python for p in snap.procs)
-        if not run_seen or time.monotonic() - self._oom_read_at >= OOM_READ_EVERY_S:
-            oom_args: dict[str, Any] = {"files": self._oom_files}
-            if guess is not None and guess[0]:
-                oom_args["pid"] = guess[0]
-            calls["oom"] = ("oom", oom_args)
-            self._oom_read_at = time.monotonic()
+        oom = self._oom_call(guess[0] if guess is not None else 0)
+        if oom is not None:
+            calls["oom"] = oom
         answers = dict(zip(calls, await agent.batch(list(calls.values())), strict=True))
         self._set_sessions(agent.sessions_result(answers["sessions"]))
         pane = snap.session.main_pane if snap.session is not None else None
@@ -605,12 +613,7 @@ class Monitor:
                 offset_before = self.follower.state.offset if self.follower is not None else None
                 stat = await agent.stat([now_path])
             st = stat.get(now_path) or {}
-            fs = (
-                FileStat(int(st["size"]), float(st.get("mtime") or 0.0), int(st.get("inode") or 0))
-                if st.get("exists") and st.get("size") is not None
-                else None
-            )
-            self._observe_stat(now_path, fs, offset_before, _space(st))
+            self._observe_stat(now_path, _file_stat(st), offset_before, _space(st))
 
     def _observe_stat(
         self,
@@ -887,6 +890,13 @@ def _sessions_key(sessions: list[Session]) -> list[tuple[Any, ...]]:
         )
         for s in sessions
     ]
+
+
+def _file_stat(st: dict[str, Any]) -> FileStat | None:
+    """The agent's stat answer for one path -> FileStat, or None when absent."""
+    if not st.get("exists") or st.get("size") is None:
+        return None
+    return FileStat(int(st["size"]), float(st.get("mtime") or 0.0), int(st.get("inode") or 0))
 
 
 def _procs_key(procs: list[Proc]) -> list[tuple[Any, ...]]:
