@@ -503,10 +503,7 @@ class NvmlFeed(GpuFeed):
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait([task] if task is not None else [])
         if self._reader is not None and self._ready:
             self._ready = False
             with contextlib.suppress(Exception):
@@ -666,10 +663,7 @@ class SimulatedGpus(GpuFeed):
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait([task] if task is not None else [])
 
     async def _loop(self) -> None:
         while True:

@@ -31,6 +31,7 @@ from gputui.record.history import EventRow, GpuRow, HistoryWriter, PointRow, Run
 from gputui.record.incidents import SETTLE_S
 from gputui.record.runlog import parse_chunk_off_loop
 from gputui.remote.target import spec_of
+from gputui.tasks import cancel_and_wait
 
 # one short command a minute while the log grows: pct exec costs
 LOG_EVERY_S = DEFAULTS.history_log_every
@@ -252,10 +253,7 @@ class RunRecorder:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait([task] if task is not None else [])
         for t in list(self._pending):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
