@@ -69,9 +69,16 @@ class DemoEnvironment:
     def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         if shutil.which("tmux") is None:
             raise GputuiError("the demo needs tmux, and tmux is not installed", "apt install tmux")
-        return subprocess.run(
-            ["tmux", *args], env=self.env(), capture_output=True, text=True, timeout=10, check=check
+        done = subprocess.run(
+            ["tmux", *args], env=self.env(), capture_output=True, text=True, timeout=10
         )
+        if check and done.returncode != 0:  # tmux's own words, not a traceback
+            said = " ".join(done.stderr.split()) or f"exit {done.returncode}"
+            raise GputuiError(
+                f"the demo's tmux {args[0]} failed: {said}",
+                f"check that tmux works: TMUX_TMPDIR={self.tmux_dir} tmux ls",
+            )
+        return done
 
     def prepare(self) -> None:
         """Fresh demo: stop an old demo server, keep old logs (moved aside), copy the script."""
