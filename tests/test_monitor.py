@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import helpers
+from gputui.errors import ContainerError
 from gputui.model import ConnectionState, CtStatus, Snapshot
 from gputui.monitor.engine import (
     OOM_READ_EVERY_S,
@@ -31,6 +32,7 @@ from gputui.monitor.engine import (
 )
 from gputui.monitor.gpufeed import SimulatedGpus
 from gputui.monitor.logchoice import stdout_log_files
+from gputui.remote.agent_client import AgentError
 from gputui.remote.base import RemoteProcess
 from gputui.remote.container import ProxmoxLXC
 from gputui.remote.local import LocalTransport
@@ -756,3 +758,62 @@ def test_the_plain_command_loop_reports_the_logs_disk_space(tmp_path: Path) -> N
     assert space_from_words(["1", "4096"]) is None
     assert space_from_words(["a", "4096", "3"]) is None
     assert space_from_words(["2", "4096", "3"]) == (8192, 12288)
+
+
+async def test_a_failed_first_poll_still_leaves_a_polling_monitor(
+    testbed: Any, ct: int, counting: CountingTransport
+) -> None:
+    """Under load the agent's first `tmux list-panes` can overrun its time
+    limit. start() then set `_running` and never started the poll loop: the
+    host view said "idle: no tmux session" forever and watch recorded
+    nothing. The first poll's failure is now one more failed poll."""
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "slowstart", "sleep 300")
+    mon = Monitor(
+        Target(counting, ct), settings(interval=0.1), gpu_feed=SimulatedGpus(1, lambda: 0.0)
+    )
+    first = mon._ensure_agent_and_refresh
+    calls = [0]
+
+    async def flaky() -> None:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise AgentError("list-panes did not answer within 3 s")
+        await first()
+
+    mon._ensure_agent_and_refresh = flaky  # type: ignore[method-assign]
+    await mon.start()
+    try:
+        assert "first poll failed" in (mon.agent_error or ""), mon.agent_error
+        await until(lambda: mon.snapshot.session_name == "slowstart", what="the session, polled")
+    finally:
+        await mon.stop()
+
+
+async def test_a_start_that_fails_can_be_tried_again(
+    testbed: Any, ct: int, counting: CountingTransport
+) -> None:
+    """A start that raises leaves nothing running and a second start() works
+    (it returned at once before: `_running` stayed set)."""
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "again", "sleep 300")
+    mon = Monitor(
+        Target(counting, ct), settings(interval=0.1), gpu_feed=SimulatedGpus(1, lambda: 0.0)
+    )
+    real = mon._start
+    calls = [0]
+
+    async def failing_once() -> None:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise ContainerError(f"CT {ct} not running")
+        await real()
+
+    mon._start = failing_once  # type: ignore[method-assign]
+    with pytest.raises(ContainerError):
+        await mon.start()
+    assert mon.channels == 0
+    await mon.start()
+    try:
+        await until(lambda: mon.snapshot.session_name == "again", what="the session, polled")
+        assert calls[0] == 2
+    finally:
+        await mon.stop()

@@ -257,6 +257,13 @@ class Monitor:
             if self._stopping and task.cancelled():
                 return  # stop() ended the start-up
             raise
+        except BaseException:
+            # a failed start leaves nothing running and can be tried again
+            # (it left `_running` set, so a retry returned at once and no
+            # poll ever ran: the host view said "idle" forever, watch recorded
+            # nothing)
+            await self.stop()
+            raise
         finally:
             if self._start_task is task:
                 self._start_task = None
@@ -284,7 +291,13 @@ class Monitor:
             self._tasks.append(asyncio.create_task(self._read_neighbours(), name="neighbours"))
         if self.log_choice.wanted(self.snapshot.procs) is not None:
             await self._choose_log()
-        await self._while_checking_log(self._ensure_agent_and_refresh())
+        try:
+            await self._while_checking_log(self._ensure_agent_and_refresh())
+        except (AgentError, CommandTimeout, asyncio.TimeoutError) as err:
+            # a slow or failed first poll (a loaded host: tmux list-panes over
+            # its time limit) is not the end of the monitor: the poll loop
+            # below retries, as it does for every later poll
+            self.agent_error = f"first poll failed: {type(err).__name__}: {err}"
         self._tasks.append(asyncio.create_task(self._poll_loop(), name="monitor poll"))
         self._changed("connection", "ct")
 
