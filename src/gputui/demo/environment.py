@@ -12,12 +12,15 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +33,7 @@ GPUS = 8
 STALE_AFTER_S = 20.0  # the demo says "silent" sooner than a real run would
 METRIC_REGEX = r"step (?P<step>\d+) \| loss (?P<loss>[\d.]+) \| tok/s (?P<throughput>[\d.,]+)"
 LOAD = {"loading": 0.12, "training": 0.97}
+SOCKET_PATH_MAX = 100  # bytes: sun_path is 108 with its NUL, less on some systems
 
 
 def default_dir() -> Path:
@@ -45,7 +49,27 @@ class DemoEnvironment:
 
     @property
     def tmux_dir(self) -> Path:
-        return self.root / "tmux"
+        """TMUX_TMPDIR of the demo's own server. A socket path is at most
+        ~107 bytes (sun_path): under a long state directory (a deep
+        $XDG_STATE_HOME, a test's tmp path) tmux said "File name too long" and
+        the demo did not start, so the server then lives in a short private
+        directory under /tmp instead (checked: ours, 0700, not a link)."""
+        own = self.root / "tmux"
+        if len(os.fsencode(own / f"tmux-{os.getuid()}" / "default")) <= SOCKET_PATH_MAX:
+            return own
+        tag = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:12]
+        return Path(tempfile.gettempdir()) / f"gputui-demo-{os.getuid()}-{tag}"
+
+    def _make_tmux_dir(self) -> None:
+        d = self.tmux_dir
+        d.mkdir(mode=0o700, exist_ok=True)
+        st = d.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise GputuiError(
+                f"the demo's tmux directory {d} is not a private directory of this user "
+                f"(someone else made it, or it is a link) — remove it, or set XDG_STATE_HOME "
+                "to a shorter path"
+            )
 
     @property
     def log(self) -> Path:
@@ -83,7 +107,7 @@ class DemoEnvironment:
     def prepare(self) -> None:
         """Fresh demo: stop an old demo server, keep old logs (moved aside), copy the script."""
         self.root.mkdir(parents=True, exist_ok=True)
-        self.tmux_dir.mkdir(mode=0o700, exist_ok=True)
+        self._make_tmux_dir()
         self.tmux("kill-server", check=False)
         if self.log.exists():
             self.log.rename(self.root / f"train.log.{time.strftime('%Y%m%d-%H%M%S')}")
