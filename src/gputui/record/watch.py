@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 RETRY_START_S = 5.0
 RETRY_MAX_S = 60.0
+CLOSE_LIMIT_S = 20.0  # SIGTERM to exit: every target closed within this, at once
 
 
 def target_settings(spec: str, base: Settings) -> Settings:
@@ -216,21 +217,32 @@ class Watch:
         return 0
 
     async def close(self) -> None:
-        for w in self.watched:
-            if w.task is not None:
-                w.task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await w.task
-            with contextlib.suppress(Exception):
-                await w.recorder.stop()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(w.monitor.stop(), 15)
-            with contextlib.suppress(Exception):
-                await w.transport.close()
+        """Every target closed at once, within CLOSE_LIMIT_S in all: SIGTERM
+        (or the terminal closing) ends watch in bounded time, whatever one
+        target's remote commands do (under a full test suite on two busy
+        cores, closing them one after another overran 30 s)."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*(_close_watched(w) for w in self.watched)), CLOSE_LIMIT_S
+            )
         if self.writer is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
         if self.exporter is not None:
             self.exporter.close()
+
+
+async def _close_watched(w: Watched) -> None:
+    """One target's task, recorder, monitor and connection, each bounded."""
+    if w.task is not None:
+        w.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await w.task
+    with contextlib.suppress(Exception):
+        await w.recorder.stop()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(w.monitor.stop(), 15)
+    with contextlib.suppress(Exception):
+        await w.transport.close()
 
 
 def watch_targets(
