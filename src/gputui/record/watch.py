@@ -21,7 +21,6 @@ import dataclasses
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -227,10 +226,7 @@ class Watch:
                 asyncio.gather(*(_close_watched(w) for w in self.watched)), CLOSE_LIMIT_S
             )
         if self.writer is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(
-                    asyncio.get_running_loop().run_in_executor(None, self.writer.close), 10
-                )
+            await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
         if self.exporter is not None:
             self.exporter.close()
 
@@ -280,26 +276,4 @@ def main(
 ) -> int:
     targets = watch_targets(specs, base, flag_hosts)
     watch = Watch(targets, prometheus=prometheus, prometheus_public=prometheus_public)
-    loop = asyncio.new_event_loop()
-    try:
-        rc = loop.run_until_complete(watch.run())
-    finally:
-        loop.close()  # the default executor is not waited for (asyncio.run would)
-    _exit_past_stuck_threads(rc)
-    return rc
-
-
-def _exit_past_stuck_threads(rc: int) -> None:
-    """watch has closed its targets and its history: a worker thread still
-    blocked in a read (NVML, a file, on a loaded machine) must not hold the
-    exit that SIGTERM or a closed terminal asked for — the interpreter would
-    join it first (seen: still alive 30 s after SIGHUP under a busy suite)."""
-    main = threading.main_thread()
-    stuck = [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
-    for t in stuck:
-        t.join(timeout=2.0)
-    if any(t.is_alive() for t in stuck):
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(rc)
+    return asyncio.run(watch.run())
