@@ -100,7 +100,10 @@ def start(testbed: Any, o: Owned, command: str, cwd: str | None = None) -> None:
     """The user's run: `tmux -S SOCK new-session -d -s job COMMAND` as uid 65534."""
     where = cwd or str(o.dir)
     new = ["new-session", "-d", "-s", "job", "-c", where, command]
-    r = testbed.ct_exec(o.ct, [*DROP, "env", f"HOME={o.dir}", *o.tmux, *new])
+    # SHELL set: tmux's server takes its default-shell from SHELL, else the
+    # passwd entry — nobody's is nologin, and CI runs with no SHELL at all
+    env = ["env", f"HOME={o.dir}", "SHELL=/bin/sh"]
+    r = testbed.ct_exec(o.ct, [*DROP, *env, *o.tmux, *new])
     assert r.returncode == 0, r.stderr
 
 
