@@ -100,6 +100,25 @@ def test_watch_records_exports_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert scrape(port) == {}  # the endpoint is gone with the process
 
 
+def wait_or_dump(proc: subprocess.Popen[bytes], timeout: float, what: str) -> int:
+    """The exit code; past the timeout, fail with where every thread of the
+    still-running process is (py-spy dump), so a failure names its cause."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        spy = Path(sys.executable).parent / "py-spy"
+        dump = subprocess.run(
+            [str(spy), "dump", "--pid", str(proc.pid), "--locals"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        raise AssertionError(
+            f"watch ({what}) still running {timeout:.0f} s after the signal:\n"
+            f"{dump.stdout}{dump.stderr}"
+        ) from None
+
+
 def test_watch_stops_cleanly_when_its_terminal_closes_and_not_under_nohup(
     tmp_path: Path,
 ) -> None:
@@ -143,7 +162,8 @@ def test_watch_stops_cleanly_when_its_terminal_closes_and_not_under_nohup(
                 with pytest.raises(subprocess.TimeoutExpired):
                     proc.wait(timeout=3)
                 proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 0  # not killed by the signal, no traceback exit 1
+            code = wait_or_dump(proc, 30, f"nohup={nohup}")
+            assert code == 0  # not killed by the signal, no traceback exit 1
         finally:
             if master >= 0:
                 os.close(master)
