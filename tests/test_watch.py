@@ -100,22 +100,24 @@ def test_watch_records_exports_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert scrape(port) == {}  # the endpoint is gone with the process
 
 
-def wait_or_dump(proc: subprocess.Popen[bytes], timeout: float, what: str) -> int:
+STACKS_ON_USR2 = """\
+import faulthandler, os, signal
+_stacks = open(os.environ["GPUTUI_TEST_STACKS"], "w")
+faulthandler.register(signal.SIGUSR2, file=_stacks, all_threads=True)
+"""
+
+
+def wait_or_dump(proc: subprocess.Popen[bytes], timeout: float, what: str, stacks: Path) -> int:
     """The exit code; past the timeout, fail with where every thread of the
-    still-running process is (py-spy dump), so a failure names its cause."""
+    still-running process is (faulthandler, registered on SIGUSR2 by a
+    sitecustomize the test put on its PYTHONPATH), so a failure names its cause."""
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        spy = Path(sys.executable).parent / "py-spy"
-        dump = subprocess.run(
-            [str(spy), "dump", "--pid", str(proc.pid), "--locals"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc.send_signal(signal.SIGUSR2)
+        wait_for(lambda: stacks.exists() and "File" in stacks.read_text(), 10, "the stacks")
         raise AssertionError(
-            f"watch ({what}) still running {timeout:.0f} s after the signal:\n"
-            f"{dump.stdout}{dump.stderr}"
+            f"watch ({what}) still running {timeout:.0f} s after the signal:\n{stacks.read_text()}"
         ) from None
 
 
@@ -128,7 +130,17 @@ def test_watch_stops_cleanly_when_its_terminal_closes_and_not_under_nohup(
 
     log = tmp_path / "train.log"
     log.write_text("step 1 loss 2.0\n")
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONUNBUFFERED": "1"}
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(STACKS_ON_USR2)
+    stacks = tmp_path / "stacks.txt"
+    env = {
+        **os.environ,
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(site),
+        "GPUTUI_TEST_STACKS": str(stacks),
+    }
     argv = [sys.executable, "-m", "gputui", "watch", "local", "--log", str(log)]
 
     def ignore_hup() -> None:
@@ -162,7 +174,7 @@ def test_watch_stops_cleanly_when_its_terminal_closes_and_not_under_nohup(
                 with pytest.raises(subprocess.TimeoutExpired):
                     proc.wait(timeout=3)
                 proc.send_signal(signal.SIGTERM)
-            code = wait_or_dump(proc, 30, f"nohup={nohup}")
+            code = wait_or_dump(proc, 30, f"nohup={nohup}", stacks)
             assert code == 0  # not killed by the signal, no traceback exit 1
         finally:
             if master >= 0:
