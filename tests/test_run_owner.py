@@ -115,7 +115,7 @@ def start_loop(testbed: Any, o: Owned) -> Path:
 
 
 def ct_pids(testbed: Any, ct: int, needle: str) -> list[int]:
-    out = testbed.ct_exec(ct, ["ps", "-eo", "pid=,args="]).stdout
+    out = testbed.ct_exec(ct, ["ps", "-ww", "-eo", "pid=,args="]).stdout
     return [int(ln.split(None, 1)[0]) for ln in out.splitlines() if needle in ln]
 
 
@@ -338,3 +338,66 @@ async def test_launch_writes_no_secret_into_a_fifo_planted_at_the_env_file(
     assert "nothing was written" in result.summary
     assert secret not in stolen.read_text()
     assert not ct_pids(testbed, owned.ct, "sleep 300")  # nothing started
+
+
+# ------------------------------------------------------------------ gdb from root's PATH
+
+
+async def test_flush_never_runs_a_gdb_planted_in_a_users_directory_on_path(
+    target: Target, testbed: Any, owned: Owned, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `gdb` in a directory the user owns, first on root's PATH: flush
+    (the test process, then the run) ran it as root. Now root takes only a
+    gdb root owns alone — root's own elsewhere, or none, with the fix."""
+    marker = owned.dir / "gdb-marker"
+    bin_dir = owned.dir / "bin"
+    bin_dir.mkdir()
+    planted = bin_dir / "gdb"
+    planted.write_text(f"#!/bin/sh\nid -u >> {marker}\nexit 1\n")
+    planted.chmod(0o755)
+    subprocess.run(["chown", "-R", f"{UID}:{UID}", str(bin_dir)], check=True)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    start_loop(testbed, owned)
+    try:
+        plan = await plan_flush(target, Settings(), "job", tmux=owned.tmux)
+    except ActionError as err:  # no root-owned gdb here: refused, with the fix
+        assert "apt-get install gdb" in str(err) and "\n" not in str(err), err
+    else:
+        await execute(target, plan)
+        assert not marker.exists(), f"root ran the user's gdb: uid {marker.read_text()}"
+        assert plan.commands[0][0] != str(planted), plan.commands
+    with pytest.raises(ActionError) as named:  # the planted one, named: refused, one line
+        await plan_flush(target, Settings(), "job", gdb=str(planted), tmux=owned.tmux)
+    text = str(named.value)
+    assert "gdb not run: gputui runs as root only a gdb that root owns" in text, text
+    assert str(planted) in text and "apt-get install gdb (as root)" in text
+    assert "\n" not in text
+    assert not marker.exists(), marker.read_text()  # never run, as root or anyone
+
+
+# ------------------------------------------------------------------ a long interpreter path
+
+
+async def test_a_python_under_a_long_path_is_still_the_runs_python(
+    target: Target, testbed: Any, owned: Owned, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's interpreter lives under a path of over 100 characters, and
+    gputui runs with COLUMNS=80 (a shell that exports its width): `ps -eo
+    args` cut the path at 80 columns, the process was no longer seen as
+    Python, and kill/dump/flush picked the wrong processes (or none)."""
+    deep = owned.dir / ("d" * 40) / ("e" * 40)
+    deep.mkdir(parents=True)
+    python = deep / "v" / "bin" / "python3"
+    subprocess.run([PY, "-m", "venv", "--copies", "--without-pip", str(deep / "v")], check=True)
+    subprocess.run(["chown", "-R", f"{UID}:{UID}", str(owned.dir)], check=True)
+    assert len(str(python)) > 100
+    log = owned.dir / "job.log"
+    start(testbed, owned, f"{python} -u loop.py 2>&1 | tee job.log; sleep 600")
+    helpers.wait_for(lambda: log.exists() and b"step 1" in log.read_bytes(), 20, "the run")
+    out = testbed.ct_exec(owned.ct, ["ps", "-ww", "-eo", "pid=,args="]).stdout
+    (pid,) = [int(ln.split()[0]) for ln in out.splitlines() if ln.split()[1:2] == [str(python)]]
+    monkeypatch.setenv("COLUMNS", "80")
+    plan = await plan_kill(target, Settings(), "job", tmux=owned.tmux)
+    assert plan.params["leader"] == pid, (plan.params["leader"], plan.notes)
+    assert plan.params["leader_args"] == f"{python} -u loop.py"
+    assert any(str(python) in note for note in plan.notes), plan.notes

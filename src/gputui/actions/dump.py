@@ -18,7 +18,6 @@ from gputui.actions.plan import (
     state_dir,
 )
 from gputui.actions.procid import read_proc_ids
-from gputui.actions.scripts import FIND_TOOL_SCRIPT
 from gputui.config import Settings
 from gputui.remote.identity import ROOT_OWNED_SCRIPT, as_owner, identity_words, parse_root_owned
 from gputui.remote.target import Target
@@ -34,20 +33,25 @@ PTRACE_DENIED = re.compile(r"permission denied|operation not permitted|ptrace", 
 PY_SPY_CANDIDATES = ["py-spy", "/usr/local/bin/py-spy", "/root/.local/bin/py-spy"]
 
 
-async def find_tool(target: Target, candidates: list[str]) -> str | None:
-    res = await target.run(["sh", "-c", FIND_TOOL_SCRIPT, "gputui-which", *candidates])
-    return res.out.strip().splitlines()[0] if res.ok and res.out.strip() else None
-
-
 async def require_tool(target: Target, candidates: list[str], tool: str, install: str) -> str:
-    """The first usable candidate, or ActionError naming `install` as the fix."""
-    exe = await find_tool(target, candidates)
-    if exe is None:
+    """The first candidate that root owns alone (the file and every
+    directory above it root's, ROOT_OWNED_SCRIPT), or ActionError: not
+    installed, or installed only where others than root can change it —
+    root never runs that one (a `gdb` planted in a user's directory on PATH)."""
+    find = ["sh", "-c", ROOT_TOOLS_SCRIPT, "gputui-which", ROOT_OWNED_SCRIPT]
+    res = await target.run([*find, *candidates], timeout=15.0)
+    exe, why = parse_root_tools(res.out)
+    if exe is not None:
+        return exe
+    if not why:
         raise ActionError(
             f"{tool} is not installed on {target.label}",
             f"install it inside the container: {install}",
         )
-    return exe
+    raise ActionError(
+        f"{tool} not run: gputui runs as root only a {tool} that root owns ({'; '.join(why)})",
+        f"install it for root inside the container: {install} (as root)",
+    )
 
 
 def in_session(name: str | None) -> str:
@@ -184,7 +188,7 @@ async def plan_dump(
                 "the run has ended or is not Python; nothing to dump",
             )
         pids = [p.pid for p in pys]
-        argv0s = [p.args.split(" ", 1)[0] for p in pys]
+        argv0s = [(info.argvs.get(p.pid) or [p.args.split(" ", 1)[0]])[0] for p in pys]
         listing = [f"  pid {p.pid}: {p.args[:120]}" for p in pys]
         ids = info.ids
     else:

@@ -24,6 +24,8 @@ from gputui.remote.target import Target
 
 FLUSH_CODE = "import sys;sys.stdout.flush();sys.stdout.reconfigure(line_buffering=True)"
 GDB_INSTALL = "apt-get install gdb"
+# Where root's gdb is when PATH's first one is not root's alone.
+GDB_CANDIDATES = ["gdb", "/usr/bin/gdb", "/usr/local/bin/gdb"]
 
 
 def gdb_argv(gdb: str, pid: int) -> list[str]:
@@ -71,7 +73,7 @@ async def plan_flush(
         ids = await read_proc_ids(target, [int(p) for p in pids])
     if not logs and settings.log:
         logs = [settings.log]
-    exe = await require_tool(target, [gdb] if gdb else ["gdb"], "gdb", GDB_INSTALL)
+    exe = await require_tool(target, [gdb] if gdb else GDB_CANDIDATES, "gdb", GDB_INSTALL)
     if not pids:
         raise ActionError("no process given to flush", "pass --session NAME or --pid PID")
     canary, who = await plan_canary(target, int(pids[0]), ids.get(int(pids[0])))

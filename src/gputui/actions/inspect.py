@@ -189,7 +189,10 @@ def descendants(rows: list[PsRow], root: int) -> list[PsRow]:
     return out
 
 
-PS_ARGV = ["ps", "-eo", "pid=,ppid=,pgid=,stat=,args="]
+# -ww: the whole command line. Without it ps cuts `args` at the terminal's
+# width, or at COLUMNS when set (80 in many shells): an interpreter under a
+# long path lost its name and the run's Python went unseen.
+PS_ARGV = ["ps", "-ww", "-eo", "pid=,ppid=,pgid=,stat=,args="]
 
 
 async def list_procs(target: Target) -> list[PsRow]:

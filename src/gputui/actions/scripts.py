@@ -82,7 +82,7 @@ if waitgone "$t_term"; then echo "gone SIGTERM"; exit 0; fi
 echo "sent SIGKILL"; for g in $pgs; do kill -s KILL -- "-$g" 2>/dev/null; done
 if waitgone "$t_kill"; then echo "gone SIGKILL"; exit 0; fi
 echo "still alive"
-ps -eo pid=,pgid=,stat=,args= | awk -v pgs="$pgs" 'BEGIN { n = split(pgs, a, " "); for (i = 1; i <= n; i++) g[a[i]] = 1 }
+ps -ww -eo pid=,pgid=,stat=,args= | awk -v pgs="$pgs" 'BEGIN { n = split(pgs, a, " "); for (i = 1; i <= n; i++) g[a[i]] = 1 }
   ($2 in g) { print "left " $0 }'
 exit 1
 """
