@@ -281,7 +281,8 @@ def test_attach_argv_ssh_and_local(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_read_only_attaches_with_tmuxs_read_only_client(tmp_path: Path) -> None:
     """--read-only: the real tmux lists the attached client as read-only."""
-    env = {**os.environ, "TMUX_TMPDIR": str(tmp_path)}
+    # a terminal type, as the dashboard's terminal has (CI runs with no TERM)
+    env = {**os.environ, "TMUX_TMPDIR": str(tmp_path), "TERM": "xterm-256color"}
     env.pop("TMUX", None)
     subprocess.run(["tmux", "new-session", "-d", "-s", "run", "sleep 60"], env=env, check=True)
     plan = plan_attach(make_target(Settings(local=True)), Settings(read_only=True), "run")
