@@ -91,3 +91,27 @@ def test_py_spy_of_the_owner_only_when_the_owner_alone_can_change_it() -> None:
     assert owned_by(line.format(1000, 775, 1000, 755), 1000) is None  # group may change it
     assert owned_by(line.format(1000, 755, 1001, 755), 1000) is None  # another user's dir
     assert owned_by(line.format(1000, 755, 1000, 1777), 1000) is None  # anyone's dir
+
+
+def test_a_tmux_socket_is_used_as_its_owner_or_refused_in_one_line() -> None:
+    from gputui.actions.plan import ActionError
+    from gputui.actions.server import socket_of, socket_owner
+
+    s = "/tmp/tmux-1000/default"
+    assert socket_owner(s, "1000 1000|1000 1000 700") == (1000, 1000)
+    assert socket_owner(s, "none|1000 1001 700") == (1000, 1001)  # gone: its directory's owner
+    assert socket_owner("/tmp/tmux-0/default", "0 0|0 0 700") == (0, 0)
+    for answer, why in (
+        ("link", "a symbolic link"),
+        ("notsock", "not a socket"),
+        ("", "could not be read"),
+        ("1000 1000|1001 1001 700", "owner uid 1001"),
+        ("0 0|1000 1000 700", "not uid 0's alone"),
+        ("1000 1000|1000 1000 1777", "mode 1777"),
+    ):
+        with pytest.raises(ActionError) as err:
+            socket_owner(s, answer)
+        assert why in str(err.value) and "\n" not in str(err.value), (answer, err.value)
+    assert socket_of(["tmux", "-S", s]) == s
+    assert socket_of(["/usr/bin/setpriv", "--reuid=1000", "--", "tmux", "-S", s]) is None
+    assert socket_of(["tmux"]) is None and socket_of(["tmux", "-L", "x"]) is None

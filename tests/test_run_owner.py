@@ -29,6 +29,7 @@ from gputui.actions import (
     plan_launch,
     plan_relaunch,
 )
+from gputui.actions import plan as actions_plan
 from gputui.actions.plan import ActionError
 from gputui.config import RunConfig, Settings
 from gputui.remote.local import LocalTransport
@@ -401,3 +402,61 @@ async def test_a_python_under_a_long_path_is_still_the_runs_python(
     assert plan.params["leader"] == pid, (plan.params["leader"], plan.notes)
     assert plan.params["leader_args"] == f"{python} -u loop.py"
     assert any(str(python) in note for note in plan.notes), plan.notes
+
+
+# ------------------------------------------------------------------ a user's socket, its server gone
+
+
+def root_tmux_servers(sock: str) -> list[int]:
+    """tmux processes of uid 0 whose argv names `sock` (from /proc)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            uid = (d / "status").read_text().split("\nUid:", 1)[1].split()[0]
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        if uid == "0" and argv[0].endswith(b"tmux") and sock.encode() in argv:
+            found.append(int(d.name))
+    return found
+
+
+def kill_users_server(testbed: Any, o: Owned) -> None:
+    """SIGKILL the user's tmux server: it ends, its socket file stays."""
+    r = testbed.ct_exec(o.ct, [*DROP, *o.tmux, "display-message", "-p", "#{pid}"])
+    assert r.returncode == 0 and r.stdout.strip().isdigit(), r.stderr
+    testbed.ct_exec(o.ct, ["kill", "-9", r.stdout.strip()])
+    gone = [*DROP, *o.tmux, "list-sessions"]
+    helpers.wait_for(lambda: testbed.ct_exec(o.ct, gone).returncode != 0, 10, "server gone")
+    assert Path(o.sock).is_socket()
+
+
+async def test_no_root_tmux_server_on_a_users_socket_left_behind(
+    target: Target, testbed: Any, owned: Owned
+) -> None:
+    """The user's server ended (killed) and left its socket. Relaunch (box
+    opened while it ran) and launch then ran `tmux -S SOCK new-session` as
+    root: a NEW server, root's, on the user's socket path, the run in it as
+    root. Now tmux there runs as the socket's owner: no server of uid 0."""
+    run = RunConfig(command="sleep 300", cwd=str(owned.dir), session="job", log="job.log")
+    start(testbed, owned, "sleep 600")
+    try:
+        plan = await plan_relaunch(target, Settings(run=run), "job", tmux=owned.tmux)
+        kill_users_server(testbed, owned)
+        result = await execute(target, plan)
+        assert not root_tmux_servers(owned.sock), (result.summary, result.details)
+        assert result.ok, (result.summary, result.details)  # the run, as its owner
+        kill_users_server(testbed, owned)
+        plan = await plan_launch(target, Settings(run=run), tmux=owned.tmux)
+        result = await execute(target, plan)
+        assert not root_tmux_servers(owned.sock), (result.summary, result.details)
+        assert result.ok, (result.summary, result.details)
+        assert f"--reuid={UID}" in plan.commands[-1]
+        kill_users_server(testbed, owned)  # attach-session starts a server too
+        attach = await actions_plan("attach", target, Settings(), "job", tmux=owned.tmux)
+        subprocess.run(attach.commands[0], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+        assert not root_tmux_servers(owned.sock)
+        assert Path(owned.sock).stat().st_uid != 0  # no server of root's came and went there
+    finally:
+        for pid in root_tmux_servers(owned.sock):  # the old code's, had it started one
+            os.kill(pid, 9)

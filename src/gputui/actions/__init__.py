@@ -38,6 +38,7 @@ from gputui.actions.restart import (
     is_main_process_relaunch,
     plan_restart_container,
 )
+from gputui.actions.server import tmux_as_socket_owner
 from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.remote.target import Target
@@ -108,7 +109,8 @@ Executor = Callable[
 async def _plan_attach(
     t: Target, s: Settings, session: str | None, o: dict[str, Any]
 ) -> ActionPlan:
-    return plan_attach(t, s, session, tmux=o.get("tmux"))
+    # attach-session starts a server when none answers: as the socket's owner
+    return plan_attach(t, s, session, tmux=await tmux_as_socket_owner(t, o.get("tmux")))
 
 
 async def _plan_watch_log(

@@ -46,6 +46,7 @@ from gputui.actions.runspec import (
     write_env_argv,
 )
 from gputui.actions.scripts import MOVE_SCRIPT, VERIFY_SCRIPT
+from gputui.actions.server import tmux_as_socket_owner
 from gputui.collect import tmux as tmux_parse
 from gputui.config import Settings
 from gputui.remote.base import CommandResult
@@ -244,6 +245,7 @@ async def plan_relaunch(
         raise ActionError(
             "no tmux session given", "pass --session NAME or set session in the config"
         )
+    tmux = await tmux_as_socket_owner(target, tmux)  # never a server of root's on a user's socket
     info = await find_run(target, name, tmux)
     spec = spec_from_settings(settings, name)
     if spec is None:
@@ -271,6 +273,7 @@ async def plan_launch(
             "nothing to launch: the config has no [run] command",
             "add command, cwd, session and log to the config's [run] section",
         )
+    tmux = await tmux_as_socket_owner(target, tmux)  # never a server of root's on a user's socket
     info = await find_run(target, spec.session, tmux)
     if info.alive:
         raise ActionError(
