@@ -376,6 +376,39 @@ async def test_flush_never_runs_a_gdb_planted_in_a_users_directory_on_path(
     assert not marker.exists(), marker.read_text()  # never run, as root or anyone
 
 
+async def test_the_tool_probes_never_run_a_planted_gdb_or_py_spy_as_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gdb --version` and `py-spy --version` (the agent's hello, and the
+    probe `gputui doctor` and the monitor run without an agent) ran PATH's
+    first copy as root: a user's planted one. Now it is named, not run."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the planted tools must not be root's")
+    from gputui.monitor.tools import probe_tools
+    from gputui.remote.agent import Agent
+
+    tmp_path.chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / "marker"
+    for tool in ("gdb", "py-spy"):
+        (bin_dir / tool).write_text(f"#!/bin/sh\nid -u >> {marker}\necho planted 1.0\n")
+        (bin_dir / tool).chmod(0o755)
+    subprocess.run(["chown", "-R", f"{UID}:{UID}", str(bin_dir)], check=True)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    hello = Agent().op_hello({})["tools"]
+    tr = LocalTransport()
+    await tr.connect()
+    try:
+        probed = await probe_tools(Target(tr, None))
+    finally:
+        await tr.close()
+    assert not marker.exists(), f"root ran a planted tool: uid {marker.read_text().split()}"
+    why = f"not run, not root's: {bin_dir / 'gdb'} belongs to uid {UID}, not root"
+    assert hello["gdb"] == why and probed.gdb == why, (hello, probed)
+    assert "not root's" in (hello["py-spy"] or "") and "not root's" in (probed.py_spy or "")
+
+
 # ------------------------------------------------------------------ a long interpreter path
 
 

@@ -9,18 +9,26 @@ from __future__ import annotations
 import asyncio
 
 from gputui.model import Tools
+from gputui.remote.identity import ROOT_OWNED_SCRIPT, parse_root_owned
 from gputui.remote.target import Target
 
 # One fixed script (no values spliced in) that reports every tool in one call:
-# `name<TAB>version` per line, version empty when the tool is missing.
-TOOLS_SCRIPT = r"""for t in tmux python3 py-spy gdb nvidia-smi; do
-  if command -v "$t" >/dev/null 2>&1; then
+# `name<TAB>version` per line, version empty when the tool is missing. $1:
+# ROOT_OWNED_SCRIPT — as root, py-spy and gdb (tools actions run as root)
+# are run for their version only when root owns them alone.
+TOOLS_SCRIPT = r"""chk=$1
+for t in tmux python3 py-spy gdb nvidia-smi; do
+  if p=$(command -v "$t" 2>/dev/null); then
     case "$t" in
-      tmux) v=$(tmux -V 2>&1 | head -n 1) ;;
-      python3) v=$(python3 --version 2>&1 | head -n 1) ;;
-      py-spy) v=$(py-spy --version 2>&1 | head -n 1) ;;
-      gdb) v=$(gdb --version 2>&1 | head -n 1) ;;
-      *) v=$(command -v "$t") ;;
+      py-spy|gdb) a=ok; [ "$(id -u)" = 0 ] && a=$(sh -c "$chk" gputui-root-owned "$p") ;;
+      *) a=ok ;;
+    esac
+    case "$t:$a" in
+      py-spy:ok*|gdb:ok*) v=$("$p" --version 2>&1 | head -n 1) ;;
+      py-spy:*|gdb:*) v=$(printf 'gputui-not-root\t%s' "$a") ;;
+      tmux:*) v=$(tmux -V 2>&1 | head -n 1) ;;
+      python3:*) v=$(python3 --version 2>&1 | head -n 1) ;;
+      *) v=$p ;;
     esac
     printf '%s\t%s\n' "$t" "${v:-yes}"
   else
@@ -28,19 +36,22 @@ TOOLS_SCRIPT = r"""for t in tmux python3 py-spy gdb nvidia-smi; do
   fi
 done
 """
+NOT_ROOT = "gputui-not-root\t"
 
 
 def _parse_tools(text: str) -> dict[str, str | None]:
     found: dict[str, str | None] = {}
     for line in text.splitlines():
         name, _, version = line.partition("\t")
+        if version.startswith(NOT_ROOT):  # named, not run: not root's alone
+            version = "not run, not root's: " + parse_root_owned(version[len(NOT_ROOT) :])[1]
         if name:
             found[name.strip()] = version.strip() or None
     return found
 
 
 async def probe_tools(target: Target) -> Tools:
-    probe = ["sh", "-c", TOOLS_SCRIPT]
+    probe = ["sh", "-c", TOOLS_SCRIPT, "gputui-tools", ROOT_OWNED_SCRIPT]
     if target.in_container:
         inside, host = await asyncio.gather(
             target.run(probe, timeout=20), target.run_host(probe, timeout=20)

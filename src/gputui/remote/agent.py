@@ -896,9 +896,46 @@ def run_argv(argv: "list[str]", timeout: float = TMUX_TIMEOUT_S) -> dict:
     }
 
 
-def tool_version(argv: "list[str]") -> "str | None":
-    if shutil.which(argv[0]) is None:
+def root_owned(path: str) -> "tuple[str | None, str]":
+    """(path, links resolved; "") when the file and every directory above it
+    (and above where it was found) belong to root and cannot be changed by
+    others (a sticky directory such as /tmp may be world-writable: others
+    cannot rename root's entries in it); else (None, why). The stdlib twin
+    of gputui.remote.identity.ROOT_OWNED_SCRIPT: root runs only what root owns."""
+    real = os.path.realpath(path)
+    if not os.path.isfile(real):
+        return None, "not found"
+    for start in (real, os.path.realpath(os.path.dirname(path) or ".")):
+        x = start
+        while True:
+            try:
+                st = os.stat(x)
+            except OSError:
+                return None, "%s could not be checked" % x
+            if st.st_uid != 0:
+                return None, "%s belongs to uid %d, not root" % (x, st.st_uid)
+            sticky_dir = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX
+            if st.st_mode & 0o022 and not sticky_dir:
+                mode = stat.S_IMODE(st.st_mode)
+                return None, "%s can be changed by others than root (mode %o)" % (x, mode)
+            if x == "/":
+                break
+            x = os.path.dirname(x)
+    return real, ""
+
+
+def tool_version(argv: "list[str]", root_only: bool = False) -> "str | None":
+    """The tool's first line of `--version`, None when it is not on PATH.
+    root_only (a tool actions run as root: py-spy, gdb): as root, only a
+    copy root owns alone is run; another is named, not run."""
+    exe = shutil.which(argv[0])
+    if exe is None:
         return None
+    if root_only and os.geteuid() == 0:
+        real, why = root_owned(exe)
+        if real is None:
+            return "not run, not root's: %s" % why
+        argv = [real] + argv[1:]
     r = run_argv(argv, timeout=3.0)
     out = (r["stdout"] or r["stderr"] or "").strip().splitlines()
     return out[0] if out else argv[0]
@@ -1120,8 +1157,8 @@ class Agent:
             "pid_ns": _readlink("/proc/self/ns/pid"),
             "tools": {
                 "tmux": tool_version(["tmux", "-V"]),
-                "py-spy": tool_version(["py-spy", "--version"]),
-                "gdb": tool_version(["gdb", "--version"]),
+                "py-spy": tool_version(["py-spy", "--version"], root_only=True),
+                "gdb": tool_version(["gdb", "--version"], root_only=True),
                 "nvidia-smi": shutil.which("nvidia-smi"),
                 "tee": shutil.which("tee"),
             },
