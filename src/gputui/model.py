@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any
 
 # Where a run lives and that place's state (pure: argv and text only)
-from gputui.remote.container import Container, CtStatus
+from gputui.containers import Container, CtStatus
 
 
 class ConnectionState(str, Enum):
@@ -189,6 +189,9 @@ class Pane:
     start_command: str = ""
     current_path: str = ""
     start_command_raw: str = ""  # as tmux printed it (collect.tmux.split_start_command reads it)
+    # The user's command when gputui's launch wrapper started the pane (it ran
+    # with PYTHONUNBUFFERED=1 and `python -u`): "" for any other pane.
+    launched_command: str = ""
 
 
 @dataclass

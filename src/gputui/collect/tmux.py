@@ -186,6 +186,12 @@ def start_command_text(raw: str) -> str:
     args = split_start_command(raw)
     if args is not None and len(args) == 1:
         return args[0]
+    return launched_command(args) or raw
+
+
+def launched_command(args: list[str] | None) -> str:
+    """The user's command of a pane gputui's launch wrapper started (the
+    split start command); "" for any other pane."""
     if (
         args is not None
         and len(args) >= 6
@@ -194,7 +200,7 @@ def start_command_text(raw: str) -> str:
         and args[3] == LAUNCH_WRAPPER_NAME
     ):
         return args[5]
-    return raw
+    return ""
 
 
 def _records(text: str) -> list[str]:
@@ -238,6 +244,7 @@ def parse_pane_record(record: str) -> tuple[Session, Pane] | None:
         start_command=start_command_text(start),
         current_path=current_path,
         start_command_raw=start,
+        launched_command=launched_command(split_start_command(start)),
     )
     return session, p
 

@@ -12,6 +12,7 @@ from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import buffering_words, stdout_evidence, stdout_words
 from gputui.diagnose.registry import Kind, rule
 from gputui.model import UNREADABLE, Finding, Severity
+from gputui.text.untrusted import one_line
 from gputui.text.words import dur, unreadable_fix
 
 
@@ -29,6 +30,22 @@ def _unbuffer(ctx: Context) -> dict[str, str]:
             else f"`{kind} run -e PYTHONUNBUFFERED=1` (a restart runs the same command)"
         )
         return {"fix": f"set PYTHONUNBUFFERED=1 in {where}, or add `-u` to its command"}
+    panes = ctx.session.panes if ctx.session is not None else []
+    launched = next((p.launched_command for p in panes if p.launched_command), "")
+    if launched:
+        # gputui's (re)launch already ran it with PYTHONUNBUFFERED=1 and
+        # `python -u` where the command starts with python: relaunching again
+        # starts it buffered again. Flushing live still helps.
+        return {
+            "action": "flush",
+            "action_label": "flush live",
+            "fix": (
+                f"its start command `{one_line(launched, 80)}` runs python without -u and "
+                "drops PYTHONUNBUFFERED (gputui's relaunch set it; relaunching again starts "
+                "it buffered again): add `-u` to the python line or "
+                "`export PYTHONUNBUFFERED=1` in it"
+            ),
+        }
     return {
         "action": "relaunch",
         "action_label": "relaunch unbuffered",
