@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from gputui.collect.gpu import MAX_GPUS, parse_compute_apps, parse_gpu_line, parse_number
 from gputui.config import _NUM, KEYS, parse_config
+from gputui.containers import ProxmoxLXC, container_for
 from gputui.errors import ConfigError, GputuiError
 from gputui.host.view import container_of_cgroup
 from gputui.model import GpuEvent, GpuSample, GpuState
 from gputui.record.prometheus import parse_address
-from gputui.remote.container import ProxmoxLXC, container_for
 from gputui.text.numbers import ascii_int
 
 NUMBER_KEYS = sorted((s, k) for (s, k), (_, (types, _)) in KEYS.items() if types == _NUM[0])

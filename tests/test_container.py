@@ -1,4 +1,4 @@
-"""The container seam (remote/container.py): how each kind is entered, asked
+"""The container seam (gputui/containers/): how each kind is entered, asked
 for its status, attached to and named in a fix — and that a new kind is one
 class (here a stand-in `docker exec`, run for real through a Target)."""
 
@@ -9,9 +9,7 @@ import sys
 
 import pytest
 
-from gputui.errors import ContainerError
-from gputui.model import CtStatus
-from gputui.remote.container import (
+from gputui.containers import (
     CgroupOwner,
     Container,
     Docker,
@@ -23,6 +21,8 @@ from gputui.remote.container import (
     container_for,
     parse_container,
 )
+from gputui.errors import ContainerError
+from gputui.model import CtStatus
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 

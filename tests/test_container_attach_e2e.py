@@ -20,7 +20,7 @@ import pytest
 import helpers
 from gputui.actions import plan_attach
 from gputui.config import Settings
-from gputui.remote.container import Container, Docker, KubePod, Podman
+from gputui.containers import Container, Docker, KubePod, Podman
 from gputui.remote.target import Target
 
 _n = itertools.count(1)

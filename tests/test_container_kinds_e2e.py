@@ -26,8 +26,8 @@ import scenarios as sc
 from gputui.actions import execute, plan_dump, plan_flush, plan_kill, plan_relaunch
 from gputui.actions.runspec import tmux_arg
 from gputui.config import Settings
+from gputui.containers import Container, Docker, KubePod, Podman
 from gputui.monitor.logfollow import LogFollower
-from gputui.remote.container import Container, Docker, KubePod, Podman
 from gputui.remote.target import Target
 
 PY = os.path.realpath(sys.executable)  # an absolute python3.x the container sees

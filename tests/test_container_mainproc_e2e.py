@@ -23,9 +23,9 @@ import pytest
 import helpers
 from gputui.actions import ActionError, execute, plan
 from gputui.config import Settings
+from gputui.containers import Container, Docker, KubePod, Podman
 from gputui.monitor.containerlog import ContainerLogFollower
 from gputui.monitor.engine import Monitor
-from gputui.remote.container import Container, Docker, KubePod, Podman
 from gputui.remote.target import Target
 
 PY = os.path.realpath(sys.executable)  # an absolute python3.x the container sees

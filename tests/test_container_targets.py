@@ -7,8 +7,8 @@ import pytest
 
 from gputui.cli import main as cli
 from gputui.config import settings_container
+from gputui.containers import Docker, Host, KubePod, Podman, ProxmoxLXC
 from gputui.errors import GputuiError
-from gputui.remote.container import Docker, Host, KubePod, Podman, ProxmoxLXC
 from gputui.remote.target import make_target, parse_target, spec_of
 
 

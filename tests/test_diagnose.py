@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gputui.containers import Container, Host, ProxmoxLXC
 from gputui.diagnose import (
     STALE_CAP_S,
     STALE_FLOOR_S,
@@ -40,7 +41,6 @@ from gputui.model import (
     StdoutTarget,
     Tools,
 )
-from gputui.remote.container import Container, Host, ProxmoxLXC
 
 NOW = 1_700_000_000.0
 LOG = "/workspace/train.log"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gputui.config import Settings
+from gputui.containers import ProxmoxLXC
 from gputui.doctor import run as doctor_run
 from gputui.doctor.report import exit_code, render_text
 from gputui.doctor.run import SETTLE_S, WATCH_MAX_S, watch_incomplete, watch_once
@@ -27,7 +28,6 @@ from gputui.model import (
     Snapshot,
 )
 from gputui.monitor.gpufeed import NvidiaSmiFeed, SimulatedGpus
-from gputui.remote.container import ProxmoxLXC
 
 NOW = 1_800_000_000.0
 

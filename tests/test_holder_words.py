@@ -5,10 +5,10 @@ name ("container trainer2", from `docker ps`), and the GPU row's line
 
 from __future__ import annotations
 
+from gputui.containers import Docker, ProxmoxLXC
 from gputui.diagnose.holders import holders_of
 from gputui.model import GpuProcess, GpuSample, Pane, Proc, Session, Snapshot
 from gputui.monitor.gpufeed import parse_apps_block
-from gputui.remote.container import Docker, ProxmoxLXC
 from gputui.text.owners import container_words
 from gputui.ui.widgets.gpus import holder_lines
 

@@ -9,6 +9,7 @@ import pytest
 
 from gputui.collect.gpu import parse_apps_listing
 from gputui.config import HostTarget, Settings, parse_config
+from gputui.containers import ContainerListing, ProxmoxLXC
 from gputui.errors import ConfigError, GputuiError
 from gputui.host.targets import host_settings, wants_host_view
 from gputui.host.view import (
@@ -32,7 +33,6 @@ from gputui.model import (
     Snapshot,
     Tools,
 )
-from gputui.remote.container import ContainerListing, ProxmoxLXC
 
 # As Proxmox VE 8 prints it: fixed columns, the Lock column usually blank.
 PCT_LIST = (

@@ -6,7 +6,7 @@ import pytest
 
 from gputui.actions.restart import is_main_process_relaunch
 from gputui.config import RunConfig, Settings
-from gputui.remote.container import Docker, Host, KubePod, Podman, ProxmoxLXC
+from gputui.containers import Docker, Host, KubePod, Podman, ProxmoxLXC
 from gputui.remote.local import LocalTransport
 from gputui.remote.mainproc import (
     has_logs,

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import helpers
+from gputui.containers import ProxmoxLXC
 from gputui.errors import ContainerError
 from gputui.model import ConnectionState, CtStatus, Snapshot
 from gputui.monitor.engine import (
@@ -34,7 +35,6 @@ from gputui.monitor.gpufeed import SimulatedGpus
 from gputui.monitor.logchoice import stdout_log_files
 from gputui.remote.agent_client import AgentError
 from gputui.remote.base import RemoteProcess
-from gputui.remote.container import ProxmoxLXC
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from gputui.containers import ProxmoxLXC
 from gputui.diagnose import diagnose
 from gputui.doctor.report import (
     EXIT_OK,
@@ -23,7 +24,6 @@ from gputui.doctor.report import (
     snapshot_to_dict,
 )
 from gputui.model import ConnectionState, Finding, Severity, Snapshot
-from gputui.remote.container import ProxmoxLXC
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_diagnose import IMPORT_TB, NOW, partial_snapshots, run

@@ -27,9 +27,9 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from gputui.collect.metrics import compile_user_regex
+from gputui.containers import Container, ProxmoxLXC, container_for, parse_container
 from gputui.diagnose import PERCENT_THRESHOLDS, Thresholds
 from gputui.errors import ConfigError
-from gputui.remote.container import Container, ProxmoxLXC, container_for, parse_container
 from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, key_clash
 
 DEFAULT_CONFIG = Path("~/.config/gputui/config.toml")  # without $XDG_CONFIG_HOME
@@ -94,7 +94,7 @@ class Settings:
     user: str | None = None
     identity_file: str | None = None
     ct: int | None = None
-    # other kinds of container (remote/container.py): a name, or [NS/]POD[/C]
+    # other kinds of container (gputui/containers/): a name, or [NS/]POD[/C]
     docker: str | None = None
     podman: str | None = None
     pod: str | None = None

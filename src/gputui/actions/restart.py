@@ -16,8 +16,8 @@ from typing import Any
 
 from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
 from gputui.config import Settings
+from gputui.containers import Docker, KubePod
 from gputui.errors import GputuiError
-from gputui.remote.container import Docker, KubePod
 from gputui.remote.mainproc import (
     RESTART_GRACE_S,
     has_logs,

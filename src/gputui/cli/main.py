@@ -22,9 +22,9 @@ from gputui.config import (
     check_local_files,
     settings_from,
 )
+from gputui.containers import ProxmoxLXC
 from gputui.errors import GputuiError
 from gputui.host.targets import host_settings, several_with_run_flags, wants_host_view
-from gputui.remote.container import ProxmoxLXC
 from gputui.remote.target import TARGET_GRAMMAR
 from gputui.verbs import CLI_VERBS, VERB_BY_ID
 
@@ -150,7 +150,7 @@ def add_target_flags(
 
 
 def _container_flags(g: Any, d: dict[str, Any]) -> None:
-    """--docker/--podman/--pod beside --ct (remote/container.py checks the names)."""
+    """--docker/--podman/--pod beside --ct (gputui/containers/ checks the names)."""
     g.add_argument("--docker", metavar="NAME", help="Docker container of the run", **d)
     g.add_argument("--podman", metavar="NAME", help="Podman container of the run", **d)
     g.add_argument(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from gputui.containers import ProxmoxLXC
 from gputui.model import (
     ConnectionState,
     CtStatus,
@@ -27,7 +28,6 @@ from gputui.model import (
     StdoutTarget,
     Tools,
 )
-from gputui.remote.container import ProxmoxLXC
 
 T0 = 1_800_000_000.0  # a fixed "now" so ages and staleness never move
 LOG = "/workspace/train.log"

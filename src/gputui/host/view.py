@@ -21,9 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gputui.collect.gpu import AppsListing, parse_compute_apps
+from gputui.containers import cgroup_owner
 from gputui.diagnose import HELD_MIB
 from gputui.model import ConnectionState, Finding, GpuState, Session, Severity, Snapshot
-from gputui.remote.container import cgroup_owner
 from gputui.text.numbers import ascii_int
 
 # A link in these states is "down" (a reconnect is under way, or never came up).

@@ -35,6 +35,14 @@ from typing import Any
 
 from gputui.collect.gpu import parse_apps_listing
 from gputui.config import RunConfig, Settings
+from gputui.containers import (
+    ContainerListing,
+    Docker,
+    Podman,
+    ProxmoxLXC,
+    container_for,
+    listing_names,
+)
 from gputui.diagnose import Diagnose, diagnose_with
 from gputui.errors import GputuiError
 from gputui.host.view import (
@@ -51,14 +59,6 @@ from gputui.monitor.engine import Monitor
 from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, parse_apps_block
 from gputui.monitor.logchoice import stdout_log_files
 from gputui.remote.base import Transport
-from gputui.remote.container import (
-    ContainerListing,
-    Docker,
-    Podman,
-    ProxmoxLXC,
-    container_for,
-    listing_names,
-)
 from gputui.remote.relay_client import RelayTransport
 from gputui.remote.target import Target, make_transport
 from gputui.tasks import cancel_and_wait

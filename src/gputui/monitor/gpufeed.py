@@ -24,11 +24,11 @@ from collections.abc import Callable
 from typing import Any
 
 from gputui.collect import gpu as gpu_parse
+from gputui.containers import cgroup_owner
 from gputui.errors import GputuiError
 from gputui.model import GpuEvent, GpuProcess, GpuSample, GpuState
 from gputui.monitor.coalesce import OncePerTurn
 from gputui.remote.base import RemoteProcess
-from gputui.remote.container import cgroup_owner
 from gputui.remote.target import Target
 from gputui.tasks import cancel_and_wait
 from gputui.text.numbers import ascii_int

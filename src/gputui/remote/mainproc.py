@@ -17,7 +17,7 @@ import calendar
 import re
 import time
 
-from gputui.remote.container import Container, Docker, KubePod
+from gputui.containers import Container, Docker, KubePod
 
 LOG_TOOLS = ("docker", "podman", "kubectl")  # a log source's name starts with one of them
 RESTART_GRACE_S = 10  # docker restart -t: SIGTERM to the main process, SIGKILL after this

@@ -1,5 +1,5 @@
 """A transport plus the container the run lives in: "run this in CT 200 on
-that host". How a container is entered is remote/container.py's business;
+that host". How a container is entered is gputui/containers/' business;
 which transport reaches the host (ssh, or this machine) is `make_transport`.
 """
 
@@ -8,16 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gputui.config import Settings, settings_container, split_destination
-from gputui.errors import GputuiError
-from gputui.model import CtStatus
-from gputui.remote.base import CommandResult, RemoteProcess, Transport
-from gputui.remote.container import (
+from gputui.containers import (
     CONTAINER_GRAMMAR,
     Container,
     Host,
     container_for,
     parse_container,
 )
+from gputui.errors import GputuiError
+from gputui.model import CtStatus
+from gputui.remote.base import CommandResult, RemoteProcess, Transport
 
 TARGET_GRAMMAR = "[user@]host[:port][/ct]"
 TARGET_EXAMPLE = "e.g. root@10.1.2.6:22/200, gpu1/200, gpu1/docker:trainer or gpu1"

@@ -1,0 +1,93 @@
+"""Where the run lives: a container on the host, or the host itself.
+
+One module per kind of container, each one class: `proxmox` (Proxmox LXC,
+`pct`, --ct N), `docker` (Docker and Podman, --docker NAME, --podman NAME),
+`kubernetes` (a pod's container, `kubectl exec`, --pod [NS/]POD[/C]);
+`base` holds what they share (`Container`, `Host`, `CtStatus`). A new kind
+is a new module with its class, plus its line in `KINDS` below.
+
+`parse_container` reads the one spec text of each ("200", "docker:NAME",
+"podman:NAME", "pod:NS/POD/C"); `cgroup_owner` reads which container a host
+PID's cgroup v2 path belongs to.
+
+Pure: argv building and text reading only; remote/target.py runs them.
+"""
+
+from __future__ import annotations
+
+from gputui.containers.base import (
+    CgroupOwner,
+    Container,
+    ContainerListing,
+    CtStatus,
+    Host,
+    listing_names,
+)
+from gputui.containers.docker import Docker, Podman
+from gputui.containers.kubernetes import KubePod, parse_pod
+from gputui.containers.proxmox import ProxmoxLXC
+
+# Every kind, in the order a person reads them in the spec grammar.
+KINDS: tuple[type[Container], ...] = (ProxmoxLXC, Docker, Podman, KubePod)
+
+CONTAINER_GRAMMAR = ", ".join(k.GRAMMAR for k in KINDS[:-1]) + " or " + KINDS[-1].GRAMMAR
+
+__all__ = [
+    "CONTAINER_GRAMMAR",
+    "KINDS",
+    "CgroupOwner",
+    "Container",
+    "ContainerListing",
+    "CtStatus",
+    "Docker",
+    "Host",
+    "KubePod",
+    "Podman",
+    "ProxmoxLXC",
+    "cgroup_owner",
+    "container_for",
+    "listing_names",
+    "parse_container",
+    "parse_pod",
+]
+
+
+def parse_container(text: str, context: str = "") -> Container:
+    """One container spec -> its Container: "200", "docker:NAME",
+    "podman:NAME", "pod:[NAMESPACE/]POD[/CONTAINER]". ValueError: one line."""
+    t = text.strip()
+    for kind in KINDS:
+        found = kind.from_spec(t, context)
+        if found is not None:
+            return found
+    prefix, colon, rest = t.partition(":")
+    if not colon or not rest:
+        raise ValueError(f"{text!r} is not {CONTAINER_GRAMMAR}")
+    raise ValueError(f"{text!r}: {prefix!r} is not a container kind ({CONTAINER_GRAMMAR})")
+
+
+def cgroup_owner(path: str) -> CgroupOwner | None:
+    """A cgroup v2 path (`/proc/PID/cgroup`'s `0::` line) -> the container it
+    lies in; None for the host's own processes. Pure.
+
+    Proxmox `/lxc/200/ns/...`; Docker `/system.slice/docker-<id>.scope` or
+    `/docker/<id>`; Podman `.../libpod-<id>.scope`; Kubernetes
+    `.../kubepods-<qos>-pod<uid>.slice/cri-containerd-<id>.scope` (or
+    `/kubepods/<qos>/pod<uid>/<id>`). The kinds answer by CGROUP_ORDER."""
+    for kind in sorted(KINDS, key=lambda k: k.CGROUP_ORDER):
+        owner = kind.read_cgroup(path)
+        if owner is not None or (kind.CGROUP_TREE and kind.CGROUP_TREE in path):
+            return owner
+    return None
+
+
+def container_for(ct: Container | int | str | None) -> Container:
+    """The container a --ct value (or config `ct`) names: a number is a
+    Proxmox CT, a spec text (`docker:NAME`, ...) its kind."""
+    if isinstance(ct, Container):
+        return ct
+    if ct is None:
+        return Host()
+    if isinstance(ct, str) and ProxmoxLXC.number(ct) is None:
+        return parse_container(ct)  # `²00`, like any other text: one line ValueError
+    return ProxmoxLXC(int(ct))

@@ -1,0 +1,194 @@
+"""What every kind of container is: the `Container` base class, its
+`CtStatus`, a host's listing of its containers and the owner a cgroup path
+names. Each kind lives in its own module beside this one and is registered
+in `gputui.containers.KINDS`.
+
+A kind says how to run argv inside it (`wrap`), how to run it with a
+terminal (`attach`), how to ask the host whether it runs (`status_argv`,
+`read_status`), how to phrase, for a person, a command to run in it
+(`phrase`), which spec text names it (`SPEC_PREFIXES`, `from_spec`) and
+which cgroup paths are its (`CGROUP_RE`, `read_cgroup`). `Host` is none: a
+plain GPU server, or this machine with --local.
+
+Pure: argv building and text reading only; remote/target.py runs them.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import ClassVar
+
+from gputui.errors import ContainerError
+
+# `docker exec` and `kubectl exec` start from the image's environment, often
+# with no LANG: tmux then takes its client for a non-UTF-8 terminal and
+# prints the control characters of gputui's -F formats as '_'. pct passes
+# the caller's locale; these kinds get one that says UTF-8.
+UTF8 = "LC_CTYPE=C.UTF-8"
+
+
+class CtStatus(str, Enum):
+    """State of the container the run lives in, or NONE when gputui watches
+    a plain host."""
+
+    RUNNING = "running"
+    STOPPED = "stopped"
+    MISSING = "missing"
+    NONE = "none"
+    UNKNOWN = "unknown"
+
+
+@dataclass
+class ContainerListing:
+    """One container as the host lists it: number (a Docker/Podman ID), state, name, lock."""
+
+    id: int | str
+    status: str  # "running", "stopped", ... as the host tool prints it
+    name: str = ""
+    lock: str = ""
+
+
+@dataclass(frozen=True)
+class CgroupOwner:
+    """Which container a host process's cgroup v2 path puts it in."""
+
+    kind: str  # "lxc", "docker", "podman", "pod"
+    ident: str  # CT number, or the container ID (lower-case hex)
+    pod_uid: str = ""  # kubepods: the pod's UID
+
+
+class Container(abc.ABC):
+    """A place on the host that commands enter through a host tool."""
+
+    id: int | None = None  # a Proxmox CT's number; None for the host and other kinds
+    kind: str = ""  # "lxc", "docker", "podman", "pod"; "" for the host itself
+    # How `parse_container` knows the kind: the words before ':' in its spec
+    # ("docker" for docker:NAME), and the spec's grammar for the error line.
+    SPEC_PREFIXES: ClassVar[tuple[str, ...]] = ()
+    GRAMMAR: ClassVar[str] = ""
+    # Which cgroup v2 paths are this kind's: group 1 is the ident (CT number,
+    # container ID). `cgroup_owner` asks the kinds by CGROUP_ORDER, lowest
+    # first; the first that answers wins (a Docker container nested in a CT
+    # is the CT's). A path holding CGROUP_TREE is this kind's or no one's.
+    CGROUP_RE: ClassVar[re.Pattern[str] | None] = None
+    CGROUP_ORDER: ClassVar[int] = 100
+    CGROUP_TREE: ClassVar[str] = ""
+
+    @classmethod
+    def from_spec(cls, spec: str, context: str = "") -> Container | None:
+        """The container a spec text names when it is this kind's
+        ("docker:NAME"), else None. ValueError: one line (a bad name)."""
+        prefix, colon, rest = spec.partition(":")
+        if colon and rest and prefix in cls.SPEC_PREFIXES:
+            return cls.from_name(rest, context)
+        return None
+
+    @classmethod
+    def from_name(cls, name: str, context: str = "") -> Container:
+        """The container of this kind that `name` (the spec after ':') names."""
+        raise ValueError(f"{name!r}: no {cls.kind or 'container'} is named by a spec")
+
+    @classmethod
+    def read_cgroup(cls, path: str) -> CgroupOwner | None:
+        """A cgroup v2 path -> its owner when it lies in a container of this kind."""
+        m = cls.CGROUP_RE.search(path) if cls.CGROUP_RE is not None else None
+        return CgroupOwner(cls.kind, m.group(1).lower()) if m else None
+
+    @property
+    def spec(self) -> str:
+        """The text `parse_container` reads back ("200", "docker:NAME"); '' for the host."""
+        return ""
+
+    def owns(self, owner: CgroupOwner) -> bool:
+        """Whether a host process in cgroup `owner` runs in this container.
+        Kinds known by name, not id, cannot tell from the path alone (False):
+        their PID namespace says (the agent's hello)."""
+        return False
+
+    @property
+    @abc.abstractmethod
+    def words(self) -> str:
+        """How a person names it: 'CT 200', 'the host'."""
+
+    @property
+    def label(self) -> str:
+        """What follows the host in a target label ('ct 200'), '' for none."""
+        return ""
+
+    @abc.abstractmethod
+    def wrap(self, argv: list[str]) -> list[str]:
+        """argv as the host must run it to reach the container."""
+
+    def attach(self, argv: list[str]) -> list[str]:
+        """argv as the host must run it with a terminal (tmux attach)."""
+        return self.wrap(argv)
+
+    def phrase(self, command: str) -> str:
+        """A command line, as a person would type it on the host to run it here."""
+        return command
+
+    def status_argv(self) -> list[str] | None:
+        """The host command that says whether the container runs; None: nothing to ask."""
+        return None
+
+    def read_status(self, text: str) -> CtStatus | None:
+        """The state in a status reply or an error text; None when it does not say."""
+        return None
+
+    def tool_missing(self, exit_status: int | None, err: str, where: str) -> ContainerError | None:
+        """The error when the host lacks the container tool (not this kind of host)."""
+        return None
+
+    def not_running(self, status: CtStatus, where: str) -> ContainerError | None:
+        """The one-line error, with the fix, when the container cannot run commands."""
+        return None
+
+    def missing_evidence(self) -> tuple[str, str]:
+        """(what the host says, the fix) for a container that does not exist."""
+        return ("", "")
+
+    def stopped_evidence(self) -> tuple[str, str]:
+        """(what the host says, the fix) for a stopped container."""
+        return ("", "")
+
+    def grow_disk_hint(self) -> str:
+        """How to give the container a larger disk, from the host ('' for none)."""
+        return ""
+
+    def neighbours_argv(self) -> list[str] | None:
+        """The host command listing the host's containers of this kind (to
+        name a GPU holder in another one); None: nothing to ask."""
+        return None
+
+    def read_neighbours(self, text: str) -> dict[str, str]:
+        """`neighbours_argv` output -> {"lxc:201": "eval-box", ...}."""
+        return {}
+
+
+class Host(Container):
+    """No container: commands run on the host itself."""
+
+    @property
+    def words(self) -> str:
+        return "the host"
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return list(argv)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Host)
+
+    def __hash__(self) -> int:
+        return hash(Host)
+
+    def __repr__(self) -> str:
+        return "Host()"
+
+
+def listing_names(kind: str, listing: list[ContainerListing]) -> dict[str, str]:
+    """Listed containers -> {"<kind>:<id>": name} (the keys of
+    `Snapshot.container_names`; a CT's id is its number)."""
+    return {f"{kind}:{c.id}": c.name for c in listing if c.name}

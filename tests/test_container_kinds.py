@@ -1,0 +1,74 @@
+"""A new container kind is one place to edit: a module in gputui/containers/
+with its class, plus its line in `KINDS`. Everything that chooses between
+kinds (the spec grammar, `parse_container`, `cgroup_owner`) reads `KINDS`."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import gputui.containers as containers
+from gputui.containers import (
+    CONTAINER_GRAMMAR,
+    KINDS,
+    Container,
+    Docker,
+    Host,
+    KubePod,
+    Podman,
+    ProxmoxLXC,
+    parse_container,
+)
+
+PACKAGE = Path(containers.__file__).parent
+KIND_MODULES = [m.name for m in pkgutil.iter_modules([str(PACKAGE)]) if m.name != "base"]
+
+
+def test_every_kind_class_is_registered() -> None:
+    defined = {
+        cls
+        for name in KIND_MODULES
+        for _, cls in inspect.getmembers(importlib.import_module(f"gputui.containers.{name}"))
+        if inspect.isclass(cls)
+        and issubclass(cls, Container)
+        and cls.__module__ == f"gputui.containers.{name}"
+    }
+    assert defined == set(KINDS)
+    assert Host not in KINDS  # the host is no container: specs never name it
+
+
+def test_a_kind_module_needs_only_the_base() -> None:
+    """No kind reaches into another's module (Podman builds on Docker in one)."""
+    for name in KIND_MODULES:
+        tree = ast.parse((PACKAGE / f"{name}.py").read_text())
+        imported = {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gputui.")
+        }
+        assert imported <= {"gputui.containers.base", "gputui.errors"}, name
+
+
+def test_each_kind_is_read_back_from_its_spec_and_named_in_the_grammar() -> None:
+    samples = [ProxmoxLXC(200), Docker("trainer"), Podman("trainer"), KubePod("p", "ns", "c")]
+    assert {type(c) for c in samples} == set(KINDS)
+    for c in samples:
+        assert parse_container(c.spec) == c
+        assert type(c).GRAMMAR and type(c).GRAMMAR in CONTAINER_GRAMMAR
+    assert CONTAINER_GRAMMAR == (
+        "N (a Proxmox CT), docker:NAME, podman:NAME or pod:[NAMESPACE/]POD[/CONTAINER]"
+    )
+    for prefix in ("k8s", "kube"):  # the pod's other spellings
+        assert parse_container(f"{prefix}:ns/p/c") == KubePod("p", "ns", "c")
+
+
+def test_a_nested_container_is_the_outer_ones() -> None:
+    """The kinds answer a cgroup path in CGROUP_ORDER: a Docker container in
+    a CT is the CT's; a kubepods path no pod pattern reads is no one's."""
+    did = "3f2a" + "0" * 56 + "beef"
+    owner = containers.cgroup_owner(f"/lxc/200/ns/system.slice/docker-{did}.scope")
+    assert owner is not None and (owner.kind, owner.ident) == ("lxc", "200")
+    assert containers.cgroup_owner(f"/kubepods/odd/docker-{did}.scope") is None
