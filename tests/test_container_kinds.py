@@ -10,7 +10,10 @@ import inspect
 import pkgutil
 from pathlib import Path
 
+import pytest
+
 import gputui.containers as containers
+from gputui.config import Settings, settings_container, settings_naming
 from gputui.containers import (
     CONTAINER_GRAMMAR,
     KINDS,
@@ -72,3 +75,29 @@ def test_a_nested_container_is_the_outer_ones() -> None:
     owner = containers.cgroup_owner(f"/lxc/200/ns/system.slice/docker-{did}.scope")
     assert owner is not None and (owner.kind, owner.ident) == ("lxc", "200")
     assert containers.cgroup_owner(f"/kubepods/odd/docker-{did}.scope") is None
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        ProxmoxLXC(200),
+        Docker("trainer"),
+        Podman("trainer"),
+        KubePod("p", "ns", "c", "prod"),
+        Host(),
+    ],
+    ids=repr,
+)
+def test_settings_name_each_kind_through_its_own_field(where: Container) -> None:
+    """settings_naming is settings_container's inverse; the other kinds'
+    fields are cleared (a host's config `ct` does not follow a Docker run)."""
+    named = settings_naming(Settings(ct=201, docker="other"), where)
+    assert settings_container(named) == where
+    set_fields = {k.SETTING for k in KINDS if getattr(named, k.SETTING) is not None}
+    assert set_fields == ({type(where).SETTING} if where != Host() else set())
+
+
+def test_two_kinds_named_is_one_line_naming_both() -> None:
+    with pytest.raises(ValueError) as err:
+        settings_container(Settings(ct=200, podman="trainer"))
+    assert str(err.value) == "--ct 200 and --podman trainer both say where the run is: give one"

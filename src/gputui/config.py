@@ -27,7 +27,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from gputui.collect.metrics import compile_user_regex
-from gputui.containers import Container, ProxmoxLXC, container_for, parse_container
+from gputui.containers import KINDS, Container, ProxmoxLXC, container_for
 from gputui.diagnose import PERCENT_THRESHOLDS, Thresholds
 from gputui.errors import ConfigError
 from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, key_clash
@@ -540,24 +540,25 @@ def settings_container(settings: Settings) -> Container:
     [NS/]POD[/C] (config keys ct, docker, podman, pod), else the host.
     ValueError: one line, for a bad name or more than one given."""
     given = [
-        (flag, value)
-        for flag, value in (
-            ("--ct", settings.ct),
-            ("--docker", settings.docker),
-            ("--podman", settings.podman),
-            ("--pod", settings.pod),
-        )
-        if value is not None
+        (kind, value)
+        for kind in KINDS  # each kind's field: ct, docker, podman, pod
+        if (value := getattr(settings, kind.SETTING)) is not None
     ]
     if len(given) > 1:
-        both = " and ".join(f"{f} {v}" for f, v in given)
+        both = " and ".join(f"--{k.SETTING} {v}" for k, v in given)
         raise ValueError(f"{both} both say where the run is: give one")
     if not given:
         return container_for(None)
-    flag, value = given[0]
-    if flag == "--ct":
-        return container_for(int(value))  # type: ignore[arg-type]
-    return parse_container(f"{flag[2:]}:{value}", context=settings.kube_context or "")
+    kind, value = given[0]
+    return kind.from_setting(value, context=settings.kube_context or "")
+
+
+def settings_naming(settings: Settings, container: Container) -> Settings:
+    """The settings with the run in `container` (its kind's field set, every
+    other kind's cleared): what `settings_container` reads back."""
+    fields: dict[str, Any] = {kind.SETTING: None for kind in KINDS}
+    fields.update(container.settings_fields())
+    return dataclasses.replace(settings, **fields)
 
 
 def _validate_container(s: Settings, where: Callable[[str, str, str], str]) -> None:
@@ -566,7 +567,8 @@ def _validate_container(s: Settings, where: Callable[[str, str, str], str]) -> N
     try:
         settings_container(s)
     except ValueError as err:
-        key = next((k for k in ("pod", "podman", "docker") if getattr(s, k) is not None), "ct")
+        named = [k.SETTING for k in KINDS if getattr(s, k.SETTING) is not None]
+        key = named[-1] if named else "ct"
         raise ConfigError(
             f"{where('', key, f'--{key}')}: {err}",
             "--ct N (Proxmox), --docker NAME, --podman NAME or --pod [NAMESPACE/]POD[/CONTAINER]",

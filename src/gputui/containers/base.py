@@ -69,6 +69,9 @@ class Container(abc.ABC):
     # ("docker" for docker:NAME), and the spec's grammar for the error line.
     SPEC_PREFIXES: ClassVar[tuple[str, ...]] = ()
     GRAMMAR: ClassVar[str] = ""
+    # The Settings field, config key and flag (--SETTING) that name a
+    # container of this kind: "ct" for --ct N, "docker" for --docker NAME.
+    SETTING: ClassVar[str] = ""
     # Which cgroup v2 paths are this kind's: group 1 is the ident (CT number,
     # container ID). `cgroup_owner` asks the kinds by CGROUP_ORDER, lowest
     # first; the first that answers wins (a Docker container nested in a CT
@@ -85,6 +88,21 @@ class Container(abc.ABC):
         if colon and rest and prefix in cls.SPEC_PREFIXES:
             return cls.from_name(rest, context)
         return None
+
+    @classmethod
+    def from_setting(cls, value: object, context: str = "") -> Container:
+        """The container its SETTING's value names (--docker NAME: NAME).
+        ValueError: one line."""
+        spec = f"{cls.SPEC_PREFIXES[0]}:{value}"
+        found = cls.from_spec(spec, context)
+        if found is None:  # an empty name
+            raise ValueError(f"{spec!r} is not {cls.GRAMMAR}")
+        return found
+
+    def settings_fields(self) -> dict[str, object]:
+        """The Settings fields that name this container ({"docker": NAME});
+        none for the host. `from_setting` reads them back."""
+        return {}
 
     @classmethod
     def from_name(cls, name: str, context: str = "") -> Container:

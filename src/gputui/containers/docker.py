@@ -34,6 +34,7 @@ class Docker(Container):
     WHAT = "Docker"
     SPEC_PREFIXES = ("docker",)
     GRAMMAR = "docker:NAME"
+    SETTING = "docker"
     CGROUP_RE: ClassVar[re.Pattern[str] | None] = re.compile(
         r"/docker[-/]([0-9a-f]{12,64})(?:\.scope)?(?:/|$)"
     )
@@ -48,6 +49,9 @@ class Docker(Container):
     @classmethod
     def from_name(cls, name: str, context: str = "") -> Docker:
         return cls(name)
+
+    def settings_fields(self) -> dict[str, object]:
+        return {self.SETTING: self.name}
 
     @property
     def how_to_list(self) -> str:
@@ -189,6 +193,7 @@ class Podman(Docker):
     WHAT = "Podman"
     SPEC_PREFIXES = ("podman",)
     GRAMMAR = "podman:NAME"
+    SETTING = "podman"
     CGROUP_RE: ClassVar[re.Pattern[str] | None] = re.compile(
         r"/libpod-(?!conmon-)([0-9a-f]{12,64})(?:\.scope)?(?:/|$)"
     )

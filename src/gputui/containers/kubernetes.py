@@ -26,6 +26,7 @@ class KubePod(Container):
     kind = "pod"
     SPEC_PREFIXES = ("pod", "k8s", "kube")
     GRAMMAR = "pod:[NAMESPACE/]POD[/CONTAINER]"
+    SETTING = "pod"  # with kube_context: kubectl's --context
     CGROUP_ORDER = 0  # first: a kubepods path may name a docker-<id> scope too
     CGROUP_TREE = "kubepods"
 
@@ -42,6 +43,10 @@ class KubePod(Container):
     @classmethod
     def from_name(cls, name: str, context: str = "") -> KubePod:
         return parse_pod(name, context)
+
+    def settings_fields(self) -> dict[str, object]:
+        context = {"kube_context": self.context} if self.context else {}
+        return {"pod": self.spec.partition(":")[2], **context}
 
     @classmethod
     def read_cgroup(cls, path: str) -> CgroupOwner | None:

@@ -29,6 +29,7 @@ class ProxmoxLXC(Container):
     HOW_TO_LIST = "`pct list` on the host"
     kind = "lxc"
     GRAMMAR = "N (a Proxmox CT)"
+    SETTING = "ct"
     CGROUP_RE: ClassVar[re.Pattern[str] | None] = re.compile(
         r"/lxc(?:\.payload)?[./]([0-9]+)(?:/|$)"
     )
@@ -36,6 +37,13 @@ class ProxmoxLXC(Container):
 
     def __init__(self, ct: int) -> None:
         self.id = int(ct)
+
+    @classmethod
+    def from_setting(cls, value: object, context: str = "") -> ProxmoxLXC:
+        return cls(int(value))  # type: ignore[call-overload]  # Settings.ct: an int
+
+    def settings_fields(self) -> dict[str, object]:
+        return {"ct": self.id}
 
     @classmethod
     def from_spec(cls, spec: str, context: str = "") -> ProxmoxLXC | None:

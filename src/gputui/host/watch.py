@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gputui.collect.gpu import parse_apps_listing
-from gputui.config import RunConfig, Settings
+from gputui.config import RunConfig, Settings, settings_naming
 from gputui.containers import (
     ContainerListing,
     Docker,
@@ -338,10 +338,8 @@ class HostWatch:
         # the run's fields (session, log, [run]) are per CT: none from the host's settings
         container = container_for(ct)
         settings = dataclasses.replace(
-            self.settings, ct=container.id, session=None, log=None, run=RunConfig()
+            settings_naming(self.settings, container), session=None, log=None, run=RunConfig()
         )
-        if container.kind and container.id is None:  # docker:NAME, podman:NAME
-            setattr(settings, container.kind, container.spec.partition(":")[2])
         feed = SharedGpus(self.feed, ct)
         target = Target(self.relay, container)
         mon = Monitor(target, settings, feed, agent_python=self.agent_python)
