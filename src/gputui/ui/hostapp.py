@@ -19,7 +19,7 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,7 +33,7 @@ from textual.widgets import DataTable, Footer, Static
 from gputui.actions.backend import ActionBackend
 from gputui.config import DEFAULTS
 from gputui.errors import GputuiError
-from gputui.host.view import ContainerRow, GpuRow, HostView
+from gputui.host.view import ContainerRow, GpuRow, Holder, HostView
 from gputui.text.untrusted import remote_text, visible
 from gputui.text.words import gib
 from gputui.ui.app import BACK, QUIT_SIGNALS, GputuiApp, terminal_gone
@@ -90,25 +90,62 @@ def where_words(ct: int | str | None, host_is_plain: bool) -> str:
     return f"CT {ct}"
 
 
-def holder_text(row: GpuRow, plain_host: bool) -> Text:
-    """Who holds a GPU, in one line: 'CT 203 · train · pid 8 (host 4242) · /w/train.log'."""
-    parts: list[Text] = []
+def _size(mib: float | None, short: bool) -> str:
+    return gib(mib).replace(" GiB", "G") if short else gib(mib)
+
+
+def shared_parts(
+    row: GpuRow, plain_host: bool, names: Mapping[Any, str], short: bool = False
+) -> list[tuple[str, str]]:
+    """Who holds a GPU that several runs or containers hold, with how much
+    each (the dashboard's shared-GPU line, host-wide): 'CT 200 (train-box)
+    10.6 GiB', 'CT 201 (eval-box) 5.1 GiB'; two runs in one CT by session,
+    'CT 200 train 10.6 GiB', 'CT 200 eval 5.1 GiB'; short: 'CT 200 10.6G'.
+    Each with its style; [] for a GPU one run (or nobody) holds."""
+    groups: dict[tuple[Any, str | None], float] = {}
+    gone: list[tuple[str, str]] = []
     for h in row.holders:
         if not h.alive:
-            parts.append(cell(f"gone pid {h.host_pid} ({gib(h.used_mib)})", "bold red"))
+            gone.append((f"gone pid {h.host_pid} {_size(h.used_mib, short)}", "bold red"))
             continue
-        bits = [where_words(h.ct, plain_host)]
-        if h.session:
-            bits.append(h.session)
-        pid = f"pid {h.ct_pid}" if h.ct_pid is not None else "pid ?"
-        if h.ct_pid != h.host_pid:
-            pid += f" (host {h.host_pid})"
-        bits.append(pid)
-        if h.process:
-            bits.append(h.process)
-        if h.log:
-            bits.append(h.log)
-        parts.append(cell(" · ".join(bits)))
+        key = (h.ct, h.session)
+        groups[key] = groups.get(key, 0.0) + (h.used_mib or 0.0)
+    if len(groups) + len(gone) < 2:
+        return []
+    cts = [ct for ct, _ in groups]
+    parts = []
+    for (ct, session), mib in groups.items():
+        label = where_words(ct, plain_host)
+        if cts.count(ct) > 1:
+            label += f" {session or 'no session'}"
+        elif names.get(ct) and not short:
+            label += f" ({names[ct]})"
+        parts.append((f"{label} {_size(mib, short)}", ""))
+    return parts + gone
+
+
+def holder_text(
+    row: GpuRow, plain_host: bool, names: Mapping[Any, str] | None = None, short: bool = False
+) -> Text:
+    """Who holds a GPU, in one line: 'CT 203 · train · pid 8 (host 4242) · /w/train.log'.
+    A GPU several runs or containers hold starts with who holds how much
+    (`shared_parts`: 'CT 200 (train-box) 10.6 GiB · CT 201 (eval-box) 5.1 GiB  |  …'):
+    at 80 columns that is what the cell has room for."""
+    parts: list[Text] = []
+    shared = shared_parts(row, plain_host, names or {}, short)
+    if shared:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        for k, (words, style) in enumerate(shared):
+            if k:
+                line.append(" · ", style="dim")
+            line.append_text(cell(words, style))
+        parts.append(line)
+    for h in row.holders:
+        if not h.alive:
+            if not shared:  # the shared line names it
+                parts.append(cell(f"gone pid {h.host_pid} ({gib(h.used_mib)})", "bold red"))
+            continue
+        parts.append(cell(" · ".join(_holder_bits(h, plain_host))))
     if row.orphaned:
         parts.append(cell(f"⚠ {gib(row.unowned_mib)} held by no live process", "bold red"))
     if not parts:
@@ -116,9 +153,26 @@ def holder_text(row: GpuRow, plain_host: bool) -> Text:
     return Text("  |  ").join(parts)
 
 
+def _holder_bits(h: Holder, plain_host: bool) -> list[str]:
+    """'CT 203', 'train', 'pid 8 (host 4242)', 'python3', '/w/train.log'."""
+    bits = [where_words(h.ct, plain_host)]
+    if h.session:
+        bits.append(h.session)
+    pid = f"pid {h.ct_pid}" if h.ct_pid is not None else "pid ?"
+    if h.ct_pid != h.host_pid:
+        pid += f" (host {h.host_pid})"
+    bits.append(pid)
+    if h.process:
+        bits.append(h.process)
+    if h.log:
+        bits.append(h.log)
+    return bits
+
+
 HOSTS_MAX_HEIGHT = 8
 GPU_MAX_HEIGHT = 12  # 8 GPUs, their header and border
 CONTAINER_ROWS = 5  # container rows kept on screen however short the terminal
+SHORT_BELOW = 120  # columns: below, a shared GPU's holders read 'CT 200 10.6G · CT 201 5.1G'
 
 
 class HostApp(App[Any]):
@@ -133,6 +187,7 @@ class HostApp(App[Any]):
     DataTable:focus { border: round $accent; }
     """
     TITLE = "gputui — hosts"
+    _width = 0  # the terminal's columns at the last resize (0: none yet)
     BINDINGS = [  # noqa: RUF012
         Binding("q", "quit", "quit", id="quit"),
         Binding("enter", "open", "open run view", id="open", show=True),
@@ -193,6 +248,9 @@ class HostApp(App[Any]):
         hosts = min(HOSTS_MAX_HEIGHT, len(self.hosts) + 3)
         room = event.size.height - 1 - hosts - (CONTAINER_ROWS + 3)  # footer; border + header
         self.query_one("#gpu-table").styles.max_height = max(4, min(GPU_MAX_HEIGHT, room))
+        self._width = event.size.width
+        if self.query_one("#gpu-table", DataTable).columns:  # mounted: drawn before
+            self._apply()  # a shared GPU's holders are shorter below SHORT_BELOW columns
 
     def _on_view(self, view: HostView) -> None:
         """A host watch's news (its tasks run outside the app): handled as a
@@ -252,9 +310,11 @@ class HostApp(App[Any]):
         err.update(cell(f"{view.label}: {problem}" if problem else ""))
         err.set_class(bool(problem), "-shown")
         plain_host = view.containers_known is False
+        names = {c.id: c.name for c in view.containers if isinstance(c.id, int) and c.name}
+        short = (self._width or self.size.width) < SHORT_BELOW  # a shared GPU's holders fit
         _replace_rows(
             self.query_one("#gpu-table", DataTable),
-            [(str(g.index), self._gpu_cells(g, plain_host)) for g in view.gpus],
+            [(str(g.index), self._gpu_cells(g, plain_host, names, short)) for g in view.gpus],
         )
         _replace_rows(
             self.query_one("#ct-table", DataTable),
@@ -262,7 +322,9 @@ class HostApp(App[Any]):
         )
 
     @staticmethod
-    def _gpu_cells(g: GpuRow, plain_host: bool) -> list[Text]:
+    def _gpu_cells(
+        g: GpuRow, plain_host: bool, names: Mapping[Any, str], short: bool
+    ) -> list[Text]:
         util = f"{g.util_pct:.0f} %" if g.util_pct is not None else "?"
         mem = f"{gib(g.mem_used_mib)} / {gib(g.mem_total_mib)}"
         power = f"{g.power_w:.0f} W" if g.power_w is not None else "?"
@@ -271,7 +333,7 @@ class HostApp(App[Any]):
             cell(util),
             cell(mem, "bold red" if g.orphaned else ""),
             cell(power),
-            holder_text(g, plain_host),
+            holder_text(g, plain_host, names, short),
         ]
 
     @staticmethod
