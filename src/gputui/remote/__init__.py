@@ -1,2 +1,3 @@
-"""How commands reach the machine: transports (ssh, local), the container
-wrapper (pct exec), the stdin-EOF watchdog, quoting."""
+"""How commands reach the machine: transports (ssh, local), targets (a
+transport plus the container, whose argv gputui.containers builds), the
+stdin-EOF watchdog, quoting."""
