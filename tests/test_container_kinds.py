@@ -101,3 +101,13 @@ def test_two_kinds_named_is_one_line_naming_both() -> None:
     with pytest.raises(ValueError) as err:
         settings_container(Settings(ct=200, podman="trainer"))
     assert str(err.value) == "--ct 200 and --podman trainer both say where the run is: give one"
+
+
+def test_a_kinds_spec_prefix_is_its_setting() -> None:
+    """`host/docker:NAME` becomes --docker NAME by the prefix alone
+    (cli/targets.py, host/targets.py, record/watch.py): a kind named in a
+    spec is named by the same word in the flags and the config."""
+    for kind in KINDS:
+        assert kind.SETTING
+        if kind.SPEC_PREFIXES:
+            assert kind.SPEC_PREFIXES[0] == kind.SETTING == kind.kind, kind
