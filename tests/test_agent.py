@@ -369,6 +369,52 @@ def test_start_script_redirect_found_from_tmux_pane(
     assert proc_from_agent(d).stdout.files == [str(other)]
 
 
+def test_listing_is_reused_until_a_pane_changes_and_then_run_at_once(
+    work: Path, tmux_server: Callable[[list[str]], Any]
+) -> None:
+    """Issue 24: `tmux list-panes` runs again when a pane's process came or
+    went or a session started — seen in /proc by the next call, not `reuse_s`
+    later — else the last listing is given while younger than `reuse_s`."""
+    for name in ("a", "b"):
+        assert tmux_server(["new-session", "-d", "-s", name, "sleep 600"]).returncode == 0
+    dead = ["new-session", "-d", "-s", "c", "sh -c 'exit 3'", ";", "set", "-p", "-t", "=c:"]
+    tmux_server([*dead, "remain-on-exit", "on"])
+    agent = Agent()
+    argv = tmux.list_panes_argv()[1:]
+
+    def names(reuse_s: float = 600) -> dict[str, bool]:
+        req = {"op": "tmux", "socket": tmux_server.socket, "commands": [argv], "reuse_s": reuse_s}  # type: ignore[attr-defined]
+        out = agent.answer(req)["result"]["results"][0]
+        found = tmux.sessions_from_result(out["exit"], out["stdout"], out["stderr"])
+        return {s.name: s.panes[0].dead for s in found}
+
+    def settled() -> bool:  # a tmux client's fd the server has yet to close is a change
+        runs = agent.listings.runs
+        time.sleep(0.2)
+        return names() == {"a": False, "b": False, "c": True} and agent.listings.runs == runs
+
+    wait_for(settled, what="3 sessions, listed once")
+    runs = agent.listings.runs
+    assert tmux_server(["rename-session", "-t", "=a", "a2"]).returncode == 0
+    time.sleep(0.3)
+    for _ in range(3):  # nothing /proc shows changed: the last listing
+        assert names() == {"a": False, "b": False, "c": True}
+        time.sleep(0.2)
+    assert agent.listings.runs == runs
+    pid = int(tmux_server(["display", "-p", "-t", "=b:", "#{pane_pid}"]).stdout)
+    os.kill(pid, 9)  # b's run ends: b is gone at the next call
+    wait_for(lambda: "b" not in names(), timeout=1.0, what="b gone at once")
+    # A dead pane's session killed: no process goes, nor (tmux closed the
+    # dead pane's pty) a file — seen once the listing is `reuse_s` old.
+    assert tmux_server(["kill-session", "-t", "=c"]).returncode == 0
+    wait_for(lambda: "c" not in names(reuse_s=1.0), timeout=3.0, what="dead c gone")
+    assert tmux_server(["new-session", "-d", "-s", "d", "sleep 600"]).returncode == 0
+    wait_for(lambda: "d" in names(), timeout=1.0, what="new d at once")
+    assert names() == {"a2": False, "d": False}
+    plain = agent.answer({"op": "tmux", "socket": tmux_server.socket, "commands": [argv]})  # type: ignore[attr-defined]
+    assert plain["ok"] and "a2" in plain["result"]["results"][0]["stdout"]
+
+
 def python_in_tree_from(items: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((d for d in items if d["is_python"] and "train.py" in d["cmdline"]), None)
 

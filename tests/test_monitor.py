@@ -22,6 +22,7 @@ from gputui.containers import ProxmoxLXC
 from gputui.errors import ContainerError
 from gputui.model import ConnectionState, CtStatus, Snapshot
 from gputui.monitor.engine import (
+    LIST_PANES_EVERY_S,
     OOM_READ_EVERY_S,
     PANE_CAPTURE_EVERY_S,
     PANES_LOOP_SCRIPT,
@@ -269,6 +270,42 @@ async def test_dead_pane_keeps_exit_status_and_output(
         tmux_in_ct(testbed, ct, "kill-session", "-t", "crash")
         await until(lambda: snap.session_gone, what="session gone")
         assert snap.session_name == "crash"
+    finally:
+        await mon.stop()
+
+
+async def test_a_session_that_ends_between_listings_is_seen_within_two_seconds(
+    testbed: Any, ct: int, counting: CountingTransport
+) -> None:
+    """Issue 24: `tmux list-panes` runs about every LIST_PANES_EVERY_S while
+    no pane's process comes or goes (a rename waits that long), yet a run
+    that ends between two listings is seen by the next 1 s poll: the agent
+    sees the pane's process go in /proc and lists at once."""
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "quick", "sleep 600")
+    tmux_in_ct(testbed, ct, "new", "-d", "-s", "other", "sleep 600")
+    mon = Monitor(
+        Target(counting, ct),
+        settings(interval=1.0, session="quick"),
+        gpu_feed=SimulatedGpus(1, lambda: 0.0),
+    )
+    await mon.start()
+    try:
+        snap = mon.snapshot
+        await until(lambda: snap.session and snap.procs, what="quick and its sleep")
+        await asyncio.sleep(1.5)  # past a listing that may have caught the start settling
+        tmux_in_ct(testbed, ct, "rename-session", "-t", "=other", "other2")
+        renamed = time.monotonic()
+        await asyncio.sleep(2.5)  # two polls or more: the last listing, still "other"
+        names = {s.name for s in snap.sessions}
+        if time.monotonic() - renamed < LIST_PANES_EVERY_S - 1.0:  # not past a due listing
+            assert names == {"quick", "other"}, names
+        pid = snap.procs[0].pid
+        assert testbed.ct_exec(ct, ["kill", str(pid)]).returncode == 0
+        ended = time.monotonic()
+        await until(lambda: snap.session_gone, timeout=10.0, what="quick gone")
+        took = time.monotonic() - ended
+        assert took < 3.0, f"a run that ended was seen {took:.1f} s later"
+        await until(lambda: "other2" in {s.name for s in snap.sessions}, what="the rename")
     finally:
         await mon.stop()
 

@@ -67,6 +67,11 @@ PANE_TAIL_LINES = 50
 # while a run streamed, issue 24); a dead pane, a new pane or a changed tree
 # is captured in the same poll.
 PANE_CAPTURE_EVERY_S = 5.0
+# `tmux list-panes` runs in the agent at most this often while no pane's
+# process came, went or was reparented (the agent watches those in /proc each
+# poll, and lists at once when one did): a session that ends is seen in the
+# same poll; a rename, an attach or a pane's new command within this long.
+LIST_PANES_EVERY_S = 5.0
 # The run's cgroup OOM-kill count matters once the run is gone (a rise since
 # it was last seen alive is its kill): read each poll while no Python process
 # of the run is seen, every OOM_READ_EVERY_S while it runs (the baseline).
@@ -558,7 +563,7 @@ class Monitor:
         guess = self._polled_pane  # (pane pid, tmux target, socket) of the last poll
         path = self.follower.read_path if self.follower is not None else None
         offset_before = self.follower.state.offset if self.follower is not None else None
-        calls = {"sessions": agent.sessions_request()}
+        calls = {"sessions": agent.sessions_request(reuse_s=LIST_PANES_EVERY_S)}
         if guess is not None:
             if time.monotonic() - self._captured_at >= PANE_CAPTURE_EVERY_S:
                 calls["capture"] = agent.capture_request(guess[1], PANE_TAIL_LINES, guess[2])

@@ -870,6 +870,127 @@ class ProcReader:
         return out
 
 
+class TmuxWatch:
+    """Whether any tmux server's panes may have changed since the last look,
+    read from /proc alone: the tmux servers (comm `tmux: server`) and their
+    children (the panes' processes), each with its start time and parent,
+    and the servers' open files (a live pane's pty, a client). A pane that
+    ends, a new session or window, a server that starts or stops, a pane's
+    process reparented when its session went, a client that attaches: each
+    changes this (not a rename, nor a dead pane's session killed: tmux closed
+    that pane's pty when it died). Per call: a listdir of /proc and
+    of each server's fds, a stat of each process new since the last call and
+    of each server and pane process (issue 24: a `tmux list-panes`
+    subprocess a poll was a fifth of the agent's CPU)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # pid -> (ppid, starttime, is a tmux server, its unix socket paths)
+        self._known = {}  # type: dict
+        self._members = set()  # type: set
+
+    def _note(self, pid: int) -> None:
+        st = read_stat(pid)
+        if st is None:
+            self._known.pop(pid, None)
+        else:
+            server = (text(st["comm"]) or "").startswith("tmux: server")
+            old = self._known.get(pid)
+            if old is not None and old[1] == st["starttime"]:
+                paths = old[3]
+            else:
+                paths = _listening(pid) if server else ()
+            self._known[pid] = (st["ppid"], st["starttime"], server, paths)
+
+    def signature(self, wanted) -> frozenset:
+        """The state of the servers whose socket paths `wanted` (a function
+        of a tuple of paths) accepts, and of those whose sockets are not
+        known (not ours to read)."""
+        with self._lock:
+            alive = set(list_pids())
+            for pid in [p for p in self._known if p not in alive]:
+                del self._known[pid]
+            for pid in alive:
+                if pid not in self._known or pid in self._members:
+                    self._note(pid)
+            known = self._known
+            servers = {p for p, v in known.items() if v[2]}
+            self._members = servers | {p for p, v in known.items() if v[0] in servers}
+            servers = {p for p in servers if not known[p][3] or wanted(known[p][3])}
+            sig = [(p, v[0], v[1]) for p, v in known.items() if p in servers or v[0] in servers]
+        # A server's open files: each live pane's pty, each attached client.
+        return frozenset(sig + [(p, _fds(p)) for p in servers])
+
+
+def _listening(pid: int) -> tuple:
+    """The unix socket paths process `pid` has open (a tmux server's own)."""
+    inodes = set()
+    for fd in _fds(pid) or ():
+        link = _readlink("/proc/%d/fd/%s" % (pid, fd)) or ""
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    data = _read_bytes("/proc/%d/net/unix" % pid, 8 << 20) if inodes else None
+    paths = []
+    for line in (data or b"").decode("utf-8", "replace").splitlines()[1:]:
+        words = line.split()
+        if len(words) >= 8 and words[6] in inodes:
+            paths.append(words[7])
+    return tuple(paths)
+
+
+def _fds(pid: int) -> "tuple | None":
+    try:
+        return tuple(sorted(os.listdir("/proc/%d/fd" % pid)))
+    except OSError:
+        return None
+
+
+def _listed_by(args: dict):
+    """Which servers a `tmux` request lists, by their socket paths: its
+    `socket`; else the default server and, with `other_servers`, every
+    socket under $TMUX_TMPDIR (or /tmp) /tmux-UID/ (other_tmux_sockets)."""
+    if args.get("socket"):
+        want = {str(args["socket"]), os.path.realpath(str(args["socket"]))}
+        return lambda paths: any(p in want for p in paths)
+    tmpdir = os.environ.get("TMUX_TMPDIR") or "/tmp"
+    roots = tuple({os.path.join(d, "tmux-") for d in (tmpdir, os.path.realpath(tmpdir))})
+    if args.get("other_servers"):
+        return lambda paths: any(p.startswith(roots) for p in paths)
+    name = str(args.get("socket_name") or "default")
+    own = {os.path.join(r + str(os.getuid()), name) for r in roots}
+    return lambda paths: any(p in own for p in paths)
+
+
+class ReusedListing:
+    """The last answer of a `tmux` op, given again while the tmux servers'
+    panes are unchanged (TmuxWatch) and it is younger than the request's
+    `reuse_s`: its session names, attached flags and current commands are
+    then at most that old; anything TmuxWatch sees is listed at once."""
+
+    def __init__(self) -> None:
+        self.watch = TmuxWatch()
+        self._lock = threading.Lock()
+        self._last = {}  # type: dict  # request key -> (monotonic, signature, answer)
+        self.runs = 0  # listings actually run (tests)
+
+    def get(self, args: dict, reuse_s: float, run) -> dict:
+        key = json.dumps(
+            [args.get(k) for k in ("socket", "socket_name", "commands", "other_servers")],
+            default=str,
+        )
+        sig = self.watch.signature(_listed_by(args))
+        now = time.monotonic()
+        with self._lock:
+            hit = self._last.get(key)
+        if hit is not None and now - hit[0] < reuse_s and hit[1] == sig:
+            return hit[2]
+        answer = run()
+        self.runs += 1
+        with self._lock:
+            self._last = {key: (now, sig, answer)}
+        return answer
+
+
 # ------------------------------------------------------------------ commands
 
 
@@ -1143,6 +1264,7 @@ class Agent:
     def __init__(self) -> None:
         self.procs = ProcReader()
         self.started = time.time()
+        self.listings = ReusedListing()
 
     def op_hello(self, args: dict) -> dict:
         return {
@@ -1178,7 +1300,15 @@ class Agent:
     def op_tmux(self, args: dict) -> dict:
         """Run tmux read-only subcommands: `commands` is a list of argv lists
         that follow `tmux [-S socket]` (the client sends the formats it
-        parses, from gputui.collect.tmux) -> {results: [{exit, stdout, stderr}]}."""
+        parses, from gputui.collect.tmux) -> {results: [{exit, stdout, stderr}]}.
+        `reuse_s`: the last answer to the same request, when it is younger
+        than that and no tmux pane has changed since (ReusedListing)."""
+        reuse_s = float(args.get("reuse_s") or 0)
+        if reuse_s > 0:
+            return self.listings.get(args, reuse_s, lambda: self._tmux(args))
+        return self._tmux(args)
+
+    def _tmux(self, args: dict) -> dict:
         base = _tmux_base(args)
         commands = []
         for cmd in args["commands"]:
@@ -1337,7 +1467,8 @@ OPS = {
     "ping": "-> clock",
     "procs": "root_pid, sources=true -> [proc dict] (root first, breadth first; "
     "write_files: files each has open for writing)",
-    "tmux": "commands (argv lists after `tmux`), socket?, socket_name? -> results",
+    "tmux": "commands (argv lists after `tmux`), socket?, socket_name?, other_servers?,"
+    " reuse_s? (the last answer again while no pane changed and younger) -> results",
     "capture": "target, lines=50, socket? -> exit, stdout, stderr",
     "stat": "paths -> [{path, exists, size, mtime, inode, dev, is_file | error,"
     " fs_free, fs_total (bytes of the file system holding it; absent if unknown)}]",

@@ -299,16 +299,21 @@ class AgentClient:
     # One poll of the monitor asks for these together (`batch`): the request,
     # and what its raw result means.
     @staticmethod
-    def sessions_request(socket_path: str | None = None) -> Request:
+    def sessions_request(socket_path: str | None = None, reuse_s: float = 0.0) -> Request:
         """Every session: of the default server, and (socket_path None) of
-        every other tmux server in the CT (another user's, a `-L` one)."""
+        every other tmux server in the CT (another user's, a `-L` one).
+        `reuse_s`: the agent may answer with its last listing while that is
+        younger and no tmux pane's process came, went or was reparented."""
         from gputui.collect import tmux
 
-        return "tmux", {
+        args: dict[str, Any] = {
             "socket": socket_path,
             "commands": [tmux.list_panes_argv()[1:]],
             "other_servers": socket_path is None,
         }
+        if reuse_s > 0:
+            args["reuse_s"] = reuse_s
+        return "tmux", args
 
     def sessions_result(self, res: Any) -> list[Session]:
         from gputui.collect import tmux
