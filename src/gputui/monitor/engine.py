@@ -67,10 +67,11 @@ PANE_TAIL_LINES = 50
 # while a run streamed, issue 24); a dead pane, a new pane or a changed tree
 # is captured in the same poll.
 PANE_CAPTURE_EVERY_S = 5.0
-# `tmux list-panes` runs in the agent at most this often while no pane's
-# process came, went or was reparented (the agent watches those in /proc each
-# poll, and lists at once when one did): a session that ends is seen in the
-# same poll; a rename, an attach or a pane's new command within this long.
+# `tmux list-panes` runs in the agent about this often while no pane's
+# process came, went or was reparented and no server's open files changed
+# (the agent watches those in /proc each poll and lists at once when one
+# did: agent.TmuxWatch): a session that ends is seen in the same poll; a
+# rename or a pane's new command within this long.
 LIST_PANES_EVERY_S = 5.0
 # The run's cgroup OOM-kill count matters once the run is gone (a rise since
 # it was last seen alive is its kill): read each poll while no Python process
