@@ -6,6 +6,7 @@ the host after the stop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -173,3 +174,44 @@ def test_history_finds_a_target_by_the_name_given_to_watch(
     missing = history(f"{testbed.alias}/{ct + 1}")
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1, missing.stderr
     assert f"{address} (as {testbed.alias}/{ct})" in missing.stderr, missing.stderr
+
+
+async def test_watch_stops_in_bounded_time_when_the_host_froze(
+    testbed: Any, ct: int, tmp_path: Path
+) -> None:
+    """The host stops answering (every sshd session of the test bed frozen
+    with SIGSTOP: a hung kernel, a cut link that never resets) and then watch
+    is told to stop (SIGTERM, the terminal closing): it exits within its
+    close limit, whatever its ssh channels wait for."""
+    import os
+    import signal
+    import time
+
+    from gputui.record.watch import CLOSE_LIMIT_S
+
+    run = prepare_run(testbed, ct, "frozen")
+    start_unbuffered(testbed, run, 400, 0.2)
+    db = tmp_path / "history.sqlite"
+    watch = Watch([settings_for(testbed, ct, history_path=str(db))])
+    task = asyncio.create_task(watch.run())
+    frozen: list[int] = []
+    try:
+        await until(
+            lambda: watch.watched[0].monitor.snapshot.sessions, 60, "the run's session listed"
+        )
+        assert testbed.sshd_pid is not None
+        frozen = testbed._children(testbed.sshd_pid)
+        assert frozen, "no ssh session to freeze"
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        watch.stop()
+        done, _ = await asyncio.wait({task}, timeout=CLOSE_LIMIT_S + 15)
+        assert done, f"watch still closing {time.monotonic() - t0:.0f} s after the stop"
+        assert task.result() == 0
+    finally:
+        for pid in frozen:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+        if not task.done():
+            task.cancel()
