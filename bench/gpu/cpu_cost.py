@@ -1,6 +1,6 @@
 """CPU seconds a process tree uses over a window: run each command in its
 own tmux pane (a real terminal, as a user would), wait, sum utime+stime of
-the pane's process tree from /proc, and print JSON.
+the pane's process tree from /proc (with its reaped children's, cutime+cstime), and print JSON.
 
     python3 bench/gpu/cpu_cost.py --seconds 30 gputui='gputui --local' nvitop='nvitop -m full'
 """
@@ -41,7 +41,9 @@ def cpu_seconds(pids: list[int]) -> float:
         try:
             with open(f"/proc/{p}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            # utime+stime, and cutime+cstime: what its children used and it
+            # reaped (the agent's tmux commands; counted once they end)
+            total += sum(int(x) for x in fields[11:15])
         except OSError:
             pass
     return total / TICK
