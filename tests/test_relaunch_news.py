@@ -28,14 +28,27 @@ from typing import Any
 import pytest
 
 from gputui.config import RunConfig
+from gputui.diagnose import Thresholds
 from gputui.record.watch import Watch
 from test_alerts import Hook
-from test_incidents_watch import BURSTS, banner, gpus, posted, start, state, user_does
+from test_incidents_watch import (
+    BURSTS,
+    HANGS,
+    banner,
+    gpus,
+    posted,
+    relaunch_into,
+    start,
+    state,
+    user_does,
+)
 from ui_scenarios import settings_for, until
 
 # The team's launcher: a clean environment for the job (PYTHONUNBUFFERED
 # gone), python without -u — whatever gputui's relaunch exports around it.
 BUFFERED_START = "exec env -u PYTHONUNBUFFERED python3 {script} 4\n"
+# Stuck before its first step (NCCL init, a dead data node): no line, no CPU.
+HANGS_AT_ONCE = "import time\ntime.sleep(3600)\n"
 # Written last week: its log's name was the date then.
 LAST_WEEK_START = "exec python3 -u {script} 4 > train-1125.log 2>&1\n"
 
@@ -213,3 +226,52 @@ async def test_a_relaunch_whose_run_writes_last_weeks_log_is_named(
     assert after_window, f"gone from the banner after the action window: {named}"
     assert re.search(r"PID \d+ writes \S*train-1125\.log", named[0]), named
     assert "session" not in " ".join(said), said
+
+
+@pytest.mark.timeout(240)
+async def test_a_relaunch_into_a_run_that_hangs_at_once_is_told(
+    testbed: Any, ct: int, hook: Hook, tmp_path: Path
+) -> None:
+    """Relaunched, the new run hangs before its first step (NCCL init, a
+    dead data node): its GPU idle, memory held, no line. The user's action
+    is over; the hang is the new run's — stalled, then probably hung, on
+    the banner and alerted, not kept silent as the relaunch's own gap."""
+    testbed.set_gpus(gpus(97))
+    run = start(testbed, ct, "rehang", HANGS, "python3 -u {script} > {log} 2>&1")
+    settings = settings_for(
+        testbed,
+        ct,
+        session=run.session,
+        stale_after=10.0,
+        alert_urls=[f"json://127.0.0.1:{hook.port}/alerts"],
+        history_path=str(tmp_path / "history.sqlite"),
+        history_log_every=1.0,
+        diagnosis=Thresholds(hang_after_s=20.0),
+    )
+    watch = Watch([settings], out=open("/dev/null", "w"))  # noqa: SIM115
+    task = asyncio.create_task(watch.run())
+    rec = watch.watched[0].recorder
+    try:
+        await until(lambda: rec.monitor.snapshot.metrics.last_step, 60, "steps")
+        await asyncio.sleep(2)
+        assert hook.got == [], posted(hook)
+        ended = await relaunch_into(watch, run, HANGS_AT_ONCE)
+        testbed.set_gpus(gpus(0))
+        await until(
+            lambda: any("probably hung" in p for p in posted(hook)),
+            90,
+            "probably hung, alerted",
+            lambda: f"said {posted(hook)}; banner {banner(rec)}; {state(rec)}",
+        )
+        hung_after = time.time() - ended
+        await asyncio.sleep(3)
+        said = posted(hook)
+        shown = [b for b in banner(rec) if b.startswith(("held_but_idle", "progress_stalled"))]
+    finally:
+        watch.stop()
+        await asyncio.wait_for(task, 60)
+    words = [p.split()[0] for p in said]
+    assert words[0] == "open" and words.count("open") == 1 and "resolved" not in words, said
+    assert "session" not in " ".join(said), said
+    assert hung_after < 10 + 20 + 15, f"probably hung {hung_after:.0f} s after the relaunch"
+    assert shown and "probably hung" in shown[0], shown

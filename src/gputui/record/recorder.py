@@ -506,8 +506,13 @@ class RunRecorder:
         run's) makes its findings news at once — but not one naming a PID
         the action stopped, and a silence only after the stale threshold
         from the action's end; no new session after settle_s makes a
-        relaunch's or launch's "gone" findings news."""
-        act = self._latest_action(now)
+        relaunch's or launch's "gone" findings news. Judged by that evidence
+        for as long as it lasts, not only while the window is open: an
+        incident opened silent in the window (the new run hung before its
+        first line, its silence news only after the stale threshold, which
+        may be longer than the window) is told once its evidence is the new
+        run's, not kept silent till it closes."""
+        act = self._last_action(now)
         if act is None or act.end is None:
             return set()
         since_end = now - act.end
@@ -532,14 +537,10 @@ class RunRecorder:
             out.add(f.kind)
         return out
 
-    def _latest_action(self, now: float) -> UserAction | None:
-        """The last of the user's actions begun by `now` whose window is open."""
+    def _last_action(self, now: float) -> UserAction | None:
+        """The last of the user's actions begun by `now`."""
         acts = [a for a in self._actions.values() if a.start <= now]
-        if not acts:
-            return None
-        act = max(acts, key=lambda a: a.start)
-        limit = act.start + ACTION_MAX_S if act.end is None else act.end + self.settle_s
-        return act if now <= limit else None
+        return max(acts, key=lambda a: a.start) if acts else None
 
     def _expect_line(self, line: bytes, session: str | None) -> None:
         try:
