@@ -522,6 +522,7 @@ class RunRecorder:
         new_run = sess is not None and any(
             p.pid is not None and p.pid not in act.pids for p in sess.panes
         )
+        quiet_for = stale_threshold(snap, self.stale_after, self.thresholds)
         out: set[str] = set()
         for f in findings:
             if not new_run:
@@ -531,7 +532,6 @@ class RunRecorder:
             named = {int(m) for m in _PID_RE.findall(" ".join([f.title, *f.evidence]))}
             if named & act.pids:
                 continue  # the old run's: its memory freed late, its exit
-            quiet_for = stale_threshold(snap, self.stale_after, self.thresholds)
             if f.kind in SILENCE_KINDS and since_end < quiet_for:
                 continue  # the gap before the new run's first line
             out.add(f.kind)
