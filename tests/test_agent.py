@@ -393,10 +393,17 @@ def test_listing_is_reused_until_a_pane_changes_and_then_run_at_once(
         time.sleep(0.2)
         return names() == {"a": False, "b": False, "c": True} and agent.listings.runs == runs
 
+    server = int(tmux_server(["display", "-p", "#{pid}"]).stdout)
+
+    def server_files() -> set[str]:
+        return set(os.listdir(f"/proc/{server}/fd"))
+
     wait_for(settled, what="3 sessions, listed once")
-    runs = agent.listings.runs
+    runs, files = agent.listings.runs, server_files()
     assert tmux_server(["rename-session", "-t", "=a", "a2"]).returncode == 0
-    time.sleep(0.3)
+    # the rename's client is gone from the server's files (on a loaded
+    # machine that takes a while; until then it is a change, rightly)
+    wait_for(lambda: server_files() == files, timeout=10.0, what="the rename's client closed")
     for _ in range(3):  # nothing /proc shows changed: the last listing
         assert names() == {"a": False, "b": False, "c": True}
         time.sleep(0.2)
