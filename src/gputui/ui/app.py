@@ -1,7 +1,8 @@
 """The dashboard app: one screen fed by a monitor, verbs behind a confirm box.
 
 Live data never recomposes: a monitor callback marks parts dirty, one
-coalesced apply updates the widgets in place. The once-a-second redraw (GPU
+coalesced apply updates the widgets in place, each pane only when a part
+it names changed (`LAYOUT`, ui/widgets/pane.py). The once-a-second redraw (GPU
 rows, ages, metrics, banner) rides on the GPU samples' arrival, so one frame
 carries them all; a 1 Hz timer covers a feed that went quiet. Log lines move
 in as soon as the monitor says they arrived after a quiet spell, and under a
@@ -20,13 +21,14 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingsMap
 from textual.containers import Horizontal
 from textual.notifications import SeverityLevel
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input
 from textual.worker import Worker, WorkerState
 
@@ -34,7 +36,6 @@ from gputui.actions.backend import ActionBackend
 from gputui.actions.plan import ActionPlan, ActionResult
 from gputui.config import Settings
 from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
-from gputui.diagnose.holders import holders_of
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import PARTS, ConnectionState, Finding, Snapshot
 from gputui.text.untrusted import visible
@@ -49,10 +50,10 @@ from gputui.ui.screens.help import HelpScreen, help_markdown
 from gputui.ui.screens.result import ResultScreen, result_details
 from gputui.ui.screens.zoom import GpuGraphsScreen
 from gputui.ui.widgets.banner import Banner
-from gputui.ui.widgets.gpus import GpuTable, gpu_lines
+from gputui.ui.widgets.gpus import GpuTable
 from gputui.ui.widgets.logview import LogPanel
-from gputui.ui.widgets.quiet import QuietStatic
-from gputui.ui.widgets.runinfo import RunPanel, run_line_text
+from gputui.ui.widgets.pane import TICK, Frame, Pane, Placed, Row
+from gputui.ui.widgets.runinfo import RunLine, RunPanel
 from gputui.ui.widgets.sessions import SessionList, session_name
 from gputui.ui.widgets.status import StatusLine
 from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, VERBS, keyed, why_not
@@ -92,6 +93,19 @@ class GputuiApp(App[int]):
         Binding(FIXED_KEYS["graphs"], "graphs", "GPU graphs", id="graphs", show=False),
         Binding(FIXED_KEYS["notices"], "notices", "notifications", id="notices", show=False),
     ]
+
+    # The dashboard, top to bottom, one line a pane; a Row is panes side by
+    # side. Each Pane (ui/widgets/pane.py) names the snapshot parts it draws
+    # and is drawn by `_draw_panes` only when one changed; the banner
+    # (findings) and the log panel (its own pacing) are drawn by the app.
+    LAYOUT: ClassVar[tuple[type[Placed] | Row, ...]] = (
+        StatusLine,
+        Banner,
+        GpuTable,
+        RunLine,  # shown below TINY_HEIGHT rows instead of the middle row
+        Row("middle", (SessionList, RunPanel)),
+        LogPanel,
+    )
 
     def __init__(
         self,
@@ -205,21 +219,21 @@ class GputuiApp(App[int]):
         return LeanScreen(id="_default")  # a log write paints the log, not the whole screen
 
     def compose(self) -> ComposeResult:
-        yield StatusLine(id="status")
-        yield Banner(id="banner")
-        gpus = GpuTable(id="gpus")
-        gpus.border_title = "GPUs"
-        yield gpus
-        yield QuietStatic(id="runline")
-        with Horizontal(id="middle"):
-            sessions = SessionList(id="sessions")
-            sessions.border_title = "sessions"
-            yield sessions
-            run = RunPanel(id="run")
-            run.border_title = "training process"
-            yield run
-        yield LogPanel(id="logpanel")
+        self._panes: list[Pane] = []  # LAYOUT's panes, in its order
+        for slot in self.LAYOUT:
+            if isinstance(slot, Row):
+                with Horizontal(id=slot.id):
+                    yield from (self._place(c) for c in slot.panes)
+            else:
+                yield self._place(slot)
         yield Footer()
+
+    def _place(self, cls: type[Placed]) -> Widget:
+        widget = cls(id=cls.ID)  # type: ignore[call-arg]  # every Placed is a Widget
+        assert isinstance(widget, Widget)
+        if isinstance(widget, Pane):
+            self._panes.append(widget)
+        return widget
 
     def _q(self, selector: Any, expect_type: Any = None) -> Any:
         """Query the dashboard screen (not whichever modal is on top)."""
@@ -269,18 +283,24 @@ class GputuiApp(App[int]):
         self._tick()
 
     def _apply(self, parts: set[str]) -> None:
-        snap = self.monitor.snapshot
-        now = self.clock()
-        if parts & {"connection", "ct"}:
-            self._q(StatusLine).show(snap, read_only=self.read_only)
-        if "gpus" in parts:
-            self._show_gpus(snap, now)
-        if parts & {"sessions", "procs"}:
-            self._q(SessionList).show(snap.sessions, now, snap.session_name)
-            self._q(RunPanel).show_proc(snap, holders_of(snap, now))
-            self._q("#runline", QuietStatic).show_text(run_line_text(snap))
+        frame = self._frame()
+        self._draw_panes(frame, parts)
         # metrics change with nearly every log batch: the 1 Hz tick shows them
-        self._refresh_availability(snap)
+        self._refresh_availability(frame.snap)
+
+    def _frame(self) -> Frame:
+        return Frame(
+            self.monitor.snapshot,
+            self.clock(),
+            read_only=self.read_only,
+            tiny=self.has_class("-tiny"),
+        )
+
+    def _draw_panes(self, frame: Frame, changed: set[str]) -> None:
+        """Draw each pane one of whose parts changed, and no other."""
+        for pane in self._panes:
+            if pane.PARTS & changed:
+                pane.draw(frame, changed)
 
     def on_resize(self, event: Any) -> None:
         self._set_size_classes(event.size.width, event.size.height)
@@ -303,14 +323,7 @@ class GputuiApp(App[int]):
             self._q(GpuTable).compact = classes["-tiny"]
             self._q(Banner).compact = classes["-short"]
             self._q(Banner).show(self.findings, self._banner_hints(), force=True)
-            self._show_gpus(self.monitor.snapshot, self.clock())
-
-    def _show_gpus(self, snap: Snapshot, now: float) -> None:
-        table = self._q(GpuTable)
-        table.show(snap.gpus, now, holders_of(snap, now))
-        height = max(gpu_lines(len(snap.gpus.latest), table.compact), table.line_count) + 2
-        if table.styles.height is None or table.styles.height.value != height:
-            table.styles.height = height
+            self._q(GpuTable).draw(self._frame(), {"gpus"})  # two GPUs a line, or one
 
     def _timed_tick(self) -> None:
         """The 1 Hz timer: redraw unless the GPU feed just did."""
@@ -324,20 +337,12 @@ class GputuiApp(App[int]):
         self._last_tick = time.monotonic()
         if not self._log_flush_pending:  # a monitor that never says "log" still shows lines
             self._drain_log()
-        snap = self.monitor.snapshot
-        now = self.clock()
         parts, self._dirty = self._dirty, set()
-        if parts & {"sessions", "procs"}:
-            self._q(RunPanel).show_proc(snap, holders_of(snap, now))
-            self._q("#runline", QuietStatic).show_text(run_line_text(snap))
-        self._q(StatusLine).show(snap, read_only=self.read_only)
-        self._q(SessionList).show(snap.sessions, now, snap.session_name)
-        self._show_gpus(snap, now)
+        frame = self._frame()
+        snap, now = frame.snap, frame.now
+        self._draw_panes(frame, parts | {TICK})
         if time.monotonic() - self._last_log_write > TICK_INTERVAL:
             self._show_log_state()  # a quiet log: its age still moves
-        self._q(RunPanel).show_metrics(snap.metrics, now)
-        if self.has_class("-tiny"):
-            self._q("#runline", QuietStatic).show_text(run_line_text(snap))
         if isinstance(self.screen, GpuGraphsScreen):
             self.screen.show(snap.gpus, now)
         try:

@@ -18,6 +18,7 @@ from textual.strip import Strip
 from gputui.model import Finding, Severity
 from gputui.text.untrusted import safe_text, visible
 from gputui.ui.widgets.lines import KeptStyle, row_strip
+from gputui.ui.widgets.pane import Placed
 from gputui.verbs import keyed
 
 _ICON = {Severity.ERROR: "✖", Severity.WARNING: "⚠", Severity.INFO: "ℹ"}
@@ -77,8 +78,11 @@ def banner_text(
     return safe_text(t, keep="\n")  # evidence quotes commands, paths, session names
 
 
-class Banner(KeptStyle):
-    """Shows `top_finding`; `show(None)` hides it."""
+class Banner(Placed, KeptStyle):
+    """Shows `top_finding`; `show(None)` hides it. Placed by the dashboard's
+    LAYOUT, drawn by the app itself (its findings and key hints)."""
+
+    ID = "banner"
 
     DEFAULT_CSS = "Banner { height: auto; }"
 

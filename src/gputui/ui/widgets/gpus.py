@@ -8,7 +8,7 @@ others) is red; a hot one is yellow; a busy one is not painted at all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -17,6 +17,7 @@ from gputui.model import GpuSample, GpuState, Ring
 from gputui.text.untrusted import remote_text, visible
 from gputui.ui.trend import pick_span, series_buckets, spark, window_label
 from gputui.ui.widgets.lines import TextLines
+from gputui.ui.widgets.pane import TICK, Frame, Pane
 from gputui.ui.widgets.quiet import set_border_text
 
 if TYPE_CHECKING:
@@ -222,8 +223,12 @@ def gpu_rows_key(gpus: GpuState, now: float, span: float) -> tuple[object, ...]:
     return (gpus.error, gpus.lost, rows, int(now // span), len(gpus.events))
 
 
-class GpuTable(TextLines):
-    """Fixed height (set by the app from the number of GPUs): updates repaint, never reflow."""
+class GpuTable(Pane, TextLines):
+    """Fixed height (set in `draw` from the number of GPUs): updates repaint, never reflow."""
+
+    ID = "gpus"
+    BORDER_TITLE = "GPUs"
+    PARTS = frozenset({"gpus", TICK})  # TICK: the time buckets; a GPU whose readings stopped
 
     _key: tuple[object, ...] | None = None
     _shown: tuple[GpuState, float, Sequence[Holder]] | None = None
@@ -234,6 +239,15 @@ class GpuTable(TextLines):
         if self._shown is not None:  # rows, bucket width and window label follow the width
             self._key = None
             self.show(*self._shown)
+
+    def draw(self, frame: Frame, changed: Set[str]) -> None:
+        gpus = frame.snap.gpus
+        self.show(gpus, frame.now, frame.holders)
+        # the table's height: its rows (GPUs, then who holds a shared one),
+        # set only when it changes, so a redraw repaints and never reflows
+        height = max(gpu_lines(len(gpus.latest), self.compact), self.line_count) + 2
+        if self.styles.height is None or self.styles.height.value != height:
+            self.styles.height = height
 
     def show(self, gpus: GpuState, now: float, holders: Sequence[Holder] = ()) -> None:
         self._shown = (gpus, now, holders)

@@ -23,6 +23,7 @@ from gputui.model import LogState
 from gputui.text.untrusted import visible
 from gputui.text.words import dur
 from gputui.ui.logstyle import TrainingLogHighlighter, line_segments
+from gputui.ui.widgets.pane import Placed
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
 
 MAX_LINES = 5000
@@ -247,8 +248,12 @@ class TailLog(Log):
         return self
 
 
-class LogPanel(Vertical):
-    """Lines arrive via `add_lines` (already batched by the app's 10 Hz timer)."""
+class LogPanel(Placed, Vertical):
+    """Lines arrive via `add_lines` (already batched by the app's 10 Hz timer).
+    Placed by the dashboard's LAYOUT, drawn by the app itself (its own drain
+    and pacing, `GputuiApp._drain_log`)."""
+
+    ID = "logpanel"
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ current value, the trend and the median."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -33,6 +33,7 @@ from gputui.ui.trend import (
     trend_word,
 )
 from gputui.ui.widgets.lines import TextLines
+from gputui.ui.widgets.pane import TICK, Frame, Pane
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
 
 if TYPE_CHECKING:
@@ -177,7 +178,20 @@ class MetricRow(TextLines):
         self.set_lines([line.line(self.content_size.width or 60)])
 
 
-class RunPanel(Vertical):
+class RunPanel(Pane, Vertical):
+    """The training process (when sessions or processes change) and its
+    metrics (once a second: they change with nearly every log batch)."""
+
+    ID = "run"
+    BORDER_TITLE = "training process"
+    PARTS = frozenset({"sessions", "procs", TICK})
+
+    def draw(self, frame: Frame, changed: Set[str]) -> None:
+        if changed & {"sessions", "procs"}:
+            self.show_proc(frame.snap, frame.holders)
+        if TICK in changed:
+            self.show_metrics(frame.snap.metrics, frame.now)
+
     def compose(self) -> ComposeResult:
         yield QuietStatic(id="proc")
         yield MetricRow(id="m-throughput")
@@ -206,6 +220,19 @@ class RunPanel(Vertical):
             MetricLine("s/step", step_points(m), now, step_value(m)), key
         )
         set_border_text(self, subtitle=f"parser: {m.preset}" if m.preset else "")
+
+
+class RunLine(Pane, QuietStatic):
+    """The run in one line (`run_line_text`), shown only below TINY_HEIGHT
+    rows (the app's -tiny class), where the run panel is hidden: there it
+    carries the metrics too, so it follows the tick."""
+
+    ID = "runline"
+    PARTS = frozenset({"sessions", "procs", TICK})
+
+    def draw(self, frame: Frame, changed: Set[str]) -> None:
+        if changed & {"sessions", "procs"} or (TICK in changed and frame.tiny):
+            self.show_text(run_line_text(frame.snap))
 
 
 def run_line_text(snap: Snapshot) -> Text:

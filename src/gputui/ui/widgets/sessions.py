@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from rich.text import Text
 from textual.widgets import DataTable
 
 from gputui.model import Session
 from gputui.text.untrusted import remote_text
 from gputui.text.words import dur
+from gputui.ui.widgets.pane import TICK, Frame, Pane
 from gputui.ui.widgets.quiet import set_border_text
 
 COLUMNS = ("session", "state", "exit", "command", "age")
@@ -53,8 +56,12 @@ def session_row(s: Session, now: float, watched: str | None) -> tuple[Text | str
     return name, state, exit_, command, age  # every str cell is gputui's own text
 
 
-class SessionList(DataTable[Text | str]):
+class SessionList(Pane, DataTable[Text | str]):
     """Enter or a click on a row watches that session."""
+
+    ID = "sessions"
+    BORDER_TITLE = "sessions"
+    PARTS = frozenset({"sessions", "procs", TICK})  # TICK: the ages
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -63,6 +70,9 @@ class SessionList(DataTable[Text | str]):
             self.add_column(c, key=c)
         self._names: list[str] = []
         self._rows: dict[str, tuple[Text | str, ...]] = {}
+
+    def draw(self, frame: Frame, changed: Set[str]) -> None:
+        self.show(frame.snap.sessions, frame.now, frame.snap.session_name)
 
     def show(self, sessions: list[Session], now: float, watched: str | None) -> None:
         names = [row_key(s) for s in sessions]

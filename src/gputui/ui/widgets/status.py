@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from rich.text import Text
 
 from gputui.model import ConnectionState, CtStatus, Snapshot
 from gputui.text.untrusted import one_line, safe_text
+from gputui.ui.widgets.pane import TICK, Frame, Pane
 from gputui.ui.widgets.quiet import QuietStatic
 
 
@@ -98,15 +100,21 @@ def notice_text(notices: dict[str, Notice], width: int, key: str = "n") -> Text:
     return t
 
 
-class StatusLine(QuietStatic):
+class StatusLine(Pane, QuietStatic):
     """The header row; notifications live at its right end (never over the
     banner or the log), all of them in `notices` for the list behind a key
     (gputui.ui.screens.notices.NoticesScreen)."""
+
+    ID = "status"
+    PARTS = frozenset({"connection", "ct", TICK})  # TICK: the round trip, measured each poll
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.notices: dict[str, Notice] = {}
         self._head = Text()
+
+    def draw(self, frame: Frame, changed: Set[str]) -> None:
+        self.show(frame.snap, read_only=frame.read_only)
 
     def show(self, snap: Snapshot, *, read_only: bool) -> None:
         # one row high (app.tcss): a changed text repaints, never reflows
