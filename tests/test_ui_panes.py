@@ -120,3 +120,23 @@ def test_the_dashboard_layout_places_each_widget_once_top_to_bottom() -> None:
     ids = [p.ID for p in panes]
     assert ids == ["status", "banner", "gpus", "runline", "sessions", "run", "logpanel"]
     assert len(set(ids)) == len(ids)
+
+
+async def test_the_run_panel_follows_who_shares_its_gpus() -> None:
+    """The run panel says who shares the run's GPUs ('GPU 0 10.6G, shared
+    with session eval'). Who holds a GPU comes with the GPU samples, not with
+    a sessions/procs change: a second run that starts on the GPU while the
+    run's own processes stay as they were must still reach the panel (under
+    load the holders came after the last procs change and the panel kept
+    saying nothing)."""
+    snap, lines, findings = SCENES["shared"](T0)
+    held = list(snap.gpus.processes)
+    snap.gpus.processes = []
+    mon = SceneMonitor(snap, lines)
+    app = GputuiApp(mon, diagnose=lambda s, now: list(findings), clock=lambda: T0, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "shared with" not in screen_text(app)
+        snap.gpus.processes = held
+        mon.publish({"gpus"})
+        await wait_for(pilot, lambda: "shared with CT 201" in screen_text(app), "the panel")

@@ -184,10 +184,12 @@ class RunPanel(Pane, Vertical):
 
     ID = "run"
     BORDER_TITLE = "training process"
-    PARTS = frozenset({"sessions", "procs", TICK})
+    # "gpus": who holds the run's GPUs comes with the GPU samples (the text
+    # is rebuilt each second, repainted only when it changed)
+    PARTS = frozenset({"sessions", "procs", "gpus", TICK})
 
     def draw(self, frame: Frame, changed: Set[str]) -> None:
-        if changed & {"sessions", "procs"}:
+        if changed & {"sessions", "procs", "gpus"}:
             self.show_proc(frame.snap, frame.holders)
         if TICK in changed:
             self.show_metrics(frame.snap.metrics, frame.now)
