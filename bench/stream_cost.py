@@ -189,8 +189,10 @@ def measure(
     toolong: str | None,
     size: tuple[int, int] = (120, 36),
     profile: str | None = None,
+    only: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Every scenario, each tool beside the others; {scenario: {tool: % of a core}}."""
+    """Every scenario (or those `only` names, in its order), each tool beside
+    the others; {scenario: {tool: % of a core}}."""
     state = Path(tempfile.mkdtemp(prefix="gputui-stream-state-"))
     saved = dict(os.environ)
     os.environ["TMUX_TMPDIR"] = str(state)  # a tmux server of its own
@@ -204,7 +206,9 @@ def measure(
     os.environ["XDG_STATE_HOME"] = str(state)  # its history, not the user's
     results: dict[str, dict[str, Any]] = {}
     try:
-        for label, rate, buffered in SCENARIOS:
+        by_label = {label: (rate, buffered) for label, rate, buffered in SCENARIOS}
+        for label in only or list(by_label):
+            rate, buffered = by_label[label]
             results[label] = scenario(rate, buffered, toolong, seconds, size, profile)
             print(label, {k: v for k, v in results[label].items() if "screen" not in k}, flush=True)
     finally:
@@ -229,13 +233,21 @@ def main() -> int:
         metavar="NAME=CMD",
         help="another tool in a pane of its own (bench/gpu: nvitop=python3 -m nvitop --interval 1)",
     )
+    ap.add_argument(
+        "--only",
+        help="these scenarios only, in this order, comma-separated (e.g. 'buffered,20 lines/s')",
+    )
     args = ap.parse_args()
+    only = [x.strip() for x in args.only.split(",")] if args.only else None
+    unknown = [x for x in only or [] if x not in {label for label, _, _ in SCENARIOS}]
+    if unknown:
+        ap.error(f"no scenario {unknown[0]!r}: choose from {', '.join(s[0] for s in SCENARIOS)}")
     for spec in args.extra:
         name, _, cmd = spec.partition("=")
         EXTRA[name] = cmd
     cols, rows = (int(x) for x in args.size.split("x"))
     toolong = find_toolong(args.toolong)
-    results = measure(args.seconds, toolong, (cols, rows), args.profile)
+    results = measure(args.seconds, toolong, (cols, rows), args.profile, only)
     print(table(results))
     if not toolong:
         print("toolong not found: pip install toolong in a venv of its own, pass --toolong PATH/tl")

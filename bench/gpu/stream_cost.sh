@@ -10,6 +10,8 @@
 # (bench/profile_summary.py) into $OUT/gputui_profile-*-summary.txt.
 # Targets: gputui ≤ 2× nvitop while the log streams, ≤ 1.3× buffered.
 #
+# STREAM_ONLY='buffered,20 lines/s' measures those scenarios only, in that order.
+#
 # Run from the repository root with the wheels in .whl/ (nvitop among them)
 # and toolong's in .whl/toolong/ (it pins Textual 0.58, so it gets a site of
 # its own): about 4 minutes, everything under $OUT.
@@ -45,6 +47,7 @@ nvidia-smi --query-gpu=index,utilization.gpu,memory.used,power.draw --format=csv
 
 step "CPU while the log streams: gputui vs nvitop vs toolong, 20 and 40 lines/s and buffered"
 timeout 420 python3 bench/stream_cost.py --seconds "${CPU_SECONDS:-40}" ${TOOLONG:+--toolong "$TOOLONG"} \
+  ${STREAM_ONLY:+--only "$STREAM_ONLY"} \
   --extra "nvitop=python3 -m nvitop --interval 1" \
   --json "$OUT/stream_cost.json" --profile "$OUT/gputui_profile"
 TMUX_TMPDIR=$RUN tmux kill-server 2>/dev/null
