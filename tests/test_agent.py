@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -420,6 +421,103 @@ def test_listing_is_reused_until_a_pane_changes_and_then_run_at_once(
     assert names() == {"a2": False, "d": False}
     plain = agent.answer({"op": "tmux", "socket": tmux_server.socket, "commands": [argv]})  # type: ignore[attr-defined]
     assert plain["ok"] and "a2" in plain["result"]["results"][0]["stdout"]
+
+
+def test_the_tmux_watch_reads_its_servers_not_all_of_proc(
+    work: Path, tmux_server: Callable[[list[str]], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24, round 3: the watch listed all of /proc each call. Between
+    its scans it reads the known servers' children and files, yet a pane
+    that ends or a new session changes its answer at once, as does a server
+    that starts (a new socket in a tmux-UID directory the request lists)."""
+    from gputui.remote import agent as agent_mod
+
+    for name in ("a", "b"):
+        assert tmux_server(["new-session", "-d", "-s", name, "sleep 600"]).returncode == 0
+    scans: list[int] = []
+    list_pids = agent_mod.list_pids
+    monkeypatch.setattr(agent_mod, "list_pids", lambda: scans.append(1) or list_pids())
+    monkeypatch.setattr(agent_mod, "TMUX_RESCAN_S", 600.0)
+    watch = agent_mod.TmuxWatch()
+    listed = agent_mod._listed_by({"socket": tmux_server.socket})  # type: ignore[attr-defined]
+
+    def settled() -> frozenset[Any] | None:  # the new-session clients gone from the server's files
+        sig = watch.signature(listed)
+        time.sleep(0.2)
+        return sig if watch.signature(listed) == sig else None
+
+    server = int(tmux_server(["display", "-p", "#{pid}"]).stdout)
+    before = wait_for(settled, what="the servers' files settled")
+
+    def ours(sig: frozenset[Any]) -> set[Any]:  # (other tests' servers may be starting)
+        return {k for k in sig if server in (k[0], k[1])}
+
+    assert ours(agent_mod.TmuxWatch().signature(listed)) == ours(before)  # a full scan agrees
+    scans.clear()
+    pid = int(tmux_server(["display", "-p", "-t", "=b:", "#{pane_pid}"]).stdout)
+    os.kill(pid, 9)  # b's pane ends: seen at the next call, without listing /proc
+
+    def reaped() -> bool:  # (on a loaded machine tmux at times misses the SIGCHLD)
+        if os.path.exists(f"/proc/{pid}"):
+            os.kill(server, signal.SIGCHLD)  # our test server's
+        return not os.path.exists(f"/proc/{pid}")
+
+    wait_for(reaped, timeout=10.0, what="tmux reaped b's pane")
+    assert pid not in {k[0] for k in watch.signature(listed)}
+    after_b = watch.signature(listed)
+    assert tmux_server(["new-session", "-d", "-s", "c", "sleep 600"]).returncode == 0
+    assert watch.signature(listed) != after_b  # a new pane at once
+    assert scans == []
+    # A server that starts: its socket is new in $TMUX_TMPDIR/tmux-UID.
+    monkeypatch.setenv("TMUX_TMPDIR", str(work))
+    others = agent_mod._listed_by({"other_servers": True})
+    first = watch.signature(others)
+    env = clean_env(TMUX_TMPDIR=str(work))
+    new = ["tmux", "-L", "late", "new-session", "-d", "-s", "late", "sleep 600"]
+    assert subprocess.run(new, env=env, cwd=work).returncode == 0
+    try:
+        late = int(
+            subprocess.run(
+                ["tmux", "-L", "late", "display", "-p", "#{pid}"],
+                env=env,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
+        assert late not in {k[0] for k in first}
+        assert late in {k[0] for k in watch.signature(others)}  # at once
+    finally:
+        subprocess.run(["tmux", "-L", "late", "kill-server"], env=env)
+
+
+def test_a_poll_reads_a_process_command_and_environ_once_per_exec(
+    work: Path, spawn: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24, round 3: each poll read every process's cmdline, exe and
+    environ again. They are read once per exec: a shell that execs python
+    is seen as python at the next poll."""
+    from gputui.remote import agent as agent_mod
+
+    go = work / "go"
+    script = f"while [ ! -e {go} ]; do sleep 0.1; done; exec {PY} train.py"
+    p = spawn(["sh", "-c", script], work)
+    reads: list[int] = []
+    read_cmdline = agent_mod.read_cmdline
+    monkeypatch.setattr(
+        agent_mod, "read_cmdline", lambda pid: reads.append(pid) or read_cmdline(pid)
+    )
+    reader = ProcReader()
+    first = reader.tree(p.pid)
+    assert first[0]["cmdline"][:2] == ["sh", "-c"] and p.pid in reads
+    reads.clear()
+    assert reader.tree(p.pid)[0]["cmdline"][:2] == ["sh", "-c"]
+    assert p.pid not in reads  # the same image: not read again
+    go.touch()
+    py = wait_for(lambda: python_in_tree(reader, p.pid), what="sh exec'd python")
+    assert py["pid"] == p.pid and py["env_pythonunbuffered"] is False
+    reads.clear()
+    assert python_in_tree(reader, p.pid) is not None
+    assert p.pid not in reads
 
 
 def python_in_tree_from(items: list[dict[str, Any]]) -> dict[str, Any] | None:

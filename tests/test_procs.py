@@ -42,6 +42,7 @@ def test_parse_stat_fields() -> None:
         "threads": 9,
         "starttime": 987654,
         "rss_pages": 60241,
+        "image": "python3 94 95 140",  # comm, startcode, endcode, startstack (no arg_start…)
     }
 
 

@@ -55,6 +55,15 @@ SOURCES_TTL_S = 5.0  # the source-file walk is repeated at most this often per p
 # hundreds of processes these walks were most of the agent's CPU).
 TREE_RESCAN_S = 5.0
 READERS_TTL_S = 5.0
+# Per process of the run's tree (issue 24, round 3): its command line, exe,
+# initial environ and python options are read once per exec; where its fd 1
+# pipe leads (readers, their files) again after READERS_TTL_S, or at once
+# when fd 1's link changed, a reader went or a reader's file was renamed or
+# deleted; the files it writes again after WRITTEN_TTL_S, or at once when
+# its fd list or one of those files changed. fd 1's position and the stat
+# fields are read every poll.
+WRITTEN_TTL_S = 5.0
+TMUX_RESCAN_S = 5.0  # TmuxWatch lists all of /proc at least this often
 MAX_TEXT = 256 * 1024  # bytes of command output returned
 TMUX_TIMEOUT_S = 3.0
 WORKERS = 4
@@ -149,6 +158,10 @@ def parse_stat(data: str) -> "dict | None":
             "threads": int(rest[17]),
             "starttime": int(rest[19]),
             "rss_pages": int(rest[21]),
+            # What an exec changes (its name, and where the new image's code,
+            # stack, argv and environ lie; 0s where we may not look): the
+            # key under which what cannot change without one is kept.
+            "image": " ".join([comm] + rest[23:26] + rest[45:50]),
         }
     except (ValueError, IndexError):
         return None
@@ -725,6 +738,9 @@ class ProcReader:
         self._lock = threading.Lock()
         self._last = {}  # type: dict  # pid -> (starttime, ticks, monotonic)
         self._sources = {}  # type: dict  # (pid, starttime) -> (monotonic, files)
+        self._fixed = {}  # type: dict  # (pid, starttime) -> (image, fields fixed at exec)
+        self._targets = {}  # type: dict  # (pid, starttime) -> (monotonic, fd 1 link, files, target)
+        self._written = {}  # type: dict  # (pid, starttime) -> (monotonic, fds, files, written)
         self._scan = None  # type: tuple | None  # (monotonic of the full scan, {pid: stat})
         self._scan_lock = threading.Lock()
         self.boot = boot_time()
@@ -762,43 +778,33 @@ class ProcReader:
         with self._lock:
             for pid in [p for p in self._last if p not in alive]:
                 del self._last[pid]
-            for key in [k for k in self._sources if k[0] not in alive]:
-                del self._sources[key]
+            for cache in (self._sources, self._fixed, self._targets, self._written):
+                for key in [k for k in cache if k[0] not in alive]:
+                    del cache[key]
 
-    def proc(self, pid: int, st: dict, pids: "list[int]", now: float, sources: bool) -> dict:
+    def fixed(self, pid: int, st: dict) -> dict:
+        """What cannot change without an exec: command line, exe, python
+        options and the initial environ's PYTHONUNBUFFERED; read once per
+        (pid, start time, image)."""
+        key = (pid, st["starttime"])
+        with self._lock:
+            hit = self._fixed.get(key)
+        if hit is not None and hit[0] == st["image"]:
+            return hit[1]
         cmdline = read_cmdline(pid)
         exe = _readlink("/proc/%d/exe" % pid)
-        cwd = _readlink("/proc/%d/cwd" % pid)
-        start = None
-        if self.boot is not None:
-            start = self.boot + st["starttime"] / float(CLK_TCK)
-        is_py = is_python_argv(cmdline, exe)
         d = {
-            "pid": pid,
-            "ppid": st["ppid"],
-            "comm": text(st["comm"]),
             "cmdline": cmdline,
             "exe": text(exe),
-            "cwd": text(cwd),
-            "state": st["state"],
-            "cpu_pct": self.cpu_pct(pid, st, now),
-            "rss_bytes": st["rss_pages"] * PAGE_SIZE,
-            "threads": st["threads"],
-            "start_time": start,
-            "is_python": is_py,
+            "is_python": is_python_argv(cmdline, exe),
             "python_u_flag": False,
             "env_pythonunbuffered": None,
             "env_pythonunbuffered_value": None,
             "ignore_environment": False,
             "script": None,
             "module": None,
-            "stdout": stdout_target(pid, pids),
-            "fd1_pos": None,
-            "source_files": [],
-            "write_files": written_files(pid),
         }
-        d["fd1_pos"] = d["stdout"]["pos"]
-        if is_py:
+        if d["is_python"]:
             opts = python_options(cmdline)
             d["python_u_flag"] = opts["u"]
             d["ignore_environment"] = opts["ignore_env"]
@@ -810,8 +816,84 @@ class ProcReader:
                 d["env_pythonunbuffered_value"] = value
                 # -E / -I make Python ignore PYTHON* variables.
                 d["env_pythonunbuffered"] = bool(value) and not opts["ignore_env"]
-            if sources:
-                d["source_files"] = self.sources(pid, st, cmdline, cwd, start, now)
+        if cmdline or exe:  # a zombie or a process between fork and exec shows neither
+            with self._lock:
+                self._fixed[key] = (st["image"], d)
+        return d
+
+    def stdout(self, pid: int, st: dict, pids: "list[int]", now: float) -> dict:
+        """stdout_target(); a pipe's readers and their files are kept for
+        READERS_TTL_S while fd 1's link is the same, every reader lives and
+        every file they write is still there under its name (the position
+        is read each call)."""
+        key = (pid, st["starttime"])
+        link = _readlink("/proc/%d/fd/1" % pid)
+        with self._lock:
+            hit = self._targets.get(key)
+        if (
+            hit is not None
+            and link is not None
+            and hit[1] == link
+            and now - hit[0] < READERS_TTL_S
+            and set(r for r, _ in hit[3]["readers"]).issubset(pids)
+            and _same_files(hit[2])
+        ):
+            res = dict(hit[3])
+            res["pos"] = read_fdinfo(pid, 1).get("pos")
+            return res
+        res = stdout_target(pid, pids)
+        if res["kind"] == "pipe" and res["path"] == text(link):
+            with self._lock:
+                self._targets[key] = (now, link, _file_ids(res["reader_files"]), res)
+        return res
+
+    def written(self, pid: int, st: dict, now: float) -> "list[str]":
+        """written_files(), read again after WRITTEN_TTL_S, or at once when
+        pid's fd list changed or one of the files was renamed or deleted."""
+        key = (pid, st["starttime"])
+        fds = _fds(pid)
+        with self._lock:
+            hit = self._written.get(key)
+        if (
+            hit is not None
+            and fds is not None
+            and hit[1] == fds
+            and now - hit[0] < WRITTEN_TTL_S
+            and _same_files(hit[2])
+        ):
+            return list(hit[3])
+        files = written_files(pid)
+        if fds is not None:
+            with self._lock:
+                self._written[key] = (now, fds, _file_ids(files), files)
+        return list(files)
+
+    def proc(self, pid: int, st: dict, pids: "list[int]", now: float, sources: bool) -> dict:
+        fixed = self.fixed(pid, st)
+        cwd = _readlink("/proc/%d/cwd" % pid)
+        start = None
+        if self.boot is not None:
+            start = self.boot + st["starttime"] / float(CLK_TCK)
+        d = {
+            "pid": pid,
+            "ppid": st["ppid"],
+            "comm": text(st["comm"]),
+            "cwd": text(cwd),
+            "state": st["state"],
+            "cpu_pct": self.cpu_pct(pid, st, now),
+            "rss_bytes": st["rss_pages"] * PAGE_SIZE,
+            "threads": st["threads"],
+            "start_time": start,
+            "stdout": self.stdout(pid, st, pids, now),
+            "fd1_pos": None,
+            "source_files": [],
+            "write_files": self.written(pid, st, now),
+        }
+        d.update(fixed)
+        d["cmdline"] = list(fixed["cmdline"])
+        d["fd1_pos"] = d["stdout"]["pos"]
+        if fixed["is_python"] and sources:
+            d["source_files"] = self.sources(pid, st, d["cmdline"], cwd, start, now)
         return d
 
     def _tree_stats(self, root_pid: int, pids: "list[int]", now: float) -> dict:
@@ -878,16 +960,27 @@ class TmuxWatch:
     ends, a new session or window, a server that starts or stops, a pane's
     process reparented when its session went, a client that attaches: each
     changes this (not a rename, nor a dead pane's session killed: tmux closed
-    that pane's pty when it died). Per call: a listdir of /proc and
-    of each server's fds, a stat of each process new since the last call and
-    of each server and pane process (issue 24: a `tmux list-panes`
-    subprocess a poll was a fifth of the agent's CPU)."""
+    that pane's pty when it died) (issue 24: a `tmux list-panes` subprocess a
+    poll was a fifth of the agent's CPU).
+
+    Per call, the servers found by the last scan of /proc are looked at:
+    each one's stat, its children (/proc/PID/task/TID/children) and fd list,
+    and the request's socket files (a server that starts makes a new one).
+    All of /proc is scanned again (a listdir, a stat of each process new
+    since the last scan and of each server and pane process) every
+    TMUX_RESCAN_S, and at once when a known server went or changed, a socket
+    file or directory the request lists changed, or the kernel has no
+    children files (issue 24, round 3: the listdir of /proc was most of
+    this watch's cost)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         # pid -> (ppid, starttime, is a tmux server, its unix socket paths)
         self._known = {}  # type: dict
         self._members = set()  # type: set
+        self._scanned = None  # type: float | None  # monotonic of the last full scan
+        self._sockets = {}  # type: dict  # request's key -> its socket files then
+        self.scans = 0  # full scans of /proc (tests)
 
     def _note(self, pid: int) -> None:
         st = read_stat(pid)
@@ -896,30 +989,92 @@ class TmuxWatch:
         else:
             server = (text(st["comm"]) or "").startswith("tmux: server")
             old = self._known.get(pid)
-            if old is not None and old[1] == st["starttime"]:
-                paths = old[3]
+            if old is not None and old[1] == st["starttime"] and (old[3] or not server):
+                paths = old[3]  # (a server that was starting may have bound its socket since)
             else:
                 paths = _listening(pid) if server else ()
             self._known[pid] = (st["ppid"], st["starttime"], server, paths)
 
-    def signature(self, wanted) -> frozenset:
-        """The state of the servers whose socket paths `wanted` (a function
-        of a tuple of paths) accepts, and of those whose sockets are not
-        known (not ours to read)."""
+    def signature(self, listed: "Listed") -> frozenset:
+        """The state of the servers whose socket paths `listed.wanted` (a
+        function of a tuple of paths) accepts, and of those whose sockets
+        are not known (not ours to read)."""
         with self._lock:
-            alive = set(list_pids())
-            for pid in [p for p in self._known if p not in alive]:
-                del self._known[pid]
-            for pid in alive:
-                if pid not in self._known or pid in self._members:
-                    self._note(pid)
-            known = self._known
-            servers = {p for p, v in known.items() if v[2]}
-            self._members = servers | {p for p, v in known.items() if v[0] in servers}
-            servers = {p for p in servers if not known[p][3] or wanted(known[p][3])}
-            sig = [(p, v[0], v[1]) for p, v in known.items() if p in servers or v[0] in servers]
+            now = time.monotonic()
+            sockets = listed.sockets()
+            sig = None
+            if (
+                self._scanned is not None
+                and now - self._scanned < TMUX_RESCAN_S
+                and self._sockets.get(listed.key) == sockets
+            ):
+                sig = self._quick(listed.wanted)
+            if sig is None:
+                sig = self._full(listed.wanted)
+                self._scanned = now
+                self.scans += 1
+            if len(self._sockets) > 16:
+                self._sockets.clear()
+            self._sockets[listed.key] = sockets
+        return frozenset(sig)
+
+    def _wanted(self, wanted) -> "list[int]":
+        known = self._known
+        return [p for p, v in known.items() if v[2] and (not v[3] or wanted(v[3]))]
+
+    def _full(self, wanted) -> list:
+        alive = set(list_pids())
+        for pid in [p for p in self._known if p not in alive]:
+            del self._known[pid]
+        for pid in alive:
+            if pid not in self._known or pid in self._members:
+                self._note(pid)
+        known = self._known
+        servers = {p for p, v in known.items() if v[2]}
+        self._members = servers | {p for p, v in known.items() if v[0] in servers}
+        servers = set(self._wanted(wanted))
+        sig = [(p, v[0], v[1]) for p, v in known.items() if p in servers or v[0] in servers]
         # A server's open files: each live pane's pty, each attached client.
-        return frozenset(sig + [(p, _fds(p)) for p in servers])
+        return sig + [(p, _fds(p)) for p in servers]
+
+    def _quick(self, wanted) -> "list | None":
+        """_full's answer from the servers it found: None when one of them
+        went or changed or its children cannot be read."""
+        sig = []  # type: list
+        servers = self._wanted(wanted)
+        for pid in list(servers):
+            st = read_stat(pid)
+            if st is None:  # it stopped (one that starts in its place makes a new socket)
+                del self._known[pid]
+                servers.remove(pid)
+                continue
+            if st["starttime"] != self._known[pid][1]:
+                return None
+            kids = _children(pid)
+            if kids is None:
+                return None
+            sig.append((pid, st["ppid"], st["starttime"]))
+            for kid in kids:
+                kst = read_stat(kid)
+                if kst is not None:
+                    sig.append((kid, kst["ppid"], kst["starttime"]))
+        return sig + [(p, _fds(p)) for p in servers]
+
+
+def _children(pid: int) -> "list[int] | None":
+    """pid's child processes, from each of its threads' children file (no
+    CONFIG_PROC_CHILDREN, or pid gone: None)."""
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return None
+    out = []  # type: list[int]
+    for tid in tasks:
+        data = _read_bytes("/proc/%d/task/%s/children" % (pid, tid))
+        if data is None:
+            return None
+        out.extend(int(w) for w in data.split())
+    return out
 
 
 def _listening(pid: int) -> tuple:
@@ -938,6 +1093,28 @@ def _listening(pid: int) -> tuple:
     return tuple(paths)
 
 
+def _file_ids(paths: "list[str]") -> "list[tuple]":
+    """[(path, (dev, inode) or None)] of the files open under `paths` (a
+    deleted one, marked " (deleted)", is not looked up)."""
+    out = []
+    for path in paths:
+        ident = None
+        if not path.endswith(DELETED):
+            try:
+                st = os.stat(path)
+                ident = (st.st_dev, st.st_ino)
+            except (OSError, ValueError):
+                pass
+        out.append((path, ident))
+    return out
+
+
+def _same_files(ids: "list[tuple]") -> bool:
+    """Whether _file_ids would answer `ids` again: each file still there
+    under its name (not renamed, deleted or replaced)."""
+    return _file_ids([path for path, _ in ids]) == ids
+
+
 def _fds(pid: int) -> "tuple | None":
     try:
         return tuple(sorted(os.listdir("/proc/%d/fd" % pid)))
@@ -945,20 +1122,60 @@ def _fds(pid: int) -> "tuple | None":
         return None
 
 
-def _listed_by(args: dict):
+def _file_id(path: str, mtime: bool) -> tuple:
+    """(path, device, inode[, mtime]) of a file, (path,) where it is not."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return (path,)
+    return (path, st.st_dev, st.st_ino) + ((st.st_mtime_ns,) if mtime else ())
+
+
+class Listed:
+    """The tmux servers a `tmux` request lists: `wanted`, a function of a
+    server's socket paths; `sockets()`, what the socket files it would list
+    look like now (a server that starts makes a new one); `key` names it."""
+
+    def __init__(self, key: str, wanted, paths: "list[str]", dirs: "list[str]") -> None:
+        self.key = key
+        self.wanted = wanted
+        self._paths = sorted(paths)
+        self._dirs = sorted(dirs)
+
+    def sockets(self) -> tuple:
+        """Each listed socket's inode; each tmux-UID directory under the
+        listed temporary directories, with its mtime (a socket made or
+        removed in it)."""
+        out = [_file_id(p, False) for p in self._paths]
+        for d in self._dirs:
+            try:
+                names = sorted(n for n in os.listdir(d) if n.startswith("tmux-"))
+            except OSError:
+                names = []
+            out.extend(_file_id(os.path.join(d, n), True) for n in names)
+        return tuple(out)
+
+
+def _listed_by(args: dict) -> Listed:
     """Which servers a `tmux` request lists, by their socket paths: its
     `socket`; else the default server and, with `other_servers`, every
     socket under $TMUX_TMPDIR (or /tmp) /tmux-UID/ (other_tmux_sockets)."""
     if args.get("socket"):
         want = {str(args["socket"]), os.path.realpath(str(args["socket"]))}
-        return lambda paths: any(p in want for p in paths)
+        return Listed(
+            "socket " + str(args["socket"]),
+            lambda paths: any(p in want for p in paths),
+            list(want),
+            [],
+        )
     tmpdir = os.environ.get("TMUX_TMPDIR") or "/tmp"
-    roots = tuple({os.path.join(d, "tmux-") for d in (tmpdir, os.path.realpath(tmpdir))})
+    dirs = list({tmpdir, os.path.realpath(tmpdir)})
+    roots = tuple(os.path.join(d, "tmux-") for d in dirs)
     if args.get("other_servers"):
-        return lambda paths: any(p.startswith(roots) for p in paths)
+        return Listed("other", lambda paths: any(p.startswith(roots) for p in paths), [], dirs)
     name = str(args.get("socket_name") or "default")
     own = {os.path.join(r + str(os.getuid()), name) for r in roots}
-    return lambda paths: any(p in own for p in paths)
+    return Listed("name " + name, lambda paths: any(p in own for p in paths), list(own), [])
 
 
 class ReusedListing:
