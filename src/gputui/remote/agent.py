@@ -52,7 +52,9 @@ SOURCES_TTL_S = 5.0  # the source-file walk is repeated at most this often per p
 # after the last such scan (a pid reused between two polls). A pipe's readers
 # (a readlink of every process's fd 0) are looked up again after
 # READERS_TTL_S, or when one of them went (issue 24: on a GPU host with
-# hundreds of processes these walks were most of the agent's CPU).
+# hundreds of processes these walks were most of the agent's CPU). Round 3:
+# a poll walks the tree down its processes' children files instead, without
+# listing /proc (ProcReader._tree_by_children); the above is its fallback.
 TREE_RESCAN_S = 5.0
 READERS_TTL_S = 5.0
 # Per process of the run's tree (issue 24, round 3): its command line, exe,
@@ -743,6 +745,8 @@ class ProcReader:
         self._written = {}  # type: dict  # (pid, starttime) -> (monotonic, fds, files, written)
         self._scan = None  # type: tuple | None  # (monotonic of the full scan, {pid: stat})
         self._scan_lock = threading.Lock()
+        self._nprocs = 0  # processes at the last listing of /proc
+        self._forgot = 0.0  # monotonic of that listing
         self.boot = boot_time()
 
     def cpu_pct(self, pid: int, st: dict, now: float) -> "float | None":
@@ -821,11 +825,11 @@ class ProcReader:
                 self._fixed[key] = (st["image"], d)
         return d
 
-    def stdout(self, pid: int, st: dict, pids: "list[int]", now: float) -> dict:
+    def stdout(self, pid: int, st: dict, pids: "list[int] | None", now: float) -> dict:
         """stdout_target(); a pipe's readers and their files are kept for
-        READERS_TTL_S while fd 1's link is the same, every reader lives and
-        every file they write is still there under its name (the position
-        is read each call)."""
+        READERS_TTL_S while fd 1's link is the same, every reader runs the
+        same command and every file they write is still there under its
+        name (the position is read each call)."""
         key = (pid, st["starttime"])
         link = _readlink("/proc/%d/fd/1" % pid)
         with self._lock:
@@ -835,7 +839,7 @@ class ProcReader:
             and link is not None
             and hit[1] == link
             and now - hit[0] < READERS_TTL_S
-            and set(r for r, _ in hit[3]["readers"]).issubset(pids)
+            and _same_readers(hit[3]["readers"])
             and _same_files(hit[2])
         ):
             res = dict(hit[3])
@@ -868,7 +872,7 @@ class ProcReader:
                 self._written[key] = (now, fds, _file_ids(files), files)
         return list(files)
 
-    def proc(self, pid: int, st: dict, pids: "list[int]", now: float, sources: bool) -> dict:
+    def proc(self, pid: int, st: dict, pids: "list[int] | None", now: float, sources: bool) -> dict:
         fixed = self.fixed(pid, st)
         cwd = _readlink("/proc/%d/cwd" % pid)
         start = None
@@ -941,14 +945,52 @@ class ProcReader:
             fresh[pid] = known[pid] = st
         return fresh
 
+    def _tree_by_children(self, root_pid: int, now: float) -> "dict | None":
+        """_tree_stats without a listing of /proc: the tree walked down its
+        processes' children files (/proc/PID/task/TID/children, every
+        thread's). None (list /proc) when a process of the tree went, the
+        kernel has no children files, or the tree's threads are so many that
+        their children files would cost more than the listing (issue 24,
+        round 3)."""
+        with self._scan_lock:
+            known = self._scan[1] if self._scan is not None else {}
+            budget = max(8, self._nprocs // 4)  # children files worth one listing
+            fresh = {}  # type: dict
+            order = [root_pid]
+            i = 0
+            while i < len(order) and len(order) < MAX_TREE:
+                pid = order[i]
+                i += 1
+                st = read_stat(pid)
+                if st is None:
+                    return None
+                budget -= st["threads"]
+                kids = _children(pid) if budget >= 0 else None
+                if kids is None:
+                    return None
+                fresh[pid] = known[pid] = st
+                order.extend(sorted(kids))
+            for pid in order[i:MAX_TREE]:  # (a tree of MAX_TREE: the last ones' stat)
+                st = read_stat(pid)
+                if st is None:
+                    return None
+                fresh[pid] = known[pid] = st
+            return fresh
+
     def tree(self, root_pid: int, sources: bool = True) -> list:
-        pids = list_pids()
         now = time.monotonic()
-        stats = self._tree_stats(root_pid, pids, now)
+        pids = None  # type: list[int] | None
+        stats = self._tree_by_children(root_pid, now)
+        if stats is None or now - self._forgot >= TREE_RESCAN_S:
+            pids = list_pids()  # (what the caches hold of processes gone is forgotten)
+            self._nprocs, self._forgot = len(pids), now
+        if stats is None:
+            stats = self._tree_stats(root_pid, pids or [], now)
         out = []
         for pid, st in stats.items():
             out.append(self.proc(pid, st, pids, now, sources))
-        self.forget_dead(set(pids))
+        if pids is not None:
+            self.forget_dead(set(pids))
         return out
 
 
@@ -1091,6 +1133,17 @@ def _listening(pid: int) -> tuple:
         if len(words) >= 8 and words[6] in inodes:
             paths.append(words[7])
     return tuple(paths)
+
+
+def _same_readers(readers: "list[list]") -> bool:
+    """Whether each of stdout_target's [[pid, command]] still runs that
+    command (not gone, nor exec'd since: a reader found between its fork
+    and its exec of tee)."""
+    for pid, command in readers:
+        cmd = read_cmdline(pid)
+        if (" ".join(cmd) if cmd else "") != command or not cmd:
+            return False
+    return True
 
 
 def _file_ids(paths: "list[str]") -> "list[tuple]":
