@@ -520,6 +520,35 @@ def test_a_poll_reads_a_process_command_and_environ_once_per_exec(
     assert p.pid not in reads
 
 
+def test_a_poll_walks_the_tree_without_listing_proc_and_sees_a_new_child(
+    work: Path, spawn: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24, round 3: each poll listed all of /proc to find the tree's
+    new processes. It walks the tree's children files instead; a child the
+    run starts is in the next poll's tree all the same."""
+    from gputui.remote import agent as agent_mod
+
+    (work / "parent.py").write_text(
+        "import os, subprocess, time\n"
+        "while not os.path.exists('go'):\n"
+        "    time.sleep(0.05)\n"
+        "subprocess.Popen(['sleep', '60'])\n"
+        "time.sleep(60)\n"
+    )
+    p = spawn([PY, "parent.py"], work)
+    reader = ProcReader()
+    wait_for(lambda: python_in_tree(reader, p.pid, "parent.py"), what="the parent")
+    listings: list[int] = []
+    list_pids = agent_mod.list_pids
+    monkeypatch.setattr(agent_mod, "list_pids", lambda: listings.append(1) or list_pids())
+    monkeypatch.setattr(agent_mod, "TREE_RESCAN_S", 600.0)
+    assert [d["pid"] for d in reader.tree(p.pid)] == [p.pid]
+    (work / "go").touch()
+    tree = wait_for(lambda: (t := reader.tree(p.pid)) and len(t) == 2 and t, what="the child")
+    assert tree[1]["comm"] == "sleep" and tree[1]["ppid"] == p.pid
+    assert listings == []
+
+
 def python_in_tree_from(items: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((d for d in items if d["is_python"] and "train.py" in d["cmdline"]), None)
 
