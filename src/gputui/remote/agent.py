@@ -59,11 +59,13 @@ TREE_RESCAN_S = 5.0
 READERS_TTL_S = 5.0
 # Per process of the run's tree (issue 24, round 3): its command line, exe,
 # initial environ and python options are read once per exec; where its fd 1
-# pipe leads (readers, their files) again after READERS_TTL_S, or at once
-# when fd 1's link changed, a reader went or a reader's file was renamed or
-# deleted; the files it writes again after WRITTEN_TTL_S, or at once when
-# its fd list or one of those files changed. fd 1's position and the stat
-# fields are read every poll.
+# pipe leads (readers, their files: a readlink of every process's fd 0 to
+# find them) again after TARGET_TTL_S, or at once when fd 1's link changed,
+# a reader went or exec'd or a reader's file was renamed or deleted; the
+# files it writes again after WRITTEN_TTL_S, or at once when its fd list or
+# one of those files changed. fd 1's position and the stat fields are read
+# every poll.
+TARGET_TTL_S = 30.0
 WRITTEN_TTL_S = 5.0
 TMUX_RESCAN_S = 5.0  # TmuxWatch lists all of /proc at least this often
 MAX_TEXT = 256 * 1024  # bytes of command output returned
@@ -827,7 +829,7 @@ class ProcReader:
 
     def stdout(self, pid: int, st: dict, pids: "list[int] | None", now: float) -> dict:
         """stdout_target(); a pipe's readers and their files are kept for
-        READERS_TTL_S while fd 1's link is the same, every reader runs the
+        TARGET_TTL_S while fd 1's link is the same, every reader runs the
         same command and every file they write is still there under its
         name (the position is read each call)."""
         key = (pid, st["starttime"])
@@ -838,7 +840,7 @@ class ProcReader:
             hit is not None
             and link is not None
             and hit[1] == link
-            and now - hit[0] < READERS_TTL_S
+            and now - hit[0] < TARGET_TTL_S
             and _same_readers(hit[3]["readers"])
             and _same_files(hit[2])
         ):
