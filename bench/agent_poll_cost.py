@@ -100,12 +100,12 @@ def main() -> int:
         shutil.rmtree(state, ignore_errors=True)
     print(f"{'tree':40} {'µs/poll (median)':>17} {'µs/poll (mean+children)':>24} listings")
     first = None
-    for s, out in zip(srcs, outs):
+    for s, out in zip(srcs, outs, strict=True):
         each = out["each"][3:]
         med = statistics.median(each) * 1e6
         mean = (sum(out["each"]) + out["children"]) / len(out["each"]) * 1e6
         first = first or med
-        print(f"{str(s):40} {med:17.0f} {mean:24.0f} {out['runs']:>8}  {med / first:.2f}×")
+        print(f"{s!s:40} {med:17.0f} {mean:24.0f} {out['runs']:>8}  {med / first:.2f}×")
     return 0
 
 
