@@ -113,7 +113,7 @@ def parse_apps_block(
     when it failed). Pure.
 
     A host PID is in container `ct` when its cgroup is under `/lxc/<ct>/`
-    (remote.container.cgroup_owner reads the path; a Docker, Podman or
+    (containers.cgroup_owner reads the path; a Docker, Podman or
     kubepods cgroup is in no CT), or (no such cgroup, e.g. cgroup v1
     layouts, the test bed; or `ct` 0, a container of another kind) when its PID
     namespace is the CT's (`ct_pid_ns`, from the in-CT agent's hello); its
