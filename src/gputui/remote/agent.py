@@ -1149,25 +1149,15 @@ def _same_readers(readers: "list[list]") -> bool:
 
 
 def _file_ids(paths: "list[str]") -> "list[tuple]":
-    """[(path, (dev, inode) or None)] of the files open under `paths` (a
-    deleted one, marked " (deleted)", is not looked up)."""
-    out = []
-    for path in paths:
-        ident = None
-        if not path.endswith(DELETED):
-            try:
-                st = os.stat(path)
-                ident = (st.st_dev, st.st_ino)
-            except (OSError, ValueError):
-                pass
-        out.append((path, ident))
-    return out
+    """_file_id of each of the files open under `paths` (a deleted one,
+    marked " (deleted)", is not looked up: (path,))."""
+    return [(p,) if p.endswith(DELETED) else _file_id(p, False) for p in paths]
 
 
 def _same_files(ids: "list[tuple]") -> bool:
     """Whether _file_ids would answer `ids` again: each file still there
     under its name (not renamed, deleted or replaced)."""
-    return _file_ids([path for path, _ in ids]) == ids
+    return _file_ids([ident[0] for ident in ids]) == ids
 
 
 def _fds(pid: int) -> "tuple | None":
