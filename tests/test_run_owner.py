@@ -493,3 +493,37 @@ async def test_no_root_tmux_server_on_a_users_socket_left_behind(
     finally:
         for pid in root_tmux_servers(owned.sock):  # the old code's, had it started one
             os.kill(pid, 9)
+
+
+async def test_kill_dump_and_flush_read_a_users_server_as_its_owner(
+    target: Target, testbed: Any, owned: Owned, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A direct caller (the CLI, a script) hands kill, dump and flush root's
+    raw `tmux -S SOCK` for the user's live server. A root tmux client on a
+    user's server is root's hands on what the run owns (its server can make
+    the client write files): every tmux command on SOCK now runs as the
+    socket's owner, and the actions still find and end the run."""
+    start_loop(testbed, owned)
+    ran: list[list[str]] = []
+    real_run = target.run
+
+    async def recorded(argv: list[str], **kw: Any) -> Any:
+        ran.append(list(argv))
+        return await real_run(argv, **kw)
+
+    monkeypatch.setattr(target, "run", recorded)
+    for planner, tool in ((plan_dump, "py-spy"), (plan_flush, "gdb")):
+        try:  # found through its server; refused only for a tool missing here
+            assert (await planner(target, Settings(), "job", tmux=owned.tmux)).pids
+        except ActionError as err:
+            assert tool in str(err) and "session" not in str(err), err
+    kill = await plan_kill(target, Settings(), "job", int_wait=1.0, term_wait=1.0, tmux=owned.tmux)
+    assert kill.pids
+    result = await execute(target, kill)
+    assert result.ok, (result.summary, result.details)
+    on_sock = [a for a in ran if owned.sock in a and "tmux" in " ".join(a)]
+    assert on_sock, ran
+    as_root = [a for a in on_sock if a[0] != "setpriv" and "gputui-socket-owner" not in a]
+    assert not as_root, as_root
+    assert all(f"--reuid={UID}" in a for a in on_sock if a[0] == "setpriv")
+    helpers.wait_for(lambda: not ct_pids(testbed, owned.ct, "loop.py"), 20, "the run ended")

@@ -18,6 +18,7 @@ from gputui.actions.plan import (
     state_dir,
 )
 from gputui.actions.procid import read_proc_ids
+from gputui.actions.server import tmux_as_socket_owner
 from gputui.config import Settings
 from gputui.remote.identity import ROOT_OWNED_SCRIPT, as_owner, identity_words, parse_root_owned
 from gputui.remote.target import Target
@@ -175,6 +176,7 @@ async def plan_dump(
     if pids is None:
         if not name:
             raise ActionError("no tmux session given", "pass --session NAME or --pid PID")
+        tmux = await tmux_as_socket_owner(target, tmux)  # never root's hands on a user's server
         info = await find_run(target, name, tmux)
         if not info.exists:
             raise ActionError(

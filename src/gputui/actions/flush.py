@@ -18,6 +18,7 @@ from gputui.actions.plan import (
     say,
 )
 from gputui.actions.procid import ProcId, changed, pinned, read_proc_ids
+from gputui.actions.server import tmux_as_socket_owner
 from gputui.config import Settings
 from gputui.remote.identity import as_owner, identity_words, parse_root_owned, root_owned_argv
 from gputui.remote.target import Target
@@ -60,6 +61,7 @@ async def plan_flush(
     if pids is None:
         if not name:
             raise ActionError("no tmux session given", "pass --session NAME or --pid PID")
+        tmux = await tmux_as_socket_owner(target, tmux)  # never root's hands on a user's server
         info = await find_run(target, name, tmux)
         if not info.pythons:
             raise ActionError(

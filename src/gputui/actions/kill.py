@@ -16,6 +16,7 @@ from typing import Any
 from gputui.actions.inspect import RunInfo, find_run
 from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
 from gputui.actions.scripts import KILL_SCRIPT
+from gputui.actions.server import tmux_as_socket_owner
 from gputui.config import Settings
 from gputui.model import GpuProcess
 from gputui.remote.target import Target
@@ -146,6 +147,7 @@ async def plan_kill(
         raise ActionError(
             "no tmux session given", "pass --session NAME or set session in the config"
         )
+    tmux = await tmux_as_socket_owner(target, tmux)  # never root's hands on a user's server
     info = await find_run(target, name, tmux)
     return plan_kill_from(
         target, info, force=force, int_wait=int_wait, term_wait=term_wait, tmux=tmux
