@@ -814,6 +814,39 @@ async def test_client_sessions_and_capture(
     await transport.close()
 
 
+async def test_an_unchanged_listing_is_not_parsed_again(
+    tmux_server: Callable[[list[str]], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent answers each poll with its last listing while no pane
+    changed: the client gives the same sessions without parsing it again
+    (issue 24: the parse was a sixteenth of the dashboard's CPU on a quiet
+    run) — and a listing that changed (a new session) is parsed."""
+    assert tmux_server(["new-session", "-d", "-s", "run1", "sleep 300"]).returncode == 0
+    sock = tmux_server.socket  # type: ignore[attr-defined]
+    parsed: list[str] = []
+    real = tmux.sessions_from_result
+
+    def counted(*a: Any) -> Any:
+        parsed.append(a[1])
+        return real(*a)
+
+    monkeypatch.setattr(tmux, "sessions_from_result", counted)
+    transport = LocalTransport()
+    await transport.connect()
+    async with await AgentClient.start(Target(transport)) as client:
+        first = client.sessions_result((await client.batch([client.sessions_request(sock)]))[0])
+        again = client.sessions_result((await client.batch([client.sessions_request(sock)]))[0])
+        assert [s.name for s in again] == [s.name for s in first] == ["run1"]
+        assert again == first and len(parsed) == 1
+        assert tmux_server(["new-session", "-d", "-s", "run2", "sleep 300"]).returncode == 0
+        later = client.sessions_result((await client.batch([client.sessions_request(sock)]))[0])
+        assert sorted(s.name for s in later) == ["run1", "run2"] and len(parsed) == 2
+        client.clock_offset += 1.0  # the clock re-read: times move, so it is parsed again
+        moved = client.sessions_result((await client.batch([client.sessions_request(sock)]))[0])
+        assert len(parsed) == 3 and moved[0].created == later[0].created + 1.0
+    await transport.close()
+
+
 # ------------------------------------------------------------------ inside a stand-in container
 
 

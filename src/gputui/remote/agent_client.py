@@ -109,6 +109,8 @@ class AgentClient:
         # Other users' tmux servers not used (one line each: whose, why, what
         # to do), from the latest sessions answer.
         self.tmux_skipped: list[str] = []
+        self._sessions_key: tuple[Any, ...] | None = None  # sessions_result's last answer
+        self._sessions: list[Session] = []
 
     # ------------------------------------------------------------ lifecycle
 
@@ -316,9 +318,20 @@ class AgentClient:
         return "tmux", args
 
     def sessions_result(self, res: Any) -> list[Session]:
+        """The sessions of a `tmux` answer. The agent answers with the same
+        listing for seconds at a time (reuse_s): an answer equal to the last
+        one gives the last one's sessions again, not parsed twice (issue 24)."""
+        answer = _raised(res)
+        key = (self.clock_offset, _listing_key(answer))
+        if key == self._sessions_key:
+            return list(self._sessions)
+        sessions = self._parse_sessions(answer)
+        self._sessions_key, self._sessions = key, sessions
+        return list(sessions)
+
+    def _parse_sessions(self, answer: dict[str, Any]) -> list[Session]:
         from gputui.collect import tmux
 
-        answer = _raised(res)
         r = answer["results"][0]
         sessions = tmux.sessions_from_result(r["exit"], r["stdout"], r["stderr"])
         self.tmux_skipped = []
@@ -419,3 +432,19 @@ class AgentClient:
             "pidmap", timeout=timeout, pids=[int(p) for p in pids], ct=ct, pid_ns=ct_pid_ns
         )
         return {int(d["pid"]): d for d in items}
+
+
+def _listing_key(answer: dict[str, Any]) -> tuple[Any, ...]:
+    """What of a `tmux` answer its sessions are made from, comparable."""
+    r = answer["results"][0]
+    servers = tuple(
+        (
+            srv.get("skipped"),
+            srv.get("socket"),
+            srv.get("owner"),
+            tuple(srv.get("tmux") or ()),
+            tuple((x["exit"], x["stdout"]) for x in srv.get("results") or ()),
+        )
+        for srv in answer.get("servers") or ()
+    )
+    return (r["exit"], r["stdout"], r["stderr"], servers)
