@@ -65,3 +65,17 @@ async def test_right_after_a_relaunch_the_log_is_not_covered() -> None:
         await pilot.press("n")
         await pilot.pause()
         assert "notifications (" in screen_text(app)
+
+
+async def test_a_notification_while_the_dashboard_closes_is_dropped() -> None:
+    """A worker's last word (a relaunch's report) can arrive while the app
+    exits and the dashboard's widgets are already gone: it was an uncaught
+    NoMatches that took the exit down (found by a loaded CI run). Now the
+    word has nowhere to go and is dropped; the app ends cleanly."""
+    app = scene_app("buffered")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await app._q(StatusLine).remove()
+        app.notify("relaunched: new log 120 bytes after 3 s")
+        await pilot.pause()
+        assert app._exception is None, app._exception

@@ -235,3 +235,58 @@ def test_watch_takes_the_configs_targets(tmp_path: Path) -> None:
     text = "".join(lines) + out
     assert proc.returncode == 0, text
     assert "retrying" in text and "Traceback" not in text, text
+
+
+async def _stubborn(*_args: object) -> None:
+    """A close that swallows its cancel, as an await of a task under
+    suppress(CancelledError) deep in a monitor does."""
+    import asyncio
+
+    while True:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(3600)
+
+
+def _within(seconds: float, fn: object) -> object:
+    """fn() in a thread; AssertionError if it has not returned in `seconds`."""
+    import threading
+
+    box: list[object] = []
+    t = threading.Thread(target=lambda: box.append(fn()), daemon=True)  # type: ignore[operator]
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still running after {seconds} s"
+    return box[0]
+
+
+def test_watch_stops_even_when_a_close_swallows_its_cancel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A target's close that never ends, and does not end when cancelled:
+    watch still says "stopped" and returns within its close limit (a loaded
+    CI run saw watch alive 30 s after SIGHUP: the close limit waited for the
+    cancelled closes), and the process is not held by it afterwards."""
+    import asyncio
+    import io
+
+    from gputui.record import watch as watch_mod
+
+    real_close = watch_mod._close_watched
+
+    async def close_then_hang(w: object) -> None:
+        await real_close(w)  # type: ignore[arg-type]  # nothing left running on the target
+        await _stubborn()
+
+    monkeypatch.setattr(watch_mod, "_close_watched", close_then_hang)
+    monkeypatch.setattr(watch_mod, "CLOSE_LIMIT_S", 3.0)
+    out = io.StringIO()
+    settings = Settings(local=True, history_path=str(tmp_path / "h.sqlite"))
+    w = watch_mod.Watch([settings], out=out)
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.2, w.stop)
+        return await w.run()
+
+    code = _within(15, lambda: watch_mod.run_bounded(main(), linger_s=0.5))
+    assert code == 0 and "stopped" in out.getvalue(), out.getvalue()

@@ -22,9 +22,9 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gputui.config import Settings
 from gputui.errors import GputuiError
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 RETRY_START_S = 5.0
 RETRY_MAX_S = 60.0
 CLOSE_LIMIT_S = 20.0  # SIGTERM to exit: every target closed within this, at once
+LINGER_S = 2.0  # then what did not close gets this long after its cancel (run_bounded)
 
 
 def target_settings(spec: str, base: Settings) -> Settings:
@@ -221,10 +222,15 @@ class Watch:
         (or the terminal closing) ends watch in bounded time, whatever one
         target's remote commands do (under a full test suite on two busy
         cores, closing them one after another overran 30 s)."""
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(*(_close_watched(w) for w in self.watched)), CLOSE_LIMIT_S
-            )
+        closes = [asyncio.ensure_future(_close_watched(w)) for w in self.watched]
+        if closes:
+            # asyncio.wait, not wait_for: wait_for waits for the cancelled
+            # closes to end, and a close that swallows its cancel (an await of
+            # a task under suppress(CancelledError), deep in a monitor) kept
+            # watch running 30 s after SIGHUP in a loaded CI run.
+            _, late = await asyncio.wait(closes, timeout=CLOSE_LIMIT_S)
+            for t in late:  # cancelled, not waited for: run_bounded lets them go
+                t.cancel()
         if self.writer is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
         if self.exporter is not None:
@@ -276,4 +282,30 @@ def main(
 ) -> int:
     targets = watch_targets(specs, base, flag_hosts)
     watch = Watch(targets, prometheus=prometheus, prometheus_public=prometheus_public)
-    return asyncio.run(watch.run())
+    return run_bounded(watch.run())
+
+
+def run_bounded(main: Coroutine[Any, Any, int], linger_s: float = LINGER_S) -> int:
+    """asyncio.run(main), except that tasks left when main returns (closes
+    past their limit) get linger_s to end after their cancel, not for ever:
+    asyncio.run waits for every cancelled task, so one that swallows its
+    cancel would keep the process alive after it said "stopped". The
+    commands they held end with the process (local ones through their
+    guards, remote ones with the connection)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in left:
+            t.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left, timeout=linger_s))
+        if any(not t.done() for t in left):  # abandoned: no "Task was destroyed" on the way out
+            loop.set_exception_handler(lambda _loop, _context: None)
+        for ending in (loop.shutdown_asyncgens(), loop.shutdown_default_executor()):
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(asyncio.wait_for(ending, linger_s))
+        asyncio.set_event_loop(None)
+        loop.close()

@@ -27,6 +27,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingsMap
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input
@@ -197,9 +198,10 @@ class GputuiApp(App[int]):
         banner or the log (app.tcss hides its toast rack); the other screens
         keep Textual's toasts. Textual's own timeouts still end them."""
         super()._refresh_notifications()
-        if not hasattr(self, "_main"):
+        try:
+            status = self._q(StatusLine)
+        except (AttributeError, NoMatches):  # not mounted yet, or the app is closing
             return
-        status = self._q(StatusLine)
         live = {f"toast:{n.identity}": n for n in self._notifications}
         for key in [k for k in status.notices if k.startswith("toast:") and k not in live]:
             status.clear_notice(key)
