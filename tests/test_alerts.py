@@ -15,7 +15,7 @@ import pytest
 
 from gputui.errors import ConfigError
 from gputui.model import Finding, Severity
-from gputui.record.alerts import AlertGate, AppriseSender, safe_text, terminal_notification
+from gputui.record.alerts import Alert, AlertGate, AppriseSender, safe_text, terminal_notification
 from gputui.record.history import HistoryWriter
 from helpers import until
 from test_history import LogOnlyMonitor
@@ -359,3 +359,23 @@ async def test_dashboard_and_watch_post_each_alert_once(hook: Hook, tmp_path: Pa
     assert sorted(rang) == sorted(
         ["dashboard firing", "watch firing", "dashboard resolved", "watch resolved"]
     )
+
+
+def test_a_long_log_path_never_cuts_the_cause_from_the_subject() -> None:
+    """A run that logs under a deep directory: the subject (cut at 200
+    characters for mail and push titles) lost "so output is block-buffered"
+    behind the path. Now the path gives up its directories first; the file
+    name and the cause stay, and the body keeps the whole path."""
+    deep = "/srv/experiments/" + "ablation-lr-3e-4-warmup-2000/" * 5 + "train.log"
+    title = (
+        f"GPUs busy, log silent 4 min: stdout of PID 12 is a pipe into tee writing {deep} "
+        "with no -u and PYTHONUNBUFFERED unset, so output is block-buffered"
+    )
+    alert = Alert("root@gpu1/200", "busy_but_silent", "firing", "warning", title, 0.0,
+                  evidence=(f"log {deep}: no new line for 4 min",))  # fmt: skip
+    assert len(alert.subject) <= 200
+    assert alert.subject.endswith("so output is block-buffered"), alert.subject
+    assert "…/train.log" in alert.subject and "PID 12" in alert.subject
+    assert deep in alert.body  # the evidence line keeps the whole path
+    short = Alert("h", "busy_but_silent", "firing", "warning", "log /a/b.log silent", 0.0)
+    assert short.subject == "gputui h: log /a/b.log silent"  # what fits is left alone

@@ -28,7 +28,7 @@ from gputui.config import DEFAULTS
 from gputui.errors import ConfigError
 from gputui.model import Finding
 from gputui.record.incidents import IncidentBook, Notice, alerting_kinds
-from gputui.text.untrusted import one_line
+from gputui.text.untrusted import fit_line, one_line
 
 # The findings worth waking someone for: dead, hung, stalled, buffered, the
 # log's disk full, GPU lost, connection down, the container gone — from the
@@ -37,6 +37,7 @@ ALERT_KINDS: tuple[str, ...] = alerting_kinds()
 DEFAULT_QUIET_S = DEFAULTS.alert_quiet_period
 DEFAULT_CONNECTION_DOWN_S = DEFAULTS.alert_connection_down_after
 TEXT_MAX = 300
+SUBJECT_MAX = 200  # an alert's subject (a mail's, a push title's)
 
 
 def safe_text(text: str, limit: int = TEXT_MAX) -> str:
@@ -61,14 +62,14 @@ class Alert:
         word = {"escalated": "worse: ", "resolved": "resolved: ", "test": "test: "}.get(
             self.state, ""
         )
-        return safe_text(f"gputui {self.target}: {word}{self.title}", 200)
+        return fit_line(f"gputui {self.target}: {word}{self.title}", SUBJECT_MAX)
 
     @property
     def body(self) -> str:
-        lines = [safe_text(self.title)]
+        lines = [fit_line(self.title, TEXT_MAX)]
         if self.state in ("resolved", "escalated"):
             word = "resolved" if self.state == "resolved" else "worse"
-            lines = [f"{word}: {safe_text(self.title)}"]
+            lines = [f"{word}: {fit_line(self.title, TEXT_MAX)}"]
         lines += [f"- {safe_text(e)}" for e in self.evidence[:5]]
         incident = f" · incident: {self.cause}" if self.cause and self.cause != self.kind else ""
         lines.append(f"target: {safe_text(self.target)} · finding: {self.kind}{incident}")

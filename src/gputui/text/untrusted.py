@@ -80,6 +80,35 @@ def one_line(value: object, limit: int = 300) -> str:
     return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
+_PATH = re.compile(r"(?<![\w.~:/-])/[^\s,;()'\"]+")
+PATH_NAME_MAX = 40  # a shortened path keeps this much of its file name
+
+
+def _short_path(path: str) -> str:
+    """`/very/long/dir/train.log` -> `…/train.log` (a name over
+    PATH_NAME_MAX keeps its start and end)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1] or path
+    if len(name) > PATH_NAME_MAX:
+        half = PATH_NAME_MAX // 2
+        name = name[: half - 1] + "…" + name[-half:]
+    return "…/" + name
+
+
+def fit_line(value: object, limit: int) -> str:
+    """one_line(value, limit), but the words come before the paths: while
+    the line is too long, its longest path loses its directories first
+    (`…/train.log`), so a cut never takes the cause that follows a long
+    log path. What still does not fit is cut at the end."""
+    out = one_line(value, 1 << 20)
+    while len(out) > limit:
+        paths = [m for m in _PATH.finditer(out) if len(_short_path(m.group())) < len(m.group())]
+        if not paths:
+            break
+        m = max(paths, key=lambda m: len(m.group()))
+        out = out[: m.start()] + _short_path(m.group()) + out[m.end() :]
+    return one_line(out, limit)
+
+
 def is_visible(text: str, keep: str = "") -> bool:
     """True when `text` holds nothing `visible()` would replace."""
     return _unsafe(keep).search(text) is None
