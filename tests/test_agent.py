@@ -123,8 +123,11 @@ def test_python_piped_to_tee_is_buffered_with_tee_log(
     p = spawn(["bash", "-c", f"{PY} train.py | tee -a {log}"], work)
     reader = ProcReader()
     d = wait_for(lambda: python_in_tree(reader, p.pid), what="python under bash")
-    d = wait_for(
-        lambda: (x := python_in_tree(reader, p.pid)) and x["stdout"]["readers"] and x,
+    d = wait_for(  # tee itself: bash's child holds the pipe a moment before it execs tee
+        lambda: (x := python_in_tree(reader, p.pid))
+        and [r[1] for r in x["stdout"]["readers"]] == [f"tee -a {log}"]
+        and x["stdout"]["reader_files"] == [str(log)]  # and tee has opened its file
+        and x,
         what="tee reading the pipe",
     )
     assert d["ppid"] == p.pid
@@ -139,6 +142,39 @@ def test_python_piped_to_tee_is_buffered_with_tee_log(
     proc = proc_from_agent(d)
     assert proc.block_buffered is True
     assert proc.stdout.files == [str(log)]
+
+
+def test_a_reader_that_opens_its_file_late_is_seen_at_the_next_poll(
+    work: Path, spawn: Callable[..., Any]
+) -> None:
+    """The run's stdout pipe is read by a logger that opens its file a
+    moment after it starts (tee between its exec and its open; a Python
+    logger with imports to do). The first poll finds the reader with no
+    file; that answer was kept for 30 s, so the run's log stayed unknown
+    that long after a (re)launch. Now the next poll names the file."""
+    log = work / "late.log"
+    logger = (
+        "import sys, time, os\n"
+        "while not os.path.exists('go'):\n"
+        "    time.sleep(0.05)\n"
+        "f = open('late.log', 'a')\n"
+        "for line in sys.stdin:\n"
+        "    f.write(line); f.flush()\n"
+    )
+    (work / "logger.py").write_text(logger)
+    p = spawn(["bash", "-c", f"{PY} train.py | exec {sys.executable} logger.py"], work)
+    reader = ProcReader()
+    first = wait_for(
+        lambda: (x := python_in_tree(reader, p.pid, "train.py"))
+        and any("logger.py" in r[1] for r in x["stdout"]["readers"])
+        and x,
+        what="the logger reading the pipe",
+    )
+    assert first["stdout"]["reader_files"] == []  # not opened yet
+    (work / "go").touch()
+    wait_for(log.exists, what="the logger's file")
+    again = python_in_tree(reader, p.pid, "train.py")
+    assert again is not None and again["stdout"]["reader_files"] == [str(log)], again["stdout"]
 
 
 def test_a_log_deleted_while_tee_writes_it_names_an_fd_to_read_it_through(
@@ -179,8 +215,11 @@ def test_a_poll_reads_the_stat_files_of_the_tree_and_new_processes_only(
     log = work / "train.log"
     p = spawn(["bash", "-c", f"{PY} train.py | tee -a {log}"], work)
     reader = ProcReader()
-    wait_for(
-        lambda: (x := python_in_tree(reader, p.pid)) and x["stdout"]["readers"] and x,
+    wait_for(  # tee itself: bash's child holds the pipe a moment before it execs tee
+        lambda: (x := python_in_tree(reader, p.pid))
+        and [r[1] for r in x["stdout"]["readers"]] == [f"tee -a {log}"]
+        and x["stdout"]["reader_files"] == [str(log)]  # and tee has opened its file
+        and x,
         what="tee reading the pipe",
     )
     stats: list[int] = []
@@ -507,8 +546,9 @@ def test_a_poll_reads_a_process_command_and_environ_once_per_exec(
         agent_mod, "read_cmdline", lambda pid: reads.append(pid) or read_cmdline(pid)
     )
     reader = ProcReader()
-    first = reader.tree(p.pid)
-    assert first[0]["cmdline"][:2] == ["sh", "-c"] and p.pid in reads
+    # just spawned, it may still be inside execve (no arguments to read yet)
+    wait_for(lambda: reader.tree(p.pid)[0]["cmdline"][:2] == ["sh", "-c"], what="sh -c")
+    assert p.pid in reads
     reads.clear()
     assert reader.tree(p.pid)[0]["cmdline"][:2] == ["sh", "-c"]
     assert p.pid not in reads  # the same image: not read again
@@ -518,6 +558,33 @@ def test_a_poll_reads_a_process_command_and_environ_once_per_exec(
     reads.clear()
     assert python_in_tree(reader, p.pid) is not None
     assert p.pid not in reads
+
+
+def test_a_process_read_inside_its_exec_is_read_again(
+    work: Path, spawn: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside execve a process already has its new comm and exe but no
+    arguments yet: /proc/PID/cmdline reads empty (a loaded CI run caught
+    one). That read was kept for good (once per exec), so the run's python
+    showed no command line — no -u to see — until it exec'd again. Now an
+    empty command line is read again at the next poll."""
+    from gputui.remote import agent as agent_mod
+
+    p = spawn([sys.executable, "-c", "import time; time.sleep(60)"], work)
+    reader = ProcReader()
+    wait_for(lambda: reader.tree(p.pid)[0]["cmdline"][:1] == [sys.executable], what="python's cmdline")
+    reader = ProcReader()  # a fresh agent: nothing known of the process yet
+    read_cmdline = agent_mod.read_cmdline
+    calls: list[int] = []
+
+    def mid_exec_once(pid: int) -> list[str]:
+        calls.append(pid)
+        return [] if len(calls) == 1 else read_cmdline(pid)  # the first read: inside execve
+
+    monkeypatch.setattr(agent_mod, "read_cmdline", mid_exec_once)
+    assert reader.tree(p.pid)[0]["cmdline"] == []
+    again = reader.tree(p.pid)[0]
+    assert again["cmdline"][:1] == [sys.executable] and again["is_python"], again
 
 
 def test_a_poll_walks_the_tree_without_listing_proc_and_sees_a_new_child(

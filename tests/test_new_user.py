@@ -94,6 +94,7 @@ def test_closing_the_terminal_leaves_no_tail_behind(tmp_path: Path) -> None:
     env.update(HOME=str(tmp_path), TERM="xterm-256color", XDG_STATE_HOME=str(tmp_path))
     pid, fd = pty.fork()
     if pid == 0:  # the child: gputui on the pty
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # not a suite run under nohup's SIG_IGN
         os.execve(sys.executable, argv, env)
     try:
         buf = bytearray()
@@ -317,6 +318,7 @@ def test_closing_the_terminal_stops_the_remote_side(testbed: Any, ct: int, view:
     pid, fd = pty.fork()
     if pid == 0:
         os.chdir("/")
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # not a suite run under nohup's SIG_IGN
         os.execve(sys.executable, argv, env)
     try:
         buf = bytearray()

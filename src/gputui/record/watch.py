@@ -226,8 +226,8 @@ class Watch:
         if closes:
             # asyncio.wait, not wait_for: wait_for waits for the cancelled
             # closes to end, and a close that swallows its cancel (an await of
-            # a task under suppress(CancelledError), deep in a monitor) kept
-            # watch running 30 s after SIGHUP in a loaded CI run.
+            # a task under suppress(CancelledError), deep in a monitor) would
+            # hold watch past its limit, for ever.
             _, late = await asyncio.wait(closes, timeout=CLOSE_LIMIT_S)
             for t in late:  # cancelled, not waited for: run_bounded lets them go
                 t.cancel()

@@ -822,7 +822,11 @@ class ProcReader:
                 d["env_pythonunbuffered_value"] = value
                 # -E / -I make Python ignore PYTHON* variables.
                 d["env_pythonunbuffered"] = bool(value) and not opts["ignore_env"]
-        if cmdline or exe:  # a zombie or a process between fork and exec shows neither
+        # Kept only with a command line: a zombie shows none, and neither does a
+        # process inside execve (its new comm and exe already there, its
+        # arguments not yet): kept, that empty read would stand until its next
+        # exec (seen under load, CI run g); read again, it is right next poll.
+        if cmdline:
             with self._lock:
                 self._fixed[key] = (st["image"], d)
         return d
@@ -848,7 +852,13 @@ class ProcReader:
             res["pos"] = read_fdinfo(pid, 1).get("pos")
             return res
         res = stdout_target(pid, pids)
-        if res["kind"] == "pipe" and res["path"] == text(link):
+        # Kept only once complete: a reader just started may hold the pipe
+        # before it has opened its file (tee between its exec and its open)
+        # or before its exec (no command yet) — kept, the run's log would be
+        # unknown for TARGET_TTL_S after its start.
+        readers = res["readers"]
+        complete = bool(readers) and all(r[1] for r in readers) and bool(res["reader_files"])
+        if res["kind"] == "pipe" and res["path"] == text(link) and complete:
             with self._lock:
                 self._targets[key] = (now, link, _file_ids(res["reader_files"]), res)
         return res
