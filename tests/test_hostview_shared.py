@@ -20,6 +20,7 @@ import pytest
 import scenarios
 from gputui.config import Settings
 from gputui.demo.hosts import FixedHostWatch, proxmox_view
+from gputui.doctor.hostreport import _gpu_line
 from gputui.host.view import GpuRow, Holder, HostView
 from gputui.host.watch import HostWatch
 from gputui.ui.hostapp import HostApp, shared_parts
@@ -152,3 +153,12 @@ async def test_two_cts_on_one_gpu_live_at_80x24(
             assert "—" in gpu_line(screen_text(app), 1)  # an idle GPU: nobody
         finally:
             await watch.stop()
+
+
+def test_doctor_host_text_says_how_much_each_holder_holds() -> None:
+    """`gputui doctor --host` listed a shared GPU's holders without sizes:
+    which run holds the 10.6 GiB was the host view's alone to say."""
+    g = row(holder(200, "train", 10_854, 11), holder(201, "eval", 5_222, 12))
+    line = _gpu_line(g)
+    assert "pid 1 python3 10.6 GiB (session train)" in line, line
+    assert "pid 1 python3 5.1 GiB (session eval)" in line, line

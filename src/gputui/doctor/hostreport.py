@@ -21,6 +21,7 @@ from gputui.doctor.report import (
 )
 from gputui.host.view import DOWN_STATES, ContainerRow, GpuRow, HostView, rank
 from gputui.text.untrusted import json_text, visible
+from gputui.text.words import gib
 
 # words that need a person (exit 1); "down" is a container that could not be
 # inspected (exit 2); ok / idle / stopped are nothing wrong
@@ -130,6 +131,8 @@ def _gpu_line(g: GpuRow) -> str:
     for h in g.holders:
         pid = h.ct_pid if h.ct_pid is not None else h.host_pid
         who = f"{where(h.ct)} pid {pid} {visible(h.process)}"
+        if h.used_mib is not None:  # how much each holds: a shared GPU reads as the host view's
+            who += f" {gib(h.used_mib)}"
         if h.session:
             who += f" (session {visible(h.session)})"
         if not h.alive:
