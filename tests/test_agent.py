@@ -113,6 +113,25 @@ def python_in_tree(
     return None
 
 
+def wait_for_tee(reader: ProcReader, root: int, log: Path) -> dict[str, Any]:
+    """The python under `root` once its stdout's one reader is `tee -a LOG`
+    with LOG open (bash's child holds the pipe a moment before it execs tee,
+    and tee opens LOG after its exec). On time-out, says what it last saw."""
+    seen: list[Any] = []
+
+    def ready() -> dict[str, Any] | None:
+        x = python_in_tree(reader, root)
+        seen[:] = [x and (x["stdout"]["readers"], x["stdout"]["reader_files"])]
+        if x and [r[1] for r in x["stdout"]["readers"]] == [f"tee -a {log}"]:
+            return x if x["stdout"]["reader_files"] == [str(log)] else None
+        return None
+
+    try:
+        return wait_for(ready, 30, "tee reading the pipe with its file open")  # type: ignore[no-any-return]
+    except AssertionError as err:
+        raise AssertionError(f"{err}; last seen (readers, files): {seen}") from None
+
+
 # ------------------------------------------------------------------ buffering evidence
 
 
@@ -123,13 +142,7 @@ def test_python_piped_to_tee_is_buffered_with_tee_log(
     p = spawn(["bash", "-c", f"{PY} train.py | tee -a {log}"], work)
     reader = ProcReader()
     d = wait_for(lambda: python_in_tree(reader, p.pid), what="python under bash")
-    d = wait_for(  # tee itself: bash's child holds the pipe a moment before it execs tee
-        lambda: (x := python_in_tree(reader, p.pid))
-        and [r[1] for r in x["stdout"]["readers"]] == [f"tee -a {log}"]
-        and x["stdout"]["reader_files"] == [str(log)]  # and tee has opened its file
-        and x,
-        what="tee reading the pipe",
-    )
+    d = wait_for_tee(reader, p.pid, log)
     assert d["ppid"] == p.pid
     assert d["python_u_flag"] is False
     assert d["env_pythonunbuffered"] is False
@@ -165,9 +178,11 @@ def test_a_reader_that_opens_its_file_late_is_seen_at_the_next_poll(
     p = spawn(["bash", "-c", f"{PY} train.py | exec {sys.executable} logger.py"], work)
     reader = ProcReader()
     first = wait_for(
-        lambda: (x := python_in_tree(reader, p.pid, "train.py"))
-        and any("logger.py" in r[1] for r in x["stdout"]["readers"])
-        and x,
+        lambda: (
+            (x := python_in_tree(reader, p.pid, "train.py"))
+            and any("logger.py" in r[1] for r in x["stdout"]["readers"])
+            and x
+        ),
         what="the logger reading the pipe",
     )
     assert first["stdout"]["reader_files"] == []  # not opened yet
@@ -215,13 +230,7 @@ def test_a_poll_reads_the_stat_files_of_the_tree_and_new_processes_only(
     log = work / "train.log"
     p = spawn(["bash", "-c", f"{PY} train.py | tee -a {log}"], work)
     reader = ProcReader()
-    wait_for(  # tee itself: bash's child holds the pipe a moment before it execs tee
-        lambda: (x := python_in_tree(reader, p.pid))
-        and [r[1] for r in x["stdout"]["readers"]] == [f"tee -a {log}"]
-        and x["stdout"]["reader_files"] == [str(log)]  # and tee has opened its file
-        and x,
-        what="tee reading the pipe",
-    )
+    wait_for_tee(reader, p.pid, log)
     stats: list[int] = []
     links: list[str] = []
     read_stat, readlink = agent_mod.read_stat, agent_mod._readlink
@@ -547,7 +556,7 @@ def test_a_poll_reads_a_process_command_and_environ_once_per_exec(
     )
     reader = ProcReader()
     # just spawned, it may still be inside execve (no arguments to read yet)
-    wait_for(lambda: reader.tree(p.pid)[0]["cmdline"][:2] == ["sh", "-c"], what="sh -c")
+    wait_for(lambda: reader.tree(p.pid)[0]["cmdline"][:2] == ["sh", "-c"], 30, "sh -c")
     assert p.pid in reads
     reads.clear()
     assert reader.tree(p.pid)[0]["cmdline"][:2] == ["sh", "-c"]
@@ -572,7 +581,7 @@ def test_a_process_read_inside_its_exec_is_read_again(
 
     p = spawn([sys.executable, "-c", "import time; time.sleep(60)"], work)
     reader = ProcReader()
-    wait_for(lambda: reader.tree(p.pid)[0]["cmdline"][:1] == [sys.executable], what="python's cmdline")
+    wait_for(lambda: reader.tree(p.pid)[0]["cmdline"][:1] == [sys.executable], 30, "python")
     reader = ProcReader()  # a fresh agent: nothing known of the process yet
     read_cmdline = agent_mod.read_cmdline
     calls: list[int] = []
