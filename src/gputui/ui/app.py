@@ -198,9 +198,11 @@ class GputuiApp(App[int]):
         banner or the log (app.tcss hides its toast rack); the other screens
         keep Textual's toasts. Textual's own timeouts still end them."""
         super()._refresh_notifications()
+        if not hasattr(self, "_main"):
+            return
         try:
             status = self._q(StatusLine)
-        except (AttributeError, NoMatches):  # not mounted yet, or the app is closing
+        except NoMatches:  # the app is closing: its widgets are gone
             return
         live = {f"toast:{n.identity}": n for n in self._notifications}
         for key in [k for k in status.notices if k.startswith("toast:") and k not in live]:
