@@ -77,6 +77,13 @@ def dead_pane_with_status(
     raise AssertionError(f"tmux never recorded the exit of {session}: last state {state!r}")
 
 
+def pane_text(tmux: Callable[[list[str]], Any], session: str) -> list[str]:
+    """The non-blank lines tmux holds for `session`'s pane, history included
+    (what a failing test shows of the pane beside what gputui saw)."""
+    r = tmux(["capture-pane", "-p", "-J", "-S", "-50", "-t", f"={session}:"])
+    return [x for x in (r.stdout or "").splitlines() if x.strip()] or [f"({r.stderr!r})"]
+
+
 class CountingTransport(Transport):
     """Delegates to a real transport and records every command gputui starts."""
 

@@ -263,9 +263,18 @@ async def test_dead_pane_keeps_exit_status_and_output(
         assert pane is not None and pane.dead_status == 3
         assert snap.session_name == "crash"
         assert not snap.procs
-        await until(
-            lambda: any("ImportError" in line for line in snap.pane_tail), what="pane output"
-        )
+        try:  # captured every poll while the pane is dead; 30 s for a loaded host
+            await until(
+                lambda: any("ImportError" in line for line in snap.pane_tail),
+                timeout=30.0,
+                what="pane output",
+            )
+        except AssertionError as e:
+            raise AssertionError(
+                f"{e}: pane tail {[x for x in snap.pane_tail if x.strip()][-3:]!r}, "
+                f"{mon.polls} polls, poll error {mon.agent_error!r}, agent error "
+                f"{mon.agents.error!r}, tmux now {helpers.pane_text(tmux, 'crash')!r}"
+            ) from None
         # The session disappears: reported as gone, not silently switched.
         tmux_in_ct(testbed, ct, "kill-session", "-t", "crash")
         await until(lambda: snap.session_gone, what="session gone")
