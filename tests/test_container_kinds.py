@@ -111,3 +111,38 @@ def test_a_kinds_spec_prefix_is_its_setting() -> None:
         assert kind.SETTING
         if kind.SPEC_PREFIXES:
             assert kind.SPEC_PREFIXES[0] == kind.SETTING == kind.kind, kind
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.SETTING)
+def test_a_kinds_flag_and_config_key_come_from_its_declaration(kind: type[Container]) -> None:
+    """--SETTING and the config key SETTING exist because the kind is in
+    KINDS: its help, metavar and value type are the kind's own."""
+    from gputui.cli.main import build_parser
+    from gputui.config import KEYS, load_config
+
+    value = "200" if kind.SETTING_TYPE is int else "trainer"
+    args, _ = build_parser().parse_known_args([f"--{kind.SETTING}", value])
+    assert getattr(args, kind.SETTING) == kind.read_setting(value)
+    helptext = build_parser().format_help()
+    assert f"--{kind.SETTING} {kind.FLAG_METAVAR}" in helptext and kind.FLAG_HELP[:20] in helptext
+    assert KEYS[("", kind.SETTING)][0] == kind.SETTING
+    assert KEYS[("", kind.SETTING)][1][0] == (kind.SETTING_TYPE,)
+    assert load_config  # the config reads KEYS (test_bad_values checks each key's type)
+
+
+def test_no_kind_is_written_by_hand_in_the_flags_or_the_config_keys() -> None:
+    """cli/main.py and config.py name no kind's flag or key themselves: a
+    new kind needs no line there (its Settings field aside)."""
+    src = Path(containers.__file__).parent.parent
+    for rel in ("cli/main.py", "config.py"):
+        tree = ast.parse((src / rel).read_text())
+        texts = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+        for kind in KINDS:
+            if rel == "cli/main.py":  # config.py's error lines may name the flags
+                assert f"--{kind.SETTING}" not in texts, (rel, kind.SETTING)
+            if rel == "config.py":
+                assert not any(
+                    isinstance(n, ast.Tuple)
+                    and [getattr(e, "value", None) for e in n.elts] == ["", kind.SETTING]
+                    for n in ast.walk(tree)
+                ), (rel, kind.SETTING)

@@ -43,6 +43,7 @@ def default_config_path() -> Path:
         return Path(base) / "gputui" / "config.toml"
     return DEFAULT_CONFIG.expanduser()
 
+
 GPU_SOURCES = ("auto", "host", "ct", "nvml")
 CONFIG_MAX_BYTES = 1024 * 1024  # a config is a few hundred bytes; /dev/zero is endless
 # Each poll runs commands on the target (agent requests, a process listing):
@@ -151,10 +152,8 @@ KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("", "port"): ("port", _INT),
     ("", "user"): ("user", _STR),
     ("", "identity_file"): ("identity_file", _STR),
-    ("", "ct"): ("ct", _INT),
-    ("", "docker"): ("docker", _STR),
-    ("", "podman"): ("podman", _STR),
-    ("", "pod"): ("pod", _STR),
+    # each container kind's key, as it declares it: ct, docker, podman, pod
+    **{("", k.SETTING): (k.SETTING, _INT if k.SETTING_TYPE is int else _STR) for k in KINDS},
     ("", "kube_context"): ("kube_context", _STR),
     ("", "session"): ("session", _STR),
     ("", "log"): ("log", _STR),
@@ -660,10 +659,7 @@ FLAG_FIELDS = {
     "port": "port",
     "user": "user",
     "identity_file": "identity_file",
-    "ct": "ct",
-    "docker": "docker",
-    "podman": "podman",
-    "pod": "pod",
+    **{kind.SETTING: kind.SETTING for kind in KINDS},  # --ct, --docker, --podman, --pod
     "kube_context": "kube_context",
     "session": "session",
     "log": "log",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from gputui import __version__
@@ -22,7 +22,7 @@ from gputui.config import (
     check_local_files,
     settings_from,
 )
-from gputui.containers import ProxmoxLXC
+from gputui.containers import KINDS, Container
 from gputui.errors import GputuiError
 from gputui.host.targets import host_settings, several_with_run_flags, wants_host_view
 from gputui.remote.target import TARGET_GRAMMAR
@@ -63,16 +63,18 @@ def whole_number(text: str) -> int:
     return int(t)
 
 
-def _ct_number(text: str) -> int:
-    try:
-        value = whole_number(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a CT number (digits 0-9, e.g. 200, as {ProxmoxLXC.HOW_TO_LIST} shows)"
-        ) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a CT number (e.g. 200)")
-    return value
+def _setting_of(kind: type[Container]) -> Callable[[str], object]:
+    """argparse's type for a container kind's flag: its `read_setting`, its
+    ValueError's one line as argparse's message."""
+
+    def read(text: str) -> object:
+        try:
+            return kind.read_setting(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    read.__name__ = kind.SETTING
+    return read
 
 
 def _port(text: str) -> int:
@@ -132,9 +134,6 @@ def add_target_flags(
     if "ssh" in parts:
         _ssh_flags(g, d, b)
     if "ct" in parts:
-        g.add_argument(
-            "--ct", type=_ct_number, metavar="N", help="Proxmox LXC container of the run", **d
-        )
         _container_flags(g, d)
     if "run" in parts:
         g.add_argument("--session", metavar="NAME", help="tmux session of the run", **d)
@@ -150,15 +149,18 @@ def add_target_flags(
 
 
 def _container_flags(g: Any, d: dict[str, Any]) -> None:
-    """--docker/--podman/--pod beside --ct (gputui/containers/ checks the names)."""
-    g.add_argument("--docker", metavar="NAME", help="Docker container of the run", **d)
-    g.add_argument("--podman", metavar="NAME", help="Podman container of the run", **d)
-    g.add_argument(
-        "--pod",
-        metavar="[NS/]POD[/C]",
-        help="Kubernetes pod (and container) of the run, entered with the host's kubectl",
-        **d,
-    )
+    """A flag per container kind, as the kind declares it (--ct N, --docker
+    NAME, --podman NAME, --pod [NS/]POD[/C]); gputui/containers/ checks the
+    names."""
+    for kind in KINDS:
+        g.add_argument(
+            f"--{kind.SETTING.replace('_', '-')}",
+            dest=kind.SETTING,
+            type=_setting_of(kind),
+            metavar=kind.FLAG_METAVAR,
+            help=kind.FLAG_HELP,
+            **d,
+        )
     g.add_argument("--kube-context", metavar="NAME", help="kubectl context for --pod", **d)
 
 

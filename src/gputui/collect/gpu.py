@@ -60,9 +60,7 @@ _UNKNOWN = {
 }
 
 # ASCII digits only: float() takes any Unicode digit (`٣٠` is 30.0)
-_NUM_RE = re.compile(
-    r"^([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%/]*)$", re.ASCII
-)
+_NUM_RE = re.compile(r"^([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%/]*)$", re.ASCII)
 # The GPUs one table holds: a row for a higher index (a CT's nvidia-smi can
 # print anything) is an event saying it was not read, never a new row.
 MAX_GPUS = 64
@@ -267,7 +265,9 @@ def parse_pmon(lines: list[str]) -> dict[int, float]:
     return out
 
 
-def parse_proc_stat_line(words: list[str]) -> tuple[int, tuple[str, float | None, list[int]]] | None:
+def parse_proc_stat_line(
+    words: list[str],
+) -> tuple[int, tuple[str, float | None, list[int]]] | None:
     """`@gputui stat PID CLK_TCK STATE PPID TICKS ANC…` (words after "stat")
     -> (pid, (state, CPU seconds, ancestors)). None: malformed."""
     try:
@@ -318,7 +318,10 @@ UTIL_KEEP_S = 150.0  # per-process utilization readings kept this long
 
 
 def carry_util(
-    before: list[GpuProcess], now_procs: list[GpuProcess], readings: dict[int, float] | None, t: float
+    before: list[GpuProcess],
+    now_procs: list[GpuProcess],
+    readings: dict[int, float] | None,
+    t: float,
 ) -> None:
     """Each process's own utilization history: the readings of the same
     process (host PID on the same GPU) in `before`, plus this listing's
@@ -330,7 +333,9 @@ def carry_util(
     # inside a CT) or an empty answer say nothing about ours.
     seen = readings is not None and any(p.host_pid in readings for p in now_procs)
     for p in now_procs:
-        hist = [(ts, v) for ts, v in prev.get((p.gpu_uuid, p.host_pid), []) if ts >= t - UTIL_KEEP_S]
+        hist = [
+            (ts, v) for ts, v in prev.get((p.gpu_uuid, p.host_pid), []) if ts >= t - UTIL_KEEP_S
+        ]
         if readings is not None and seen:
             hist.append((t, readings.get(p.host_pid, 0.0)))
         p.util = hist

@@ -72,6 +72,11 @@ class Container(abc.ABC):
     # The Settings field, config key and flag (--SETTING) that name a
     # container of this kind: "ct" for --ct N, "docker" for --docker NAME.
     SETTING: ClassVar[str] = ""
+    # The flag's words in `gputui --help` and its value's type (also the
+    # config key's): cli/main.py and config.py make both from KINDS.
+    FLAG_HELP: ClassVar[str] = ""
+    FLAG_METAVAR: ClassVar[str] = "NAME"
+    SETTING_TYPE: ClassVar[type] = str
     # Which cgroup v2 paths are this kind's: group 1 is the ident (CT number,
     # container ID). `cgroup_owner` asks the kinds by CGROUP_ORDER, lowest
     # first; the first that answers wins (a Docker container nested in a CT
@@ -88,6 +93,12 @@ class Container(abc.ABC):
         if colon and rest and prefix in cls.SPEC_PREFIXES:
             return cls.from_name(rest, context)
         return None
+
+    @classmethod
+    def read_setting(cls, text: str) -> object:
+        """The flag's text -> its Settings value (a name as given; the
+        name is checked where the container is made). ValueError: one line."""
+        return text
 
     @classmethod
     def from_setting(cls, value: object, context: str = "") -> Container:

@@ -35,6 +35,7 @@ class Docker(Container):
     SPEC_PREFIXES = ("docker",)
     GRAMMAR = "docker:NAME"
     SETTING = "docker"
+    FLAG_HELP = "Docker container of the run"
     CGROUP_RE: ClassVar[re.Pattern[str] | None] = re.compile(
         r"/docker[-/]([0-9a-f]{12,64})(?:\.scope)?(?:/|$)"
     )
@@ -194,6 +195,7 @@ class Podman(Docker):
     SPEC_PREFIXES = ("podman",)
     GRAMMAR = "podman:NAME"
     SETTING = "podman"
+    FLAG_HELP = "Podman container of the run"
     CGROUP_RE: ClassVar[re.Pattern[str] | None] = re.compile(
         r"/libpod-(?!conmon-)([0-9a-f]{12,64})(?:\.scope)?(?:/|$)"
     )

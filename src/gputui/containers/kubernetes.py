@@ -27,6 +27,8 @@ class KubePod(Container):
     SPEC_PREFIXES = ("pod", "k8s", "kube")
     GRAMMAR = "pod:[NAMESPACE/]POD[/CONTAINER]"
     SETTING = "pod"  # with kube_context: kubectl's --context
+    FLAG_HELP = "Kubernetes pod (and container) of the run, entered with the host's kubectl"
+    FLAG_METAVAR = "[NS/]POD[/C]"
     CGROUP_ORDER = 0  # first: a kubepods path may name a docker-<id> scope too
     CGROUP_TREE = "kubepods"
 

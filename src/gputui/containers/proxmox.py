@@ -30,6 +30,9 @@ class ProxmoxLXC(Container):
     kind = "lxc"
     GRAMMAR = "N (a Proxmox CT)"
     SETTING = "ct"
+    FLAG_HELP = "Proxmox LXC container of the run"
+    FLAG_METAVAR = "N"
+    SETTING_TYPE = int
     CGROUP_RE: ClassVar[re.Pattern[str] | None] = re.compile(
         r"/lxc(?:\.payload)?[./]([0-9]+)(?:/|$)"
     )
@@ -37,6 +40,19 @@ class ProxmoxLXC(Container):
 
     def __init__(self, ct: int) -> None:
         self.id = int(ct)
+
+    @classmethod
+    def read_setting(cls, text: str) -> int:
+        """--ct's text -> the CT number, in ASCII digits (int() alone reads
+        '２００' as 200). ValueError: one line."""
+        t = text.strip()
+        if not (t.isascii() and t.isdigit()):
+            raise ValueError(
+                f"{text!r} is not a CT number (digits 0-9, e.g. 200, as {cls.HOW_TO_LIST} shows)"
+            )
+        if int(t) < 1:
+            raise ValueError(f"{text!r} is not a CT number (e.g. 200)")
+        return int(t)
 
     @classmethod
     def from_setting(cls, value: object, context: str = "") -> ProxmoxLXC:

@@ -600,6 +600,7 @@ class NvmlFeed(GpuFeed):
 def local_proc_facts(pid: int, proc: str = "/proc") -> tuple[str, float | None, list[int]] | None:
     """(state, CPU seconds, parents' PIDs nearest first, up to init) of a
     process on this machine; None when it is gone or unreadable."""
+
     def stat(p: int) -> list[str] | None:
         try:
             with open(f"{proc}/{p}/stat", "rb") as f:

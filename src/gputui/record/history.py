@@ -576,8 +576,12 @@ class HistoryWriter:
         ).fetchall()
         return {
             r[1]: EventRow(
-                t=r[0], kind="incident", name=incident_finding(r[5]) or r[1], state=r[2],
-                severity=r[3], title=r[4],
+                t=r[0],
+                kind="incident",
+                name=incident_finding(r[5]) or r[1],
+                state=r[2],
+                severity=r[3],
+                title=r[4],
             )
             for r in rows
             if r[2] != "resolved"

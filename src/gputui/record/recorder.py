@@ -49,7 +49,9 @@ SILENCE_KINDS = frozenset(
 )
 # What says a relaunched or launched run is not there: news once the new
 # run has had settle_s to come up and no session of it came.
-GONE_KINDS = frozenset({"session_missing", "session_dead", "run_exited", "run_ended", "log_missing"})
+GONE_KINDS = frozenset(
+    {"session_missing", "session_dead", "run_exited", "run_ended", "log_missing"}
+)
 _PID_RE = re.compile(r"\bPIDs? (\d+)")
 
 
@@ -63,6 +65,7 @@ class UserAction:
     start: float
     end: float | None = None
     pids: frozenset[int] = field(default_factory=frozenset)
+
 
 # $1 path, $2 offset, $3 bytes, $4 seconds: `@gputui SIZE INODE` (or
 # `@gputui missing`), then up to $3 bytes from $2. A constant: the values are
@@ -336,12 +339,12 @@ class RunRecorder:
             if self.shared_sinks and await self._claim(alert):
                 sinks += self.shared_sinks
         for sink in sinks:
-                res = sink(alert)
-                if asyncio.iscoroutine(res):  # a network send: in order, off this tick
-                    t = asyncio.ensure_future(_after(self._last_send, res))
-                    self._last_send = t
-                    self._pending.add(t)
-                    t.add_done_callback(self._pending.discard)
+            res = sink(alert)
+            if asyncio.iscoroutine(res):  # a network send: in order, off this tick
+                t = asyncio.ensure_future(_after(self._last_send, res))
+                self._last_send = t
+                self._pending.add(t)
+                t.add_done_callback(self._pending.discard)
 
     async def _claim(self, alert: Alert) -> bool:
         if self.writer is None or self.target_id is None:

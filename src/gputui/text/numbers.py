@@ -17,8 +17,10 @@ _DIGITS = re.compile(r"[0-9]+")
 
 
 def ascii_int(text: str, max_digits: int = 18) -> int | None:
-    """`text` (stripped) as an int when it is 1..max_digits ASCII digits, else None."""
-    text = text.strip()
+    """`text` as an int when it is 1..max_digits ASCII digits with blanks
+    around them at most, else None. Only ASCII blanks are stripped: str.strip()
+    also takes control characters such as \x1c-\x1f, which are no blank."""
+    text = text.strip(" \t\r\n\v\f")
     if len(text) > max_digits or not _DIGITS.fullmatch(text):
         return None
     return int(text)

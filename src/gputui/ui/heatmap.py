@@ -84,9 +84,7 @@ def axis(first: float, span: float, cells: int) -> str:
 
 def window_of(panels: Sequence[Panel], now: float) -> float:
     """Seconds from the oldest point of any GPU to now (at least MIN_WINDOW)."""
-    oldest = min(
-        (pts[0][0] for p in panels for pts in p.series.values() if pts), default=now
-    )
+    oldest = min((pts[0][0] for p in panels for pts in p.series.values() if pts), default=now)
     return max(MIN_WINDOW, now - oldest)
 
 

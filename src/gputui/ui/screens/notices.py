@@ -23,7 +23,9 @@ def notices_text(notices: list[Notice]) -> Text:
         return out
     for n in sorted(notices, key=lambda n: (SEVERITY_RANK.get(n.severity, 3), -n.since)):
         out.append(time.strftime("%H:%M:%S ", time.localtime(n.since)), style="dim")
-        out.append(f"{SEVERITY_MARK.get(n.severity, '•')} ", style=SEVERITY_STYLE.get(n.severity, ""))
+        out.append(
+            f"{SEVERITY_MARK.get(n.severity, '•')} ", style=SEVERITY_STYLE.get(n.severity, "")
+        )
         out.append(one_line(n.text, 1000) + "\n")
     return out
 

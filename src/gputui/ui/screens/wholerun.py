@@ -213,12 +213,11 @@ def gpu_text(data: WholeRun, width: int) -> Text:
     top = data.mem_max_gib
     panels = [
         Panel("GPU utilization %", data.util, 100.0, _pct),
-        Panel(f"GPU memory GiB (of {top:.0f})" if top else "GPU memory GiB", data.mem_gib, top, _gib),
+        Panel(
+            f"GPU memory GiB (of {top:.0f})" if top else "GPU memory GiB", data.mem_gib, top, _gib
+        ),
     ]
-    marks = [
-        (e.t, "red" if is_trouble(e) else "blue")
-        for e in data.events
-    ]
+    marks = [(e.t, "red" if is_trouble(e) else "blue") for e in data.events]
     return heatmap(panels, data.now, width, window=data.now - data.since, marks=marks)
 
 

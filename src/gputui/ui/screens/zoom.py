@@ -46,7 +46,9 @@ def panels(gpus: GpuState) -> list[Panel]:
             mem_top,
             _gib,
         ),
-        Panel(f"power W (of {power_top:.0f})" if power_top else "power W", power, power_top, _watts),
+        Panel(
+            f"power W (of {power_top:.0f})" if power_top else "power W", power, power_top, _watts
+        ),
     ]
 
 

@@ -95,7 +95,9 @@ def notice_text(notices: dict[str, Notice], width: int, key: str = "n") -> Text:
     if len(body) > room:
         body = body[: room - 1] + "…"
     t = Text(no_wrap=True)
-    t.append(f"{SEVERITY_MARK.get(top.severity, '•')} {body}", style=SEVERITY_STYLE.get(top.severity, ""))
+    t.append(
+        f"{SEVERITY_MARK.get(top.severity, '•')} {body}", style=SEVERITY_STYLE.get(top.severity, "")
+    )
     t.append(more, style="dim")
     return t
 
