@@ -231,7 +231,14 @@ def user_home(testbed: Any) -> Path:
 def config_file(testbed: Any) -> Path:
     """A gputui config naming the test bed's ssh_config (Host gpuhost → 127.0.0.1)."""
     path = Path(testbed.root) / "e2e-gputui.toml"
-    path.write_text(f"[ssh]\nconfig = {json.dumps(str(testbed.ssh_config_path))}\n")
+    text = f"[ssh]\nconfig = {json.dumps(str(testbed.ssh_config_path))}\n"
+    if not path.exists() or path.read_text() != text:
+        # Written whole and renamed into place: doctors started a moment ago
+        # read it while the next one is started (a write_text in place left
+        # one reading an empty file: "unknown host 'gpuhost'", loaded CI run l).
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
     return path
 
 
