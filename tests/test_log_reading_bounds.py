@@ -48,10 +48,10 @@ def short_lines(size: int) -> bytes:
 
 
 def cpu_of_parse(data: bytes) -> float:
-    """The least CPU time of three parses (the machine is shared)."""
+    """The least CPU time of five parses (the machine is shared)."""
     parser = MetricParser()
     best = float("inf")
-    for _ in range(3):
+    for _ in range(5):
         t = time.process_time()
         parse_chunk(data, 0, parser)
         best = min(best, time.process_time() - t)
@@ -59,10 +59,12 @@ def cpu_of_parse(data: bytes) -> float:
 
 
 def test_the_splitter_is_linear_in_the_chunk() -> None:
-    """4 MiB costs about four times 1 MiB (it cost ~16 times: quadratic)."""
+    """4 MiB costs about four times 1 MiB (it cost ~16 times: quadratic).
+    The bound is 10, between the two: a loaded CI run measured 6.0 on the
+    linear code (allocation and cache misses grow with the chunk too)."""
     for make in (short_lines, lambda size: b"a\n" * (size // 2)):
         small, large = cpu_of_parse(make(MIB)), cpu_of_parse(make(4 * MIB))
-        assert large / max(small, 1e-3) < 6, (small, large)
+        assert large / max(small, 1e-3) < 10, (small, large)
 
 
 def test_a_line_end_only_at_the_end_and_cr_lines_keep_their_offsets() -> None:

@@ -98,6 +98,10 @@ def test_stand_ins() -> None:
     assert visible("[/] [bold]x") == "[/] [bold]x"  # markup is Textual's business: Text
     assert remote_text("[/] [bold]x").plain == "[/] [bold]x"
     assert tmux_literal("/data/run/#(touch x)#{pane_pid}") == "/data/run/##(touch x)##{pane_pid}"
+    # tmux copies a run of '#' before '[' as it is (a style): not doubled
+    # (found by test_untrusted_live's random directories: '##[bold]')
+    assert tmux_literal("/w/##[bold]") == "/w/##[bold]"
+    assert tmux_literal("x#[y#(z)##") == "x#[y##(z)####"
 
 
 def test_relaunch_escapes_tmux_formats_only_where_tmux_expands() -> None:

@@ -14,9 +14,10 @@ where such text leaves gputui:
 - shown by Textual: `remote_text()` — a `rich.text.Text` (never parsed as
   markup: `[/]` and `[bold]` stay literal) of the visible text.
 - passed to tmux where tmux expands formats (`new-session -s NAME -c DIR`,
-  `-n NAME`): `tmux_literal()` — `#` → `##`, so `#(cmd)` and `#{…}` are
-  never run or expanded. Targets (`-t`) and the command's arguments are not
-  format-expanded by tmux 3.3a and are passed as they are.
+  `-n NAME`): `tmux_literal()` — `#` → `##` (but `#[`, a style, as it
+  is), so `#(cmd)` and `#{…}` are never run or expanded. Targets (`-t`)
+  and the command's arguments are not format-expanded by tmux 3.3a and are
+  passed as they are.
 - passed to a shell: quoted once with `shlex` (remote/quoting.py).
 """
 
@@ -165,10 +166,20 @@ def json_text(document: str) -> str:
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
 
 
+_HASHES = re.compile(r"#+")
+
+
 def tmux_literal(value: str) -> str:
     """A value for a tmux argument that tmux format-expands (`-s`, `-c`,
-    `-n`): `#` doubled, so tmux shows it as typed and runs nothing."""
-    return value.replace("#", "##")
+    `-n`), so that tmux takes it as typed and runs nothing: each `#` doubled
+    (`##` expands to `#`; `#(cmd)` would run cmd) — except a run of `#`s
+    right before `[`, which tmux copies as it is (a style, `#[bold]`, left
+    for drawing): doubled, `/w/##[bold]` became `/w/####[bold]`, no such
+    directory, and a relaunch started in the home directory. Checked on
+    tmux 3.3a for `#[x`, `##[x`, `x##[y##[z#`, `#(…)`, `#{…}`, `#S`."""
+    return _HASHES.sub(
+        lambda m: m.group() if m.string.startswith("[", m.end()) else m.group() * 2, value
+    )
 
 
 __all__ = [
