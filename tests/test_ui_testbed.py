@@ -165,19 +165,27 @@ async def test_buffered_banner_then_relaunch_clears_it(
             await until(lambda: isinstance(app.screen, ConfirmScreen), 15, "the confirm box")
             assert app.executed == []  # the box is open, nothing ran yet
             seen: set[str | None] = set()  # every banner word during the relaunch
-            said: list[str] = []  # what any other word said, and what the monitor saw then
+            stray: list[str] = []  # what any other word said, and what the monitor saw then
             t0 = time.monotonic()
 
             async def sample() -> None:
                 while True:
                     k = kind()
                     seen.add(k)
-                    if k not in (None, "busy_but_silent", "buffered_output") and len(said) < 5:
+                    if k not in (None, "busy_but_silent", "buffered_output") and len(stray) < 5:
                         f = app.query_one(Banner).finding
-                        said.append(
-                            f"+{time.monotonic() - t0:.1f}s {f.title if f else k!r}; gone="
-                            f"{snap.session_gone} sessions="
+                        rec, now = parts.recorder, time.time()
+                        act = rec._last_action(now) if rec is not None else None
+                        book = rec.gate.book if rec is not None else None
+                        inc = book.open.get("run_end") if book is not None else None
+                        stray.append(
+                            f"+{time.monotonic() - t0:.1f}s {f.title if f else k!r} "
+                            f"{f.evidence[:2] if f else ''}; gone={snap.session_gone} "
+                            f"name={snap.session_name} sessions="
                             f"{[(x.name, [q.pid for q in x.panes], x.alive) for x in snap.sessions]}"
+                            f"; action={act and (act.verb, act.start - now, act.end and act.end - now, sorted(act.pids))}"
+                            f" window={book and book.in_window(now)} incident="
+                            f"{inc and (inc.opened - now, inc.expected, inc.finding.kind)}"
                         )
                     await asyncio.sleep(0.05)
 
@@ -226,7 +234,7 @@ async def test_buffered_banner_then_relaunch_clears_it(
             assert "new log" in said and "->" not in said, said
             sampler.cancel()
             said_by_banner = seen - {None, "busy_but_silent", "buffered_output"}
-            assert not said_by_banner, said  # never "session gone: KeyboardInterrupt"
+            assert not said_by_banner, stray  # never "session gone: KeyboardInterrupt"
             # issue 22: the relaunch's own consequences (the SIGINT's
             # KeyboardInterrupt, the old log's silence) are no news: the only
             # alerts are the buffering incident's, resolved once the new run is up
