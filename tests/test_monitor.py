@@ -863,3 +863,37 @@ async def test_a_start_that_fails_can_be_tried_again(
         assert calls[0] == 2
     finally:
         await mon.stop()
+
+
+def _listing(*sessions: tuple[str, int]) -> list[Any]:
+    """Sessions as tmux lists them (list_panes_argv's fields), one pane each."""
+    from gputui.collect import tmux as tmux_parse
+
+    rows = [
+        "\x1f".join([name, "1", "1700000000", "0", "0", "0", str(pid), "0", "", "", "sh", "sh", "/"])
+        for name, pid in sessions
+    ]
+    return tmux_parse.parse_panes("\x1e\n".join(rows) + "\x1e\n")
+
+
+def test_one_listing_without_the_session_is_not_gone_until_the_next_agrees() -> None:
+    """Loaded CI runs j, q, r: the banner said 'session buffered is gone'
+    for one tick while the run went on (the next listing had the same pane
+    PID). A session is said gone when two listings in a row lack it; the
+    second is asked fresh, not the agent's reused answer."""
+    mon = Monitor(Target(LocalTransport()), settings(), gpu_feed=None)
+    snap = mon.snapshot
+    mon._set_sessions(_listing(("train", 127)))
+    assert snap.session_name == "train" and not snap.session_gone
+    mon._set_sessions([])  # one listing misses it
+    assert not snap.session_gone and [s.name for s in snap.sessions] == ["train"]
+    assert mon._missing_unconfirmed  # the next poll asks tmux afresh (reuse_s 0)
+    mon._set_sessions(_listing(("train", 127)))  # the next has it: it was never gone
+    assert not snap.session_gone and mon.missed_listings == 1
+    mon._set_sessions([])
+    mon._set_sessions([])  # two in a row: gone
+    assert snap.session_gone and snap.session_name == "train" and snap.sessions == []
+    mon._set_sessions([])
+    assert snap.session_gone  # stays gone, no second confirmation needed
+    mon._set_sessions(_listing(("train", 200)))  # relaunched under its name
+    assert not snap.session_gone and snap.session is not None

@@ -161,6 +161,12 @@ class Monitor:
         self._session_override: str | None = self.settings.session
         self._seen_session: str | None = None
         self._names_when_gone: set[str] | None = None
+        # The first listing without the watched session is confirmed by the
+        # next (a fresh one, not the agent's reused answer) before it is said
+        # gone: one listing that missed it, under load, put "session gone"
+        # in the banner while the run went on (loaded CI runs j, q, r).
+        self._missing_unconfirmed = False
+        self.missed_listings = 0  # listings that lacked the session, the next had it
         self._poll_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -358,6 +364,7 @@ class Monitor:
         self._session_override = name or None
         self._seen_session = None
         self._names_when_gone = None
+        self._missing_unconfirmed = False
         self.snapshot.session_gone = False
         self._wake.set()
 
@@ -564,7 +571,8 @@ class Monitor:
         guess = self._polled_pane  # (pane pid, tmux target, socket) of the last poll
         path = self.follower.read_path if self.follower is not None else None
         offset_before = self.follower.state.offset if self.follower is not None else None
-        calls = {"sessions": agent.sessions_request(reuse_s=LIST_PANES_EVERY_S)}
+        reuse = 0.0 if self._missing_unconfirmed else LIST_PANES_EVERY_S
+        calls = {"sessions": agent.sessions_request(reuse_s=reuse)}
         if guess is not None:
             if time.monotonic() - self._captured_at >= PANE_CAPTURE_EVERY_S:
                 calls["capture"] = agent.capture_request(guess[1], PANE_TAIL_LINES, guess[2])
@@ -707,11 +715,18 @@ class Monitor:
 
     def _set_sessions(self, sessions: list[Session]) -> None:
         snap = self.snapshot
+        names = {s.name for s in sessions}
+        seen = self._seen_session
+        missing = seen is not None and seen not in names and not snap.session_gone
+        if missing and not self._missing_unconfirmed:
+            self._missing_unconfirmed = True  # said gone only if the next listing agrees
+            return
+        if self._missing_unconfirmed and not missing:
+            self.missed_listings += 1
+        self._missing_unconfirmed = False
         changed = _sessions_key(sessions) != _sessions_key(snap.sessions)
         snap.sessions = sessions
-        names = {s.name for s in sessions}
         wanted = self._session_override
-        seen = self._seen_session
         if wanted is None and seen is not None and seen not in names:
             # The watched session is gone: say so, unless a new session
             # appeared since (a relaunch under another name).
