@@ -185,7 +185,10 @@ def parse_address(text: str, public: bool = False) -> tuple[str, int]:
     line unless `public` (--prometheus-public): /metrics has no login."""
     host, sep, port_text = text.rpartition(":")
     port = ascii_int(port_text, 5)
-    if not sep or port is None or port > 65535:
+    bracketed = host.startswith("[") and host.endswith("]")
+    # an IPv6 address goes in brackets ([::1]:9464): a bare ':' left in the
+    # host is a typo ('127.0.0.1::0'), not an address to refuse as public
+    if not sep or port is None or port > 65535 or (":" in host and not bracketed):
         raise GputuiError(
             f"--prometheus {text!r} is not HOST:PORT", "e.g. --prometheus 127.0.0.1:9464"
         )
