@@ -145,3 +145,23 @@ async def test_written_tok_s_wins_through_the_monitor(testbed: Any, ct: int) -> 
     finally:
         await mon.stop()
         await tr.close()
+
+
+def test_the_scoring_allows_the_overdue_word_only_between_the_hang_and_its_name() -> None:
+    """Loaded CI: progress_stalled's "stalled" for 0.3 s after the hang, before
+    held_but_idle named the idle GPU (its readings came late) — a true word,
+    scored right; the same word before the hang, or after the name, is wrong."""
+    sc = next(s for s in bench.CORPUS if s.name == "hung-unbuffered")
+    stalled = ("progress_stalled", "warning", "stalled: no step for 5 s, median 0.5 s")
+    named = ("held_but_idle", "warning", "stalled: no step for 5 s, median 0.5 s; GPUs idle 5 s")
+
+    def scored(*words: tuple[float, tuple[str, str, str]]) -> Any:
+        o = bench.Outcome(sc.name, sc.label, sc.stale_after)
+        bench.score(o, [(bench.Word(t, *w), True) for t, w in words], 10.0, sc)
+        return o
+
+    assert scored((9.0, ("", "", "")), (15.0, stalled), (15.3, named)).label_right
+    before = scored((9.0, stalled), (15.3, named))
+    assert not before.label_right and before.wrong_before[0].kind == "progress_stalled"
+    flip = scored((15.3, named), (16.0, stalled), (17.0, named))
+    assert not flip.label_right and flip.wrong_after[0].kind == "progress_stalled"
