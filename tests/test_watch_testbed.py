@@ -152,11 +152,40 @@ def test_history_finds_a_target_by_the_name_given_to_watch(
         finally:
             r.close()
 
+    def held() -> str:
+        """What the history holds: its targets, runs and points."""
+        try:
+            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        except sqlite3.Error as e:
+            return f"no history: {e}"
+        try:
+            tables = [
+                r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            ]
+            counts = {
+                t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in tables
+                if t.isidentifier()
+            }
+            targets = con.execute("SELECT * FROM targets").fetchall() if "targets" in tables else []
+            runs = con.execute("SELECT * FROM runs").fetchall() if "runs" in tables else []
+            return f"rows {counts}; targets {targets}; runs {runs}"
+        except sqlite3.Error as e:
+            return f"history unreadable: {e}"
+        finally:
+            con.close()
+
     try:
         asyncio.run(until(recorded, 90, "the run in the history"))
     except AssertionError:
+        early_exit = watch.poll()
         watch.send_signal(signal.SIGTERM)
-        raise AssertionError(watch.communicate(timeout=60)[0]) from None
+        said = watch.communicate(timeout=60)[0]
+        log = run.log.read_text()[-300:] if run.log.exists() else "(no log)"
+        raise AssertionError(
+            f"watch said: {said!r}; exited early: {early_exit}; then {watch.returncode}; "
+            f"{held()}; the log ends {log!r}"
+        ) from None
     watch.send_signal(signal.SIGTERM)
     out, _ = watch.communicate(timeout=60)
     assert watch.returncode == 0, out

@@ -173,6 +173,7 @@ class RunRecorder:
         self.alerts: list[Alert] = []  # every alert handed to the sinks
         self.tick_listeners: list[TickListener] = []
         self.errors: list[str] = []
+        self.error_listeners: list[Callable[[str], None]] = []  # told each new error
         self.target_id: int | None = None
         self._attached = False
         self._parser = MetricParser(
@@ -279,6 +280,8 @@ class RunRecorder:
         if not self.errors or self.errors[-1] != text:
             self.errors.append(text)
             del self.errors[:-20]
+            for cb in list(self.error_listeners):
+                cb(text)
 
     # ------------------------------------------------------------ GPU samples
 

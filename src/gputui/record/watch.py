@@ -134,6 +134,9 @@ class Watch:
             recorder.tick_listeners.append(
                 lambda snap, findings: exporter.update(name, snap, findings, time.time())
             )
+        # a recording that fails is said (once per new error), not kept to itself
+        label = monitor.target.label
+        recorder.error_listeners.append(lambda text: self.say(f"{label}: {text}"))
         return Watched(settings, monitor.target.transport, monitor, recorder)
 
     def _print_alert(self, alert: Alert) -> None:
