@@ -296,3 +296,39 @@ def test_watch_stops_even_when_a_close_swallows_its_cancel(
 
     code = _within(15, lambda: watch_mod.run_bounded(main(), linger_s=0.5))
     assert code == 0 and "stopped" in out.getvalue(), out.getvalue()
+
+
+def test_a_recording_error_is_said_on_watchs_output_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorder that fails at every tick: watch says the error with its
+    target's name (before, it was kept in the recorder where no one read it),
+    once while it repeats, and goes on."""
+    import asyncio
+    import io
+
+    from gputui.record import recorder as recorder_mod
+    from gputui.record import watch as watch_mod
+
+    async def failing_tick(self: object) -> None:
+        raise GputuiError("cannot read the log: Permission denied")
+
+    monkeypatch.setattr(recorder_mod.RunRecorder, "tick", failing_tick)
+    out = io.StringIO()
+    settings = Settings(local=True, history_path=str(tmp_path / "h.sqlite"))
+    w = watch_mod.Watch([settings], out=out)
+    recorder = w.watched[0].recorder
+    recorder.tick_s = 0.05
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        loop.call_later(1.0, w.stop)
+        return await w.run()
+
+    assert _within(30, lambda: watch_mod.run_bounded(main(), linger_s=0.5)) == 0
+    said = out.getvalue().splitlines()
+    errors = [line for line in said if "cannot read the log: Permission denied" in line]
+    assert len(recorder.errors) == 1 and len(errors) == 1, said
+    assert (
+        errors[0] == f"{w.watched[0].monitor.target.label}: cannot read the log: Permission denied"
+    )
