@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,7 @@ def by_ct(view: HostView) -> dict[int | None, Any]:
     return {c.id: c for c in view.containers}
 
 
+@pytest.mark.timeout(240)  # its waits: 60 + 30 + 60 s at most
 async def test_three_containers_every_gpu_and_who_holds_it(
     proxmox: tuple[Testbed, hostscene.HostScene],
 ) -> None:
@@ -144,11 +146,22 @@ async def test_three_containers_every_gpu_and_who_holds_it(
         assert not any(g.holders or g.orphaned for g in gpus[5:])
 
         # Steady state: the host lists its containers again and again, but
-        # nothing new is run inside any of them.
-        tb.count_pct_calls()
-        await until(lambda: len(tb.pct_calls()) >= 3, timeout=30, what="3 container lists")
-        calls = tb.pct_calls()
-        assert [c for c in calls if not c.startswith("list")] == []
+        # nothing new is run inside any of them — three lists in a row with
+        # no exec. On a loaded machine a container's late start (its agent
+        # or log follower, up after the view was complete: loaded CI run z4,
+        # one `exec 341`) may fall in the first window; it happens once, a
+        # command per poll would be in every window.
+        late: list[str] = []
+        deadline = time.monotonic() + 60
+        while True:
+            tb.count_pct_calls()
+            await until(lambda: len(tb.pct_calls()) >= 3, timeout=30, what="3 container lists")
+            execs = [c for c in tb.pct_call_details() if not c.startswith("list")]
+            if not execs:
+                break
+            late += execs
+            assert time.monotonic() < deadline, f"still running commands in the CTs: {late}"
+        assert len(late) <= 2 * len(scene.cts), late  # an agent and a follower each, at most
         assert watch.channels <= 8
     finally:
         await watch.stop()

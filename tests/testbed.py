@@ -434,6 +434,11 @@ class Testbed:
 
     def pct_calls(self) -> list[str]:
         """`COMMAND [VMID]` of each `pct` call since count_pct_calls()."""
+        return [line.split("\t", 1)[0] for line in self.pct_call_details()]
+
+    def pct_call_details(self) -> list[str]:
+        """Each `pct` call since count_pct_calls(): `COMMAND [VMID]`, a tab,
+        the rest of its arguments (what an exec ran; 300 characters)."""
         try:
             return (self.state_dir / "pct-called.log").read_text().splitlines()
         except OSError:
