@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import asyncssh
 
+from helpers import wait_for
 from testbed import Testbed
 
 
@@ -91,10 +91,10 @@ def test_ct_fixture_gives_a_running_ct_and_destroys_it(testbed: Testbed) -> None
     # the killed init is gone once its parent (unshare) reaps it: at once on a
     # quiet machine, a moment later on a loaded one (loaded CI run u: still in
     # /proc right after `pct stop` returned, with nothing else in the CT)
-    deadline = time.monotonic() + 15
-    while os.path.exists(f"/proc/{init}") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not os.path.exists(f"/proc/{init}"), _proc_state(init)
+    try:
+        wait_for(lambda: not os.path.exists(f"/proc/{init}"), 15, "the CT's init to go")
+    except AssertionError as e:
+        raise AssertionError(f"{e}: {_proc_state(init)}") from None
     # nothing from the CT survives: our sleep is gone from the host
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert tag not in ps.splitlines()
@@ -123,7 +123,7 @@ def test_stop_leaves_no_process_or_file_behind() -> None:
 
 
 def _proc_state(pid: int) -> str:
-    """'PID 7775: Z (zombie), parent 7770' — what a lingering process is."""
+    """'PID 7775: state Z, parent 7770' — what a lingering process is."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
