@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gputui.containers import Host
 from gputui.model import ConnectionState, Proc, Snapshot
 
 WhyNot = Callable[[Snapshot, bool], "str | None"]  # (snapshot, can_launch) -> reason or None
@@ -60,12 +61,8 @@ def _relaunch(snap: Snapshot, can_launch: bool) -> str | None:
     if snap.session is not None or can_launch:
         return None
     # No tmux session: the run is its container's main process (actions/restart.py)
-    kind = snap.container.kind if snap.container is not None else ""
-    if kind in ("docker", "podman"):
-        return None  # docker/podman restart
-    if kind == "pod":
-        return "a pod's main process restarts only in a new pod (kubectl delete pod)"
-    return "no session selected"
+    container = snap.container if snap.container is not None else Host()
+    return container.why_no_restart() or None  # '': docker/podman restart
 
 
 def _attach(snap: Snapshot, can_launch: bool) -> str | None:

@@ -16,10 +16,9 @@ from typing import Any
 
 from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
 from gputui.config import Settings
-from gputui.containers import Docker, KubePod
+from gputui.containers import RESTART_GRACE_S
 from gputui.errors import GputuiError
 from gputui.remote.mainproc import (
-    RESTART_GRACE_S,
     has_logs,
     logs_words,
     restart_argv,
@@ -64,20 +63,13 @@ async def plan_restart_container(target: Target, settings: Settings) -> ActionPl
     check_allowed(settings)
     c = target.container
     argv = restart_argv(c)
-    if argv is None or not isinstance(c, Docker):
-        ns = f" -n {c.namespace}" if isinstance(c, KubePod) and c.namespace else ""
-        pod = c.pod if isinstance(c, KubePod) else c.words
-        raise ActionError(
-            f"{c.words} has no tmux session to relaunch, and a pod's main process starts "
-            "over only in a new pod",
-            f"`kubectl delete pod{ns} {pod}` on the host: its controller (Deployment, "
-            "StatefulSet, Job) makes a new pod, and this one's log goes with it",
-        )
+    if argv is None:
+        raise ActionError(*c.restart_refused())
     state, started = await _started(target)
     command = await _main_command(target) if state == "running" else ""
     main = f"`{command}`" if command else "the container's command"
     notes = [
-        f"1. on the host: {c.TOOL} restart -t {RESTART_GRACE_S} {c.name} — SIGTERM to its main "
+        f"1. on the host: {' '.join(argv)} — SIGTERM to its main "
         f"process (PID 1: {main}), SIGKILL after {RESTART_GRACE_S} s if it has not ended; "
         "every other process in the container ends with it"
         + ("" if state == "running" else f" (it is {state or 'not running'} now)"),

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from gputui.containers import KINDS
 from gputui.errors import ConfigError, GputuiError
 from gputui.remote.target import TARGET_EXAMPLE, TARGET_GRAMMAR, TargetSpec, parse_target
 
@@ -206,7 +207,11 @@ def target_query(args: argparse.Namespace) -> str | None:
     spec = parse_target(host)
     user, port = getattr(args, "user", None), getattr(args, "port", None)
     place = next(
-        (f"{k}:{getattr(args, k)}" for k in ("docker", "podman", "pod") if getattr(args, k, None)),
+        (  # --docker NAME: "docker:NAME" (a CT is `ct` above)
+            f"{k.SPEC_PREFIXES[0]}:{getattr(args, k.SETTING)}"
+            for k in KINDS
+            if k.SPEC_PREFIXES and getattr(args, k.SETTING, None)
+        ),
         None,
     )
     spec = TargetSpec(spec.host, spec.user or user, spec.port or port, ct, place)

@@ -16,6 +16,7 @@ Pure: argv building and text reading only; remote/target.py runs them.
 from __future__ import annotations
 
 from gputui.containers.base import (
+    RESTART_GRACE_S,
     CgroupOwner,
     Container,
     ContainerListing,
@@ -35,6 +36,7 @@ CONTAINER_GRAMMAR = ", ".join(k.GRAMMAR for k in KINDS[:-1]) + " or " + KINDS[-1
 __all__ = [
     "CONTAINER_GRAMMAR",
     "KINDS",
+    "RESTART_GRACE_S",
     "CgroupOwner",
     "Container",
     "ContainerListing",
@@ -46,7 +48,9 @@ __all__ = [
     "ProxmoxLXC",
     "cgroup_owner",
     "container_for",
+    "listing_kinds",
     "listing_names",
+    "log_tools",
     "parse_container",
     "parse_pod",
 ]
@@ -79,6 +83,18 @@ def cgroup_owner(path: str) -> CgroupOwner | None:
         if owner is not None or (kind.CGROUP_TREE and kind.CGROUP_TREE in path):
             return owner
     return None
+
+
+def listing_kinds() -> list[type[Container]]:
+    """The kinds a host lists its containers with, in the order the host
+    view asks them (LIST_ORDER)."""
+    listed = [k for k in KINDS if k.LIST_ORDER is not None and k.list_argv() is not None]
+    return sorted(listed, key=lambda k: k.LIST_ORDER or 0)
+
+
+def log_tools() -> frozenset[str]:
+    """The host tools whose `TOOL logs ...` names a main process's output."""
+    return frozenset(k.TOOL for k in KINDS if k.KEEPS_LOGS)
 
 
 def container_for(ct: Container | int | str | None) -> Container:

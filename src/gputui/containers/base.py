@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar
 
@@ -28,6 +28,8 @@ from gputui.errors import ContainerError
 # prints the control characters of gputui's -F formats as '_'. pct passes
 # the caller's locale; these kinds get one that says UTF-8.
 UTF8 = "LC_CTYPE=C.UTF-8"
+# `docker restart -t`: SIGTERM to the main process, SIGKILL after this.
+RESTART_GRACE_S = 10
 
 
 class CtStatus(str, Enum):
@@ -55,9 +57,11 @@ class ContainerListing:
 class CgroupOwner:
     """Which container a host process's cgroup v2 path puts it in."""
 
-    kind: str  # "lxc", "docker", "podman", "pod"
+    kind: str  # the kind's `kind`: "lxc", "docker", "podman", "pod"
     ident: str  # CT number, or the container ID (lower-case hex)
     pod_uid: str = ""  # kubepods: the pod's UID
+    # a numbered container's number (a Proxmox CT's), read from `ident`
+    number: int | None = field(default=None, compare=False)
 
 
 class Container(abc.ABC):
@@ -65,6 +69,7 @@ class Container(abc.ABC):
 
     id: int | None = None  # a Proxmox CT's number; None for the host and other kinds
     kind: str = ""  # "lxc", "docker", "podman", "pod"; "" for the host itself
+    TOOL: ClassVar[str] = ""  # the host tool that enters it ("pct", "docker"); "" for the host
     # How `parse_container` knows the kind: the words before ':' in its spec
     # ("docker" for docker:NAME), and the spec's grammar for the error line.
     SPEC_PREFIXES: ClassVar[tuple[str, ...]] = ()
@@ -84,6 +89,17 @@ class Container(abc.ABC):
     CGROUP_RE: ClassVar[re.Pattern[str] | None] = None
     CGROUP_ORDER: ClassVar[int] = 100
     CGROUP_TREE: ClassVar[str] = ""
+    # The host view lists the host's containers with the kinds that have a
+    # LIST_ORDER, lowest first: the first whose tool answers is the host's
+    # kind. TOOL_DECIDES_HOST: a host with this kind's tool is this kind's
+    # even while the tool fails (a Proxmox host); else the next kind is asked.
+    # HOST_RUNS_TOO: the host's own processes may be a run too (its row first).
+    LIST_ORDER: ClassVar[int | None] = None
+    TOOL_DECIDES_HOST: ClassVar[bool] = False
+    HOST_RUNS_TOO: ClassVar[bool] = False
+    # The host keeps the output of its main process (`docker logs`): the run
+    # may be that process, with no tmux session (remote/mainproc.py).
+    KEEPS_LOGS: ClassVar[bool] = False
 
     @classmethod
     def from_spec(cls, spec: str, context: str = "") -> Container | None:
@@ -195,6 +211,70 @@ class Container(abc.ABC):
     def read_neighbours(self, text: str) -> dict[str, str]:
         """`neighbours_argv` output -> {"lxc:201": "eval-box", ...}."""
         return {}
+
+    # ------------------------------------------------------------ the host's listing
+
+    @classmethod
+    def list_argv(cls) -> list[str] | None:
+        """The host command that lists every container of this kind; None: none."""
+        return None
+
+    @classmethod
+    def read_list(cls, text: str) -> list[ContainerListing]:
+        """`list_argv` output -> the listed containers."""
+        return []
+
+    @classmethod
+    def tool_absent(cls, exit_status: int | None, err: str) -> bool:
+        """Whether a failed host command says the host has no such tool."""
+        return exit_status == 127 or (bool(cls.TOOL) and cls.TOOL in err and "not found" in err)
+
+    @classmethod
+    def place(cls, listed: ContainerListing) -> int | str:
+        """A listed container's key in the host view, which `container_for`
+        reads back: "docker:NAME" (a CT: its number)."""
+        return f"{cls.kind}:{listed.name}"
+
+    @classmethod
+    def listed_names(cls, listing: list[ContainerListing]) -> dict[str, str]:
+        """Listed containers -> {"<kind>:<id>": name} (`Snapshot.container_names`)."""
+        return listing_names(cls.kind, listing)
+
+    # ------------------------------------------------------------ its main process
+
+    def logs_words(self) -> str:
+        """How a person reads its main process's output on the host
+        ('docker logs trainer'); '' for a kind that keeps none."""
+        return ""
+
+    def logs_argv(self, since: str | None, tail: int) -> list[str] | None:
+        """The host command following its main process's output with time
+        stamps: from `since` (a stamp as printed), else the last `tail`
+        lines; None for a kind that keeps none."""
+        return None
+
+    def restart_argv(self) -> list[str] | None:
+        """The host command restarting its main process, its log kept
+        (`docker restart`); None where that cannot be done."""
+        return None
+
+    def started_argv(self) -> list[str] | None:
+        """The host command printing 'STATE STARTED_AT' of the container."""
+        return None
+
+    def main_env_words(self) -> str:
+        """Where a person sets its main process's environment (the fix for
+        a buffered stdout with no tmux session); '' for a kind with none."""
+        return ""
+
+    def why_no_restart(self) -> str:
+        """Why the relaunch verb cannot restart its main process (no tmux
+        session named); '' when `restart_argv` can."""
+        return "" if self.restart_argv() is not None else "no session selected"
+
+    def restart_refused(self) -> tuple[str, str]:
+        """(why, the fix): the one line refusing to restart its main process."""
+        return (f"{self.words} has no tmux session to relaunch", "name one with --session NAME")
 
 
 class Host(Container):

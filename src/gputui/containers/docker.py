@@ -10,12 +10,12 @@ import re
 from typing import ClassVar
 
 from gputui.containers.base import (
+    RESTART_GRACE_S,
     UTF8,
     CgroupOwner,
     Container,
     ContainerListing,
     CtStatus,
-    listing_names,
 )
 from gputui.errors import ContainerError
 
@@ -40,6 +40,9 @@ class Docker(Container):
         r"/docker[-/]([0-9a-f]{12,64})(?:\.scope)?(?:/|$)"
     )
     CGROUP_ORDER = 30
+    LIST_ORDER = 30  # no `pct`: a Docker host, else a Podman one
+    HOST_RUNS_TOO = True
+    KEEPS_LOGS = True
 
     def __init__(self, name: str, container_id: str = "") -> None:
         if not NAME_RE.fullmatch(name):
@@ -74,7 +77,7 @@ class Docker(Container):
         return self.list_argv()
 
     def read_neighbours(self, text: str) -> dict[str, str]:
-        return listing_names(self.kind, self.read_list(text))
+        return self.listed_names(self.read_list(text))
 
     def owns(self, owner: CgroupOwner) -> bool:
         ident = self.container_id or self.name
@@ -99,8 +102,8 @@ class Docker(Container):
         """Every container on the host, one `ID<TAB>NAMES<TAB>STATE` line each."""
         return [cls.TOOL, "ps", "-a", "--no-trunc", "--format", "{{.ID}}\t{{.Names}}\t{{.State}}"]
 
-    @staticmethod
-    def read_list(text: str) -> list[ContainerListing]:
+    @classmethod
+    def read_list(cls, text: str) -> list[ContainerListing]:
         """`list_argv` output -> containers (id: the full container ID)."""
         out: list[ContainerListing] = []
         for line in text.splitlines():
@@ -109,10 +112,6 @@ class Docker(Container):
             if re.fullmatch(r"[0-9a-f]{12,64}", cid.strip()) and names.strip():
                 out.append(ContainerListing(cid.strip(), state.strip(), names.strip()))
         return out
-
-    @classmethod
-    def tool_absent(cls, exit_status: int | None, err: str) -> bool:
-        return exit_status == 127 or (cls.TOOL in err and "not found" in err)
 
     def read_status(self, text: str) -> CtStatus | None:
         """`inspect -f {{.State.Status}}` output or an exec error -> the state."""
@@ -173,6 +172,23 @@ class Docker(Container):
             f"(`{self.TOOL} system df`), or write the log to a mounted volume"
         )
 
+    def logs_words(self) -> str:
+        return f"{self.TOOL} logs {self.name}"
+
+    def logs_argv(self, since: str | None, tail: int) -> list[str]:
+        start = ["--since", since] if since else ["--tail", str(int(tail))]
+        return [self.TOOL, "logs", "-f", "-t", *start, self.name]
+
+    def main_env_words(self) -> str:
+        return f"`{self.TOOL} run -e PYTHONUNBUFFERED=1` (a restart runs the same command)"
+
+    def restart_argv(self) -> list[str]:
+        return [self.TOOL, "restart", "-t", str(RESTART_GRACE_S), self.name]
+
+    def started_argv(self) -> list[str]:
+        fmt = "{{.State.Status}} {{.State.StartedAt}}"
+        return [self.TOOL, "container", "inspect", "-f", fmt, self.name]
+
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other.name == self.name  # type: ignore[attr-defined]
 
@@ -200,6 +216,7 @@ class Podman(Docker):
         r"/libpod-(?!conmon-)([0-9a-f]{12,64})(?:\.scope)?(?:/|$)"
     )
     CGROUP_ORDER = 20
+    LIST_ORDER = 31
 
     def missing_evidence(self) -> tuple[str, str]:
         return (

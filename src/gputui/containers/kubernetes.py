@@ -31,6 +31,7 @@ class KubePod(Container):
     FLAG_METAVAR = "[NS/]POD[/C]"
     CGROUP_ORDER = 0  # first: a kubepods path may name a docker-<id> scope too
     CGROUP_TREE = "kubepods"
+    KEEPS_LOGS = True
 
     def __init__(
         self, pod: str, namespace: str = "", container: str = "", context: str = ""
@@ -60,7 +61,7 @@ class KubePod(Container):
         ctr = _KUBE_CTR.search(path, pod.end() - 1 if pod else 0)
         if pod is None or ctr is None:
             return None
-        return CgroupOwner("pod", ctr.group(1), pod.group(1).replace("_", "-"))
+        return CgroupOwner(cls.kind, ctr.group(1), pod.group(1).replace("_", "-"))
 
     def _kubectl(self) -> list[str]:
         return [self.TOOL, *(["--context", self.context] if self.context else [])]
@@ -137,6 +138,31 @@ class KubePod(Container):
         if words[:1] and words[0] in ("pending", "succeeded", "failed"):
             return CtStatus.STOPPED
         return None
+
+    def logs_words(self) -> str:
+        ns = f" -n {self.namespace}" if self.namespace else ""
+        c = f" -c {self.container}" if self.container else ""
+        return f"{self.TOOL} logs{ns} {self.pod}{c}"
+
+    def logs_argv(self, since: str | None, tail: int) -> list[str]:
+        start = [f"--since-time={since}"] if since else [f"--tail={int(tail)}"]
+        c = ["-c", self.container] if self.container else []
+        return [*self._kubectl(), "logs", "-f", "--timestamps", *self._ns(), *start, self.pod, *c]
+
+    def main_env_words(self) -> str:
+        return "the pod spec's env"
+
+    def why_no_restart(self) -> str:
+        return "a pod's main process restarts only in a new pod (kubectl delete pod)"
+
+    def restart_refused(self) -> tuple[str, str]:
+        ns = f" -n {self.namespace}" if self.namespace else ""
+        return (
+            f"{self.words} has no tmux session to relaunch, and a pod's main process starts "
+            "over only in a new pod",
+            f"`kubectl delete pod{ns} {self.pod}` on the host: its controller (Deployment, "
+            "StatefulSet, Job) makes a new pod, and this one's log goes with it",
+        )
 
     def tool_missing(self, exit_status: int | None, err: str, where: str) -> ContainerError | None:
         if exit_status == 127 or (self.TOOL in err and "not found" in err and "(" not in err):

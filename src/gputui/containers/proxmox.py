@@ -11,7 +11,6 @@ from gputui.containers.base import (
     Container,
     ContainerListing,
     CtStatus,
-    listing_names,
 )
 from gputui.errors import ContainerError
 
@@ -37,6 +36,8 @@ class ProxmoxLXC(Container):
         r"/lxc(?:\.payload)?[./]([0-9]+)(?:/|$)"
     )
     CGROUP_ORDER = 10  # before Docker and Podman: one nested in a CT is the CT's
+    LIST_ORDER = 10  # a host with `pct` is a Proxmox host
+    TOOL_DECIDES_HOST = True
 
     def __init__(self, ct: int) -> None:
         self.id = int(ct)
@@ -74,8 +75,18 @@ class ProxmoxLXC(Container):
     def spec(self) -> str:
         return str(self.id)
 
+    @classmethod
+    def read_cgroup(cls, path: str) -> CgroupOwner | None:
+        """`/lxc/200/ns/...` -> CT 200 (its number too)."""
+        owner = super().read_cgroup(path)
+        return (
+            None
+            if owner is None
+            else CgroupOwner(owner.kind, owner.ident, number=cls.number(owner.ident))
+        )
+
     def owns(self, owner: CgroupOwner) -> bool:
-        return owner.kind == "lxc" and owner.ident == str(self.id)
+        return owner.kind == self.kind and owner.ident == str(self.id)
 
     @property
     def words(self) -> str:
@@ -95,7 +106,7 @@ class ProxmoxLXC(Container):
         return self.list_argv()
 
     def read_neighbours(self, text: str) -> dict[str, str]:
-        return listing_names("lxc", self.read_list(text))
+        return self.listed_names(self.read_list(text))
 
     def status_argv(self) -> list[str]:
         return [self.TOOL, "status", str(self.id)]
@@ -104,6 +115,10 @@ class ProxmoxLXC(Container):
     def list_argv(cls) -> list[str]:
         """The host command that lists every container on the host."""
         return [cls.TOOL, "list"]
+
+    @classmethod
+    def place(cls, listed: ContainerListing) -> int | str:
+        return listed.id  # a CT is known by its number
 
     @staticmethod
     def number(text: str) -> int | None:
@@ -129,11 +144,6 @@ class ProxmoxLXC(Container):
                 name = words[2]
             out.append(ContainerListing(vmid, words[1], name, lock))
         return out
-
-    @classmethod
-    def tool_absent(cls, exit_status: int | None, err: str) -> bool:
-        """Whether a failed host command says the host has no container tool."""
-        return exit_status == 127 or (cls.TOOL in err and "not found" in err)
 
     def read_status(self, text: str) -> CtStatus | None:
         """`pct status` output or a pct error (`CT 200 not running`,

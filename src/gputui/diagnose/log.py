@@ -22,13 +22,8 @@ def _unbuffer(ctx: Context) -> dict[str, str]:
     with the same command on a restart, buffered again: the fix is its
     environment, not the relaunch key."""
     c = ctx.snap.container
-    kind = c.kind if c is not None else ""
-    if ctx.snap.session is None and kind in ("docker", "podman", "pod"):
-        where = (
-            "the pod spec's env"
-            if kind == "pod"
-            else f"`{kind} run -e PYTHONUNBUFFERED=1` (a restart runs the same command)"
-        )
+    where = c.main_env_words() if c is not None else ""
+    if ctx.snap.session is None and where:
         return {"fix": f"set PYTHONUNBUFFERED=1 in {where}, or add `-u` to its command"}
     panes = ctx.session.panes if ctx.session is not None else []
     launched = next((p.launched_command for p in panes if p.launched_command), "")

@@ -24,7 +24,6 @@ from gputui.collect.gpu import AppsListing, parse_compute_apps
 from gputui.containers import cgroup_owner
 from gputui.diagnose import HELD_MIB
 from gputui.model import ConnectionState, Finding, GpuState, Session, Severity, Snapshot
-from gputui.text.numbers import ascii_int
 
 # A link in these states is "down" (a reconnect is under way, or never came up).
 DOWN_STATES = (ConnectionState.FAILED, ConnectionState.RECONNECTING)
@@ -155,16 +154,16 @@ Place = int | str | None
 
 
 def container_of_cgroup(cgroup: str) -> int | None:
-    """`/lxc/203/...` (the apps listing's cgroup path of a host PID) -> 203."""
-    if cgroup.startswith("/lxc/"):
-        return ascii_int(cgroup[5:].split("/", 1)[0], 9)
-    return None
+    """`/lxc/203/...` (the apps listing's cgroup path of a host PID) -> 203:
+    the number of a numbered container (a Proxmox CT), as its kind reads it."""
+    owner = cgroup_owner(cgroup) if cgroup.startswith("/") else None
+    return owner.number if owner is not None else None
 
 
 def host_gpu_processes(
     listing: AppsListing,
     ct_namespaces: dict[str, int | str] | None = None,
-    container_ids: dict[str, str] | None = None,
+    container_ids: dict[str, int | str] | None = None,
 ) -> list[HostGpuProcess]:
     """The host's compute-apps listing -> processes with their containers.
 

@@ -35,14 +35,7 @@ from typing import Any
 
 from gputui.collect.gpu import parse_apps_listing
 from gputui.config import RunConfig, Settings, settings_naming
-from gputui.containers import (
-    ContainerListing,
-    Docker,
-    Podman,
-    ProxmoxLXC,
-    container_for,
-    listing_names,
-)
+from gputui.containers import Container, ContainerListing, container_for, listing_kinds
 from gputui.diagnose import Diagnose, diagnose_with
 from gputui.errors import GputuiError
 from gputui.host.view import (
@@ -141,13 +134,13 @@ class HostWatch:
         self.diagnose = diagnose or diagnose_with(settings.stale_after, settings.diagnosis)
         self.feed = NvidiaSmiFeed(self.host, where="host")
         self.view = HostView(label=self.transport.label)
-        self.listing: list[ContainerListing] | None = None  # None: not a Proxmox host (or not yet)
+        self.listing: list[ContainerListing] | None = None  # None: no container host (or not yet)
         self.names: dict[str, str] = {}  # "lxc:201" -> its name (Snapshot.container_names)
         self.plain: bool | None = None  # True: no container tool on the host
         self.monitors: dict[Place, Monitor] = {}
         self.ready: set[Place] = set()  # monitors past their first poll
         self.lent: set[Place] = set()  # monitors a run view shows now
-        self.engine: type[Docker] | None = None  # a Docker host: its containers' kind
+        self.kind: type[Container] | None = None  # the kind the host's listing answered for
         self.runs = RunIndex()
         self.list_calls = 0
         self.list_error: str | None = None
@@ -205,11 +198,7 @@ class HostWatch:
                 namespaces[str(ns)] = ct
         lines = self.feed.last_listing
         view.holders_known = lines is not None
-        ids = {
-            c.id: f"{self.engine.kind}:{c.name}"
-            for c in self.listing or []
-            if self.engine is not None and isinstance(c.id, str)
-        }
+        ids = {c.id: self._key(c) for c in self.listing or [] if isinstance(c.id, str)}
         listing = parse_apps_listing(lines) if lines else None
         procs = host_gpu_processes(listing, namespaces, ids) if listing else []
         view.gpus = gpu_rows(self.feed.state, procs, self.runs, plain_host=bool(self.plain))
@@ -229,7 +218,7 @@ class HostWatch:
         elif self.listing is not None:
             rows = [(self._key(c), c.status, c.name) for c in self.listing]
             view.containers = container_rows(rows, snaps, view.gpus)
-            if self.engine is not None:  # the host's own row first, as on a plain server
+            if self.kind is not None and self.kind.HOST_RUNS_TOO:  # the host's row first
                 snap, findings = host_snap if host_snap is not None else (None, [])
                 view.containers.insert(0, host_row(snap, findings, view.gpus))
         return view
@@ -298,11 +287,10 @@ class HostWatch:
             return
         self.plain = False
         self.listing = listing
-        kind = self.engine.kind if self.engine is not None else "lxc"
         self.names.clear()
-        self.names.update(listing_names(kind, listing))
+        self.names.update(self.kind.listed_names(listing) if self.kind is not None else {})
         running: set[Place] = {self._key(c) for c in self.listing if c.status == "running"}
-        if self.engine is not None:
+        if self.kind is not None and self.kind.HOST_RUNS_TOO:
             running.add(None)  # a Docker host may run the run on itself too
         for ct in running - set(self.monitors):
             self._start_monitor(ct)
@@ -310,21 +298,21 @@ class HostWatch:
             await self._stop_monitor(gone)
 
     async def _ask_listing(self) -> list[ContainerListing] | None:
-        """The host's containers: the Proxmox list, else (none) the Docker one
-        or `podman ps -a`; None for a plain server (its monitor started) or
+        """The host's containers, listed by the first kind whose tool answers
+        (`containers.listing_kinds`: the Proxmox list, else the Docker one or
+        `podman ps -a`); None for a plain server (its monitor started) or
         when the host did not answer."""
-        if self.engine is None:
-            res = await self.host.run_host(ProxmoxLXC.list_argv(), timeout=15.0)
-            if res.ok or not ProxmoxLXC.tool_absent(res.exit_status, res.err):
-                return ProxmoxLXC.read_list(res.out) if res.ok else None
-        for engine in [self.engine] if self.engine is not None else [Docker, Podman]:
-            res = await self.host.run_host(engine.list_argv(), timeout=15.0)
+        for kind in [self.kind] if self.kind is not None else listing_kinds():
+            argv = kind.list_argv()
+            res = await self.host.run_host(argv or [], timeout=15.0)
             if res.ok:
-                self.engine = engine
-                return engine.read_list(res.out)
-            if self.engine is not None:
+                self.kind = kind
+                return kind.read_list(res.out)
+            if self.kind is not None:
                 return None
-            if not engine.tool_absent(res.exit_status, res.err):
+            if not kind.tool_absent(res.exit_status, res.err):
+                if kind.TOOL_DECIDES_HOST:
+                    return None  # this kind's host; its tool answers later
                 self.list_error = res.err.strip()[:200]  # there, but not answering
         self.plain = True
         self._start_monitor(None)
@@ -332,7 +320,7 @@ class HostWatch:
 
     def _key(self, c: ContainerListing) -> int | str:
         """A listed container's key: a CT's number, else "docker:NAME"."""
-        return c.id if self.engine is None else f"{self.engine.kind}:{c.name}"
+        return self.kind.place(c) if self.kind is not None else c.id
 
     def _start_monitor(self, ct: Place) -> None:
         # the run's fields (session, log, [run]) are per CT: none from the host's settings

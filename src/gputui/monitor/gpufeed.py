@@ -31,7 +31,6 @@ from gputui.monitor.coalesce import OncePerTurn
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
 from gputui.tasks import cancel_and_wait
-from gputui.text.numbers import ascii_int
 
 ChangeListener = Callable[[], None]
 
@@ -126,7 +125,7 @@ def parse_apps_block(
     for p in procs:
         cg, pns, nspids = pidinfo.get(p.host_pid, ("-", "-", []))
         owner = cgroup_owner(cg) if cg.startswith("/") else None
-        lxc = ascii_int(owner.ident, 9) if owner is not None and owner.kind == "lxc" else None
+        lxc = owner.number if owner is not None else None
         in_ct: bool | None = None
         if ct is None:  # a plain host (or --local): its PIDs are the run's PIDs
             in_ct, nspids = True, [p.host_pid, p.host_pid]

@@ -17,10 +17,8 @@ import calendar
 import re
 import time
 
-from gputui.containers import Container, Docker, KubePod
+from gputui.containers import Container, log_tools
 
-LOG_TOOLS = ("docker", "podman", "kubectl")  # a log source's name starts with one of them
-RESTART_GRACE_S = 10  # docker restart -t: SIGTERM to the main process, SIGKILL after this
 BACKLOG_LINES = 500  # lines of an existing container log the first stream shows
 
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
@@ -29,7 +27,7 @@ _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\
 def has_logs(container: Container) -> bool:
     """Whether the container kind keeps its main process's output (Docker,
     Podman, a pod: yes; a Proxmox CT, the host: no)."""
-    return isinstance(container, (Docker, KubePod))
+    return container.KEEPS_LOGS
 
 
 def log_source(container: Container) -> str:
@@ -41,18 +39,12 @@ def log_source(container: Container) -> str:
 def is_log_source(path: str | None) -> bool:
     """Whether a log name is a container's log stream ('docker logs NAME')."""
     words = (path or "").split()
-    return len(words) >= 3 and words[0] in LOG_TOOLS and words[1] == "logs"
+    return len(words) >= 3 and words[0] in log_tools() and words[1] == "logs"
 
 
 def logs_words(container: Container) -> str:
     """How a person reads the log on the host: 'docker logs trainer'."""
-    if isinstance(container, KubePod):
-        ns = f" -n {container.namespace}" if container.namespace else ""
-        c = f" -c {container.container}" if container.container else ""
-        return f"kubectl logs{ns} {container.pod}{c}"
-    if isinstance(container, Docker):
-        return f"{container.TOOL} logs {container.name}"
-    return ""
+    return container.logs_words()
 
 
 def logs_argv(container: Container, since: str | None, tail: int = BACKLOG_LINES) -> list[str]:
@@ -60,16 +52,8 @@ def logs_argv(container: Container, since: str | None, tail: int = BACKLOG_LINES
     stamps, stderr merged into stdout (docker logs writes the container's
     stderr to its own): from `since` (a stamp as printed), else the last
     `tail` lines. ValueError for a kind with no logs."""
-    if isinstance(container, KubePod):
-        ctx = ["--context", container.context] if container.context else []
-        ns = ["-n", container.namespace] if container.namespace else []
-        start = [f"--since-time={since}"] if since else [f"--tail={int(tail)}"]
-        c = ["-c", container.container] if container.container else []
-        argv = [container.TOOL, *ctx, "logs", "-f", "--timestamps", *ns, *start, container.pod, *c]
-    elif isinstance(container, Docker):
-        start = ["--since", since] if since else ["--tail", str(int(tail))]
-        argv = [container.TOOL, "logs", "-f", "-t", *start, container.name]
-    else:
+    argv = container.logs_argv(since, tail)
+    if argv is None:
         raise ValueError(f"{container.words} keeps no log of its main process")
     return ["sh", "-c", 'exec "$@" 2>&1', "gputui-logs", *argv]
 
@@ -111,14 +95,9 @@ def restart_argv(container: Container) -> list[str] | None:
     """The host command that restarts the container's main process, its
     log kept (docker/podman restart); None for a pod (its main process
     starts over only in a new pod) and kinds with no main process."""
-    if isinstance(container, Docker):
-        return [container.TOOL, "restart", "-t", str(RESTART_GRACE_S), container.name]
-    return None
+    return container.restart_argv()
 
 
 def started_argv(container: Container) -> list[str] | None:
     """The host command printing 'STATE STARTED_AT' of a Docker/Podman container."""
-    if isinstance(container, Docker):
-        fmt = "{{.State.Status}} {{.State.StartedAt}}"
-        return [container.TOOL, "container", "inspect", "-f", fmt, container.name]
-    return None
+    return container.started_argv()
