@@ -163,6 +163,12 @@ class Container(abc.ABC):
         """What follows the host in a target label ('ct 200'), '' for none."""
         return ""
 
+    @property
+    def listing_key(self) -> str:
+        """Its key in the host's listing (`Snapshot.container_names`,
+        "lxc:201"); '' when it is known by its name alone."""
+        return ""
+
     @abc.abstractmethod
     def wrap(self, argv: list[str]) -> list[str]:
         """argv as the host must run it to reach the container."""

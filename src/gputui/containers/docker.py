@@ -73,6 +73,10 @@ class Docker(Container):
     def spec(self) -> str:
         return f"{self.kind}:{self.name}"
 
+    @property
+    def listing_key(self) -> str:
+        return f"{self.kind}:{self.container_id}" if self.container_id else ""
+
     def neighbours_argv(self) -> list[str]:
         return self.list_argv()
 

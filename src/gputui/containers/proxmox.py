@@ -96,6 +96,10 @@ class ProxmoxLXC(Container):
     def label(self) -> str:
         return f"ct {self.id}"
 
+    @property
+    def listing_key(self) -> str:
+        return f"{self.kind}:{self.id}"
+
     def wrap(self, argv: list[str]) -> list[str]:
         return [self.TOOL, "exec", str(self.id), "--", *argv]
 

@@ -241,7 +241,8 @@ def shared(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
     """The healthy run on 8 GPUs, sharing GPU 0 with the eval run in another
     session of the same CT and GPU 7 with a run in CT 201 (eval-box)."""
     s, lines, findings = healthy(t0)
-    s.container_names = {"lxc:200": "train-box", "lxc:201": "eval-box"}
+    ct200, ct201 = ProxmoxLXC(200).listing_key, ProxmoxLXC(201).listing_key
+    s.container_names = {ct200: "train-box", ct201: "eval-box"}
     s.sessions.append(session("eval", alive=True, created=t0 - 1800, command="python3 eval.py"))
     s.sessions[-1].panes[0].pid = 5300
     s.gpus.processes = [

@@ -11,7 +11,6 @@ from gputui.config import Settings, settings_container, split_destination
 from gputui.containers import (
     CONTAINER_GRAMMAR,
     Container,
-    Host,
     container_for,
     parse_container,
 )
@@ -115,7 +114,7 @@ class Target:
     @property
     def in_container(self) -> bool:
         """Whether the run lives in a container (of any kind), not on the host."""
-        return not isinstance(self.container, Host)
+        return self.container.kind != ""  # the host's kind is
 
     @property
     def apps_ct(self) -> int | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gputui.containers import container_for
 from gputui.model import GpuProcess
 from gputui.text.untrusted import visible
 
@@ -35,8 +36,9 @@ def container_words(gp: GpuProcess, names: Mapping[str, str]) -> str:
     'docker container 3f2a9c0d1e2b' (its short ID); '' when its cgroup names no
     container."""
     if gp.ct_id is not None:
-        name = names.get(f"lxc:{gp.ct_id}", "")
-        return f"CT {gp.ct_id} ({visible(name)})" if name else f"CT {gp.ct_id}"
+        ct = container_for(gp.ct_id)  # a numbered container: a Proxmox CT
+        name = names.get(ct.listing_key, "")
+        return f"{ct.words} ({visible(name)})" if name else ct.words
     if not gp.container:
         return ""
     kind, _, ident = gp.container.partition(":")
