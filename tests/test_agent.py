@@ -22,6 +22,7 @@ import pytest
 
 from gputui.collect import tmux
 from gputui.collect.procs import proc_from_agent
+from gputui.containers import ProxmoxLXC
 from gputui.remote.agent import Agent, ProcReader
 from gputui.remote.agent_client import (
     AGENT_MARKER,
@@ -802,7 +803,7 @@ async def test_client_end_to_end_local(work: Path, spawn: Callable[..., Any]) ->
         assert abs(st[str(log)]["mtime"] - log.stat().st_mtime) < 1.0
         chunk = await client.read(str(log), 0, 10)
         assert chunk["data"] == log.read_bytes()[:10]
-        m = await client.pidmap([p.pid], ct=200)
+        m = await client.pidmap([p.pid], ProxmoxLXC(200))
         assert m[p.pid]["ct_pid"] == p.pid and m[p.pid]["in_container"] is False
         with pytest.raises(AgentError, match="unknown op"):
             await client.call("frobnicate")
@@ -1021,10 +1022,10 @@ async def test_agent_in_container_and_pidmap_on_host(
         assert len(host_pids) == 1
         host_pid = host_pids[0]
         assert host_pid != proc.pid  # two PID namespaces
-        m = await host.pidmap([host_pid], ct=ct, ct_pid_ns=client.hello["pid_ns"])
+        m = await host.pidmap([host_pid], ct, ct_pid_ns=client.hello["pid_ns"])
         assert m[host_pid]["ct_pid"] == proc.pid
         assert m[host_pid]["in_container"] is True
-        m = await host.pidmap([os.getpid()], ct=ct, ct_pid_ns=client.hello["pid_ns"])
+        m = await host.pidmap([os.getpid()], ct, ct_pid_ns=client.hello["pid_ns"])
         assert m[os.getpid()]["in_container"] is False
 
         # latency: a round trip is milliseconds once the agent runs

@@ -21,18 +21,11 @@ KIND_WORDS = (
     {k.kind for k in KINDS} | {k.TOOL for k in KINDS} | {p for k in KINDS for p in k.SPEC_PREFIXES}
 ) - {""}
 
-# remote/agent.py is sent to the remote python3 as source: it cannot import
-# gputui and reads no container kind (the client reads cgroup paths with
-# `containers.cgroup_owner`; test_agent_and_client_read_cgroups_alike ties
-# what the agent says to it).
-STANDALONE = {"remote/agent.py"}
-
-
 def _modules() -> list[tuple[str, ast.Module]]:
     out = []
     for path in sorted(SRC.rglob("*.py")):
         rel = path.relative_to(SRC).as_posix()
-        if rel.startswith("containers/") or rel in STANDALONE:
+        if rel.startswith("containers/"):
             continue
         out.append((rel, ast.parse(path.read_text(), filename=rel)))
     return out

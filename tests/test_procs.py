@@ -9,8 +9,8 @@ import pytest
 
 import gputui.remote.agent as agent_mod
 from gputui.collect.procs import proc_from_agent
+from gputui.containers import container_for, in_cgroups
 from gputui.remote.agent import (
-    cgroup_in_container,
     env_value,
     is_python_argv,
     parse_fdinfo,
@@ -180,26 +180,24 @@ _KP = "kubepods-besteffort-pod1234abcd_55aa_4e2f.slice"
         ("0::/system.slice/pve-container@200.service\n", 200, False),
         ("12:pids:/lxc/200/ns\n11:memory:/lxc/200/ns\n", 200, True),
         ("0::/user.slice\n", 200, False),
-        # Docker, Podman and kubepods under cgroup v2: "KIND:ID" (full ID or 12+ hex prefix)
+        # Docker and Podman under cgroup v2, known by ID (full, or a 12+ hex prefix)
         (f"0::/system.slice/docker-{_D}.scope\n", f"docker:{_D}", True),
         (f"0::/system.slice/docker-{_D}.scope\n", f"docker:{_D[:12]}", True),
         (f"0::/system.slice/docker-{_D}.scope\n", f"docker:{_D[:8]}", False),
         (f"0::/system.slice/docker-{_D}.scope\n", f"docker:{_P}", False),
         (f"0::/system.slice/docker-{_D}.scope\n", f"podman:{_D}", False),
-        (f"0::/system.slice/docker-{_D}.scope\n", "docker:", False),
         (f"0::/docker/{_D}\n", f"docker:{_D}", True),
         (f"0::/machine.slice/libpod-{_P}.scope/container\n", f"podman:{_P}", True),
         (f"0::/machine.slice/libpod-conmon-{_P}.scope\n", f"podman:{_P}", False),
-        (f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n", f"pod:{_D}", True),
         (f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n", f"docker:{_D}", False),
-        (f"0::/kubepods.slice/kubepods-burstable.slice/{_KP}/crio-{_D}.scope\n", f"pod:{_D}", True),
-        (f"0::/kubepods/burstable/pod1234abcd-55aa/{_D}\n", f"pod:{_D}", True),
         ("0::/lxc/200/ns/init.scope\n", f"docker:{_D}", False),
-        ("0::/user.slice\n", f"pod:{_D}", False),
+        # a pod is known by its name: its PID namespace tells (the agent's hello)
+        (f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n", "pod:p", False),
     ],
 )
-def test_cgroup_in_container(cgroup: str, ct: int | str, inside: bool) -> None:
-    assert cgroup_in_container(cgroup, ct) is inside
+def test_a_cgroup_puts_a_process_in_its_container(cgroup: str, ct: int | str, inside: bool) -> None:
+    paths = [line.split(":", 2)[-1] for line in cgroup.splitlines()]
+    assert in_cgroups(paths, container_for(ct)) is inside
 
 
 def test_proc_from_agent_moves_times_to_local_clock() -> None:

@@ -27,7 +27,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from gputui.collect.metrics import compile_user_regex
-from gputui.containers import KINDS, Container, ProxmoxLXC, container_for
+from gputui.containers import FLAG_KINDS, Container, ProxmoxLXC, container_for
 from gputui.diagnose import PERCENT_THRESHOLDS, Thresholds
 from gputui.errors import ConfigError
 from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, key_clash
@@ -153,7 +153,7 @@ KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("", "user"): ("user", _STR),
     ("", "identity_file"): ("identity_file", _STR),
     # each container kind's key, as it declares it: ct, docker, podman, pod
-    **{("", k.SETTING): (k.SETTING, _INT if k.SETTING_TYPE is int else _STR) for k in KINDS},
+    **{("", k.SETTING): (k.SETTING, _INT if k.SETTING_TYPE is int else _STR) for k in FLAG_KINDS},
     ("", "kube_context"): ("kube_context", _STR),
     ("", "session"): ("session", _STR),
     ("", "log"): ("log", _STR),
@@ -540,7 +540,7 @@ def settings_container(settings: Settings) -> Container:
     ValueError: one line, for a bad name or more than one given."""
     given = [
         (kind, value)
-        for kind in KINDS  # each kind's field: ct, docker, podman, pod
+        for kind in FLAG_KINDS  # each kind's field: ct, docker, podman, pod
         if (value := getattr(settings, kind.SETTING)) is not None
     ]
     if len(given) > 1:
@@ -555,7 +555,7 @@ def settings_container(settings: Settings) -> Container:
 def settings_naming(settings: Settings, container: Container) -> Settings:
     """The settings with the run in `container` (its kind's field set, every
     other kind's cleared): what `settings_container` reads back."""
-    fields: dict[str, Any] = {kind.SETTING: None for kind in KINDS}
+    fields: dict[str, Any] = {kind.SETTING: None for kind in FLAG_KINDS}
     fields.update(container.settings_fields())
     return dataclasses.replace(settings, **fields)
 
@@ -566,7 +566,7 @@ def _validate_container(s: Settings, where: Callable[[str, str, str], str]) -> N
     try:
         settings_container(s)
     except ValueError as err:
-        named = [k.SETTING for k in KINDS if getattr(s, k.SETTING) is not None]
+        named = [k.SETTING for k in FLAG_KINDS if getattr(s, k.SETTING) is not None]
         key = named[-1] if named else "ct"
         raise ConfigError(
             f"{where('', key, f'--{key}')}: {err}",
@@ -659,7 +659,7 @@ FLAG_FIELDS = {
     "port": "port",
     "user": "user",
     "identity_file": "identity_file",
-    **{kind.SETTING: kind.SETTING for kind in KINDS},  # --ct, --docker, --podman, --pod
+    **{kind.SETTING: kind.SETTING for kind in FLAG_KINDS},  # --ct, --docker, --podman, --pod
     "kube_context": "kube_context",
     "session": "session",
     "log": "log",

@@ -22,7 +22,7 @@ from gputui.config import (
     check_local_files,
     settings_from,
 )
-from gputui.containers import KINDS, Container
+from gputui.containers import FLAG_KINDS, Container
 from gputui.errors import GputuiError
 from gputui.host.targets import host_settings, several_with_run_flags, wants_host_view
 from gputui.remote.target import TARGET_GRAMMAR
@@ -152,7 +152,7 @@ def _container_flags(g: Any, d: dict[str, Any]) -> None:
     """A flag per container kind, as the kind declares it (--ct N, --docker
     NAME, --podman NAME, --pod [NS/]POD[/C]); gputui/containers/ checks the
     names."""
-    for kind in KINDS:
+    for kind in FLAG_KINDS:
         g.add_argument(
             f"--{kind.SETTING.replace('_', '-')}",
             dest=kind.SETTING,

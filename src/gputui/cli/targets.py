@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from gputui.containers import KINDS
+from gputui.containers import FLAG_KINDS
 from gputui.errors import ConfigError, GputuiError
 from gputui.remote.target import TARGET_EXAMPLE, TARGET_GRAMMAR, TargetSpec, parse_target
 
@@ -209,7 +209,7 @@ def target_query(args: argparse.Namespace) -> str | None:
     place = next(
         (  # --docker NAME: "docker:NAME" (a CT is `ct` above)
             f"{k.SPEC_PREFIXES[0]}:{getattr(args, k.SETTING)}"
-            for k in KINDS
+            for k in FLAG_KINDS
             if k.SPEC_PREFIXES and getattr(args, k.SETTING, None)
         ),
         None,

@@ -31,10 +31,15 @@ from gputui.containers.proxmox import ProxmoxLXC
 # Every kind, in the order a person reads them in the spec grammar.
 KINDS: tuple[type[Container], ...] = (ProxmoxLXC, Docker, Podman, KubePod)
 
+# The kinds with a flag, config key and Settings field of their own (SETTING:
+# --ct N, --docker NAME); a kind without one is named by its spec alone.
+FLAG_KINDS: tuple[type[Container], ...] = tuple(k for k in KINDS if k.SETTING)
+
 CONTAINER_GRAMMAR = ", ".join(k.GRAMMAR for k in KINDS[:-1]) + " or " + KINDS[-1].GRAMMAR
 
 __all__ = [
     "CONTAINER_GRAMMAR",
+    "FLAG_KINDS",
     "KINDS",
     "RESTART_GRACE_S",
     "CgroupOwner",
@@ -48,6 +53,7 @@ __all__ = [
     "ProxmoxLXC",
     "cgroup_owner",
     "container_for",
+    "in_cgroups",
     "listing_kinds",
     "listing_names",
     "log_tools",
@@ -83,6 +89,13 @@ def cgroup_owner(path: str) -> CgroupOwner | None:
         if owner is not None or (kind.CGROUP_TREE and kind.CGROUP_TREE in path):
             return owner
     return None
+
+
+def in_cgroups(paths: list[str], container: Container) -> bool:
+    """Whether a process whose cgroup paths (each line of `/proc/PID/cgroup`,
+    after its second ':') are `paths` runs in `container` (`Container.owns`).
+    Pure."""
+    return any(container.owns(o) for o in map(cgroup_owner, paths) if o is not None)
 
 
 def listing_kinds() -> list[type[Container]]:

@@ -6,9 +6,12 @@ in `gputui.containers.KINDS`.
 A kind says how to run argv inside it (`wrap`), how to run it with a
 terminal (`attach`), how to ask the host whether it runs (`status_argv`,
 `read_status`), how to phrase, for a person, a command to run in it
-(`phrase`), which spec text names it (`SPEC_PREFIXES`, `from_spec`) and
-which cgroup paths are its (`CGROUP_RE`, `read_cgroup`). `Host` is none: a
-plain GPU server, or this machine with --local.
+(`phrase`), which spec text names it (`SPEC_PREFIXES`, `from_spec`),
+which cgroup paths are its (`CGROUP_RE`, `read_cgroup`, `owns`), how the
+host lists its containers (`list_argv`, `read_list`, `place`) and what its
+main process is (`logs_argv`, `restart_argv`): nothing outside this package
+asks which kind a container is. `Host` is none: a plain GPU server, or this
+machine with --local.
 
 Pure: argv building and text reading only; remote/target.py runs them.
 """

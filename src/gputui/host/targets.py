@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any
 
 from gputui.config import HostTarget, Settings
-from gputui.containers import KINDS
+from gputui.containers import FLAG_KINDS
 from gputui.errors import ConfigError, GputuiError
 from gputui.remote.target import TARGET_GRAMMAR, parse_target
 
@@ -65,14 +65,14 @@ def wants_host_view(hosts: list[Settings]) -> bool:
     if s.local or s.demo or not s.host:
         return False
     run_log = getattr(s.run, "log", None)
-    named = [getattr(s, kind.SETTING) for kind in KINDS]  # --ct, --docker, ...
+    named = [getattr(s, kind.SETTING) for kind in FLAG_KINDS]  # --ct, --docker, ...
     return all(c is None for c in named) and not s.session and not s.log and not run_log
 
 
 def several_with_run_flags(hosts: list[Settings], args: Any) -> None:
     """--ct/--session/--log name one run: refuse them with several hosts."""
     if len(hosts) > 1:
-        for flag in (*(kind.SETTING for kind in KINDS), "session", "log"):
+        for flag in (*(kind.SETTING for kind in FLAG_KINDS), "session", "log"):
             if getattr(args, flag, None) is not None:
                 raise GputuiError(
                     f"--{flag} names one run, but {len(hosts)} hosts are given",

@@ -212,67 +212,6 @@ def parse_status_nspid(data: str) -> "int | None":
     return None
 
 
-def cgroup_in_container(data: str, ct: "int | str") -> bool:
-    """Whether a /proc/PID/cgroup text puts the process in container ct: an
-    LXC number (Proxmox: `/lxc/<ct>/...`; plain LXC: `/lxc.payload.<ct>/...`)
-    or "KIND:ID" with KIND docker, podman or pod and ID the container's full
-    ID or a prefix of 12+ hex digits (cgroup v2: Docker
-    `.../docker-<id>.scope` or `/docker/<id>`, Podman `.../libpod-<id>.scope`,
-    Kubernetes `/kubepods.../pod<uid>.../cri-containerd-<id>.scope`,
-    `crio-<id>.scope` or `/kubepods/<qos>/pod<uid>/<id>`)."""
-    ct = str(ct)
-    kind, colon, ident = ct.partition(":")
-    for line in data.splitlines():
-        path = line.split(":", 2)[-1]
-        if colon:
-            found = container_id_in_cgroup(path, kind)
-            if found and len(ident) >= 12 and found.startswith(ident.lower()):
-                return True
-            continue
-        parts = path.split("/")
-        for i, part in enumerate(parts):
-            if part == "lxc" and i + 1 < len(parts) and parts[i + 1] == ct:
-                return True
-            if part in ("lxc.payload." + ct, "lxc.monitor." + ct):
-                return part.startswith("lxc.payload.")
-    return False
-
-
-_HEX = set("0123456789abcdef")
-
-
-def _is_id(text: str) -> bool:
-    return 12 <= len(text) <= 64 and set(text) <= _HEX
-
-
-def container_id_in_cgroup(path: str, kind: str) -> str:
-    """The container ID a cgroup v2 path names for KIND (docker, podman,
-    pod), '' when it names none. Docker's `docker-<id>.scope` is also the
-    path of a pod's container under the docker runtime; a kubepods path
-    is the pod kind's only."""
-    parts = [p for p in path.strip().split("/") if p]
-    in_kube = any(p.startswith("kubepods") for p in parts)
-    if (kind == "pod") != in_kube:
-        return ""
-    prefixes = {
-        "docker": ("docker-",),
-        "podman": ("libpod-",),
-        "pod": ("cri-containerd-", "crio-", "docker-", ""),
-    }.get(kind, ())
-    for i, part in enumerate(parts):
-        name = part[: -len(".scope")] if part.endswith(".scope") else part
-        if kind == "docker" and name == "docker" and i + 1 < len(parts):
-            return parts[i + 1] if _is_id(parts[i + 1]) else ""
-        for prefix in prefixes:
-            if name.startswith(prefix) and _is_id(name[len(prefix) :]):
-                if prefix == "" and not (i and parts[i - 1].startswith(("pod", "kubepods"))):
-                    continue
-                if name.startswith("libpod-conmon-"):
-                    continue
-                return name[len(prefix) :]
-    return ""
-
-
 def stdout_kind(link: "str | None") -> str:
     """Classify the target of /proc/PID/fd/1."""
     if link is None:
@@ -1661,11 +1600,9 @@ class Agent:
 
     def op_pidmap(self, args: dict) -> list:
         """For host PIDs (agent on the host): the PID inside the container
-        (last NSpid field) and whether the process is in container `ct`: its
-        cgroup is under /lxc/<ct>/, or its PID namespace is `pid_ns` (the
-        in-CT agent's hello.pid_ns, when the client knows it)."""
-        ct = args.get("ct")
-        want_ns = args.get("pid_ns")
+        (last NSpid field), its PID namespace and its cgroup paths. Which
+        container a cgroup path is the client's to read (gputui.containers
+        knows the kinds); the agent reads none."""
         out = []
         for pid in args["pids"]:
             pid = int(pid)
@@ -1673,11 +1610,7 @@ class Agent:
             cgroup = _read_bytes("/proc/%d/cgroup" % pid, 16384)
             cg_text = cgroup.decode("utf-8", "replace") if cgroup is not None else None
             ns = _readlink("/proc/%d/ns/pid" % pid)
-            in_ct = None
-            if cg_text is not None and ct is not None:
-                in_ct = cgroup_in_container(cg_text, ct)
-            if want_ns and ns is not None:
-                in_ct = bool(in_ct) or ns == want_ns
+            lines = cg_text.splitlines() if cg_text is not None else []
             out.append(
                 {
                     "pid": pid,
@@ -1685,8 +1618,8 @@ class Agent:
                     "ct_pid": parse_status_nspid(status.decode("utf-8", "replace"))
                     if status
                     else None,
-                    "in_container": in_ct,
                     "pid_ns": ns,
+                    "cgroups": [text(line.split(":", 2)[-1]) for line in lines if line],
                     "cgroup": text(cg_text.strip().splitlines()[-1])
                     if cg_text and cg_text.strip()
                     else None,
@@ -1746,7 +1679,7 @@ OPS = {
     " fs_free, fs_total (bytes of the file system holding it; absent if unknown)}]",
     "read": "path, offset, max_bytes -> data (base64), offset, size, inode, mtime, truncated",
     "writers": "path -> {path, writers: [{pid, fd, command}], readers, run, roots}",
-    "pidmap": "pids, ct, pid_ns? -> [{pid, exists, ct_pid, in_container, pid_ns, cgroup, cmdline}]",
+    "pidmap": "pids -> [{pid, exists, ct_pid, pid_ns, cgroup, cgroups, cmdline}]",
     "oom": "pid?, files? -> {oom_kill: the OOM kills counted in the CT's (and pid's, and"
     " files') cgroups, or null; files: pid's cgroup files, to ask for once it is gone}",
     "batch": "calls (a list of requests without id) -> [{ok, result | error}] in order",

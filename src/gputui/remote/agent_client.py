@@ -26,6 +26,7 @@ from importlib import resources
 from typing import Any
 
 from gputui.collect.procs import procs_from_agent
+from gputui.containers import Container, container_for, in_cgroups
 from gputui.errors import CommandTimeout, GputuiError
 from gputui.model import Proc, Session, Tools
 from gputui.remote.base import RemoteProcess
@@ -423,14 +424,24 @@ class AgentClient:
         return r
 
     async def pidmap(
-        self, pids: list[int], ct: int | None, ct_pid_ns: str | None = None, timeout: float = 5.0
+        self,
+        pids: list[int],
+        container: Container | int | None,
+        ct_pid_ns: str | None = None,
+        timeout: float = 5.0,
     ) -> dict[int, dict[str, Any]]:
-        """Host PID -> {ct_pid, in_container, exists, pid_ns, cgroup, cmdline}
-        (for an agent started with on_host=True). `ct_pid_ns`: the in-CT
-        agent's `hello["pid_ns"]`, a second way to tell CT membership."""
-        items = await self.call(
-            "pidmap", timeout=timeout, pids=[int(p) for p in pids], ct=ct, pid_ns=ct_pid_ns
-        )
+        """Host PID -> {ct_pid, in_container, exists, pid_ns, cgroup, cgroups,
+        cmdline} (for an agent started with on_host=True). In `container`
+        when one of its cgroup paths is the container's (`Container.owns`,
+        as `containers.cgroup_owner` reads it) or its PID namespace is
+        `ct_pid_ns` (the in-container agent's `hello["pid_ns"]`)."""
+        where = container_for(container)
+        items = await self.call("pidmap", timeout=timeout, pids=[int(p) for p in pids])
+        for d in items:
+            paths = d.get("cgroups") or []
+            in_ct = in_cgroups(paths, where)
+            same_ns = bool(ct_pid_ns) and d.get("pid_ns") == ct_pid_ns
+            d["in_container"] = (in_ct or same_ns) if (paths or same_ns) else None
         return {int(d["pid"]): d for d in items}
 
 
