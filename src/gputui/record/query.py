@@ -203,6 +203,11 @@ class HistoryReader:
         ).fetchone()
         return int(row[0]) if row else None
 
+    def run_first_seen(self, run_id: int) -> float | None:
+        """When run `run_id` was first seen; None when unknown."""
+        row = self.conn.execute("SELECT first_seen FROM runs WHERE id=?", (run_id,)).fetchone()
+        return float(row[0]) if row and row[0] else None
+
     def run_chart(self, run_id: int, n: int = CHART_POINTS) -> list[MetricRow]:
         """About n of a run's metric points, evenly spread over the log's
         bytes, in log order (a day at 1 line/s is 86,400 points; a chart is a

@@ -93,10 +93,8 @@ def load(path: Path, target: str, span: float | None, now: float) -> WholeRun:
 def run_first_seen(r: HistoryReader, run_id: int | None, now: float) -> float:
     """When the run was first seen (the axis starts there: a 1-minute run
     gets a 1-minute axis); an hour back when there is no run yet."""
-    if run_id is None:
-        return now - 3600.0
-    row = r.conn.execute("SELECT first_seen FROM runs WHERE id=?", (run_id,)).fetchone()
-    return float(row[0]) if row and row[0] else now - 3600.0
+    first = r.run_first_seen(run_id) if run_id is not None else None
+    return first if first is not None else now - 3600.0
 
 
 def int_ticks(lo: float, hi: float, n: int = 5) -> list[int]:
