@@ -159,7 +159,7 @@ def test_one_target_string_on_every_command(monkeypatch, tmp_path) -> None:
     """`[user@]host[:port][/ct]` means the same to the dashboard, doctor, the
     action verbs, watch and history, as TARGET or as --host."""
     from gputui.cli.targets import target_query
-    from gputui.record.watch import target_settings
+    from gputui.cli.watch import target_settings
 
     monkeypatch.setattr("gputui.config.DEFAULT_CONFIG", tmp_path / "none.toml")
     for argv in ([TARGET], ["--host", TARGET], ["doctor", TARGET], ["kill", TARGET, "--yes"]):

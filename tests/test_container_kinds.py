@@ -105,7 +105,7 @@ def test_two_kinds_named_is_one_line_naming_both() -> None:
 
 def test_a_kinds_spec_prefix_is_its_setting() -> None:
     """`host/docker:NAME` becomes --docker NAME by the prefix alone
-    (cli/targets.py, host/targets.py, record/watch.py): a kind named in a
+    (cli/targets.py, host/targets.py, cli/watch.py): a kind named in a
     spec is named by the same word in the flags and the config."""
     for kind in KINDS:
         assert kind.SETTING

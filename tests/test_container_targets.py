@@ -94,9 +94,9 @@ def test_a_container_names_a_run_not_the_host_view() -> None:
 def test_watch_and_targets_take_the_other_kinds() -> None:
     """`gputui watch gpu1/docker:trainer gpu2/pod:ml/p` and `[[targets]] host
     = "gpu1/podman:job"` name the container as --docker/--pod do."""
+    from gputui.cli.watch import target_settings
     from gputui.config import HostTarget, Settings
     from gputui.host.targets import _for_host
-    from gputui.record.watch import target_settings
 
     s = target_settings("gpu1/docker:trainer", Settings())
     assert (s.host, settings_container(s)) == ("gpu1", Docker("trainer"))
@@ -104,6 +104,10 @@ def test_watch_and_targets_take_the_other_kinds() -> None:
     assert (s.user, s.port, settings_container(s)) == ("root", 2222, KubePod("p", "ml"))
     s = _for_host(Settings(), HostTarget("gpu3/podman:job"), "[[targets]]")
     assert settings_container(s) == Podman("job")
+    # the target names the container: a config's `ct` does not make it two
+    # (the old code: "--ct 200 and --pod ml/p both say where the run is")
+    s = target_settings("gpu2/k8s:ml/p", Settings(ct=200))
+    assert (s.ct, settings_container(s)) == (None, KubePod("p", "ml"))
 
 
 def test_history_looks_for_the_container_named() -> None:

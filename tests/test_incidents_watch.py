@@ -25,9 +25,9 @@ import pytest
 
 from gputui.actions import execute
 from gputui.actions import plan as plan_action
+from gputui.cli.watch import Watch
 from gputui.diagnose import Thresholds
 from gputui.record.query import HistoryReader, render
-from gputui.record.watch import Watch
 from test_alerts import Hook
 from ui_scenarios import prepare_run, settings_for, tmux_in_ct, until
 

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
+from gputui.cli.watch import Watch
 from gputui.config import RunConfig
 from gputui.diagnose import Thresholds
-from gputui.record.watch import Watch
 from test_alerts import Hook
 from test_incidents_watch import (
     BURSTS,

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gputui.cli.watch import target_settings
 from gputui.config import Settings
 from gputui.errors import GputuiError
-from gputui.record.watch import target_settings
 from helpers import wait_for
 
 
@@ -275,7 +275,7 @@ def test_watch_stops_even_when_a_close_swallows_its_cancel(
     import asyncio
     import io
 
-    from gputui.record import watch as watch_mod
+    from gputui.cli import watch as watch_mod
 
     real_close = watch_mod._close_watched
 
@@ -307,8 +307,8 @@ def test_a_recording_error_is_said_on_watchs_output_once(
     import asyncio
     import io
 
+    from gputui.cli import watch as watch_mod
     from gputui.record import recorder as recorder_mod
-    from gputui.record import watch as watch_mod
 
     async def failing_tick(self: object) -> None:
         raise GputuiError("cannot read the log: Permission denied")

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gputui.cli.watch import Watch
 from gputui.record.query import HistoryReader
-from gputui.record.watch import Watch
 from helpers import until
 from ui_scenarios import gputui_processes_on_host, prepare_run, settings_for, start_unbuffered
 
@@ -216,7 +216,7 @@ async def test_watch_stops_in_bounded_time_when_the_host_froze(
     import signal
     import time
 
-    from gputui.record.watch import CLOSE_LIMIT_S
+    from gputui.cli.watch import CLOSE_LIMIT_S
 
     run = prepare_run(testbed, ct, "frozen")
     start_unbuffered(testbed, run, 400, 0.2)

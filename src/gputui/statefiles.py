@@ -22,6 +22,12 @@ def state_dir() -> Path:
     return Path(base) / "gputui"
 
 
+def audit_path() -> Path:
+    """The audit log: a line per action begun and done (actions/plan.py
+    writes it; the recorder reads what the user did from it)."""
+    return state_dir() / "audit.log"
+
+
 def private_dir(path: Path) -> Path:
     """Create `path` (and its parents) if needed; `path` itself is made 0700
     even when it existed with a looser mode (files from older versions)."""

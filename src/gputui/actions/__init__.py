@@ -28,9 +28,7 @@ from gputui.actions.plan import (
     Progress,
     audit,
     audit_begun,
-    audit_path,
     render_argv,
-    state_dir,
 )
 from gputui.actions.relaunch import GpuMemoryReader, execute_start, plan_launch, plan_relaunch
 from gputui.actions.restart import (
@@ -42,6 +40,7 @@ from gputui.actions.server import tmux_as_socket_owner
 from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.remote.target import Target
+from gputui.statefiles import audit_path, state_dir
 
 # Actions whose consequences (the old run gone, the log quiet) a recording
 # gputui must not take for news: a line in the audit log when they begin.

@@ -15,14 +15,13 @@ from gputui.actions.plan import (
     check_allowed,
     render_argv,
     say,
-    state_dir,
 )
 from gputui.actions.procid import read_proc_ids
 from gputui.actions.server import tmux_as_socket_owner
 from gputui.config import Settings
 from gputui.remote.identity import ROOT_OWNED_SCRIPT, as_owner, identity_words, parse_root_owned
 from gputui.remote.target import Target
-from gputui.statefiles import private_dir, write_private_new
+from gputui.statefiles import private_dir, state_dir, write_private_new
 
 PY_SPY_INSTALL = "pip install py-spy"
 PTRACE_FIX = (

@@ -20,7 +20,7 @@ from typing import Any
 from gputui.actions.scripts import OWN_SCRIPTS
 from gputui.config import Settings
 from gputui.errors import GputuiError
-from gputui.statefiles import append_private, state_dir
+from gputui.statefiles import append_private, audit_path
 from gputui.text.untrusted import visible
 
 Progress = Callable[[str], None] | None
@@ -103,10 +103,6 @@ def check_allowed(settings: Settings) -> None:
 
 
 # ------------------------------------------------------------------ state dir
-
-
-def audit_path() -> Path:
-    return state_dir() / "audit.log"
 
 
 def audit_begun(target: str, plan: ActionPlan, path: Path | None = None) -> Path:

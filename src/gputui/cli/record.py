@@ -64,7 +64,7 @@ def add_parsers(sub: Any, add_target_flags: Callable[..., None]) -> None:
 
 def run(command: str, args: argparse.Namespace, settings: Settings) -> int:
     if command == "watch":
-        from gputui.record import watch
+        from gputui.cli import watch
 
         return watch.main(
             list(args.targets or []),

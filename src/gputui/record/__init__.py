@@ -1,4 +1,4 @@
 """The record of runs over time: the SQLite history (`history.py`, `query.py`),
 the recorder beside a monitor (`recorder.py`), incidents and alerts
-(`incidents.py`, `alerts.py`), Prometheus (`prometheus.py`) and headless
-`gputui watch` (`watch.py`)."""
+(`incidents.py`, `alerts.py`) and Prometheus (`prometheus.py`). Headless
+`gputui watch`, the process that runs them, is `cli/watch.py`."""

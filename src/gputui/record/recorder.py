@@ -31,6 +31,7 @@ from gputui.record.history import EventRow, GpuRow, HistoryWriter, PointRow, Run
 from gputui.record.incidents import SETTLE_S
 from gputui.record.runlog import parse_chunk_off_loop
 from gputui.remote.target import spec_of
+from gputui.statefiles import audit_path
 from gputui.tasks import cancel_and_wait
 
 # one short command a minute while the log grows: pct exec costs
@@ -212,8 +213,6 @@ class RunRecorder:
         """A recorder with the user's settings: [diagnosis] thresholds and
         --stale-after, the alerts' quiet period and connection hold, how
         often the log is sampled; actions come from the audit log."""
-        from gputui.actions.plan import audit_path
-
         gate = AlertGate(
             monitor.target.label,
             quiet_s=float(settings.alert_quiet_period),

@@ -26,7 +26,8 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from gputui.config import Settings
+from gputui.config import Settings, settings_naming
+from gputui.containers import parse_container
 from gputui.errors import GputuiError
 from gputui.host.targets import host_settings
 from gputui.model import ConnectionState
@@ -66,9 +67,8 @@ def target_settings(spec: str, base: Settings) -> Settings:
         ct=t.ct if t.ct is not None else base.ct,
         local=False,
     )
-    if t.place is not None:  # host/docker:NAME (podman:, pod:)
-        kind, _, name = t.place.partition(":")
-        setattr(s, kind, name)
+    if t.place is not None:  # host/docker:NAME (podman:, pod:): its kind's field
+        s = settings_naming(s, parse_container(t.place))
     return s
 
 
