@@ -27,6 +27,10 @@ class SceneMonitor:
     def subscribe(self, cb: Callable[[Snapshot, set[str]], None]) -> None:
         self._listeners.append(cb)
 
+    def unsubscribe(self, cb: Callable[[Snapshot, set[str]], None]) -> None:
+        if cb in self._listeners:
+            self._listeners.remove(cb)
+
     def publish(self, parts: set[str]) -> None:
         for cb in list(self._listeners):
             cb(self.snapshot, set(parts))

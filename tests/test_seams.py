@@ -1,6 +1,7 @@
 """The seams between the house's parts (issue 35), which no import contract
 can say: the screens read history through `record/`'s reader methods (no
-sqlite3, no SQL text under ui/)."""
+sqlite3, no SQL text under ui/); a monitor is used through its door
+(monitor/door.py): no attribute of a monitor is written outside monitor/."""
 
 from __future__ import annotations
 
@@ -54,3 +55,60 @@ def test_the_sql_scan_finds_sql() -> None:
     assert len(sql_in([("x.py", tree)])) == 2
     texts = ast.parse('"Select a GPU"\n"SELECT the run"\n"PRAGMA user_version"\n"DELETE FROM t"')
     assert sql_in([("r.py", texts)]) == ["r.py:3 'PRAGMA user_version'", "r.py:4 'DELETE FROM t'"]
+
+
+MONITOR_NAMES = re.compile(r"^_?(mon|monitor|\w+_monitor)$")
+
+
+def _written(target: ast.expr) -> list[ast.Attribute]:
+    """The attributes an assignment target writes (a tuple's each)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [a for t in target.elts for a in _written(t)]
+    return [target] if isinstance(target, ast.Attribute) else []
+
+
+def _chain(node: ast.expr) -> list[str]:
+    """The names of an object expression: `w.monitor.snapshot` -> [snapshot, monitor, w]."""
+    names = []
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        if isinstance(node, ast.Attribute):
+            names.append(node.attr)
+        node = node.func if isinstance(node, ast.Call) else node.value
+    if isinstance(node, ast.Name):
+        names.append(node.id)
+    return names
+
+
+def monitor_writes(trees: list[tuple[str, ast.Module]]) -> list[str]:
+    """`monitor.X = ...`, `mon.snapshot.X = ...` (an attribute of an object
+    named as a monitor is), as 'file:line'."""
+    found = []
+    for rel, tree in trees:
+        for node in ast.walk(tree):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            for attr in (a for t in targets for a in _written(t)):
+                if any(MONITOR_NAMES.match(n) for n in _chain(attr.value)):
+                    found.append(f"{rel}:{node.lineno} {ast.unparse(attr)}")
+    return found
+
+
+def test_no_attribute_of_a_monitor_is_written_outside_monitor() -> None:
+    trees = [(rel, tree) for rel, tree in _trees(".") if not rel.startswith("monitor/")]
+    assert monitor_writes(trees) == []
+
+
+def test_the_monitor_scan_finds_writes() -> None:
+    tree = ast.parse(
+        "mon.interval = 2\nbackground, monitor.interval = 1, 2\n"
+        "mon.snapshot.container_names = names\nself.monitor = monitor\nw.monitor.x += 1\n"
+    )
+    assert [w.split()[1] for w in monitor_writes([("x.py", tree)])] == [
+        "mon.interval",
+        "monitor.interval",
+        "mon.snapshot.container_names",
+        "w.monitor.x",
+    ]

@@ -73,8 +73,9 @@ async def test_nothing_to_open_on_a_stopped_container_or_an_orphaned_gpu() -> No
 async def test_esc_in_the_run_view_goes_back_without_stopping_the_shared_monitor() -> None:
     snap, lines, findings = SCENES["healthy"](T0)
     mon = SceneMonitor(snap, lines)
+    borrowed = BorrowedMonitor(mon)
     app = GputuiApp(
-        BorrowedMonitor(mon),
+        borrowed,
         actions=RecordingActions(),
         diagnose=lambda s, now: list(findings),
         clock=lambda: T0,
@@ -86,6 +87,10 @@ async def test_esc_in_the_run_view_goes_back_without_stopping_the_shared_monitor
         await pilot.pause()
     assert app.return_value == BACK
     assert not mon.stopped  # the host view goes on with it
+    assert mon._listeners  # the view heard of it while it showed
+    borrowed.close()  # run_view's end: the view hears no more of it
+    assert mon._listeners == []
+    assert not hasattr(BorrowedMonitor, "__getattr__")  # its door, not the whole monitor
 
 
 def test_remote_text_cannot_reach_the_terminal_or_the_markup_parser() -> None:

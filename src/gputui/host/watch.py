@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gputui.collect.gpu import parse_apps_listing
-from gputui.config import RunConfig, Settings, settings_naming
+from gputui.config import DEFAULTS, RunConfig, Settings, settings_naming
 from gputui.containers import Container, ContainerListing, container_for, listing_kinds
 from gputui.diagnose import Diagnose, diagnose_with
 from gputui.errors import GputuiError
@@ -330,10 +330,15 @@ class HostWatch:
         )
         feed = SharedGpus(self.feed, ct)
         target = Target(self.relay, container)
-        mon = Monitor(target, settings, feed, agent_python=self.agent_python)
-        mon.snapshot.container_names = self.names  # the host's list, kept current
-        mon.neighbours_read = True
-        mon.interval = max(mon.interval, BACKGROUND_POLL_S)
+        pace = max(float(settings.interval or DEFAULTS.interval), BACKGROUND_POLL_S)
+        mon = Monitor(
+            target,
+            settings,
+            feed,
+            agent_python=self.agent_python,
+            interval=pace,
+            host_names=self.names,  # the host's list, kept current
+        )
         mon.subscribe(self._changed)
         self.monitors[ct] = mon
 

@@ -46,6 +46,7 @@ from gputui.model import (
     Snapshot,
 )
 from gputui.monitor.coalesce import OncePerTurn
+from gputui.monitor.door import Listener
 from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
 from gputui.monitor.logfollow import FileStat, LogFollower, file_stat_from_words
@@ -56,8 +57,6 @@ from gputui.remote.base import RemoteProcess
 from gputui.remote.mainproc import is_log_source
 from gputui.remote.target import Target
 from gputui.tasks import cancel_and_wait
-
-Listener = Callable[[Snapshot, set[str]], None]
 
 PENDING_LINES_MAX = 5000  # drain_log_lines keeps at most this many; older are counted as dropped
 METRIC_BATCH_MAX = 200  # lines of one batch parsed for metrics; a burst parses its newest
@@ -119,8 +118,13 @@ def choose_session(sessions: list[Session], wanted: str | None) -> str | None:
 
 
 class Monitor:
-    """See the module docstring. Public API: snapshot, subscribe,
-    drain_log_lines, start, stop, refresh, watch_session, watch_log."""
+    """See the module docstring. Its door (monitor/door.py): snapshot,
+    subscribe, unsubscribe, drain_log_lines, start, stop, refresh,
+    watch_session, watch_log, target, settings; its owner's: poll_every.
+
+    `interval`: seconds between polls (default: the settings'). `host_names`:
+    the host's listing of its containers ("lxc:201" -> name), kept current by
+    the owner (the host view): the monitor then reads none of its own."""
 
     def __init__(
         self,
@@ -130,12 +134,16 @@ class Monitor:
         *,
         clock: Callable[[], float] = time.time,
         agent_python: str = "python3",
+        interval: float | None = None,
+        host_names: dict[str, str] | None = None,
     ) -> None:
         self.target = target
         self.settings = settings if settings is not None else Settings()
         self.clock = clock
-        self.interval = float(self.settings.interval or DEFAULTS.interval)
+        self.interval = float(interval or self.settings.interval or DEFAULTS.interval)
         self.snapshot = Snapshot(time=clock(), target=target.label, container=target.container)
+        if host_names is not None:
+            self.snapshot.container_names = host_names
         if not target.in_container:
             self.snapshot.ct_status = CtStatus.NONE
         self.gpu_feed = gpu_feed if gpu_feed is not None else self._default_gpu_feed()
@@ -188,8 +196,8 @@ class Monitor:
         self._oom_files: list[str] = []  # the run's memory cgroup files (the agent's `oom` op)
         self._oom_read_at = float("-inf")  # monotonic time of the last `oom` op
         self.writers_searches = 0
-        # The host's other containers named once (HostWatch sets its own list)
-        self.neighbours_read = False
+        # The host's other containers named once (a host view gives its own list)
+        self.neighbours_read = host_names is not None
 
     @property
     def agent(self) -> AgentClient | None:
@@ -224,6 +232,16 @@ class Monitor:
 
     def subscribe(self, callback: Listener) -> None:
         self._listeners.append(callback)
+
+    def unsubscribe(self, callback: Listener) -> None:
+        """No more news to `callback` (a view that closed)."""
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    def poll_every(self, seconds: float) -> None:
+        """Poll at this pace from the next poll on (a host view's monitor:
+        slow in the background, the dashboard's pace while one shows it)."""
+        self.interval = float(seconds)
 
     def connection_failed(self, error: str) -> None:
         """The connection could not be made (before start()): subscribers see

@@ -26,6 +26,7 @@ from gputui.config import DEFAULTS, Settings
 from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Finding, Snapshot
+from gputui.monitor.door import WatchedRun
 from gputui.record.alerts import Alert, AlertGate
 from gputui.record.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo, incident_key
 from gputui.record.incidents import SETTLE_S
@@ -119,7 +120,7 @@ def open_history(settings: Settings) -> HistoryWriter | None:
     )
 
 
-def _given_name(monitor: Any) -> str | None:
+def _given_name(monitor: WatchedRun) -> str | None:
     """The target as the user named it (`gpu1/200`), before the ssh config
     resolved it to the address it is recorded under; None for this machine."""
     settings = getattr(monitor, "settings", None)
@@ -135,7 +136,7 @@ class RunRecorder:
 
     def __init__(
         self,
-        monitor: Any,
+        monitor: WatchedRun,
         writer: HistoryWriter | None,
         *,
         diagnose: Diagnose | None = None,
@@ -203,7 +204,7 @@ class RunRecorder:
     @classmethod
     def for_settings(
         cls,
-        monitor: Any,
+        monitor: WatchedRun,
         writer: HistoryWriter | None,
         settings: Settings,
         *,

@@ -39,10 +39,10 @@ from gputui.config import Settings
 from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import PARTS, ConnectionState, Finding, Snapshot
+from gputui.monitor.door import RunFeed
 from gputui.text.untrusted import visible
 from gputui.ui.commands import ActionCommands
 from gputui.ui.compositor import LeanScreen
-from gputui.ui.feed import MonitorLike
 from gputui.ui.format import nothing_to_watch
 from gputui.ui.heap import set_aside_startup
 from gputui.ui.pacing import STREAM_RATE, WritePacer
@@ -110,7 +110,7 @@ class GputuiApp(App[int]):
 
     def __init__(
         self,
-        monitor: MonitorLike,
+        monitor: RunFeed,
         *,
         actions: ActionBackend | None = None,
         read_only: bool = False,

@@ -34,6 +34,9 @@ from gputui.actions.backend import ActionBackend
 from gputui.config import DEFAULTS
 from gputui.errors import GputuiError
 from gputui.host.view import ContainerRow, GpuRow, Holder, HostView
+from gputui.model import Snapshot
+from gputui.monitor.door import Listener, WatchedRun
+from gputui.monitor.engine import Monitor
 from gputui.text.untrusted import remote_text, visible
 from gputui.text.words import gib
 from gputui.ui.app import BACK, QUIT_SIGNALS, GputuiApp, terminal_gone
@@ -417,27 +420,55 @@ def _replace_rows(table: DataTable[Any], rows: list[tuple[str, list[Text]]]) -> 
 
 
 class BorrowedMonitor:
-    """A host watch's monitor lent to a run view: the view may not stop it
-    (the host view goes on with it when the user comes back)."""
+    """A host watch's monitor lent to a run view, through its door: the view
+    may not start or stop it (the host view goes on with it when the user
+    comes back), and hears of it only while it shows (`close`)."""
 
-    def __init__(self, monitor: Any) -> None:
+    def __init__(self, monitor: WatchedRun) -> None:
         self._monitor = monitor
         self.app: App[Any] | None = None
-        self.closed = False
+        self._delivering: dict[Listener, Listener] = {}  # the view's listener -> the monitor's
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._monitor, name)
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._monitor.snapshot
 
-    def subscribe(self, cb: Any) -> None:
+    @property
+    def dropped_log_lines(self) -> int:
+        return self._monitor.dropped_log_lines
+
+    def subscribe(self, cb: Listener) -> None:
         """The monitor's tasks run outside the app (the host watch started
-        them): its news reaches the view as a message to the app, and none
-        after the view closed (a monitor has no unsubscribe)."""
+        them): its news reaches the view as a message to the app."""
 
-        def deliver(snap: Any, parts: set[str]) -> None:
-            if not self.closed and self.app is not None:
+        def deliver(snap: Snapshot, parts: set[str]) -> None:
+            if self.app is not None:
                 self.app.call_later(cb, snap, parts)
 
+        self._delivering[cb] = deliver
         self._monitor.subscribe(deliver)
+
+    def unsubscribe(self, cb: Listener) -> None:
+        deliver = self._delivering.pop(cb, None)
+        if deliver is not None:
+            self._monitor.unsubscribe(deliver)
+
+    def close(self) -> None:
+        """The view closed: no more news to it."""
+        for cb in list(self._delivering):
+            self.unsubscribe(cb)
+
+    def drain_log_lines(self) -> list[str]:
+        return self._monitor.drain_log_lines()
+
+    async def refresh(self) -> None:
+        await self._monitor.refresh()
+
+    def watch_session(self, name: str | None) -> None:
+        self._monitor.watch_session(name)
+
+    def watch_log(self, path: str) -> None:
+        self._monitor.watch_log(path)
 
     async def start(self) -> None:
         return None
@@ -451,13 +482,14 @@ async def run_view(
 ) -> int:
     """Today's run view for one container of a host watch; BACK on Esc.
     `showing` gets the app while it runs (run_host_view's signal handler)."""
-    monitor = watch.monitor_for(choice.ct)
+    monitor: Monitor | None = watch.monitor_for(choice.ct)
     if monitor is None:
         return BACK
     if choice.session:
         monitor.watch_session(choice.session)
     settings = monitor.settings
-    background, monitor.interval = monitor.interval, float(settings.interval or DEFAULTS.interval)
+    background = monitor.interval
+    monitor.poll_every(float(settings.interval or DEFAULTS.interval))
     actions = ActionBackend(monitor.target, settings, monitor)  # --read-only: Verb.changes greys
     borrowed = BorrowedMonitor(monitor)
     app = GputuiApp(
@@ -476,9 +508,9 @@ async def run_view(
     try:
         rc = await app.run_async()
     finally:
-        borrowed.closed = True
+        borrowed.close()
         watch.lent.discard(choice.ct)
-        monitor.interval = background  # back to the host view's pace
+        monitor.poll_every(background)  # back to the host view's pace
     if app.crashed_with is not None:
         raise app.crashed_with
     return int(rc if rc is not None else 0)
