@@ -5,15 +5,11 @@ processes). The dashboard renders the ActionPlan / ActionResult as they are."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from gputui.actions.plan import ActionPlan, ActionResult, Progress
 from gputui.config import Settings
 from gputui.model import GpuProcess, Snapshot
+from gputui.monitor.door import RunFeed
 from gputui.remote.target import Target
-
-if TYPE_CHECKING:
-    from gputui.monitor.engine import Monitor
 
 
 class ActionBackend:
@@ -21,7 +17,7 @@ class ActionBackend:
     `execute(plan)` for the target `monitor` watches. `progress`, when set,
     hears each step of a running action."""
 
-    def __init__(self, target: Target, settings: Settings, monitor: Monitor) -> None:
+    def __init__(self, target: Target, settings: Settings, monitor: RunFeed) -> None:
         self.target = target
         self.settings = settings
         self.monitor = monitor
