@@ -21,6 +21,7 @@ KIND_WORDS = (
     {k.kind for k in KINDS} | {k.TOOL for k in KINDS} | {p for k in KINDS for p in k.SPEC_PREFIXES}
 ) - {""}
 
+
 def _modules() -> list[tuple[str, ast.Module]]:
     out = []
     for path in sorted(SRC.rglob("*.py")):

@@ -189,10 +189,18 @@ _KP = "kubepods-besteffort-pod1234abcd_55aa_4e2f.slice"
         (f"0::/docker/{_D}\n", f"docker:{_D}", True),
         (f"0::/machine.slice/libpod-{_P}.scope/container\n", f"podman:{_P}", True),
         (f"0::/machine.slice/libpod-conmon-{_P}.scope\n", f"podman:{_P}", False),
-        (f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n", f"docker:{_D}", False),
+        (
+            f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n",
+            f"docker:{_D}",
+            False,
+        ),
         ("0::/lxc/200/ns/init.scope\n", f"docker:{_D}", False),
         # a pod is known by its name: its PID namespace tells (the agent's hello)
-        (f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n", "pod:p", False),
+        (
+            f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n",
+            "pod:p",
+            False,
+        ),
     ],
 )
 def test_a_cgroup_puts_a_process_in_its_container(cgroup: str, ct: int | str, inside: bool) -> None:
