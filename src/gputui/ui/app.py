@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -58,6 +58,9 @@ from gputui.ui.widgets.runinfo import RunLine, RunPanel
 from gputui.ui.widgets.sessions import SessionList, session_name
 from gputui.ui.widgets.status import StatusLine
 from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, VERBS, keyed, why_not
+
+if TYPE_CHECKING:
+    from gputui.record.recorder import RunRecorder
 
 BACK = -1  # exit code of a run view opened from the host view: go back to it
 TICK_INTERVAL = 1.0  # s; GPU rows, ages, metrics and the banner
@@ -123,7 +126,7 @@ class GputuiApp(App[int]):
         on_exit: Callable[[], Any] | None = None,
         start: Callable[[], Awaitable[None]] | None = None,
         keys: dict[str, str] | None = None,
-        recorder: Any = None,
+        recorder: RunRecorder | None = None,
         terminal_alerts: bool = True,
         back: bool = False,
     ) -> None:
@@ -164,7 +167,7 @@ class GputuiApp(App[int]):
         self._stopped = False
         self._last_tick = -1e9  # time.monotonic() of the last full redraw
         self.executed: list[ActionPlan] = []  # every action that really ran
-        self.recorder = recorder  # gputui.record.recorder.RunRecorder: history + alerts
+        self.recorder = recorder  # history + alerts
         self.terminal_alerts = terminal_alerts
         self.crashed_with: Exception | None = None  # run_app raises it (gputui.cli.crash)
 
