@@ -80,6 +80,7 @@ def plan_kill_from(
             f"nothing is running in session {info.session!r} (the pane is dead or empty)",
             "there is no run to stop; use relaunch or launch to start one",
         )
+    check_owned(info, target)
     int_wait = 0.0 if force else (INT_WAIT_S if int_wait is None else int_wait)
     if term_wait is None:
         term_wait = FORCE_TERM_WAIT_S if force else TERM_WAIT_S
@@ -113,6 +114,21 @@ def plan_kill_from(
             **pin_run(info, pids, tmux),
         },
     )
+
+
+def check_owned(info: RunInfo, target: Target) -> None:
+    """Refuse (one line) to signal a process that is not the tmux server's
+    owner's when the server is another user's: that server says which PID
+    its pane has (issue 34: a pane record naming root's process)."""
+    pane_pid = [info.pane.pid] if info.pane is not None and info.pane.pid is not None else []
+    bad = info.foreign(pane_pid + [p.pid for p in info.group_procs])
+    if bad:
+        who = "unknown" if bad[0].uid < 0 else f"uid {bad[0].uid}"
+        raise ActionError(
+            f"session {info.session!r} on {target.label} is in uid {info.server_uid}'s tmux "
+            f"server, but its pane names pid {bad[0].pid} of {who}; nothing was signalled",
+            "stop that process yourself, as its owner, after checking what it is",
+        )
 
 
 def pin_run(info: RunInfo, pids: list[int], tmux: list[str] | None) -> dict[str, Any]:
@@ -209,7 +225,7 @@ async def check_pane(
     if pane_pid is None or not session:
         return
     res = await target.run(list_panes_argv(session, tmux))
-    panes = parse_panes(res.out) if res.ok else []
+    panes = parse_panes(res.out, session) if res.ok else []
     if panes and panes[0].pid != pane_pid:
         raise ActionError(
             f"session {session!r} has another pane now (pid {panes[0].pid}, was {pane_pid})",
