@@ -66,7 +66,58 @@ from gputui.text.words import unreadable_fix
 # stream zeros forever and burn a core on both ends. A file this user may not
 # read (an unprivileged CT's root and a file of the host's root) gets
 # `@gputui unreadable`: tail would only retry "Permission denied" forever.
-FOLLOW_SCRIPT = r"""off=$1; ino=$2; p=$3; back=${4:-0}; batch=$5
+# Run as root with $6 (the script itself), it first picks whose hands follow
+# the file (issue 34: `tail -F` as root streamed /etc/shadow once a parent
+# directory of the log was swapped for a link): the log's owner (of the
+# nearest directory while it is missing) when that is not root; for a root
+# log, the one other user who owns a directory on the way (lexical, and
+# with links resolved), who could swap it; root only when nobody else can
+# change any directory on the way. A directory others may write (not
+# sticky) above a root log, or two such users, gets `@gputui unsafe DIR`
+# and is not read; so is `@gputui nosetpriv UID` where setpriv is missing.
+# Every restart (the agent's stat saw a new inode) decides again.
+FOLLOW_SCRIPT = r"""off=$1; ino=$2; p=$3; back=${4:-0}; batch=$5; self=$6
+if [ -n "$self" ] && [ "$(id -u)" = 0 ]; then
+  owner=; other=; bad=
+  walk() {  # $1 and each directory above it, in one stat (lstat: a link is its own)
+    x=$1; set --
+    while :; do
+      set -- "$@" "$x"
+      case $x in /) break ;; */*) x=${x%/*}; x=${x:-/} ;; *) break ;; esac
+    done
+    out=$(stat -c '%u %g %a %F' -- "$@" 2>/dev/null) && [ -n "$out" ] || return 0
+    n=0; while read -r _; do n=$((n + 1)); done <<E
+$out
+E
+    shift $(($# - n))  # what is missing is at the leaf end: the rest answered, in order
+    while read -r u g m f; do
+      if [ -z "$owner" ]; then owner="$u $g"
+      elif [ "$u" != 0 ]; then
+        [ -n "$other" ] && [ "$other" != "$u $g" ] && bad=$1
+        other="$u $g"
+      fi
+      t=0; [ ${#m} -gt 3 ] && t=${m%???}; m=${m#"${m%???}"}
+      if [ "$f" = directory ] && [ $((0$m & 022)) -ne 0 ] && [ $((0$t & 1)) -eq 0 ]; then
+        bad=$1
+      fi
+      shift
+    done <<E
+$out
+E
+  }
+  walk "$p"
+  r=$(readlink -f -- "${p%/*}" 2>/dev/null) && [ "$r" != "${p%/*}" ] && walk "$r"
+  set -- $owner
+  if [ "${1:-0}" = 0 ]; then
+    [ -n "$bad" ] && { echo "@gputui unsafe $bad"; exit 0; }
+    set -- $other
+  fi
+  if [ "${1:-0}" != 0 ]; then
+    command -v setpriv >/dev/null 2>&1 || { echo "@gputui nosetpriv $1"; exit 0; }
+    exec setpriv --reuid="$1" --regid="$2" --clear-groups -- \
+      sh -c "$self" gputui-follow "$off" "$ino" "$p" "$back" "$batch" ""
+  fi
+fi
 if st=$(stat -L -c '%s %Y %i' -- "$p" 2>/dev/null); then
   if [ ! -f "$p" ]; then echo "@gputui notfile $(stat -L -c %F -- "$p")"; exit 0; fi
   if [ ! -r "$p" ]; then echo "@gputui unreadable"; exit 0; fi
@@ -179,6 +230,7 @@ def follow_argv(
         path,
         str(int(backlog)),
         BATCH_PY if batch else "",
+        FOLLOW_SCRIPT,  # $6: run again as the log's owner (see FOLLOW_SCRIPT)
     ]
 
 
@@ -218,6 +270,20 @@ async def log_kind(target: Target, path: str | None, timeout: float = 10.0) -> s
         return None
     kind = res.out.strip() if res.ok else ""
     return UNREADABLE if kind == "unreadable" else kind or None
+
+
+def refused_words(path: str, kind: str, what: str) -> str:
+    """The one line for a log FOLLOW_SCRIPT would not follow as root."""
+    if kind == "nosetpriv":
+        return (
+            f"{path} not followed: it is uid {what}'s and setpriv (util-linux) is missing "
+            "to read it as uid " + what + "; install util-linux"
+        )
+    return (
+        f"{path} not followed: directory {what} on its way may be changed by other users "
+        "than the log's owner (it could be swapped for a link to any file root may read); "
+        "keep the log in a directory only its owner can write"
+    )
 
 
 _TAIL_NOTE = re.compile(rb"tail: [^\n]*\n")
@@ -442,6 +508,11 @@ class LogFollower:
         if kind == "unreadable":  # looked at again now and then, as a directory is
             st.not_a_file = UNREADABLE
             st.error = f"cannot read {self.path}: permission denied"
+            self._notify()
+            return
+        if kind in ("unsafe", "nosetpriv"):
+            st.not_a_file = UNREADABLE
+            st.error = refused_words(self.path, kind, " ".join(words[2:]))
             self._notify()
             return
         first = not self._positioned
