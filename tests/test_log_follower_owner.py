@@ -24,7 +24,7 @@ import pytest
 
 import helpers
 from gputui.model import LogState
-from gputui.monitor.logfollow import LogFollower
+from gputui.monitor.logfollow import LogFollower, not_a_file_error
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 
@@ -104,8 +104,8 @@ async def test_a_swapped_parent_directory_never_streams_a_root_only_file(
 async def test_a_root_log_below_a_directory_others_may_write_is_refused_in_one_line(
     local: Target, dirs: tuple[Path, Path]
 ) -> None:
-    _, root = dirs
-    open_dir = root / "shared"
+    user, _ = dirs
+    open_dir = user / "shared"  # below /var/tmp: anyone may reach it
     open_dir.mkdir()
     open_dir.chmod(0o777)  # not sticky: anyone may swap what is in it
     log = open_dir / "run.log"
@@ -119,4 +119,5 @@ async def test_a_root_log_below_a_directory_others_may_write_is_refused_in_one_l
         await f.stop()
     err = f.state.error or ""
     assert "not followed" in err and str(open_dir) in err and "\n" not in err
+    assert str(not_a_file_error(str(log), f.state.not_a_file or "", err)).count("\n") == 0
     assert not [ln for ln in seen.lines if CANARY in ln]

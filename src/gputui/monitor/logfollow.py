@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 from gputui.collect.logtail import LineSplitter
 from gputui.config import Settings
+from gputui.containers.base import FIXED_PATH
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import UNREADABLE, LogState
 from gputui.remote.base import RemoteProcess
@@ -75,12 +76,16 @@ from gputui.text.words import unreadable_fix
 # change any directory on the way. A directory others may write (not
 # sticky) above a root log, or two such users, gets `@gputui unsafe DIR`
 # and is not read; so is `@gputui nosetpriv UID` where setpriv is missing.
+# What lies below a directory of root's that no one else may pass (0700)
+# cannot be changed by anyone else, whatever its own mode.
 # Every restart (the agent's stat saw a new inode) decides again.
 FOLLOW_SCRIPT = r"""off=$1; ino=$2; p=$3; back=${4:-0}; batch=$5; self=$6
+PATH=@FIXED_PATH@; export PATH
+case $p in /*) cd / ;; esac
 if [ -n "$self" ] && [ "$(id -u)" = 0 ]; then
   owner=; other=; bad=
   walk() {  # $1 and each directory above it, in one stat (lstat: a link is its own)
-    x=$1; set --
+    x=$1; w0=$1; set --
     while :; do
       set -- "$@" "$x"
       case $x in /) break ;; */*) x=${x%/*}; x=${x:-/} ;; *) break ;; esac
@@ -90,20 +95,27 @@ if [ -n "$self" ] && [ "$(id -u)" = 0 ]; then
 $out
 E
     shift $(($# - n))  # what is missing is at the leaf end: the rest answered, in order
+    wo=; wb=
     while read -r u g m f; do
       if [ -z "$owner" ]; then owner="$u $g"
       elif [ "$u" != 0 ]; then
-        [ -n "$other" ] && [ "$other" != "$u $g" ] && bad=$1
-        other="$u $g"
+        [ -n "$wo" ] && [ "$wo" != "$u $g" ] && wb=$1
+        wo="$u $g"
       fi
       t=0; [ ${#m} -gt 3 ] && t=${m%???}; m=${m#"${m%???}"}
-      if [ "$f" = directory ] && [ $((0$m & 022)) -ne 0 ] && [ $((0$t & 1)) -eq 0 ]; then
-        bad=$1
+      if [ "$f" = directory ]; then
+        if [ $((0$m & 022)) -ne 0 ] && [ $((0$t & 1)) -eq 0 ]; then wb=$1; fi
+        # root's, and nobody else may pass: nothing below it can be changed by others
+        if [ "$u" = 0 ] && [ $((0$m & 1)) -eq 0 ] && { [ "$g" = 0 ] || [ $((0$m & 010)) -eq 0 ]; }; then
+          wo=; wb=
+        fi
       fi
       shift
     done <<E
 $out
 E
+    [ -n "$wo" ] && [ -n "$other" ] && [ "$other" != "$wo" ] && bad=$w0
+    other=${wo:-$other}; bad=${wb:-$bad}
   }
   walk "$p"
   r=$(readlink -f -- "${p%/*}" 2>/dev/null) && [ "$r" != "${p%/*}" ] && walk "$r"
@@ -131,13 +143,16 @@ if st=$(stat -L -c '%s %Y %i' -- "$p" 2>/dev/null); then
 else
   echo "@gputui missing"; off=0
 fi
-if [ -n "$batch" ] && command -v python3 >/dev/null 2>&1; then
-  exec python3 -c "$batch" "$((off + 1))" "$p"
+if [ -n "$batch" ] && py=$(command -v python3) && { [ "$(id -u)" != 0 ] ||
+   [ "$(stat -L -c %u -- "$py" "${py%/*}" | tr '\n' ' ')" = "0 0 " ]; }; then
+  exec "$py" -I -S -c "$batch" "$((off + 1))" "$p"
 fi
 exec tail -c "+$((off + 1))" -F -- "$p" 2>&1
-"""
+""".replace("@FIXED_PATH@", FIXED_PATH)
 
-# $5 of FOLLOW_SCRIPT where the target has python3: runs the same tail and
+# $5 of FOLLOW_SCRIPT where the target has python3 (on FOLLOW_SCRIPT's fixed
+# PATH, `-I -S`: no module from the working directory or PYTHONPATH; as
+# root only one root owns, with its directory): runs the same tail and
 # passes its output on in batches. GNU tail writes each time the file is
 # written, and each write crosses ssh as a packet that gputui decrypts and
 # hands on in Python: at 1,000 lines/s that was ~500 reads and ~850 packets
@@ -239,8 +254,12 @@ def named_log(settings: Settings) -> str | None:
     return settings.log or settings.run.log
 
 
-def not_a_file_error(path: str, kind: str) -> ConfigError:
-    """The one line for a named log that is a directory, a device or unreadable."""
+def not_a_file_error(path: str, kind: str, said: str | None = None) -> ConfigError:
+    """The one line for a named log that is a directory, a device or unreadable
+    (or not followed: `said` is the follower's line)."""
+    if kind == NOT_FOLLOWED:
+        problem, _, fix = (said or f"{path} not followed").partition(" — ")
+        return ConfigError(problem, fix or "keep the log in a directory only its owner can write")
     if kind == UNREADABLE:
         return ConfigError(f"log {path} cannot be read (permission denied)", unreadable_fix(path))
     return ConfigError(
@@ -272,17 +291,21 @@ async def log_kind(target: Target, path: str | None, timeout: float = 10.0) -> s
     return UNREADABLE if kind == "unreadable" else kind or None
 
 
-def refused_words(path: str, kind: str, what: str) -> str:
-    """The one line for a log FOLLOW_SCRIPT would not follow as root."""
+# LogState.not_a_file of a log FOLLOW_SCRIPT will not follow as root.
+NOT_FOLLOWED = "log gputui does not follow as root"
+
+
+def refused(path: str, kind: str, what: str) -> tuple[str, str]:
+    """(the problem, the fix) for a log FOLLOW_SCRIPT would not follow."""
     if kind == "nosetpriv":
         return (
-            f"{path} not followed: it is uid {what}'s and setpriv (util-linux) is missing "
-            "to read it as uid " + what + "; install util-linux"
+            f"{path} not followed: it is uid {what}'s and setpriv is missing to read it as them",
+            "install util-linux (setpriv) in the target",
         )
     return (
         f"{path} not followed: directory {what} on its way may be changed by other users "
-        "than the log's owner (it could be swapped for a link to any file root may read); "
-        "keep the log in a directory only its owner can write"
+        "than the log's owner (it could be swapped for a link to any file root may read)",
+        "keep the log in a directory only its owner can write (or a sticky one, as /tmp)",
     )
 
 
@@ -511,8 +534,8 @@ class LogFollower:
             self._notify()
             return
         if kind in ("unsafe", "nosetpriv"):
-            st.not_a_file = UNREADABLE
-            st.error = refused_words(self.path, kind, " ".join(words[2:]))
+            st.not_a_file = NOT_FOLLOWED
+            st.error = " — ".join(refused(self.path, kind, " ".join(words[2:])))
             self._notify()
             return
         first = not self._positioned
