@@ -20,7 +20,7 @@ import pytest
 
 import helpers
 import test_run_owner
-from gputui.actions import execute, plan_kill
+from gputui.actions import execute, plan_dump, plan_flush, plan_kill
 from gputui.actions.plan import ActionError
 from gputui.collect import tmux as tmux_parse
 from gputui.config import Settings
@@ -40,8 +40,9 @@ os.execv("/bin/sleep", ["x" + chr(0x1E) + chr(10) + chr(0x1F).join(fields), "600
 
 
 def root_victim(testbed: Any, ct: int) -> int:
-    """Root's own process in the CT: `sleep 4321`, in a process group of its own."""
-    r = testbed.ct_exec(ct, ["sh", "-c", "setsid sleep 4321 >/dev/null 2>&1 & echo $!"])
+    """Root's own process in the CT: a Python sleeping 4321 s, in a process group of its own."""
+    run = "setsid python3 -c 'import time; time.sleep(4321)' >/dev/null 2>&1 & echo $!"
+    r = testbed.ct_exec(ct, ["sh", "-c", run])
     pid = int(r.stdout.strip())
     helpers.wait_for(lambda: ct_alive(testbed, ct, pid), 10, "root's sleep")
     return pid
@@ -99,7 +100,7 @@ async def test_a_forged_pane_record_never_moves_kill_onto_roots_process(
 
 FAKE_TMUX = f"""#!/bin/sh
 # A tmux of the user's: every answer names root's process as the pane of `train`.
-printf 'train{US}1{US}0{US}0{US}0{US}0{US}%s{US}0{US}{US}{US}sleep 4321{US}sleep{US}/{RS}\\n' "$VICTIM"
+printf 'train{US}1{US}0{US}0{US}0{US}0{US}%s{US}0{US}{US}{US}python3{US}python3{US}/{RS}\\n' "$VICTIM"
 """
 
 
@@ -116,14 +117,13 @@ async def test_another_users_tmux_is_not_believed_about_whose_process_its_pane_i
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     os.chown(fake, 65534, 65534)
     try:
-        with pytest.raises(ActionError) as err:
-            await plan_kill(
-                target, Settings(), "train", force=True, tmux=[str(fake), "-S", owned.sock]
-            )
-        assert f"pid {victim} of uid 0" in str(err.value) and "nothing was signalled" in str(
-            err.value
-        )
-        assert "\n" not in str(err.value)
+        tmux = [str(fake), "-S", owned.sock]
+        for plan in (plan_kill, plan_dump, plan_flush):  # each acts on the pane's processes
+            with pytest.raises(ActionError) as err:
+                await plan(target, Settings(), "train", tmux=tmux)
+            said = str(err.value)
+            assert f"pid {victim} of uid 0" in said and "nothing was done" in said, plan
+            assert "\n" not in said
     finally:
         still = ct_alive(testbed, owned.ct, victim)
         testbed.ct_exec(owned.ct, ["kill", "-9", str(victim)])

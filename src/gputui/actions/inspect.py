@@ -10,6 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from gputui.actions.plan import ActionError
 from gputui.actions.procid import ProcId, read_proc_ids
 from gputui.actions.runspec import session_target, tmux_argv
 from gputui.actions.scripts import LINKS_SCRIPT
@@ -241,6 +242,22 @@ async def find_run(target: Target, session: str, tmux: list[str] | None = None) 
         info.cwds, info.argvs, info.fds = await read_links(target, [p.pid for p in info.procs])
         info.ids = await read_proc_ids(target, [p.pid for p in info.procs])
     return info
+
+
+def check_owned(info: RunInfo, where: str, pids: list[int]) -> None:
+    """Refuse (one line) to act on the pane's process or `pids` when one is
+    not the tmux server's owner's and the server is another user's: that
+    server says which PID its pane has (issue 34: a pane record naming
+    root's process, which kill then signalled)."""
+    pane_pid = [info.pane.pid] if info.pane is not None and info.pane.pid is not None else []
+    bad = info.foreign(pane_pid + list(pids))
+    if bad:
+        who = "unknown" if bad[0].uid < 0 else f"uid {bad[0].uid}"
+        raise ActionError(
+            f"session {info.session!r} on {where} is in uid {info.server_uid}'s tmux server, "
+            f"but its pane names pid {bad[0].pid} of {who}; nothing was done",
+            "act on that process yourself, as its owner, after checking what it is",
+        )
 
 
 def server_socket(tmux: list[str] | None) -> str | None:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gputui.actions.inspect import RunInfo, find_run
+from gputui.actions.inspect import RunInfo, check_owned, find_run
 from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
 from gputui.actions.scripts import KILL_SCRIPT
 from gputui.actions.server import tmux_as_socket_owner
@@ -80,7 +80,7 @@ def plan_kill_from(
             f"nothing is running in session {info.session!r} (the pane is dead or empty)",
             "there is no run to stop; use relaunch or launch to start one",
         )
-    check_owned(info, target)
+    check_owned(info, target.label, [p.pid for p in info.group_procs])
     int_wait = 0.0 if force else (INT_WAIT_S if int_wait is None else int_wait)
     if term_wait is None:
         term_wait = FORCE_TERM_WAIT_S if force else TERM_WAIT_S
@@ -114,21 +114,6 @@ def plan_kill_from(
             **pin_run(info, pids, tmux),
         },
     )
-
-
-def check_owned(info: RunInfo, target: Target) -> None:
-    """Refuse (one line) to signal a process that is not the tmux server's
-    owner's when the server is another user's: that server says which PID
-    its pane has (issue 34: a pane record naming root's process)."""
-    pane_pid = [info.pane.pid] if info.pane is not None and info.pane.pid is not None else []
-    bad = info.foreign(pane_pid + [p.pid for p in info.group_procs])
-    if bad:
-        who = "unknown" if bad[0].uid < 0 else f"uid {bad[0].uid}"
-        raise ActionError(
-            f"session {info.session!r} on {target.label} is in uid {info.server_uid}'s tmux "
-            f"server, but its pane names pid {bad[0].pid} of {who}; nothing was signalled",
-            "stop that process yourself, as its owner, after checking what it is",
-        )
 
 
 def pin_run(info: RunInfo, pids: list[int], tmux: list[str] | None) -> dict[str, Any]:
