@@ -24,7 +24,7 @@ import pytest
 
 import helpers
 from gputui.model import LogState
-from gputui.monitor.logfollow import LogFollower, not_a_file_error
+from gputui.monitor.logfollow import LogFollower, follow_argv, not_a_file_error
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 
@@ -121,3 +121,37 @@ async def test_a_root_log_below_a_directory_others_may_write_is_refused_in_one_l
     assert "not followed" in err and str(open_dir) in err and "\n" not in err
     assert str(not_a_file_error(str(log), f.state.not_a_file or "", err)).count("\n") == 0
     assert not [ln for ln in seen.lines if CANARY in ln]
+
+
+def first_bytes(path: Path) -> bytes:
+    """The follow script's header and first bytes for `path` (run as root)."""
+    p = subprocess.Popen(
+        follow_argv(str(path), None, None, batch=False),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        out, _ = p.communicate(timeout=1.5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+    return out
+
+
+def test_below_a_directory_only_root_may_pass_root_follows_and_above_it_nobody_else_counts(
+    dirs: tuple[Path, Path],
+) -> None:
+    """A log below root's 0700 directory can be changed by no one else, so
+    root follows it whoever owns it; root's 0700 directory inside a user's
+    directory can be swapped by that user, so its log is read as the user."""
+    user, root = dirs
+    sealed = root / "u.log"  # root's 0700 directory, the user's file
+    sealed.write_text("sealed line\n")
+    os.chown(sealed, UID, UID)
+    assert b"sealed line" in first_bytes(sealed)
+    private = user / "private"  # the user's directory, root's 0700 one in it
+    private.mkdir(mode=0o700)
+    (private / "job.log").write_text(f"{CANARY}\n")
+    (private / "job.log").chmod(0o600)
+    out = first_bytes(private / "job.log")
+    assert CANARY.encode() not in out and not out.startswith(b"@gputui ok"), out

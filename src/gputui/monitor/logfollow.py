@@ -77,7 +77,8 @@ from gputui.text.words import unreadable_fix
 # sticky) above a root log, or two such users, gets `@gputui unsafe DIR`
 # and is not read; so is `@gputui nosetpriv UID` where setpriv is missing.
 # What lies below a directory of root's that no one else may pass (0700)
-# cannot be changed by anyone else, whatever its own mode.
+# cannot be changed by anyone else, whatever its own mode or owner: a log
+# there (on both its paths) is followed as root.
 # Every restart (the agent's stat saw a new inode) decides again.
 FOLLOW_SCRIPT = r"""off=$1; ino=$2; p=$3; back=${4:-0}; batch=$5; self=$6
 PATH=@FIXED_PATH@; export PATH
@@ -95,19 +96,19 @@ if [ -n "$self" ] && [ "$(id -u)" = 0 ]; then
 $out
 E
     shift $(($# - n))  # what is missing is at the leaf end: the rest answered, in order
-    wo=; wb=
+    wo=; wb=; ws=
     while read -r u g m f; do
       if [ -z "$owner" ]; then owner="$u $g"
       elif [ "$u" != 0 ]; then
         [ -n "$wo" ] && [ "$wo" != "$u $g" ] && wb=$1
-        wo="$u $g"
+        wo="$u $g"; ws=  # its owner could swap what is below: no seal under it counts
       fi
       t=0; [ ${#m} -gt 3 ] && t=${m%???}; m=${m#"${m%???}"}
       if [ "$f" = directory ]; then
-        if [ $((0$m & 022)) -ne 0 ] && [ $((0$t & 1)) -eq 0 ]; then wb=$1; fi
+        if [ $((0$m & 022)) -ne 0 ] && [ $((0$t & 1)) -eq 0 ]; then wb=$1; ws=; fi
         # root's, and nobody else may pass: nothing below it can be changed by others
         if [ "$u" = 0 ] && [ $((0$m & 1)) -eq 0 ] && { [ "$g" = 0 ] || [ $((0$m & 010)) -eq 0 ]; }; then
-          wo=; wb=
+          wo=; wb=; ws=1
         fi
       fi
       shift
@@ -115,11 +116,13 @@ E
 $out
 E
     [ -n "$wo" ] && [ -n "$other" ] && [ "$other" != "$wo" ] && bad=$w0
-    other=${wo:-$other}; bad=${wb:-$bad}
+    other=${wo:-$other}; bad=${wb:-$bad}; sealed=${sealed:-$ws}; [ -n "$ws" ] || sealed=no
   }
+  sealed=
   walk "$p"
   r=$(readlink -f -- "${p%/*}" 2>/dev/null) && [ "$r" != "${p%/*}" ] && walk "$r"
   set -- $owner
+  [ "$sealed" = 1 ] && set -- 0  # nobody else can reach it: root's hands are safe
   if [ "${1:-0}" = 0 ]; then
     [ -n "$bad" ] && { echo "@gputui unsafe $bad"; exit 0; }
     set -- $other
