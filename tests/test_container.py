@@ -21,6 +21,8 @@ from gputui.containers import (
     container_for,
     parse_container,
 )
+from gputui.containers.base import IN_CONTAINER
+from gputui.containers.kubernetes import IN_POD
 from gputui.errors import ContainerError
 from gputui.model import CtStatus
 from gputui.remote.local import LocalTransport
@@ -102,7 +104,8 @@ def test_docker_enters_with_exec_i_and_reads_its_error_texts() -> None:
     c = parse_container("docker:trainer")
     assert isinstance(c, Docker) and c == Docker("trainer") and c.id is None
     assert c.wrap(["tmux", "ls"]) == [
-        "docker", "exec", "-i", "-e", "LC_CTYPE=C.UTF-8", "trainer", "tmux", "ls",
+        "docker", "exec", "-i", "-w", "/", "-u", "0", "-e", "LC_CTYPE=C.UTF-8",
+        "trainer", *IN_CONTAINER, "tmux", "ls",
     ]  # fmt: skip
     assert c.attach(["tmux", "attach"])[:3] == ["docker", "exec", "-it"]
     assert c.phrase("pip install py-spy") == "docker exec trainer pip install py-spy"
@@ -162,8 +165,9 @@ def test_pod_spec_namespace_pod_container_and_context() -> None:
         "-c",
         "main",
         "--",
-        "env",
+        "/usr/bin/env",
         "LC_CTYPE=C.UTF-8",
+        *IN_CONTAINER,
         "tmux",
         "ls",
     ]
@@ -178,8 +182,7 @@ def test_pod_spec_namespace_pod_container_and_context() -> None:
         "-i",
         "trainer-0",
         "--",
-        "env",
-        "LC_CTYPE=C.UTF-8",
+        *IN_POD,
         "ls",
     ]
     assert bare.read_status('Error from server (NotFound): pods "trainer-0" not found') == (

@@ -40,3 +40,16 @@ def test_fix_with_inline_code_keeps_its_spaces() -> None:
 def test_plain_fix_is_still_code() -> None:
     f = Finding("x", Severity.WARNING, "title", fix="kill -9 1234")
     assert "fix: `kill -9 1234`" in help_markdown({}, [f])
+
+
+def test_evidence_is_shown_as_written_never_as_a_link_or_markup() -> None:
+    """Evidence quotes remote text (a log line, a session name): Markdown in
+    it is shown, not obeyed (issue 34: `[text](https://…)` became a link)."""
+    from markdown_it import MarkdownIt
+
+    line = "[text](https://example.invalid/x) **bold** see https://example.invalid"
+    f = Finding("x", Severity.WARNING, "title [t](https://example.invalid)", evidence=[line])
+    md = help_markdown({}, [f])
+    tokens = [t for t in MarkdownIt("gfm-like").parse(md) if t.type == "inline"]
+    assert not [c for t in tokens for c in t.children or [] if c.type.startswith("link")]
+    assert line in screen_text(md)

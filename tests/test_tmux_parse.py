@@ -160,7 +160,7 @@ def test_weird_name_quoted_command_and_odd_path(sessions: dict[str, Session]) ->
     p = sessions[WEIRD].panes[0]
     assert p.session == WEIRD
     assert p.start_command == QUOTED_CMD
-    assert p.current_path.endswith("odd\x1fdir")
+    assert p.current_path.endswith("odd?dir")  # tmux replaced the control character
 
 
 def test_several_windows_and_panes(sessions: dict[str, Session]) -> None:
@@ -257,10 +257,14 @@ def test_parse_synthetic_records() -> None:
     assert parse_panes("") == []
 
 
-def test_newline_in_path_does_not_split_record() -> None:
+def test_a_record_with_a_control_character_is_not_one_of_ours() -> None:
+    """tmux replaces every control character of a text field with '?'
+    (LIST_PANES_FORMAT): one in a record means the record is not ours."""
     fields = ["s", "1", "1", "0", "0", "0", "5", "0", "", "", "bash", "bash", "/tmp/a\nb"]
+    assert parse_panes("\x1f".join(fields) + "\x1e\n") == []
+    fields[-1] = "/tmp/a?b"
     (s,) = parse_panes("\x1f".join(fields) + "\x1e\n")
-    assert s.panes[0].current_path == "/tmp/a\nb"
+    assert s.panes[0].current_path == "/tmp/a?b"
 
 
 def tmux34_escaped(raw: str) -> str:

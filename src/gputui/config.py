@@ -9,11 +9,13 @@ the key: a TOML syntax error, an unknown key, a value of the wrong type.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import math
 import os
 import re
+import shlex
 import stat
 import sys
 from collections.abc import Callable
@@ -117,6 +119,8 @@ class Settings:
     jump: str | None = None  # ProxyJump: [user@]host[:port][,...], as ssh -J
     keepalive: float = 15.0
     config_path: str | None = None  # the gputui config file that was read, if any
+    # one line when that file holds secrets and others may read it (exposed_secrets)
+    config_exposed: str = ""
     # [history] and [alerts] (gputui.record.history, gputui.record.alerts)
     history: bool = True
     history_path: str | None = None  # default $XDG_STATE_HOME/gputui/history.sqlite
@@ -601,7 +605,24 @@ def load_config(path: str | Path | None = None) -> Settings:
         raise ConfigError(
             f"cannot read config file {p}: {err}", "check its permissions and encoding"
         ) from None
-    return parse_config(text, p)
+    settings = parse_config(text, p)
+    with contextlib.suppress(OSError):
+        settings.config_exposed = exposed_secrets(settings, p, p.stat().st_mode)
+    return settings
+
+
+def exposed_secrets(settings: Settings, path: Path, mode: int) -> str:
+    """The one-line warning for a config file that holds secrets (`[alerts]
+    urls` carry tokens, `[run] env` values) while its mode lets group or
+    others read it; "" otherwise (issue 34)."""
+    held = [name for name, v in (("[alerts] urls", settings.alert_urls), ("[run] env",
+            settings.run.env)) if v]  # fmt: skip
+    if not held or not mode & 0o044:
+        return ""
+    return (
+        f"config file {path} holds secrets ({' and '.join(held)}) and others may read it "
+        f"(mode {stat.S_IMODE(mode):o}) — chmod 600 {shlex.quote(str(path))}"
+    )
 
 
 def _not_a_file(p: Path) -> str:

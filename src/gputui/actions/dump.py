@@ -6,7 +6,7 @@ import re
 import time
 from pathlib import Path
 
-from gputui.actions.inspect import find_run
+from gputui.actions.inspect import check_owned, find_run
 from gputui.actions.plan import (
     ActionError,
     ActionPlan,
@@ -189,6 +189,7 @@ async def plan_dump(
                 "the run has ended or is not Python; nothing to dump",
             )
         pids = [p.pid for p in pys]
+        check_owned(info, target.label, pids)
         argv0s = [(info.argvs.get(p.pid) or [p.args.split(" ", 1)[0]])[0] for p in pys]
         listing = [f"  pid {p.pid}: {p.args[:120]}" for p in pys]
         ids = info.ids

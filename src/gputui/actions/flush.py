@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from gputui.actions.dump import PTRACE_DENIED, PTRACE_FIX, in_session, pids_target, require_tool
-from gputui.actions.inspect import file_size, find_run
+from gputui.actions.inspect import check_owned, file_size, find_run
 from gputui.actions.plan import (
     ActionError,
     ActionPlan,
@@ -69,6 +69,7 @@ async def plan_flush(
                 "the run has ended or is not Python; nothing to flush",
             )
         pids = [p.pid for p in info.pythons]
+        check_owned(info, target.label, pids)
         logs = logs or info.log_files()
         ids = info.ids
     else:

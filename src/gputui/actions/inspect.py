@@ -10,6 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from gputui.actions.plan import ActionError
 from gputui.actions.procid import ProcId, read_proc_ids
 from gputui.actions.runspec import session_target, tmux_argv
 from gputui.actions.scripts import LINKS_SCRIPT
@@ -72,6 +73,20 @@ class RunInfo:
     cwds: dict[int, str] = field(default_factory=dict)
     argvs: dict[int, list[str]] = field(default_factory=dict)  # exact argv from /proc/PID/cmdline
     ids: dict[int, ProcId] = field(default_factory=dict)  # start time, owner, exe of each pid
+    # uid of the tmux server's owner when it is another user's (`-S SOCK`):
+    # that server says what its panes are, so their processes must be its owner's.
+    server_uid: int | None = None
+
+    def foreign(self, pids: list[int]) -> list[ProcId]:
+        """Those of `pids` whose owner is not the (other user's) tmux server's
+        owner, or whose owner is unknown; [] for root's own server."""
+        if self.server_uid is None:
+            return []
+        return [
+            self.ids.get(p) or ProcId(p, 0, -1, -1)
+            for p in pids
+            if p not in self.ids or self.ids[p].uid != self.server_uid
+        ]
 
     def fd1(self, pid: int) -> str:
         return self.fds.get(pid, {}).get(1, "")
@@ -153,9 +168,16 @@ def _is_file(link: str) -> bool:
     )
 
 
-def parse_panes(text: str) -> list[Pane]:
-    """Output of `list_panes_argv` -> its panes (collect.tmux's format and parser)."""
-    return [p for s in tmux_parse.parse_panes(text) for p in s.panes]
+def parse_panes(text: str, session: str | None = None) -> list[Pane]:
+    """Output of `list_panes_argv` -> its panes (collect.tmux's format and
+    parser); with `session`, only that session's panes: a record of another
+    session in the answer is never taken for the one asked for."""
+    return [
+        p
+        for s in tmux_parse.parse_panes(text)
+        if session is None or s.name == session
+        for p in s.panes
+    ]
 
 
 def parse_ps(text: str) -> list[PsRow]:
@@ -209,16 +231,57 @@ def list_panes_argv(session: str, tmux: list[str] | None = None) -> list[str]:
 async def find_run(target: Target, session: str, tmux: list[str] | None = None) -> RunInfo:
     """The session's first pane and the processes under it (read-only)."""
     res = await target.run(list_panes_argv(session, tmux), timeout=10.0)
-    panes = parse_panes(res.out) if res.ok else []
+    panes = parse_panes(res.out, session) if res.ok else []
     info = RunInfo(session=session, pane=panes[0] if panes else None)
     if info.pane is None or info.pane.pid is None:
         return info
+    info.server_uid = await server_uid(target, tmux)
     rows = await list_procs(target)
     info.procs = descendants(rows, info.pane.pid)
     if info.procs:
         info.cwds, info.argvs, info.fds = await read_links(target, [p.pid for p in info.procs])
         info.ids = await read_proc_ids(target, [p.pid for p in info.procs])
     return info
+
+
+def check_owned(info: RunInfo, where: str, pids: list[int]) -> None:
+    """Refuse (one line) to act on the pane's process or `pids` when one is
+    not the tmux server's owner's and the server is another user's: that
+    server says which PID its pane has (issue 34: a pane record naming
+    root's process, which kill then signalled)."""
+    pane_pid = [info.pane.pid] if info.pane is not None and info.pane.pid is not None else []
+    bad = info.foreign(pane_pid + list(pids))
+    if bad:
+        who = "unknown" if bad[0].uid < 0 else f"uid {bad[0].uid}"
+        raise ActionError(
+            f"session {info.session!r} on {where} is in uid {info.server_uid}'s tmux server, "
+            f"but its pane names pid {bad[0].pid} of {who}; nothing was done",
+            "act on that process yourself, as its owner, after checking what it is",
+        )
+
+
+def server_socket(tmux: list[str] | None) -> str | None:
+    """SOCK of a tmux argv that reaches a server by `-S SOCK` (maybe after a
+    setpriv/runuser prefix), else None: the default server, or `-L NAME`."""
+    if not tmux:
+        return None
+    at = max((i for i, a in enumerate(tmux) if os.path.basename(a) == "tmux"), default=-1)
+    rest = tmux[at + 1 :] if at >= 0 else []
+    return rest[rest.index("-S") + 1] if "-S" in rest[:-1] else None
+
+
+async def server_uid(target: Target, tmux: list[str] | None) -> int | None:
+    """uid of the tmux server `tmux` reaches when it is another user's: the
+    owner of its `-S` socket (root's → None, as for the default server).
+    An unreadable owner counts as nobody's (-1): nothing will match it."""
+    sock = server_socket(tmux)
+    if sock is None:
+        return None
+    res = await target.run(["stat", "-c", "%u", "--", sock], timeout=10.0)
+    uid = res.out.strip()
+    if not (res.ok and uid.isdigit()):
+        return -1
+    return int(uid) or None
 
 
 async def read_links(

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gputui.actions.inspect import RunInfo, find_run
+from gputui.actions.inspect import RunInfo, check_owned, find_run
 from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
 from gputui.actions.scripts import KILL_SCRIPT
 from gputui.actions.server import tmux_as_socket_owner
@@ -80,6 +80,7 @@ def plan_kill_from(
             f"nothing is running in session {info.session!r} (the pane is dead or empty)",
             "there is no run to stop; use relaunch or launch to start one",
         )
+    check_owned(info, target.label, [p.pid for p in info.group_procs])
     int_wait = 0.0 if force else (INT_WAIT_S if int_wait is None else int_wait)
     if term_wait is None:
         term_wait = FORCE_TERM_WAIT_S if force else TERM_WAIT_S
@@ -209,7 +210,7 @@ async def check_pane(
     if pane_pid is None or not session:
         return
     res = await target.run(list_panes_argv(session, tmux))
-    panes = parse_panes(res.out) if res.ok else []
+    panes = parse_panes(res.out, session) if res.ok else []
     if panes and panes[0].pid != pane_pid:
         raise ActionError(
             f"session {session!r} has another pane now (pid {panes[0].pid}, was {pane_pid})",

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.actions.inspect import RunInfo, find_run, list_panes_argv
+from gputui.actions.inspect import RunInfo, find_run, list_panes_argv, server_socket
 from gputui.actions.kill import (
     GpuProcessReader,
     gpu_after,
@@ -139,21 +139,24 @@ def log_refusal(log: str, answer: str, owner: int) -> str | None:
 
 
 async def run_owner(target: Target, info: RunInfo, tmux: list[str] | None) -> tuple[int, int]:
-    """(uid, gid) the run belongs to: its pane's process, else the owner of
-    its tmux server's socket; root for root's own server."""
+    """(uid, gid) the run belongs to: the owner of its tmux server's socket
+    when that is another user's (that server is believed about its owner
+    only, never about whose process its pane is: issue 34); in root's own
+    server its pane's process; else root."""
+    sock = server_socket(tmux)
+    if sock is not None:
+        res = await target.run(["stat", "-c", "%u %g", "--", sock])
+        ids = res.out.split()
+        if not res.ok or len(ids) != 2 or not all(x.isdigit() for x in ids):
+            raise ActionError(
+                f"cannot tell who owns the tmux server {sock}", "check that it still runs"
+            )
+        if ids[0] != "0":
+            return int(ids[0]), int(ids[1])
     if info.pane is not None and info.pane.pid in info.ids:
         pid = info.ids[info.pane.pid]
         return pid.uid, pid.gid
-    sock = tmux[tmux.index("-S") + 1] if tmux and "-S" in tmux[:-1] else None
-    if sock is None:
-        return 0, 0
-    res = await target.run(["stat", "-c", "%u %g", "--", sock])
-    ids = res.out.split()
-    if not res.ok or len(ids) != 2 or not all(x.isdigit() for x in ids):
-        raise ActionError(
-            f"cannot tell who owns the tmux server {sock}", "check that it still runs"
-        )
-    return int(ids[0]), int(ids[1])
+    return 0, 0
 
 
 async def plan_move_log(
@@ -197,7 +200,10 @@ def spec_from_run(info: RunInfo, settings: Settings) -> RunSpec:
     pane = info.pane
     assert pane is not None
     main = info.main_python
-    cwd = pane.current_path or (info.cwds.get(main.pid, "") if main else "") or "/root"
+    # tmux shows a control character in a path as '?' (collect.tmux): /proc has it exactly
+    shown = pane.current_path if "?" not in pane.current_path else ""
+    proc_cwd = info.cwds.get(main.pid, "") if main else ""
+    cwd = shown or proc_cwd or info.cwds.get(pane.pid or -1, "") or "/root"
     env: dict[str, str] = {}
     command, log, source = "", None, ""
     if pane.start_command_raw:

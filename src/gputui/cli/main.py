@@ -438,6 +438,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, settings = parse(argv)
+        if settings.config_exposed:  # said once, before anything runs
+            print(f"gputui: warning: {settings.config_exposed}", file=sys.stderr)
         return _dispatch(args, settings)
     except GputuiError as err:  # may quote remote text (an ssh server's reason, stat's output)
         from gputui.text.untrusted import visible

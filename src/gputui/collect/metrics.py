@@ -314,6 +314,17 @@ PRESETS: dict[str, Callable[[str], Found | None]] = {
 }
 PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)
 
+# The largest step kept: what SQLite's INTEGER (and the history) holds. A log
+# line `step 99999999999999999999 loss nan` raised OverflowError in the
+# history's insert on every tick, and that run's history stopped (issue 34).
+MAX_STEP = 2**63 - 1
+
+
+def plausible_step(step: int | None) -> int | None:
+    """`step`, or None when it is negative or over MAX_STEP (not a step)."""
+    return step if step is None or 0 <= step <= MAX_STEP else None
+
+
 USER_GROUPS = ("step", "loss", "throughput")
 
 
@@ -376,7 +387,15 @@ class MetricParser:
         return None
 
     def parse_found(self, line: str) -> tuple[str, Found] | None:
-        """Like `parse` but returns (preset name, (step, loss, throughput, unit))."""
+        """Like `parse` but returns (preset name, (step, loss, throughput, unit)).
+        A step outside 0..MAX_STEP is dropped (the loss and throughput stay)."""
+        hit = self._parse_found(line)
+        if hit is None:
+            return None
+        name, (step, loss, thr, unit) = hit
+        return name, (plausible_step(step), loss, thr, unit)
+
+    def _parse_found(self, line: str) -> tuple[str, Found] | None:
         if "\x1b" in line:
             line = strip_ansi(line)
         if self.user:

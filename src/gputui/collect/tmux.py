@@ -6,11 +6,16 @@ Separator choice (checked against real tmux 3.3a): literal control characters
 in a `-F` format pass through unchanged, and tmux escapes control characters
 in *session names* (a name typed with 0x1f is stored as the text `\\037`) and
 in the start command (printed through its argument escaping). Two values come
-out raw: `pane_current_command` (a process name) and `pane_current_path` (a
-directory, which may legally contain 0x1f or a newline). So fields are split
-by US (0x1f), each record ends with RS (0x1e) + newline, and the two raw fields
-are last: a stray 0x1f is taken to belong to the path, and a newline inside a
-path does not split a record.
+out raw: `pane_current_command` (argv[0] of the pane's foreground process,
+which its owner chooses: `exec -a $'x\\x1e\\nmain\\x1f…'`) and
+`pane_current_path` (a directory, which may contain 0x1f or a newline). So
+every text field goes through tmux's `s/[\\001-\\037\\177]/?/` modifier
+(TEXT_FIELDS): no field can hold a separator or a newline, whatever tmux
+version or locale, and a record is accepted only with exactly PANE_FIELDS'
+count and numbers where numbers belong (issue 34: a forged record named a
+session `main` with the PID of root's process). Fields are split by US
+(0x1f), each record ends with RS (0x1e) + newline. A path or command shown
+with `?` is lossy: actions take the run's cwd from /proc, not from here.
 """
 
 from __future__ import annotations
@@ -36,11 +41,30 @@ PANE_FIELDS: tuple[str, ...] = (
     "pane_dead_status",
     "pane_dead_signal",
     "pane_start_command",
-    "pane_current_command",  # raw: second to last
-    "pane_current_path",  # raw: last
+    "pane_current_command",
+    "pane_current_path",
 )
 
-LIST_PANES_FORMAT = FIELD_SEP.join("#{" + f + "}" for f in PANE_FIELDS) + RECORD_END
+# Text fields: every control character (0x01-0x1f, 0x7f) becomes `?` inside
+# tmux, before it prints them; the other fields are numbers tmux prints itself.
+TEXT_FIELDS = frozenset(
+    {"session_name", "pane_start_command", "pane_current_command", "pane_current_path"}
+)
+CONTROL_TO_QUESTION = "s/[\x01-\x1f\x7f]/?/:"
+_NUMBER_FIELDS: tuple[str, ...] = (
+    "session_windows",
+    "session_created",
+    "session_attached",
+    "window_index",
+)
+_NUMBER_FIELDS += ("pane_index", "pane_pid", "pane_dead", "pane_dead_status", "pane_dead_signal")
+
+
+def _field_format(name: str) -> str:
+    return "#{" + (CONTROL_TO_QUESTION if name in TEXT_FIELDS else "") + name + "}"
+
+
+LIST_PANES_FORMAT = FIELD_SEP.join(_field_format(f) for f in PANE_FIELDS) + RECORD_END
 
 _NO_SERVER = ("no server running on", "error connecting to", "no sessions")
 
@@ -217,36 +241,47 @@ def _records(text: str) -> list[str]:
 
 
 def parse_pane_record(record: str) -> tuple[Session, Pane] | None:
+    """One record of LIST_PANES_FORMAT, or None when it is not one: exactly
+    the format's fields, a number (or nothing) in each number field, no
+    control character in any field (tmux replaced them; one here means the
+    output is not what the format asked for)."""
     parts = record.split(FIELD_SEP)
-    fixed = len(PANE_FIELDS) - 2
-    if len(parts) < len(PANE_FIELDS):
+    if len(parts) != len(PANE_FIELDS) or any(_has_control(p) for p in parts):
         return None
-    (name, windows, created, attached, win, pane, pid, dead, dstatus, dsignal, start) = parts[
-        :fixed
-    ]
-    current_command = parts[fixed]
-    current_path = FIELD_SEP.join(parts[fixed + 1 :])
+    f = dict(zip(PANE_FIELDS, parts, strict=True))
+    if not all(f[n] == "" or (f[n].isdigit() and f[n].isascii()) for n in _NUMBER_FIELDS):
+        return None
+    if not f["session_name"] or (_int(f["pane_pid"]) is None and f["pane_dead"] != "1"):
+        return None
+    name, start = f["session_name"], f["pane_start_command"]
     session = Session(
         name=name,
-        windows=_int(windows) or 1,
-        created=float(c) if (c := _int(created)) is not None else None,
-        attached=(_int(attached) or 0) > 0,
+        windows=_int(f["session_windows"]) or 1,
+        created=float(c) if (c := _int(f["session_created"])) is not None else None,
+        attached=(_int(f["session_attached"]) or 0) > 0,
     )
     p = Pane(
         session=name,
-        window_index=_int(win) or 0,
-        pane_index=_int(pane) or 0,
-        pid=_int(pid),
-        dead=dead.strip() == "1",
-        dead_status=_int(dstatus),
-        dead_signal=_int(dsignal),
-        current_command=current_command,
+        window_index=_int(f["window_index"]) or 0,
+        pane_index=_int(f["pane_index"]) or 0,
+        pid=_int(f["pane_pid"]),
+        dead=f["pane_dead"] == "1",
+        dead_status=_int(f["pane_dead_status"]),
+        dead_signal=_int(f["pane_dead_signal"]),
+        current_command=f["pane_current_command"],
         start_command=start_command_text(start),
-        current_path=current_path,
+        current_path=f["pane_current_path"],
         start_command_raw=start,
         launched_command=launched_command(split_start_command(start)),
     )
     return session, p
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _has_control(text: str) -> bool:
+    return _CONTROL_RE.search(text) is not None
 
 
 _VIS_ESCAPE_RE = re.compile(r"\\(\\|[0-7]{3})")

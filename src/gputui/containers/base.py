@@ -34,6 +34,24 @@ UTF8 = "LC_CTYPE=C.UTF-8"
 # `docker restart -t`: SIGTERM to the main process, SIGKILL after this.
 RESTART_GRACE_S = 10
 
+# The PATH interpreters and tools gputui starts in a target are looked up
+# on first: system directories, not the container's or the image's own (a
+# venv's bin or ~/.local/bin first on it ran a planted `python3` or `tmux`
+# as root: issue 34).
+FIXED_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# What every command gputui runs in a Docker/Podman container or a pod goes
+# through: from `/`, with the system directories first on PATH (a tool the
+# NVIDIA toolkit or the image adds elsewhere is still found after them).
+# Interpreters and tools root runs are checked for root's ownership besides
+# (remote.identity.PYTHON_SCRIPT, the agent's tmux).
+IN_CONTAINER = [
+    "/bin/sh",
+    "-c",
+    f'PATH={FIXED_PATH}${{PATH:+:$PATH}}; export PATH; cd / && exec "$@"',
+    "gputui-exec",
+]
+
 
 class CtStatus(str, Enum):
     """State of the container the run lives in, or NONE when gputui watches

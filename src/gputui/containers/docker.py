@@ -10,6 +10,7 @@ import re
 from typing import ClassVar
 
 from gputui.containers.base import (
+    IN_CONTAINER,
     RESTART_GRACE_S,
     UTF8,
     CgroupOwner,
@@ -90,10 +91,17 @@ class Docker(Container):
         )
 
     def wrap(self, argv: list[str]) -> list[str]:
-        return [self.TOOL, "exec", "-i", "-e", UTF8, self.name, *argv]
+        return [self.TOOL, "exec", "-i", *self._as_root(), self.name, *IN_CONTAINER, *argv]
 
     def attach(self, argv: list[str]) -> list[str]:
-        return [self.TOOL, "exec", "-it", "-e", UTF8, self.name, *argv]
+        return [self.TOOL, "exec", "-it", *self._as_root(), self.name, *IN_CONTAINER, *argv]
+
+    @staticmethod
+    def _as_root() -> list[str]:
+        """Root, from `/`: not the image's USER or WORKDIR, which its author
+        chose (issue 34: a planted base64.py in the WORKDIR ran as root);
+        IN_CONTAINER puts the system directories first on its PATH."""
+        return ["-w", "/", "-u", "0", "-e", UTF8]
 
     def phrase(self, command: str) -> str:
         return f"{self.TOOL} exec {self.name} {command}"

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import re
 
-from gputui.containers.base import UTF8, CgroupOwner, Container, CtStatus
+from gputui.containers.base import IN_CONTAINER, UTF8, CgroupOwner, Container, CtStatus
 from gputui.errors import ContainerError
+
+# kubectl exec has no --workdir or --user: what follows `--` starts from `/`
+# with the system directories first on PATH (IN_CONTAINER), as the pod's
+# own user (its securityContext).
+IN_POD = ["/usr/bin/env", UTF8, *IN_CONTAINER]
 
 K8S_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _KUBE_POD = re.compile(r"[-/]pod([0-9a-f][0-9a-f_-]{7,})(?:\.slice)?/")
@@ -98,8 +103,7 @@ class KubePod(Container):
             self.pod,
             *c,
             "--",
-            "env",
-            UTF8,
+            *IN_POD,
             *argv,
         ]
 

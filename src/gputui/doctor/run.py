@@ -219,6 +219,18 @@ async def watch_once(
     return monitor.snapshot
 
 
+def config_exposed(line: str) -> Finding:
+    """The config file holds secrets and others may read it (config.exposed_secrets)."""
+    what, _, fix = line.partition(" — ")
+    return Finding(
+        kind="config_exposed",
+        severity=Severity.WARNING,
+        title="the gputui config holds secrets others may read",
+        evidence=[what],
+        fix=fix,
+    )
+
+
 def watch_incomplete(unseen: list[str]) -> Finding:
     """The watch reached WATCH_MAX_S without every piece: the report may
     miss what they would have shown, so it is never "nothing wrong"."""
@@ -279,6 +291,8 @@ async def inspect(
         now = time.time()
         snap.time = now
         findings = rules.diagnose(snap, now, stale_after, settings.diagnosis)
+        if settings.config_exposed:
+            findings = rules.sort_findings([*findings, config_exposed(settings.config_exposed)])
         if unseen:  # a slow host: never "nothing wrong" for what was not seen
             facts["not_seen"] = unseen
             findings = rules.sort_findings([*findings, watch_incomplete(unseen)])

@@ -145,7 +145,7 @@ class LogChoice:
         named = self.override or named_log(self.settings)
         if f is None or not named or f.path != named or not f.state.not_a_file:
             return None
-        return not_a_file_error(named, f.state.not_a_file)
+        return not_a_file_error(named, f.state.not_a_file, f.state.error)
 
     async def check_named(self) -> None:
         """Raise named_error() once the stream's first header is in."""

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 from gputui.collect.logtail import LineSplitter
 from gputui.config import Settings
+from gputui.containers.base import FIXED_PATH
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import UNREADABLE, LogState
 from gputui.remote.base import RemoteProcess
@@ -66,7 +67,72 @@ from gputui.text.words import unreadable_fix
 # stream zeros forever and burn a core on both ends. A file this user may not
 # read (an unprivileged CT's root and a file of the host's root) gets
 # `@gputui unreadable`: tail would only retry "Permission denied" forever.
-FOLLOW_SCRIPT = r"""off=$1; ino=$2; p=$3; back=${4:-0}; batch=$5
+# Run as root with $6 (the script itself), it first picks whose hands follow
+# the file (issue 34: `tail -F` as root streamed /etc/shadow once a parent
+# directory of the log was swapped for a link): the log's owner (of the
+# nearest directory while it is missing) when that is not root; for a root
+# log, the one other user who owns a directory on the way (lexical, and
+# with links resolved), who could swap it; root only when nobody else can
+# change any directory on the way. A directory others may write (not
+# sticky) above a root log, or two such users, gets `@gputui unsafe DIR`
+# and is not read; so is `@gputui nosetpriv UID` where setpriv is missing.
+# What lies below a directory of root's that no one else may pass (0700)
+# cannot be changed by anyone else, whatever its own mode or owner: a log
+# there (on both its paths) is followed as root.
+# Every restart (the agent's stat saw a new inode) decides again.
+FOLLOW_SCRIPT = r"""off=$1; ino=$2; p=$3; back=${4:-0}; batch=$5; self=$6
+PATH=@FIXED_PATH@; export PATH
+case $p in /*) cd / ;; esac
+if [ -n "$self" ] && [ "$(id -u)" = 0 ]; then
+  owner=; other=; bad=
+  walk() {  # $1 and each directory above it, in one stat (lstat: a link is its own)
+    x=$1; w0=$1; set --
+    while :; do
+      set -- "$@" "$x"
+      case $x in /) break ;; */*) x=${x%/*}; x=${x:-/} ;; *) break ;; esac
+    done
+    out=$(stat -c '%u %g %a %F' -- "$@" 2>/dev/null) && [ -n "$out" ] || return 0
+    n=0; while read -r _; do n=$((n + 1)); done <<E
+$out
+E
+    shift $(($# - n))  # what is missing is at the leaf end: the rest answered, in order
+    wo=; wb=; ws=
+    while read -r u g m f; do
+      if [ -z "$owner" ]; then owner="$u $g"
+      elif [ "$u" != 0 ]; then
+        [ -n "$wo" ] && [ "$wo" != "$u $g" ] && wb=$1
+        wo="$u $g"; ws=  # its owner could swap what is below: no seal under it counts
+      fi
+      t=0; [ ${#m} -gt 3 ] && t=${m%???}; m=${m#"${m%???}"}
+      if [ "$f" = directory ]; then
+        if [ $((0$m & 022)) -ne 0 ] && [ $((0$t & 1)) -eq 0 ]; then wb=$1; ws=; fi
+        # root's, and nobody else may pass: nothing below it can be changed by others
+        if [ "$u" = 0 ] && [ $((0$m & 1)) -eq 0 ] && { [ "$g" = 0 ] || [ $((0$m & 010)) -eq 0 ]; }; then
+          wo=; wb=; ws=1
+        fi
+      fi
+      shift
+    done <<E
+$out
+E
+    [ -n "$wo" ] && [ -n "$other" ] && [ "$other" != "$wo" ] && bad=$w0
+    other=${wo:-$other}; bad=${wb:-$bad}; sealed=${sealed:-$ws}; [ -n "$ws" ] || sealed=no
+  }
+  sealed=
+  walk "$p"
+  r=$(readlink -f -- "${p%/*}" 2>/dev/null) && [ "$r" != "${p%/*}" ] && walk "$r"
+  set -- $owner
+  [ "$sealed" = 1 ] && set -- 0  # nobody else can reach it: root's hands are safe
+  if [ "${1:-0}" = 0 ]; then
+    [ -n "$bad" ] && { echo "@gputui unsafe $bad"; exit 0; }
+    set -- $other
+  fi
+  if [ "${1:-0}" != 0 ]; then
+    command -v setpriv >/dev/null 2>&1 || { echo "@gputui nosetpriv $1"; exit 0; }
+    exec setpriv --reuid="$1" --regid="$2" --clear-groups -- \
+      sh -c "$self" gputui-follow "$off" "$ino" "$p" "$back" "$batch" ""
+  fi
+fi
 if st=$(stat -L -c '%s %Y %i' -- "$p" 2>/dev/null); then
   if [ ! -f "$p" ]; then echo "@gputui notfile $(stat -L -c %F -- "$p")"; exit 0; fi
   if [ ! -r "$p" ]; then echo "@gputui unreadable"; exit 0; fi
@@ -80,13 +146,16 @@ if st=$(stat -L -c '%s %Y %i' -- "$p" 2>/dev/null); then
 else
   echo "@gputui missing"; off=0
 fi
-if [ -n "$batch" ] && command -v python3 >/dev/null 2>&1; then
-  exec python3 -c "$batch" "$((off + 1))" "$p"
+if [ -n "$batch" ] && py=$(command -v python3) && { [ "$(id -u)" != 0 ] ||
+   [ "$(stat -L -c %u -- "$py" "${py%/*}" | tr '\n' ' ')" = "0 0 " ]; }; then
+  exec "$py" -I -S -c "$batch" "$((off + 1))" "$p"
 fi
 exec tail -c "+$((off + 1))" -F -- "$p" 2>&1
-"""
+""".replace("@FIXED_PATH@", FIXED_PATH)
 
-# $5 of FOLLOW_SCRIPT where the target has python3: runs the same tail and
+# $5 of FOLLOW_SCRIPT where the target has python3 (on FOLLOW_SCRIPT's fixed
+# PATH, `-I -S`: no module from the working directory or PYTHONPATH; as
+# root only one root owns, with its directory): runs the same tail and
 # passes its output on in batches. GNU tail writes each time the file is
 # written, and each write crosses ssh as a packet that gputui decrypts and
 # hands on in Python: at 1,000 lines/s that was ~500 reads and ~850 packets
@@ -179,6 +248,7 @@ def follow_argv(
         path,
         str(int(backlog)),
         BATCH_PY if batch else "",
+        FOLLOW_SCRIPT,  # $6: run again as the log's owner (see FOLLOW_SCRIPT)
     ]
 
 
@@ -187,8 +257,12 @@ def named_log(settings: Settings) -> str | None:
     return settings.log or settings.run.log
 
 
-def not_a_file_error(path: str, kind: str) -> ConfigError:
-    """The one line for a named log that is a directory, a device or unreadable."""
+def not_a_file_error(path: str, kind: str, said: str | None = None) -> ConfigError:
+    """The one line for a named log that is a directory, a device or unreadable
+    (or not followed: `said` is the follower's line)."""
+    if kind == NOT_FOLLOWED:
+        problem, _, fix = (said or f"{path} not followed").partition(" — ")
+        return ConfigError(problem, fix or "keep the log in a directory only its owner can write")
     if kind == UNREADABLE:
         return ConfigError(f"log {path} cannot be read (permission denied)", unreadable_fix(path))
     return ConfigError(
@@ -218,6 +292,24 @@ async def log_kind(target: Target, path: str | None, timeout: float = 10.0) -> s
         return None
     kind = res.out.strip() if res.ok else ""
     return UNREADABLE if kind == "unreadable" else kind or None
+
+
+# LogState.not_a_file of a log FOLLOW_SCRIPT will not follow as root.
+NOT_FOLLOWED = "log gputui does not follow as root"
+
+
+def refused(path: str, kind: str, what: str) -> tuple[str, str]:
+    """(the problem, the fix) for a log FOLLOW_SCRIPT would not follow."""
+    if kind == "nosetpriv":
+        return (
+            f"{path} not followed: it is uid {what}'s and setpriv is missing to read it as them",
+            "install util-linux (setpriv) in the target",
+        )
+    return (
+        f"{path} not followed: directory {what} on its way may be changed by other users "
+        "than the log's owner (it could be swapped for a link to any file root may read)",
+        "keep the log in a directory only its owner can write (or a sticky one, as /tmp)",
+    )
 
 
 _TAIL_NOTE = re.compile(rb"tail: [^\n]*\n")
@@ -442,6 +534,11 @@ class LogFollower:
         if kind == "unreadable":  # looked at again now and then, as a directory is
             st.not_a_file = UNREADABLE
             st.error = f"cannot read {self.path}: permission denied"
+            self._notify()
+            return
+        if kind in ("unsafe", "nosetpriv"):
+            st.not_a_file = NOT_FOLLOWED
+            st.error = " — ".join(refused(self.path, kind, " ".join(words[2:])))
             self._notify()
             return
         first = not self._positioned

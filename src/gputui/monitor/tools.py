@@ -14,21 +14,21 @@ from gputui.remote.target import Target
 
 # One fixed script (no values spliced in) that reports every tool in one call:
 # `name<TAB>version` per line, version empty when the tool is missing. $1:
-# ROOT_OWNED_SCRIPT — as root, py-spy and gdb (tools actions run as root)
-# are run for their version only when root owns them alone.
+# ROOT_OWNED_SCRIPT — as root, tmux, python3, py-spy and gdb are run for
+# their version only when root owns them alone (a `tmux` or `python3` a user
+# put early on PATH ran as root: issue 34).
 TOOLS_SCRIPT = r"""chk=$1
 for t in tmux python3 py-spy gdb nvidia-smi; do
   if p=$(command -v "$t" 2>/dev/null); then
     case "$t" in
-      py-spy|gdb) a=ok; [ "$(id -u)" = 0 ] && a=$(sh -c "$chk" gputui-root-owned "$p") ;;
-      *) a=ok ;;
+      nvidia-smi) a=ok ;;
+      *) a=ok; [ "$(id -u)" = 0 ] && a=$(sh -c "$chk" gputui-root-owned "$p") ;;
     esac
     case "$t:$a" in
-      py-spy:ok*|gdb:ok*) v=$("$p" --version 2>&1 | head -n 1) ;;
-      py-spy:*|gdb:*) v=$(printf 'gputui-not-root\t%s' "$a") ;;
-      tmux:*) v=$(tmux -V 2>&1 | head -n 1) ;;
-      python3:*) v=$(python3 --version 2>&1 | head -n 1) ;;
-      *) v=$p ;;
+      tmux:ok*) v=$("$p" -V 2>&1 | head -n 1) ;;
+      *:ok*) v=$("$p" --version 2>&1 | head -n 1) ;;
+      nvidia-smi:*) v=$p ;;
+      *) v=$(printf 'gputui-not-root\t%s' "$a") ;;
     esac
     printf '%s\t%s\n' "$t" "${v:-yes}"
   else

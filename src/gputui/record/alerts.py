@@ -28,7 +28,7 @@ from gputui.config import DEFAULTS
 from gputui.errors import ConfigError
 from gputui.model import Finding
 from gputui.record.incidents import IncidentBook, Notice, alerting_kinds
-from gputui.text.untrusted import fit_line, one_line
+from gputui.text.untrusted import fit_line, no_mentions, one_line
 
 # The findings worth waking someone for: dead, hung, stalled, buffered, the
 # log's disk full, GPU lost, connection down, the container gone — from the
@@ -62,7 +62,7 @@ class Alert:
         word = {"escalated": "worse: ", "resolved": "resolved: ", "test": "test: "}.get(
             self.state, ""
         )
-        return fit_line(f"gputui {self.target}: {word}{self.title}", SUBJECT_MAX)
+        return no_mentions(fit_line(f"gputui {self.target}: {word}{self.title}", SUBJECT_MAX))
 
     @property
     def body(self) -> str:
@@ -73,7 +73,7 @@ class Alert:
         lines += [f"- {safe_text(e)}" for e in self.evidence[:5]]
         incident = f" · incident: {self.cause}" if self.cause and self.cause != self.kind else ""
         lines.append(f"target: {safe_text(self.target)} · finding: {self.kind}{incident}")
-        return "\n".join(lines)
+        return no_mentions("\n".join(lines))  # it quotes session names and log lines
 
 
 @dataclass

@@ -1401,8 +1401,25 @@ def _tmux_base(args: dict) -> "list[str]":
     if args.get("socket"):
         return tmux_server_argv(str(args["socket"]))
     if args.get("socket_name"):
-        return ["tmux", "-L", str(args["socket_name"])]
-    return ["tmux"]
+        return [root_tmux(), "-L", str(args["socket_name"])]
+    return [root_tmux()]
+
+
+def root_tmux() -> str:
+    """The tmux this agent runs with its own identity: found on PATH (the
+    system directories first: gputui.remote.identity.PYTHON_SCRIPT); as
+    root, only a copy root owns alone (issue 34: a `tmux` a user put on
+    PATH ran as root) — ValueError, one line, for another. "tmux" when
+    there is none (run_argv then says it is not found)."""
+    exe = shutil.which("tmux")
+    if exe is None or os.geteuid() != 0:
+        return exe or "tmux"
+    real, why = root_owned(exe)
+    if real is None:
+        raise ValueError(
+            "tmux %s not run as root: %s; install tmux from the system's packages" % (exe, why)
+        )
+    return real
 
 
 # ------------------------------------------------------------------ ops
@@ -1489,7 +1506,7 @@ class Agent:
             "clk_tck": CLK_TCK,
             "pid_ns": _readlink("/proc/self/ns/pid"),
             "tools": {
-                "tmux": tool_version(["tmux", "-V"]),
+                "tmux": tool_version(["tmux", "-V"], root_only=True),
                 "py-spy": tool_version(["py-spy", "--version"], root_only=True),
                 "gdb": tool_version(["gdb", "--version"], root_only=True),
                 "nvidia-smi": shutil.which("nvidia-smi"),
@@ -1527,7 +1544,7 @@ class Agent:
                 raise ValueError("tmux: only read-only subcommands %s" % (TMUX_READ_ONLY,))
             commands.append([str(a) for a in cmd])
         out = {"results": [run_argv(base + cmd) for cmd in commands]}  # type: dict
-        if args.get("other_servers") and base == ["tmux"]:
+        if args.get("other_servers") and len(base) == 1:  # the default server
             # `other_servers`: the same commands on every other server found,
             # each as its owner -> servers: [{socket, owner, results | skipped}]
             out["servers"] = servers = other_tmux_sockets()

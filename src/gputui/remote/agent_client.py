@@ -1,6 +1,7 @@
 """AgentClient: talk to gputui's agent (`agent.py`) inside the container.
 
-The agent is started once, as `python3 -c BOOTSTRAP gputui-agent`: the short
+The agent is started once, as `python3 -I -S -c BOOTSTRAP gputui-agent` (from
+`/`, remote.identity.python_argv): the short
 bootstrap reads the agent's source (zlib + base64, one line) from stdin and
 runs it, so stdin then carries the JSON-line requests and `ps` shows a
 short, recognisable command. Closing the client closes the agent's stdin,
@@ -30,6 +31,7 @@ from gputui.containers import Container, container_for, in_cgroups
 from gputui.errors import CommandTimeout, GputuiError
 from gputui.model import Proc, Session, Tools
 from gputui.remote.base import RemoteProcess
+from gputui.remote.identity import python_argv
 from gputui.remote.target import Target
 
 AGENT_MARKER = "gputui-agent"
@@ -64,8 +66,11 @@ def agent_source() -> bytes:
     return resources.files("gputui.remote").joinpath("agent.py").read_bytes()
 
 
-def agent_argv(python: str = "python3") -> list[str]:
-    return [python, "-c", BOOTSTRAP, AGENT_MARKER]
+def agent_argv(python: str = "python3", in_container: bool = False) -> list[str]:
+    """`python3 -I -S -c BOOTSTRAP gputui-agent`, from `/`, with an
+    interpreter root owns (remote.identity.python_argv): the bootstrap's
+    own `import base64` once ran a base64.py from the working directory."""
+    return python_argv(python, ["-c", BOOTSTRAP, AGENT_MARKER], AGENT_MARKER, in_container)
 
 
 def source_line() -> bytes:
@@ -128,7 +133,7 @@ class AgentClient:
 
         Raises AgentUnavailable (python3 missing or too old, CT not running)
         with the fix; the caller falls back to plain commands."""
-        argv = agent_argv(python)
+        argv = agent_argv(python, in_container=not on_host and target.in_container)
         check = "python3 -V" if on_host else target.container.phrase("python3 -V")
         where = (
             "on the host" if on_host or not target.in_container else f"in {target.container.words}"

@@ -9,6 +9,8 @@ used at all. Pure functions and fixed script text; no I/O here.
 
 from __future__ import annotations
 
+from gputui.containers.base import FIXED_PATH
+
 SETPRIV = "setpriv"
 
 # Prints "ok PATH" (PATH: the candidate with every link resolved) when the
@@ -80,3 +82,42 @@ def identity_words(uid: int, name: str | None = None) -> str:
     if uid == 0:
         return "root"
     return f"uid {uid}" + (f" ({name})" if name else "") + ", the run's owner"
+
+
+# Runs `$2 ARGS…` as an isolated Python: from `/`; in a container ($1
+# `fixed`) found on FIXED_PATH alone, which then comes first on its PATH
+# (on the host, $1 `host`, the PATH is the admin's own and kept); as `-I -S` (no cwd or script
+# directory on sys.path, no PYTHON* variables, no user site, no
+# site-packages or .pth files; `-E -s -S` where -I is unknown); run as root,
+# only an interpreter that root owns and nobody else may change (the file,
+# links resolved, and its directory). $2: `python3`, or an absolute path.
+PYTHON_SCRIPT = f"""cd / || exit 126
+was=$PATH; [ "$1" = fixed ] && PATH={FIXED_PATH}
+shift
+case $1 in
+  /*) py=$1 ;;
+  *) py=$(command -v -- "$1") || {{ echo "$1: not found" >&2; exit 127; }} ;;
+esac
+[ "$PATH" = "$was" ] || PATH=$PATH${{was:+:$was}}; export PATH
+shift
+owned() {{
+  s=$(stat -L -c '%u %a' -- "$1" 2>/dev/null) || return 1
+  m=${{s#* }}; m=${{m#"${{m%???}}"}}
+  [ "${{s%% *}}" = 0 ] && [ $((0$m & 022)) -eq 0 ]
+}}
+if [ "$(id -u)" = 0 ]; then
+  r=$(readlink -f -- "$py") || {{ echo "$py: not found" >&2; exit 127; }}
+  if ! owned "$r" || ! owned "${{r%/*}}" || ! owned "${{py%/*}}"; then
+    echo "$py is not root's alone (owner or mode): gputui does not run it as root" >&2
+    exit 126
+  fi
+fi
+"$py" -I -S -c '' 2>/dev/null || exec "$py" -E -s -S "$@"  # before 3.4: no -I
+exec "$py" -I -S "$@"
+"""
+
+
+def python_argv(python: str, args: list[str], name: str, in_container: bool) -> list[str]:
+    """argv running `python ARGS` isolated (PYTHON_SCRIPT); `name` is $0."""
+    where = "fixed" if in_container else "host"
+    return ["/bin/sh", "-c", PYTHON_SCRIPT, name, where, python, *args]

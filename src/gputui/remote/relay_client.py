@@ -25,6 +25,7 @@ from gputui.errors import CommandTimeout, ConnectError
 from gputui.model import ConnectionState
 from gputui.remote.agent_client import BOOTSTRAP
 from gputui.remote.base import CommandResult, RemoteProcess, StateListener, Transport
+from gputui.remote.identity import python_argv
 from gputui.remote.relay import CHUNK as RELAY_CHUNK
 from gputui.remote.relay import WINDOW as RELAY_WINDOW
 from gputui.remote.watchdog import with_watchdog
@@ -244,7 +245,8 @@ class RelayTransport(Transport):
             if self._proc is not None:
                 return self._proc
             proc = await self.base.open(
-                [self.python, "-c", BOOTSTRAP, RELAY_MARKER], watchdog=False
+                python_argv(self.python, ["-c", BOOTSTRAP, RELAY_MARKER], RELAY_MARKER, False),
+                watchdog=False,
             )
             try:
                 await proc.write(relay_source_line())

@@ -70,6 +70,31 @@ def visible(value: object, keep: str = "") -> str:
     return pattern.sub(_stand_in, text)
 
 
+_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def markdown_text(value: object) -> str:
+    """`value` (remote text: a log line, a path, a session name) as Markdown
+    that shows exactly it: visible(), and every ASCII punctuation mark
+    backslash-escaped, so `[text](https://…)` is no link, `**x**` no bold
+    and a bare URL not linkified (issue 34: evidence in the help screen)."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", visible(value))
+
+
+_MENTION = re.compile(r"@(?=(?:everyone|here|channel)\b)", re.IGNORECASE)
+ZWSP = "\u200b"  # zero width space: what chat services advise to break a mention
+
+
+def no_mentions(text: str) -> str:
+    """`text` (an alert naming a session, a log line) as a chat message
+    (Discord, Slack, Teams through apprise) that pings nobody and hides no
+    link: `@everyone`/`@here`/`@channel` get a zero width space after `@`;
+    every `<` one after it (`<@id>`, `<@&role>`, `<!here>`, `<url|text>`);
+    a masked link `[text](url)` one between `]` and `(`. It reads the same."""
+    text = _MENTION.sub("@" + ZWSP, text)
+    return text.replace("<", "<" + ZWSP).replace("](", "]" + ZWSP + "(")
+
+
 def one_line(value: object, limit: int = 300) -> str:
     """One line for a notification or an OSC payload (a bell's title, an
     apprise message): every character visible() would replace becomes a

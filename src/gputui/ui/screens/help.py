@@ -9,7 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
 from gputui.model import Finding
-from gputui.text.untrusted import visible
+from gputui.text.untrusted import markdown_text, visible
 from gputui.verbs import VERBS, key_of, keyed
 
 HELP_HEAD = """\
@@ -55,9 +55,9 @@ def findings_markdown(findings: list[Finding], keys: dict[str, str] | None = Non
     if not findings:
         return "\n## Findings now\n\nNothing wrong found.\n"
     out = ["\n## Findings now\n"]
-    for f in findings:  # evidence quotes remote text: one visible line each
-        out.append(f"- **{f.severity.value}: {visible(f.title)}**")
-        out += [f"  - {visible(line)}" for line in f.evidence[:6]]
+    for f in findings:  # evidence quotes remote text: one visible line each, no Markdown
+        out.append(f"- **{f.severity.value}: {markdown_text(f.title)}**")
+        out += [f"  - {markdown_text(line)}" for line in f.evidence[:6]]
         if f.action_label:
             out.append(f"  - key: `{visible(keyed(f.action, f.action_label, keys))}`")
         if f.fix:
