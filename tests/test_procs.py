@@ -190,8 +190,16 @@ _KP = "kubepods-besteffort-pod1234abcd_55aa_4e2f.slice"
         (f"0::/docker/{_D}\n", f"docker:{_D}", True),
         (f"0::/machine.slice/libpod-{_P}.scope/container\n", f"podman:{_P}", True),
         (f"0::/machine.slice/libpod-conmon-{_P}.scope\n", f"podman:{_P}", False),
-        (f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n", f"pod:{_D}", True),
-        (f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n", f"docker:{_D}", False),
+        (
+            f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n",
+            f"pod:{_D}",
+            True,
+        ),
+        (
+            f"0::/kubepods.slice/kubepods-besteffort.slice/{_KP}/cri-containerd-{_D}.scope\n",
+            f"docker:{_D}",
+            False,
+        ),
         (f"0::/kubepods.slice/kubepods-burstable.slice/{_KP}/crio-{_D}.scope\n", f"pod:{_D}", True),
         (f"0::/kubepods/burstable/pod1234abcd-55aa/{_D}\n", f"pod:{_D}", True),
         ("0::/lxc/200/ns/init.scope\n", f"docker:{_D}", False),

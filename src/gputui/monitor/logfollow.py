@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 from gputui.collect.logtail import LineSplitter
 from gputui.config import Settings
+from gputui.diagnose.buffering import note_append
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import UNREADABLE, LogState
 from gputui.remote.base import RemoteProcess
@@ -551,6 +552,7 @@ class LogFollower:
         else:
             t = now
             st.mtime = now  # data just arrived: the file was written about now
+        note_append(st, data, now, t)
         lines = self._splitter.feed(data)
         if lines:
             self._emit(list(lines), t, backlog)
