@@ -221,6 +221,11 @@ def test_causes_cover_the_rules_and_alerts_derive_from_them() -> None:
         "busy_but_silent",
         "buffered_output",
         "progress_stalled",
+        # the run's own failures (issue 31)
+        "cuda_oom",
+        "nccl_timeout",
+        "nccl_error",
+        "loss_nan",
     }
     names = {c.name for c in CAUSES}
     assert all(m in names for c in CAUSES for m in c.masked_by)

@@ -55,7 +55,17 @@ def _unbuffer(ctx: Context) -> dict[str, str]:
     }
 
 
-@rule(Kind("busy_but_silent", specificity=100, cause="buffering", stage=1, alerts=True))
+@rule(
+    Kind(
+        "busy_but_silent",
+        specificity=100,
+        cause="buffering",
+        stage=1,
+        alerts=True,
+        silence=True,
+        host_word="buffered",
+    )
+)
 def rule_busy_but_silent(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
         return None
@@ -119,7 +129,9 @@ def log_bursts(gaps: list[float]) -> tuple[int, float] | None:
     return max(1, round(len(gs) / len(pauses))), max(pauses)
 
 
-@rule(Kind("buffered_output", specificity=110, cause="buffering", alerts=True))
+@rule(
+    Kind("buffered_output", specificity=110, cause="buffering", alerts=True, host_word="buffered")
+)
 def rule_buffered_output(ctx: Context) -> Finding | None:
     """Block-buffered stdout into the watched log, not (yet) silent past the
     threshold: the lines reach the log late, 8 KiB at a time. A WARNING with
@@ -196,7 +208,7 @@ def _written_logs(ctx: Context) -> list[str]:
     return same + logs
 
 
-@rule(Kind("log_missing", specificity=130, cause="log_missing"))
+@rule(Kind("log_missing", specificity=130, cause="log_missing", silence=True, gone=True))
 def rule_log_missing(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.log.path or ctx.log.exists is not False:
         return None

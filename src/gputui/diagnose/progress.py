@@ -31,7 +31,7 @@ def _no_step_words(ctx: Context) -> str:
     )
 
 
-@rule(Kind("loading", specificity=230, cause="loading"))
+@rule(Kind("loading", specificity=230, cause="loading", silence=True))
 def rule_loading(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.loading:
         return None
@@ -117,7 +117,18 @@ def _hung_title(
         )
 
 
-@rule(Kind("held_but_idle", specificity=90, cause="hang", stage=1, alerts=True))
+@rule(
+    Kind(
+        "held_but_idle",
+        specificity=90,
+        cause="hang",
+        stage=1,
+        alerts=True,
+        silence=True,
+        host_word="stalled",
+        host_word_error="hung",
+    )
+)
 def rule_held_but_idle(ctx: Context) -> Finding | None:
     """Escalation for a hang: WARNING "stalled" as soon as a step is overdue
     and a GPU holding memory has gone idle; ERROR "probably hung" once the
@@ -176,7 +187,16 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
     )
 
 
-@rule(Kind("progress_stalled", specificity=170, cause="hang", alerts=True))
+@rule(
+    Kind(
+        "progress_stalled",
+        specificity=170,
+        cause="hang",
+        alerts=True,
+        silence=True,
+        host_word="stalled",
+    )
+)
 def rule_progress_stalled(ctx: Context) -> Finding | None:
     """No step for too long while no GPU has gone idle (held_but_idle says
     that): the log still moves but the step does not; or an unbuffered log is
