@@ -131,7 +131,7 @@ def _hang_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
 
 
 def _exit_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
-    return FREE if phase in ("crashed", "exited") else BUSY
+    return FREE if phase in ("crashed", "exited", "cudaoom") else BUSY
 
 
 def _small_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
@@ -151,6 +151,11 @@ OTHER = (10_000.0, 98.0)  # the other run on the same GPU: busy
 OTHER_HUNG = (10_000.0, 0.0)
 
 
+def _low_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
+    """A data-loader-bound run: memory held, the GPU mostly waiting."""
+    return (45_000.0, 30.0) if phase in ("train", "start") else FREE
+
+
 def _rank_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
     if phase == "hang":  # rank 2 is stuck on the CPU; the others spin in NCCL
         return IDLE_HELD if r == 2 else (45_000.0, 100.0)
@@ -158,6 +163,46 @@ def _rank_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
 
 
 CORPUS: list[Scenario] = [
+    # issue 31: the run's own failures, and a run that flushes its own lines
+    Scenario(
+        "flushed-tee",
+        "no -u behind tee, but print(flush=True): healthy, no buffering word",
+        "flushed",
+        frozenset(),
+        "start",
+        40,
+        unbuffered=False,
+        quiet=True,
+    ),
+    Scenario(
+        "cuda-oom",
+        "CUDA out of memory (torch's traceback), exit 1",
+        "cudaoom",
+        frozenset({"cuda_oom"}),
+        "cudaoom",
+        30,
+        pre_s=10,
+        remain_on_exit=True,
+        gpu=_exit_gpu,
+    ),
+    Scenario(
+        "nan-loss",
+        "the loss turns NaN; the run goes on",
+        "nan",
+        frozenset({"loss_nan"}),
+        "nan",
+        30,
+        pre_s=10,
+    ),
+    Scenario(
+        "loader-bound",
+        "data-loader bound: GPU at 30 %, a loader worker at 100 % CPU",
+        "loaderbound",
+        frozenset({"loader_bound"}),
+        "start",
+        45,
+        gpu=_low_gpu,
+    ),
     Scenario(
         "buffered-slow",
         "block-buffered, slow printer: log silent",
@@ -407,7 +452,7 @@ CORPUS: list[Scenario] = [
         "rank-hang",
         "4 ranks, one hangs (NCCL-timeout style)",
         "rank",
-        frozenset({"held_but_idle", "session_dead"}),
+        frozenset({"held_but_idle", "session_dead", "nccl_timeout"}),
         "hang",
         80,
         pre_s=20,

@@ -55,6 +55,15 @@ def test_cuda_oom_names_the_size_tried_and_fragmentation() -> None:
     assert "expandable_segments:True" in f.fix and "batch size" in f.fix
 
 
+def test_cuda_oom_ending_a_traceback_is_an_error_before_the_session_dies() -> None:
+    tail = ("Traceback (most recent call last):", '  File "train.py", line 33', OOM_NEW)
+    f = _first(diagnose(run(log_tail=tail), NOW))
+    assert f.kind == "cuda_oom" and f.severity == Severity.ERROR, f
+    assert "goes on" not in f.title
+    caught = _first(diagnose(run(log_tail=(OOM_NEW, "retrying with batch 16")), NOW))
+    assert caught.severity == Severity.WARNING and "goes on" in caught.title
+
+
 def test_cuda_oom_old_message_and_no_fragmentation_fix_when_reserved_is_small() -> None:
     snap = run(session="dead", dead_status=1, log_tail=(OOM_OLD,))
     f = _first(diagnose(snap, NOW))

@@ -121,7 +121,9 @@ def rule_cuda_oom(ctx: Context) -> Finding | None:
     if free is not None:
         ev.append(f"free on the GPU then: {free.group(1) or free.group(2)}")
     where = f" on GPU {gpu.group(1)}" if gpu is not None else ""
-    gone = ctx.run_known_gone or not ctx.proc_alive
+    # the traceback's last line (the run is ending), or the run is gone
+    ending = lines[-1] == line and any(ln.startswith("Traceback") for ln in lines)
+    gone = ctx.run_known_gone or not ctx.proc_alive or ending
     title = f"CUDA out of memory{_step_words(ctx)}: tried to allocate {tried}{where}"
     if not gone:
         title += " — the run goes on (the program caught it)"
