@@ -52,7 +52,9 @@ _NCCL_ERROR = re.compile(r"NCCL error in: \S+, ([^(\n]+?)(?: \(|,|$)|\bnccl(\w+E
 SPIKE_FACTOR = 3.0  # a loss this many times the recent median is a spike
 SPIKE_WINDOW = 50  # ... the median of this many losses before it
 LOADER_GPU_PCT = 60.0  # the run's GPUs below this (median) ...
-LOADER_CPU_PCT = 90.0  # ... while a loader worker of it is at least this busy
+LOADER_CPU_PCT = (
+    50.0  # ... while a loader worker of it is at least this busy (a shared core: < 100)
+)
 
 
 def _mib(text: str) -> float:
@@ -263,8 +265,9 @@ def rule_loader_bound(ctx: Context) -> Finding | None:
     ev = [g.line() + f", median {g.util_median or 0:.0f} %" for g in ctx.gpu_views]
     if lows and highs:
         ev.append(f"utilization between {min(lows):.0f} % and {max(highs):.0f} % (the last 30 s)")
+    top = max(p.cpu_pct or 0.0 for p in workers)
     ev.append(
-        f"{len(workers)} loader worker(s) at ~100 % CPU: "
+        f"{len(workers)} loader worker(s) busy on CPU: "
         + ", ".join(f"PID {p.pid} {p.cpu_pct or 0:.0f} %" for p in workers[:4])
     )
     return Finding(
@@ -272,7 +275,7 @@ def rule_loader_bound(ctx: Context) -> Finding | None:
         severity=Severity.WARNING,
         title=(
             f"data-loader bound: GPUs at {max(meds):.0f} % (median) while {len(workers)} "
-            "loader worker(s) are at ~100 % CPU — the GPUs wait for data"
+            f"loader worker(s) run at up to {top:.0f} % CPU — the GPUs wait for data"
         ),
         evidence=ev,
         fix=(
