@@ -69,10 +69,11 @@ def is_block(size: int, quiet: float | None) -> bool:
     return BLOCK_MIN <= size <= 2 * BLOCK and quiet is not None and quiet >= QUIET_S
 
 
-def note_append(st: LogState, data: bytes, now: float, t: float) -> None:
+def note_append(st: LogState, data: bytes, now: float, t: float, backlog: bool = False) -> None:
     """Note what one delivered append says of the writer (LogState.appends),
     the evidence judge() goes by. `now`: its arrival; `t`: when it was
-    written (the file's mtime for backlog).
+    written (the file's mtime for backlog); `backlog`: bytes that were in the
+    file before gputui started (they arrive together: no "block" by size).
 
     A program that flushes its lines writes them one by one: small appends,
     each ending a line. A block buffer writes 8 KiB at a time: Python's
@@ -93,7 +94,7 @@ def note_append(st: LogState, data: bytes, now: float, t: float) -> None:
     aligned = end % BLOCK == 0 or (size >= BLOCK and size % BLOCK == 0)
     if last not in (b"\n", b"\r") and aligned:
         st.cut_at, st.cut_written, st.cut_offset = now, t, end
-    elif is_block(size, quiet):
+    elif not backlog and is_block(size, quiet):
         st.appends.append((t, "block", end, quiet or 0.0, size))
     elif last == b"\n" and not aligned and size < BLOCK:
         st.appends.append((t, "line", end, 0.0, size))

@@ -472,6 +472,9 @@ class LogFollower:
                 st.offset = start
                 self._skip_partial = start > 0
                 self._backlog_end = size
+                # quiet since now: a first 8 KiB block after a silent start
+                # shows the buffer (buffering.note_append)
+                st.last_append_at = self.clock()
             st.exists = True
             st.size = size
             st.mtime = mtime + self.clock_offset
@@ -552,7 +555,7 @@ class LogFollower:
         else:
             t = now
             st.mtime = now  # data just arrived: the file was written about now
-        note_append(st, data, now, t)
+        note_append(st, data, now, t, backlog)
         lines = self._splitter.feed(data)
         if lines:
             self._emit(list(lines), t, backlog)
