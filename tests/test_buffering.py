@@ -4,7 +4,7 @@ the writers make them. Pure; the end-to-end runs are in test_buffering_e2e.py.""
 
 from __future__ import annotations
 
-from gputui.diagnose.buffering import BUFFERED, FLUSHES, UNKNOWN, judge, note_append
+from gputui.diagnose.buffering import BUFFERED, FLUSHES, UNKNOWN, judge, note_append, note_stamped
 from gputui.model import LogState, Proc, StdoutTarget
 
 T0 = 1_700_000_000.0
@@ -78,3 +78,15 @@ def test_an_earlier_process_s_blocks_say_nothing_of_this_one() -> None:
     st = LogState(path="/w/train.log", last_append_at=T0 - 100)
     feed(st, [(T0 - 60, LINE * 221)])  # written before this process started
     assert judge(proc(), st, T0).state == UNKNOWN
+
+
+def test_a_container_log_s_stamps_tell_one_write_from_many() -> None:
+    """`docker logs -t`: the runtime stamps lines as it reads them; one
+    write's lines share a stamp (note_stamped)."""
+    flushed = LogState(path="docker logs trainer", last_append_at=T0)
+    note_stamped(flushed, [(T0 + 0.05 * i, f"step {i}") for i in range(1, 6)])
+    assert judge(proc(), flushed, T0 + 1).state == FLUSHES
+    buffered = LogState(path="docker logs trainer", last_append_at=T0)
+    block = [(T0 + 2.0, f"step {i}") for i in range(900)]  # 7,990 bytes in one write
+    note_stamped(buffered, block)
+    assert judge(proc(), buffered, T0 + 3).state == BUFFERED

@@ -100,6 +100,30 @@ def note_append(st: LogState, data: bytes, now: float, t: float, backlog: bool =
         st.appends.append((t, "line", end, 0.0, size))
 
 
+STAMP_SAME_S = 0.005  # container-log lines stamped this close came in one write
+
+
+def note_stamped(st: LogState, lines: list[tuple[float, str]]) -> None:
+    """note_append for a container's own log (`docker logs -t`): the runtime
+    stamps each line as it reads the run's stdout, so one write's lines share
+    a stamp. `lines`: (stamp in local time, text), oldest first, not backlog."""
+    groups: list[list[float]] = []  # [stamp, bytes]
+    for t, text in lines:
+        size = len(text.encode()) + 1
+        if groups and t - groups[-1][0] <= STAMP_SAME_S:
+            groups[-1][1] += size
+        else:
+            groups.append([t, float(size)])
+    for t, total in groups:
+        n = int(total)
+        quiet = None if st.last_append_at is None else t - st.last_append_at
+        st.last_append_at = t
+        if is_block(n, quiet):
+            st.appends.append((t, "block", st.offset, quiet or 0.0, n))
+        elif n < BLOCK:
+            st.appends.append((t, "line", st.offset, 0.0, n))
+
+
 def _marks(log: LogState, now: float, since: float | None) -> tuple[list[str], int]:
     """(the blocks seen, in words; how many line-sized appends) since the
     process started (`since`, its start time; None: unknown)."""
