@@ -84,9 +84,11 @@ def test_a_container_log_s_stamps_tell_one_write_from_many() -> None:
     """`docker logs -t`: the runtime stamps lines as it reads them; one
     write's lines share a stamp (note_stamped)."""
     flushed = LogState(path="docker logs trainer", last_append_at=T0)
-    note_stamped(flushed, [(T0 + 0.05 * i, f"step {i}") for i in range(1, 6)])
+    note_stamped(flushed, [(T0 + 0.2 * i, f"step {i}") for i in range(1, 6)])
     assert judge(proc(), flushed, T0 + 1).state == FLUSHES
     buffered = LogState(path="docker logs trainer", last_append_at=T0)
-    block = [(T0 + 2.0, f"step {i}") for i in range(900)]  # 7,990 bytes in one write
-    note_stamped(buffered, block)
-    assert judge(proc(), buffered, T0 + 3).state == BUFFERED
+    block = [(T0 + 2.0 + i * 1e-5, f"step {i}") for i in range(900)]  # 7,990 bytes, one write
+    for line in block:  # a line at a time, as a stream may hand them on
+        note_stamped(buffered, [line])
+    note_stamped(buffered, [(T0 + 4.0, "step 900")])  # the next write begins
+    assert judge(proc(), buffered, T0 + 4).state == BUFFERED

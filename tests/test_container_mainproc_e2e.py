@@ -264,7 +264,9 @@ def test_doctor_and_relaunch_from_the_command_line(testbed: Any, testbed_command
         assert snap["log"]["path"] == f"docker logs {name}", snap["log"]
         assert snap["process"]["pid"] == 1, snap["process"]
         # no -u: the fix is the container's environment, not r (a restart runs the same command)
-        (buffered,) = [f for f in doc["findings"] if f["kind"] == "buffered_output"]
+        found = [f for f in doc["findings"] if f["kind"] == "buffered_output"]
+        assert len(found) == 1, (snap["process"]["buffering"], [f["kind"] for f in doc["findings"]])
+        (buffered,) = found
         assert not buffered.get("action"), buffered
         assert "docker run -e PYTHONUNBUFFERED=1" in buffered["fix"], buffered
         r = gputui("relaunch", *where, "--yes")

@@ -365,6 +365,9 @@ class LogState:
         default_factory=lambda: deque(maxlen=64)
     )
     last_append_at: float | None = None  # local time the latest append arrived
+    # a container log's write being read: [first stamp, bytes, lines, last
+    # stamp, quiet before it (-1: unknown)] (buffering.note_stamped)
+    stamp_group: list[float] | None = None
     # The latest append stopped mid-line at a 4 KiB boundary: when it
     # arrived (None: it did not), when it was written, at which byte.
     cut_at: float | None = None

@@ -100,28 +100,36 @@ def note_append(st: LogState, data: bytes, now: float, t: float, backlog: bool =
         st.appends.append((t, "line", end, 0.0, size))
 
 
-STAMP_SAME_S = 0.005  # container-log lines stamped this close came in one write
+STAMP_SAME_S = 0.05  # container-log lines stamped this close one after the other: one write
 
 
 def note_stamped(st: LogState, lines: list[tuple[float, str]]) -> None:
     """note_append for a container's own log (`docker logs -t`): the runtime
-    stamps each line as it reads the run's stdout, so one write's lines share
-    a stamp. `lines`: (stamp in local time, text), oldest first, not backlog."""
-    groups: list[list[float]] = []  # [stamp, bytes]
+    stamps each line as it reads the run's stdout, so one write's lines come
+    stamped one right after the other. `lines`: (stamp in local time, text),
+    oldest first, not backlog; they may come a line at a time, so the write
+    being read (LogState.stamp_group) is judged once the next one begins."""
     for t, text in lines:
         size = len(text.encode()) + 1
-        if groups and t - groups[-1][0] <= STAMP_SAME_S:
-            groups[-1][1] += size
-        else:
-            groups.append([t, float(size)])
-    for t, total in groups:
-        n = int(total)
-        quiet = None if st.last_append_at is None else t - st.last_append_at
+        g = st.stamp_group
+        if g is not None and t - g[3] <= STAMP_SAME_S:
+            g[1] += size
+            g[2] += 1
+            g[3] = t
+            continue
+        if g is not None:
+            _judge_group(st, g)
+        quiet = -1.0 if st.last_append_at is None else t - st.last_append_at
+        st.stamp_group = [t, float(size), 1.0, t, quiet]
         st.last_append_at = t
-        if is_block(n, quiet):
-            st.appends.append((t, "block", st.offset, quiet or 0.0, n))
-        elif n < BLOCK:
-            st.appends.append((t, "line", st.offset, 0.0, n))
+
+
+def _judge_group(st: LogState, g: list[float]) -> None:
+    t, n, count, quiet = g[0], int(g[1]), g[2], g[4]
+    if is_block(n, quiet if quiet >= 0 else None):
+        st.appends.append((t, "block", st.offset, quiet, n))
+    elif count == 1:  # a line on its own: the writer flushed it (a piece of a block is not)
+        st.appends.append((t, "line", st.offset, 0.0, n))
 
 
 def _marks(log: LogState, now: float, since: float | None) -> tuple[list[str], int]:
