@@ -92,3 +92,11 @@ def test_a_container_log_s_stamps_tell_one_write_from_many() -> None:
         note_stamped(buffered, [line])
     note_stamped(buffered, [(T0 + 4.0, "step 900")])  # the next write begins
     assert judge(proc(), buffered, T0 + 4).state == BUFFERED
+
+
+def test_a_python_block_passed_on_in_4_kib_halves_is_one_block() -> None:
+    """tee reads the pipe in pieces: 4,096 bytes, then the rest 0.03 s later."""
+    st = LogState(path="/w/train.log", last_append_at=T0)
+    block = LINE * 221
+    feed(st, [(T0 + 3.0, block[:4096]), (T0 + 3.03, block[4096:])])
+    assert judge(proc(), st, T0 + 3.5).state == BUFFERED

@@ -373,6 +373,8 @@ class LogState:
     cut_at: float | None = None
     cut_written: float = 0.0
     cut_offset: int = 0
+    cut_size: int = 0  # bytes of that write so far, and the quiet before it
+    cut_quiet: float | None = None
 
     @property
     def behind(self) -> bool:

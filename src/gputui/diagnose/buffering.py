@@ -89,11 +89,14 @@ def note_append(st: LogState, data: bytes, now: float, t: float, backlog: bool =
         held = now - st.cut_at
         if held >= CUT_HELD_S:
             st.appends.append((st.cut_written, "cut", st.cut_offset, held, 0))
+        else:  # the rest of the same write came at once (tee's 4 KiB halves, a batch)
+            size, quiet = size + st.cut_size, st.cut_quiet
         st.cut_at = None
     last = data[-1:]
-    aligned = end % BLOCK == 0 or (size >= BLOCK and size % BLOCK == 0)
+    aligned = end % BLOCK == 0 or (len(data) >= BLOCK and len(data) % BLOCK == 0)
     if last not in (b"\n", b"\r") and aligned:
         st.cut_at, st.cut_written, st.cut_offset = now, t, end
+        st.cut_size, st.cut_quiet = size, quiet
     elif not backlog and is_block(size, quiet):
         st.appends.append((t, "block", end, quiet or 0.0, size))
     elif last == b"\n" and not aligned and size < BLOCK:

@@ -256,7 +256,9 @@ def rule_loader_bound(ctx: Context) -> Finding | None:
         if p.is_python
         and main is not None
         and p.ppid == main.pid
-        and (p.cpu_pct or 0) >= LOADER_CPU_PCT
+        # at the CPU now (R), or busy over the last poll: a shared core keeps
+        # a busy worker's share below 100 % and between polls it flickers
+        and (p.state == "R" or (p.cpu_pct or 0) >= LOADER_CPU_PCT)
     ]
     if not workers:
         return None
