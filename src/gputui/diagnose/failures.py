@@ -277,7 +277,8 @@ def rule_loader_bound(ctx: Context) -> Finding | None:
         severity=Severity.WARNING,
         title=(
             f"data-loader bound: GPUs at {max(meds):.0f} % (median) while {len(workers)} "
-            f"loader worker(s) run at up to {top:.0f} % CPU — the GPUs wait for data"
+            f"loader worker(s) are busy on CPU{f' (up to {top:.0f} %)' if top > 0 else ''} "
+            "— the GPUs wait for data"
         ),
         evidence=ev,
         fix=(
