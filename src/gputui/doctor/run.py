@@ -132,12 +132,17 @@ def _hang_watch_due(snap: Snapshot) -> bool:
     )
 
 
-def _buffering_watch_due(snap: Snapshot, watched_s: float) -> bool:
-    """stdout suspected block-buffered (no -u, no PYTHONUNBUFFERED) and the
-    log has not shown blocks or single lines yet: the watch goes on a while
-    for it to tell (a verdict from argv alone is often wrong)."""
+def _buffering_watch_due(snap: Snapshot, watched_s: float, since: float) -> bool:
+    """stdout suspected block-buffered (no -u, no PYTHONUNBUFFERED), the log
+    has not shown blocks or single lines yet, but it gets lines (one came
+    since `since`, wall clock): the watch goes on a while for it to tell (a
+    verdict from argv alone is often wrong). A silent log is not waited on:
+    its silence is the finding."""
     p = snap.training_proc
     if p is None or watched_s >= BUFFER_WATCH_S or snap.log.exists is not True:
+        return False
+    last = snap.log.last_line_time
+    if last is None or last < since:
         return False
     return judge(p, snap.log, time.time()).state == UNKNOWN
 
@@ -202,6 +207,7 @@ async def watch_once(
     try:
         await monitor.start()
         start = clock()
+        started_wall = time.time()
         snap = monitor.snapshot
         down = (CtStatus.STOPPED, CtStatus.MISSING)
         missing: list[str] = []
@@ -220,7 +226,7 @@ async def watch_once(
                 now - t0 >= settle_s
                 and not missing
                 and not _hang_watch_due(snap)
-                and not _buffering_watch_due(snap, now - start)
+                and not _buffering_watch_due(snap, now - start, started_wall)
             ):
                 break
             await asyncio.sleep(LOOK_S)
