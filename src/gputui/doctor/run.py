@@ -132,7 +132,7 @@ def _hang_watch_due(snap: Snapshot) -> bool:
     )
 
 
-def _buffering_watch_due(snap: Snapshot, watched_s: float, since: float) -> bool:
+def buffering_watch_due(snap: Snapshot, watched_s: float, since: float) -> bool:
     """stdout suspected block-buffered (no -u, no PYTHONUNBUFFERED), the log
     has not shown blocks or single lines yet, but it gets lines (one came
     since `since`, wall clock): the watch goes on a while for it to tell (a
@@ -226,7 +226,7 @@ async def watch_once(
                 now - t0 >= settle_s
                 and not missing
                 and not _hang_watch_due(snap)
-                and not _buffering_watch_due(snap, now - start, started_wall)
+                and not buffering_watch_due(snap, now - start, started_wall)
             ):
                 break
             await asyncio.sleep(LOOK_S)
