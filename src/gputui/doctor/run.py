@@ -136,15 +136,17 @@ def buffering_watch_due(snap: Snapshot, watched_s: float, since: float) -> bool:
     """stdout suspected block-buffered (no -u, no PYTHONUNBUFFERED), the log
     has not shown blocks or single lines yet, but it gets lines (one came
     since `since`, wall clock): the watch goes on a while for it to tell (a
-    verdict from argv alone is often wrong). A silent log is not waited on:
-    its silence is the finding."""
+    verdict from argv alone is often wrong), or its process has just
+    started. A silent log is not waited on: its silence is the finding."""
     p = snap.training_proc
     if p is None or watched_s >= BUFFER_WATCH_S or snap.log.exists is not True:
         return False
+    now = time.time()
     last = snap.log.last_line_time
-    if last is None or last < since:
+    young = p.start_time is not None and now - p.start_time < BUFFER_WATCH_S  # just started
+    if not young and (last is None or last < since):
         return False
-    return judge(p, snap.log, time.time()).state == UNKNOWN
+    return judge(p, snap.log, now).state == UNKNOWN
 
 
 def unseen_pieces(monitor: Monitor) -> list[str]:
