@@ -144,7 +144,9 @@ def buffering_watch_due(snap: Snapshot, watched_s: float, since: float) -> bool:
     now = time.time()
     last = snap.log.last_line_time
     young = p.start_time is not None and now - p.start_time < BUFFER_WATCH_S  # just started
-    if not young and (last is None or last < since):
+    mtime = snap.log.mtime
+    growing = (last is not None and last >= since) or (mtime is not None and now - mtime < 5.0)
+    if not young and not growing:
         return False
     return judge(p, snap.log, now).state == UNKNOWN
 
