@@ -8,7 +8,9 @@ next to this file as `TIME PHASE` (epoch seconds), so the benchmark's stand-in
 GPU readings follow the real process and the event time is the process's own.
 Runs without -u behind a pipe are block-buffered, as in the field.
 
-modes: train (forever) · hang · loading (PAUSE_S of loading first) ·
+modes: train (forever) · flushed (train, each line flushed) · cudaoom (a
+torch CUDA OOM traceback) · nan (the loss turns NaN, the run goes on) ·
+loaderbound (a loader worker at 100 % CPU) · hang · loading (PAUSE_S of loading first) ·
 checkpoint · eval · crash (a CUDA error) · finish (exit 0) · import
 (ImportError at start) · rank (one of 4 ranks; rank 2 hangs, the others wait
 in a "collective" and rank 0 times out after PAUSE_S like NCCL's watchdog) ·
@@ -30,15 +32,29 @@ def phase(name: str) -> None:
         f.write(f"{time.time():.3f} {name}\n")
 
 
-def steps(step_s: float, seconds: float, start: int = 0) -> int:
-    """Print steps for `seconds` (forever when < 0); the last step number."""
+def steps(
+    step_s: float, seconds: float, start: int = 0, loss: float | None = None, flush: bool = False
+) -> int:
+    """Print steps for `seconds` (forever when < 0); the last step number.
+    `loss`: print this loss (nan) instead of the falling one; `flush`:
+    flush each line (print(..., flush=True), as Megatron's print_rank_0)."""
     n = start
     t_end = time.monotonic() + seconds
     while seconds < 0 or time.monotonic() < t_end:
         n += 1
-        print(f"step {n} | loss {8.0 / (1 + n * 0.01):.4f} | {48000 + n % 97} tok/s")
+        value = 8.0 / (1 + n * 0.01) if loss is None else loss
+        print(f"step {n} | loss {value:.4f} | {48000 + n % 97} tok/s", flush=flush)
         time.sleep(step_s)
     return n
+
+
+OOM_TEXT = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+    "total capacity of 139.81 GiB of which 1.23 GiB is free. Of the allocated memory "
+    "121.10 GiB is allocated by PyTorch, and 16.20 GiB is reserved by PyTorch but "
+    "unallocated. If reserved but unallocated memory is large try setting "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
+)
 
 
 def main() -> None:
@@ -109,6 +125,31 @@ def main() -> None:
         print("NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>", flush=True)
         print("NCCL INFO NET/Plugin: No plugin found (libnccl-net.so)", flush=True)
         threading.Event().wait()  # waiting for the other ranks that never come
+    elif mode == "cudaoom":  # torch's CUDA OOM: a traceback, exit 1
+        phase("train")
+        steps(step_s, pre_s)
+        phase("cudaoom")
+        print("Traceback (most recent call last):", flush=True)
+        print('  File "train.py", line 88, in <module>', flush=True)
+        print(OOM_TEXT, flush=True)
+        sys.exit(1)
+    elif mode == "nan":  # the loss turns NaN; the run goes on
+        phase("train")
+        n = steps(step_s, pre_s)
+        phase("nan")
+        steps(step_s, -1, n, loss=float("nan"))
+    elif mode == "flushed":  # no -u, but every line flushed by the program
+        phase("train")
+        steps(step_s, -1, flush=True)
+    elif mode == "loaderbound":  # a loader worker at 100 % CPU, slow steps
+        import subprocess
+
+        worker = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            phase("train")
+            steps(step_s, -1)
+        finally:
+            worker.kill()
     elif mode == "oom":
         phase("train")
         steps(step_s, pre_s)

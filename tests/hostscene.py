@@ -71,11 +71,11 @@ def build(testbed: Any, first_ct: int) -> HostScene:
         scenarios.tee_command(healthy.path("start_healthy.sh"), str(healthy.log)),
     )
     buffered = scenarios.prepare(testbed, cts[1], "buffered", "sft")
-    scenarios.launch(
-        testbed,
-        buffered,
-        scenarios.tee_command(buffered.path("start_training.sh"), str(buffered.log)),
-    )
+    # 100 steps a second: an 8 KiB block every ~2 s, so the log shows the
+    # buffer at once (issue 31: argv alone no longer calls it buffered)
+    fast = buffered.dir / "start_fast.sh"
+    fast.write_text('#!/bin/bash\ncd "$(dirname "$0")"\nexec python3 train.py 0.01\n')
+    scenarios.launch(testbed, buffered, scenarios.tee_command(str(fast), str(buffered.log)))
     dead = scenarios.prepare(testbed, cts[2], "dead", "eval", log="crash.log")
     scenarios.launch(
         testbed,

@@ -244,6 +244,8 @@ def config_file(testbed: Any) -> Path:
 
 def doctor_env(testbed: Any) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "GPUTUI"))}
+    # this checkout's gputui, not the one the venv's editable install names
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
     env["HOME"] = str(user_home(testbed))
     env.pop("SSH_AUTH_SOCK", None)
     return env

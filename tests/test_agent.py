@@ -1090,3 +1090,23 @@ async def test_agent_on_python2_says_too_old() -> None:
     with pytest.raises(AgentUnavailable, match=r"too old for the agent \(needs Python 3\.6\+\)"):
         await AgentClient.start(Target(transport), python=str(py2), timeout=5)
     await transport.close()
+
+
+async def test_clock_offset_is_not_skewed_by_slow_tool_probes(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31's early hang: on a busy machine the hello's tool probes took
+    seconds after its clock was read, and the offset came out half that far
+    off (same machine here: the true offset is 0). A process's start then
+    lay after its first steps, and an early hang was "loading" for a minute.
+    Fails on the old code (offset ~ +1 s with a 2 s `tmux -V`)."""
+    slow = work / "slowbin"
+    slow.mkdir()
+    (slow / "tmux").write_text("#!/bin/sh\nsleep 2\necho 'tmux 3.3a'\n")
+    (slow / "tmux").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{slow}:{os.environ['PATH']}")
+    transport = LocalTransport()
+    await transport.connect()
+    async with await AgentClient.start(Target(transport)) as client:
+        assert client.tools().tmux == "tmux 3.3a"  # the slow probe did run
+        assert abs(client.clock_offset) < 0.3, client.clock_offset

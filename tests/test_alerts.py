@@ -127,8 +127,11 @@ def test_a_lost_connection_resolves_nothing_it_hides() -> None:
     g = AlertGate("t", holds={"connection": 60})
     out = g.update([HUNG], 0) + g.update([DOWN], 10) + g.update([DOWN], 100)
     out += g.update([HUNG], 110) + g.update([HUNG], 130)
-    assert sent(out) == [("held_but_idle", "firing"), ("connection", "firing"),
-                         ("connection", "resolved")]
+    assert sent(out) == [
+        ("held_but_idle", "firing"),
+        ("connection", "firing"),
+        ("connection", "resolved"),
+    ]
 
 
 def test_the_users_relaunch_is_no_news() -> None:
@@ -207,8 +210,22 @@ def test_causes_cover_the_rules_and_alerts_derive_from_them() -> None:
     kinds = [k for c in CAUSES for k in c.kinds]
     assert len(kinds) == len(set(kinds)) and set(kinds) <= set(SPECIFICITY)
     assert set(ALERT_KINDS) == {
-        "connection", "ct_missing", "ct_stopped", "gpu_lost", "session_dead", "run_exited",
-        "disk_full", "held_but_idle", "busy_but_silent", "buffered_output", "progress_stalled",
+        "connection",
+        "ct_missing",
+        "ct_stopped",
+        "gpu_lost",
+        "session_dead",
+        "run_exited",
+        "disk_full",
+        "held_but_idle",
+        "busy_but_silent",
+        "buffered_output",
+        "progress_stalled",
+        # the run's own failures (issue 31)
+        "cuda_oom",
+        "nccl_timeout",
+        "nccl_error",
+        "loss_nan",
     }
     names = {c.name for c in CAUSES}
     assert all(m in names for c in CAUSES for m in c.masked_by)

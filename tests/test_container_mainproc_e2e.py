@@ -39,6 +39,12 @@ while True:
     i += 1
     time.sleep(0.05)
 """
+# the same run block-buffered (no flush, ~4 KB/s: an 8 KiB block every ~2 s):
+# the log shows its buffer, so doctor names it (issue 31: MAIN flushes each
+# line, and is no longer called buffered)
+MAIN_BUFFERED = MAIN.replace('print("step %d" % i, flush=True)', 'print("step %d" % i)').replace(
+    "time.sleep(0.05)", "time.sleep(0.002)"
+)
 _n = itertools.count(1)
 
 
@@ -242,7 +248,7 @@ def test_doctor_and_relaunch_from_the_command_line(testbed: Any, testbed_command
     import scenarios as sc
 
     name = f"cli{os.getpid() % 10000}-{next(_n)}"
-    testbed.container_create("docker", name, PY, "-c", MAIN)
+    testbed.container_create("docker", name, PY, "-c", MAIN_BUFFERED)
     where = ["--host", "gpuhost", "--config", str(sc.config_file(testbed)), "--docker", name]
     env = sc.doctor_env(testbed)
 
@@ -258,7 +264,9 @@ def test_doctor_and_relaunch_from_the_command_line(testbed: Any, testbed_command
         assert snap["log"]["path"] == f"docker logs {name}", snap["log"]
         assert snap["process"]["pid"] == 1, snap["process"]
         # no -u: the fix is the container's environment, not r (a restart runs the same command)
-        (buffered,) = [f for f in doc["findings"] if f["kind"] == "buffered_output"]
+        found = [f for f in doc["findings"] if f["kind"] == "buffered_output"]
+        assert len(found) == 1, (snap["process"]["buffering"], [f["kind"] for f in doc["findings"]])
+        (buffered,) = found
         assert not buffered.get("action"), buffered
         assert "docker run -e PYTHONUNBUFFERED=1" in buffered["fix"], buffered
         r = gputui("relaunch", *where, "--yes")

@@ -111,6 +111,11 @@ def run(
     fs_free: int | None = None,  # bytes free on the log's file system (None: unknown)
     fs_total: int | None = 32 * GIB,
     container: Container | None = None,  # None: CT 200
+    # what the log showed of the writes (diagnose/buffering.py): "blocks" (a
+    # line cut at a 4 KiB boundary, its rest held back), "lines" (appends
+    # one by one, each ending a line), "" nothing yet; "auto": blocks when
+    # `buffered` (the old cases: a buffered run whose log has shown it)
+    log_shows: str = "auto",
 ) -> Snapshot:
     util_c = util if callable(util) else const(util)
     per_gpu = [u if callable(u) else const(u) for u in (gpu_util or ())]
@@ -180,6 +185,13 @@ def run(
         log.mtime = NOW - silent
     if log_mtime_ago is not None:
         log.mtime = NOW - log_mtime_ago
+    shows = ("blocks" if buffered else "") if log_shows == "auto" else log_shows
+    written = NOW - (silent if silent is not None else 30.0)
+    if shows == "blocks":
+        log.appends.append((written - 30.0, "block", 8177, 30.0, 8177))
+        log.cut_at, log.cut_written, log.cut_offset = written, written, 16384
+    elif shows == "lines":
+        log.appends.extend((written - k, "line", 1000 - 45 * k, 0.0, 45) for k in range(5))
 
     metrics = Metrics()
     if steps:
@@ -264,6 +276,32 @@ CASES = [
         Severity.WARNING,
         title_has=("block-buffered", "reach the log late"),
         action="relaunch",
+    ),
+    # argv/env only make a suspicion: the log decides (issue 31)
+    Case(
+        "no -u behind tee, but the log shows the program flushes its lines: no word",
+        {"buffered": True, "log_shows": "lines"},
+        None,
+        absent=("buffered_output", "busy_but_silent"),
+    ),
+    Case(
+        "no -u behind tee, the log has told nothing yet, not silent: not yet known",
+        {"buffered": True, "log_shows": ""},
+        None,
+        absent=("buffered_output", "busy_but_silent"),
+    ),
+    Case(
+        "no -u behind tee, nothing told, the log silent while the GPUs work: the seed",
+        {"buffered": True, "log_shows": "", "silent": 240.0, "steps": False},
+        "busy_but_silent",
+        Severity.WARNING,
+    ),
+    Case(
+        "a run that flushes its lines, then silent while the GPUs work: stalled, not buffered",
+        {"buffered": True, "log_shows": "lines", "silent": 600.0, "steps": False},
+        "progress_stalled",
+        Severity.WARNING,
+        absent=("busy_but_silent", "buffered_output"),
     ),
     Case(
         "buffered, silent, but within the threshold: warning, not silent yet",
@@ -554,9 +592,8 @@ CASES = [
     Case(
         "buffered, old log from an earlier run, process started 60 s ago: not yet silent",
         {"buffered": True, "silent": 7200.0, "started_ago": 60.0, "steps": False},
-        "buffered_output",
-        Severity.WARNING,
-        absent=("busy_but_silent",),
+        None,  # the old log's 8 KiB blocks were an earlier process's: not yet known
+        absent=("busy_but_silent", "buffered_output"),
     ),
     # ---------------------------------------------------------- log_missing/drift
     Case(

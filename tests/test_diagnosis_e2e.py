@@ -91,7 +91,11 @@ def test_nothing_is_missing_before_the_probe_answered(hang: Any) -> None:
 @pytest.mark.timeout(60)
 def test_doctor_on_a_buffered_run_not_yet_silent_warns_and_exits_1(testbed: Any, ct: int) -> None:
     run = sc.prepare(testbed, ct, "bufwarn", "dflash")
-    sc.launch(testbed, run, sc.tee_command(run.path("start_training.sh"), str(run.log)))
+    # 100 steps a second: an 8 KiB block every ~2 s, so the log shows the
+    # buffer within the doctor's watch (argv alone only makes it suspected)
+    start = run.dir / "start_fast.sh"
+    start.write_text('#!/bin/bash\ncd "$(dirname "$0")"\nexec python3 train.py 0.01\n')
+    sc.launch(testbed, run, sc.tee_command(str(start), str(run.log)))
     pid = sc.wait_python(run, "train.py")
     # nvidia-smi lists the GPU processes 3 s after the GPUs (a busy host): the
     # doctor waits for that listing rather than report the GPUs with nobody

@@ -254,7 +254,9 @@ def test_jump_flag_as_ssh_minus_j(capsys, testbed: Testbed, jump: Testbed, tmp_p
             "deadjump": {"HostName": "127.0.0.1", "Port": str(dead), "UserKnownHostsFile": str(kh)},
         },
     )
-    ok, err = doctor_connects(capsys, "--host", "target", "--ssh-config", str(cfg), "-J", "jumphost")
+    ok, err = doctor_connects(
+        capsys, "--host", "target", "--ssh-config", str(cfg), "-J", "jumphost"
+    )
     assert ok, err
     rc, err = doctor(capsys, "--host", "target", "--ssh-config", str(cfg), "-J", "deadjump")
     line = one_line(err)

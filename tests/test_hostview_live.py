@@ -112,6 +112,13 @@ async def test_three_containers_every_gpu_and_who_holds_it(
     await watch.start()
     try:
         await until(lambda: watch.view.complete, timeout=60, what="a complete host view")
+        # argv alone no longer says "buffered" (issue 31): the run's first
+        # 8 KiB block (~2 s) shows it
+        await until(
+            lambda: by_ct(watch.view)[buffered.ct].health == "buffered",
+            timeout=20,
+            what="the buffered run's first block",
+        )
         view = watch.view
         rows = by_ct(view)
         assert view.containers_known is True

@@ -182,14 +182,23 @@ async def test_buffered_run_is_one_incident_until_relaunched_unbuffered(
         await asyncio.sleep(2)  # the last posts arrive
         before = posted(hook)
         assert silences >= 3, f"only {silences} silences; findings {rec.findings}"
-        assert [p.split()[0] for p in before] == ["open", "worse"], before
-        assert "block-buffered" in before[0] and "log silent" in before[1], before
+        # argv alone no longer says "buffered" at once (issue 31): the log's
+        # first silence (busy_but_silent) may open it before its first 8 KiB
+        # block shows the buffer (buffered_output, the milder stage)
+        opened = [p.split()[0] for p in before]
+        assert opened in (["open"], ["open", "worse"]), before
+        assert "block-buffered" in before[0] and "log silent" in before[-1], before
 
         await user_does(watch, "relaunch")  # adds -u: the cause is gone
-        await until(lambda: len(hook.got) >= 3, 40, "the resolution", lambda: str(posted(hook)))
+        await until(
+            lambda: len(hook.got) >= len(opened) + 1,
+            40,
+            "the resolution",
+            lambda: str(posted(hook)),
+        )
         await asyncio.sleep(4)  # nothing else follows
         after = posted(hook)
-        assert [p.split()[0] for p in after] == ["open", "worse", "resolved"], after
+        assert [p.split()[0] for p in after] == [*opened, "resolved"], after
         assert "session" not in " ".join(after), after  # the relaunch's SIGINT is no news
         text = history_text(db, watch)
     finally:
@@ -197,8 +206,7 @@ async def test_buffered_run_is_one_incident_until_relaunched_unbuffered(
         await asyncio.wait_for(task, 60)
     incidents = [ln for ln in text.splitlines() if " incident buffering " in ln]
     assert [ln.split()[3:5] for ln in incidents] == [
-        ["buffering", "open"],
-        ["buffering", "worse"],
+        *[["buffering", word] for word in opened],
         ["buffering", "resolved"],
     ], text
 

@@ -870,7 +870,9 @@ def _listing(*sessions: tuple[str, int]) -> list[Any]:
     from gputui.collect import tmux as tmux_parse
 
     rows = [
-        "\x1f".join([name, "1", "1700000000", "0", "0", "0", str(pid), "0", "", "", "sh", "sh", "/"])
+        "\x1f".join(
+            [name, "1", "1700000000", "0", "0", "0", str(pid), "0", "", "", "sh", "sh", "/"]
+        )
         for name, pid in sessions
     ]
     return tmux_parse.parse_panes("\x1e\n".join(rows) + "\x1e\n")

@@ -62,6 +62,10 @@ def test_json_buffered_run_has_process_stdout_and_buffering_evidence() -> None:
     assert p["stdout"]["kind"] == "pipe"
     assert p["stdout"]["readers"] == [{"pid": 13, "command": "tee /workspace/train.log"}]
     assert p["stdout"]["files"] == ["/workspace/train.log"]
+    judged = p["buffering"]
+    assert judged.pop("verdict") == "buffered"  # the log showed an 8 KiB block
+    (said,) = judged.pop("log_evidence")
+    assert "stopped mid-line at byte 16,384 (a 4 KiB boundary)" in said, said
     assert p["buffering"] == {
         "block_buffered": True,
         "u_flag": False,

@@ -137,7 +137,7 @@ async def test_kill_refuses_a_pid_that_is_another_process_now(
     helpers.wait_for(lambda: p not in ct_pids(testbed, owned.ct, "loop.py"), 10, "run gone")
     again = (
         f'echo $(({p} - 1)) > /proc/sys/kernel/ns_last_pid && cd "$1" && '
-        f'{{ setsid {" ".join(DROP)} {owned.python} -u loop.py >/dev/null 2>&1 & }}; echo $!'
+        f"{{ setsid {' '.join(DROP)} {owned.python} -u loop.py >/dev/null 2>&1 & }}; echo $!"
     )
     for _ in range(20):  # another process may take the pid first: try again
         r = testbed.ct_exec(owned.ct, ["sh", "-c", again, "sh", str(owned.dir)])
@@ -487,7 +487,9 @@ async def test_no_root_tmux_server_on_a_users_socket_left_behind(
         assert f"--reuid={UID}" in plan.commands[-1]
         kill_users_server(testbed, owned)  # attach-session starts a server too
         attach = await actions_plan("attach", target, Settings(), "job", tmux=owned.tmux)
-        subprocess.run(attach.commands[0], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+        subprocess.run(
+            attach.commands[0], stdin=subprocess.DEVNULL, capture_output=True, timeout=30
+        )
         assert not root_tmux_servers(owned.sock)
         assert Path(owned.sock).stat().st_uid != 0  # no server of root's came and went there
     finally:

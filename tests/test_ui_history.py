@@ -82,7 +82,9 @@ async def test_dashboard_and_watch_share_the_history(tmp_path: Path) -> None:
             # an alert: the incident's notification with the text as typed
             # (never markup, no escapes); one per incident, gone when it goes quiet
             status = app.query_one(StatusLine)
-            hung = Alert("box", "held_but_idle", "firing", "error", "hung [red]x[/]\x1b]0;t\x07", 1.0)
+            hung = Alert(
+                "box", "held_but_idle", "firing", "error", "hung [red]x[/]\x1b]0;t\x07", 1.0
+            )
             app._alert(hung)
             app._alert(dataclasses.replace(hung, state="escalated", title="hung [red]x[/] worse"))
             await pilot.pause()

@@ -75,8 +75,10 @@ async def test_a_gpu_shared_by_two_runs_names_the_other_session_and_no_kill(
                     lambda: "GPU 0 10.6G, shared with sess" in screen_text(app),
                     30,
                     "the run panel to name who shares its GPU",
-                    lambda: f"{screen_text(app)}\nprocs: {[(p.pid, p.is_python) for p in snap.procs]}"
-                    f" agent error: {parts.monitor.agent_error!r}",
+                    lambda: (
+                        f"{screen_text(app)}\nprocs: {[(p.pid, p.is_python) for p in snap.procs]}"
+                        f" agent error: {parts.monitor.agent_error!r}"
+                    ),
                 )
             await pilot.pause(1.5)  # a few diagnoses with both holders listed
             said = " ".join(f"{f.title} {f.fix or ''} {' '.join(f.evidence)}" for f in app.findings)

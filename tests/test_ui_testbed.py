@@ -279,7 +279,9 @@ async def test_a_relaunch_that_dies_at_once_is_on_the_banner_and_sent_once(
     start_unbuffered(testbed, run, count=100000, period=0.1)
     hook = Hook()
     url = f"json://127.0.0.1:{hook.port}/alerts"
-    app, parts = make_app(settings_for(testbed, ct, interval=0.5, stale_after=3.0, alert_urls=[url]))
+    app, parts = make_app(
+        settings_for(testbed, ct, interval=0.5, stale_after=3.0, alert_urls=[url])
+    )
 
     def words() -> str:
         f = app.query_one(Banner).finding
@@ -320,9 +322,11 @@ async def test_a_relaunch_that_dies_at_once_is_on_the_banner_and_sent_once(
                 lambda: hook.got,
                 20,
                 "the alert",
-                lambda: f"alerts {[(a.cause, a.state) for a in rec.alerts]}; {rec.errors}; "
-                f"findings {[(f.kind, f.title) for f in rec.findings]}; "
-                f"sessions {parts.monitor.snapshot.sessions}",
+                lambda: (
+                    f"alerts {[(a.cause, a.state) for a in rec.alerts]}; {rec.errors}; "
+                    f"findings {[(f.kind, f.title) for f in rec.findings]}; "
+                    f"sessions {parts.monitor.snapshot.sessions}"
+                ),
             )
             await asyncio.sleep(5)  # nothing else follows
             got = [str(g.get("title", "")) for g in hook.got]

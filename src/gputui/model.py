@@ -354,6 +354,27 @@ class LogState:
     # exist): bytes free for an unprivileged user and in all; None: unknown.
     fs_free: int | None = None
     fs_total: int | None = None
+    # What the appends reaching the log say of the writer, as delivered
+    # (diagnose/buffering.py judges stdout buffering from them, not from
+    # argv): (local time written, "line" | "block" | "cut", end offset,
+    # seconds, bytes). "line": a small append ending a line (the writer
+    # flushes its lines); "block": ~8 KiB at once after that many seconds of
+    # quiet (Python's buffer); "cut": one stopped mid-line at a 4 KiB
+    # boundary and the rest waited that many seconds (C stdio's buffer).
+    appends: deque[tuple[float, str, int, float, int]] = field(
+        default_factory=lambda: deque(maxlen=64)
+    )
+    last_append_at: float | None = None  # local time the latest append arrived
+    # a container log's write being read: [first stamp, bytes, lines, last
+    # stamp, quiet before it (-1: unknown)] (buffering.note_stamped)
+    stamp_group: list[float] | None = None
+    # The latest append stopped mid-line at a 4 KiB boundary: when it
+    # arrived (None: it did not), when it was written, at which byte.
+    cut_at: float | None = None
+    cut_written: float = 0.0
+    cut_offset: int = 0
+    cut_size: int = 0  # bytes of that write so far, and the quiet before it
+    cut_quiet: float | None = None
 
     @property
     def behind(self) -> bool:

@@ -190,6 +190,8 @@ def buffered(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
         lines_total=1,
         last_line_time=t0 - 184,
     )
+    # what the log showed: a line cut at a 4 KiB boundary, its rest held back
+    s.log.cut_at, s.log.cut_written, s.log.cut_offset = t0 - 184, t0 - 184, 8192
     finding = Finding(
         kind="busy_but_silent",
         severity=Severity.ERROR,

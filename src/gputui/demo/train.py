@@ -44,6 +44,16 @@ def main():
     print(f"loading model (demo, {LOAD_S:.0f} s)...")
     time.sleep(LOAD_S)
     phase("training")
+    # the model's summary, as HF/torch runs print it after loading: ~10 KB,
+    # so the first 8 KiB block reaches the log at once and shows the buffer
+    # (gputui judges buffering by what the log does; issue 31)
+    print("LlamaForCausalLM(")
+    for i in range(80):
+        print(
+            f"  (layers.{i}): LlamaDecoderLayer(self_attn=LlamaAttention(4096, 32 heads), "
+            "mlp=LlamaMLP(4096 -> 14336), norms=2 × LlamaRMSNorm(4096))"
+        )
+    print(")")
     print("training")
     try:
         for step in range(1, STEPS + 1):

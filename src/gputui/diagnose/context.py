@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
+from gputui.diagnose.buffering import Buffering, judge
 from gputui.diagnose.thresholds import (
     BUSY_WINDOW_S,
     DEFAULT_THRESHOLDS,
@@ -175,9 +176,22 @@ class Context:
             return None
         return max(0.0, self.now - p.start_time)
 
+    @cached_property
+    def buffering(self) -> Buffering:
+        """Whether the run's stdout is block-buffered, judged by the log
+        (argv and environment only make a suspicion; see buffering.py)."""
+        return judge(self.proc, self.log, self.now)
+
     @property
     def block_buffered(self) -> bool | None:
-        return self.proc.block_buffered if self.proc is not None else None
+        """True: the log showed a block buffer; False: cleared (the program
+        flushes, or -u/PYTHONUNBUFFERED/a terminal); None: not known yet."""
+        return self.buffering.block_buffered
+
+    @property
+    def maybe_buffered(self) -> bool:
+        """Block-buffered, or suspected and not cleared by the log yet."""
+        return self.buffering.maybe
 
     # -- log ---------------------------------------------------------------
     @cached_property

@@ -15,7 +15,7 @@ from gputui.model import Finding, GpuProcess, Severity
 from gputui.text.words import dur, gib
 
 
-@rule(Kind("gpu_lost", specificity=40, cause="gpu_lost", alerts=True))
+@rule(Kind("gpu_lost", specificity=40, cause="gpu_lost", alerts=True, host_level=True))
 def rule_gpu_lost(ctx: Context) -> Finding | None:
     lost = [e for e in (ctx.gpus.events or []) if e.lost]
     if not lost or not ctx.gpus.lost:  # GpuState.lost: still lost now, not recovered
@@ -118,7 +118,7 @@ def _gp_line(gp: GpuProcess) -> str:
     return f"host PID {gp.host_pid}{name} ({where}): {used} on {gp.gpu_uuid or 'a GPU'}"
 
 
-@rule(Kind("gpu_xid", specificity=200, cause="gpu_xid"))
+@rule(Kind("gpu_xid", specificity=200, cause="gpu_xid", host_level=True))
 def rule_gpu_xid(ctx: Context) -> Finding | None:
     recent = [
         e
@@ -139,7 +139,7 @@ def rule_gpu_xid(ctx: Context) -> Finding | None:
     )
 
 
-@rule(Kind("gpu_unreadable", specificity=210, cause="gpu_unreadable"))
+@rule(Kind("gpu_unreadable", specificity=210, cause="gpu_unreadable", host_level=True))
 def rule_gpu_unreadable(ctx: Context) -> Finding | None:
     if not ctx.gpus.error or _nvidia_smi_missing(ctx):
         return None

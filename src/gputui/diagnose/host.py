@@ -15,7 +15,10 @@ from gputui.model import ConnectionState, CtStatus, Finding, Severity
 from gputui.text.words import dur, program_name, size_words
 
 
-@rule(Kind("connection", specificity=10, cause="connection", alerts=True), offline=True)
+@rule(
+    Kind("connection", specificity=10, cause="connection", alerts=True, host_level=True),
+    offline=True,
+)
 def rule_connection(ctx: Context) -> Finding | None:
     snap = ctx.snap
     if snap.connection == ConnectionState.FAILED:
@@ -45,7 +48,7 @@ def _container_words(ctx: Context) -> str:
     return c.words
 
 
-@rule(Kind("ct_missing", specificity=20, cause="container", stage=1, alerts=True))
+@rule(Kind("ct_missing", specificity=20, cause="container", stage=1, alerts=True, host_level=True))
 def rule_ct_missing(ctx: Context) -> Finding | None:
     if ctx.snap.ct_status != CtStatus.MISSING:
         return None
@@ -59,7 +62,7 @@ def rule_ct_missing(ctx: Context) -> Finding | None:
     )
 
 
-@rule(Kind("ct_stopped", specificity=30, cause="container", alerts=True))
+@rule(Kind("ct_stopped", specificity=30, cause="container", alerts=True, host_level=True))
 def rule_ct_stopped(ctx: Context) -> Finding | None:
     if ctx.snap.ct_status != CtStatus.STOPPED:
         return None
@@ -129,7 +132,15 @@ def _space_line(ctx: Context) -> str | None:
 
 
 @rule(
-    Kind("disk_full", specificity=80, cause="disk", stage=1, alerts=True),
+    Kind(
+        "disk_full",
+        specificity=80,
+        cause="disk",
+        stage=1,
+        alerts=True,
+        host_word="stalled",
+        host_word_error="full",
+    ),
     Kind("disk_low", specificity=220, cause="disk"),
 )
 def rule_disk_full(ctx: Context) -> Finding | None:

@@ -50,14 +50,24 @@ def _unbuffer(ctx: Context) -> dict[str, str]:
     }
 
 
-@rule(Kind("busy_but_silent", specificity=100, cause="buffering", stage=1, alerts=True))
+@rule(
+    Kind(
+        "busy_but_silent",
+        specificity=100,
+        cause="buffering",
+        stage=1,
+        alerts=True,
+        silence=True,
+        host_word="buffered",
+    )
+)
 def rule_busy_but_silent(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
         return None
     if ctx.disk_silenced:
         return None  # the log is silent because its disk is full: disk_full says so
-    if ctx.block_buffered is not True or not ctx.log_silent or ctx.drift_files:
-        return None
+    if not ctx.maybe_buffered or not ctx.log_silent or ctx.drift_files:
+        return None  # the log showed the program flushes its lines: not buffering
     p = ctx.proc
     assert p is not None
     silent = ctx.log_silent_s or 0.0
@@ -76,6 +86,7 @@ def rule_busy_but_silent(ctx: Context) -> Finding | None:
     )
     ev.append(stdout_evidence(p))
     ev.append("; ".join(buffering_words(p)) + " → Python writes stdout in 8 KiB blocks")
+    ev += ctx.buffering.evidence
     if p.fd1_pos is not None and p.stdout is not None and p.stdout.kind == "file":
         ev.append(f"fd 1 has written {p.fd1_pos} bytes so far")
     return Finding(
@@ -113,13 +124,16 @@ def log_bursts(gaps: list[float]) -> tuple[int, float] | None:
     return max(1, round(len(gs) / len(pauses))), max(pauses)
 
 
-@rule(Kind("buffered_output", specificity=110, cause="buffering", alerts=True))
+@rule(
+    Kind("buffered_output", specificity=110, cause="buffering", alerts=True, host_word="buffered")
+)
 def rule_buffered_output(ctx: Context) -> Finding | None:
     """Block-buffered stdout into the watched log, not (yet) silent past the
-    threshold: the lines reach the log late, 8 KiB at a time. Always a
-    WARNING with its fix — a run whose log lags is never "nothing wrong" —
-    whether or not the bursts have been seen yet. A hang or a silent log
-    (held_but_idle, busy_but_silent) says it instead."""
+    threshold: the lines reach the log late, 8 KiB at a time. A WARNING with
+    its fix once the log has shown it (a line cut at a 4 KiB boundary, its
+    rest held back: buffering.py) — argv and environment alone are only a
+    suspicion, and many programs flush their own lines. A hang or a silent
+    log (held_but_idle, busy_but_silent) says it instead."""
     if not ctx.ct_usable or not ctx.proc_alive or ctx.hung or ctx.stalled or ctx.disk_silenced:
         return None
     if ctx.block_buffered is not True or ctx.drift_files:
@@ -129,6 +143,7 @@ def rule_buffered_output(ctx: Context) -> Finding | None:
     p = ctx.proc
     assert p is not None
     ev = [
+        *ctx.buffering.evidence,
         stdout_evidence(p),
         "; ".join(buffering_words(p)) + " → Python writes stdout in 8 KiB blocks",
     ]
@@ -188,7 +203,7 @@ def _written_logs(ctx: Context) -> list[str]:
     return same + logs
 
 
-@rule(Kind("log_missing", specificity=130, cause="log_missing"))
+@rule(Kind("log_missing", specificity=130, cause="log_missing", silence=True, gone=True))
 def rule_log_missing(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.log.path or ctx.log.exists is not False:
         return None

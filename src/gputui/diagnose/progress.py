@@ -31,7 +31,7 @@ def _no_step_words(ctx: Context) -> str:
     )
 
 
-@rule(Kind("loading", specificity=230, cause="loading"))
+@rule(Kind("loading", specificity=230, cause="loading", silence=True))
 def rule_loading(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.loading:
         return None
@@ -80,7 +80,7 @@ def _hang_evidence(
     state = f"state {p.state}" if p.state else "state unknown"
     cpu = f", CPU {p.cpu_pct:.0f} %" if p.cpu_pct is not None else ""
     ev.append(f"PID {p.pid} ({short(p.command, 60)}): {state}{cpu}")
-    if p.block_buffered:
+    if ctx.block_buffered:
         ev.append(
             "its stdout is block-buffered too, but buffering does not make GPUs idle: "
             "this run is stuck, and relaunching unbuffered would not fix it"
@@ -117,7 +117,18 @@ def _hung_title(
         )
 
 
-@rule(Kind("held_but_idle", specificity=90, cause="hang", stage=1, alerts=True))
+@rule(
+    Kind(
+        "held_but_idle",
+        specificity=90,
+        cause="hang",
+        stage=1,
+        alerts=True,
+        silence=True,
+        host_word="stalled",
+        host_word_error="hung",
+    )
+)
 def rule_held_but_idle(ctx: Context) -> Finding | None:
     """Escalation for a hang: WARNING "stalled" as soon as a step is overdue
     and a GPU holding memory has gone idle; ERROR "probably hung" once the
@@ -137,7 +148,10 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
     # no step seen yet in a young process: maybe still starting — unless stdout
     # is block-buffered, where the steps it made are stuck in the buffer
     starting = (
-        m.last_step is None and age is not None and age < LOADING_MAX_AGE_S and not p.block_buffered
+        m.last_step is None
+        and age is not None
+        and age < LOADING_MAX_AGE_S
+        and not ctx.maybe_buffered
     )
     one_rank = (
         f"{_gpu_list(idle_views)} idle {dur(idle)} while {_gpu_list(busy_views)} stay busy "
@@ -153,7 +167,7 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
             why = f" — PID {p.pid} is busy on CPU or disk: saving a checkpoint or preprocessing?"
         elif starting:
             why = f" — no step yet, {dur(age or 0)} after start: still starting up?"
-        elif p.block_buffered and m.last_step is None:
+        elif ctx.maybe_buffered and m.last_step is None:
             why = " — stdout is block-buffered, so the steps it made may not be in the log yet"
         return Finding(
             kind="held_but_idle",
@@ -173,7 +187,16 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
     )
 
 
-@rule(Kind("progress_stalled", specificity=170, cause="hang", alerts=True))
+@rule(
+    Kind(
+        "progress_stalled",
+        specificity=170,
+        cause="hang",
+        alerts=True,
+        silence=True,
+        host_word="stalled",
+    )
+)
 def rule_progress_stalled(ctx: Context) -> Finding | None:
     """No step for too long while no GPU has gone idle (held_but_idle says
     that): the log still moves but the step does not; or an unbuffered log is

@@ -10,7 +10,14 @@ A kind declares:
   incident that escalates (`stage`: mildest 0 first) rather than several
   alerts; a kind that is its own cause names itself;
 - `alerts`: whether it wakes someone (webhook, bell); once one stage of a
-  cause alerts, every later stage does too.
+  cause alerts, every later stage does too;
+- `silence`: it says the run is silent (a relaunched run's first quiet
+  stretch is no news: record/recorder.py);
+- `gone`: it says the run is not there (news once a relaunch had time to
+  start one: record/recorder.py);
+- `host_level`: it is about the host, the link or the GPUs, not the run;
+- `host_word`: the host view's one word for a container whose run has it
+  (`host_word_error` when the finding is an ERROR): host/view.py.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gputui.model import Finding
+from gputui.model import Finding, Severity
 
 if TYPE_CHECKING:
     from gputui.diagnose.context import Context
@@ -34,6 +41,17 @@ class Kind:
     cause: str
     stage: int = 0
     alerts: bool = False
+    silence: bool = False
+    gone: bool = False
+    host_level: bool = False
+    host_word: str = ""
+    host_word_error: str = ""
+
+    def word(self, f: Finding) -> str:
+        """The host view's word for finding `f` of this kind ("" none)."""
+        if f.severity == Severity.ERROR and self.host_word_error:
+            return self.host_word_error
+        return self.host_word
 
 
 Rule = Callable[["Context"], "Finding | None"]
@@ -69,6 +87,11 @@ def rule(*kinds: Kind, names: Iterable[str] = (), offline: bool = False) -> Call
         return func
 
     return register
+
+
+def kinds_that(flag: str) -> frozenset[str]:
+    """The kinds declaring `flag` ("silence", "gone", "host_level", "alerts")."""
+    return frozenset(n for n, k in KINDS.items() if getattr(k, flag))
 
 
 def specificity() -> tuple[str, ...]:

@@ -72,9 +72,17 @@ def wrapper_exit_status(lines: list[str]) -> int | None:
 
 
 @rule(
-    Kind("session_dead", specificity=60, cause="run_end", stage=3, alerts=True),
+    Kind(
+        "session_dead",
+        specificity=60,
+        cause="run_end",
+        stage=3,
+        alerts=True,
+        gone=True,
+        host_word="dead",
+    ),
     Kind("run_finished", specificity=240, cause="run_end"),
-    Kind("run_ended", specificity=250, cause="run_end", stage=1),
+    Kind("run_ended", specificity=250, cause="run_end", stage=1, gone=True),
 )
 def rule_session_dead(ctx: Context) -> Finding | None:
     """The watched session (or its main pane) is dead: how it ended, in
@@ -224,7 +232,17 @@ def _run_ended(name: str | None, ev: list[str], quoted: list[str]) -> Finding:
     )
 
 
-@rule(Kind("run_exited", specificity=70, cause="run_end", stage=2, alerts=True))
+@rule(
+    Kind(
+        "run_exited",
+        specificity=70,
+        cause="run_end",
+        stage=2,
+        alerts=True,
+        gone=True,
+        host_word="dead",
+    )
+)
 def rule_run_exited(ctx: Context) -> Finding | None:
     """The pane is alive (a shell), but the Python process is gone and the
     output ends in an error: the run crashed inside a live session."""
@@ -251,7 +269,10 @@ def rule_run_exited(ctx: Context) -> Finding | None:
     )
 
 
-@rule(Kind("session_missing", specificity=180, cause="session_missing"), names=("session_dead",))
+@rule(
+    Kind("session_missing", specificity=180, cause="session_missing", gone=True),
+    names=("session_dead",),
+)
 def rule_session_missing(ctx: Context) -> Finding | None:
     snap = ctx.snap
     if not snap.session_name or snap.session_gone or not ctx.ct_usable:

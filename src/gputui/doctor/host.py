@@ -45,6 +45,7 @@ async def watch_host(
     try:
         await watch.start()
         t0 = time.monotonic()
+        wall0 = time.time()
         done_at: float | None = None
         while time.monotonic() - t0 < bound_s and not watch.plain:
             view = watch.build_view()
@@ -52,7 +53,17 @@ async def watch_host(
             if view.complete and done_at is None:
                 done_at = now
             settled = done_at is not None and now - t0 >= settle_s
-            if settled and (_holders_placed(view) or now - (done_at or now) >= HOLDERS_S):
+            # a run whose log gets lines but has not shown its buffering yet
+            # is given the run doctor's few seconds to show it (issue 31)
+            telling = any(
+                doctor_run.buffering_watch_due(m.snapshot, now - (done_at or now), wall0)
+                for m in watch.monitors.values()
+            )
+            if (
+                settled
+                and not telling
+                and (_holders_placed(view) or now - (done_at or now) >= HOLDERS_S)
+            ):
                 break
             await asyncio.sleep(LOOK_S)
         return (None if watch.plain else watch.build_view()), facts

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from gputui.diagnose import buffering_words, signal_name, snapshot_holders, stdout_words
-from gputui.model import Finding, Proc, Severity, Snapshot
+from gputui.diagnose.buffering import BUFFERED, FLUSHES, UNBUFFERED, UNKNOWN, judge
+from gputui.model import Finding, LogState, Proc, Severity, Snapshot
 from gputui.text.untrusted import json_text, visible
 from gputui.text.words import dur, gib, size_words
 from gputui.verbs import keyed
@@ -54,8 +55,9 @@ def _enum(x: Any) -> Any:
     return getattr(x, "value", x)
 
 
-def proc_to_dict(p: Proc) -> dict[str, Any]:
+def proc_to_dict(p: Proc, log: LogState | None = None, now: float = 0.0) -> dict[str, Any]:
     out = p.stdout
+    b = judge(p, log, now)
     kind = out.kind if out is not None else "unknown"
     return {
         "pid": p.pid,
@@ -77,6 +79,10 @@ def proc_to_dict(p: Proc) -> dict[str, Any]:
             "description": stdout_words(p),
         },
         "buffering": {
+            # the verdict, from what the log shows (block_buffered: argv/env
+            # only, the suspicion); see docs/doctor-json.md
+            "verdict": b.state,
+            "log_evidence": b.evidence,
             "block_buffered": p.block_buffered,
             "u_flag": p.python_u_flag,
             "pythonunbuffered": p.env_pythonunbuffered,
@@ -123,8 +129,8 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
         "sessions": _sessions_list(snap),
         "pane_tail": list(snap.pane_tail),
         "log": _log_dict(snap, now),
-        "process": proc_to_dict(proc) if proc is not None else None,
-        "processes": [proc_to_dict(p) for p in snap.procs],
+        "process": proc_to_dict(proc, snap.log, now) if proc is not None else None,
+        "processes": [proc_to_dict(p, snap.log, now) for p in snap.procs],
         "metrics": _metrics_dict(snap),
     }
 
@@ -345,7 +351,7 @@ def render_text(
         if proc is not None:
             rows.append(("process", f"PID {proc.pid} {_short(proc.command, 70)}"))
             rows.append(("stdout", stdout_words(proc)))
-            rows.append(("buffering", _buffering_verdict(proc)))
+            rows.append(("buffering", _buffering_verdict(proc, snap.log, now)))
         else:
             rows.append(("process", "no Python process in the session"))
         mline = _metrics_line(snap, now)
@@ -516,12 +522,17 @@ def _log_line(snap: Snapshot, now: float) -> str:
     return ", ".join(parts)
 
 
-def _buffering_verdict(p: Proc) -> str:
-    b = p.block_buffered
-    verdict = {True: "BLOCK-BUFFERED", False: "line-buffered/unbuffered", None: "unknown"}[b]
+def _buffering_verdict(p: Proc, log: LogState, now: float) -> str:
     if not p.is_python:
         return "not a Python process"
-    return f"{verdict} ({'; '.join(buffering_words(p))})"
+    b = judge(p, log, now)
+    verdict = {
+        BUFFERED: "BLOCK-BUFFERED",
+        FLUSHES: "flushes its own lines",
+        UNKNOWN: "not yet known (the log has not shown blocks or single lines yet)",
+        UNBUFFERED: "line-buffered/unbuffered",
+    }.get(b.state, "unknown")
+    return "; ".join([f"{verdict} ({'; '.join(buffering_words(p))})", *b.evidence])
 
 
 def _metrics_line(snap: Snapshot, now: float) -> str:

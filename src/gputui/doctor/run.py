@@ -35,6 +35,7 @@ from typing import Any
 
 from gputui import diagnose as rules
 from gputui.config import Settings
+from gputui.diagnose.buffering import UNKNOWN, judge
 from gputui.doctor.facts import connection_facts
 from gputui.doctor.report import exit_code, findings_to_json, render_text
 from gputui.errors import GputuiError
@@ -52,6 +53,7 @@ IDLE_EXTRA_S = 0.1  # past diagnose.IDLE_SHORT_S, when GPUs look held and idle
 # never watch longer than this once the monitor has started (generous: the
 # pieces of a snapshot come within a few seconds, later on a loaded host)
 WATCH_MAX_S = 20.0
+BUFFER_WATCH_S = 8.0  # a suspected stdout buffer: watched this long for the log to tell
 APPS_PERIOD_S = 1.0  # compute-apps listing period during the watch
 LOOK_S = 0.25  # how often the watch looks at the snapshot
 DEMO_LABEL = "demo (this machine, simulated GPUs)"
@@ -130,6 +132,25 @@ def _hang_watch_due(snap: Snapshot) -> bool:
     )
 
 
+def buffering_watch_due(snap: Snapshot, watched_s: float, since: float) -> bool:
+    """stdout suspected block-buffered (no -u, no PYTHONUNBUFFERED), the log
+    has not shown blocks or single lines yet, but it gets lines (one came
+    since `since`, wall clock): the watch goes on a while for it to tell (a
+    verdict from argv alone is often wrong), or its process has just
+    started. A silent log is not waited on: its silence is the finding."""
+    p = snap.training_proc
+    if p is None or watched_s >= BUFFER_WATCH_S or snap.log.exists is not True:
+        return False
+    now = time.time()
+    last = snap.log.last_line_time
+    young = p.start_time is not None and now - p.start_time < BUFFER_WATCH_S  # just started
+    mtime = snap.log.mtime
+    growing = (last is not None and last >= since) or (mtime is not None and now - mtime < 5.0)
+    if not young and not growing:
+        return False
+    return judge(p, snap.log, now).state == UNKNOWN
+
+
 def unseen_pieces(monitor: Monitor) -> list[str]:
     """What the watch still waits for, in words (empty: everything is in).
     Each piece is waited for only while it can still come: a failed agent,
@@ -190,6 +211,7 @@ async def watch_once(
     try:
         await monitor.start()
         start = clock()
+        started_wall = time.time()
         snap = monitor.snapshot
         down = (CtStatus.STOPPED, CtStatus.MISSING)
         missing: list[str] = []
@@ -204,7 +226,12 @@ async def watch_once(
             now = clock()
             if now - start >= WATCH_MAX_S:
                 break
-            if now - t0 >= settle_s and not missing and not _hang_watch_due(snap):
+            if (
+                now - t0 >= settle_s
+                and not missing
+                and not _hang_watch_due(snap)
+                and not buffering_watch_due(snap, now - start, started_wall)
+            ):
                 break
             await asyncio.sleep(LOOK_S)
         await monitor.refresh()

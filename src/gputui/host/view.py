@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from gputui.collect.gpu import AppsListing, parse_compute_apps
 from gputui.containers import cgroup_owner
-from gputui.diagnose import HELD_MIB
-from gputui.model import ConnectionState, Finding, GpuState, Session, Severity, Snapshot
+from gputui.diagnose import HELD_MIB, KINDS
+from gputui.model import ConnectionState, Finding, GpuState, Session, Snapshot
 
 # A link in these states is "down" (a reconnect is under way, or never came up).
 DOWN_STATES = (ConnectionState.FAILED, ConnectionState.RECONNECTING)
@@ -42,15 +42,9 @@ HEALTH_ORDER = (
     "stopped",
 )
 
-# Which findings name which word. The first word whose kinds appear wins
-# (HEALTH_ORDER); an ERROR held_but_idle is a hang, a WARNING one a stall;
-# an ERROR disk_full is "full", a WARNING one (space freed since, but tee
-# no longer writes the log) "stalled"; disk_low names no word.
-_WORD_KINDS: dict[str, tuple[str, ...]] = {
-    "dead": ("session_dead", "run_exited"),
-    "stalled": ("progress_stalled",),
-    "buffered": ("busy_but_silent", "buffered_output"),
-}
+# Which findings name which word: each finding kind declares its own
+# (`host_word`, `host_word_error` for an ERROR: diagnose/registry.py); the
+# first word in HEALTH_ORDER among a run's findings wins.
 
 
 @dataclass
@@ -269,23 +263,16 @@ def health_word(findings: list[Finding], snap: Snapshot) -> tuple[str, str]:
     """One word for a container's run, and the finding behind it, from the
     same findings the run view shows: dead / full (the log's disk) / hung /
     stalled / buffered / ok / idle (no session and no run found)."""
-    by_kind: dict[str, Finding] = {}
-    for f in findings:
-        by_kind.setdefault(f.kind, f)
-    held = by_kind.get("held_but_idle")
-    if held is not None and held.severity == Severity.ERROR:
-        candidates = [("hung", held)]
-    else:
-        candidates = []
-        if held is not None:
-            candidates.append(("stalled", held))
-    disk = by_kind.get("disk_full")
-    if disk is not None:
-        candidates.append(("full" if disk.severity == Severity.ERROR else "stalled", disk))
-    for word, kinds in _WORD_KINDS.items():
-        for kind in kinds:
-            if kind in by_kind:
-                candidates.append((word, by_kind[kind]))
+    candidates: list[tuple[str, Finding]] = []
+    seen: set[str] = set()
+    for f in findings:  # each kind declares its word (diagnose/registry.py)
+        k = KINDS.get(f.kind)
+        if k is None or f.kind in seen:
+            continue
+        seen.add(f.kind)
+        word = k.word(f)
+        if word:
+            candidates.append((word, f))
     if candidates:
         word, finding = min(candidates, key=lambda c: rank(c[0]))
         return word, finding.title

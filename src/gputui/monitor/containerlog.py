@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from gputui.diagnose.buffering import note_stamped
 from gputui.errors import GputuiError
 from gputui.model import LogState
 from gputui.monitor.logfollow import READ_CHUNK, FileStat, LogFollower
@@ -119,6 +120,9 @@ class ContainerLogFollower(LogFollower):
             self._notify()
         old = [text for t, text in fresh if t < self._started_at]
         new = [text for t, text in fresh if t >= self._started_at]
+        if st.last_append_at is None:
+            st.last_append_at = self._started_at
+        note_stamped(st, [(t, text) for t, text in fresh if t >= self._started_at])
         for batch, backlog in ((old, True), (new, False)):
             if not batch:
                 continue

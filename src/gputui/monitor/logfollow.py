@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from gputui.collect.logtail import LineSplitter
 from gputui.config import Settings
 from gputui.containers.base import FIXED_PATH
+from gputui.diagnose.buffering import note_append
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import UNREADABLE, LogState
 from gputui.remote.base import RemoteProcess
@@ -568,6 +569,9 @@ class LogFollower:
                 st.offset = start
                 self._skip_partial = start > 0
                 self._backlog_end = size
+                # quiet since now: a first 8 KiB block after a silent start
+                # shows the buffer (buffering.note_append)
+                st.last_append_at = self.clock()
             st.exists = True
             st.size = size
             st.mtime = mtime + self.clock_offset
@@ -648,6 +652,7 @@ class LogFollower:
         else:
             t = now
             st.mtime = now  # data just arrived: the file was written about now
+        note_append(st, data, now, t, backlog)
         lines = self._splitter.feed(data)
         if lines:
             self._emit(list(lines), t, backlog)

@@ -24,6 +24,7 @@ from typing import Any
 from gputui.collect.metrics import MetricParser
 from gputui.config import DEFAULTS, Settings
 from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
+from gputui.diagnose.registry import kinds_that
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Finding, Snapshot
 from gputui.monitor.door import WatchedRun
@@ -46,14 +47,10 @@ EXPECTING = frozenset({"relaunch", "kill", "launch"})
 # Findings that say the run has been quiet: after the user's relaunch the
 # new run gets the stale threshold from the action's end to print (its
 # first line resets them), not a moment less.
-SILENCE_KINDS = frozenset(
-    {"busy_but_silent", "progress_stalled", "held_but_idle", "log_missing", "loading"}
-)
+SILENCE_KINDS = kinds_that("silence")  # declared by each finding kind (diagnose/registry.py)
 # What says a relaunched or launched run is not there: news once the new
 # run has had settle_s to come up and no session of it came.
-GONE_KINDS = frozenset(
-    {"session_missing", "session_dead", "run_exited", "run_ended", "log_missing"}
-)
+GONE_KINDS = kinds_that("gone")
 _PID_RE = re.compile(r"\bPIDs? (\d+)")
 
 

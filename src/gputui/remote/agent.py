@@ -1495,6 +1495,13 @@ class Agent:
         self.listings = ReusedListing()
 
     def op_hello(self, args: dict) -> dict:
+        tools = {
+            "tmux": tool_version(["tmux", "-V"], root_only=True),
+            "py-spy": tool_version(["py-spy", "--version"], root_only=True),
+            "gdb": tool_version(["gdb", "--version"], root_only=True),
+            "nvidia-smi": shutil.which("nvidia-smi"),
+            "tee": shutil.which("tee"),
+        }
         return {
             "agent_version": AGENT_VERSION,
             "python": sys.version.split()[0],
@@ -1502,16 +1509,13 @@ class Agent:
             "uid": os.getuid(),
             "hostname": socket.gethostname(),
             "boot_time": self.procs.boot,
+            # read last, as the answer leaves: the tools' probes (three
+            # programs started, seconds on a busy machine) before it skewed
+            # the client's clock offset by half their time (issue 31)
             "clock": time.time(),
             "clk_tck": CLK_TCK,
             "pid_ns": _readlink("/proc/self/ns/pid"),
-            "tools": {
-                "tmux": tool_version(["tmux", "-V"], root_only=True),
-                "py-spy": tool_version(["py-spy", "--version"], root_only=True),
-                "gdb": tool_version(["gdb", "--version"], root_only=True),
-                "nvidia-smi": shutil.which("nvidia-smi"),
-                "tee": shutil.which("tee"),
-            },
+            "tools": tools,
         }
 
     def op_ping(self, args: dict) -> dict:

@@ -41,6 +41,7 @@ BOOTSTRAP = (
     "'gputui-agent','exec'))"
 )
 START_TIMEOUT_S = 20.0
+CLOCK_SAMPLES = 3  # pings after the hello to measure the clock offset by
 
 
 class AgentUnavailable(GputuiError):
@@ -176,6 +177,26 @@ class AgentClient:
         self.hello = hello
         self.rtt_ms = (t1 - t0) * 1000.0
         self.clock_offset = (t0 + t1) / 2.0 - float(hello["clock"])
+        await self.sync_clock()
+
+    async def sync_clock(self, samples: int = CLOCK_SAMPLES) -> None:
+        """Refine clock_offset from pings, keeping the one with the shortest
+        round trip (its error is at most half of it). The hello's round trip
+        holds the agent's start-up and its tools' probes: seconds on a busy
+        machine, and the offset from it as far off — which put a process's
+        start after its first steps and called an early hang "loading"
+        (issue 31). A ping that fails leaves the offset as it is."""
+        best = self.rtt_ms / 1000.0 if self.rtt_ms is not None else float("inf")
+        for _ in range(samples):
+            t0 = time.time()
+            try:
+                answer = await self.call("ping", timeout=5.0)
+            except GputuiError:  # AgentError, CommandTimeout
+                return
+            t1 = time.time()
+            if t1 - t0 < best and isinstance(answer, dict) and "clock" in answer:
+                best = t1 - t0
+                self.clock_offset = (t0 + t1) / 2.0 - float(answer["clock"])
 
     async def close(self) -> None:
         """Close the agent's stdin (it exits on EOF) and stop reading."""

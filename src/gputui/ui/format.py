@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Sequence
 
-from gputui.model import CtStatus, Proc, Snapshot
+from gputui.diagnose.buffering import BUFFERED, FLUSHES, judge, panel_words
+from gputui.model import CtStatus, LogState, Proc, Snapshot
 from gputui.text.words import program_name
 
 
@@ -59,18 +61,21 @@ def stdout_route(proc: Proc) -> str:
     return out.kind
 
 
-def buffering_verdict(proc: Proc) -> tuple[str, str]:
-    """(style, sentence) saying whether this process's prints reach the log."""
+def buffering_verdict(
+    proc: Proc, log: LogState | None = None, now: float | None = None
+) -> tuple[str, str]:
+    """(style, sentence) saying whether this process's prints reach the log:
+    judged by what `log` shows (diagnose/buffering.py); argv and environment
+    alone make it "not yet known"."""
+    b = judge(proc, log, time.time() if now is None else now)
+    if b.suspected:
+        style = {BUFFERED: "bold red", FLUSHES: "green"}.get(b.state, "yellow")
+        return style, panel_words(b)
     bb = proc.block_buffered
     if bb is None:
         if not proc.is_python:
             return "dim", "not Python: buffering not checked"
         return "yellow", "buffering unknown (environ unreadable)"
-    if bb:
-        return (
-            "bold red",
-            "BLOCK-BUFFERED (no -u, no PYTHONUNBUFFERED): the log gets 8 KiB chunks",
-        )
     why = "-u" if proc.python_u_flag else "PYTHONUNBUFFERED" if proc.env_pythonunbuffered else "tty"
     return "green", f"line-buffered ({why}): lines reach the log at once"
 

@@ -86,7 +86,7 @@ def proc_text(snap: Snapshot, holders: Sequence[Holder] = ()) -> Text:
         t.append("  ")
     t.append(visible(" ".join(p.cmdline) or "?"), style="dim")  # one line, whatever it holds
     t.append(f"\nstdout → {visible(stdout_route(p))}")
-    style, verdict = buffering_verdict(p)
+    style, verdict = buffering_verdict(p, snap.log, snap.time)
     t.append("\n")
     t.append(verdict, style=style)
     return t
@@ -246,7 +246,7 @@ def run_line_text(snap: Snapshot) -> Text:
         return proc_text(snap)
     t.append(f"pid {p.pid}", style="bold")
     t.append(f" {visible(p.state or '?')}", style="bold red" if p.state in ("Z", "T", "D") else "")
-    style, verdict = buffering_verdict(p)
+    style, verdict = buffering_verdict(p, snap.log, snap.time)
     t.append(" · ")
     t.append(verdict.split(" (")[0].split(":")[0], style=style)
     m = snap.metrics

@@ -1,0 +1,288 @@
+"""Rules about the run's own failures, named from what it prints and does:
+CUDA out of memory, an NCCL watchdog timeout or NCCL error, a loss that
+turned NaN/inf or spiked, a run bound by its data loader.
+
+Each rule registers itself with `@rule(...)` (see registry.py). Pure: the
+lines are the log's and the pane's tails, the numbers the parsed metrics,
+the GPU readings and the processes' CPU."""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Iterable
+
+from gputui.diagnose.context import Context
+from gputui.diagnose.evidence import short
+from gputui.diagnose.registry import Kind, rule
+from gputui.model import Finding, Severity
+from gputui.text.untrusted import one_line
+from gputui.text.words import dur
+
+RECENT_LINES = 60  # a failure line counts while it is among the last this many lines
+
+# torch >= 2.1: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate
+# 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which 1.23 GiB is
+# free. ... Of the allocated memory 130.10 GiB is allocated by PyTorch, and
+# 7.20 GiB is reserved by PyTorch but unallocated. ..."; older: "RuntimeError:
+# CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total
+# capacity; 14.50 GiB already allocated; 3.75 MiB free; 14.70 GiB reserved
+# in total by PyTorch)"
+_SIZE = r"(\d+(?:\.\d+)?\s*[KMGT]iB)"
+_OOM = re.compile(r"CUDA out of memory\. Tried to allocate " + _SIZE)
+_OOM_GPU = re.compile(r"GPU (\d+)")
+_OOM_ALLOC = re.compile(_SIZE + r" is allocated by PyTorch, and " + _SIZE + r" is reserved")
+_OOM_ALLOC_OLD = re.compile(_SIZE + r" already allocated;.*?" + _SIZE + r" reserved in total")
+_OOM_FREE = re.compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free\b")
+_UNITS = {"K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 * 1024}
+
+# "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective
+# operation timeout: WorkNCCL(SeqNum=4021, OpType=ALLREDUCE, NumelIn=1,
+# NumelOut=1, Timeout(ms)=600000) ran for 600031 milliseconds before timing out."
+_NCCL_TIMEOUT = re.compile(
+    r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+)"
+    r".*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds"
+)
+_RANK = re.compile(r"\[Rank (\d+)\]|\[rank(\d+)\]")
+# "torch.distributed.DistBackendError: NCCL error in: .../ProcessGroupNCCL.cpp:1970,
+# unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3"
+_NCCL_ERROR = re.compile(r"NCCL error in: \S+, ([^(\n]+?)(?: \(|,|$)|\bnccl(\w+Error)\b")
+
+SPIKE_FACTOR = 3.0  # a loss this many times the recent median is a spike
+SPIKE_WINDOW = 50  # ... the median of this many losses before it
+LOADER_GPU_PCT = 60.0  # the run's GPUs below this (median) ...
+LOADER_CPU_PCT = (
+    50.0  # ... while a loader worker of it is at least this busy (a shared core: < 100)
+)
+
+
+def _mib(text: str) -> float:
+    num, unit = text[:-3].strip(), text.strip()[-3]
+    return float(num) * _UNITS.get(unit, 1.0)
+
+
+def _recent(ctx: Context) -> list[str]:
+    """The last RECENT_LINES of the log (else of the pane), newest last."""
+    lines = [ln for ln in list(ctx.snap.log_tail or [])[-RECENT_LINES:] if ln]
+    if not lines:
+        lines = [ln for ln in list(ctx.snap.pane_tail or [])[-RECENT_LINES:] if ln]
+    return lines
+
+
+def _last_match(lines: Iterable[str], pattern: re.Pattern[str]) -> tuple[str, re.Match[str]] | None:
+    found = None
+    for ln in lines:
+        m = pattern.search(ln)
+        if m is not None:
+            found = (ln, m)
+    return found
+
+
+def _step_words(ctx: Context) -> str:
+    m = ctx.metrics
+    return f" at step {m.last_step}" if m.last_step is not None else ""
+
+
+def _oom_fix(tried: float, alloc: float | None, reserved: float | None) -> str:
+    fix = (
+        "lower the batch size (or raise gradient accumulation), or turn on activation checkpointing"
+    )
+    if reserved is not None and alloc is not None and reserved >= max(tried, 0.1 * alloc):
+        fix = (
+            "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (reserved but unallocated "
+            "memory is large: fragmentation), or " + fix
+        )
+    return fix
+
+
+@rule(Kind("cuda_oom", specificity=55, cause="cuda_oom", alerts=True, host_word="dead"))
+def rule_cuda_oom(ctx: Context) -> Finding | None:
+    """torch's "CUDA out of memory. Tried to allocate X": the size tried,
+    allocated vs reserved, the step; an ERROR once the run is gone, a
+    WARNING while it goes on (caught by the program)."""
+    lines = _recent(ctx)
+    hit = _last_match(lines, _OOM)
+    if hit is None:
+        return None
+    line, m = hit
+    tried = m.group(1)
+    gpu = _OOM_GPU.search(line)
+    alloc = _OOM_ALLOC.search(line) or _OOM_ALLOC_OLD.search(line)
+    ev = [f"the log: {short(one_line(line, 400), 300)}"]
+    alloc_mib = reserved_mib = None
+    if alloc is not None:
+        a, r = alloc.group(1), alloc.group(2)
+        alloc_mib = _mib(a)
+        # the new message gives reserved-but-unallocated; the old, reserved in all
+        reserved_mib = _mib(r) if "unallocated" in line else max(0.0, _mib(r) - alloc_mib)
+        ev.append(
+            f"allocated by PyTorch {a}, reserved but unallocated {reserved_mib / 1024:.2f} GiB"
+        )
+    free = _OOM_FREE.search(line)
+    if free is not None:
+        ev.append(f"free on the GPU then: {free.group(1) or free.group(2)}")
+    where = f" on GPU {gpu.group(1)}" if gpu is not None else ""
+    # the traceback's last line (the run is ending), or the run is gone
+    ending = lines[-1] == line and any(ln.startswith("Traceback") for ln in lines)
+    gone = ctx.run_known_gone or not ctx.proc_alive or ending
+    title = f"CUDA out of memory{_step_words(ctx)}: tried to allocate {tried}{where}"
+    if not gone:
+        title += " — the run goes on (the program caught it)"
+    return Finding(
+        kind="cuda_oom",
+        severity=Severity.ERROR if gone else Severity.WARNING,
+        title=title,
+        evidence=ev,
+        fix=_oom_fix(_mib(tried), alloc_mib, reserved_mib),
+    )
+
+
+@rule(
+    Kind("nccl_timeout", specificity=56, cause="nccl_timeout", alerts=True, host_word="hung"),
+    Kind("nccl_error", specificity=57, cause="nccl_error", alerts=True, host_word="dead"),
+)
+def rule_nccl(ctx: Context) -> Finding | None:
+    """NCCL's watchdog timed a collective out (the collective, its sequence
+    number, the rank, the timeout), or an NCCL error: one rank is stuck or
+    gone and the others waited for it. `d` dumps every rank's stacks."""
+    lines = _recent(ctx)
+    hit = _last_match(lines, _NCCL_TIMEOUT)
+    if hit is not None:
+        line, m = hit
+        seq, op, timeout_ms, ran_ms = m.group(1), m.group(2), int(m.group(3)), int(m.group(4))
+        r = _RANK.search(line)
+        rank = f"rank {r.group(1) or r.group(2)}" if r is not None else "a rank"
+        return Finding(
+            kind="nccl_timeout",
+            severity=Severity.ERROR,
+            title=(
+                f"NCCL timeout{_step_words(ctx)}: {rank}'s {op} (SeqNum {seq}) ran "
+                f"{dur(ran_ms / 1000)}, past its {dur(timeout_ms / 1000)} timeout — "
+                "another rank never joined it"
+            ),
+            evidence=[f"the log: {short(one_line(line, 400), 300)}"],
+            action="dump",
+            action_label="py-spy dump every rank",
+            fix="the rank whose stack is not in the collective is the stuck one",
+        )
+    hit = _last_match(lines, _NCCL_ERROR)
+    if hit is None:
+        return None
+    line, m = hit
+    what = (m.group(1) or f"nccl{m.group(2)}").strip()
+    return Finding(
+        kind="nccl_error",
+        severity=Severity.ERROR,
+        title=f"NCCL error{_step_words(ctx)}: {short(what, 80)}",
+        evidence=[f"the log: {short(one_line(line, 400), 300)}"],
+        action="dump" if ctx.proc_alive else "",
+        action_label="py-spy dump every rank" if ctx.proc_alive else "",
+        fix="run with NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=INIT,NET) to see which link failed",
+    )
+
+
+def _losses(ctx: Context) -> list[tuple[float, float]]:
+    return [(t, v) for t, v in ctx.metrics.loss.points() if v is not None]
+
+
+@rule(Kind("loss_nan", specificity=58, cause="loss", stage=1, alerts=True))
+def rule_loss_nan(ctx: Context) -> Finding | None:
+    """The latest loss is NaN or inf: since which step, for how long."""
+    pts = _losses(ctx)
+    if not pts or math.isfinite(pts[-1][1]):
+        return None
+    first = len(pts) - 1
+    while first > 0 and not math.isfinite(pts[first - 1][1]):
+        first -= 1
+    since_t = pts[first][0]
+    steps = [(t, s) for t, s in ctx.metrics.step.points() if s is not None]
+    since_step = next((int(s) for t, s in steps if t >= since_t), None)
+    last_ok = pts[first - 1][1] if first > 0 else None
+    bad = "NaN" if math.isnan(pts[-1][1]) else "inf"
+    where = f"since step {since_step}" if since_step is not None else "in its last lines"
+    ev = [f"{len(pts) - first} losses in a row not finite, the first {dur(ctx.now - since_t)} ago"]
+    if last_ok is not None:
+        ev.append(f"the last finite loss: {last_ok:.4g}")
+    return Finding(
+        kind="loss_nan",
+        severity=Severity.ERROR,
+        title=f"loss is {bad} {where}: the run goes on, learning nothing",
+        evidence=ev,
+        fix=(
+            "stop it and resume from the last checkpoint before that step with a lower "
+            "learning rate or gradient clipping (bf16/fp16 overflow? check the loss scale)"
+        ),
+    )
+
+
+@rule(Kind("loss_spike", specificity=195, cause="loss"))
+def rule_loss_spike(ctx: Context) -> Finding | None:
+    """The latest loss is SPIKE_FACTOR × the median of the ones before it."""
+    vals = [v for _, v in _losses(ctx)]
+    if len(vals) < 10 or not all(math.isfinite(v) for v in vals[-SPIKE_WINDOW - 1 :]):
+        return None
+    last, before = vals[-1], vals[-SPIKE_WINDOW - 1 : -1]
+    med = statistics.median(before)
+    if med <= 0 or last < SPIKE_FACTOR * med:
+        return None
+    return Finding(
+        kind="loss_spike",
+        severity=Severity.WARNING,
+        title=f"loss spiked{_step_words(ctx)}: {last:.4g}, {last / med:.1f}× the recent median {med:.4g}",
+        evidence=[
+            f"median of the {len(before)} losses before it: {med:.4g}; the latest {last:.4g}"
+        ],
+        fix="watch the next steps; if it does not come back, lower the learning rate or clip gradients",
+    )
+
+
+@rule(Kind("loader_bound", specificity=205, cause="loader_bound"))
+def rule_loader_bound(ctx: Context) -> Finding | None:
+    """Steps advance, the run's GPUs are mostly idle (median utilization
+    low, or a sawtooth), and a data-loader worker (a Python child of the run)
+    is at ~100 % CPU: the GPUs wait for data."""
+    if not ctx.proc_alive or ctx.loading or ctx.stalled or ctx.hung or not ctx.gpu_views:
+        return None
+    if ctx.metrics.last_step_time is None or ctx.step_overdue:
+        return None
+    meds = [g.util_median for g in ctx.gpu_views if g.util_median is not None]
+    if not meds or max(meds) >= LOADER_GPU_PCT:
+        return None
+    main = ctx.proc
+    workers = [
+        p
+        for p in ctx.procs
+        if p.is_python
+        and main is not None
+        and p.ppid == main.pid
+        # at the CPU now (R), or busy over the last poll: a shared core keeps
+        # a busy worker's share below 100 % and between polls it flickers
+        and (p.state == "R" or (p.cpu_pct or 0) >= LOADER_CPU_PCT)
+    ]
+    if not workers:
+        return None
+    lows = [min(g.recent_util) for g in ctx.gpu_views if g.recent_util]
+    highs = [max(g.recent_util) for g in ctx.gpu_views if g.recent_util]
+    ev = [g.line() + f", median {g.util_median or 0:.0f} %" for g in ctx.gpu_views]
+    if lows and highs:
+        ev.append(f"utilization between {min(lows):.0f} % and {max(highs):.0f} % (the last 30 s)")
+    top = max(p.cpu_pct or 0.0 for p in workers)
+    ev.append(
+        f"{len(workers)} loader worker(s) busy on CPU: "
+        + ", ".join(f"PID {p.pid} {p.cpu_pct or 0:.0f} %" for p in workers[:4])
+    )
+    return Finding(
+        kind="loader_bound",
+        severity=Severity.WARNING,
+        title=(
+            f"data-loader bound: GPUs at {max(meds):.0f} % (median) while {len(workers)} "
+            f"loader worker(s) are busy on CPU{f' (up to {top:.0f} %)' if top > 0 else ''} "
+            "— the GPUs wait for data"
+        ),
+        evidence=ev,
+        fix=(
+            "raise DataLoader num_workers (and pin_memory=True, persistent_workers=True), "
+            "or move decoding/augmentation off the critical path (pre-tokenize, cache)"
+        ),
+    )

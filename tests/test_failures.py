@@ -1,0 +1,154 @@
+"""The run's own failures named from what it prints and does (issue 31):
+CUDA OOM, NCCL watchdog timeout / NCCL error, NaN loss, a loss spike, a
+data-loader-bound run — each a word with its evidence, fix and key; and
+the kind declarations (issue 35) the recorder and the host view derive
+their sets from. Each fails on the old code (no such rule: no finding)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from gputui.diagnose import KINDS, diagnose
+from gputui.host.view import health_word
+from gputui.model import Finding, MetricPoint, Proc, Severity, StdoutTarget
+from gputui.record import recorder
+from test_diagnose import NOW, run
+
+OOM_NEW = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+    "total capacity of 139.81 GiB of which 1.23 GiB is free. Including non-PyTorch memory, "
+    "this process has 138.56 GiB memory in use. Of the allocated memory 121.10 GiB is "
+    "allocated by PyTorch, and 16.20 GiB is reserved by PyTorch but unallocated. If reserved "
+    "but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+    "to avoid fragmentation.  See documentation for Memory Management  "
+    "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+)
+OOM_OLD = (
+    "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total "
+    "capacity; 14.50 GiB already allocated; 3.75 MiB free; 14.52 GiB reserved in total by PyTorch)"
+)
+NCCL_TIMEOUT = (
+    "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=4021, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+    "Timeout(ms)=600000) ran for 600031 milliseconds before timing out."
+)
+NCCL_ERROR = (
+    "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+    "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), "
+    "NCCL version 2.19.3"
+)
+
+
+def _first(findings: list[Finding]) -> Finding:
+    serious = [f for f in findings if f.severity != Severity.INFO]
+    assert serious, [f.kind for f in findings]
+    return serious[0]
+
+
+def test_cuda_oom_names_the_size_tried_and_fragmentation() -> None:
+    snap = run(session="dead", dead_status=1, log_tail=("step 41 | loss 2.1", OOM_NEW))
+    f = _first(diagnose(snap, NOW))
+    assert f.kind == "cuda_oom" and f.severity == Severity.ERROR, f
+    assert "tried to allocate 2.00 GiB on GPU 0" in f.title and "at step 100" in f.title
+    assert any("reserved but unallocated 16.20 GiB" in e for e in f.evidence), f.evidence
+    assert "expandable_segments:True" in f.fix and "batch size" in f.fix
+
+
+def test_cuda_oom_ending_a_traceback_is_an_error_before_the_session_dies() -> None:
+    tail = ("Traceback (most recent call last):", '  File "train.py", line 33', OOM_NEW)
+    f = _first(diagnose(run(log_tail=tail), NOW))
+    assert f.kind == "cuda_oom" and f.severity == Severity.ERROR, f
+    assert "goes on" not in f.title
+    caught = _first(diagnose(run(log_tail=(OOM_NEW, "retrying with batch 16")), NOW))
+    assert caught.severity == Severity.WARNING and "goes on" in caught.title
+
+
+def test_cuda_oom_old_message_and_no_fragmentation_fix_when_reserved_is_small() -> None:
+    snap = run(session="dead", dead_status=1, log_tail=(OOM_OLD,))
+    f = _first(diagnose(snap, NOW))
+    assert f.kind == "cuda_oom" and "20.00 MiB" in f.title
+    assert "expandable_segments" not in f.fix and "activation checkpointing" in f.fix
+
+
+def test_an_old_oom_far_up_the_log_of_a_healthy_run_is_not_news() -> None:
+    tail = (OOM_NEW, *[f"step {n} | loss 2.0" for n in range(100)])
+    assert not [f for f in diagnose(run(log_tail=tail), NOW) if f.kind == "cuda_oom"]
+
+
+def test_nccl_watchdog_timeout_names_the_collective_rank_and_timeout() -> None:
+    snap = run(log_tail=("step 4020 | loss 2.0", NCCL_TIMEOUT))
+    f = _first(diagnose(snap, NOW))
+    assert f.kind == "nccl_timeout" and f.severity == Severity.ERROR
+    for words in ("rank 1", "ALLREDUCE", "SeqNum 4021", "10 min"):
+        assert words in f.title, f.title
+    assert f.action == "dump" and "every rank" in f.action_label
+
+
+def test_nccl_error_is_named() -> None:
+    f = _first(diagnose(run(session="dead", dead_status=1, log_tail=(NCCL_ERROR,)), NOW))
+    assert f.kind == "nccl_error" and "unhandled system error" in f.title
+    assert "NCCL_DEBUG=INFO" in f.fix
+
+
+def _with_losses(losses: list[float]) -> object:
+    snap = run()
+    m = snap.metrics
+    start = NOW - len(losses)
+    for i, loss in enumerate(losses):
+        m.add(MetricPoint(time=start + i, step=200 + i, loss=loss))
+    return snap
+
+
+def test_nan_loss_is_named_with_the_step_it_began() -> None:
+    snap = _with_losses([2.0] * 20 + [math.nan] * 5)
+    f = _first(diagnose(snap, NOW))  # type: ignore[arg-type]
+    assert f.kind == "loss_nan" and f.severity == Severity.ERROR
+    assert "loss is NaN since step 220" in f.title, f.title
+    assert any("last finite loss: 2" in e for e in f.evidence)
+
+
+def test_loss_spike_is_a_multiple_of_the_recent_median() -> None:
+    f = _first(diagnose(_with_losses([2.0] * 30 + [9.0]), NOW))  # type: ignore[arg-type]
+    assert f.kind == "loss_spike" and "4.5× the recent median 2" in f.title, f.title
+    quiet = diagnose(_with_losses([2.0] * 30 + [2.5]), NOW)  # type: ignore[arg-type]
+    assert not [x for x in quiet if x.kind in ("loss_spike", "loss_nan")]
+
+
+def test_a_loader_bound_run_is_named_from_gpu_util_and_worker_cpu() -> None:
+    worker = Proc(
+        pid=30,
+        ppid=12,
+        cmdline=["python", "train.py"],
+        state="R",
+        cpu_pct=99.0,
+        is_python=True,
+        stdout=StdoutTarget(kind="pipe"),
+    )
+    f = _first(diagnose(run(util=35.0, extra_procs=(worker,)), NOW))
+    assert f.kind == "loader_bound" and "loader worker" in f.title, f
+    assert "num_workers" in f.fix
+    # the same GPUs at 96 %: not loader bound; no busy worker: not either
+    assert not [x for x in diagnose(run(extra_procs=(worker,)), NOW) if x.kind == "loader_bound"]
+    assert not [x for x in diagnose(run(util=35.0), NOW) if x.kind == "loader_bound"]
+
+
+# ---------------------------------------------------- issue 35: declarations
+
+
+def test_the_recorder_and_host_view_sets_come_from_the_kinds_declarations() -> None:
+    assert (
+        recorder.SILENCE_KINDS
+        == {n for n, k in KINDS.items() if k.silence}
+        >= {"busy_but_silent", "progress_stalled", "held_but_idle", "log_missing", "loading"}
+    )
+    assert (
+        recorder.GONE_KINDS
+        == {n for n, k in KINDS.items() if k.gone}
+        >= {"session_missing", "session_dead", "run_exited", "run_ended", "log_missing"}
+    )
+    src = Path(recorder.__file__).read_text() + Path(health_word.__code__.co_filename).read_text()
+    assert "_WORD_KINDS" not in src and '"busy_but_silent", "progress_stalled"' not in src
+    snap = run(session="dead", dead_status=1, log_tail=(OOM_NEW,))
+    assert health_word(diagnose(snap, NOW), snap)[0] == "dead"  # cuda_oom declares "dead"
+    assert {n for n, k in KINDS.items() if k.host_level} >= {"connection", "ct_stopped"}
