@@ -209,6 +209,8 @@ def test_causes_cover_the_rules_and_alerts_derive_from_them() -> None:
     assert set(ALERT_KINDS) == {
         "connection", "ct_missing", "ct_stopped", "gpu_lost", "session_dead", "run_exited",
         "disk_full", "held_but_idle", "busy_but_silent", "buffered_output", "progress_stalled",
+        # the hardware's own words (issue 32): a throttle, ECC / a pending row remap, an Xid
+        "gpu_throttled", "gpu_ecc", "gpu_xid",
     }
     names = {c.name for c in CAUSES}
     assert all(m in names for c in CAUSES for m in c.masked_by)

@@ -13,7 +13,8 @@ Pure: no I/O, no clock reads (`now` is an argument). The package:
 - one module per family of rules: `host.py` (connection, container, tools,
   disk), `session.py` (dead, ended, exited, OOM, stale code), `progress.py`
   (loading, stalled, probably hung), `log.py` (buffered, silent, missing,
-  deleted, unreadable, drift), `gpu.py` (lost, Xid, leftovers, unreadable).
+  deleted, unreadable, drift), `gpu.py` (lost, Xid, leftovers, unreadable),
+  `hardware.py` (throttled, power capped low, ECC/row remap, PCIe link, kernel-log Xid).
 
 A new rule: a function `rule_x(ctx) -> Finding | None` under
 `@rule(Kind("x", specificity=..., cause=...))` in its family's module.
@@ -42,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 # The families, in evaluation order: importing one registers its rules.
-from gputui.diagnose import host, gpu, session, progress, log  # noqa: F401  # isort: skip
+from gputui.diagnose import host, gpu, hardware, session, progress, log  # noqa: F401  # isort: skip
 from gputui.diagnose.context import Context, GpuView
 from gputui.diagnose.evidence import (
     buffering_words,

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gputui.collect import gpu as gpu_parse
+from gputui.collect import gpuhealth as gpu_health
 from gputui.containers import cgroup_owner
 from gputui.errors import GputuiError
 from gputui.model import GpuEvent, GpuProcess, GpuSample, GpuState
@@ -52,8 +53,11 @@ UTIL_BUSY_PCT = 50.0
 # namespace and NSpid fields (meaningful on the host; inside a CT they
 # describe the CT's view), its state, CPU ticks and its parents' PIDs as its
 # CT sees them (NSpid's last field, up to init); then each process's own SM
-# utilization (`nvidia-smi pmon -c 1 -s u`). `parse_apps_block` reads it.
-APPS_LISTING = r"""  out=$("$@" 2>&1); rc=$?
+# utilization (`nvidia-smi pmon -c 1 -s u`); then the GPUs' slow health
+# fields (collect/gpuhealth.py: ECC, row remaps, the PCIe link — read at the
+# listing's pace, not every second). `parse_apps_block` reads it.
+APPS_LISTING = (
+    r"""  out=$("$@" 2>&1); rc=$?
   clk=$(getconf CLK_TCK 2>/dev/null)
   printf '%s\n' "$out"
   echo "@gputui rc $rc"
@@ -78,9 +82,12 @@ APPS_LISTING = r"""  out=$("$@" 2>&1); rc=$?
     if command -v timeout >/dev/null 2>&1; then pm=$(timeout 5 "$1" pmon -c 1 -s u 2>&1)
     else pm=$("$1" pmon -c 1 -s u 2>&1); fi
     printf '%s\n' "$pm" | sed 's/^/@gputui pmon /'
-  fi
+"""
+    + gpu_health.HEALTH_LISTING
+    + """  fi
   echo "@gputui end"
 """
+)
 
 # Long-lived compute-apps loop: the listing above every $1 seconds.
 APPS_SCRIPT = "n=$1; shift\nwhile :; do\n" + APPS_LISTING + '  sleep "$n"\ndone\n'
@@ -208,6 +215,7 @@ class NvidiaSmiFeed(GpuFeed):
         *,
         apps_period_s: float = APPS_PERIOD_S,
         clock: Callable[[], float] = time.time,
+        kernel_log: bool = True,
     ) -> None:
         super().__init__()
         if where not in ("auto", "host", "ct"):
@@ -227,6 +235,10 @@ class NvidiaSmiFeed(GpuFeed):
         self._procs: set[RemoteProcess] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = False
+        # the stream's fields: STREAM_FIELDS, fewer on a driver that refuses some
+        self.fields: tuple[str, ...] = gpu_parse.STREAM_FIELDS
+        self.kernel_log = kernel_log  # follow the host's kernel log (Xid) beside the stream
+        self.health_error = ""  # the health queries' failure text ("": none)
 
     @property
     def channels(self) -> int:
@@ -266,6 +278,8 @@ class NvidiaSmiFeed(GpuFeed):
         )
         if again:
             gpu_parse.carry_util(self.state.processes, procs, None, self.clock())
+        else:
+            self._apply_health(block)
         if rc == 0 or rc is None:
             if side == "ct":
                 for p in procs:  # the CT's own view: PIDs are CT PIDs
@@ -277,6 +291,16 @@ class NvidiaSmiFeed(GpuFeed):
                 self.state.processes = procs
                 self.state.processes_pending = False
                 self._changed()
+
+    def _apply_health(self, block: list[str]) -> None:
+        """The listing's health lines -> state.health (GPUs that answered)."""
+        lines = gpu_parse.parse_apps_listing(block).health
+        if not lines:
+            return
+        health, self.health_error = gpu_health.parse_health(lines, self.clock())
+        if health:
+            self.state.health = health
+            self._changed()
 
     def _sides(self) -> list[str]:
         if self.where == "host" or (self.where == "auto" and not self.target.in_container):
@@ -352,8 +376,11 @@ class NvidiaSmiFeed(GpuFeed):
 
     async def _one_stream(self, side: str) -> tuple[bool, int | None, str]:
         """Run one nvidia-smi stream until it ends -> (got samples, exit, stderr)."""
+        fields = self.fields
+        fewer = gpu_parse.fallback_fields(fields)
+        refused = False  # the driver refused a field: ask again with fewer
         try:
-            proc = await self._open(side, gpu_parse.query_gpu_argv(self.period_ms))
+            proc = await self._open(side, gpu_parse.query_gpu_argv(self.period_ms, fields))
         except Exception as e:  # GputuiError, or the transport library's own
             self.state.error = str(e)
             self._changed()
@@ -364,8 +391,17 @@ class NvidiaSmiFeed(GpuFeed):
                 line = await proc.readline()
                 if not line:
                     break
-                item = gpu_parse.parse_gpu_line(line.decode("utf-8", "replace"), self.clock())
+                text = line.decode("utf-8", "replace")
+                item = gpu_parse.parse_gpu_line(text, self.clock(), fields)
                 if item is None:
+                    continue
+                if (
+                    isinstance(item, GpuEvent)
+                    and not got
+                    and fewer is not None
+                    and gpu_parse.is_unknown_field_error(item.text)
+                ):
+                    refused = True
                     continue
                 if isinstance(item, GpuSample):
                     if not got:
@@ -388,6 +424,9 @@ class NvidiaSmiFeed(GpuFeed):
             status, err = None, str(e)
         finally:
             await self._close(proc)
+        if fewer is not None and not got and (refused or gpu_parse.is_unknown_field_error(err)):
+            self.fields = fewer  # an older driver: ask again at once with what it knows
+            return await self._one_stream(side)
         # A stream that ended is an error worth showing (lost GPU, driver).
         if (
             not self._stopped
@@ -413,6 +452,70 @@ class NvidiaSmiFeed(GpuFeed):
         self.side = side
         self.state.source = self._source_label(side)
         self._tasks.append(asyncio.create_task(self._apps_loop(side), name="gpu apps"))
+        if side == "host" and self.kernel_log:  # where the driver is, so is its kernel log
+            self._tasks.append(asyncio.create_task(self._kernel_log_loop(), name="kernel log"))
+
+    # ------------------------------------------------------------ kernel log
+
+    async def _kernel_log_loop(self) -> None:
+        """Follow the host's kernel log on one channel (collect/gpuhealth.py
+        KERNEL_LOG_SCRIPT): the driver's Xid lines become events. A reader
+        refused (no permission) is said in `state.kernel_log` and asked
+        again only after NOT_FOUND_RETRY_S; a broken link, with backoff."""
+        backoff = BACKOFF_START_S
+        while not self._stopped:
+            refused = await self._one_kernel_log()
+            if self._stopped:
+                return
+            await self._backoff(NOT_FOUND_RETRY_S if refused else backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    async def _one_kernel_log(self) -> bool:
+        """Run the reader until it ends -> whether it was refused."""
+        try:
+            proc = await self._open("host", gpu_health.kernel_log_argv())
+        except Exception:
+            return False
+        since: float | None = None
+        problem: str | None = None
+        try:
+            while True:
+                raw = await proc.readline()
+                if not raw:
+                    break
+                got = gpu_health.parse_kernel_line(
+                    raw.decode("utf-8", "replace"), self.clock(), since
+                )
+                if got is None:
+                    continue
+                if got.event is not None:
+                    self.state.events.append(got.event)
+                    self._changed()
+                    continue
+                since, problem = self._kernel_status(got.status, since, problem)
+        except Exception:  # a broken link: reopen with backoff
+            pass
+        finally:
+            await self._close(proc)
+        return problem is not None
+
+    def _kernel_status(
+        self, status: str, since: float | None, problem: str | None
+    ) -> tuple[float | None, str | None]:
+        """One status line of the reader -> (history cut-off, its problem)."""
+        if status.startswith("start "):
+            with contextlib.suppress(ValueError):
+                since = float(status.split()[1])
+        elif status.startswith("via "):
+            problem = None
+            self.state.kernel_log = f"following the kernel log ({status[4:].strip()})"
+        else:
+            said = gpu_health.kernel_log_problem(status)
+            if said is not None:
+                problem = said
+                self.state.kernel_log = said
+        self._changed()
+        return since, problem
 
     # ------------------------------------------------------------ compute apps
 
