@@ -68,6 +68,9 @@ def throttle_streak(ring: Ring | None, now: float) -> tuple[int, float] | None:
     throttle bit; None otherwise (an unknown reading breaks a streak)."""
     if ring is None:
         return None
+    last = ring.last()  # the common case, at every redraw: not throttled now, O(1)
+    if last is None or not int(last) & THROTTLE_MASK:
+        return None
     pts = ring.points()
     if not pts or pts[-1][1] is None or now - pts[-1][0] > GPU_FRESH_S:
         return None
