@@ -419,3 +419,45 @@ async def test_kernel_log_refused_says_so_and_journalctl_stands_in(testbed: Any)
     finally:
         kernel_permits(testbed)
         await tr.close()
+
+
+# ------------------------------------------------------------ NVML (--local)
+
+
+def test_nvml_reads_the_reasons_max_clock_and_slow_health_fields() -> None:
+    """The local reader carries the same fields as the nvidia-smi stream
+    and listing; a field NVML does not support (NotSupported) is None."""
+    from test_gpu_parse import make_fake_nvml
+
+    from gputui.collect.nvml import NvmlReader
+
+    nv = make_fake_nvml()
+    nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC = 1, 0
+    nv.nvmlDeviceGetCurrentClocksEventReasons = lambda h: 0x40 if h == 1 else 0x4
+    nv.nvmlDeviceGetMaxClockInfo = lambda h, c: 1980
+
+    def not_supported(*a: Any) -> Any:
+        raise nv.NVMLError_NotSupported()
+
+    nv.nvmlDeviceGetPciInfo = lambda h: type("P", (), {"busId": f"00000000:{0x18 + h:02X}:00.0"})()
+    nv.nvmlDeviceGetTotalEccErrors = lambda h, kind, counter: 3 if h == 1 else 0
+    nv.nvmlDeviceGetRemappedRows = lambda h: (0, 0, h == 1, False) if h == 1 else not_supported()
+    nv.nvmlDeviceGetCurrPcieLinkGeneration = lambda h: 5
+    nv.nvmlDeviceGetMaxPcieLinkGeneration = lambda h: 5
+    nv.nvmlDeviceGetCurrPcieLinkWidth = lambda h: 16
+    nv.nvmlDeviceGetMaxPcieLinkWidth = not_supported
+    nv.nvmlDeviceGetPowerManagementDefaultLimit = lambda h: 700_000
+    nv.nvmlDeviceGetPowerManagementLimitConstraints = lambda h: (200_000, 700_000)
+    with NvmlReader(nv) as r:
+        samples = r.read(1000.0)
+        health = {h.index: h for h in r.health(1000.0)}
+    assert [(s.event_reasons, s.sm_clock_max_mhz) for s in samples] == [(0x4, 1980), (0x40, 1980)]
+    h0, h1 = health[0], health[1]
+    assert h0.remap_pending is None and h0.pcie_width_max is None  # NotSupported: unknown
+    assert (h1.ecc_uncorrected, h1.remap_pending, h1.bus_id) == (3, True, "00000000:19:00.0")
+    assert h1.power_default_w == 700 and h1.pcie_gen == 5
+    st = GpuState()
+    for s in samples:
+        st.add(s)
+    st.health = health
+    assert {x.index for x in gpu_issues(st, 1000.0) if x.broken} == {1}

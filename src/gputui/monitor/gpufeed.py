@@ -27,7 +27,7 @@ from gputui.collect import gpu as gpu_parse
 from gputui.collect import gpuhealth as gpu_health
 from gputui.containers import cgroup_owner
 from gputui.errors import GputuiError
-from gputui.model import GpuEvent, GpuProcess, GpuSample, GpuState
+from gputui.model import GpuEvent, GpuHealth, GpuProcess, GpuSample, GpuState
 from gputui.monitor.coalesce import OncePerTurn
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
@@ -46,6 +46,9 @@ NOT_FOUND_RETRY_S = 300.0
 # NvmlFeed._util_due).
 UTIL_EVERY_S = 10.0
 UTIL_BUSY_PCT = 50.0
+# The slow health fields through NVML (ECC, row remaps, PCIe, power limits):
+# at the compute-apps listing's pace, as nvidia-smi's feed reads them.
+HEALTH_EVERY_S = APPS_PERIOD_S
 
 # One compute-apps listing ("$@": the nvidia-smi argv), ending in "@gputui
 # end". For every listed PID it also prints its container's cgroup path
@@ -598,6 +601,8 @@ class NvmlFeed(GpuFeed):
         self._task: asyncio.Task[None] | None = None
         self.reads = 0
         self._util_at = float("-inf")  # per-process utilization last read (clock)
+        self._health_at = float("-inf")  # the slow health fields last read (clock)
+        self._health_read: dict[int, GpuHealth] | None = None
         self.state.source = "nvml"
 
     async def start(self) -> None:
@@ -623,6 +628,8 @@ class NvmlFeed(GpuFeed):
                     self.state.add(s)
                 for ev in events:
                     self.state.events.append(ev)
+                if self._health_read is not None:
+                    self.state.health, self._health_read = self._health_read, None
                 if procs is not None:
                     for p in procs:  # NVML on this machine: its PIDs are ours
                         p.in_container, p.ct_pid = True, p.host_pid
@@ -693,6 +700,9 @@ class NvmlFeed(GpuFeed):
             if util:
                 self._util_at = self.clock()
         self.reads += 1
+        if self.clock() - self._health_at >= HEALTH_EVERY_S and hasattr(r, "health"):
+            self._health_at = self.clock()  # the loop puts it in the state (this is a thread)
+            self._health_read = {h.index: h for h in r.health(self.clock())}
         for p in procs or []:
             facts = local_proc_facts(p.host_pid)
             if facts is not None:
