@@ -57,6 +57,9 @@ def health_text(gpus: GpuState, now: float) -> Text:
     """The hardware's own words under the heatmaps: each GPU's health fields
     as read, then what is wrong (red: broken, yellow: worth a look)."""
     t = Text()
+    read = gpus.health or any(s.event_reasons is not None for s in gpus.latest.values())
+    if not read and not gpus.kernel_log:
+        return t  # nothing read (simulated GPUs, an old driver): no block of dashes
     t.append("\nhealth (clocks and their reasons, PCIe link, ECC, row remap)\n", style="bold")
     for i in sorted(gpus.latest):
         t.append(health_summary(gpus, i) + "\n")
