@@ -461,3 +461,76 @@ def test_nvml_reads_the_reasons_max_clock_and_slow_health_fields() -> None:
         st.add(s)
     st.health = health
     assert {x.index for x in gpu_issues(st, 1000.0) if x.broken} == {1}
+
+
+# ------------------------------------------------------------ where it is shown
+
+
+def faulty_state() -> GpuState:
+    """GPU 0 thermally throttled (yellow), GPU 1 with a pending remap (red), GPU 2 fine."""
+    return state_of(
+        [
+            row(0, reasons="0x40", clock="1110", temp="92"),
+            row(1, reasons="0x4"),
+            row(2, reasons="0x4"),
+        ],
+        [health(0), health(1), health(2), "@gputui remap 00000000:28:00.0, Yes, No"],
+    )
+
+
+def test_the_gpu_row_has_a_mark_red_only_when_broken() -> None:
+    from gputui.ui.widgets.gpus import gpu_rows
+
+    rows = gpu_rows(faulty_state(), 120, 1004.0)
+    assert "⚠ thermal" in rows[0].plain and "✖ reset needed" in rows[1].plain
+    assert "⚠" not in rows[2].plain and "✖" not in rows[2].plain
+
+    def style_of(t: Any, word: str) -> str:
+        start = t.plain.index(word)
+        return " ".join(str(s.style) for s in t.spans if s.start <= start < s.end)
+
+    assert "yellow" in style_of(rows[0], "⚠ thermal") and "red" not in style_of(rows[0], "⚠")
+    assert "red" in style_of(rows[1], "✖ reset needed")
+
+
+def test_the_zoom_and_the_host_view_and_doctor_say_it_per_gpu() -> None:
+    from gputui.collect.gpu import AppsListing
+    from gputui.doctor.hostreport import host_exit
+    from gputui.doctor.report import snapshot_to_dict
+    from gputui.host.view import HostView, RunIndex, gpu_rows, host_gpu_processes
+    from gputui.ui.screens.zoom import health_text
+
+    st = faulty_state()
+    zoom = health_text(st, 1004.0).plain
+    assert "GPU 0: SM clock 1110 of 1980 MHz (HW thermal slowdown)" in zoom
+    assert "✖ GPU 1: a row remap is pending" in zoom and "⚠ GPU 0: HW thermal" in zoom
+    procs = host_gpu_processes(AppsListing(rc=0, text="", pids={}))
+    rows = gpu_rows(st, procs, RunIndex(), plain_host=True)
+    assert [(r.mark, r.broken) for r in rows] == [
+        ("thermal", False),
+        ("reset needed", True),
+        ("", False),
+    ]
+    assert rows[1].issues == ["GPU 1: a row remap is pending — a GPU reset applies it"]
+    assert "row remap pending" in rows[1].health
+    view = HostView(label="h", containers_known=False, gpus=rows)
+    assert host_exit(view) == 1  # a broken GPU is a problem
+    doc = snapshot_to_dict(snap_of(st, 1004.0), 1004.0)["gpus"]
+    h1 = doc["health"][1]
+    assert h1["remap_pending"] is True and h1["issues"][0]["kind"] == "gpu_ecc"
+    assert doc["health"][0]["reasons"] == ["HW thermal slowdown"]
+
+
+def test_prometheus_exports_the_health_gauges_and_leaves_out_unknowns() -> None:
+    from gputui.record.prometheus import Exporter
+
+    st = faulty_state()
+    unknown = parse_gpu_line(row(3, reasons="[N/A]"), 1004.0, STREAM_FIELDS)
+    st.add(unknown)  # type: ignore[arg-type]
+    ex = Exporter()
+    ex.update("t", snap_of(st, 1004.0), [], now=1004.0)
+    got = {(s.name, s.labels.get("gpu")): s.value for fam in ex.collect() for s in fam.samples}
+    assert got[("gputui_gpu_throttled", "0")] == 1 and got[("gputui_gpu_throttled", "1")] == 0
+    assert got[("gputui_gpu_row_remap_pending", "1")] == 1
+    assert got[("gputui_gpu_clocks_event_reasons", "0")] == 0x40
+    assert ("gputui_gpu_throttled", "3") not in got  # [N/A]: not exported, never a 0 or a 1
