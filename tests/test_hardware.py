@@ -427,9 +427,8 @@ async def test_kernel_log_refused_says_so_and_journalctl_stands_in(testbed: Any)
 def test_nvml_reads_the_reasons_max_clock_and_slow_health_fields() -> None:
     """The local reader carries the same fields as the nvidia-smi stream
     and listing; a field NVML does not support (NotSupported) is None."""
-    from test_gpu_parse import make_fake_nvml
-
     from gputui.collect.nvml import NvmlReader
+    from test_gpu_parse import make_fake_nvml
 
     nv = make_fake_nvml()
     nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC = 1, 0
@@ -534,3 +533,21 @@ def test_prometheus_exports_the_health_gauges_and_leaves_out_unknowns() -> None:
     assert got[("gputui_gpu_row_remap_pending", "1")] == 1
     assert got[("gputui_gpu_clocks_event_reasons", "0")] == 0x40
     assert ("gputui_gpu_throttled", "3") not in got  # [N/A]: not exported, never a 0 or a 1
+
+
+def test_a_containers_view_of_the_host_gpus_carries_their_health() -> None:
+    """The host view's per-container monitors judge the same health (and
+    throttle history) as the host's feed reads."""
+    from gputui.host.watch import SharedGpus
+    from gputui.remote.local import LocalTransport
+
+    host = NvidiaSmiFeed(Target(LocalTransport(), None), where="host")
+    st = faulty_state()
+    host.state.latest, host.state.reasons_history = st.latest, st.reasons_history
+    host.state.health, host.state.kernel_log = st.health, "following the kernel log (dmesg)"
+    shared = SharedGpus(host, 200)
+    assert shared.state.health is st.health and shared.state.kernel_log.startswith("following")
+    assert gpu_marks(shared.state, 1004.0) == gpu_marks(st, 1004.0) != {}
+    host.state.health = {}  # the next listing replaces it: the container's view follows
+    shared.refresh()
+    assert shared.state.health == {}

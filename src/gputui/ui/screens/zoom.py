@@ -14,6 +14,7 @@ from textual.widgets import Footer, Static
 
 from gputui.diagnose.hardware import gpu_issues, health_summary
 from gputui.model import GpuState
+from gputui.text.untrusted import visible
 from gputui.ui.heatmap import Panel, heatmap
 
 
@@ -66,7 +67,7 @@ def health_text(gpus: GpuState, now: float) -> Text:
     for x in gpu_issues(gpus, now):
         t.append(("✖ " if x.broken else "⚠ ") + x.line + "\n", "bold red" if x.broken else "yellow")
     if gpus.kernel_log:
-        t.append(gpus.kernel_log + "\n", style="dim")
+        t.append(visible(gpus.kernel_log) + "\n", style="dim")  # it may quote the host's text
     return t
 
 
