@@ -151,7 +151,7 @@ def test_thermal_throttle_is_named_with_clocks_since_and_the_runs_slowdown() -> 
     now = t0 + 99
     (f,) = hw_findings(st, now, snap)
     since = time.strftime("%H:%M", time.localtime(t0 + 60))
-    assert f.kind == "gpu_throttled" and f.title.startswith("GPU 1 is throttled (HW thermal")
+    assert f.kind == "gpu_throttled" and f.title.startswith("GPU 1 is thermally throttled (HW thermal")
     assert f"1.6× slower since {since}" in f.title, f.title
     assert any("SM clock 1110 of 1980 MHz" in e and "92 °C" in e for e in f.evidence)
     assert "cooling" in f.fix

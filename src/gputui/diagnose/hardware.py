@@ -262,11 +262,11 @@ def rule_gpu_throttled(ctx: Context) -> Finding | None:
     what = found[0].line.split(": ", 1)[1].split(" (reasons", 1)[0]
     gpus = f"GPU {names} is" if len(found) == 1 else f"GPUs {names} are"
     slower = slowdown_words(ctx, first.since or ctx.now)
-    title = f"{gpus} throttled ({what})"
+    thermal = any(x.mark == "thermal" for x in found)
+    title = f"{gpus} {'thermally ' if thermal else ''}throttled ({what})"
     if slower is not None and "slower" in slower:
         title += ": " + slower
     evidence = [x.line for x in found] + ([slower] if slower else [])
-    thermal = any(x.mark == "thermal" for x in found)
     fix = (
         "check the cooling: fans, airflow, inlet temperature, a blocked heatsink "
         "(`nvidia-smi -q -d TEMPERATURE,PERFORMANCE` on the host)"
