@@ -111,10 +111,9 @@ async def time_to_word(bed: Testbed, feed: NvidiaSmiFeed, trials: int) -> dict[s
         out[name] = took
     took = []
     for _ in range(trials):
-        up = float(Path("/proc/uptime").read_text().split()[0])
-        with open(Path(bed.state_dir) / "kmsg", "a") as f:
-            f.write(f"[{up:12.6f}] NVRM: Xid (PCI:0000:68:00): 79, pid=4242, name=python3, "
-                    "GPU has fallen off the bus.\n")  # fmt: skip
+        bed.kernel_says(
+            "NVRM: Xid (PCI:0000:68:00): 79, pid=4242, name=python3, GPU has fallen off the bus."
+        )
         took.append(await wait(lambda: said(feed, "gpu_xid", 5), 30))
         feed.state.events.clear()  # the next trial's word is its own
     out["Xid 79 in the kernel log"] = took

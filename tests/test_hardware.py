@@ -151,7 +151,9 @@ def test_thermal_throttle_is_named_with_clocks_since_and_the_runs_slowdown() -> 
     now = t0 + 99
     (f,) = hw_findings(st, now, snap)
     since = time.strftime("%H:%M", time.localtime(t0 + 60))
-    assert f.kind == "gpu_throttled" and f.title.startswith("GPU 1 is thermally throttled (HW thermal")
+    assert f.kind == "gpu_throttled" and f.title.startswith(
+        "GPU 1 is thermally throttled (HW thermal"
+    )
     assert f"1.6× slower since {since}" in f.title, f.title
     assert any("SM clock 1110 of 1980 MHz" in e and "92 °C" in e for e in f.evidence)
     assert "cooling" in f.fix
@@ -249,20 +251,6 @@ def test_xid_is_named_by_gpu_with_its_meaning_and_whether_the_run_holds_it() -> 
 STANDINS = Path(__file__).resolve().parent / "standins"
 
 
-def kernel_says(testbed: Any, text: str) -> None:
-    """Append a line to the stand-in kernel log, stamped like the kernel (uptime)."""
-    with open("/proc/uptime") as f:
-        up = float(f.read().split()[0])
-    with open(Path(testbed.state_dir) / "kmsg", "a") as f:
-        f.write(f"[{up:12.6f}] {text}\n")
-
-
-def kernel_permits(testbed: Any, **tools: str) -> None:
-    import json
-
-    (Path(testbed.state_dir) / "kernel.json").write_text(json.dumps(tools))
-
-
 H200 = {"utilization.gpu": 100, "power.draw": 690.0, "memory.used": 100000,
         "clocks.sm": 1605, "clocks_event_reasons.active": 0x4}  # fmt: skip
 
@@ -271,7 +259,7 @@ H200 = {"utilization.gpu": 100, "power.draw": 690.0, "memory.used": 100000,
 async def feed(testbed: Any) -> AsyncIterator[NvidiaSmiFeed]:
     if not (STANDINS / "dmesg").exists():
         pytest.skip("no dmesg stand-in")
-    kernel_permits(testbed)
+    testbed.kernel_permits()
     (Path(testbed.state_dir) / "kmsg").write_text(
         "[     1.000000] NVRM: Xid (PCI:0000:18:00): 79, pid=1, old news from boot\n"
     )
@@ -285,7 +273,7 @@ async def feed(testbed: Any) -> AsyncIterator[NvidiaSmiFeed]:
     finally:
         await f.stop()
         await tr.close()
-        kernel_permits(testbed)
+        testbed.kernel_permits()
 
 
 def words(feed: NvidiaSmiFeed) -> list[Any]:
@@ -338,8 +326,7 @@ async def test_each_signal_is_named_on_the_right_gpu_within_10_s(
         "pcie": await fault(0, "gpu_pcie_link", **{"pcie.link.width.current": 8}),
     }
     t0 = time.monotonic()
-    kernel_says(
-        testbed,
+    testbed.kernel_says(
         "NVRM: Xid (PCI:0000:38:00): 79, pid=4242, name=python3, GPU has fallen off the bus.",
     )
     took["xid"] = await named(feed, "gpu_xid", 2, t0)
@@ -392,7 +379,7 @@ async def test_kernel_log_refused_says_so_and_journalctl_stands_in(testbed: Any)
     tr = testbed.transport()
     await tr.connect()
     try:
-        kernel_permits(testbed, dmesg="denied")
+        testbed.kernel_permits(dmesg="denied")
         f = NvidiaSmiFeed(Target(tr, None), where="host", period_ms=500, apps_period_s=2.0)
         await f.start()
         await until(lambda: f.state.kernel_log == "following the kernel log (journalctl)",
@@ -401,13 +388,13 @@ async def test_kernel_log_refused_says_so_and_journalctl_stands_in(testbed: Any)
         # before it reads the journal's end is history to it (`-n 0`), as on a
         # real host. So the line is written until the reader is up: once a second.
         for _ in range(10):
-            kernel_says(testbed, "NVRM: Xid (PCI:0000:18:00): 13, pid=77, name=python3, Graphics")
+            testbed.kernel_says("NVRM: Xid (PCI:0000:18:00): 13, pid=77, name=python3, Graphics")
             with contextlib.suppress(AssertionError):
                 await until(lambda: any(e.xid == 13 for e in f.state.events), timeout=1.0)
                 break
         assert any(e.xid == 13 and e.source == "kernel log" for e in f.state.events)
         await f.stop()
-        kernel_permits(testbed, dmesg="denied", journalctl="denied")
+        testbed.kernel_permits(dmesg="denied", journalctl="denied")
         f = NvidiaSmiFeed(Target(tr, None), where="host", period_ms=500, apps_period_s=2.0)
         await f.start()
         # dmesg's refusal first, then journalctl's hint: the last word is the one that holds
@@ -417,7 +404,7 @@ async def test_kernel_log_refused_says_so_and_journalctl_stands_in(testbed: Any)
         assert words(f) == []
         await f.stop()
     finally:
-        kernel_permits(testbed)
+        testbed.kernel_permits()
         await tr.close()
 
 

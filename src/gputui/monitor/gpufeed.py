@@ -56,11 +56,10 @@ HEALTH_EVERY_S = APPS_PERIOD_S
 # namespace and NSpid fields (meaningful on the host; inside a CT they
 # describe the CT's view), its state, CPU ticks and its parents' PIDs as its
 # CT sees them (NSpid's last field, up to init); then each process's own SM
-# utilization (`nvidia-smi pmon -c 1 -s u`); then the GPUs' slow health
-# fields (collect/gpuhealth.py: ECC, row remaps, the PCIe link — read at the
-# listing's pace, not every second). `parse_apps_block` reads it.
-APPS_LISTING = (
-    r"""  out=$("$@" 2>&1); rc=$?
+# utilization (`nvidia-smi pmon -c 1 -s u`); in the loop, then the GPUs'
+# slow health fields (collect/gpuhealth.py: ECC, row remaps, the PCIe link —
+# read at the listing's pace, not every second). `parse_apps_block` reads it.
+_APPS_HEAD = r"""  out=$("$@" 2>&1); rc=$?
   clk=$(getconf CLK_TCK 2>/dev/null)
   printf '%s\n' "$out"
   echo "@gputui rc $rc"
@@ -86,14 +85,15 @@ APPS_LISTING = (
     else pm=$("$1" pmon -c 1 -s u 2>&1); fi
     printf '%s\n' "$pm" | sed 's/^/@gputui pmon /'
 """
-    + gpu_health.HEALTH_LISTING
-    + """  fi
+_APPS_TAIL = """  fi
   echo "@gputui end"
 """
-)
+APPS_LISTING = _APPS_HEAD + _APPS_TAIL  # a one-off listing (the actions): who holds what
+# The loop's listing also reads the slow health fields (issue 32).
+APPS_HEALTH_LISTING = _APPS_HEAD + gpu_health.HEALTH_LISTING + _APPS_TAIL
 
-# Long-lived compute-apps loop: the listing above every $1 seconds.
-APPS_SCRIPT = "n=$1; shift\nwhile :; do\n" + APPS_LISTING + '  sleep "$n"\ndone\n'
+# Long-lived compute-apps loop: the listing above, with the health, every $1 seconds.
+APPS_SCRIPT = "n=$1; shift\nwhile :; do\n" + APPS_HEALTH_LISTING + '  sleep "$n"\ndone\n'
 
 
 def apps_loop_argv(period_s: float = APPS_PERIOD_S) -> list[str]:
