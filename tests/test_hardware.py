@@ -538,3 +538,37 @@ def test_a_containers_view_of_the_host_gpus_carries_their_health() -> None:
     host.state.health = {}  # the next listing replaces it: the container's view follows
     shared.refresh()
     assert shared.state.health == {}
+
+
+@pytest.mark.timeout(60)
+async def test_local_nvml_follows_this_machines_kernel_log(
+    testbed: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--local (NVML): this machine's kernel log is followed on one channel,
+    as a host's is; an Xid there is an event with its number and bus id."""
+    from gputui.monitor.gpufeed import NvmlFeed
+    from gputui.remote.local import LocalTransport
+    from test_gpufeed import FakeReader
+
+    env = testbed.env()
+    monkeypatch.setenv("PATH", env["PATH"])  # the stand-in dmesg
+    monkeypatch.setenv("GPUTUI_STANDIN_STATE", env["GPUTUI_STANDIN_STATE"])
+    testbed.kernel_permits()
+    tr = LocalTransport()
+    await tr.connect()
+    feed = NvmlFeed(period_s=0.2, reader=FakeReader(), kernel_log=Target(tr, None))
+    await feed.start()
+    try:
+        await until(lambda: "following" in feed.state.kernel_log, what="the reader")
+        assert feed.channels == 1
+        for _ in range(10):  # written until the reader is up (see the journalctl test)
+            testbed.kernel_says("NVRM: Xid (PCI:0000:18:00): 94, pid=1, name=python3, Contained")
+            with contextlib.suppress(AssertionError):
+                await until(lambda: any(e.xid == 94 for e in feed.state.events), timeout=1.0)
+                break
+        (ev,) = [e for e in feed.state.events if e.xid == 94][:1]
+        assert ev.bus_id == "0000:18:00" and ev.source == "kernel log"
+    finally:
+        await feed.stop()
+        await tr.close()
+    assert feed.channels == 0

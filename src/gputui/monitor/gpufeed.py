@@ -171,6 +171,8 @@ class GpuFeed(abc.ABC):
         self._listeners: list[ChangeListener] = []
         self._notify = OncePerTurn(self._fire)
         self._kick = asyncio.Event()
+        self._stopped = False
+        self.clock: Callable[[], float] = time.time
 
     def subscribe(self, listener: ChangeListener) -> None:
         self._listeners.append(listener)
@@ -203,6 +205,76 @@ class GpuFeed(abc.ABC):
     def channels(self) -> int:
         """Long-lived remote commands this feed holds open now."""
         return 0
+
+    # ------------------------------------------------------------ kernel log
+
+    async def _kernel_log_loop(self) -> None:
+        """Follow the kernel log of the GPUs' machine on one channel (collect/gpuhealth.py
+        KERNEL_LOG_SCRIPT): the driver's Xid lines become events. A reader
+        refused (no permission) is said in `state.kernel_log` and asked
+        again only after NOT_FOUND_RETRY_S; a broken link, with backoff."""
+        backoff = BACKOFF_START_S
+        while not self._stopped:
+            refused = await self._one_kernel_log()
+            if self._stopped:
+                return
+            await self._backoff(NOT_FOUND_RETRY_S if refused else backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    async def _one_kernel_log(self) -> bool:
+        """Run the reader until it ends -> whether it was refused."""
+        try:
+            proc = await self._open_kernel_log()
+        except Exception:
+            return False
+        since: float | None = None
+        problem: str | None = None
+        try:
+            while True:
+                raw = await proc.readline()
+                if not raw:
+                    break
+                got = gpu_health.parse_kernel_line(
+                    raw.decode("utf-8", "replace"), self.clock(), since
+                )
+                if got is None:
+                    continue
+                if got.event is not None:
+                    self.state.events.append(got.event)
+                    self._changed()
+                    continue
+                since, problem = self._kernel_status(got.status, since, problem)
+        except Exception:  # a broken link: reopen with backoff
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                await self._close_kernel_log(proc)
+        return problem is not None
+
+    def _kernel_status(
+        self, status: str, since: float | None, problem: str | None
+    ) -> tuple[float | None, str | None]:
+        """One status line of the reader -> (history cut-off, its problem)."""
+        if status.startswith("start "):
+            with contextlib.suppress(ValueError):
+                since = float(status.split()[1])
+        elif status.startswith("via "):
+            problem = None
+            self.state.kernel_log = f"following the kernel log ({status[4:].strip()})"
+        else:
+            said = gpu_health.kernel_log_problem(status)
+            if said is not None:
+                problem = said
+                self.state.kernel_log = said
+        self._changed()
+        return since, problem
+
+    async def _open_kernel_log(self) -> RemoteProcess:
+        """Start the kernel-log reader where the GPUs' driver is."""
+        raise NotImplementedError
+
+    async def _close_kernel_log(self, proc: RemoteProcess) -> None:
+        await proc.close()
 
 
 class NvidiaSmiFeed(GpuFeed):
@@ -458,67 +530,11 @@ class NvidiaSmiFeed(GpuFeed):
         if side == "host" and self.kernel_log:  # where the driver is, so is its kernel log
             self._tasks.append(asyncio.create_task(self._kernel_log_loop(), name="kernel log"))
 
-    # ------------------------------------------------------------ kernel log
+    async def _open_kernel_log(self) -> RemoteProcess:
+        return await self._open("host", gpu_health.kernel_log_argv())
 
-    async def _kernel_log_loop(self) -> None:
-        """Follow the host's kernel log on one channel (collect/gpuhealth.py
-        KERNEL_LOG_SCRIPT): the driver's Xid lines become events. A reader
-        refused (no permission) is said in `state.kernel_log` and asked
-        again only after NOT_FOUND_RETRY_S; a broken link, with backoff."""
-        backoff = BACKOFF_START_S
-        while not self._stopped:
-            refused = await self._one_kernel_log()
-            if self._stopped:
-                return
-            await self._backoff(NOT_FOUND_RETRY_S if refused else backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX_S)
-
-    async def _one_kernel_log(self) -> bool:
-        """Run the reader until it ends -> whether it was refused."""
-        try:
-            proc = await self._open("host", gpu_health.kernel_log_argv())
-        except Exception:
-            return False
-        since: float | None = None
-        problem: str | None = None
-        try:
-            while True:
-                raw = await proc.readline()
-                if not raw:
-                    break
-                got = gpu_health.parse_kernel_line(
-                    raw.decode("utf-8", "replace"), self.clock(), since
-                )
-                if got is None:
-                    continue
-                if got.event is not None:
-                    self.state.events.append(got.event)
-                    self._changed()
-                    continue
-                since, problem = self._kernel_status(got.status, since, problem)
-        except Exception:  # a broken link: reopen with backoff
-            pass
-        finally:
-            await self._close(proc)
-        return problem is not None
-
-    def _kernel_status(
-        self, status: str, since: float | None, problem: str | None
-    ) -> tuple[float | None, str | None]:
-        """One status line of the reader -> (history cut-off, its problem)."""
-        if status.startswith("start "):
-            with contextlib.suppress(ValueError):
-                since = float(status.split()[1])
-        elif status.startswith("via "):
-            problem = None
-            self.state.kernel_log = f"following the kernel log ({status[4:].strip()})"
-        else:
-            said = gpu_health.kernel_log_problem(status)
-            if said is not None:
-                problem = said
-                self.state.kernel_log = said
-        self._changed()
-        return since, problem
+    async def _close_kernel_log(self, proc: RemoteProcess) -> None:
+        await self._close(proc)
 
     # ------------------------------------------------------------ compute apps
 
@@ -591,6 +607,7 @@ class NvmlFeed(GpuFeed):
         *,
         apps_every: int = 2,  # the per-process utilization readings: a hang is seen within 2 s
         clock: Callable[[], float] = time.time,
+        kernel_log: Target | None = None,
     ) -> None:
         super().__init__()
         self.period_s = period_s
@@ -599,6 +616,10 @@ class NvmlFeed(GpuFeed):
         self._reader = reader
         self._ready = False
         self._task: asyncio.Task[None] | None = None
+        # this machine (a local Target): its kernel log is followed for Xid, as a host's is
+        self._klog_target = kernel_log
+        self._klog_task: asyncio.Task[None] | None = None
+        self._klog_procs: set[RemoteProcess] = set()
         self.reads = 0
         self._util_at = float("-inf")  # per-process utilization last read (clock)
         self._health_at = float("-inf")  # the slow health fields last read (clock)
@@ -607,15 +628,37 @@ class NvmlFeed(GpuFeed):
 
     async def start(self) -> None:
         if self._task is None:
+            self._stopped = False
             self._task = asyncio.create_task(self._loop(), name="nvml")
+            if self._klog_target is not None:
+                self._klog_task = asyncio.create_task(self._kernel_log_loop(), name="kernel log")
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        await cancel_and_wait([task] if task is not None else [])
+        self._stopped = True
+        tasks = [t for t in (self._task, self._klog_task) if t is not None]
+        self._task = self._klog_task = None
+        await cancel_and_wait(tasks)
+        for p in list(self._klog_procs):
+            await self._close_kernel_log(p)
         if self._reader is not None and self._ready:
             self._ready = False
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self._reader.shutdown)
+
+    @property
+    def channels(self) -> int:
+        return len(self._klog_procs)
+
+    async def _open_kernel_log(self) -> RemoteProcess:
+        assert self._klog_target is not None
+        proc = await self._klog_target.open_host(gpu_health.kernel_log_argv())
+        self._klog_procs.add(proc)
+        return proc
+
+    async def _close_kernel_log(self, proc: RemoteProcess) -> None:
+        self._klog_procs.discard(proc)
+        with contextlib.suppress(Exception):
+            await proc.close()
 
     async def _loop(self) -> None:
         backoff = BACKOFF_START_S
