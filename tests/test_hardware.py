@@ -572,3 +572,13 @@ async def test_local_nvml_follows_this_machines_kernel_log(
         await feed.stop()
         await tr.close()
     assert feed.channels == 0
+
+
+def test_an_xid_we_do_not_know_is_said_but_not_red() -> None:
+    st = state_of([row(0, reasons="0x4")], [health(0)])
+    k = parse_kernel_line("[9.0] NVRM: Xid (PCI:0000:18:00): 154, pid=1, GPU recovery", 1004, 0)
+    assert k is not None and k.event is not None
+    st.events.append(k.event)
+    assert gpu_marks(st, 1004.0) == {0: ("Xid 154", False)}
+    (f,) = hw_findings(st, 1004.0)
+    assert f.severity.value == "warning" and "Xid catalog" in f.title

@@ -180,7 +180,7 @@ def _xid_issues(state: GpuState, now: float) -> list[GpuIssue]:
         i = xid_gpu(state, ev)
         if i is None or ev.xid is None:
             continue
-        broken = XID_MEANING.get(ev.xid, ("", "", True))[2]
+        broken = XID_MEANING.get(ev.xid, ("", "", False))[2]  # an Xid we do not know: yellow
         out.append(GpuIssue(i, "gpu_xid", f"Xid {ev.xid}", broken,
                             f"GPU {i}: Xid {ev.xid}, {xid_words(ev.xid)}"))  # fmt: skip
     return out
@@ -339,7 +339,7 @@ def xid_finding(ctx: Context, events: list[GpuEvent]) -> Finding:
     by bus id, and whether the watched run holds it."""
     ev = events[-1]
     xid = ev.xid if ev.xid is not None else 0
-    meaning, whose, broken = XID_MEANING.get(xid, ("see NVIDIA's Xid catalog", "hardware", True))
+    meaning, whose, broken = XID_MEANING.get(xid, ("see NVIDIA's Xid catalog", "hardware", False))
     idx = xid_gpu(ctx.gpus, ev)
     where = f"GPU {idx} (PCI {ev.bus_id})" if idx is not None else f"the GPU at PCI {ev.bus_id}"
     held = _run_holds(ctx, idx, ev.pid)
