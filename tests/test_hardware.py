@@ -582,3 +582,30 @@ def test_an_xid_we_do_not_know_is_said_but_not_red() -> None:
     assert gpu_marks(st, 1004.0) == {0: ("Xid 154", False)}
     (f,) = hw_findings(st, 1004.0)
     assert f.severity.value == "warning" and "Xid catalog" in f.title
+
+
+@pytest.mark.timeout(60)
+async def test_an_old_dmesg_replays_its_buffer_and_the_replay_is_not_news(testbed: Any) -> None:
+    """A dmesg without -W (util-linux < 2.37): `dmesg -w` prints the whole
+    buffer first — an Xid from before gputui started is history, not said;
+    one written since is."""
+    testbed.set_gpus({"gpus": [dict(H200) for _ in range(2)]})
+    testbed.kernel_permits(dmesg_version="old")
+    (Path(testbed.state_dir) / "kmsg").write_text("")
+    testbed.kernel_says("NVRM: Xid (PCI:0000:28:00): 79, pid=1, name=python3, old news")
+    tr = testbed.transport()
+    await tr.connect()
+    f = NvidiaSmiFeed(Target(tr, None), where="host", period_ms=500, apps_period_s=2.0)
+    await f.start()
+    try:
+        await until(lambda: f.state.kernel_log == "following the kernel log (dmesg -w)",
+                    what="dmesg -w")  # fmt: skip
+        await asyncio.sleep(1.0)  # the replay has come and gone
+        assert [e for e in f.state.events if e.xid is not None] == []
+        testbed.kernel_says("NVRM: Xid (PCI:0000:28:00): 48, pid=1, name=python3, DBE")
+        await until(lambda: any(e.xid == 48 for e in f.state.events), what="the new Xid")
+        assert [e.xid for e in f.state.events if e.xid is not None] == [48]
+    finally:
+        await f.stop()
+        await tr.close()
+        testbed.kernel_permits()

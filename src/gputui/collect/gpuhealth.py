@@ -10,8 +10,9 @@ Three readings, at three paces:
   compute-apps loop: every few seconds, not every second): uncorrectable
   ECC errors, row remapping, the PCIe link, the power limit's default and
   maximum, and utilization in the same reading (a link is judged under load);
-- the kernel log, followed as it is written (`KERNEL_LOG_SCRIPT`: `dmesg -w`,
-  history skipped; journalctl when dmesg is not permitted): the driver's
+- the kernel log, followed as it is written (`KERNEL_LOG_SCRIPT`: `dmesg -W`,
+  or an older dmesg's `-w` with its replay skipped; journalctl when dmesg is
+  not permitted): the driver's
   `NVRM: Xid (PCI:0000:18:00): 79, pid=…, …` lines.
 
 A value nvidia-smi cannot give (`[N/A]`, `[Not Supported]`, …) is None:
@@ -140,17 +141,23 @@ def _health_row(text: str, now: float) -> GpuHealth | str:
 
 # ------------------------------------------------------------------ the kernel log
 
-# One channel, for as long as gputui watches: `dmesg -w` (history skipped:
-# lines stamped before this start are dropped, by /proc/uptime read first),
-# else `journalctl -k -f -n 0` (no history) where dmesg is not permitted
+# One channel, for as long as gputui watches: `dmesg -W` (util-linux 2.37+:
+# new messages only); an older dmesg's `-w` replays the buffer first, so
+# lines stamped before this start (/proc/uptime, read first) are dropped;
+# `journalctl -k -f -n 0` (no history) where dmesg is not permitted
 # (kernel.dmesg_restrict without root). Markers: `@gputui klog start
-# UPTIME`, `@gputui klog via dmesg|journalctl`, `@gputui klog rc N` when a
-# reader ended.
-KERNEL_LOG_SCRIPT = r"""up=$(cut -d' ' -f1 /proc/uptime 2>/dev/null)
-echo "@gputui klog start ${up:-0}"
-if command -v dmesg >/dev/null 2>&1; then
-  echo "@gputui klog via dmesg"
-  dmesg -w 2>&1
+# UPTIME` (before `-w` only: the cut-off), `@gputui klog via dmesg -W|dmesg
+# -w|journalctl`, `@gputui klog rc N` when a reader ended, `none` at the end.
+KERNEL_LOG_SCRIPT = r"""if command -v dmesg >/dev/null 2>&1; then
+  if dmesg --help 2>&1 | grep -q -e --follow-new; then
+    echo "@gputui klog via dmesg -W"
+    dmesg -W 2>&1
+  else
+    up=$(cut -d' ' -f1 /proc/uptime 2>/dev/null)
+    echo "@gputui klog start ${up:-0}"
+    echo "@gputui klog via dmesg -w"
+    dmesg -w 2>&1
+  fi
   echo "@gputui klog rc $?"
 fi
 if command -v journalctl >/dev/null 2>&1; then
