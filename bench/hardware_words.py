@@ -129,7 +129,9 @@ async def cpu_window(bed: Testbed, tr: Any, seconds: float, before: bool) -> dic
         feed.fields = GPU_FIELDS
     await feed.start()
     try:
-        await wait(lambda: len(feed.state.latest) == N_GPUS and not feed.state.processes_pending, 20)
+        await wait(
+            lambda: len(feed.state.latest) == N_GPUS and not feed.state.processes_pending, 20
+        )
         await asyncio.sleep(6.0)  # every channel up and one listing done
         sshd = bed.sshd_pid
         host0, me0, t0 = tree_cpu(sshd), time.process_time(), time.monotonic()
@@ -181,7 +183,11 @@ def report(res: dict[str, Any]) -> str:
         med = f"{statistics.median(ok):.1f}" if ok else "—"
         top = f"{max(ok):.1f}" if ok else "—"
         lines.append(f"| {name} | {med} | {top} | {len(ok)}/{len(took)} named |")
-    lines += ["", "| reading | gputui CPU % (median) | host side CPU % (median) |", "| --- | --- | --- |"]
+    lines += [
+        "",
+        "| reading | gputui CPU % (median) | host side CPU % (median) |",
+        "| --- | --- | --- |",
+    ]
     for when in ("before", "after"):
         w = res["cpu"][when]
         g = statistics.median(x["gputui_pct"] for x in w)
