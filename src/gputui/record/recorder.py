@@ -170,7 +170,6 @@ class RunRecorder:
         self.clock = clock
         self.tick_s = tick_s
         self.findings: list[Finding] = []
-        self.findings_at = float("-inf")  # when `findings` were judged (the tick's clock)
         self.alerts: list[Alert] = []  # every alert handed to the sinks
         self.tick_listeners: list[TickListener] = []
         self.errors: list[str] = []
@@ -318,7 +317,6 @@ class RunRecorder:
             await self._attach()
         self.expect_from_audit(snap.session_name)
         self.findings = list(self.diagnose(snap, now))
-        self.findings_at = now
         alerts = self.gate.update(self.findings, now, self.news_kinds(snap, self.findings, now))
         await self._record_incidents()
         await self._record_connection(snap, now)
@@ -504,11 +502,6 @@ class RunRecorder:
         dashboard's banner leaves it out, as the alerts do)."""
         snap = self.monitor.snapshot
         self.expect_from_audit(snap.session_name)
-        act = self._last_action(now)
-        if act is not None and act.end is not None and self.findings_at < act.end:
-            # judged while the action ran (the next tick has not come yet):
-            # its evidence is the old run's, whatever the new session shows now
-            return self.gate.book.is_news(f, now, set())
         return self.gate.book.is_news(f, now, self.news_kinds(snap, [f], now))
 
     def news_kinds(self, snap: Snapshot, findings: Iterable[Finding], now: float) -> set[str]:
