@@ -3,11 +3,14 @@
 - `NvidiaSmiFeed`: one long-lived `nvidia-smi --query-gpu … -lms PERIOD` on
   the host (or in the CT), parsed line by line; plus one long-lived shell loop
   on the same side that lists the compute apps every few seconds and, on the
-  host, maps each host PID to the CT (`NSpid`, `/lxc/<ct>/` cgroup) — two
-  channels, no new remote process per poll. A stream that ends is restarted
-  with backoff; a lost GPU (exit 15) or an unknown field is an event and an
-  error in the state, never a crash.
-- `NvmlFeed`: this machine's GPUs through NVML (`--local`), read in a thread.
+  host, maps each host PID to the CT (`NSpid`, `/lxc/<ct>/` cgroup), and
+  every listing reads the GPUs' slow health fields; on the host, a third
+  channel follows the kernel log for the driver's Xid lines — no new remote
+  process per poll. A stream that ends is restarted with backoff; a lost GPU
+  (exit 15) is an event and an error in the state, never a crash; a field an
+  older driver refuses is asked again without it.
+- `NvmlFeed`: this machine's GPUs through NVML (`--local`), read in a thread
+  (with `--local`, this machine's kernel log followed as a host's is).
 - `SimulatedGpus`: readings derived from a callback (demo and tests).
 """
 
