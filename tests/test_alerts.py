@@ -226,6 +226,10 @@ def test_causes_cover_the_rules_and_alerts_derive_from_them() -> None:
         "nccl_timeout",
         "nccl_error",
         "loss_nan",
+        # the hardware's own words (issue 32): a throttle, ECC / a pending row remap, an Xid
+        "gpu_throttled",
+        "gpu_ecc",
+        "gpu_xid",
     }
     names = {c.name for c in CAUSES}
     assert all(m in names for c in CAUSES for m in c.masked_by)

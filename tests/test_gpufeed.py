@@ -306,7 +306,8 @@ async def test_stream_from_the_standin_on_the_host(
         assert g0.name == "NVIDIA H200" and g0.mem_used_mib == 81234 and g0.util_pct == 100
         assert g1.temp_c is None and g1.power_w is None  # [N/A] is unknown, not 0
         assert feed.state.source == "nvidia-smi (host)" and feed.side == "host"
-        assert feed.channels == 2  # the stream and the compute-apps loop
+        # the stream, the compute-apps loop (with the health queries) and the kernel log
+        assert feed.channels == 3
         opened = feed.streams_opened
         await asyncio.sleep(0.5)
         assert feed.streams_opened == opened  # long-lived: nothing new per period

@@ -255,9 +255,13 @@ async def test_hang_escalates_then_resolves_once_when_the_user_kills_it(
 
 def banner(rec: Any) -> list[str]:
     """What the dashboard's banner shows: the findings that are news (the
-    same filter ui/app.py applies)."""
+    same filter ui/app.py applies) — judged now from the snapshot now, as the
+    dashboard does; not the recorder's last tick's (up to a second older:
+    the old session's "gone" beside a snapshot that already holds the new
+    one, read as news — seen once the relaunch ended a moment later)."""
     now = time.time()
-    return [f"{f.kind} {f.title}" for f in rec.findings if rec.is_news(f, now)]
+    found = rec.diagnose(rec.monitor.snapshot, now)
+    return [f"{f.kind} {f.title}" for f in found if rec.is_news(f, now)]
 
 
 async def relaunch_into(watch: Watch, run: Any, script: str) -> float:

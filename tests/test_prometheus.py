@@ -9,7 +9,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.errors import GputuiError
-from gputui.model import ConnectionState, Finding, GpuSample, MetricPoint, Severity, Snapshot
+from gputui.model import (
+    ConnectionState,
+    Finding,
+    GpuHealth,
+    GpuSample,
+    MetricPoint,
+    Severity,
+    Snapshot,
+)
 from gputui.record.prometheus import Exporter, parse_address
 
 
@@ -101,9 +109,14 @@ def test_docs_use_only_exported_metric_names() -> None:
     snap = Snapshot(time=1.0, target="t")
     snap.gpus.add(
         GpuSample(
-            0, 1.0, mem_used_mib=1.0, mem_total_mib=2.0, util_pct=3.0, temp_c=4.0, power_w=5.0
+            0, 1.0, mem_used_mib=1.0, mem_total_mib=2.0, util_pct=3.0, temp_c=4.0, power_w=5.0,
+            sm_clock_mhz=1980.0, sm_clock_max_mhz=1980.0, event_reasons=0x40,
         )
-    )
+    )  # fmt: skip
+    snap.gpus.health[0] = GpuHealth(
+        0, 1.0, ecc_uncorrected=0, remap_pending=False, remap_failure=False,
+        pcie_gen=5, pcie_gen_max=5, pcie_width=16, pcie_width_max=16,
+    )  # fmt: skip
     snap.metrics.add(
         MetricPoint(time=1.0, step=1, loss=1.0, throughput=1.0, throughput_unit="it/s")
     )

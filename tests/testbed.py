@@ -523,6 +523,24 @@ class Testbed:
         """
         self._atomic_write(self.state_dir / "gpus.json", json.dumps(state, indent=1))
 
+    def kernel_says(self, text: str) -> None:
+        """Append a line to the stand-in kernel log (tests/standins/dmesg),
+        stamped as the kernel stamps it (seconds since boot, /proc/uptime):
+        `dmesg -w` / `journalctl -kf` on the test bed print it."""
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+        with open(self.state_dir / "kmsg", "a") as f:
+            f.write(f"[{up:12.6f}] {text}\n")
+
+    def kernel_permits(
+        self, dmesg: str = "ok", journalctl: str = "ok", dmesg_version: str = "new"
+    ) -> None:
+        """What the stand-in kernel-log tools allow: "ok", or "denied" (their
+        real error texts: dmesg's `Operation not permitted`, journalctl's hint);
+        `dmesg_version` "old": a dmesg without -W (before util-linux 2.37)."""
+        state = {"dmesg": dmesg, "journalctl": journalctl, "dmesg_version": dmesg_version}
+        self._atomic_write(self.state_dir / "kernel.json", json.dumps(state))
+
     def _atomic_write(self, path: Path, text: str) -> None:
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         tmp.write_text(text)

@@ -43,6 +43,12 @@ class GpuSample:
     power_w: float | None = None
     power_limit_w: float | None = None
     sm_clock_mhz: float | None = None
+    # Health (issue 32), read with the samples: the clocks' event reasons
+    # (`clocks_event_reasons.active`, a bitmask: collect/gpuhealth.py names
+    # the bits) and the SM clock's maximum. None: not read or not supported
+    # here — never "all clear", never a fault.
+    event_reasons: int | None = None
+    sm_clock_max_mhz: float | None = None
 
     @property
     def mem_frac(self) -> float | None:
@@ -86,11 +92,38 @@ class GpuProcess:
 
 @dataclass
 class GpuEvent:
-    """Text nvidia-smi printed that is not a sample: Xid, ECC, a lost GPU."""
+    """Text nvidia-smi printed that is not a sample: Xid, ECC, a lost GPU;
+    or a kernel-log line of the NVIDIA driver (`NVRM: Xid (PCI:…): 79, …`)."""
 
     time: float
     text: str
     lost: bool = False  # "Unable to determine the device handle", exit 15, ...
+    xid: int | None = None  # the Xid number, when the text is an Xid report
+    bus_id: str = ""  # the GPU's PCI address as the report names it ("0000:18:00")
+    pid: int | None = None  # the process the driver names (host PID), if any
+    source: str = ""  # "kernel log" for the kernel-log reader's; "" nvidia-smi/NVML
+
+
+@dataclass
+class GpuHealth:
+    """The slow health fields of one GPU, read every few seconds (not with
+    every sample): uncorrectable ECC errors, row remapping, the PCIe link,
+    the power limit's default and maximum. None: not read, or the GPU
+    does not support it (`[N/A]`, `[Not Supported]`) — never a fault."""
+
+    index: int
+    time: float
+    bus_id: str = ""
+    util_pct: float | None = None  # read with the link: a link is judged under load
+    ecc_uncorrected: int | None = None  # ecc.errors.uncorrected.volatile.total
+    remap_pending: bool | None = None  # remapped_rows.pending: a reset applies it
+    remap_failure: bool | None = None  # remapped_rows.failure: no spare row was left
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    power_default_w: float | None = None  # power.default_limit
+    power_max_w: float | None = None  # power.max_limit
 
 
 class Ring:
@@ -146,6 +179,13 @@ class GpuState:
     events: deque[GpuEvent] = field(default_factory=lambda: deque(maxlen=50))
     error: str | None = None  # e.g. "nvidia-smi not found on host or in CT 200"
     history_len: int = 600
+    # The clocks' event reasons per GPU over time (bitmask as a float; None
+    # not read): how long a throttle has lasted.
+    reasons_history: dict[int, Ring] = field(default_factory=dict)
+    health: dict[int, GpuHealth] = field(default_factory=dict)  # the slow fields
+    # The kernel-log reader: "" not started; "following …" while it runs;
+    # else why it cannot (one line with the fix).
+    kernel_log: str = ""
 
     def add(self, sample: GpuSample) -> None:
         self.latest[sample.index] = sample
@@ -158,6 +198,11 @@ class GpuState:
         self.power_history.setdefault(sample.index, Ring(self.history_len)).append(
             sample.time, sample.power_w
         )
+        if sample.event_reasons is not None or sample.index in self.reasons_history:
+            self.reasons_history.setdefault(sample.index, Ring(self.history_len)).append(
+                sample.time,
+                None if sample.event_reasons is None else float(sample.event_reasons),
+            )
 
     @property
     def lost(self) -> bool:

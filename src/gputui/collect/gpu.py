@@ -44,6 +44,17 @@ GPU_FIELDS: tuple[str, ...] = (
     "clocks.sm",
 )
 
+# The stream's fields: the above, then the health a second can change
+# (issue 32): the clocks' event reasons and the SM clock's maximum. An older
+# driver that knows the reasons only by their old name gets the second set;
+# one that knows neither, the plain GPU_FIELDS (`fallback_fields`).
+STREAM_FIELDS: tuple[str, ...] = (*GPU_FIELDS, "clocks_event_reasons.active", "clocks.max.sm")
+_STREAM_FALLBACKS: tuple[tuple[str, ...], ...] = (
+    STREAM_FIELDS,
+    (*GPU_FIELDS, "clocks_throttle_reasons.active", "clocks.max.sm"),
+    GPU_FIELDS,
+)
+
 COMPUTE_APPS_FIELDS: tuple[str, ...] = ("pid", "process_name", "used_memory", "gpu_uuid")
 
 # Values nvidia-smi prints for "no value". Compared case-insensitively,
@@ -79,11 +90,25 @@ _LOST_PATTERNS = (
 _XID79_RE = re.compile(r"\bXid\b[^\n]*?:\s*79\b")
 
 
-def query_gpu_argv(period_ms: int | None = None) -> list[str]:
+def fallback_fields(fields: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The stream's next field set after nvidia-smi refused `fields` (an
+    older driver: `Field "…" is not a valid field to query.`); None: none left."""
+    try:
+        k = _STREAM_FALLBACKS.index(fields)
+    except ValueError:
+        return None
+    return _STREAM_FALLBACKS[k + 1] if k + 1 < len(_STREAM_FALLBACKS) else None
+
+
+def is_unknown_field_error(text: str) -> bool:
+    return _FIELD_RE.search(text) is not None
+
+
+def query_gpu_argv(period_ms: int | None = None, fields: tuple[str, ...] = GPU_FIELDS) -> list[str]:
     """argv for one GPU reading, or a stream of readings every `period_ms`."""
     argv = [
         "nvidia-smi",
-        "--query-gpu=" + ",".join(GPU_FIELDS),
+        "--query-gpu=" + ",".join(fields),
         "--format=csv,noheader,nounits",
     ]
     if period_ms is not None:
@@ -140,8 +165,11 @@ def _is_header(fields: list[str]) -> bool:
     return first == "index" or first.startswith("index ")
 
 
-def parse_gpu_line(line: str, now: float) -> GpuSample | GpuEvent | None:
-    """One line of `query_gpu_argv()` output.
+def parse_gpu_line(
+    line: str, now: float, asked: tuple[str, ...] = GPU_FIELDS
+) -> GpuSample | GpuEvent | None:
+    """One line of `query_gpu_argv(…, asked)` output (`asked`: GPU_FIELDS,
+    then optionally the reasons' and max clock's, as STREAM_FIELDS).
 
     -> GpuSample for a data row, None for an empty line or the CSV header,
     GpuEvent for any other text (Xid, ECC, lost GPU, driver errors)."""
@@ -150,7 +178,7 @@ def parse_gpu_line(line: str, now: float) -> GpuSample | GpuEvent | None:
         return None
     raw = text.split(",")
     fields = [f.strip() for f in raw]
-    n = len(GPU_FIELDS)
+    n = len(asked)
     if len(fields) >= n:
         if _is_header(fields):
             return None
@@ -175,8 +203,21 @@ def parse_gpu_line(line: str, now: float) -> GpuSample | GpuEvent | None:
                 power_w=parse_number(fields[7]),
                 power_limit_w=parse_number(fields[8]),
                 sm_clock_mhz=parse_number(fields[9]),
+                event_reasons=parse_mask(fields[10]) if n > 10 else None,
+                sm_clock_max_mhz=parse_number(fields[11]) if n > 11 else None,
             )
     return GpuEvent(time=now, text=text, lost=is_lost_text(text))
+
+
+def parse_mask(value: str) -> int | None:
+    """`0x0000000000000004` -> 4; unknown or garbage -> None."""
+    v = value.strip()
+    if is_unknown(v):
+        return None
+    try:
+        return int(v, 16) if v.lower().startswith("0x") else int(v, 10)
+    except ValueError:
+        return None
 
 
 def _past_max(idx: int) -> str:
@@ -239,6 +280,9 @@ class AppsListing:
     # per PID: its own SM utilization (%) from `nvidia-smi pmon -c 1 -s u`
     # (None: pmon printed no line, or is not supported here)
     pmon: dict[int, float] | None = None
+    # the health queries' tagged lines (`@gputui health …`, `@gputui remap …`:
+    # collect/gpuhealth.py reads them)
+    health: list[str] = field(default_factory=list)
 
 
 def parse_pmon(lines: list[str]) -> dict[int, float]:
@@ -289,8 +333,11 @@ def parse_apps_listing(lines: list[str]) -> AppsListing:
     pidinfo: dict[int, tuple[str, str, list[int]]] = {}
     stats: dict[int, tuple[str, float | None, list[int]]] = {}
     pmon: list[str] | None = None
+    health: list[str] = []
     for line in lines:
-        if line.startswith("@gputui rc "):
+        if line.startswith(("@gputui health ", "@gputui remap ")):
+            health.append(line)
+        elif line.startswith("@gputui rc "):
             with contextlib.suppress(ValueError, IndexError):
                 rc = int(line.split()[2])
         elif line.startswith("@gputui pmon"):
@@ -311,7 +358,7 @@ def parse_apps_listing(lines: list[str]) -> AppsListing:
         else:
             data.append(line)
     util = parse_pmon(pmon) if pmon is not None else None
-    return AppsListing(rc, "\n".join(data), pidinfo, stats, util)
+    return AppsListing(rc, "\n".join(data), pidinfo, stats, util, health)
 
 
 UTIL_KEEP_S = 150.0  # per-process utilization readings kept this long

@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from gputui.errors import GputuiError
-from gputui.model import GpuEvent, GpuProcess, GpuSample
+from gputui.model import GpuEvent, GpuHealth, GpuProcess, GpuSample
 
 T = TypeVar("T")
 MIB = 1024 * 1024
@@ -67,6 +67,7 @@ class NvmlReader:
         self._started = False
         self._util_seen: dict[int, int] = {}  # index -> newest per-process sample (µs)
         self._util_at: dict[int, float] = {}  # index -> when it was last read
+        self._max_sm: dict[int, float | None] = {}  # index -> max SM clock (read once)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -199,6 +200,12 @@ class NvmlReader:
         power = self._get(lambda: nv.nvmlDeviceGetPowerUsage(h))
         limit = self._power_limit(i, h, now)
         clock = self._get(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))
+        if i not in self._max_sm:  # it does not change: asked once
+            top = self._call("nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1))
+            self._max_sm[i] = float(top) if top is not None else None
+        reasons = self._call("nvmlDeviceGetCurrentClocksEventReasons", h)
+        if reasons is None:  # an older pynvml/driver: the old name
+            reasons = self._call("nvmlDeviceGetCurrentClocksThrottleReasons", h)
         return GpuSample(
             index=i,
             time=now,
@@ -211,6 +218,61 @@ class NvmlReader:
             power_w=power / 1000.0 if power is not None else None,
             power_limit_w=limit / 1000.0 if limit is not None else None,
             sm_clock_mhz=float(clock) if clock is not None else None,
+            event_reasons=int(reasons) if reasons is not None else None,
+            sm_clock_max_mhz=self._max_sm.get(i),
+        )
+
+    def _call(self, name: str, *args: Any) -> Any:
+        """nvml.<name>(*args), or None when this pynvml lacks it or NVML
+        cannot give it (NotSupported, NoPermission …); GPU_IS_LOST propagates."""
+        fn = getattr(self._nvml, name, None)
+        return None if fn is None else self._get(partial(fn, *args))
+
+    def health(self, now: float) -> list[GpuHealth]:
+        """The slow health fields of every readable GPU (issue 32): the
+        same as nvidia-smi's health listing (collect/gpuhealth.py). A GPU
+        lost here is skipped: read() reports it."""
+        nv = self._nvml
+        if not self._started or nv is None:
+            raise GputuiError("NVML reader used before init()", "call NvmlReader.init() first")
+        out: list[GpuHealth] = []
+        for i, h in enumerate(self._handles):
+            with contextlib.suppress(nv.NVMLError):
+                out.append(self._health_one(i, h, now))
+        return out
+
+    def _health_one(self, i: int, h: Any, now: float) -> GpuHealth:
+        nv = self._nvml
+        pci = self._call("nvmlDeviceGetPciInfo", h)
+        util = self._call("nvmlDeviceGetUtilizationRates", h)
+        ecc = self._call(
+            "nvmlDeviceGetTotalEccErrors",
+            h,
+            getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+            getattr(nv, "NVML_VOLATILE_ECC", 0),
+        )
+        remap = self._call("nvmlDeviceGetRemappedRows", h)  # (corr, unc, pending, failure)
+        default = self._call("nvmlDeviceGetPowerManagementDefaultLimit", h)
+        limits = self._call("nvmlDeviceGetPowerManagementLimitConstraints", h)  # (min, max) mW
+
+        def num(name: str) -> int | None:
+            v = self._call(name, h)
+            return int(v) if v is not None else None
+
+        return GpuHealth(
+            index=i,
+            time=now,
+            bus_id=_text(getattr(pci, "busId", "")) if pci is not None else "",
+            util_pct=float(util.gpu) if util is not None else None,
+            ecc_uncorrected=int(ecc) if ecc is not None else None,
+            remap_pending=bool(remap[2]) if remap is not None else None,
+            remap_failure=bool(remap[3]) if remap is not None else None,
+            pcie_gen=num("nvmlDeviceGetCurrPcieLinkGeneration"),
+            pcie_gen_max=num("nvmlDeviceGetMaxPcieLinkGeneration"),
+            pcie_width=num("nvmlDeviceGetCurrPcieLinkWidth"),
+            pcie_width_max=num("nvmlDeviceGetMaxPcieLinkWidth"),
+            power_default_w=default / 1000.0 if default is not None else None,
+            power_max_w=limits[1] / 1000.0 if limits is not None else None,
         )
 
     def read(self, now: float) -> list[GpuSample]:

@@ -1,5 +1,7 @@
 """Rules about the GPUs themselves: a GPU lost or reporting Xid errors,
-memory held by leftovers or by no live process, GPUs unreadable.
+memory held by leftovers or by no live process, GPUs unreadable (the
+hardware's own health — throttling, ECC, PCIe, the kernel log's Xid — is
+hardware.py's).
 
 Each rule registers itself with `@rule(...)` (see registry.py). Pure."""
 
@@ -7,6 +9,7 @@ from __future__ import annotations
 
 from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import short
+from gputui.diagnose.hardware import recent_xids, xid_finding
 from gputui.diagnose.holders import Holder, gpu_holders, holder_line
 from gputui.diagnose.host import _nvidia_smi_missing
 from gputui.diagnose.registry import Kind, rule
@@ -118,8 +121,11 @@ def _gp_line(gp: GpuProcess) -> str:
     return f"host PID {gp.host_pid}{name} ({where}): {used} on {gp.gpu_uuid or 'a GPU'}"
 
 
-@rule(Kind("gpu_xid", specificity=200, cause="gpu_xid", host_level=True))
+@rule(Kind("gpu_xid", specificity=200, cause="gpu_xid", alerts=True, host_level=True))
 def rule_gpu_xid(ctx: Context) -> Finding | None:
+    xids = recent_xids(ctx.gpus, ctx.now)  # the kernel log's, parsed: number, GPU, meaning
+    if xids:
+        return xid_finding(ctx, xids)
     recent = [
         e
         for e in (ctx.gpus.events or [])

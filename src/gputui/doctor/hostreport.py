@@ -40,7 +40,7 @@ def host_exit(view: HostView) -> int:
     if view.connection in DOWN_STATES:
         return EXIT_UNINSPECTABLE
     codes = [word_exit(c.health) for c in view.containers]
-    if any(g.orphaned for g in view.gpus) or not_seen(view):
+    if any(g.orphaned or g.broken for g in view.gpus) or not_seen(view):
         codes.append(EXIT_PROBLEM)
     return max(codes, default=EXIT_OK)
 
@@ -142,6 +142,8 @@ def _gpu_line(g: GpuRow) -> str:
         line += "  held by " + ", ".join(holders)
     if g.orphaned:
         line += f"  ✗ {_mib(g.unowned_mib)} MiB held by no live process"
+    for issue in g.issues:  # the hardware's own words
+        line += f"  {'✗' if g.broken else '⚠'} {issue.split(': ', 1)[-1]}"
     return line
 
 

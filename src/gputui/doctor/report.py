@@ -16,6 +16,7 @@ from typing import Any
 
 from gputui.diagnose import buffering_words, signal_name, snapshot_holders, stdout_words
 from gputui.diagnose.buffering import BUFFERED, FLUSHES, UNBUFFERED, UNKNOWN, judge
+from gputui.diagnose.hardware import health_facts, health_summary
 from gputui.model import Finding, LogState, Proc, Severity, Snapshot
 from gputui.text.untrusted import json_text, visible
 from gputui.text.words import dur, gib, size_words
@@ -180,8 +181,19 @@ def _gpus_dict(snap: Snapshot, now: float) -> dict[str, Any]:
             }
             for p in g.processes
         ],
-        "events": [{"time": _num(e.time), "text": e.text, "lost": e.lost} for e in g.events],
+        "events": [_event_dict(e) for e in g.events],
+        # the hardware's own words (issue 32): per GPU, the health fields as
+        # read (null: not read / not supported) and what is wrong
+        "health": _jsonable(health_facts(g, now)),
+        "kernel_log": g.kernel_log,
     }
+
+
+def _event_dict(e: Any) -> dict[str, Any]:
+    doc = {"time": _num(e.time), "text": e.text, "lost": e.lost}
+    if e.xid is not None:  # a kernel-log Xid: its number, the GPU's bus id, the PID named
+        doc.update(xid=e.xid, bus_id=e.bus_id, pid=e.pid, source=e.source)
+    return doc
 
 
 def _sessions_list(snap: Snapshot) -> list[dict[str, Any]]:
@@ -467,6 +479,10 @@ def _gpu_rows(snap: Snapshot) -> list[tuple[str, str]]:
                 util = "" if p.sm_util is None else f", {p.sm_util:.0f} % SM"
                 parts.append(f"[{gib(p.used_mib)} {who}{util}]")
         rows.append((f"GPU {idx}", "  ".join(parts)))
+        if idx in g.health or s.event_reasons is not None:
+            rows.append(("", health_summary(g, idx).split(": ", 1)[1]))
+    if g.kernel_log:
+        rows.append(("kernel log", g.kernel_log))
     if not rows:
         rows.append(("GPUs", g.error or "no readings"))
     elif g.error:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from gputui.collect.gpu import AppsListing, parse_compute_apps
 from gputui.containers import cgroup_owner
 from gputui.diagnose import HELD_MIB, KINDS
+from gputui.diagnose.hardware import gpu_issues, health_summary
 from gputui.model import ConnectionState, Finding, GpuState, Session, Snapshot
 
 # A link in these states is "down" (a reconnect is under way, or never came up).
@@ -86,6 +87,13 @@ class GpuRow:
     power_w: float | None
     holders: list[Holder] = field(default_factory=list)
     unowned_mib: float | None = None  # memory held by no live process (None: not measured)
+    # the hardware's own words (diagnose/hardware.py): its mark ("thermal ·
+    # x8"), whether it is broken (red), a line per issue, and its health
+    # fields as read
+    mark: str = ""
+    broken: bool = False
+    issues: list[str] = field(default_factory=list)
+    health: str = ""
 
     @property
     def orphaned(self) -> bool:
@@ -219,8 +227,11 @@ def gpu_rows(
 ) -> list[GpuRow]:
     """One row per GPU with its holders; memory no live holder accounts for."""
     rows: list[GpuRow] = []
+    newest = max((s.time for s in state.latest.values()), default=0.0)
+    issues = gpu_issues(state, newest)
     for index in sorted(state.latest):
         s = state.latest[index]
+        mine = [x for x in issues if x.index == index]
         row = GpuRow(
             index=index,
             name=s.name,
@@ -229,6 +240,10 @@ def gpu_rows(
             mem_total_mib=s.mem_total_mib,
             util_pct=s.util_pct,
             power_w=s.power_w,
+            mark=" · ".join(dict.fromkeys(x.mark for x in mine)),
+            broken=any(x.broken for x in mine),
+            issues=[x.line for x in mine],
+            health=health_summary(state, index),
         )
         live = 0.0
         for p in procs:

@@ -85,6 +85,7 @@ class SharedGpus(GpuFeed):
         self.state.util_history = hs.util_history
         self.state.mem_history = hs.mem_history
         self.state.events = hs.events
+        self.state.reasons_history = hs.reasons_history  # the throttle's history (issue 32)
         host_feed.subscribe(self.refresh)
         self.refresh()
 
@@ -92,6 +93,8 @@ class SharedGpus(GpuFeed):
         hs = self.host_feed.state
         self.state.source = hs.source
         self.state.error = hs.error
+        self.state.health = hs.health  # replaced at each listing: taken again
+        self.state.kernel_log = hs.kernel_log
         lines = self.host_feed.last_listing
         self.state.processes_pending = hs.processes_pending
         if lines is not None:

@@ -225,7 +225,8 @@ class Monitor:
     def _default_gpu_feed(self) -> GpuFeed | None:
         source = self.settings.gpu_source or "auto"
         if source == "nvml" or (self.settings.local and source == "auto"):
-            return NvmlFeed()
+            # NVML reads this machine's GPUs: --local follows this machine's kernel log
+            return NvmlFeed(kernel_log=self.target if self.settings.local else None)
         return NvidiaSmiFeed(self.target, where=source)
 
     # ------------------------------------------------------------ publishing

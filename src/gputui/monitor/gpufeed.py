@@ -3,11 +3,14 @@
 - `NvidiaSmiFeed`: one long-lived `nvidia-smi --query-gpu … -lms PERIOD` on
   the host (or in the CT), parsed line by line; plus one long-lived shell loop
   on the same side that lists the compute apps every few seconds and, on the
-  host, maps each host PID to the CT (`NSpid`, `/lxc/<ct>/` cgroup) — two
-  channels, no new remote process per poll. A stream that ends is restarted
-  with backoff; a lost GPU (exit 15) or an unknown field is an event and an
-  error in the state, never a crash.
-- `NvmlFeed`: this machine's GPUs through NVML (`--local`), read in a thread.
+  host, maps each host PID to the CT (`NSpid`, `/lxc/<ct>/` cgroup), and
+  every listing reads the GPUs' slow health fields; on the host, a third
+  channel follows the kernel log for the driver's Xid lines — no new remote
+  process per poll. A stream that ends is restarted with backoff; a lost GPU
+  (exit 15) is an event and an error in the state, never a crash; a field an
+  older driver refuses is asked again without it.
+- `NvmlFeed`: this machine's GPUs through NVML (`--local`), read in a thread
+  (with `--local`, this machine's kernel log followed as a host's is).
 - `SimulatedGpus`: readings derived from a callback (demo and tests).
 """
 
@@ -24,9 +27,10 @@ from collections.abc import Callable
 from typing import Any
 
 from gputui.collect import gpu as gpu_parse
+from gputui.collect import gpuhealth as gpu_health
 from gputui.containers import cgroup_owner
 from gputui.errors import GputuiError
-from gputui.model import GpuEvent, GpuProcess, GpuSample, GpuState
+from gputui.model import GpuEvent, GpuHealth, GpuProcess, GpuSample, GpuState
 from gputui.monitor.coalesce import OncePerTurn
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
@@ -44,6 +48,9 @@ NOT_FOUND_RETRY_S = 300.0
 # NvmlFeed._util_due).
 UTIL_EVERY_S = 10.0
 UTIL_BUSY_PCT = 50.0
+# The slow health fields through NVML (ECC, row remaps, PCIe, power limits):
+# at the compute-apps listing's pace, as nvidia-smi's feed reads them.
+HEALTH_EVERY_S = APPS_PERIOD_S
 
 # One compute-apps listing ("$@": the nvidia-smi argv), ending in "@gputui
 # end". For every listed PID it also prints its container's cgroup path
@@ -51,8 +58,10 @@ UTIL_BUSY_PCT = 50.0
 # namespace and NSpid fields (meaningful on the host; inside a CT they
 # describe the CT's view), its state, CPU ticks and its parents' PIDs as its
 # CT sees them (NSpid's last field, up to init); then each process's own SM
-# utilization (`nvidia-smi pmon -c 1 -s u`). `parse_apps_block` reads it.
-APPS_LISTING = r"""  out=$("$@" 2>&1); rc=$?
+# utilization (`nvidia-smi pmon -c 1 -s u`); in the loop, then the GPUs'
+# slow health fields (collect/gpuhealth.py: ECC, row remaps, the PCIe link —
+# read at the listing's pace, not every second). `parse_apps_block` reads it.
+_APPS_HEAD = r"""  out=$("$@" 2>&1); rc=$?
   clk=$(getconf CLK_TCK 2>/dev/null)
   printf '%s\n' "$out"
   echo "@gputui rc $rc"
@@ -77,12 +86,16 @@ APPS_LISTING = r"""  out=$("$@" 2>&1); rc=$?
     if command -v timeout >/dev/null 2>&1; then pm=$(timeout 5 "$1" pmon -c 1 -s u 2>&1)
     else pm=$("$1" pmon -c 1 -s u 2>&1); fi
     printf '%s\n' "$pm" | sed 's/^/@gputui pmon /'
-  fi
+"""
+_APPS_TAIL = """  fi
   echo "@gputui end"
 """
+APPS_LISTING = _APPS_HEAD + _APPS_TAIL  # a one-off listing (the actions): who holds what
+# The loop's listing also reads the slow health fields (issue 32).
+APPS_HEALTH_LISTING = _APPS_HEAD + gpu_health.HEALTH_LISTING + _APPS_TAIL
 
-# Long-lived compute-apps loop: the listing above every $1 seconds.
-APPS_SCRIPT = "n=$1; shift\nwhile :; do\n" + APPS_LISTING + '  sleep "$n"\ndone\n'
+# Long-lived compute-apps loop: the listing above, with the health, every $1 seconds.
+APPS_SCRIPT = "n=$1; shift\nwhile :; do\n" + APPS_HEALTH_LISTING + '  sleep "$n"\ndone\n'
 
 
 def apps_loop_argv(period_s: float = APPS_PERIOD_S) -> list[str]:
@@ -160,6 +173,8 @@ class GpuFeed(abc.ABC):
         self._listeners: list[ChangeListener] = []
         self._notify = OncePerTurn(self._fire)
         self._kick = asyncio.Event()
+        self._stopped = False
+        self.clock: Callable[[], float] = time.time
 
     def subscribe(self, listener: ChangeListener) -> None:
         self._listeners.append(listener)
@@ -193,6 +208,76 @@ class GpuFeed(abc.ABC):
         """Long-lived remote commands this feed holds open now."""
         return 0
 
+    # ------------------------------------------------------------ kernel log
+
+    async def _kernel_log_loop(self) -> None:
+        """Follow the kernel log of the GPUs' machine on one channel (collect/gpuhealth.py
+        KERNEL_LOG_SCRIPT): the driver's Xid lines become events. A reader
+        refused (no permission) is said in `state.kernel_log` and asked
+        again only after NOT_FOUND_RETRY_S; a broken link, with backoff."""
+        backoff = BACKOFF_START_S
+        while not self._stopped:
+            refused = await self._one_kernel_log()
+            if self._stopped:
+                return
+            await self._backoff(NOT_FOUND_RETRY_S if refused else backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    async def _one_kernel_log(self) -> bool:
+        """Run the reader until it ends -> whether it was refused."""
+        try:
+            proc = await self._open_kernel_log()
+        except Exception:
+            return False
+        since: float | None = None
+        problem: str | None = None
+        try:
+            while True:
+                raw = await proc.readline()
+                if not raw:
+                    break
+                got = gpu_health.parse_kernel_line(
+                    raw.decode("utf-8", "replace"), self.clock(), since
+                )
+                if got is None:
+                    continue
+                if got.event is not None:
+                    self.state.events.append(got.event)
+                    self._changed()
+                    continue
+                since, problem = self._kernel_status(got.status, since, problem)
+        except Exception:  # a broken link: reopen with backoff
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                await self._close_kernel_log(proc)
+        return problem is not None
+
+    def _kernel_status(
+        self, status: str, since: float | None, problem: str | None
+    ) -> tuple[float | None, str | None]:
+        """One status line of the reader -> (history cut-off, its problem)."""
+        if status.startswith("start "):
+            with contextlib.suppress(ValueError):
+                since = float(status.split()[1])
+        elif status.startswith("via "):
+            problem = None
+            self.state.kernel_log = f"following the kernel log ({status[4:].strip()})"
+        else:
+            said = gpu_health.kernel_log_problem(status)
+            if said is not None:
+                problem = said
+                self.state.kernel_log = said
+        self._changed()
+        return since, problem
+
+    async def _open_kernel_log(self) -> RemoteProcess:
+        """Start the kernel-log reader where the GPUs' driver is."""
+        raise NotImplementedError
+
+    async def _close_kernel_log(self, proc: RemoteProcess) -> None:
+        await proc.close()
+
 
 class NvidiaSmiFeed(GpuFeed):
     """nvidia-smi streams on the host or in the CT; see the module docstring.
@@ -207,6 +292,7 @@ class NvidiaSmiFeed(GpuFeed):
         *,
         apps_period_s: float = APPS_PERIOD_S,
         clock: Callable[[], float] = time.time,
+        kernel_log: bool = True,
     ) -> None:
         super().__init__()
         if where not in ("auto", "host", "ct"):
@@ -226,6 +312,10 @@ class NvidiaSmiFeed(GpuFeed):
         self._procs: set[RemoteProcess] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = False
+        # the stream's fields: STREAM_FIELDS, fewer on a driver that refuses some
+        self.fields: tuple[str, ...] = gpu_parse.STREAM_FIELDS
+        self.kernel_log = kernel_log  # follow the host's kernel log (Xid) beside the stream
+        self.health_error = ""  # the health queries' failure text ("": none)
 
     @property
     def channels(self) -> int:
@@ -265,6 +355,8 @@ class NvidiaSmiFeed(GpuFeed):
         )
         if again:
             gpu_parse.carry_util(self.state.processes, procs, None, self.clock())
+        else:
+            self._apply_health(block)
         if rc == 0 or rc is None:
             if side == "ct":
                 for p in procs:  # the CT's own view: PIDs are CT PIDs
@@ -276,6 +368,16 @@ class NvidiaSmiFeed(GpuFeed):
                 self.state.processes = procs
                 self.state.processes_pending = False
                 self._changed()
+
+    def _apply_health(self, block: list[str]) -> None:
+        """The listing's health lines -> state.health (GPUs that answered)."""
+        lines = gpu_parse.parse_apps_listing(block).health
+        if not lines:
+            return
+        health, self.health_error = gpu_health.parse_health(lines, self.clock())
+        if health:
+            self.state.health = health
+            self._changed()
 
     def _sides(self) -> list[str]:
         if self.where == "host" or (self.where == "auto" and not self.target.in_container):
@@ -351,8 +453,11 @@ class NvidiaSmiFeed(GpuFeed):
 
     async def _one_stream(self, side: str) -> tuple[bool, int | None, str]:
         """Run one nvidia-smi stream until it ends -> (got samples, exit, stderr)."""
+        fields = self.fields
+        fewer = gpu_parse.fallback_fields(fields)
+        refused = False  # the driver refused a field: ask again with fewer
         try:
-            proc = await self._open(side, gpu_parse.query_gpu_argv(self.period_ms))
+            proc = await self._open(side, gpu_parse.query_gpu_argv(self.period_ms, fields))
         except Exception as e:  # GputuiError, or the transport library's own
             self.state.error = str(e)
             self._changed()
@@ -363,8 +468,17 @@ class NvidiaSmiFeed(GpuFeed):
                 line = await proc.readline()
                 if not line:
                     break
-                item = gpu_parse.parse_gpu_line(line.decode("utf-8", "replace"), self.clock())
+                text = line.decode("utf-8", "replace")
+                item = gpu_parse.parse_gpu_line(text, self.clock(), fields)
                 if item is None:
+                    continue
+                if (
+                    isinstance(item, GpuEvent)
+                    and not got
+                    and fewer is not None
+                    and gpu_parse.is_unknown_field_error(item.text)
+                ):
+                    refused = True
                     continue
                 if isinstance(item, GpuSample):
                     if not got:
@@ -387,6 +501,9 @@ class NvidiaSmiFeed(GpuFeed):
             status, err = None, str(e)
         finally:
             await self._close(proc)
+        if fewer is not None and not got and (refused or gpu_parse.is_unknown_field_error(err)):
+            self.fields = fewer  # an older driver: ask again at once with what it knows
+            return await self._one_stream(side)
         # A stream that ended is an error worth showing (lost GPU, driver).
         if (
             not self._stopped
@@ -412,6 +529,14 @@ class NvidiaSmiFeed(GpuFeed):
         self.side = side
         self.state.source = self._source_label(side)
         self._tasks.append(asyncio.create_task(self._apps_loop(side), name="gpu apps"))
+        if side == "host" and self.kernel_log:  # where the driver is, so is its kernel log
+            self._tasks.append(asyncio.create_task(self._kernel_log_loop(), name="kernel log"))
+
+    async def _open_kernel_log(self) -> RemoteProcess:
+        return await self._open("host", gpu_health.kernel_log_argv())
+
+    async def _close_kernel_log(self, proc: RemoteProcess) -> None:
+        await self._close(proc)
 
     # ------------------------------------------------------------ compute apps
 
@@ -484,6 +609,7 @@ class NvmlFeed(GpuFeed):
         *,
         apps_every: int = 2,  # the per-process utilization readings: a hang is seen within 2 s
         clock: Callable[[], float] = time.time,
+        kernel_log: Target | None = None,
     ) -> None:
         super().__init__()
         self.period_s = period_s
@@ -492,21 +618,49 @@ class NvmlFeed(GpuFeed):
         self._reader = reader
         self._ready = False
         self._task: asyncio.Task[None] | None = None
+        # this machine (a local Target): its kernel log is followed for Xid, as a host's is
+        self._klog_target = kernel_log
+        self._klog_task: asyncio.Task[None] | None = None
+        self._klog_procs: set[RemoteProcess] = set()
         self.reads = 0
         self._util_at = float("-inf")  # per-process utilization last read (clock)
+        self._health_at = float("-inf")  # the slow health fields last read (clock)
+        self._health_read: dict[int, GpuHealth] | None = None
         self.state.source = "nvml"
 
     async def start(self) -> None:
         if self._task is None:
+            self._stopped = False
             self._task = asyncio.create_task(self._loop(), name="nvml")
+            if self._klog_target is not None:
+                self._klog_task = asyncio.create_task(self._kernel_log_loop(), name="kernel log")
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        await cancel_and_wait([task] if task is not None else [])
+        self._stopped = True
+        tasks = [t for t in (self._task, self._klog_task) if t is not None]
+        self._task = self._klog_task = None
+        await cancel_and_wait(tasks)
+        for p in list(self._klog_procs):
+            await self._close_kernel_log(p)
         if self._reader is not None and self._ready:
             self._ready = False
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self._reader.shutdown)
+
+    @property
+    def channels(self) -> int:
+        return len(self._klog_procs)
+
+    async def _open_kernel_log(self) -> RemoteProcess:
+        assert self._klog_target is not None
+        proc = await self._klog_target.open_host(gpu_health.kernel_log_argv())
+        self._klog_procs.add(proc)
+        return proc
+
+    async def _close_kernel_log(self, proc: RemoteProcess) -> None:
+        self._klog_procs.discard(proc)
+        with contextlib.suppress(Exception):
+            await proc.close()
 
     async def _loop(self) -> None:
         backoff = BACKOFF_START_S
@@ -519,6 +673,8 @@ class NvmlFeed(GpuFeed):
                     self.state.add(s)
                 for ev in events:
                     self.state.events.append(ev)
+                if self._health_read is not None:
+                    self.state.health, self._health_read = self._health_read, None
                 if procs is not None:
                     for p in procs:  # NVML on this machine: its PIDs are ours
                         p.in_container, p.ct_pid = True, p.host_pid
@@ -589,6 +745,9 @@ class NvmlFeed(GpuFeed):
             if util:
                 self._util_at = self.clock()
         self.reads += 1
+        if self.clock() - self._health_at >= HEALTH_EVERY_S and hasattr(r, "health"):
+            self._health_at = self.clock()  # the loop puts it in the state (this is a thread)
+            self._health_read = {h.index: h for h in r.health(self.clock())}
         for p in procs or []:
             facts = local_proc_facts(p.host_pid)
             if facts is not None:

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.errors import GputuiError
-from gputui.model import ConnectionState, Finding, Snapshot
+from gputui.model import ConnectionState, Finding, GpuSample, Snapshot
 from gputui.record.alerts import ALERT_KINDS
+from gputui.text.hardware import THROTTLE_MASK
 from gputui.text.numbers import ascii_int
 
 MIB = 1024 * 1024
@@ -51,6 +52,7 @@ def numbers_from(snap: Snapshot, findings: Sequence[Finding], now: float) -> Tar
                 "mem_total": None if s.mem_total_mib is None else s.mem_total_mib * MIB,
                 "temp": s.temp_c,
                 "power": s.power_w,
+                **_health_numbers(snap, s),
             }
             for s in sorted(snap.gpus.latest.values(), key=lambda s: s.index)
         ],
@@ -63,6 +65,48 @@ def numbers_from(snap: Snapshot, findings: Sequence[Finding], now: float) -> Tar
         connection=snap.connection.value,
         findings={f.kind: f.severity.value for f in findings},
     )
+
+
+def _flag(v: bool | None) -> float | None:
+    return None if v is None else float(v)
+
+
+def _health_numbers(snap: Snapshot, s: GpuSample) -> dict[str, float | None]:
+    """The hardware's own numbers for one GPU (None: not read / not supported,
+    left out of /metrics)."""
+    h = snap.gpus.health.get(s.index)
+    mask = s.event_reasons
+    return {
+        "sm_clock": s.sm_clock_mhz,
+        "sm_clock_max": s.sm_clock_max_mhz,
+        "reasons": None if mask is None else float(mask),
+        "throttled": None if mask is None else float(bool(mask & THROTTLE_MASK)),
+        "ecc": None if h is None or h.ecc_uncorrected is None else float(h.ecc_uncorrected),
+        "remap_pending": None if h is None else _flag(h.remap_pending),
+        "remap_failure": None if h is None else _flag(h.remap_failure),
+        "pcie_gen": None if h is None or h.pcie_gen is None else float(h.pcie_gen),
+        "pcie_gen_max": None if h is None or h.pcie_gen_max is None else float(h.pcie_gen_max),
+        "pcie_width": None if h is None or h.pcie_width is None else float(h.pcie_width),
+        "pcie_width_max": None
+        if h is None or h.pcie_width_max is None
+        else float(h.pcie_width_max),
+    }
+
+
+# The hardware's gauges (issue 32): key in _health_numbers -> (name, help)
+HEALTH_GAUGES = {
+    "sm_clock": ("gputui_gpu_sm_clock_mhz", "GPU SM clock"),
+    "sm_clock_max": ("gputui_gpu_sm_clock_max_mhz", "GPU SM clock's maximum"),
+    "reasons": ("gputui_gpu_clocks_event_reasons", "clocks_event_reasons.active (bitmask)"),
+    "throttled": ("gputui_gpu_throttled", "1 while a thermal/HW slowdown or power brake is active"),
+    "ecc": ("gputui_gpu_ecc_uncorrected_errors", "uncorrectable ECC errors (volatile)"),
+    "remap_pending": ("gputui_gpu_row_remap_pending", "1 while a row remap waits for a reset"),
+    "remap_failure": ("gputui_gpu_row_remap_failure", "1 when row remapping failed"),
+    "pcie_gen": ("gputui_gpu_pcie_link_gen", "PCIe link generation now"),
+    "pcie_gen_max": ("gputui_gpu_pcie_link_gen_max", "PCIe link generation, max"),
+    "pcie_width": ("gputui_gpu_pcie_link_width", "PCIe link width now (lanes)"),
+    "pcie_width_max": ("gputui_gpu_pcie_link_width_max", "PCIe link width, max (lanes)"),
+}
 
 
 class Exporter:
@@ -105,6 +149,10 @@ class Exporter:
                 "gputui_gpu_temperature_celsius", "GPU temperature", labels=gl
             ),
             "power": GaugeMetricFamily("gputui_gpu_power_watts", "GPU power draw", labels=gl),
+            **{
+                key: GaugeMetricFamily(metric, words, labels=gl)
+                for key, (metric, words) in HEALTH_GAUGES.items()
+            },
         }
         step = GaugeMetricFamily("gputui_run_step", "last step in the log", labels=["target"])
         loss = GaugeMetricFamily("gputui_run_loss", "last loss in the log", labels=["target"])
@@ -134,7 +182,7 @@ class Exporter:
             for g in n.gpus:
                 labels = [name, g["gpu"], g["name"], g["uuid"]]
                 for key, fam in gauges.items():
-                    if g[key] is not None:
+                    if g.get(key) is not None:
                         fam.add_metric(labels, float(g[key]))
             if n.step is not None:
                 step.add_metric([name], float(n.step))

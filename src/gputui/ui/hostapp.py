@@ -335,7 +335,7 @@ class HostApp(App[Any]):
             cell(g.index, "bold"),
             cell(util),
             cell(mem, "bold red" if g.orphaned else ""),
-            cell(power),
+            _power_cell(power, g),
             holder_text(g, plain_host, names, short),
         ]
 
@@ -576,3 +576,12 @@ def run_hosts(hosts: Sequence[Any]) -> int:
     watches = [HostWatch(s) for s in hosts]
     read_only = any(s.read_only for s in hosts)
     return run_host_view(watches, read_only)
+
+
+def _power_cell(power: str, g: GpuRow) -> Text:
+    """The power cell, with the GPU's hardware mark (red only when broken)."""
+    if not g.mark:
+        return cell(power)
+    return cell(
+        f"{power} {'✖' if g.broken else '⚠'} {g.mark}", "bold red" if g.broken else "yellow"
+    )

@@ -12,7 +12,9 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
+from gputui.diagnose.hardware import gpu_issues, health_summary
 from gputui.model import GpuState
+from gputui.text.untrusted import visible
 from gputui.ui.heatmap import Panel, heatmap
 
 
@@ -52,6 +54,23 @@ def panels(gpus: GpuState) -> list[Panel]:
     ]
 
 
+def health_text(gpus: GpuState, now: float) -> Text:
+    """The hardware's own words under the heatmaps: each GPU's health fields
+    as read, then what is wrong (red: broken, yellow: worth a look)."""
+    t = Text()
+    read = gpus.health or any(s.event_reasons is not None for s in gpus.latest.values())
+    if not read and not gpus.kernel_log:
+        return t  # nothing read (simulated GPUs, an old driver): no block of dashes
+    t.append("\nhealth (clocks and their reasons, PCIe link, ECC, row remap)\n", style="bold")
+    for i in sorted(gpus.latest):
+        t.append(health_summary(gpus, i) + "\n")
+    for x in gpu_issues(gpus, now):
+        t.append(("✖ " if x.broken else "⚠ ") + x.line + "\n", "bold red" if x.broken else "yellow")
+    if gpus.kernel_log:
+        t.append(visible(gpus.kernel_log) + "\n", style="dim")  # it may quote the host's text
+    return t
+
+
 class GpuHeatmap(Widget):
     """The heatmaps, redrawn at the widget's width."""
 
@@ -61,15 +80,18 @@ class GpuHeatmap(Widget):
         super().__init__(**kw)  # type: ignore[arg-type]
         self._panels: list[Panel] = []
         self._now = 0.0
+        self._health = Text()
 
     def show(self, gpus: GpuState, now: float) -> None:
         self._panels, self._now = panels(gpus), now
+        self._health = health_text(gpus, now)
         self.refresh(layout=True)
 
     def render(self) -> Text:
         if not any(p.series for p in self._panels):
             return Text("no GPU readings yet", style="dim")
-        return heatmap(self._panels, self._now, self.content_region.width or 80)
+        out = heatmap(self._panels, self._now, self.content_region.width or 80)
+        return Text("\n").join([out, self._health]) if self._health else out
 
 
 class GpuGraphsScreen(Screen[None]):

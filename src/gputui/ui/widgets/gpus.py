@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from gputui.diagnose.hardware import gpu_marks
 from gputui.model import GpuSample, GpuState, Ring
 from gputui.text.untrusted import remote_text, visible
 from gputui.ui.trend import pick_span, series_buckets, spark, window_label
@@ -70,9 +71,11 @@ def gpu_row(
     held: bool,
     lost_for: float | None,
     short: bool = False,
+    mark: tuple[str, bool] | None = None,
 ) -> Text:
     """One GPU: index, util sparkline + %, memory sparkline + used/total,
-    then (full rows) temperature and power."""
+    then (full rows) temperature and power; then the hardware's mark
+    (diagnose/hardware.py: "thermal", "ECC", "x8" — red only when broken)."""
     t = Text(no_wrap=True, overflow="crop")
     t.append(f"{idx}{'*' if held else ' '} ".rjust(3), style="bold")
     if lost_for is not None:
@@ -87,7 +90,7 @@ def gpu_row(
     t.append(spark(m, total) if total else " " * cells, style=MEM_STYLE)
     t.append(_mem_text(s, short), style="bold")
     if short:
-        return t
+        return _with_mark(t, mark)
     if s.temp_c is None:
         t.append("    ? ", style="dim")
     else:
@@ -98,6 +101,13 @@ def gpu_row(
         t.append(f" {s.power_w:.0f}/{s.power_limit_w:.0f} W".rjust(11))
     else:
         t.append(f" {s.power_w:.0f} W".rjust(11))
+    return _with_mark(t, mark)
+
+
+def _with_mark(t: Text, mark: tuple[str, bool] | None) -> Text:
+    if mark is not None:
+        words, broken = mark
+        t.append(f" ✖ {words}" if broken else f" ⚠ {words}", "bold red" if broken else "yellow")
     return t
 
 
@@ -120,6 +130,7 @@ def gpu_rows(gpus: GpuState, width: int, now: float, compact: bool = False) -> l
     span = pick_span(cells)
     held_by = {p.gpu_uuid for p in gpus.processes}
     newest = max(s.time for s in gpus.latest.values())
+    marks = gpu_marks(gpus, now)
     rows = [
         gpu_row(
             i,
@@ -132,6 +143,7 @@ def gpu_rows(gpus: GpuState, width: int, now: float, compact: bool = False) -> l
             held=bool(s.uuid and s.uuid in held_by),
             lost_for=lost_for(gpus, s, newest, now),
             short=halves,
+            mark=marks.get(i),
         )
         for i, s in sorted(gpus.latest.items())
     ]
@@ -220,7 +232,8 @@ def gpu_rows_key(gpus: GpuState, now: float, span: float) -> tuple[object, ...]:
         (i, s.time, s.mem_total_mib, bool(s.uuid and s.uuid in held_by))
         for i, s in sorted(gpus.latest.items())
     )
-    return (gpus.error, gpus.lost, rows, int(now // span), len(gpus.events))
+    marks = tuple(sorted(gpu_marks(gpus, now).items()))
+    return (gpus.error, gpus.lost, rows, int(now // span), len(gpus.events), marks)
 
 
 class GpuTable(Pane, TextLines):
