@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from gputui import __version__
+from gputui.cli.examples import DOCTOR_DESCRIPTION
 from gputui.cli.targets import SSH_OPTION_NAMES, settle_target
 from gputui.config import (
     MAX_CONNECT_TIMEOUT_S,
@@ -30,7 +31,7 @@ from gputui.verbs import CLI_VERBS, VERB_BY_ID
 
 HOW_TO_START = (
     "no target given — try `gputui --demo`, or watch a run with "
-    "`gputui --host HOST --ct N` (or set host in ~/.config/gputui/config.toml)"
+    "`gputui --host HOST --ct N` (or set host in the config: `gputui config`)"
 )
 
 
@@ -268,7 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_target_flags(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="gputui")
     doctor = sub.add_parser(
-        "doctor", help="check the connection, container and tools; print a report"
+        "doctor",
+        help="check the connection, container and tools; print a report",
+        description=DOCTOR_DESCRIPTION,
     )
     add_target_flags(doctor, suppress=True, parts=DOCTOR_PARTS)
     _target_arg(doctor)
@@ -284,9 +287,24 @@ def build_parser() -> argparse.ArgumentParser:
     from gputui.cli import serve
 
     serve.add_parser(sub, add_target_flags)
+    from gputui.cli import configfile
+
+    configfile.add_parser(sub, add_target_flags)
     completion = sub.add_parser("completion", help="print a shell completion script")
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
+    _add_examples(parser)
     return parser
+
+
+def _add_examples(parser: argparse.ArgumentParser) -> None:
+    """Every command's --help ends with examples (cli/examples.py)."""
+    from gputui.cli.examples import JSON_DOC, add_examples
+
+    add_examples(parser, "gputui")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, p in action.choices.items():
+                add_examples(p, name, doc_json=str(JSON_DOC) if name == "doctor" else "")
 
 
 def _target_arg(p: argparse.ArgumentParser) -> None:
@@ -371,6 +389,8 @@ def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings]:
         )
     if target is not None:
         args.target = target
+    if getattr(args, "command", None) == "config":  # it reports on the file: not read here
+        return args, Settings()
     settle_target(args)
     settings = settings_from(args)
     keepalive = getattr(args, "keepalive", None)
@@ -388,6 +408,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if command == "serve":
         return _serve(args, settings)
+    if command == "config":
+        from gputui.cli import configfile
+
+        return configfile.main(args)
     check_local_files(settings)
     hosts = host_settings(settings, getattr(args, "hosts", None))
     several_with_run_flags(hosts, args)

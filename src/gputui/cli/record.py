@@ -108,7 +108,7 @@ def _alert_test(settings: Settings) -> int:
     if not urls:
         raise GputuiError(
             "no notification URLs configured",
-            "add urls = [...] under [alerts] in the config (see config.example.toml)",
+            "add urls = [...] under [alerts] in the config (see `gputui config --example`)",
         )
     sender = AppriseSender(urls)
     label = settings.host or "gputui"
