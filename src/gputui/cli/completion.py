@@ -46,8 +46,10 @@ def read_parser(parser: argparse.ArgumentParser, name: str = "", help_: str = ""
                 cmd.subcommands.append(read_parser(sub, sub_name, helps.get(sub_name, "")))
         elif not action.option_strings:
             cmd.words += [str(c) for c in action.choices or []]
+        elif action.help == argparse.SUPPRESS:
+            continue  # hidden: refused or internal (watch --demo)
         else:
-            help_text = "" if action.help == argparse.SUPPRESS else (action.help or "")
+            help_text = action.help or ""
             choices = [str(c) for c in action.choices] if action.choices else []
             cmd.options.append(
                 Option(list(action.option_strings), action.nargs != 0, help_text, choices)
