@@ -296,15 +296,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+VERBOSE_HELP = "write a debug log to attach to a bug report (its path is said on exit)"
+
+
 def _add_examples(parser: argparse.ArgumentParser) -> None:
-    """Every command's --help ends with examples (cli/examples.py)."""
+    """Every command takes -v and its --help ends with examples (cli/examples.py)."""
     from gputui.cli.examples import JSON_DOC, add_examples
 
     add_examples(parser, "gputui")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, p in action.choices.items():
                 add_examples(p, name, doc_json=str(JSON_DOC) if name == "doctor" else "")
+                p.add_argument(
+                    "-v",
+                    "--verbose",
+                    action="store_true",
+                    default=argparse.SUPPRESS,
+                    help=VERBOSE_HELP,
+                )
 
 
 def _target_arg(p: argparse.ArgumentParser) -> None:
@@ -460,12 +471,24 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from gputui.cli.debuglog import DebugLog
+
+    debug = DebugLog()  # -v: started once the command line parses
+    code = _main(argv, debug)
+    debug.finish(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None, debug: Any) -> int:
     try:
         args, settings = parse(argv)
+        if getattr(args, "verbose", False):
+            debug.start(list(sys.argv[1:] if argv is None else argv), settings)
         return _dispatch(args, settings)
     except GputuiError as err:  # may quote remote text (an ssh server's reason, stat's output)
         from gputui.text.untrusted import visible
 
+        debug.error(err)
         print(f"gputui: {visible(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -473,6 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # a bug: the traceback goes to a crash file, not the terminal
         from gputui.cli import crash
 
+        debug.error(err)
         return crash.report(err)
 
 
