@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -29,6 +30,10 @@ from gputui.host.targets import host_settings, several_with_run_flags, wants_hos
 from gputui.remote.target import TARGET_GRAMMAR
 from gputui.verbs import CLI_VERBS, VERB_BY_ID
 
+NOT_A_TERMINAL = (
+    "stdout is not a terminal, so no dashboard: here is the report `gputui doctor` prints "
+    "(run gputui in a terminal for the dashboard)"
+)
 HOW_TO_START = (
     "no target given — try `gputui --demo`, or watch a run with "
     "`gputui --host HOST --ct N` (or set host in the config: `gputui config`)"
@@ -427,22 +432,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     hosts = host_settings(settings, getattr(args, "hosts", None))
     several_with_run_flags(hosts, args)
     from_targets = bool(settings.targets) and not getattr(args, "hosts", None)
-    if command == "doctor" and (len(hosts) > 1 or from_targets):  # [[targets]]: a list, even of 1
-        from gputui.doctor import several as doctor_hosts
-
-        return doctor_hosts.main(hosts, as_json=bool(getattr(args, "json", False)))
     if command == "doctor":
-        if not (settings.host or settings.local or settings.demo):
-            raise GputuiError(
-                "no target given", "pass --host HOST [--ct N], or --local to check this machine"
-            )
-        if wants_host_view(hosts):  # a host, no run named: what `gputui --host H` shows
-            from gputui.doctor import host as doctor_host
-
-            return doctor_host.main(settings, as_json=bool(getattr(args, "json", False)))
-        from gputui.doctor import run as doctor_run
-
-        return doctor_run.main(settings, as_json=bool(getattr(args, "json", False)))
+        return _doctor(args, settings, hosts, from_targets)
     if command in ("watch", "history", "alert-test"):
         from gputui.cli import record as history_cli
 
@@ -451,16 +442,47 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from gputui.cli import actions as actions_cli
 
         return actions_cli.run(command, args, settings)
+    if not (wants_host_view(hosts) or settings.host or settings.local or settings.demo):
+        print(f"gputui: {HOW_TO_START}", file=sys.stderr)
+        return 2
+    if not draws_screen():  # `gputui … | cat`, cron: text, as gpustat does
+        print(f"gputui: {NOT_A_TERMINAL}", file=sys.stderr)
+        return _doctor(args, settings, hosts, from_targets)
     if wants_host_view(hosts):
         from gputui.ui.hostapp import run_hosts
 
         return run_hosts(hosts)
-    if not (settings.host or settings.local or settings.demo):
-        print(f"gputui: {HOW_TO_START}", file=sys.stderr)
-        return 2
     from gputui.ui.app import run_app
 
     return run_app(settings)
+
+
+def draws_screen() -> bool:
+    """Whether the dashboard has a screen: stdout is a terminal, or Textual
+    was given a driver (textual-serve's web driver, whose stdout is a pipe)."""
+    return sys.stdout.isatty() or bool(os.environ.get("TEXTUAL_DRIVER"))
+
+
+def _doctor(
+    args: argparse.Namespace, settings: Settings, hosts: list[Settings], from_targets: bool
+) -> int:
+    """`gputui doctor`, and the dashboard's stand-in when stdout is not a terminal."""
+    as_json = bool(getattr(args, "json", False))
+    if len(hosts) > 1 or from_targets:  # [[targets]]: a list, even of 1
+        from gputui.doctor import several as doctor_hosts
+
+        return doctor_hosts.main(hosts, as_json=as_json)
+    if not (settings.host or settings.local or settings.demo):
+        raise GputuiError(
+            "no target given", "pass --host HOST [--ct N], or --local to check this machine"
+        )
+    if wants_host_view(hosts):  # a host, no run named: what `gputui --host H` shows
+        from gputui.doctor import host as doctor_host
+
+        return doctor_host.main(settings, as_json=as_json)
+    from gputui.doctor import run as doctor_run
+
+    return doctor_run.main(settings, as_json=as_json)
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
