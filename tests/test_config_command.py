@@ -42,6 +42,9 @@ def test_says_where_the_config_is_read_from(
     path.write_text('host = "gpu1"\n')
     code, out, _ = run(["config"], capsys)
     assert code == 0 and "exists and parses" in out
+    assert "`gputui` alone watches: the host on gpu1" in out, out
+    path.write_text('host = "gpu1"\nct = 200\nsession = "train"\n')
+    assert "alone watches: CT 200 on gpu1 (session train)" in run(["config"], capsys)[1]
     path.write_text('hots = "gpu1"\n')  # a typo: named, with the fix, exit 2
     code, out, err = run(["config"], capsys)
     assert code == 2 and f"config file: {path}" in out

@@ -15,7 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gputui.config import default_config_path, example_config, load_config
+from gputui.config import (
+    Settings,
+    default_config_path,
+    example_config,
+    load_config,
+    settings_container,
+)
 from gputui.errors import ConfigError
 
 
@@ -61,10 +67,28 @@ def describe(given: str | None) -> tuple[list[str], int]:
             f"  start one: mkdir -p {start} && gputui config --example > {shlex.quote(str(path))}",
         ], 0
     try:
-        load_config(path)
+        settings = load_config(path)
     except ConfigError as err:
         return [head, f"gputui: {err}"], 2
-    return [head, "  it exists and parses; flags given on the command line win over it"], 0
+    return [
+        head,
+        "  it exists and parses; flags given on the command line win over it",
+        f"  `gputui` alone watches: {what_it_names(settings)}",
+    ], 0
+
+
+def what_it_names(s: Settings) -> str:
+    """What `gputui` with no target flags would watch, from the config alone."""
+    if s.targets:
+        return f"{len(s.targets)} host{'s' if len(s.targets) != 1 else ''} ([[targets]])"
+    if not s.host:
+        return "nothing (no host: give one with --host, or set host in this file)"
+    try:
+        where = settings_container(s).words
+    except ValueError as err:  # two container kinds: the dashboard says the same
+        return f"{s.host}, but {err}"
+    run = ", ".join(f"{k} {v}" for k, v in (("session", s.session), ("log", s.log)) if v)
+    return f"{where} on {s.host}" + (f" ({run})" if run else "")
 
 
 def main(args: argparse.Namespace) -> int:
