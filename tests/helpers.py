@@ -5,6 +5,7 @@ the settings a Monitor reads."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -127,3 +128,34 @@ def monitor_settings(**kw: Any) -> Settings:
     base: dict[str, Any] = {"interval": 0.25, "gpu_source": "host"}
     base.update(kw)
     return Settings(**base)
+
+
+def run_on_a_terminal(
+    argv: list[str], env: dict[str, str], timeout: float, **kw: Any
+) -> subprocess.CompletedProcess[str]:
+    """Run argv with stdout on a pseudo-terminal (so gputui draws its
+    dashboard, as in a real terminal: a pipe gets doctor's text) and stderr
+    captured; the screen's bytes are read off and dropped."""
+    import os
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+
+    def drain() -> None:
+        try:
+            while os.read(master, 65536):
+                pass
+        except OSError:  # EIO: the last holder of the slave side closed it
+            pass
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        return subprocess.run(
+            argv, stdout=slave, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env, **kw
+        )
+    finally:
+        os.close(slave)
+        reader.join(5)
+        os.close(master)

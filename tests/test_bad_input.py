@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_on_a_terminal
+
 ENTRIES = {"dashboard": [], "doctor": ["doctor"]}
 
 
@@ -31,15 +33,16 @@ def within_2_s(took: float, cpu: float) -> bool:
 
 
 def gputui(argv: list[str], home: Path) -> tuple[int, str, float]:
+    """The dashboard on a terminal (on a pipe it would print doctor's report), doctor on pipes."""
     t0 = time.monotonic()
-    r = subprocess.run(
-        [sys.executable, "-m", "gputui", *argv],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "state")},
-    )
+    env = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "state")}
+    cmd = [sys.executable, "-m", "gputui", *argv]
+    if argv[:1] != ["doctor"]:
+        r = run_on_a_terminal(cmd, env, 30, stdin=subprocess.DEVNULL)
+    else:
+        r = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL, env=env
+        )
     return r.returncode, r.stderr, time.monotonic() - t0
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from gputui.cli import main as cli
 from gputui.config import Settings
+from helpers import run_on_a_terminal
 
 
 def test_no_target_says_how_to_start(capsys, monkeypatch, tmp_path) -> None:
@@ -55,6 +56,7 @@ def test_dashboard_gets_the_settings(monkeypatch, tmp_path) -> None:
     import gputui.ui.app as app
 
     monkeypatch.setattr(app, "run_app", lambda s: seen.append(s) or 0)
+    monkeypatch.setattr(cli, "draws_screen", lambda: True)  # as on a terminal
     assert cli.main(["--host", "h", "--ct", "200", "--stale-after", "60"]) == 0
     assert seen[0].host == "h" and seen[0].ct == 200 and seen[0].stale_after == 60.0
 
@@ -135,14 +137,13 @@ def test_console_script_one_line_error() -> None:
 
 def test_dashboard_on_an_unreachable_host_ends_in_one_line() -> None:
     """The TUI itself (not only doctor): unknown host -> one line, exit 2."""
-    r = subprocess.run(
+    r = run_on_a_terminal(  # on a pipe, gputui prints doctor's report instead
         [sys.executable, "-m", "gputui", "--host", "nonexistent.invalid"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "TERM": "xterm-256color"},
+        {**os.environ, "TERM": "xterm-256color"},
+        60,
     )
     assert r.returncode == 2
+    assert "no dashboard" not in r.stderr  # it was the dashboard
     # what a terminal shows: the screen's own escape codes are invisible
     visible = re.sub(r"\x1b(\[[0-9;?<>=$]*[A-Za-z]|\][^\x07]*\x07|[=>])", "", r.stderr)
     # the message is the last thing written (the screen's last frame may share its line)

@@ -71,3 +71,23 @@ def test_every_flag_of_every_subcommand_is_in_each_script() -> None:
 def test_completion_subcommand_prints_the_script(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["completion", "bash"]) == 0
     assert capsys.readouterr().out.startswith("# gputui bash completion")
+
+
+def test_hosts_come_from_ssh_config_includes_too(tmp_path: Path) -> None:
+    """Issue 36: the host list ignored `Include` (a common layout:
+    `Include config.d/*` in ~/.ssh/config, one file per lab)."""
+    ssh = tmp_path / ".ssh"
+    (ssh / "config.d").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (ssh / "config").write_text(
+        "Include config.d/*\n"
+        "Include=~/elsewhere/lab.conf\n"
+        "Host gpu1\n    HostName 10.1.2.6\n"
+        "Include config\n"  # itself: followed only to ssh's depth, then it ends
+    )
+    (ssh / "config.d" / "a.conf").write_text("Host gpu-a1 gpu-a2\n  Include nested.conf\n")
+    (ssh / "config.d" / "b.conf").write_text("  host=gpu-b *.wild !gpu-not\n")
+    (ssh / "nested.conf").write_text("Host gpu-nested\n")
+    (tmp_path / "elsewhere" / "lab.conf").write_text("Host gpu-lab\n")
+    offered = complete(tmp_path, "--host", "gpu")
+    assert sorted(offered) == ["gpu-a1", "gpu-a2", "gpu-b", "gpu-lab", "gpu-nested", "gpu1"]

@@ -11,7 +11,7 @@ from gputui import config
 from gputui.config import KEYS, Settings, load_config, parse_config, settings_from
 from gputui.errors import ConfigError
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "config.example.toml"
+EXAMPLE = Path(__file__).resolve().parent.parent / "src" / "gputui" / "config.example.toml"
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -32,7 +32,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "config.example.toml"
+EXAMPLE = Path(__file__).resolve().parent.parent / "src" / "gputui" / "config.example.toml"
 SIZE = (120, 36)
 
 

@@ -130,3 +130,31 @@ def test_missing_extras_name_the_extra(installed: Installed) -> None:
         assert r.stderr.count("\n") == 1, (extra, r.stderr)
         assert f"pip install 'gputui[{extra}]'" in r.stderr, (extra, r.stderr)
         assert "Traceback" not in r.stderr
+
+
+def test_config_example_ships_in_the_wheel(installed: Installed, tmp_path: Path) -> None:
+    """Issue 36: no clone at hand, the example config and the doctor JSON
+    description come with the package. Run from an empty directory, with the
+    config under a fresh $XDG_CONFIG_HOME written from the command."""
+    env = dict(installed.env, XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    exe = str(installed.venv / "bin" / "gputui")
+    r = subprocess.run(
+        [exe, "config", "--example"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (ROOT / "src" / "gputui" / "config.example.toml").read_text()
+    path = tmp_path / "xdg" / "gputui" / "config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(r.stdout)
+    r = subprocess.run([exe, "config"], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0 and f"config file: {path}" in r.stdout, r
+    assert "exists and parses" in r.stdout, r.stdout
+    r = subprocess.run([exe, "doctor", "--help"], capture_output=True, text=True, env=env)
+    doc = r.stdout.split("described in ", 1)[1].split()[0]
+    assert doc.startswith(str(installed.venv)) and Path(doc).is_file(), doc
+    assert "schema_version" in Path(doc).read_text()

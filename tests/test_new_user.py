@@ -210,7 +210,7 @@ async def test_the_run_line_says_why_there_is_nothing_to_pick(
 
 def test_doctor_takes_a_config_with_one_target(tmp_path: Path) -> None:
     """One [[targets]] host: the dashboard showed it, doctor said "no target
-    given". Now it is a list of one report, as for several (docs/doctor-json.md)."""
+    given". Now it is a list of one report, as for several (gputui/doctor/doctor-json.md)."""
     config = tmp_path / "gputui.toml"
     config.write_text(f'[[targets]]\nhost = "root@127.0.0.1:{closed_port()}"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUTUI")}

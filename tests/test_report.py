@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_diagnose import IMPORT_TB, NOW, partial_snapshots, run
 
 FACTS = {"target": "root@10.1.2.6 ct 200", "ssh": "OpenSSH_9.2p1", "rtt_ms": 12.0}
-DOC = Path(__file__).parent.parent / "docs" / "doctor-json.md"
+DOC = Path(__file__).parent.parent / "src" / "gputui" / "doctor" / "doctor-json.md"
 
 
 def F(sev: Severity, kind: str = "x") -> Finding:
@@ -93,7 +93,7 @@ def test_json_buffered_run_has_process_stdout_and_buffering_evidence() -> None:
 
 
 def test_json_keys_match_the_documented_schema() -> None:
-    """Every key the JSON has is named in docs/doctor-json.md (and the doc
+    """Every key the JSON has is named in gputui/doctor/doctor-json.md (and the doc
     names schema_version 1), so the doc cannot fall behind silently."""
     text = DOC.read_text()
     assert "schema_version" in text and "`1`" in text

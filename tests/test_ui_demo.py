@@ -20,6 +20,7 @@ import pytest
 from gputui.config import Settings
 from gputui.ui.app import GputuiApp
 from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.result import ResultScreen
 from gputui.ui.widgets.banner import Banner
 from gputui.ui.wiring import build
 
@@ -66,6 +67,12 @@ async def test_demo_banner_explains_buffering_and_relaunch_fixes_it(tmp_path, mo
             await pilot.press("y")
             await app.workers.wait_for_complete()
             assert [p.action for p in app.executed] == ["relaunch"]
+            # the result box says what is true of simulated GPUs (it said "GPU
+            # memory unchanged by the stop (1010.1 GiB in use)": a failed kill?)
+            assert isinstance(app.screen, ResultScreen), app.screen
+            said = " ".join([app.screen.result.summary, *app.screen.result.details])
+            assert "unchanged" not in said and "freed 0" not in said, said
+            assert "GPUs are simulated" in said, said
             assert await wait_for(lambda: len(snap.metrics.throughput) >= 8, 20)
             assert await wait_for(lambda: banner_kind() is None, 10)
             proc = snap.training_proc

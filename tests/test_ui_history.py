@@ -170,3 +170,27 @@ def test_alerts_without_history(tmp_path: Path) -> None:
     parts = build(settings)
     assert parts.recorder is not None and parts.recorder.writer is None
     assert not (tmp_path / "h.sqlite").exists()
+
+
+async def test_whole_run_view_with_no_points_yet_says_so(tmp_path: Path) -> None:
+    """Issue 36: `h` before the log gave a point showed two empty frames
+    titled loss and throughput, with nothing saying there was no data yet."""
+    db = tmp_path / "h.sqlite"
+    HistoryWriter(db).close()  # a history file, nothing recorded for gpu1 yet
+
+    from textual.app import App
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(WholeRunScreen(db, "gpu1", live=False))
+
+    app = Host()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, WholeRunScreen)
+        await until(lambda: screen.loads >= 1, 10, "loaded")
+        await pilot.pause()
+        shot = screen_text(app)
+        assert "no data yet: no loss value read from the log so far" in shot, shot
+        assert "no data yet: no throughput value read from the log so far" in shot, shot
+        assert "no GPU readings stored in this range" in shot

@@ -4,7 +4,8 @@ The file is optional (default `$XDG_CONFIG_HOME/gputui/config.toml`, else
 `~/.config/gputui/config.toml`, or `--config
 FILE`). Every mistake in it is a `ConfigError` naming the file, the line and
 the key: a TOML syntax error, an unknown key, a value of the wrong type.
-`config.example.toml` documents every key.
+`config.example.toml` (beside this module, shipped in the package; `gputui
+config --example` prints it) documents every key.
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ def default_config_path() -> Path:
     if base and os.path.isabs(base):
         return Path(base) / "gputui" / "config.toml"
     return DEFAULT_CONFIG.expanduser()
+
+
+def example_config() -> str:
+    """The example config shipped in the package (every key, its default)."""
+    from importlib.resources import files
+
+    return files("gputui").joinpath("config.example.toml").read_text(encoding="utf-8")
 
 
 GPU_SOURCES = ("auto", "host", "ct", "nvml")
@@ -245,7 +253,7 @@ def parse_config(text: str, path: Path) -> Settings:
         reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
         raise ConfigError(
             f"{where}: invalid TOML: {reason}",
-            "fix that line (see config.example.toml for the format)",
+            "fix that line (`gputui config --example` shows the format)",
         ) from None
     settings = Settings(config_path=str(path))
     for name, value in data.items():
@@ -282,7 +290,7 @@ def _targets(items: list[Any], text: str, path: Path) -> list[HostTarget]:
             if not _check_type(value, spec[0]):
                 raise ConfigError(
                     f"{where}: `{key}` must be {spec[1]}, not {type(value).__name__} {value!r}",
-                    "fix the value (see config.example.toml)",
+                    "fix the value (`gputui config --example` shows each key)",
                 )
         host = item.get("host")
         if not host or host.startswith("-") or any(c.isspace() for c in host):
@@ -327,7 +335,7 @@ def _apply(settings: Settings, text: str, path: Path, section: str, key: str, va
     if not _check_type(value, types):
         raise ConfigError(
             f"{_where(path, text, section, key)}: must be {wanted}, not {type(value).__name__} {value!r}",
-            "fix the value (see config.example.toml)",
+            "fix the value (`gputui config --example` shows each key)",
         )
     if types == (list,) and not all(isinstance(x, str) for x in value):
         raise ConfigError(
@@ -370,7 +378,7 @@ def _all_finite(s: Settings, where: Callable[[str, str, str], str]) -> None:
             name = f"{section}.{key}" if section else key
             raise ConfigError(
                 f"{where(section, key, name)}: {v} is not a finite number",
-                "write a number (see config.example.toml)",
+                "write a number (`gputui config --example` shows each key)",
             )
 
 
@@ -534,7 +542,7 @@ def _validate_ranges(s: Settings, where: Callable[[str, str, str], str]) -> None
             raise ConfigError(
                 f"{where('diagnosis', f.name, 'diagnosis.' + f.name)}: "
                 + ("must be a percentage above 0 and at most 100" if percent else "must be > 0"),
-                f"e.g. {getattr(Thresholds(), f.name):g} (the default; see config.example.toml)",
+                f"e.g. {getattr(Thresholds(), f.name):g} (the default; see `gputui config --example`)",
             )
 
 
@@ -598,7 +606,7 @@ def load_config(path: str | Path | None = None) -> Settings:
         if p.stat().st_size > CONFIG_MAX_BYTES:
             raise ConfigError(
                 f"config file {p} is over {CONFIG_MAX_BYTES // 1024} KiB",
-                "pass the gputui TOML config (a few lines, see config.example.toml)",
+                "pass the gputui TOML config (a few lines, see `gputui config --example`)",
             )
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:

@@ -11,6 +11,9 @@ from gputui.model import GpuProcess, Snapshot
 from gputui.monitor.door import RunFeed
 from gputui.remote.target import Target
 
+GPU_MEMORY_ACTIONS = ("relaunch", "kill")  # their results say what the GPUs' memory did
+SIMULATED_GPUS = "GPU memory: the demo's GPUs are simulated; its run holds none on a real GPU"
+
 
 class ActionBackend:
     """`plan(verb, snapshot)` (read-only: nothing acts on a process) and
@@ -42,15 +45,22 @@ class ActionBackend:
         )
 
     async def execute(self, plan: ActionPlan) -> ActionResult:
+        """Run the confirmed plan. With simulated GPUs (the demo) no GPU
+        reading is given to the action: the simulation's memory is not the
+        run's, so "freed" or "unchanged" would be made up; the result says so."""
         from gputui import actions
 
-        return await actions.execute(
+        simulated = self.monitor.snapshot.gpus.source == "simulated"
+        result = await actions.execute(
             self.target,
             plan,
             self.progress,
-            gpu_memory=self._gpu_memory,
-            gpu_processes=self._gpu_processes,
+            gpu_memory=None if simulated else self._gpu_memory,
+            gpu_processes=None if simulated else self._gpu_processes,
         )
+        if simulated and plan.action in GPU_MEMORY_ACTIONS:
+            result.details.append(SIMULATED_GPUS)
+        return result
 
     async def _gpu_memory(self) -> float | None:
         latest = self.monitor.snapshot.gpus.latest.values()

@@ -19,6 +19,7 @@ from gputui.actions.plan import (
 from gputui.actions.procid import read_proc_ids
 from gputui.actions.server import tmux_as_socket_owner
 from gputui.config import Settings
+from gputui.containers import Host
 from gputui.remote.identity import ROOT_OWNED_SCRIPT, as_owner, identity_words, parse_root_owned
 from gputui.remote.target import Target
 from gputui.statefiles import private_dir, state_dir, write_private_new
@@ -31,6 +32,14 @@ PTRACE_FIX = (
 PTRACE_DENIED = re.compile(r"permission denied|operation not permitted|ptrace", re.I)
 
 PY_SPY_CANDIDATES = ["py-spy", "/usr/local/bin/py-spy", "/root/.local/bin/py-spy"]
+
+
+def install_where(target: Target) -> str:
+    """Where a missing tool goes: 'inside CT 200', 'inside container trainer',
+    or, with no container (a plain GPU server, --local, the demo), the machine."""
+    if isinstance(target.container, Host):
+        return f"on {target.label}"
+    return f"inside {target.container.words}"
 
 
 async def require_tool(target: Target, candidates: list[str], tool: str, install: str) -> str:
@@ -46,11 +55,11 @@ async def require_tool(target: Target, candidates: list[str], tool: str, install
     if not why:
         raise ActionError(
             f"{tool} is not installed on {target.label}",
-            f"install it inside the container: {install}",
+            f"install it {install_where(target)}: {install}",
         )
     raise ActionError(
         f"{tool} not run: gputui runs as root only a {tool} that root owns ({'; '.join(why)})",
-        f"install it for root inside the container: {install} (as root)",
+        f"install it for root {install_where(target)}: {install} (as root)",
     )
 
 
@@ -150,12 +159,12 @@ async def pick_py_spy(
     if not why and not found:
         raise ActionError(
             f"py-spy is not installed on {target.label}",
-            f"install it inside the container: {PY_SPY_INSTALL}",
+            f"install it {install_where(target)}: {PY_SPY_INSTALL}",
         )
     what = "; ".join(why + [f"{f}: not root's (next to the run's Python)" for f in found])
     raise ActionError(
         f"py-spy not run: gputui runs as root only a py-spy that root owns ({what})",
-        f"install it for root inside the container: {PY_SPY_INSTALL} (as root)",
+        f"install it for root {install_where(target)}: {PY_SPY_INSTALL} (as root)",
     )
 
 

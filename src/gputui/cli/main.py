@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from gputui import __version__
+from gputui.cli.examples import DOCTOR_DESCRIPTION
 from gputui.cli.targets import SSH_OPTION_NAMES, settle_target
 from gputui.config import (
     MAX_CONNECT_TIMEOUT_S,
@@ -28,9 +30,13 @@ from gputui.host.targets import host_settings, several_with_run_flags, wants_hos
 from gputui.remote.target import TARGET_GRAMMAR
 from gputui.verbs import CLI_VERBS, VERB_BY_ID
 
+NOT_A_TERMINAL = (
+    "stdout is not a terminal, so no dashboard: here is the report `gputui doctor` prints "
+    "(run gputui in a terminal for the dashboard)"
+)
 HOW_TO_START = (
     "no target given — try `gputui --demo`, or watch a run with "
-    "`gputui --host HOST --ct N` (or set host in ~/.config/gputui/config.toml)"
+    "`gputui --host HOST --ct N` (or set host in the config: `gputui config`)"
 )
 
 
@@ -268,7 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_target_flags(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="gputui")
     doctor = sub.add_parser(
-        "doctor", help="check the connection, container and tools; print a report"
+        "doctor",
+        help="check the connection, container and tools; print a report",
+        description=DOCTOR_DESCRIPTION,
     )
     add_target_flags(doctor, suppress=True, parts=DOCTOR_PARTS)
     _target_arg(doctor)
@@ -284,9 +292,35 @@ def build_parser() -> argparse.ArgumentParser:
     from gputui.cli import serve
 
     serve.add_parser(sub, add_target_flags)
+    from gputui.cli import configfile
+
+    configfile.add_parser(sub, add_target_flags)
     completion = sub.add_parser("completion", help="print a shell completion script")
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
+    _add_examples(parser)
     return parser
+
+
+VERBOSE_HELP = "write a debug log to attach to a bug report (its path is said on exit)"
+
+
+def _add_examples(parser: argparse.ArgumentParser) -> None:
+    """Every command takes -v and its --help ends with examples (cli/examples.py)."""
+    from gputui.cli.examples import JSON_DOC, add_examples
+
+    add_examples(parser, "gputui")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, p in action.choices.items():
+                add_examples(p, name, doc_json=str(JSON_DOC) if name == "doctor" else "")
+                p.add_argument(
+                    "-v",
+                    "--verbose",
+                    action="store_true",
+                    default=argparse.SUPPRESS,
+                    help=VERBOSE_HELP,
+                )
 
 
 def _target_arg(p: argparse.ArgumentParser) -> None:
@@ -371,6 +405,8 @@ def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings]:
         )
     if target is not None:
         args.target = target
+    if getattr(args, "command", None) == "config":  # it reports on the file: not read here
+        return args, Settings()
     settle_target(args)
     settings = settings_from(args)
     keepalive = getattr(args, "keepalive", None)
@@ -388,26 +424,16 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if command == "serve":
         return _serve(args, settings)
+    if command == "config":
+        from gputui.cli import configfile
+
+        return configfile.main(args)
     check_local_files(settings)
     hosts = host_settings(settings, getattr(args, "hosts", None))
     several_with_run_flags(hosts, args)
     from_targets = bool(settings.targets) and not getattr(args, "hosts", None)
-    if command == "doctor" and (len(hosts) > 1 or from_targets):  # [[targets]]: a list, even of 1
-        from gputui.doctor import several as doctor_hosts
-
-        return doctor_hosts.main(hosts, as_json=bool(getattr(args, "json", False)))
     if command == "doctor":
-        if not (settings.host or settings.local or settings.demo):
-            raise GputuiError(
-                "no target given", "pass --host HOST [--ct N], or --local to check this machine"
-            )
-        if wants_host_view(hosts):  # a host, no run named: what `gputui --host H` shows
-            from gputui.doctor import host as doctor_host
-
-            return doctor_host.main(settings, as_json=bool(getattr(args, "json", False)))
-        from gputui.doctor import run as doctor_run
-
-        return doctor_run.main(settings, as_json=bool(getattr(args, "json", False)))
+        return _doctor(args, settings, hosts, from_targets)
     if command in ("watch", "history", "alert-test"):
         from gputui.cli import record as history_cli
 
@@ -416,16 +442,47 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from gputui.cli import actions as actions_cli
 
         return actions_cli.run(command, args, settings)
+    if not (wants_host_view(hosts) or settings.host or settings.local or settings.demo):
+        print(f"gputui: {HOW_TO_START}", file=sys.stderr)
+        return 2
+    if not draws_screen():  # `gputui … | cat`, cron: text, as gpustat does
+        print(f"gputui: {NOT_A_TERMINAL}", file=sys.stderr)
+        return _doctor(args, settings, hosts, from_targets)
     if wants_host_view(hosts):
         from gputui.ui.hostapp import run_hosts
 
         return run_hosts(hosts)
-    if not (settings.host or settings.local or settings.demo):
-        print(f"gputui: {HOW_TO_START}", file=sys.stderr)
-        return 2
     from gputui.ui.app import run_app
 
     return run_app(settings)
+
+
+def draws_screen() -> bool:
+    """Whether the dashboard has a screen: stdout is a terminal, or Textual
+    was given a driver (textual-serve's web driver, whose stdout is a pipe)."""
+    return sys.stdout.isatty() or bool(os.environ.get("TEXTUAL_DRIVER"))
+
+
+def _doctor(
+    args: argparse.Namespace, settings: Settings, hosts: list[Settings], from_targets: bool
+) -> int:
+    """`gputui doctor`, and the dashboard's stand-in when stdout is not a terminal."""
+    as_json = bool(getattr(args, "json", False))
+    if len(hosts) > 1 or from_targets:  # [[targets]]: a list, even of 1
+        from gputui.doctor import several as doctor_hosts
+
+        return doctor_hosts.main(hosts, as_json=as_json)
+    if not (settings.host or settings.local or settings.demo):
+        raise GputuiError(
+            "no target given", "pass --host HOST [--ct N], or --local to check this machine"
+        )
+    if wants_host_view(hosts):  # a host, no run named: what `gputui --host H` shows
+        from gputui.doctor import host as doctor_host
+
+        return doctor_host.main(settings, as_json=as_json)
+    from gputui.doctor import run as doctor_run
+
+    return doctor_run.main(settings, as_json=as_json)
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -436,14 +493,26 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from gputui.cli.debuglog import DebugLog
+
+    debug = DebugLog()  # -v: started once the command line parses
+    code = _main(argv, debug)
+    debug.finish(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None, debug: Any) -> int:
     try:
         args, settings = parse(argv)
+        if getattr(args, "verbose", False):
+            debug.start(list(sys.argv[1:] if argv is None else argv), settings)
         if settings.config_exposed:  # said once, before anything runs
             print(f"gputui: warning: {settings.config_exposed}", file=sys.stderr)
         return _dispatch(args, settings)
     except GputuiError as err:  # may quote remote text (an ssh server's reason, stat's output)
         from gputui.text.untrusted import visible
 
+        debug.error(err)
         print(f"gputui: {visible(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -451,6 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # a bug: the traceback goes to a crash file, not the terminal
         from gputui.cli import crash
 
+        debug.error(err)
         return crash.report(err)
 
 

@@ -13,9 +13,7 @@ from gputui.errors import GputuiError
 from gputui.remote.target import TARGET_GRAMMAR
 
 # the flags each command takes (cli.add_target_flags parts)
-WATCH_PARTS = frozenset(
-    {"config", "host", "ssh", "ct", "run", "interval", "stale", "local", "demo"}
-)
+WATCH_PARTS = frozenset({"config", "host", "ssh", "ct", "run", "interval", "stale", "local"})
 HISTORY_PARTS = frozenset({"config", "host", "ct"})
 ALERT_PARTS = frozenset({"config"})
 
@@ -35,6 +33,11 @@ def add_parsers(sub: Any, add_target_flags: Callable[..., None]) -> None:
         nargs="*",
         metavar="TARGET",
         help=f"{TARGET_GRAMMAR} or `local` (default: --host, or the config's [[targets]] or host)",
+    )
+    # not in --help nor the completion (watch refuses it), but taken, so that
+    # `watch --demo` says why in its own words (record/watch.py)
+    watch.add_argument(
+        "--demo", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
     )
     watch.add_argument(
         "--prometheus", metavar="ADDR", help="serve /metrics on ADDR, e.g. 127.0.0.1:9464"
@@ -108,7 +111,7 @@ def _alert_test(settings: Settings) -> int:
     if not urls:
         raise GputuiError(
             "no notification URLs configured",
-            "add urls = [...] under [alerts] in the config (see config.example.toml)",
+            "add urls = [...] under [alerts] in the config (see `gputui config --example`)",
         )
     sender = AppriseSender(urls)
     label = settings.host or "gputui"

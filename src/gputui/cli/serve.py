@@ -97,7 +97,8 @@ def parse_bind(text: str, public: bool) -> tuple[str, int, bool]:
     if not loopback and not public:
         raise GputuiError(
             f"--bind {text}: not a loopback address, so other machines could open the dashboard",
-            "add --public to mean it, or keep 127.0.0.1 and reach it with ssh -L 8000:127.0.0.1:8000",
+            f"add --public to mean it, or keep --bind 127.0.0.1:{port} and reach it with "
+            f"ssh -L {port}:127.0.0.1:{port} THIS-MACHINE",
         )
     return host, port, loopback
 
@@ -147,6 +148,29 @@ def who_can_reach(host: str, port: int, loopback: bool) -> str:
         f"ANYONE who can reach port {port} on {where} and has this URL can open it "
         "(plain http: use it on a network you trust)"
     )
+
+
+def _is_loopback_name(name: str) -> bool:
+    """'localhost', 'localhost.localdomain', '127.0.1.1', '::1': a name that
+    means the browser's own machine, not this one."""
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return name == "localhost" or name.startswith(("localhost.", "localhost6"))
+
+
+def url_host(
+    host: str, names: Sequence[Callable[[], str]] = (socket.getfqdn, socket.gethostname)
+) -> str:
+    """The host part of the printed URL. A wildcard bind (0.0.0.0, ::) is
+    reached at this machine's name: its FQDN, else its host name; when both
+    are only `localhost` (no name set up), THIS-MACHINE — `localhost` would
+    send another machine's browser to itself."""
+    shown = host
+    if host in ("0.0.0.0", "::"):
+        found = (name() for name in names)
+        shown = next((n for n in found if n and not _is_loopback_name(n)), "THIS-MACHINE")
+    return f"[{shown}]" if ":" in shown else shown
 
 
 def token_ok(given: str, token: str) -> bool:
@@ -244,8 +268,7 @@ def main(
     child = dashboard_argv(argv, takes_value(parser), args.allow_actions)
     token = secrets.token_urlsafe(24)
     server = make_server(app_command(child), host, port, token, title="gputui")
-    shown = host if loopback or host not in ("0.0.0.0", "::") else socket.getfqdn()
-    shown = f"[{shown}]" if ":" in shown else shown
+    shown = url_host(host)
     mode = "actions allowed" if args.allow_actions else "read-only"
     lines = [
         f"gputui serve: http://{shown}:{port}/?token={token}",

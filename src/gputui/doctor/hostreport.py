@@ -3,7 +3,7 @@
 Pure: a HostView (hostview.py) in, the report and its exit code out. Each
 container with its state, sessions, the GPUs its processes hold and its one
 word of health; each GPU with who holds it; the exit code is the worst of
-the words (docs/doctor-json.md, "A Proxmox host").
+the words (gputui/doctor/doctor-json.md, "A Proxmox host").
 """
 
 from __future__ import annotations

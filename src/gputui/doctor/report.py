@@ -1,10 +1,10 @@
 """`gputui doctor` output: the facts, the snapshot and the findings, as text a
 person reads in five seconds or as JSON with a stable schema
-(docs/doctor-json.md, `schema_version` 1).
+(gputui/doctor/doctor-json.md, `schema_version` 1).
 
 Pure: no I/O and no clock reads; `now` is passed in (default: the snapshot's
 time). `facts` is the doctor's dict of connection facts; the keys read here
-are listed in docs/doctor-json.md, and all of them are optional.
+are listed in gputui/doctor/doctor-json.md, and all of them are optional.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def proc_to_dict(p: Proc, log: LogState | None = None, now: float = 0.0) -> dict
 
 
 def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
-    """The snapshot as plain JSON-able data (see docs/doctor-json.md)."""
+    """The snapshot as plain JSON-able data (see gputui/doctor/doctor-json.md)."""
     now = snap.time if now is None else now
     session = snap.session
     proc = snap.training_proc
@@ -308,7 +308,7 @@ def findings_to_json(
     now: float | None = None,
     inspected: bool = True,
 ) -> str:
-    """`gputui doctor --json`: one JSON document (schema in docs/doctor-json.md)."""
+    """`gputui doctor --json`: one JSON document (schema in gputui/doctor/doctor-json.md)."""
     doc = doctor_dict(facts, snap, findings, now=now, inspected=inspected)
     return json_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
 

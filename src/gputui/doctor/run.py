@@ -3,7 +3,7 @@
 `inspect(settings)` returns (facts, snapshot, findings, inspected);
 `main(settings, as_json)` prints the text or JSON report and returns the exit
 code (0 nothing wrong, 1 something wrong, 2 could not inspect; see
-docs/doctor-json.md).
+gputui/doctor/doctor-json.md).
 
 One snapshot is a short watch, not a single reading: the monitor runs for
 at least `settle_s` seconds and until the pieces of a snapshot are in (GPU

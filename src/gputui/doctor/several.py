@@ -4,7 +4,7 @@ Each host is inspected as `gputui doctor --host H` would (a Proxmox host
 with no CT named: its host view, doctor_host.py), all at once, each
 on its own connection: one that cannot be reached is reported as such and
 the others are not held up. `--json` prints a list with one report per host,
-each the document `gputui doctor --json` prints for it (docs/doctor-json.md);
+each the document `gputui doctor --json` prints for it (gputui/doctor/doctor-json.md);
 the exit code is the worst of them (2 > 1 > 0).
 """
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -35,6 +36,9 @@ from gputui.record.runlog import parse_chunk_off_loop
 from gputui.remote.target import spec_of
 from gputui.statefiles import audit_path
 from gputui.tasks import cancel_and_wait
+from gputui.text.untrusted import visible
+
+log = logging.getLogger(__name__)  # `gputui -v`: incidents, exits, actions, connection
 
 # one short command a minute while the log grows: pct exec costs
 LOG_EVERY_S = DEFAULTS.history_log_every
@@ -356,6 +360,7 @@ class RunRecorder:
         return await asyncio.wrap_future(fut)
 
     async def _event(self, ev: EventRow) -> bool:
+        log.debug("%s: %s %s %s %s", self.name, ev.kind, ev.name, ev.state, visible(ev.title)[:300])
         if self.writer is None or self.target_id is None:
             return True
         return await asyncio.wrap_future(self.writer.add_event(self.target_id, ev))

@@ -1290,7 +1290,7 @@ def as_owner(argv: "list[str]", uid: int, gid: int, name: str) -> "list[str]":
     supplementary groups): `setpriv --reuid U --regid G --init-groups --
     argv`, or `runuser -u NAME -- argv`; argv itself when it is our own uid.
 
-    The principle (README, "How it works"): gputui runs as root only what
+    The principle (docs/architecture.md, "What the code never does"): gputui runs as root only what
     root owns; whatever is taken from the run (its tmux server, interpreter,
     tools, paths) is used with the run owner's identity or not at all. A
     tmux server can make its client open files (hooks: `save-buffer PATH`,

@@ -8,10 +8,13 @@ into a shell string by hand.
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from gputui.model import ConnectionState
+
+log = logging.getLogger(__name__)  # `gputui -v` (cli/debuglog.py)
 
 
 @dataclass
@@ -97,6 +100,7 @@ class Transport(abc.ABC):
         self._listeners.append(listener)
 
     def _set_state(self, state: ConnectionState, detail: str | None = None) -> None:
+        log.debug("%s: %s%s", self.label, state.name.lower(), f" ({detail})" if detail else "")
         self.state, self.state_detail = state, detail
         for listener in list(self._listeners):
             listener(state, detail)

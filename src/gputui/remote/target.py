@@ -5,6 +5,9 @@ which transport reaches the host (ssh, or this machine) is `make_transport`.
 
 from __future__ import annotations
 
+import logging
+import shlex
+import time
 from dataclasses import dataclass
 
 from gputui.config import Settings, settings_container, split_destination
@@ -17,6 +20,11 @@ from gputui.containers import (
 from gputui.errors import GputuiError
 from gputui.model import CtStatus
 from gputui.remote.base import CommandResult, RemoteProcess, Transport
+from gputui.text.untrusted import visible
+
+log = logging.getLogger(__name__)  # `gputui -v` (cli/debuglog.py): each command run
+DEBUG_ARGV_CHARS = 2000  # gputui's own scripts are long; the head says which one
+DEBUG_ERR_CHARS = 500
 
 TARGET_GRAMMAR = "[user@]host[:port][/ct]"
 TARGET_EXAMPLE = "e.g. root@10.1.2.6:22/200, gpu1/200, gpu1/docker:trainer or gpu1"
@@ -139,19 +147,31 @@ class Target:
         self, argv: list[str], *, timeout: float = 10.0, input: bytes | None = None
     ) -> CommandResult:
         """Run argv inside the container (or on the host when there is none)."""
-        return await self.transport.run(self.wrap(argv), timeout=timeout, input=input)
+        return await self.run_host(self.wrap(argv), timeout=timeout, input=input)
 
     async def open(self, argv: list[str], *, watchdog: bool = True) -> RemoteProcess:
         """Start a long-lived argv inside the container."""
-        return await self.transport.open(self.wrap(argv), watchdog=watchdog)
+        return await self.open_host(self.wrap(argv), watchdog=watchdog)
 
     async def run_host(
         self, argv: list[str], *, timeout: float = 10.0, input: bytes | None = None
     ) -> CommandResult:
         """Run argv on the host itself (nvidia-smi on the host, the container's status)."""
-        return await self.transport.run(argv, timeout=timeout, input=input)
+        t0 = time.monotonic()
+        result = await self.transport.run(argv, timeout=timeout, input=input)
+        if log.isEnabledFor(logging.DEBUG):  # `gputui -v`: never stdin, which may hold secrets
+            log.debug(
+                "ran on %s in %.0f ms, exit %s: %s%s",
+                self.transport.label,
+                1000 * (time.monotonic() - t0),
+                result.exit_status,
+                visible(shlex.join(argv))[:DEBUG_ARGV_CHARS],
+                f"\n  stderr: {visible(result.err)[:DEBUG_ERR_CHARS]}" if result.err else "",
+            )
+        return result
 
     async def open_host(self, argv: list[str], *, watchdog: bool = True) -> RemoteProcess:
+        log.debug("opened on %s: %s", self.transport.label, visible(shlex.join(argv))[:400])
         return await self.transport.open(argv, watchdog=watchdog)
 
     async def container_status(self, timeout: float = 15.0) -> CtStatus:

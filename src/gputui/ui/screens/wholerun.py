@@ -173,15 +173,32 @@ class MetricChart(Chart):
         super().__init__(title, **kw)
         self.which = which
 
+    def render(self):  # type: ignore[no-untyped-def]
+        """No point yet: say so in words, not an empty frame that reads as a
+        chart of nothing."""
+        if self.data is not None and not self.rows(self.data):
+            return Text.assemble(
+                (self.heading(self.data), "bold"),
+                "\n\n",
+                (f"no data yet: no {self.title} value read from the log so far", "dim"),
+                justify="center",
+            )
+        return super().render()
+
+    def rows(self, data: WholeRun) -> list[MetricRow]:
+        return [m for m in data.metrics if getattr(m, self.which) is not None]
+
+    def heading(self, data: WholeRun) -> str:
+        return (
+            f"{self.title} ({data.unit})"
+            if self.which == "throughput" and data.unit
+            else self.title
+        )
+
     def draw(self, data: WholeRun) -> None:
         plt = self.plt
-        rows = [m for m in data.metrics if getattr(m, self.which) is not None]
-        if self.which == "throughput" and data.unit:
-            plt.title(f"{self.title} ({data.unit})")
-        if not rows:
-            plt.xticks([])
-            plt.yticks([])
-            return
+        rows = self.rows(data)
+        plt.title(self.heading(data))
         steps = [m.step for m in rows]
         known = [s for s in steps if s is not None]
         by_step = len(known) == len(steps) and all(a <= b for a, b in pairwise(known))
