@@ -24,11 +24,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, ScreenStackError
 from textual.binding import Binding, BindingsMap
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
+from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input
 from textual.worker import Worker, WorkerState
@@ -50,6 +51,7 @@ from gputui.ui.screens.confirm import ConfirmScreen, plan_heading
 from gputui.ui.screens.help import HelpScreen, help_markdown
 from gputui.ui.screens.result import ResultScreen, result_details
 from gputui.ui.screens.zoom import GpuGraphsScreen
+from gputui.ui.scrollbars import use_whole_cell_scroll_bars
 from gputui.ui.widgets.banner import Banner
 from gputui.ui.widgets.gpus import GpuTable
 from gputui.ui.widgets.logview import LogPanel
@@ -128,6 +130,7 @@ class GputuiApp(App[int]):
         back: bool = False,
     ) -> None:
         super().__init__()
+        use_whole_cell_scroll_bars()  # no ▇▂▋ thumb ends beside the sparklines
         self.back = back  # opened from the host view: Esc goes back to it (exit code BACK)
         self.keys = dict(keys or {})  # [keys] in the config: binding id -> key
         self.monitor = monitor
@@ -193,13 +196,20 @@ class GputuiApp(App[int]):
         )
 
     def _refresh_notifications(self) -> None:
-        """On the dashboard a notification lives at the header's right end
-        (StatusLine.show_notice) and in the list behind n, never over the
-        banner or the log (app.tcss hides its toast rack); the other screens
-        keep Textual's toasts. Textual's own timeouts still end them."""
-        super()._refresh_notifications()
+        """A notification lives at the header's right end
+        (StatusLine.show_notice) and in the list behind n, never as a toast
+        over the banner, the log, or a box over the dashboard (a confirm,
+        help or result box leaves the header in view): after `y`, an
+        action's progress toasts piled up over its result box. Textual's
+        toasts stay on the full-screen views (g), which hide the header. A
+        toast rack shows itself when given notifications (its `display` is
+        set, whatever the CSS says), so it is given none. Textual's own
+        timeouts still end them."""
         if not hasattr(self, "_main"):
+            super()._refresh_notifications()
             return
+        if not self._header_in_view():
+            super()._refresh_notifications()
         try:
             status = self._q(StatusLine)
         except NoMatches:  # the app is closing: its widgets are gone
@@ -211,6 +221,14 @@ class GputuiApp(App[int]):
             if key not in status.notices:
                 text = f"{n.title}: {n.message}" if n.title else n.message
                 status.show_notice(key, text, n.severity)
+
+    def _header_in_view(self) -> bool:
+        """The dashboard is on top, or a box over it (a modal screen)."""
+        try:
+            top = self.screen
+        except ScreenStackError:  # closing
+            return False
+        return top is self._main or isinstance(top, ModalScreen)
 
     def action_notices(self) -> None:
         from gputui.ui.screens.notices import NoticesScreen
