@@ -62,11 +62,13 @@ MIN_NAME = 8
 
 
 def fit_cell(cell: Text | str, width: int) -> Text | str:
-    """`cell` cut to `width` cells with an ellipsis (a copy; a fitting cell as it is)."""
+    """`cell`, drawn cut to `width` cells with an ellipsis when longer (a
+    copy; its text stays whole: the table's data, the palette, tests)."""
     if cell_len(str(cell)) <= width:
         return cell
     text = cell.copy() if isinstance(cell, Text) else Text(cell)
-    text.truncate(width, overflow="ellipsis")
+    text.no_wrap = True
+    text.overflow = "ellipsis"
     return text
 
 
