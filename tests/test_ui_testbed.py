@@ -162,7 +162,9 @@ async def test_buffered_banner_then_relaunch_clears_it(
             assert not banner.compact
 
             await pilot.press("r")
-            await until(lambda: isinstance(app.screen, ConfirmScreen), 15, "the confirm box")
+            await until(
+                lambda: isinstance(app.screen, ConfirmScreen) and app.screen.plan, 15, "the plan"
+            )
             assert app.executed == []  # the box is open, nothing ran yet
             seen: set[str | None] = set()  # every banner word during the relaunch
             stray: list[str] = []  # what any other word said, and what the monitor saw then
@@ -279,7 +281,9 @@ async def test_a_relaunch_that_dies_at_once_is_on_the_banner_and_sent_once(
     start_unbuffered(testbed, run, count=100000, period=0.1)
     hook = Hook()
     url = f"json://127.0.0.1:{hook.port}/alerts"
-    app, parts = make_app(settings_for(testbed, ct, interval=0.5, stale_after=3.0, alert_urls=[url]))
+    app, parts = make_app(
+        settings_for(testbed, ct, interval=0.5, stale_after=3.0, alert_urls=[url])
+    )
 
     def words() -> str:
         f = app.query_one(Banner).finding
@@ -298,7 +302,9 @@ async def test_a_relaunch_that_dies_at_once_is_on_the_banner_and_sent_once(
             await until(lambda: numbered(app), 20, "the run's lines")
             run.script.write_text("import gputui_no_such_module\n")  # the next start dies
             await pilot.press("r")
-            await until(lambda: isinstance(app.screen, ConfirmScreen), 15, "the confirm box")
+            await until(
+                lambda: isinstance(app.screen, ConfirmScreen) and app.screen.plan, 15, "the plan"
+            )
             await pilot.press("y")
             await until(lambda: app.executed, 5, "the relaunch to start")
             await until(
@@ -320,9 +326,11 @@ async def test_a_relaunch_that_dies_at_once_is_on_the_banner_and_sent_once(
                 lambda: hook.got,
                 20,
                 "the alert",
-                lambda: f"alerts {[(a.cause, a.state) for a in rec.alerts]}; {rec.errors}; "
-                f"findings {[(f.kind, f.title) for f in rec.findings]}; "
-                f"sessions {parts.monitor.snapshot.sessions}",
+                lambda: (
+                    f"alerts {[(a.cause, a.state) for a in rec.alerts]}; {rec.errors}; "
+                    f"findings {[(f.kind, f.title) for f in rec.findings]}; "
+                    f"sessions {parts.monitor.snapshot.sessions}"
+                ),
             )
             await asyncio.sleep(5)  # nothing else follows
             got = [str(g.get("title", "")) for g in hook.got]

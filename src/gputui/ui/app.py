@@ -480,17 +480,26 @@ class GputuiApp(App[int]):
     @work(group="action", exclusive=True, exit_on_error=False)
     async def _plan_confirm_run(self, verb: str) -> None:
         """Plan (read-only), confirm with the plan fixed, then run it. A verb
-        that only reads (py-spy dump) runs at once; its result says what ran."""
+        that only reads (py-spy dump) runs at once; its result says what ran.
+        The confirm box opens on the key and the plan fills it in when it
+        arrives (issue 37: `k` read the processes' identity first, 1.8 s on
+        a Proxmox host, before anything showed)."""
+        asks = verb not in VERB_BY_ID or VERB_BY_ID[verb].confirm
+        box = self._open_confirm(verb) if asks else None
         try:
             plan = await self._plan(verb)
         except GputuiError as e:
+            if box is not None:
+                box.show_failure(str(e))  # Escape closes it
             self.notify(str(e), title=VERB_BY_ID[verb].label, severity="error", timeout=8)
             return
         title = plan_heading(plan)
-        asks = verb not in VERB_BY_ID or VERB_BY_ID[verb].confirm
-        if asks and not await self.push_screen_wait(ConfirmScreen(plan)):
-            self.notify(f"{title}: cancelled, nothing was run")
-            return
+        if box is not None:
+            if not box.answered.done():
+                box.show_plan(plan)
+            if not await box.answered:
+                self.notify(f"{title}: cancelled, nothing was run")
+                return
         self.executed.append(plan)
         self.notify(f"{title}: running…", timeout=3)
         result = await self._execute(plan)
@@ -498,6 +507,19 @@ class GputuiApp(App[int]):
         if result_details(result) or result.saved_path or not result.ok:
             self.push_screen(ResultScreen(title, result))
         await self.monitor.refresh()
+
+    def _open_confirm(self, verb: str) -> ConfirmScreen:
+        """The confirm box, on screen now, before the plan: what was asked and where."""
+        snap = self.monitor.snapshot
+        label = VERB_BY_ID[verb].label if verb in VERB_BY_ID else verb
+        session = f" session {snap.session_name!r}" if snap.session_name else ""
+        box = ConfirmScreen(
+            None,
+            heading=f"{label[:1].upper()}{label[1:]}{session}",
+            target=f"{snap.target}{' ·' + session if session else ''}",
+        )
+        self.push_screen(box, callback=box.answer_with)
+        return box
 
     async def _execute(self, plan: ActionPlan) -> ActionResult:
         """Run the confirmed plan where its verb runs (gputui.verbs.Verb.runs)."""

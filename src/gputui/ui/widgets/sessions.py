@@ -72,25 +72,32 @@ def fit_cell(cell: Text | str, width: int) -> Text | str:
     return text
 
 
-def column_widths(rows: list[tuple[Text | str, ...]], width: int, pad: int) -> tuple[int, ...]:
-    """Each column's width in a table `width` cells wide (cells padded by
-    `pad` each side): every column as wide as its widest cell, and the
-    command the rest, so a long command ends in "…" inside the pane with the
-    age still beside it; a horizontal scroll bar never appears. In a narrow
-    pane the command keeps MIN_COMMAND cells and the session names give way
-    next (cut with "…" too), then the command again: the age stays in view."""
-    widest = [
-        max([cell_len(label), *(cell_len(str(r[i])) for r in rows)])
+def column_widths(rows: list[tuple[Text | str, ...]], width: int, pad: int) -> dict[str, int]:
+    """The columns shown and their widths in a table `width` cells wide
+    (cells padded by `pad` each side): every column as wide as its widest
+    cell and the command the rest, so a long command ends in "…" inside the
+    pane; a horizontal scroll bar never appears. In a narrow pane the
+    command keeps MIN_COMMAND cells, then the age goes (the least read),
+    then the session names give way (cut with "…" too), then the command
+    again."""
+    widest = {
+        label: max([cell_len(label), *(cell_len(str(r[i])) for r in rows)])
         for i, label in enumerate(COLUMNS)
-    ]
-    over = sum(w + 2 * pad for w in widest) - width
-    command = COLUMNS.index("command")
-    for c, least in ((command, MIN_COMMAND), (0, MIN_NAME), (command, 2)):
+    }
+    if _over(widest, width, pad, {"command": MIN_COMMAND}) > 0:
+        del widest["age"]
+    over = _over(widest, width, pad, {})
+    for column, least in (("command", MIN_COMMAND), ("session", MIN_NAME), ("command", 2)):
         if over > 0:
-            cut = min(over, max(0, widest[c] - least))
-            widest[c] -= cut
+            cut = min(over, max(0, widest[column] - least))
+            widest[column] -= cut
             over -= cut
-    return tuple(widest)
+    return widest
+
+
+def _over(widths: dict[str, int], width: int, pad: int, cut_to: dict[str, int]) -> int:
+    """Cells past `width` with these columns (those in `cut_to` at most that wide)."""
+    return sum(min(w, cut_to.get(c, w)) + 2 * pad for c, w in widths.items()) - width
 
 
 class SessionList(Pane, DataTable[Text | str]):
@@ -105,7 +112,7 @@ class SessionList(Pane, DataTable[Text | str]):
         self.zebra_stripes = False
         self._names: list[str] = []
         self._rows: dict[str, tuple[Text | str, ...]] = {}
-        self._widths: tuple[int, ...] = ()
+        self._widths: dict[str, int] = {}
         self._shown: tuple[list[Session], float, str | None] | None = None
 
     def draw(self, frame: Frame, changed: Set[str]) -> None:
@@ -128,7 +135,7 @@ class SessionList(Pane, DataTable[Text | str]):
         rows = {row_key(s): session_row(s, now, watched) for s in sessions}
         widths = column_widths(list(rows.values()), self._room(len(rows)), self.cell_padding)
         fitted = {
-            n: tuple(fit_cell(c, w) for c, w in zip(r, widths, strict=True))
+            n: tuple(fit_cell(c, widths[k]) for c, k in zip(r, COLUMNS, strict=True) if k in widths)
             for n, r in rows.items()
         }
         if names != self._names or widths != self._widths:
@@ -137,7 +144,7 @@ class SessionList(Pane, DataTable[Text | str]):
             )
             self.clear(columns=widths != self._widths)
             if not self.columns:
-                for c, w in zip(COLUMNS, widths, strict=True):
+                for c, w in widths.items():
                     self.add_column(fit_cell(c, w), key=c, width=w)
             for n in names:
                 self.add_row(*fitted[n], key=n)
@@ -148,7 +155,7 @@ class SessionList(Pane, DataTable[Text | str]):
         else:
             for n in names:
                 old = self._rows.get(n, ())
-                for col, a, b in zip(COLUMNS, old, fitted[n], strict=False):
+                for col, a, b in zip(widths, old, fitted[n], strict=False):
                     if str(a) != str(b) or getattr(a, "style", None) != getattr(b, "style", None):
                         self.update_cell(n, col, b)
         self._rows = fitted
