@@ -56,6 +56,7 @@ def _plumbing(func: str, count: int, total: int) -> bool:
     return count >= total or any(p in func for p in _PLUMBING) or func.startswith("App.run ")
 
 
+IDLE_PART = "idle (waiting in select, a lock, a queue)"
 # The split issue 37 asks for: each sample goes to the first part (in this
 # order) whose marker one of its frames carries; the rest is "other".
 PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -78,9 +79,15 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+IDLE = ("select (", "wait (threading.py)", "get (queue.py)", "sleep (", "poll (")
+
+
 def part_of(stack: str) -> str:
     """The part of a raw stack (a `frame;frame;…` line without its count)."""
     main = "process gputui (main)"
+    top = _short(stack.rsplit(";", 1)[-1])
+    if any(mark in top for mark in IDLE):
+        return IDLE_PART
     for name, marks in PARTS:
         for mark in marks:
             if mark.startswith("process ") and mark != "process ":
@@ -105,8 +112,13 @@ def split(lines: list[str]) -> str:
             continue
         parts[part_of(stack)] += int(count)
         total += int(count)
-    out = [f"split of {total} samples:"]
-    out += [f"  {c:6d} {100 * c / max(total, 1):5.1f}%  {p}" for p, c in parts.most_common()]
+    busy = total - parts[IDLE_PART]
+    out = [f"split of {busy} busy samples ({parts[IDLE_PART]} idle left out):"]
+    out += [
+        f"  {c:6d} {100 * c / max(busy, 1):5.1f}%  {p}"
+        for p, c in parts.most_common()
+        if p != IDLE_PART
+    ]
     return "\n".join(out)
 
 

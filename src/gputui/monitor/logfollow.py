@@ -93,7 +93,7 @@ exec tail -c "+$((off + 1))" -F -- "$p" 2>&1
 # a second. Here the first bytes after a quiet spell (≥ 1 s without any) go
 # out at once and the batcher waits 0.03 s (the rest of a burst); while
 # lines keep coming it waits STREAM_WAIT_S after each read, so a stream
-# goes out at most 10 times a second (issue 24: at 20 lines/s the 0.03 s
+# goes out at most ~7 times a second (issue 24: at 20 lines/s the 0.03 s
 # wait woke it, and gputui, for every line; issue 37: a 0.25 s wait held a
 # line up to a quarter of a second before the view could draw it). A full
 # read (a burst) goes on without waiting. SIGTERM/SIGHUP (the watchdog) and
@@ -119,7 +119,7 @@ try:
             view = view[os.write(1, view):]
         now = time.monotonic()
         if len(data) < 65536:
-            time.sleep(0.1 if now - last < 1.0 else 0.03)  # STREAM_WAIT_S
+            time.sleep(0.15 if now - last < 1.0 else 0.03)  # STREAM_WAIT_S
         last = now
 except (OSError, KeyboardInterrupt):
     pass
@@ -128,7 +128,7 @@ if tail.poll() is None:
 sys.exit(tail.wait() & 0xFF)
 """
 
-STREAM_WAIT_S = 0.1  # BATCH_PY's wait after a read while lines keep coming
+STREAM_WAIT_S = 0.15  # BATCH_PY's wait after a read while lines keep coming
 HEADER_PREFIX = b"@gputui "
 READ_CHUNK = 1024 * 1024  # bytes handed out per read at most (see the module docstring)
 MSG_MAX = 4096  # bytes of a possible tail note held back waiting for its newline

@@ -7,7 +7,7 @@ rows, ages, metrics, banner) rides on the GPU samples' arrival, so one frame
 carries them all; a 1 Hz timer covers a feed that went quiet. Log lines move
 in as soon as the monitor says they arrived after a quiet spell, and under a
 stream as often as a frame budget allows (`FramePacer`: the log's frames
-take at most 1 % of a core, 2–10 writes a second).
+take at most 1 % of a core, 2–7 writes a second).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ compositor's chops and the terminal's bytes (~1–2 ms here). A line after a
 quiet spell is written at once. While lines keep coming, writes are spaced
 so the log's frames take at most `share` of a core: the gap after a write
 is its measured cost divided by `share` (an average over the last writes),
-never under `min_gap` (at most 10 frames a second) nor over `max_gap` (at
+never under `min_gap` (at most ~7 frames a second) nor over `max_gap` (at
 least 2). Lines that arrive within the gap go in the next write together.
 
 Issue 37: a fixed 2–4 writes a second held a line up to half a second (p50
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 LOG_SHARE = 0.01  # of a core the log's frames may take while lines keep coming
-MIN_GAP_S = 0.1  # at most 10 log frames a second
+MIN_GAP_S = 0.15  # at most ~7 log frames a second
 MAX_GAP_S = 0.5  # at least 2, however dear a frame
 FIRST_COST_S = 0.002  # a frame's cost before one was measured
 EMA = 0.2  # weight of the newest cost in the average
