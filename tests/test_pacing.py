@@ -40,8 +40,8 @@ def test_a_line_after_a_quiet_spell_goes_at_once() -> None:
 
 
 def test_cheap_frames_let_a_stream_show_seven_times_a_second() -> None:
-    """At 100 lines/s with 0.5 ms frames (a 1 % share would
-    allow 20 a second) the cap is ~7 writes a second: a line waits at most
+    """At 100 lines/s with 0.5 ms frames (a 1.5 % share would
+    allow 30 a second) the cap is ~7 writes a second: a line waits at most
     0.15 s for its frame."""
     clock = Clock()
     p = FramePacer(clock=clock)
@@ -56,7 +56,7 @@ def test_dear_frames_are_spaced_to_the_budget() -> None:
     take ~1 % of a core whatever the line rate (20 or 200 lines/s)."""
     for every in (0.05, 0.005):
         clock = Clock()
-        p = FramePacer(clock=clock)
+        p = FramePacer(share=0.01, clock=clock)
         times = stream(p, clock, 20.0, every, cost=0.003)
         later = [t for t in times if t > times[0] + 5.0]  # the average has settled
         rate = len(later) / (times[-1] - later[0])

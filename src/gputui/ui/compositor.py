@@ -19,7 +19,6 @@ them to Textual's own code. A full render (no crop) is unchanged.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,22 +29,14 @@ from textual.strip import Strip
 
 
 class LeanCompositor(Compositor):
-    """`frames` and `last_frame_s`: how many partial updates were composed,
-    and the CPU seconds the last took (the log's frame budget, ui/pacing.py)."""
-
     _update_regions: tuple[Region, ...] = ()
-    frames = 0
-    last_frame_s = 0.0
 
     def render_partial_update(self) -> Any:
         self._update_regions = tuple(self._dirty_regions)
-        t0 = time.thread_time()
         try:
             return super().render_partial_update()
         finally:
             self._update_regions = ()
-            self.frames += 1
-            self.last_frame_s = time.thread_time() - t0
 
     def _get_renders(
         self, crop: Region | None = None

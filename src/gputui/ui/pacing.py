@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-LOG_SHARE = 0.01  # of a core the log's frames may take while lines keep coming
+LOG_SHARE = 0.015  # of a core the log's frames may take while lines keep coming
 MIN_GAP_S = 0.15  # at most ~7 log frames a second
 MAX_GAP_S = 0.5  # at least 2, however dear a frame
 FIRST_COST_S = 0.002  # a frame's cost before one was measured
