@@ -92,10 +92,9 @@ exec tail -c "+$((off + 1))" -F -- "$p" 2>&1
 # hands on in Python: at 1,000 lines/s that was ~500 reads and ~850 packets
 # a second. Here the first bytes after a quiet spell (≥ 1 s without any) go
 # out at once and the batcher waits 0.03 s (the rest of a burst); while
-# lines keep coming it waits STREAM_WAIT_S after each read, so a stream
-# goes out at most ~7 times a second (issue 24: at 20 lines/s the 0.03 s
-# wait woke it, and gputui, for every line; issue 37: a 0.25 s wait held a
-# line up to a quarter of a second before the view could draw it). A full
+# lines keep coming it waits 0.25 s after each read, so a stream goes out
+# at most 4 times a second, the rate the view redraws it at (issue 24: at
+# 20 lines/s the 0.03 s wait woke it, and gputui, for every line). A full
 # read (a burst) goes on without waiting. SIGTERM/SIGHUP (the watchdog) and
 # a closed stdout end tail too; a batcher killed outright leaves tail's
 # output without a reader, and GNU tail -F then exits by itself.
@@ -119,7 +118,7 @@ try:
             view = view[os.write(1, view):]
         now = time.monotonic()
         if len(data) < 65536:
-            time.sleep(0.15 if now - last < 1.0 else 0.03)  # STREAM_WAIT_S
+            time.sleep(0.25 if now - last < 1.0 else 0.03)
         last = now
 except (OSError, KeyboardInterrupt):
     pass
@@ -128,7 +127,6 @@ if tail.poll() is None:
 sys.exit(tail.wait() & 0xFF)
 """
 
-STREAM_WAIT_S = 0.15  # BATCH_PY's wait after a read while lines keep coming
 HEADER_PREFIX = b"@gputui "
 READ_CHUNK = 1024 * 1024  # bytes handed out per read at most (see the module docstring)
 MSG_MAX = 4096  # bytes of a possible tail note held back waiting for its newline

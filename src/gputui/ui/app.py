@@ -6,8 +6,8 @@ it names changed (`LAYOUT`, ui/widgets/pane.py). The once-a-second redraw (GPU
 rows, ages, metrics, banner) rides on the GPU samples' arrival, so one frame
 carries them all; a 1 Hz timer covers a feed that went quiet. Log lines move
 in as soon as the monitor says they arrived after a quiet spell, and under a
-stream as often as a frame budget allows (`FramePacer`: the log's frames
-take at most 1.5 % of a core, 2–7 writes a second).
+stream in batches, at most ~4 writes a second, 2 once lines keep coming
+(`WritePacer`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from gputui.ui.compositor import LeanScreen
 from gputui.ui.feed import MonitorLike
 from gputui.ui.format import nothing_to_watch
 from gputui.ui.heap import set_aside_startup
-from gputui.ui.pacing import FramePacer
+from gputui.ui.pacing import STREAM_RATE, WritePacer
 from gputui.ui.screens.confirm import ConfirmScreen, plan_heading
 from gputui.ui.screens.help import HelpScreen, help_markdown
 from gputui.ui.screens.result import ResultScreen, result_details
@@ -160,7 +160,7 @@ class GputuiApp(App[int]):
         self._apply_pending = False
         self._log_path: str | None = None
         self._last_log_write = -1e9  # time.monotonic() of the last write to the log view
-        self._log_pacer = FramePacer()
+        self._log_pacer = WritePacer(stream_rate=STREAM_RATE)
         self._log_flush_pending = False
         self._dropped_base = 0  # monitor's dropped_log_lines when this log's view began
         self._availability: tuple[str | None, ...] = ()
@@ -391,8 +391,9 @@ class GputuiApp(App[int]):
         return dropped - self._dropped_base if isinstance(dropped, int) else 0
 
     def _log_arrived(self) -> None:
-        """Lines arrived: write them now, or in the next write the frame
-        budget allows (no waiting after a quiet spell)."""
+        """Lines arrived: write them now, or in the batch the pacer allows next
+        (no waiting after a quiet spell, ~4 writes a second under a stream,
+        ~2 under a flood that replaces the whole view each time)."""
         if self._log_flush_pending:
             return
         wait = self._log_pacer.wait()
@@ -407,7 +408,6 @@ class GputuiApp(App[int]):
         self._log_flush_pending = False
         if self._stopped:
             return
-        t0 = time.process_time()  # CPU, not wall: the budget is a share of a core
         snap = self.monitor.snapshot
         panel = self._q(LogPanel)
         if snap.log.path != self._log_path:
@@ -418,21 +418,11 @@ class GputuiApp(App[int]):
         lines = self.monitor.drain_log_lines()
         if lines:
             self._last_log_write = time.monotonic()
-            self._log_pacer.spend()
+            self._log_pacer.spend(len(lines), panel.log.size.height)
             panel.add_lines(lines)
             # the state line sits on the log: redrawn in the same frame, so a
             # log write and the once-a-second redraw don't span the screen
             self._show_log_state()
-            self._measure_log_frame(t0)
-
-    def _measure_log_frame(self, t0: float) -> None:
-        """The write's cost for the frame budget: the process's CPU from the
-        write (`t0`, time.process_time()) until its frame was sent — drawing,
-        compositing, the terminal's bytes in the writer thread, and whatever
-        else ran meanwhile (an over- rather than an under-estimate: run 21
-        on the H200 measured ~4 ms a frame where the main thread's drawing
-        and chops alone said ~1)."""
-        self.call_after_refresh(lambda: self._log_pacer.measured(time.process_time() - t0))
 
     def _show_log_state(self) -> None:
         snap = self.monitor.snapshot

@@ -1,18 +1,18 @@
-"""When the log view may be written next: a frame budget (pure, no Textual).
+"""How often the log view may be written (pure, no Textual).
 
-Each write to the log is a screen frame: the new rows, the state line, the
-compositor's chops and the terminal's bytes (~1–2 ms here). A line after a
-quiet spell is written at once. While lines keep coming, writes are spaced
-so the log's frames take at most `share` of a core: the gap after a write
-is its measured cost divided by `share` (an average over the last writes),
-never under `min_gap` (at most ~7 frames a second) nor over `max_gap` (at
-least 2). Lines that arrive within the gap go in the next write together.
+Each write to the log is a screen frame (~3–5 ms of Textual's time). A line
+after a quiet spell is written at once; under a stream, writes are spaced so
+there are at most `rate` a second on average (a token bucket holding `burst`
+writes), and the lines that arrive in between go in the next batch. A write
+that replaced every row of the view (a flood: nobody reads lines scrolling by
+at hundreds a second) costs `FLOOD_COST` writes, so a flood is drawn ~2 times
+a second: each such write restyles the whole view (~0.5 ms a row).
 
-Issue 37: a fixed 2–4 writes a second held a line up to half a second (p50
-375 ms at 4 lines/s on a Proxmox-like host) to save frames that cost ~1 ms
-each. With a budget, a dear frame (a slow machine, a flood restyling every
-row) spaces writes out by itself, and a cheap one lets each line show as it
-comes.
+Lines that keep coming (a write first held back by the bucket
+`stream_after` seconds ago, and the bucket not full since) are drawn at
+`stream_rate` writes a second instead (2 in the dashboard; issue 24: the
+frames are most of what a streaming log costs). The first line after a quiet
+spell still goes at once.
 """
 
 from __future__ import annotations
@@ -20,40 +20,54 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-LOG_SHARE = 0.015  # of a core the log's frames may take while lines keep coming
-MIN_GAP_S = 0.15  # at most ~7 log frames a second
-MAX_GAP_S = 0.5  # at least 2, however dear a frame
-FIRST_COST_S = 0.002  # a frame's cost before one was measured
-EMA = 0.2  # weight of the newest cost in the average
+WRITES_PER_S = 4.0
+BURST = 2.0
+FLOOD_COST = 2.0
+STREAM_RATE = 2.0  # writes a second once lines have kept coming for STREAM_AFTER_S
+STREAM_AFTER_S = 2.0
 
 
-class FramePacer:
+class WritePacer:
     def __init__(
         self,
-        share: float = LOG_SHARE,
-        min_gap: float = MIN_GAP_S,
-        max_gap: float = MAX_GAP_S,
+        rate: float = WRITES_PER_S,
+        burst: float = BURST,
         clock: Callable[[], float] = time.monotonic,
+        stream_rate: float | None = None,
+        stream_after: float = STREAM_AFTER_S,
     ) -> None:
-        self.share = share
-        self.min_gap = min_gap
-        self.max_gap = max_gap
+        self.rate = rate
+        self.burst = burst
         self.clock = clock
-        self.cost = FIRST_COST_S  # seconds a log frame costs, averaged
-        self._last = -1e9  # clock() of the last write
+        self.stream_rate = rate if stream_rate is None else stream_rate
+        self.stream_after = stream_after
+        self._tokens = burst
+        self._at = clock()
+        self._held_since: float | None = None  # the stream's first held-back write
 
-    def gap(self) -> float:
-        """Seconds from one write to the next under a stream."""
-        return min(self.max_gap, max(self.min_gap, self.cost / self.share))
+    def _rate(self) -> float:
+        held = self._held_since
+        streaming = held is not None and self._at - held >= self.stream_after
+        return self.stream_rate if streaming else self.rate
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self._rate())
+        self._at = now
+        if self._tokens >= self.burst:  # the bucket filled up: the stream paused
+            self._held_since = None
 
     def wait(self) -> float:
         """Seconds until the next write may go out (0: now)."""
-        return max(0.0, self._last + self.gap() - self.clock())
+        self._refill()
+        if self._tokens >= 1:
+            return 0.0
+        if self._held_since is None:
+            self._held_since = self._at
+        return (1 - self._tokens) / self._rate()
 
-    def spend(self) -> None:
-        """A write went out now."""
-        self._last = self.clock()
-
-    def measured(self, cost: float) -> None:
-        """A write's frame cost `cost` seconds of CPU (drawing and compositing)."""
-        self.cost += EMA * (max(0.0, cost) - self.cost)
+    def spend(self, lines: int = 1, rows: int | None = None) -> None:
+        """A write of `lines` lines went out to a view `rows` high."""
+        self._refill()
+        cost = FLOOD_COST if rows is not None and lines >= rows > 0 else 1.0
+        self._tokens = max(1.0 - cost, self._tokens - cost)  # owing up to cost - 1
