@@ -64,17 +64,17 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("log relay", ("process log relay",)),
     ("other processes", ("process ",)),  # a process frame not gputui's main
     ("garbage collector", ("<gc>", "gc_collect")),
+    ("styles cache (widget lines)", ("_styles_cache.py", "render_line (", "render_lines (")),
     (
         "compositor (frame: chops, strips, output)",
-        ("_compositor.py", "(textual/strip.py)", "_display (textual/app.py)", "render_segments"),
+        ("_compositor.py", "(textual/strip.py)", "_display (textual/app.py)", "render_segments ("),
     ),
-    ("styles cache (widget lines)", ("_styles_cache.py", "render_line (", "render_lines (")),
-    ("log drawing (gputui)", ("ui/widgets/logview.py", "ui/logstyle.py", "_drain_log (ui/app.py)")),
+    ("log drawing (gputui)", ("(widgets/logview.py)", "(ui/logstyle.py)", "_drain_log (ui/app.py)")),
     ("1 Hz tick (panes, diagnose)", ("_tick (ui/app.py)", "_apply_dirty (ui/app.py)")),
-    ("timers and message pump", ("(textual/timer.py)", "(textual/message_pump.py)")),
+    ("timers, messages (Textual)", ("(textual/timer.py)", "(textual/message_pump.py)")),
     (
         "monitor (log, GPU feed, agent client)",
-        ("gputui/monitor/", "gputui/remote/", "gputui/collect/"),
+        ("(monitor/", "(remote/", "(collect/"),
     ),
 )
 
@@ -85,8 +85,8 @@ IDLE = ("select (", "wait (threading.py)", "get (queue.py)", "sleep (", "poll ("
 def part_of(stack: str) -> str:
     """The part of a raw stack (a `frame;frame;…` line without its count)."""
     main = "process gputui (main)"
-    top = _short(stack.rsplit(";", 1)[-1])
-    if any(mark in top for mark in IDLE):
+    frames = [_short(f) for f in stack.split(";")]
+    if any(mark in frames[-1] for mark in IDLE):
         return IDLE_PART
     for name, marks in PARTS:
         for mark in marks:
@@ -97,7 +97,7 @@ def part_of(stack: str) -> str:
                 procs = [f for f in stack.split(";") if f.startswith("process ")]
                 if procs and not procs[-1].startswith(main):
                     return name
-            elif mark in stack:
+            elif any(mark in f for f in frames):
                 return name
     return "other (input thread, event loop, Textual's rest)"
 
