@@ -13,6 +13,7 @@ stream in batches, at most ~4 writes a second, 2 once lines keep coming
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
@@ -485,7 +486,7 @@ class GputuiApp(App[int]):
         arrives (issue 37: `k` read the processes' identity first, 1.8 s on
         a Proxmox host, before anything showed)."""
         asks = verb not in VERB_BY_ID or VERB_BY_ID[verb].confirm
-        box = self._open_confirm(verb) if asks else None
+        box = await self._open_confirm(verb) if asks else None
         try:
             plan = await self._plan(verb)
         except GputuiError as e:
@@ -508,8 +509,10 @@ class GputuiApp(App[int]):
             self.push_screen(ResultScreen(title, result))
         await self.monitor.refresh()
 
-    def _open_confirm(self, verb: str) -> ConfirmScreen:
-        """The confirm box, on screen now, before the plan: what was asked and where."""
+    async def _open_confirm(self, verb: str) -> ConfirmScreen:
+        """The confirm box, on screen now, before the plan: what was asked and
+        where. Painted before the plan's reads start, so its first frame does
+        not wait behind them."""
         snap = self.monitor.snapshot
         label = VERB_BY_ID[verb].label if verb in VERB_BY_ID else verb
         session = f" session {snap.session_name!r}" if snap.session_name else ""
@@ -518,7 +521,16 @@ class GputuiApp(App[int]):
             heading=f"{label[:1].upper()}{label[1:]}{session}",
             target=f"{snap.target}{' ·' + session if session else ''}",
         )
-        self.push_screen(box, callback=box.answer_with)
+        await self.push_screen(box, callback=box.answer_with)
+        painted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def paint_done() -> None:
+            if not painted.done():
+                painted.set_result(None)
+
+        box.call_after_refresh(paint_done)
+        with contextlib.suppress(asyncio.TimeoutError):  # a box never painted: plan anyway
+            await asyncio.wait_for(painted, 0.5)
         return box
 
     async def _execute(self, plan: ActionPlan) -> ActionResult:
