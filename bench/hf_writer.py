@@ -2,8 +2,9 @@
 
     python3 bench/hf_writer.py RATE [--buffered]
 
-Writes `{'loss': 1.23, 'grad_norm': 0.4, 'learning_rate': 0.0001, 'epoch': 0.1}`
-lines to stdout at RATE lines a second (Poisson arrivals). Line-buffered by
+Writes `{'t': 1764840000.123, 'loss': 1.23, 'grad_norm': 0.4, 'learning_rate':
+0.0001, 'epoch': 0.1}` lines to stdout (`t`: when the line was written, Unix
+time, so bench/stream_cost.py can read each line's delay off the screen) at RATE lines a second (Poisson arrivals). Line-buffered by
 default (as `python -u`); `--buffered` leaves stdout block-buffered (8 KiB
 chunks, as a plain `print` into a file or `| tee`). Stdlib only: it also runs
 on the GPU machine (bench/gpu/stream_cost.sh).
@@ -26,6 +27,7 @@ def main() -> None:
         loss = 2.5 / (1 + step / 500) + random.random() * 0.05
         print(
             {
+                "t": round(time.time(), 3),
                 "loss": round(loss, 4),
                 "grad_norm": round(0.4 + random.random() * 0.1, 4),
                 "learning_rate": 1e-4,

@@ -56,6 +56,72 @@ def _plumbing(func: str, count: int, total: int) -> bool:
     return count >= total or any(p in func for p in _PLUMBING) or func.startswith("App.run ")
 
 
+IDLE_PART = "idle (waiting in select, a lock, a queue)"
+# The split issue 37 asks for: each sample goes to the first part (in this
+# order) whose marker one of its frames carries; the rest is "other".
+PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("agent", ("process gputui agent",)),
+    ("log relay", ("process log relay",)),
+    ("other processes", ("process ",)),  # a process frame not gputui's main
+    ("garbage collector", ("<gc>", "gc_collect")),
+    ("styles cache (widget lines)", ("_styles_cache.py", "render_line (", "render_lines (")),
+    (
+        "compositor (frame: chops, strips, output)",
+        ("_compositor.py", "(textual/strip.py)", "_display (textual/app.py)", "render_segments ("),
+    ),
+    ("log drawing (gputui)", ("(widgets/logview.py)", "(ui/logstyle.py)", "_drain_log (ui/app.py)")),
+    ("1 Hz tick (panes, diagnose)", ("_tick (ui/app.py)", "_apply_dirty (ui/app.py)")),
+    ("timers, messages (Textual)", ("(textual/timer.py)", "(textual/message_pump.py)")),
+    (
+        "monitor (log, GPU feed, agent client)",
+        ("(monitor/", "(remote/", "(collect/"),
+    ),
+)
+
+
+IDLE = ("select (", "wait (threading.py)", "get (queue.py)", "sleep (", "poll (")
+
+
+def part_of(stack: str) -> str:
+    """The part of a raw stack (a `frame;frame;…` line without its count)."""
+    main = "process gputui (main)"
+    frames = [_short(f) for f in stack.split(";")]
+    if any(mark in frames[-1] for mark in IDLE):
+        return IDLE_PART
+    for name, marks in PARTS:
+        for mark in marks:
+            if mark.startswith("process ") and mark != "process ":
+                if mark in stack:
+                    return name
+            elif mark == "process ":
+                procs = [f for f in stack.split(";") if f.startswith("process ")]
+                if procs and not procs[-1].startswith(main):
+                    return name
+            elif any(mark in f for f in frames):
+                return name
+    return "other (input thread, event loop, Textual's rest)"
+
+
+def split(lines: list[str]) -> str:
+    """Samples per part (PARTS), % of all samples: the profile's split."""
+    parts: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in _PROC.sub(_label, "\n".join(lines)).splitlines():
+        stack, _, count = line.rstrip("\n").rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        parts[part_of(stack)] += int(count)
+        total += int(count)
+    busy = total - parts[IDLE_PART]
+    out = [f"split of {busy} busy samples ({parts[IDLE_PART]} idle left out):"]
+    out += [
+        f"  {c:6d} {100 * c / max(busy, 1):5.1f}%  {p}"
+        for p, c in parts.most_common()
+        if p != IDLE_PART
+    ]
+    return "\n".join(out)
+
+
 def summarize(lines: list[str], top: int) -> str:
     """The summary text of raw py-spy lines."""
     per_proc: dict[str, int] = collections.Counter()
@@ -99,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"profile_summary: cannot read {args.profile}: {exc.strerror}", file=sys.stderr)
         return 2
+    print(split(lines))
     print(summarize(lines, args.top))
     return 0
 

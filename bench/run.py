@@ -110,6 +110,36 @@ def machine() -> dict[str, Any]:
     }
 
 
+def latency(seconds: float, out: Path | None) -> int:
+    """Line → screen on the bench bed (real sshd, pct at a real host's 0.4 s,
+    8 GPUs): a writer stamping each line at 4 lines/s then 20 lines/s
+    (Poisson), the real app following it; when each line reached the Log
+    and the first frame sent after it (issue 37: ≤ 150 ms p50, ≤ 400 ms p95
+    at 4 lines/s), and the UI process's CPU."""
+    bed = BenchBed().start()
+    try:
+        bed.control(rate=1)
+        time.sleep(1.0)
+        phases = [
+            {"rate": 4, "seconds": seconds, "warmup": 3, "slice_s": 10},
+            {"rate": 20, "seconds": seconds / 2, "warmup": 3, "slice_s": 10},
+        ]
+        res = child(bed, phases)
+        bed.control(rate=0)
+    finally:
+        bed.stop()
+    for ph in res["phases"]:
+        log, scr = ph["latency_s"], ph["screen_latency_s"]
+        print(
+            f"{ph['rate']:g} lines/s: line → Log p50 {ms(log['p50'])} p95 {ms(log['p95'])}; "
+            f"line → screen p50 {ms(scr['p50'])} p95 {ms(scr['p95'])} p99 {ms(scr['p99'])} "
+            f"(n={scr['n']}); UI CPU {median(ph['cpu_pct_slices']):.1f} % of a core"
+        )
+    if out is not None:
+        out.write_text(json.dumps(res, indent=1))
+    return 0
+
+
 def run(plan_name: str) -> dict[str, Any]:
     plan = PLANS[plan_name]
     res: dict[str, Any] = {"plan": plan_name, "machine": machine(), "versions": versions()}
@@ -455,7 +485,15 @@ def main() -> int:
         "gputui beside toolong, a bare Textual Log and tail -F (bench/stream_cost.py)",
     )
     ap.add_argument("--toolong", help="with --stream: toolong's command (its own venv)")
+    ap.add_argument(
+        "--latency",
+        action="store_true",
+        help="instead: line → screen at 4 and 20 lines/s on the bench bed (--seconds each; "
+        "--out FILE.json for the figures)",
+    )
     args = ap.parse_args()
+    if args.latency:
+        return latency(args.seconds, Path(args.out) if args.out.endswith(".json") else None)
     if args.profile is not None:
         profile(args.profile, args.seconds, Path(f"/tmp/gputui-profile-{args.profile:g}.txt"))
         return 0

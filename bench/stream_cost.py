@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -41,6 +42,13 @@ sys.path.insert(0, str(HERE / "gpu"))
 from cpu_cost import cpu_seconds, tree  # type: ignore[import-not-found]  # noqa: E402
 
 SCENARIOS = [("20 lines/s", 20.0, False), ("40 lines/s", 40.0, False), ("buffered", 40.0, True)]
+# the field scene (issue 37): the watched run at 20 lines/s, a second run
+# logging beside it (and, on a GPU machine, sharing GPU 0: $FIELD_GPU_CMD),
+# a `nvidia-smi` loop in a session of its own, as users have them
+FIELD = "two runs 20 lines/s"
+SCENARIOS.append((FIELD, 20.0, False))
+LATENCY_S = float(os.environ.get("LATENCY_SECONDS", "12"))  # line → screen read-off window
+STAMP = re.compile(r"'t': (\d{10}\.\d{1,3})")
 PYSPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
 # samples a second: py-spy records only busy samples, so at 100 a window of a
 # process at 4 % of a core held ~150 samples, too few to rank its functions
@@ -86,6 +94,41 @@ def tools(log: Path, toolong: str | None) -> dict[str, str]:
     return {**out, **EXTRA}
 
 
+def field_sessions(d: str) -> list[str]:
+    """The field scene's other sessions: a second run logging at 5 lines/s,
+    a `nvidia-smi` every second, and $FIELD_GPU_CMD (a second GPU process)."""
+    py = shlex.quote(sys.executable)
+    writer = f"{py} {shlex.quote(str(HERE / 'hf_writer.py'))} 5"
+    eval_log = shlex.quote(str(Path(d) / "eval.log"))
+    cmds = {
+        "eval": f"{writer} 2>&1 | tee {eval_log}",
+        "smi": "while :; do nvidia-smi; sleep 1; done",
+    }
+    if os.environ.get("FIELD_GPU_CMD"):
+        cmds["eval-gpu"] = os.environ["FIELD_GPU_CMD"]
+    for name, cmd in cmds.items():
+        tmux("new", "-d", "-s", name, "-x", "120", "-y", "36", cmd)
+    return list(cmds)
+
+
+def line_to_screen(session: str, seconds: float, every: float = 0.02) -> dict[str, Any]:
+    """Each stamped line's delay from its writing to the first capture of
+    the pane that shows it (`tmux capture-pane` every `every` s: the delay
+    is over by up to that much, ~every/2 on average)."""
+    seen: dict[str, float] = {}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        screen = tmux("capture-pane", "-p", "-t", session, check=False)
+        now = time.time()
+        for stamp in STAMP.findall(screen):
+            seen.setdefault(stamp, now)
+        time.sleep(every)
+    first = min(seen.values(), default=0.0)
+    lat = sorted(at - float(st) for st, at in seen.items() if at > first)  # not those already there
+    pick = lambda q: round(1000 * lat[min(len(lat) - 1, int(q * len(lat)))]) if lat else None  # noqa: E731
+    return {"n": len(lat), "p50_ms": pick(0.5), "p95_ms": pick(0.95), "max_ms": pick(1.0)}
+
+
 def scenario(
     rate: float,
     buffered: bool,
@@ -93,6 +136,7 @@ def scenario(
     seconds: float,
     size: tuple[int, int],
     profile: str | None = None,
+    field: bool = False,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gputui-stream-") as d:
         log = Path(d) / "train.log"
@@ -110,6 +154,7 @@ def scenario(
             "50",
             f"{writer} 2>&1 | tee {shlex.quote(str(log))}",
         )
+        others = field_sessions(d) if field else []
         time.sleep(2.0)
         panes = {n: pane(f"cpu-{n}", c, size) for n, c in tools(log, toolong).items()}
         time.sleep(8.0)  # start-up and the first screen are not the steady cost
@@ -142,12 +187,17 @@ def scenario(
             spy.wait(timeout=30)
         wall = time.monotonic() - t0
         res: dict[str, Any] = {}
+        if not buffered and LATENCY_S > 0:  # after the CPU window: the polling costs CPU
+            res["line_to_screen"] = {
+                n: line_to_screen(f"cpu-{n}", LATENCY_S) for n in ("gputui", "tail") if n in panes
+            }
         for n, p in panes.items():
             res[n] = round(100 * (cpu_seconds(tree(p)) - start[n]) / wall, 2)
             res[f"{n}_screen"] = tmux("capture-pane", "-p", "-t", f"cpu-{n}").splitlines()
             tmux("kill-session", "-t", f"cpu-{n}", check=False)
         res["lines"] = sum(1 for _ in log.open(errors="replace"))
-        tmux("kill-session", "-t", "train0", check=False)
+        for name in ["train0", *others]:
+            tmux("kill-session", "-t", name, check=False)
         return res
 
 
@@ -158,7 +208,8 @@ def find_toolong(arg: str | None) -> str | None:
     return None
 
 
-TARGETS = {"20 lines/s": 2.0, "40 lines/s": 2.0, "buffered": 1.3}  # gputui / nvitop at most
+# gputui / nvitop at most (issue 37)
+TARGETS = {"20 lines/s": 1.5, "40 lines/s": 1.5, "buffered": 1.2, FIELD: 1.5}
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
@@ -176,6 +227,12 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     if "20 lines/s" in results and "40 lines/s" in results:
         a, b = results["20 lines/s"]["gputui"], results["40 lines/s"]["gputui"]
         out.append(f"gputui at 40 vs 20 lines/s: {b / a:.2f}× (flat: the log is drawn at 2–4 Hz)")
+    for label, r in results.items():
+        for n, lat in r.get("line_to_screen", {}).items():
+            out.append(
+                f"{label}: {n} line → screen p50 {lat['p50_ms']} ms, p95 {lat['p95_ms']} ms "
+                f"(n={lat['n']}, read off the pane every 20 ms)"
+            )
     if "nvitop" in first:
         for label, r in results.items():
             ratio = r["gputui"] / r["nvitop"] if r["nvitop"] > 0 else float("inf")
@@ -209,7 +266,9 @@ def measure(
         by_label = {label: (rate, buffered) for label, rate, buffered in SCENARIOS}
         for label in only or list(by_label):
             rate, buffered = by_label[label]
-            results[label] = scenario(rate, buffered, toolong, seconds, size, profile)
+            field = label == FIELD
+            prof = f"{profile}-field" if profile and field else profile
+            results[label] = scenario(rate, buffered, toolong, seconds, size, prof, field)
             print(label, {k: v for k, v in results[label].items() if "screen" not in k}, flush=True)
     finally:
         subprocess.run(["tmux", "kill-server"], capture_output=True)

@@ -108,6 +108,8 @@ class Probe:
         self.first_sessions: float | None = None
         self.burst_end: dict[int, float] = {}
         self.gpu_seen: dict[int, float] = {}  # GPU 0 marker -> first time on screen
+        self.screen_lat: list[float] = []  # stamp -> the first frame sent after its write
+        self._unpainted: list[float] = []  # stamps written to the Log, no frame sent since
 
     def install(self, app: GputuiApp) -> None:
         log = app._q(LogPanel).log
@@ -127,11 +129,25 @@ class Probe:
                             continue
                         if self.collect:
                             self.lat.append(now - st[0])
+                            self._unpainted.append(st[0])
                         if "BURST-END" in line:
                             self.burst_end[int(line.rsplit(" ", 1)[1])] = now
             return orig_write(lines, scroll_end)
 
         log.write_lines = write_lines  # type: ignore[method-assign]
+
+        # line -> screen: the first frame the app sends after the line's write
+        # (App._display gets every frame; headless, it writes nothing)
+        orig_display = app._display
+
+        def display(screen: Any, renderable: Any) -> None:
+            orig_display(screen, renderable)
+            if renderable is not None and self._unpainted:
+                now = time.time()
+                self.screen_lat.extend(now - t for t in self._unpainted)
+                self._unpainted = []
+
+        app._display = display  # type: ignore[method-assign]
 
         gt = app._q(GpuTable)
         orig_show = gt.show
@@ -198,6 +214,7 @@ async def rate_phase(
     write_control(cfg["ctl"], {"rate": ph["rate"]})
     await asyncio.sleep(ph.get("warmup", 3.0))
     probe.lat = []
+    probe.screen_lat = []
     probe.collect = True
     if PHASE_PROFILE is not None:  # steady state only: not start-up, not warm-up
         PHASE_PROFILE.enable()
@@ -239,6 +256,8 @@ async def rate_phase(
         "rss_mb_max": max(rss) if rss else None,
         "rss_mb_end": rss_mb()[0],
         "latency_s": summary(probe.lat),
+        "screen_latency_s": summary(probe.screen_lat),
+        "log_frame_s": getattr(getattr(app, "_log_pacer", None), "cost", None),
         "dropped_lines": app.monitor.dropped_log_lines - dropped0,  # type: ignore[attr-defined]
         "pct_exec_per_min": (pct_calls(cfg["pct_log"]) - pct0) / minutes,
         "channels_per_min": (tr.runs + tr.opens - ch0) / minutes,

@@ -143,7 +143,7 @@ async def shoot_live(out: Path, size: tuple[int, int]) -> list[Path]:
                 written.append(Path(app.save_screenshot("demo-live-buffered.svg", str(out))))
                 old = snap.training_proc
                 await pilot.press("r")
-                await pilot.pause(1.0)
+                await until(lambda: getattr(app.screen, "plan", None) is not None, 30)  # filled in
                 await pilot.press("y")
                 await app.workers.wait_for_complete()
                 await pilot.press("escape")

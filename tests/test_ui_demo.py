@@ -62,7 +62,9 @@ async def test_demo_banner_explains_buffering_and_relaunch_fixes_it(tmp_path, mo
             assert snap.training_proc is not None and snap.training_proc.block_buffered
             assert len(snap.metrics.throughput) == 0  # nothing reached the log yet
             await pilot.press("r")
-            assert await wait_for(lambda: isinstance(app.screen, ConfirmScreen), 10)
+            assert await wait_for(
+                lambda: isinstance(app.screen, ConfirmScreen) and app.screen.plan, 10
+            )
             assert app.executed == []  # the box is open; nothing ran
             await pilot.press("y")
             await app.workers.wait_for_complete()

@@ -172,3 +172,9 @@ def test_whole_run_ten_hours(snap_compare, tmp_path) -> None:  # type: ignore[no
 def test_whole_run_ten_hours_80x24(snap_compare, tmp_path) -> None:  # type: ignore[no-untyped-def]
     app, run_before = whole_run_app(tmp_path, 10.0)
     assert snap_compare(app, run_before=run_before, terminal_size=(80, 24))
+
+
+def test_help_box(snap_compare) -> None:
+    """The help box over the GPU rows: its scroll bar in whole cells, no
+    `▂▂`/`▇▇` thumb ends that read as sparkline cells (issue 36)."""
+    assert snap_compare(scene_app("healthy"), press=["question_mark"], terminal_size=SIZE)

@@ -162,7 +162,9 @@ async def test_buffered_banner_then_relaunch_clears_it(
             assert not banner.compact
 
             await pilot.press("r")
-            await until(lambda: isinstance(app.screen, ConfirmScreen), 15, "the confirm box")
+            await until(
+                lambda: isinstance(app.screen, ConfirmScreen) and app.screen.plan, 15, "the plan"
+            )
             assert app.executed == []  # the box is open, nothing ran yet
             seen: set[str | None] = set()  # every banner word during the relaunch
             stray: list[str] = []  # what any other word said, and what the monitor saw then
@@ -300,7 +302,9 @@ async def test_a_relaunch_that_dies_at_once_is_on_the_banner_and_sent_once(
             await until(lambda: numbered(app), 20, "the run's lines")
             run.script.write_text("import gputui_no_such_module\n")  # the next start dies
             await pilot.press("r")
-            await until(lambda: isinstance(app.screen, ConfirmScreen), 15, "the confirm box")
+            await until(
+                lambda: isinstance(app.screen, ConfirmScreen) and app.screen.plan, 15, "the plan"
+            )
             await pilot.press("y")
             await until(lambda: app.executed, 5, "the relaunch to start")
             await until(

@@ -13,6 +13,7 @@ stream in batches, at most ~4 writes a second, 2 once lines keep coming
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
@@ -24,11 +25,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, ScreenStackError
 from textual.binding import Binding, BindingsMap
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
+from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input
 from textual.worker import Worker, WorkerState
@@ -50,6 +52,7 @@ from gputui.ui.screens.confirm import ConfirmScreen, plan_heading
 from gputui.ui.screens.help import HelpScreen, help_markdown
 from gputui.ui.screens.result import ResultScreen, result_details
 from gputui.ui.screens.zoom import GpuGraphsScreen
+from gputui.ui.scrollbars import use_whole_cell_scroll_bars
 from gputui.ui.widgets.banner import Banner
 from gputui.ui.widgets.gpus import GpuTable
 from gputui.ui.widgets.logview import LogPanel
@@ -131,6 +134,7 @@ class GputuiApp(App[int]):
         back: bool = False,
     ) -> None:
         super().__init__()
+        use_whole_cell_scroll_bars()  # no ▇▂▋ thumb ends beside the sparklines
         self.back = back  # opened from the host view: Esc goes back to it (exit code BACK)
         self.keys = dict(keys or {})  # [keys] in the config: binding id -> key
         self.monitor = monitor
@@ -196,13 +200,20 @@ class GputuiApp(App[int]):
         )
 
     def _refresh_notifications(self) -> None:
-        """On the dashboard a notification lives at the header's right end
-        (StatusLine.show_notice) and in the list behind n, never over the
-        banner or the log (app.tcss hides its toast rack); the other screens
-        keep Textual's toasts. Textual's own timeouts still end them."""
-        super()._refresh_notifications()
+        """A notification lives at the header's right end
+        (StatusLine.show_notice) and in the list behind n, never as a toast
+        over the banner, the log, or a box over the dashboard (a confirm,
+        help or result box leaves the header in view): after `y`, an
+        action's progress toasts piled up over its result box. Textual's
+        toasts stay on the full-screen views (g), which hide the header. A
+        toast rack shows itself when given notifications (its `display` is
+        set, whatever the CSS says), so it is given none. Textual's own
+        timeouts still end them."""
         if not hasattr(self, "_main"):
+            super()._refresh_notifications()
             return
+        if not self._header_in_view():
+            super()._refresh_notifications()
         try:
             status = self._q(StatusLine)
         except NoMatches:  # the app is closing: its widgets are gone
@@ -214,6 +225,14 @@ class GputuiApp(App[int]):
             if key not in status.notices:
                 text = f"{n.title}: {n.message}" if n.title else n.message
                 status.show_notice(key, text, n.severity)
+
+    def _header_in_view(self) -> bool:
+        """The dashboard is on top, or a box over it (a modal screen)."""
+        try:
+            top = self.screen
+        except ScreenStackError:  # closing
+            return False
+        return top is self._main or isinstance(top, ModalScreen)
 
     def action_notices(self) -> None:
         from gputui.ui.screens.notices import NoticesScreen
@@ -465,17 +484,26 @@ class GputuiApp(App[int]):
     @work(group="action", exclusive=True, exit_on_error=False)
     async def _plan_confirm_run(self, verb: str) -> None:
         """Plan (read-only), confirm with the plan fixed, then run it. A verb
-        that only reads (py-spy dump) runs at once; its result says what ran."""
+        that only reads (py-spy dump) runs at once; its result says what ran.
+        The confirm box opens on the key and the plan fills it in when it
+        arrives (issue 37: `k` read the processes' identity first, 1.8 s on
+        a Proxmox host, before anything showed)."""
+        asks = verb not in VERB_BY_ID or VERB_BY_ID[verb].confirm
+        box = await self._open_confirm(verb) if asks else None
         try:
             plan = await self._plan(verb)
         except GputuiError as e:
+            if box is not None:
+                box.show_failure(str(e))  # Escape closes it
             self.notify(str(e), title=VERB_BY_ID[verb].label, severity="error", timeout=8)
             return
         title = plan_heading(plan)
-        asks = verb not in VERB_BY_ID or VERB_BY_ID[verb].confirm
-        if asks and not await self.push_screen_wait(ConfirmScreen(plan)):
-            self.notify(f"{title}: cancelled, nothing was run")
-            return
+        if box is not None:
+            if not box.answered.done():
+                box.show_plan(plan)
+            if not await box.answered:
+                self.notify(f"{title}: cancelled, nothing was run")
+                return
         self.executed.append(plan)
         self.notify(f"{title}: running…", timeout=3)
         result = await self._execute(plan)
@@ -483,6 +511,30 @@ class GputuiApp(App[int]):
         if result_details(result) or result.saved_path or not result.ok:
             self.push_screen(ResultScreen(title, result))
         await self.monitor.refresh()
+
+    async def _open_confirm(self, verb: str) -> ConfirmScreen:
+        """The confirm box, on screen now, before the plan: what was asked and
+        where. Painted before the plan's reads start, so its first frame does
+        not wait behind them."""
+        snap = self.monitor.snapshot
+        label = VERB_BY_ID[verb].label if verb in VERB_BY_ID else verb
+        session = f" session {snap.session_name!r}" if snap.session_name else ""
+        box = ConfirmScreen(
+            None,
+            heading=f"{label[:1].upper()}{label[1:]}{session}",
+            target=f"{snap.target}{' ·' + session if session else ''}",
+        )
+        await self.push_screen(box, callback=box.answer_with)
+        painted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def paint_done() -> None:
+            if not painted.done():
+                painted.set_result(None)
+
+        box.call_after_refresh(paint_done)
+        with contextlib.suppress(asyncio.TimeoutError):  # a box never painted: plan anyway
+            await asyncio.wait_for(painted, 0.5)
+        return box
 
     async def _execute(self, plan: ActionPlan) -> ActionResult:
         """Run the confirmed plan where its verb runs (gputui.verbs.Verb.runs)."""

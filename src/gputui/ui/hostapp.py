@@ -40,6 +40,7 @@ from gputui.monitor.engine import Monitor
 from gputui.text.untrusted import remote_text, visible
 from gputui.text.words import gib
 from gputui.ui.app import BACK, QUIT_SIGNALS, GputuiApp, terminal_gone
+from gputui.ui.scrollbars import use_whole_cell_scroll_bars
 
 HEALTH_STYLE = {
     "ok": "green",
@@ -201,6 +202,7 @@ class HostApp(App[Any]):
         self, hosts: Sequence[HostWatchLike], *, live: bool = True, selected: int = 0
     ) -> None:
         super().__init__()
+        use_whole_cell_scroll_bars()  # as the run view's (ui/scrollbars.py)
         self.hosts = list(hosts)
         self.live = live
         self.selected = selected

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Set
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -56,6 +57,49 @@ def session_row(s: Session, now: float, watched: str | None) -> tuple[Text | str
     return name, state, exit_, command, age  # every str cell is gputui's own text
 
 
+MIN_COMMAND = 8  # cells the command keeps in a narrow pane before the names give way
+MIN_NAME = 8
+
+
+def fit_cell(cell: Text | str, width: int) -> Text | str:
+    """`cell`, drawn cut to `width` cells with an ellipsis when longer (a
+    copy; its text stays whole: the table's data, the palette, tests)."""
+    if cell_len(str(cell)) <= width:
+        return cell
+    text = cell.copy() if isinstance(cell, Text) else Text(cell)
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text
+
+
+def column_widths(rows: list[tuple[Text | str, ...]], width: int, pad: int) -> dict[str, int]:
+    """The columns shown and their widths in a table `width` cells wide
+    (cells padded by `pad` each side): every column as wide as its widest
+    cell and the command the rest, so a long command ends in "…" inside the
+    pane; a horizontal scroll bar never appears. In a narrow pane the
+    command keeps MIN_COMMAND cells, then the age goes (the least read),
+    then the session names give way (cut with "…" too), then the command
+    again."""
+    widest = {
+        label: max([cell_len(label), *(cell_len(str(r[i])) for r in rows)])
+        for i, label in enumerate(COLUMNS)
+    }
+    if _over(widest, width, pad, {"command": MIN_COMMAND}) > 0:
+        del widest["age"]
+    over = _over(widest, width, pad, {})
+    for column, least in (("command", MIN_COMMAND), ("session", MIN_NAME), ("command", 2)):
+        if over > 0:
+            cut = min(over, max(0, widest[column] - least))
+            widest[column] -= cut
+            over -= cut
+    return widest
+
+
+def _over(widths: dict[str, int], width: int, pad: int, cut_to: dict[str, int]) -> int:
+    """Cells past `width` with these columns (those in `cut_to` at most that wide)."""
+    return sum(min(w, cut_to.get(c, w)) + 2 * pad for c, w in widths.items()) - width
+
+
 class SessionList(Pane, DataTable[Text | str]):
     """Enter or a click on a row watches that session."""
 
@@ -66,32 +110,53 @@ class SessionList(Pane, DataTable[Text | str]):
     def on_mount(self) -> None:
         self.cursor_type = "row"
         self.zebra_stripes = False
-        for c in COLUMNS:
-            self.add_column(c, key=c)
         self._names: list[str] = []
         self._rows: dict[str, tuple[Text | str, ...]] = {}
+        self._widths: dict[str, int] = {}
+        self._shown: tuple[list[Session], float, str | None] | None = None
 
     def draw(self, frame: Frame, changed: Set[str]) -> None:
         self.show(frame.snap.sessions, frame.now, frame.snap.session_name)
 
+    def on_resize(self) -> None:
+        if self._shown is not None:
+            self.show(*self._shown)
+
+    def _room(self, rows: int) -> int:
+        """The cells a row may take: the pane's inside, less the scroll bar
+        when the rows overflow it (the header row is one)."""
+        inside = self.content_region
+        bar = self.styles.scrollbar_size_vertical if rows + 1 > inside.height else 0
+        return max(0, inside.width - bar)
+
     def show(self, sessions: list[Session], now: float, watched: str | None) -> None:
+        self._shown = (sessions, now, watched)
         names = [row_key(s) for s in sessions]
         rows = {row_key(s): session_row(s, now, watched) for s in sessions}
-        if names != self._names:
+        widths = column_widths(list(rows.values()), self._room(len(rows)), self.cell_padding)
+        fitted = {
+            n: tuple(fit_cell(c, widths[k]) for c, k in zip(r, COLUMNS, strict=True) if k in widths)
+            for n, r in rows.items()
+        }
+        if names != self._names or widths != self._widths:
             cursor_name = (
                 self._names[self.cursor_row] if 0 <= self.cursor_row < len(self._names) else watched
             )
-            self.clear()
+            self.clear(columns=widths != self._widths)
+            if not self.columns:
+                for c, w in widths.items():
+                    self.add_column(fit_cell(c, w), key=c, width=w)
             for n in names:
-                self.add_row(*rows[n], key=n)
+                self.add_row(*fitted[n], key=n)
             self._names = names
+            self._widths = widths
             if cursor_name in names:
                 self.move_cursor(row=names.index(cursor_name), animate=False)
         else:
             for n in names:
                 old = self._rows.get(n, ())
-                for col, a, b in zip(COLUMNS, old, rows[n], strict=False):
+                for col, a, b in zip(widths, old, fitted[n], strict=False):
                     if str(a) != str(b) or getattr(a, "style", None) != getattr(b, "style", None):
                         self.update_cell(n, col, b)
-        self._rows = rows
+        self._rows = fitted
         set_border_text(self, subtitle="" if sessions else "no tmux sessions")

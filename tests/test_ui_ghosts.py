@@ -1,0 +1,168 @@
+"""No ghosts on the screen (issue 36, item 3), read off what a terminal shows.
+
+Each test plays the app's real output (partial updates included) on a
+character grid (tests/terminal.py) and looks where the user looked:
+- a box over the dashboard (help, confirm) showed `▂▂`/`▇▇` in its right
+  margin, read as GPU sparkline cells showing through: the box's scroll bar,
+  its thumb ends drawn with the sparklines' own partial blocks;
+- after `y`, the action's progress toasts piled up over its result box (and
+  over the log while it ran: the dashboard's toast rack shows itself once
+  given a notification, whatever app.tcss says);
+- a stray `▋` in the sessions pane: the table's horizontal scroll bar, the
+  command wider than the pane; and the command cut at the border, no `…`,
+  the age column out of sight;
+- and, for the compositor the dashboard paints with (ui/compositor.py), what
+  the terminal shows after a run of partial updates under and over boxes is
+  what a fresh render of the same screen shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from gputui.actions import ActionPlan, ActionResult
+from gputui.model import GpuSample
+from gputui.ui.screens.result import ResultScreen
+from scene_fakes import RecordingActions
+from terminal import attach, drawn_afresh, inside
+from test_ui_snapshots import SIZE, scene_app
+
+VERTICAL_ENDS = set("▁▂▃▄▅▆▇")
+HORIZONTAL_ENDS = set("▏▎▍▌▋▊▉")
+
+
+def glyphs(rows: list[str], kinds: set[str]) -> list[tuple[int, str]]:
+    return [(y, row) for y, row in enumerate(rows) if kinds & set(row)]
+
+
+async def test_a_box_over_the_gpu_rows_shows_no_block_glyphs() -> None:
+    """The help box and the relaunch confirm box are taller than 36 rows
+    allow: each scrolls, and nothing in it (the plan's body for the confirm
+    box: its buttons have borders of ▁) looks like a sparkline cell."""
+    for scene, key, box in (
+        ("healthy", "question_mark", "#help-box"),
+        ("buffered", "r", "#confirm-body"),
+    ):
+        app = scene_app(scene)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            term = attach(app)
+            await pilot.press(key)
+            await pilot.pause()
+            await pilot.pause()
+            region = app.screen.query_one(box).region
+            if box == "#help-box":
+                region = region.shrink((1, 1, 1, 1))  # in its border (half blocks)
+            rows = inside(term, region)
+            assert glyphs(rows, VERTICAL_ENDS | HORIZONTAL_ENDS) == [], (key, "\n".join(rows))
+
+
+class SlowRelaunch(RecordingActions):
+    """Says its steps through `progress` (as the real relaunch does), then
+    returns a result with details: the result box opens."""
+
+    STEPS = ("stopping the old run…", "SIGINT sent (0.0 s)", "starting session…", "verifying…")
+
+    async def execute(self, plan: ActionPlan) -> ActionResult:
+        self.executed.append(plan)
+        for step in self.STEPS:
+            assert self.progress is not None
+            self.progress(step)
+            await asyncio.sleep(0.15)
+        return ActionResult(
+            True, "relaunched: new log 117 bytes after 3 s", output="old run ended\n"
+        )
+
+
+async def test_an_actions_progress_stays_off_the_log_and_its_result_box() -> None:
+    actions = SlowRelaunch()
+    app = scene_app("buffered", actions=actions)
+    actions.progress = lambda text: app.notify(text, timeout=4)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:  # Textual's toasts on
+        await pilot.pause()
+        term = attach(app)
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause(0.4)  # the action runs: the dashboard is on top
+        log = inside(term, app._q("#logpanel").region)
+        assert not [r for r in log if any(s in r for s in SlowRelaunch.STEPS)], "\n".join(log)
+        await app.workers.wait_for_complete()
+        for _ in range(3):
+            await pilot.pause()
+        assert isinstance(app.screen, ResultScreen)
+        box = inside(term, app.screen.query_one("#result-box").region)
+        said = [r for r in box if any(s in r for s in SlowRelaunch.STEPS) or "running…" in r]
+        assert said == [], "\n".join(box)
+        header = term.rows()[0]
+        assert "n: all)" in header, header  # what it said is in the header, behind n
+
+
+async def test_the_sessions_pane_fits_its_commands() -> None:
+    """A command wider than its column ends in `…` inside the pane, the age
+    beside it, and no scroll bar glyph shows in the pane."""
+    app = scene_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        term = attach(app)
+        await pilot.pause()
+        rows = inside(term, app._q("#sessions").region)
+        assert glyphs(rows, HORIZONTAL_ENDS | VERTICAL_ENDS) == [], "\n".join(rows)
+        head = rows[1]
+        assert head.split() == ["│", "session", "state", "exit", "command", "age", "│"], head
+        dflash = next(r for r in rows if "dflash" in r)
+        assert "bash /r" in dflash and "…" in dflash, dflash  # cut, and says so
+        assert dflash.rstrip(" │").endswith(" m"), dflash  # the age, in view
+
+
+async def test_the_terminal_shows_what_a_fresh_render_shows() -> None:
+    """GPU samples and log lines keep coming (the 1 Hz tick, log writes)
+    while the dashboard, the help box, the confirm box and the GPU graphs
+    take turns on top: every cell the terminal got adds up to the screen a
+    full render draws — nothing left behind, nothing painted over a box."""
+    now = [1_800_000_000.0]
+    app = scene_app("healthy")
+    app.clock = lambda: now[0]
+    monitor = app.monitor
+    rng = random.Random(36)
+    step = [0]
+
+    def second() -> None:
+        now[0] += 1
+        for i in range(8):
+            monitor.snapshot.gpus.add(
+                GpuSample(
+                    index=i,
+                    time=now[0],
+                    name="NVIDIA H200",
+                    uuid=f"GPU-{i:08d}",
+                    mem_used_mib=80000 + rng.random() * 60000,
+                    mem_total_mib=143771.0,
+                    util_pct=rng.randint(0, 100),
+                    temp_c=60,
+                    power_w=600,
+                    power_limit_w=700,
+                    sm_clock_mhz=1980,
+                )
+            )
+        for _ in range(3):
+            step[0] += 1
+            monitor.push_lines([f"step {step[0]} | loss {rng.random():.4f}"])
+        monitor.publish({"gpus", "log"})
+        app._tick()
+
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        term = attach(app)
+        turns = [[], ["question_mark"], ["escape"], ["r"], ["n"], ["g"], ["escape"]]
+        for keys in turns:
+            for key in keys:
+                await pilot.press(key)
+            for _ in range(4):
+                second()
+                await pilot.pause(0.1)
+                assert term.text().splitlines() == drawn_afresh(app).splitlines(), (
+                    keys,
+                    type(app.screen).__name__,
+                )
