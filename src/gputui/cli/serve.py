@@ -182,9 +182,9 @@ def make_server(
     import aiohttp_jinja2
     import jinja2
     from aiohttp import web
-    from textual_serve.server import Server, to_int
+    from textual_serve.server import Server
 
-    from gputui.cli.serve_child import TabDashboard
+    from gputui.cli.serve_child import TabDashboard, run_tab
 
     @web.middleware
     async def check_token(
@@ -224,34 +224,7 @@ def make_server(
         async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
             """textual-serve's, with a TabDashboard that is ended when the tab
             goes, whatever it was doing (starting included)."""
-            websocket = web.WebSocketResponse(heartbeat=15)
-            width = to_int(request.query.get("width", "80"), 80)
-            height = to_int(request.query.get("height", "24"), 24)
-            tab: TabDashboard | None = None
-            try:
-                await websocket.prepare(request)
-                tab = TabDashboard(
-                    argv,
-                    write_bytes=websocket.send_bytes,
-                    write_str=websocket.send_str,
-                    close=websocket.close,
-                    download_manager=self.download_manager,
-                    live=self.tabs,
-                )
-                await asyncio.shield(tab.begin(width, height))
-                await self._process_messages(websocket, tab)
-            except (asyncio.CancelledError, Exception):
-                pass  # the page went, or sent what is not textual-serve's: the tab ends
-            finally:
-                if tab is not None:
-                    await asyncio.shield(tab.stop())
-                    if tab.how_ended not in ("", "quit"):
-                        print(f"gputui serve: a tab's dashboard did not quit: {tab.how_ended}")
-                        if after_kill is not None and not self.tabs:
-                            await asyncio.to_thread(after_kill)
-                with contextlib.suppress(Exception):
-                    await websocket.close()
-            return websocket
+            return await run_tab(self, request, argv, after_kill)
 
     return TokenServer(shlex.join(argv), host=host, port=port, title=title)
 

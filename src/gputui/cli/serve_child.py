@@ -237,3 +237,47 @@ def _quiet(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[None]]:
 async def end_all(live: set[TabDashboard]) -> None:
     """serve is ending (any signal it can catch): every tab's dashboard ends."""
     await asyncio.gather(*(t.stop() for t in list(live)), return_exceptions=True)
+
+
+async def run_tab(
+    server: Any, request: Any, argv: Sequence[str], after_kill: Callable[[], None] | None
+) -> Any:
+    """textual-serve's websocket handler, with a TabDashboard: started in a
+    task of its own, ended (`stop`) however the page's socket ends."""
+    from aiohttp import web
+    from textual_serve.server import to_int
+
+    websocket = web.WebSocketResponse(heartbeat=15)
+    width = to_int(request.query.get("width", "80"), 80)
+    height = to_int(request.query.get("height", "24"), 24)
+    tab: TabDashboard | None = None
+    try:
+        await websocket.prepare(request)
+        tab = TabDashboard(
+            argv,
+            write_bytes=websocket.send_bytes,
+            write_str=websocket.send_str,
+            close=websocket.close,
+            download_manager=server.download_manager,
+            live=server.tabs,
+        )
+        await asyncio.shield(tab.begin(width, height))
+        await server._process_messages(websocket, tab)
+    except (asyncio.CancelledError, Exception):
+        pass  # the page went, or sent what is not textual-serve's: the tab ends
+    finally:
+        if tab is not None:
+            await asyncio.shield(_end_tab(tab, server.tabs, after_kill))
+        with contextlib.suppress(Exception):
+            await websocket.close()
+    return websocket
+
+
+async def _end_tab(
+    tab: TabDashboard, live: set[TabDashboard], after_kill: Callable[[], None] | None
+) -> None:
+    await tab.stop()
+    if tab.how_ended not in ("", "quit"):
+        print(f"gputui serve: a tab's dashboard did not quit: ended by {tab.how_ended}")
+        if after_kill is not None and not live:
+            await asyncio.to_thread(after_kill)
