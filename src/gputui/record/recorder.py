@@ -36,6 +36,11 @@ from gputui.tasks import cancel_and_wait
 # one short command a minute while the log grows: pct exec costs
 LOG_EVERY_S = DEFAULTS.history_log_every
 READ_CHUNK = 4 * 1024 * 1024  # bytes of log per read; a long log is read over several ticks
+# The follower's word that the log started over (its truncation/rotation
+# counts) may come after the recorder saw the same restart by size or inode;
+# within this long (plus two reads) it is that restart, not another — taken
+# as another, the new run was read again from 0: every line twice (the soak).
+MARKS_LAG_S = 15.0
 AUDIT_EVERY_S = 10.0
 # The user's relaunch or kill: what it causes is no news from when it begins
 # until SETTLE_S after it ends (gputui.record.incidents), at most this long.
@@ -186,6 +191,7 @@ class RunRecorder:
         self._log_due = 0.0
         self._log_seen: tuple[int | None, int, int] = (None, 0, 0)
         self._marks: tuple[int, int] | None = None
+        self._marks_quiet_until = 0.0  # the follower's late word of a restart already seen
         self._audit_due = 0.0
         self._audit_mtime = 0.0
         self._audit_seen = 0  # bytes of the audit log read for expected windows
@@ -447,6 +453,8 @@ class RunRecorder:
         marks = (snap.log.truncations, snap.log.rotations)  # the follower saw it start over
         restarted = self._marks is not None and marks != self._marks
         self._marks = marks
+        if restarted and now < self._marks_quiet_until:
+            restarted = False  # its word of the restart this run began with, come late
         if self._run is None or inode != self._run.inode or size < self._run.cursor or restarted:
             # first sight of this log, or it was replaced / truncated: its run
             stale = self._run.id if self._run is not None else None
@@ -454,6 +462,8 @@ class RunRecorder:
                 self.writer.new_run(self.name, path, inode, now, after=stale)
             )
             self._caught_up = False
+            if stale is not None:
+                self._marks_quiet_until = now + MARKS_LAG_S + 2 * self.log_every
             self._log_due = now  # read on from the run's cursor at the next tick
             return 0
         points, consumed = await parse_chunk_off_loop(data, cursor, self._parser)
