@@ -613,6 +613,8 @@ class Soak:
         for p in self.processes():
             with contextlib.suppress(OSError):
                 os.kill(p["pid"], signal.SIGKILL)
+        if self.args.short:  # the JSON says it all; a long soak keeps its history
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _role(cmd: str, ours: bool, bed: bool) -> str | None:
