@@ -126,6 +126,7 @@ class Soak:
         self.serve: subprocess.Popen[bytes] | None = None
         self.serve_url = ""
         self.restarts = {"watch": 0, "dashboard": 0}
+        self.soak_errors: list[str] = []
         self.tmux_sock = self.dir / "tmux.sock"
 
     # ------------------------------------------------------------ set-up
@@ -405,7 +406,8 @@ class Soak:
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
                 env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                raw = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                cmd = raw.decode(errors="replace")  # anyone's argv: any bytes
                 stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 status = Path(f"/proc/{pid}/status").read_text()
                 fds = len(os.listdir(f"/proc/{pid}/fd"))
@@ -544,6 +546,7 @@ class Soak:
             "minutes_run": round((time.time() - self.t0) / 60, 1),
             "args": vars(self.args),
             "crashes": self.crashes,
+            "soak_errors": self.soak_errors,
             "restarts": self.restarts,
             "faults": self.faults,
             "fault_counts": _counts(f["fault"] for f in self.faults),
@@ -558,22 +561,34 @@ class Soak:
         tmp.write_text(json.dumps(result, indent=1))
         tmp.replace(self.out_path)
 
+    @contextlib.contextmanager
+    def own_errors(self) -> Any:
+        """A failure of the soak's own (not gputui's): kept, and it goes on."""
+        try:
+            yield
+        except Exception as err:  # hours of soak must not end on it
+            if len(self.soak_errors) < 50:
+                self.soak_errors.append(f"{time.time() - self.t0:.0f}s {err!r}")
+
     def run(self) -> None:
         end = self.t0 + self.args.minutes * 60
         next_fault = time.time() + self.args.first_fault
         next_write = time.time() + 300
         i = 0
         while time.time() < end:
-            self.sample()
-            self.check_alive()
+            with self.own_errors():
+                self.sample()
+                self.check_alive()
             if time.time() >= next_fault:
                 name = self.args.faults[i % len(self.args.faults)]
                 i += 1
-                self.faults.append(self.fault(name))
-                print(json.dumps(self.faults[-1]), flush=True)
+                with self.own_errors():
+                    self.faults.append(self.fault(name))
+                    print(json.dumps(self.faults[-1]), flush=True)
                 next_fault = time.time() + self.args.every
             if time.time() >= next_write:
-                self.write(final=False)
+                with self.own_errors():
+                    self.write(final=False)
                 next_write = time.time() + 300
             time.sleep(min(self.args.sample, max(0.0, next_fault - time.time())))
         self.finish()
