@@ -292,6 +292,7 @@ class Soak:
         rec["ok"] = self.in_ct("rm", "-f", str(self.log)).returncode == 0
 
     def do_disk_full(self, rec: dict[str, Any]) -> None:
+        rec["destroys"] = True  # a line cut short by the full disk tears the next one
         fill = shlex.quote(str(self.disk / "fill"))
         self.in_ct("/bin/sh", "-c", f"head -c {DISK_MB}M /dev/zero > {fill} 2>/dev/null; true")
         time.sleep(self.args.full_for)
@@ -741,7 +742,81 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def summary(res: dict[str, Any]) -> str:
+    """A soak's result JSON as the Markdown of bench/RESULTS.md."""
+    out = [
+        f"- ran {res['minutes_run']} min ({'finished' if res['final'] else 'still running'}); "
+        f"faults: {res['fault_counts']}"
+    ]
+    out.append(
+        f"- crashes: {len(res['crashes'])} {[(c['who'], c['rc']) for c in res['crashes']]}; "
+        f"restarts {res['restarts']}; soak's own errors: {len(res.get('soak_errors', []))}"
+    )
+    ln = res.get("lines") or {}
+    if ln:
+        named = sum(g["lines"] for g in ln["missing_named"])
+        lost = sum(g["lines"] for g in ln["missing_unexplained"])
+        out.append(
+            f"- lines 1..{ln['upto_step']}: written {ln['written']} (+{ln['refused_by_full_disk']}"
+            f" refused by the full disk), recorded {ln['recorded']}, doubled {ln['doubled']},"
+            f" missing {ln['missing']} = {named} named ("
+            + ", ".join(f"{g['lines']} by {g['by']}" for g in ln["missing_named"][:12])
+            + f") + {lost} lost ("
+            + ", ".join(f"{g['lines']} near {g['near']}" for g in ln["missing_unexplained"][:12])
+            + f"); runs in the history {ln['runs_in_history']}"
+        )
+    sc, rd = res["screen"], res["history_reader"]
+    out.append(
+        f"- screen: {sc['captures']} captures, {len(sc['doubled'])} with a step twice,"
+        f" {len(sc['out_of_order'])} out of order; history reader: {rd['opens']} read-only"
+        f" opens beside the writers, {len(rd['errors'])} errors"
+    )
+    out.append("")
+    out.append(
+        "| process | samples | RSS MiB (last) | RSS KiB/h | FDs (last) | FDs/h |"
+        " threads (last) | threads/h | CPU % |"
+    )
+    out.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for role, v in res["slopes_after_15_min"].items():
+        out.append(
+            f"| {role} | {v['samples']} | {v['rss_kb_last'] / 1024:.1f} | {v['rss_kb_per_h']:+.0f}"
+            f" | {v['fds_last']} | {v['fds_per_h']:+.1f} | {v['threads_last']}"
+            f" | {v['threads_per_h']:+.1f} | {v.get('cpu_pct', 0):.2f} |"
+        )
+    out.append("")
+    out.append(
+        "| fault | n | recovered | recovery s (median, max) | CPU s watch (median) |"
+        " CPU s dashboard (median) |"
+    )
+    out.append("| --- | --- | --- | --- | --- | --- |")
+    by: dict[str, list[dict[str, Any]]] = {}
+    for f in res["faults"]:
+        by.setdefault(f["fault"], []).append(f)
+    for name, fs in by.items():
+        rec = [f["recovery_s"] for f in fs if f["recovery_s"] is not None]
+        out.append(
+            f"| {name} | {len(fs)} | {len(rec)} | "
+            + (f"{_median(rec):.1f}, {max(rec):.1f}" if rec else "-")
+            + f" | {_median([f['cpu_s'].get('watch', 0) for f in fs]):.2f}"
+            + f" | {_median([f['cpu_s'].get('dashboard', 0) for f in fs]):.2f} |"
+        )
+    return "\n".join(out)
+
+
+def _median(xs: list[float]) -> float:
+    ys = sorted(xs)
+    if not ys:
+        return 0.0
+    mid = len(ys) // 2
+    return ys[mid] if len(ys) % 2 else (ys[mid - 1] + ys[mid]) / 2
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--summary"]:  # soak.py --summary RESULT.json
+        print(summary(json.loads(Path(argv[1]).read_text())))
+        return 0
     args = parse_args(argv)
     soak = Soak(args)
     try:
