@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import sqlite3
 import stat
 import threading
@@ -131,14 +132,26 @@ def _private_file(path: Path) -> None:
 
 
 def _create_new(path: Path) -> None:
-    """An empty 0600 file at `path` when nothing is there. O_EXCL: the fd
-    opened and closed here is of a new inode, on which this process cannot
-    hold a lock (SQLite's locks on a file it opened are lost when *any* fd of
-    that file is closed in the process, "How To Corrupt An SQLite Database
-    File" section 2.2; so an existing db is never opened here)."""
+    """An empty 0600 file at `path` when nothing is there, made under another
+    name and linked into place: no fd of the db's own path is ever opened and
+    closed here, so none can drop a lock SQLite holds on it in this process
+    (locks on a file are lost when *any* fd of it is closed in the process,
+    "How To Corrupt An SQLite Database File" section 2.2). A file system
+    without hard links: made at the path with O_EXCL (a new inode)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    with contextlib.suppress(FileExistsError):  # checked by _check_files, via O_PATH
-        os.close(os.open(path, flags, 0o600))
+    if os.path.lexists(path):
+        return  # checked by _check_files, through an O_PATH fd
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+    os.close(os.open(tmp, flags, 0o600))
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    except OSError:  # no hard links here
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, flags, 0o600))
+    finally:
+        os.unlink(tmp)
 
 
 def _check_files(path: Path, *, owner: int | None) -> None:
