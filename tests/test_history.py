@@ -137,6 +137,54 @@ async def test_truncated_log_starts_a_new_run(tmp_path: Path) -> None:
     assert [s for r, _, s in got if r == runs[1]] == list(range(10))
 
 
+async def test_a_replaced_log_is_one_new_run_when_the_followers_word_comes_late(
+    tmp_path: Path,
+) -> None:
+    """The soak's find: the log deleted and made anew (another inode), seen
+    by the recorder's read first; the follower's count of it came a read
+    later and was taken for a second restart — the new run read again from
+    0, every line of it twice in the history."""
+    log, db = tmp_path / "train.log", tmp_path / "h.sqlite"
+    write_steps(log, 0, 50, "w")
+    w = HistoryWriter(db)
+    rec = RunRecorder(LogOnlyMonitor(log), w, diagnose=lambda s, n: [])
+    await import_all(rec)
+    fresh = tmp_path / "fresh.log"
+    write_steps(fresh, 50, 100, "w")
+    fresh.replace(log)  # another inode at the path
+    await import_all(rec)
+    rec.monitor.snapshot.log.truncations += 1  # the follower's word of it, late
+    rec.monitor.snapshot.log.rotations += 1
+    write_steps(log, 100, 120)
+    await import_all(rec)
+    w.close()
+    steps = [s for _, _, s in points(db)]
+    assert sorted(steps) == list(range(120)), "a step twice or missing"
+    assert len({r for r, _, _ in points(db)}) == 2
+
+
+async def test_a_rotated_log_keeps_its_last_lines(tmp_path: Path) -> None:
+    """Lines written just before the log was renamed away (train.log.1) and
+    not read yet: read there, in the old run, then the new log's run (the
+    soak lost them: 82 lines at one rotation)."""
+    log, db = tmp_path / "train.log", tmp_path / "h.sqlite"
+    write_steps(log, 0, 50, "w")
+    w = HistoryWriter(db)
+    rec = RunRecorder(LogOnlyMonitor(log), w, diagnose=lambda s, n: [])
+    await import_all(rec)
+    write_steps(log, 50, 60)  # not read yet
+    log.rename(tmp_path / "train.log.1")
+    rec.monitor.snapshot.log.rotations += 1  # the follower's word of it
+    write_steps(log, 60, 80, "w")
+    for _ in range(3):
+        await import_all(rec)
+    w.close()
+    got = points(db)
+    assert sorted(s for _, _, s in got) == list(range(80)), "a step lost or twice"
+    runs = sorted({r for r, _, _ in got})
+    assert [s for r, _, s in got if r == runs[0]] == list(range(60))
+
+
 async def test_two_recorders_on_one_log_share_one_run(tmp_path: Path) -> None:
     """The dashboard and `watch` see the same log at the same moment: one
     run, each point once."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import re
@@ -292,3 +293,207 @@ def test_page_shows_the_demo_dashboard(served: str, tmp_path: Path) -> None:
     assert shot.stat().st_size > 10_000
     if os.environ.get("UPDATE_SCREENSHOTS"):
         shutil.copyfile(shot, ROOT / "screenshots" / "web-demo.png")
+
+
+# ------------------------------------------------------------------ every tab's dashboard ends
+
+
+SERVE = [sys.executable, "-m", "gputui", "serve"]
+
+
+def processes_with(marker: str) -> list[str]:
+    """Every process whose environment holds `marker` (serve's own
+    XDG_STATE_HOME, inherited by each tab's dashboard and what it starts)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if f"XDG_STATE_HOME={marker}".encode() in env.split(b"\0") and state != "Z":
+            found.append(f"{pid} {state} {cmd.strip()[:120]}")
+    return found
+
+
+@pytest.fixture
+def serve_proc(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
+    """`gputui serve --demo`: (its process, its URL, the marker of what it starts);
+    whatever is left at the end is killed by PID (and the test has failed)."""
+    marker = str(tmp_path / "state")
+    out = (tmp_path / "serve.out").open("w")
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gputui", "serve", "--demo", "--bind", f"127.0.0.1:{port}"],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "XDG_STATE_HOME": marker},
+    )
+    try:
+        url = ""
+        deadline = time.monotonic() + 60
+        while not url and time.monotonic() < deadline and proc.poll() is None:
+            m = re.search(r"(http://127\.0\.0\.1:\d+/\?token=\S+)", serve_output(tmp_path))
+            url = m.group(1) if m else ""
+            time.sleep(0.1)
+        assert url, f"gputui serve printed no URL: {serve_output(tmp_path)[-2000:]}"
+        yield proc, url, marker
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        out.close()
+        for line in processes_with(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+def open_tab(tmp_path: Path, url: str) -> subprocess.Popen[bytes]:
+    """A headless Chromium taking a screenshot of the page, as the issue's
+    user did: it loads the page, resizes it for the shot and exits (~1.5 s);
+    killing it sooner closes the tab as a browser that goes does."""
+    assert CHROMIUM is not None
+    return subprocess.Popen(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+            "--disable-background-networking",
+            "--disable-component-update",
+            f"--user-data-dir={tmp_path / 'chromium'}",
+            "--window-size=1280,800",
+            f"--screenshot={tmp_path / 'shot.png'}",
+            url,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def children_left(proc: subprocess.Popen[str], marker: str, within: float) -> list[str]:
+    """What serve started that is still there after `within` seconds (polled)."""
+    deadline = time.monotonic() + within
+    while True:
+        left = [p for p in processes_with(marker) if int(p.split()[0]) != proc.pid]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
+
+
+def wait_for_a_dashboard(proc: subprocess.Popen[str], marker: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any("gputui --demo" in p for p in processes_with(marker) if str(proc.pid) not in p):
+            return
+        time.sleep(0.05)
+    pytest.fail("no dashboard started for the tab")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (install.sh installs it)")
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("close_after", [0.2, 0.5, 1.0, 1.5, 3.0])
+def test_a_tab_closed_at_any_moment_of_start_up_leaves_no_dashboard(
+    serve_proc: tuple[subprocess.Popen[str], str, str], tmp_path: Path, close_after: float
+) -> None:
+    """The issue's case: a tab gone ~1.5 s after it opened left `gputui --demo
+    --read-only` spinning at 100 % CPU past SIGTERM and past serve itself."""
+    proc, url, marker = serve_proc
+    browser = open_tab(tmp_path, url)
+    try:
+        wait_for_a_dashboard(proc, marker, timeout=60)
+        time.sleep(close_after)
+    finally:
+        browser.kill()
+        browser.wait()
+    left = children_left(proc, marker, within=10)
+    assert not left, (
+        f"10 s after the tab went, still running: {left}; " + serve_output(tmp_path)[-1500:]
+    )
+    assert proc.poll() is None, "serve itself ended"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (install.sh installs it)")
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serve_ended_by_a_signal_leaves_no_dashboard(
+    serve_proc: tuple[subprocess.Popen[str], str, str], tmp_path: Path, sig: signal.Signals
+) -> None:
+    proc, url, marker = serve_proc
+    browser = open_tab(tmp_path, url)
+    try:
+        wait_for_a_dashboard(proc, marker, timeout=60)
+        time.sleep(4)  # the dashboard up, the demo's run started
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"serve did not end within 20 s of {sig.name}")
+        left = children_left(proc, marker, within=10)
+    finally:
+        browser.kill()
+        browser.wait()
+    assert not left, f"after serve ended by {sig.name}, still running: {left}"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (install.sh installs it)")
+@pytest.mark.timeout(240)
+def test_a_dashboard_that_cannot_start_says_why_on_the_page(tmp_path: Path) -> None:
+    closed = free_port()  # nothing listens there: the dashboard cannot connect
+    port = free_port()
+    out = (tmp_path / "serve.out").open("w")
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        [*SERVE, f"root@127.0.0.1:{closed}", "--bind", f"127.0.0.1:{port}"],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    browser = None
+    try:
+        url = ""
+        deadline = time.monotonic() + 60
+        while not url and time.monotonic() < deadline and proc.poll() is None:
+            m = re.search(r"(http://127\.0\.0\.1:\d+/\?token=\S+)", serve_output(tmp_path))
+            url = m.group(1) if m else ""
+            time.sleep(0.1)
+        assert url, serve_output(tmp_path)
+        browser, cport = start_chromium(tmp_path)
+        text = asyncio.run(page_until(cport, url, "ended before it started", 120))
+    finally:
+        if browser is not None:
+            browser.kill()
+            browser.wait()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        out.close()
+    assert "the dashboard ended before it started (exit status 2)" in text, text[-1500:]
+    assert f"connection refused by 127.0.0.1 port {closed}" in text, text[-1500:]
+
+
+async def page_until(port: str, url: str, wanted: str, timeout: float) -> str:
+    """The page's terminal text once it holds `wanted` (or at `timeout`)."""
+    import aiohttp
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as r:
+        page = next(t for t in json.load(r) if t["type"] == "page")
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws,
+    ):
+        dt = DevTools(ws)
+        await dt.call("Network.enable")
+        await dt.call("Page.navigate", url=url)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and wanted not in dt.screen_text():
+            await dt.pump(1.0)
+        return dt.screen_text()

@@ -1,10 +1,11 @@
 """`gputui serve`: the dashboard as a web page, through textual-serve.
 
-textual-serve runs one command per browser connection (a shell command
-line, `asyncio.create_subprocess_shell`) with Textual's web driver, and
-relays the page's keys and the app's screen over a websocket. Here the
-command is `python -m gputui` with the arguments `serve` was given (less its
-own), quoted with `shlex.join`, plus `--read-only` unless `--allow-actions`.
+textual-serve runs one dashboard per browser connection with Textual's web
+driver, and relays the page's keys and the app's screen over a websocket.
+Here the command is `python -m gputui` with the arguments `serve` was given
+(less its own), plus `--read-only` unless `--allow-actions`, run without a
+shell; each tab's dashboard ends when its tab goes or serve ends, by any
+signal (cli/serve_child.py says how).
 
 Who can open the page:
 - the server binds 127.0.0.1:8000 by default; an address that is not
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hmac
 import ipaddress
 import re
@@ -38,6 +40,7 @@ DEFAULT_BIND = "127.0.0.1:8000"
 COOKIE = "gputui_token"
 SERVE_FLAGS = {"--bind": True, "--public": False, "--allow-actions": False}  # flag: takes a value
 EXTERNAL_FONT = re.compile(r"<link[^>]*fonts\.googleapis\.com[^>]*>", re.S)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGKILL: PR_SET_PDEATHSIG
 FORBIDDEN = "gputui serve: this page needs the token of the URL that `gputui serve` printed\n"
 
 
@@ -135,9 +138,14 @@ def dashboard_argv(argv: Sequence[str], takes_value: set[str], allow_actions: bo
     return out
 
 
+def app_argv(args: Sequence[str]) -> list[str]:
+    """What each tab runs (no shell between)."""
+    return [sys.executable, "-m", "gputui", *args]
+
+
 def app_command(args: Sequence[str]) -> str:
-    """The shell command line textual-serve runs per connection, every word quoted."""
-    return shlex.join([sys.executable, "-m", "gputui", *args])
+    """The same as one line, every word quoted (as said at start-up)."""
+    return shlex.join(app_argv(args))
 
 
 def who_can_reach(host: str, port: int, loopback: bool) -> str:
@@ -180,8 +188,18 @@ def token_ok(given: str, token: str) -> bool:
 # ------------------------------------------------------------------ the server
 
 
-def make_server(command: str, host: str, port: int, token: str, title: str) -> Any:
-    """A textual-serve Server that refuses every request without the token."""
+def make_server(
+    argv: Sequence[str],
+    host: str,
+    port: int,
+    token: str,
+    title: str,
+    after_kill: Callable[[], None] | None = None,
+) -> Any:
+    """A textual-serve Server that refuses every request without the token
+    and runs each tab's dashboard as a TabDashboard (cli/serve_child.py).
+    `after_kill`: what a dashboard ended by a signal could not clean up (the
+    demo's run), done once no other tab's dashboard runs."""
     from gputui.extras import require
 
     require("textual_serve", "gputui serve")
@@ -189,6 +207,8 @@ def make_server(command: str, host: str, port: int, token: str, title: str) -> A
     import jinja2
     from aiohttp import web
     from textual_serve.server import Server
+
+    from gputui.cli.serve_child import TabDashboard, run_tab
 
     @web.middleware
     async def check_token(
@@ -203,6 +223,10 @@ def make_server(command: str, host: str, port: int, token: str, title: str) -> A
         return response
 
     class TokenServer(Server):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.tabs: set[TabDashboard] = set()  # each tab's dashboard, while it runs
+
         async def _make_app(self) -> web.Application:
             app = await super()._make_app()
             app.middlewares.append(check_token)
@@ -221,13 +245,24 @@ def make_server(command: str, host: str, port: int, token: str, title: str) -> A
             self.public_url = f"{request.scheme}://{request.host}"
             return await super().handle_index(request)
 
-    return TokenServer(command, host=host, port=port, title=title)
+        async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+            """textual-serve's, with a TabDashboard that is ended when the tab
+            goes, whatever it was doing (starting included)."""
+            return await run_tab(self, request, argv, after_kill)
+
+    return TokenServer(shlex.join(argv), host=host, port=port, title=title)
 
 
-async def _serve(server: Any, host: str, port: int, lines: list[str]) -> None:
+async def _serve(
+    server: Any, host: str, port: int, lines: list[str], after: Callable[[], None] | None
+) -> None:
     from aiohttp import web
 
-    runner = web.AppRunner(await server._make_app(), handle_signals=False, access_log=None)
+    from gputui.cli.serve_child import end_all
+
+    runner = web.AppRunner(
+        await server._make_app(), handle_signals=False, access_log=None, shutdown_timeout=5
+    )
     await runner.setup()
     try:
         try:
@@ -241,10 +276,13 @@ async def _serve(server: Any, host: str, port: int, lines: list[str]) -> None:
             print(line, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
     finally:
+        await end_all(server.tabs)  # every tab's dashboard, before the pages close
+        if after is not None:
+            await asyncio.to_thread(after)
         await runner.cleanup()
 
 
@@ -267,7 +305,8 @@ def main(
     host, port, loopback = parse_bind(args.bind, args.public)
     child = dashboard_argv(argv, takes_value(parser), args.allow_actions)
     token = secrets.token_urlsafe(24)
-    server = make_server(app_command(child), host, port, token, title="gputui")
+    after = _end_demo if settings.demo else None
+    server = make_server(app_argv(child), host, port, token, title="gputui", after_kill=after)
     shown = url_host(host)
     mode = "actions allowed" if args.allow_actions else "read-only"
     lines = [
@@ -275,5 +314,14 @@ def main(
         f"  {who_can_reach(host, port, loopback)}",
         f"  each browser tab runs: gputui {shlex.join(child)} ({mode}); Ctrl+C stops",
     ]
-    asyncio.run(_serve(server, host, port, lines))
+    asyncio.run(_serve(server, host, port, lines, after))
     return 0
+
+
+def _end_demo() -> None:
+    """The demo's run and its private tmux server (each tab's dashboard
+    stops them when it quits; one ended by a signal cannot)."""
+    from gputui.demo.environment import DemoEnvironment
+
+    with contextlib.suppress(Exception):
+        DemoEnvironment().teardown()

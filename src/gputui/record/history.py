@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import sqlite3
 import stat
 import threading
@@ -118,52 +119,102 @@ def _private_file(path: Path) -> None:
     """The file 0600 before SQLite opens it (the history holds host names,
     commands and log excerpts), and its directory 0700 when gputui made it
     now or it is gputui's own state directory; a directory the user named
-    (`/tmp` for `/tmp/x.sqlite`) is not gputui's to lock. The file, and its
-    -wal and -shm, are opened without following a symlink: a link planted
-    at the path (in /tmp, by anyone) is refused."""
+    (`/tmp` for `/tmp/x.sqlite`) is not gputui's to lock. Then the checks of
+    `_check_files` (no link, a regular file, the user's own)."""
     parent = path.parent
     made = not parent.exists()
     parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if made or parent == default_path().parent:
         with contextlib.suppress(OSError):
             os.chmod(parent, 0o700)
+    _create_new(path)
+    _check_files(path, owner=os.geteuid())
+
+
+def _create_new(path: Path) -> None:
+    """An empty 0600 file at `path` when nothing is there, made under another
+    name and linked into place: no fd of the db's own path is ever opened and
+    closed here, so none can drop a lock SQLite holds on it in this process
+    (locks on a file are lost when *any* fd of it is closed in the process,
+    "How To Corrupt An SQLite Database File" section 2.2). A file system
+    without hard links: made at the path with O_EXCL (a new inode)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    if os.path.lexists(path):
+        return  # checked by _check_files, through an O_PATH fd
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+    os.close(os.open(tmp, flags, 0o600))
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    except OSError:  # no hard links here
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, flags, 0o600))
+    finally:
+        os.unlink(tmp)
+
+
+def _check_files(path: Path, *, owner: int | None) -> None:
+    """The db, its -wal and its -shm: no symlink, regular files, owned by
+    `owner` (None: by the db's owner — a reader of someone's file), and made
+    0600. Through O_PATH fds only: closing one does not drop the POSIX locks
+    SQLite holds on the file (tests/test_history_locks.py checks that), where
+    closing a plain fd would let the next reader reset -shm under the
+    writer's mapping of it (SIGBUS) or let two writers in at once."""
     for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        _own_file(p, create=p is path)
+        st = _own_file(p, owner=owner)
+        if st is None and p is path:
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(p))
+        if p is path and owner is None and st is not None:
+            owner = st.st_uid
 
 
-def _own_file(p: Path, *, create: bool) -> None:
-    """`p` a regular file, not a symlink, mode 0600 (made when `create`)."""
-    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_CREAT if create else 0)
+def _own_file(p: Path, *, owner: int | None) -> os.stat_result | None:
+    """`p`'s stat when it is a regular file (not a symlink) owned by `owner`,
+    made 0600 (writers only); None when it does not exist."""
     try:
-        fd = os.open(p, flags, 0o600)
+        fd = os.open(p, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
-        if create:
-            raise
-        return
-    except OSError as err:
-        if err.errno != errno.ELOOP:
-            raise
-        raise GputuiError(
-            f"history database {p} is a symbolic link: refused (gputui does not write"
-            " through a link someone may have planted)",
-            "set [history] path to the file itself, in a directory of your own",
-        ) from None
+        return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise GputuiError(
-                f"history database {p} is not a regular file",
-                "set [history] path to a file, e.g. ~/.local/state/gputui/history.sqlite",
-            )
-        with contextlib.suppress(OSError):
-            os.fchmod(fd, 0o600)
+        st = os.fstat(fd)
+        _refuse_unless_own(p, st, owner)
+        if owner == os.geteuid() and stat.S_IMODE(st.st_mode) & 0o077:
+            with contextlib.suppress(OSError):  # fchmod refuses an O_PATH fd
+                os.chmod(f"/proc/self/fd/{fd}", 0o600)
+        return st
     finally:
         os.close(fd)
 
 
+def _refuse_unless_own(p: Path, st: os.stat_result, owner: int | None) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise GputuiError(
+            f"history database {p} is a symbolic link: refused (gputui does not write"
+            " through a link someone may have planted)",
+            "set [history] path to the file itself, in a directory of your own",
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise GputuiError(
+            f"history database {p} is not a regular file",
+            "set [history] path to a file, e.g. ~/.local/state/gputui/history.sqlite",
+        )
+    if owner is not None and st.st_uid != owner:
+        raise GputuiError(
+            f"history database file {p} belongs to uid {st.st_uid}, not to uid {owner}:"
+            " refused (someone else could read or forge the history through it)",
+            f"remove {p} if it is not yours, or set [history] path to a file in a"
+            " directory of your own",
+        )
+
+
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     """A connection in WAL mode with the schema up to date (a writer), or a
-    plain reader. Errors a user can fix come back as one-line GputuiErrors."""
+    plain reader. Errors a user can fix come back as one-line GputuiErrors.
+    Nothing here opens and closes a plain fd of the db, -wal or -shm: another
+    connection of this process may hold locks on them (see `_check_files`)."""
     path = Path(path).expanduser()
+    conn: sqlite3.Connection | None = None
     try:
         if readonly:
             if not path.exists():
@@ -171,32 +222,42 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
                     f"no history database at {path}",
                     "run `gputui watch` or the dashboard first; they record the history",
                 )
+            _check_files(path, owner=None)
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         else:
             _private_file(path)
             conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not readonly:
-            if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
-                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before the first table
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA journal_size_limit = 8388608")
-            migrate(conn, path)
-            _private_file(path)  # the -wal/-shm files SQLite just made
+            _set_up_writer(conn, path)
         else:
             check_version(conn, path)
-    except sqlite3.DatabaseError as err:
-        raise GputuiError(
-            f"history database {path} cannot be used: {err}",
-            "move it aside (gputui starts a new one) or set [history] path in the config",
-        ) from None
-    except OSError as err:  # its directory cannot be made or the file opened
-        raise GputuiError(
-            f"history database {path} cannot be created: {err.strerror or err}",
-            "set [history] path in the config to a file you can write",
-        ) from None
+        # a -wal/-shm planted between the check and SQLite's open of it
+        _check_files(path, owner=None if readonly else os.geteuid())
+    except BaseException as err:
+        if conn is not None:
+            conn.close()
+        if isinstance(err, sqlite3.DatabaseError):
+            raise GputuiError(
+                f"history database {path} cannot be used: {err}",
+                "move it aside (gputui starts a new one) or set [history] path in the config",
+            ) from None
+        if isinstance(err, OSError):  # its directory cannot be made or the file opened
+            raise GputuiError(
+                f"history database {path} cannot be created: {err.strerror or err}",
+                "set [history] path in the config to a file you can write",
+            ) from None
+        raise
     return conn
+
+
+def _set_up_writer(conn: sqlite3.Connection, path: Path) -> None:
+    if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before the first table
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA journal_size_limit = 8388608")
+    migrate(conn, path)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)  # `gputui -v`: incidents, exits, actions, con
 # one short command a minute while the log grows: pct exec costs
 LOG_EVERY_S = DEFAULTS.history_log_every
 READ_CHUNK = 4 * 1024 * 1024  # bytes of log per read; a long log is read over several ticks
+# The follower's word that the log started over (its truncation count) may
+# come after the recorder saw the same restart by size or inode;
+# within this long (plus two reads) it is that restart, not another — taken
+# as another, the new run was read again from 0: every line twice (the soak).
+MARKS_LAG_S = 15.0
 AUDIT_EVERY_S = 10.0
 # The user's relaunch or kill: what it causes is no news from when it begins
 # until SETTLE_S after it ends (gputui.record.incidents), at most this long.
@@ -70,15 +75,23 @@ class UserAction:
     pids: frozenset[int] = field(default_factory=frozenset)
 
 
-# $1 path, $2 offset, $3 bytes, $4 seconds: `@gputui SIZE INODE` (or
-# `@gputui missing`), then up to $3 bytes from $2. A constant: the values are
-# positional. Only a regular file is read (as the follower does): a FIFO's
-# bytes belong to the run's own reader, and a read of one with no writer
-# never ends (`@gputui notfile`). `timeout` (where the target has it) kills
-# the read after $4 seconds, `tail` and all: nothing is left running.
-READ_SCRIPT = r"""p=$1; off=$2; n=$3; lim=$4
+# $1 path, $2 offset, $3 bytes, $4 seconds, $5 the run's inode (0: none):
+# `@gputui SIZE INODE` (or `@gputui missing`), then up to $3 bytes from $2.
+# A constant: the values are positional. Only a regular file is read (as the
+# follower does): a FIFO's bytes belong to the run's own reader, and a read
+# of one with no writer never ends (`@gputui notfile`). `timeout` (where the
+# target has it) kills the read after $4 seconds, `tail` and all: nothing is
+# left running. A log rotated away (renamed in its directory: train.log.1)
+# with lines past $2 not read yet is read there first — a regular file, not
+# a link, of the run's inode beside the path — so its last lines are kept.
+READ_SCRIPT = r"""p=$1; off=$2; n=$3; lim=$4; ino=${5:-0}
 if st=$(stat -L -c '%s %i' -- "$p" 2>/dev/null); then :
 else echo "@gputui missing"; exit 0; fi
+if [ "$ino" != 0 ] && [ "${st#* }" != "$ino" ]; then
+  q=$(find "$(dirname -- "$p")" -maxdepth 1 -inum "$ino" -type f 2>/dev/null | head -n 1)
+  if [ -n "$q" ] && [ ! -L "$q" ] && qs=$(stat -c '%s %i' -- "$q" 2>/dev/null) \
+    && [ "${qs%% *}" -gt "$off" ]; then p=$q; st=$qs; fi
+fi
 if [ ! -f "$p" ]; then echo "@gputui notfile"; exit 0; fi
 echo "@gputui $st"
 [ "$n" -gt 0 ] || exit 0
@@ -94,8 +107,10 @@ AlertSink = Callable[[Alert], Any]
 TickListener = Callable[[Snapshot, list[Finding]], None]
 
 
-def read_argv(path: str, offset: int, n: int, limit_s: int = READ_LIMIT_S) -> list[str]:
-    args = [path, str(int(offset)), str(int(n)), str(int(limit_s))]
+def read_argv(
+    path: str, offset: int, n: int, limit_s: int = READ_LIMIT_S, inode: int = 0
+) -> list[str]:
+    args = [path, str(int(offset)), str(int(n)), str(int(limit_s)), str(int(inode))]
     return ["sh", "-c", READ_SCRIPT, "gputui-read", *args]
 
 
@@ -188,7 +203,8 @@ class RunRecorder:
         self._caught_up = False
         self._log_due = 0.0
         self._log_seen: tuple[int | None, int, int] = (None, 0, 0)
-        self._marks: tuple[int, int] | None = None
+        self._marks: int | None = None
+        self._marks_quiet_until = 0.0  # the follower's late word of a restart already seen
         self._audit_due = 0.0
         self._audit_mtime = 0.0
         self._audit_seen = 0  # bytes of the audit log read for expected windows
@@ -441,14 +457,20 @@ class RunRecorder:
         if self._run is not None and seen == self._log_seen and snap.log.size == self._run.cursor:
             return 0  # nothing new (the monitor's stat says so): no command
         cursor = self._run.cursor if self._run is not None else 0
-        res = await self.monitor.target.run(read_argv(path, cursor, READ_CHUNK), timeout=60.0)
+        inode = self._run.inode if self._run is not None else 0
+        argv = read_argv(path, cursor, READ_CHUNK, inode=inode)
+        res = await self.monitor.target.run(argv, timeout=60.0)
         got = parse_read(res.stdout)
         if got is None:
             return 0
         size, inode, data = got
-        marks = (snap.log.truncations, snap.log.rotations)  # the follower saw it start over
+        # the follower saw it truncated (a rotation is a new inode at the path:
+        # seen by the read itself, after the rotated file's last lines)
+        marks = snap.log.truncations
         restarted = self._marks is not None and marks != self._marks
         self._marks = marks
+        if restarted and now < self._marks_quiet_until:
+            restarted = False  # its word of the restart this run began with, come late
         if self._run is None or inode != self._run.inode or size < self._run.cursor or restarted:
             # first sight of this log, or it was replaced / truncated: its run
             stale = self._run.id if self._run is not None else None
@@ -456,6 +478,8 @@ class RunRecorder:
                 self.writer.new_run(self.name, path, inode, now, after=stale)
             )
             self._caught_up = False
+            if stale is not None:
+                self._marks_quiet_until = now + MARKS_LAG_S + 2 * self.log_every
             self._log_due = now  # read on from the run's cursor at the next tick
             return 0
         points, consumed = await parse_chunk_off_loop(data, cursor, self._parser)
