@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gputui.actions.plan import ActionPlan, ActionResult, audit
 from gputui.statefiles import append_private, write_private_new
+from helpers import run_on_a_terminal
 
 # run the real CLI with one function replaced by one that raises
 CRASHING_CLI = """
@@ -55,6 +56,13 @@ VISIBLE = re.compile(r"\x1b(\[[0-9;?<>=$]*[A-Za-z]|\][^\x07\x1b]*(\x07|\x1b\\)|[
 def run_crashing(
     patch: str, argv: list[str], env: dict[str, str], timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
+    if patch == TUI_PATCH:  # the dashboard is drawn on a terminal (a pipe gets doctor's text)
+        return run_on_a_terminal(
+            [sys.executable, "-c", CRASHING_CLI.format(patch=patch), *argv],
+            env={**os.environ, "TERM": "xterm-256color", **env},
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
     return subprocess.run(
         [sys.executable, "-c", CRASHING_CLI.format(patch=patch), *argv],
         capture_output=True,

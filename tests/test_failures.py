@@ -152,3 +152,20 @@ def test_the_recorder_and_host_view_sets_come_from_the_kinds_declarations() -> N
     snap = run(session="dead", dead_status=1, log_tail=(OOM_NEW,))
     assert health_word(diagnose(snap, NOW), snap)[0] == "dead"  # cuda_oom declares "dead"
     assert {n for n, k in KINDS.items() if k.host_level} >= {"connection", "ct_stopped"}
+
+
+def test_a_relaunched_runs_first_losses_are_not_a_spike_against_the_old_run() -> None:
+    """A relaunch starts the step counter again with the loss of an untrained
+    model: judged against the old run's last losses it read as a 5.7× spike
+    (the relaunch banner test, loaded run of the merged round 4). Only this
+    run's losses count; a spike within it still does."""
+    snap = _with_losses([0.35] * 30)
+    m = snap.metrics
+    for i, loss in enumerate([2.0, 1.9, 1.8]):
+        m.add(MetricPoint(time=NOW - 0.5 + i * 0.1, step=1 + i, loss=loss))
+    found = diagnose(snap, NOW)  # type: ignore[arg-type]
+    assert not [x for x in found if x.kind == "loss_spike"], [x.title for x in found]
+    for i, loss in enumerate([1.0] * 12 + [5.0]):
+        m.add(MetricPoint(time=NOW + i * 0.01, step=10 + i, loss=loss))
+    again = diagnose(snap, NOW + 1)  # type: ignore[arg-type]
+    assert [x for x in again if x.kind == "loss_spike"], [x.title for x in again]

@@ -121,6 +121,7 @@ def test_missing_extras_name_the_extra(installed: Installed) -> None:
     }
     config = Path(installed.env["XDG_CONFIG_HOME"]) / "gputui" / "config.toml"
     config.write_text('[alerts]\nurls = ["json://127.0.0.1:9/gputui-test"]\n')
+    config.chmod(0o600)  # alert URLs are secrets: a config others can read gets a warning line
     try:  # the config under $XDG_CONFIG_HOME is read, and its alerts need apprise
         cases["alerts"] = installed.run("gputui", "alert-test")
     finally:

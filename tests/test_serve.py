@@ -28,11 +28,11 @@ from pathlib import Path
 
 import pytest
 
+from browser import CHROMIUM, chromium_argv, free_port, start_chromium
 from gputui.cli.serve import app_command, dashboard_argv, parse_bind, token_ok, who_can_reach
 from gputui.errors import GputuiError
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TAKES_VALUE = {"--host", "--ct", "-p", "--config", "--bind"}
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
@@ -44,14 +44,6 @@ MEMORY = re.compile(r"\d+\.\d/140G")  # a GPU row's memory column
 def shows_the_demo(text: str) -> bool:
     """The GPU panel with its 8 rows and the buffering banner have arrived."""
     return "8× H200 (simulated)" in text and len(MEMORY.findall(text)) >= 8 and BANNER in text
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ------------------------------------------------------------------ pure parts
@@ -199,42 +191,6 @@ class DevTools:
         return ANSI.sub(b"", b"".join(self.frames)).decode("utf-8", "replace")
 
 
-def start_chromium(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
-    assert CHROMIUM is not None
-    proc = subprocess.Popen(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",  # tests run as root
-            "--disable-gpu",
-            "--no-first-run",
-            # tests talk to 127.0.0.1 only: every other name fails to resolve
-            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--remote-debugging-address=127.0.0.1",
-            "--remote-debugging-port=0",
-            f"--user-data-dir={tmp_path / 'chromium'}",
-            "--window-size=1600,1000",
-            "about:blank",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        m = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
-        if m:
-            return proc, m.group(1)
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    pytest.fail("chromium did not start its DevTools endpoint")
-
-
 async def open_page(port: str, url: str, shot: Path) -> tuple[str, str]:
     import aiohttp
 
@@ -360,20 +316,7 @@ def open_tab(tmp_path: Path, url: str) -> subprocess.Popen[bytes]:
     killing it sooner closes the tab as a browser that goes does."""
     assert CHROMIUM is not None
     return subprocess.Popen(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-            "--disable-background-networking",
-            "--disable-component-update",
-            f"--user-data-dir={tmp_path / 'chromium'}",
-            "--window-size=1280,800",
-            f"--screenshot={tmp_path / 'shot.png'}",
-            url,
-        ],
+        chromium_argv(tmp_path, f"--screenshot={tmp_path / 'shot.png'}", url, size="1280,800"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -15,9 +15,7 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,8 +26,9 @@ from typing import Any
 
 import pytest
 
+from browser import CHROMIUM, free_port, start_chromium
+
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BANNER = "is block-buffered: its lines reach the log late"  # the demo's banner
 KEEP_TERMINALS = """
 Object.defineProperty(Object.prototype, "terminal", {
@@ -57,12 +56,6 @@ pytestmark = [
     ),
     pytest.mark.timeout(360),  # the page waits up to 150 s for the dashboard on a loaded machine
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -102,41 +95,6 @@ def served(tmp_path: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def start_chromium(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
-    assert CHROMIUM is not None
-    proc = subprocess.Popen(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",  # tests run as root
-            "--disable-gpu",
-            "--no-first-run",
-            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--remote-debugging-address=127.0.0.1",
-            "--remote-debugging-port=0",
-            f"--user-data-dir={tmp_path / 'chromium'}",
-            "--window-size=1600,1000",
-            "about:blank",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        m = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
-        if m:
-            return proc, m.group(1)
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    pytest.fail("chromium did not start its DevTools endpoint")
 
 
 class Page:

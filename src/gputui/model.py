@@ -468,12 +468,14 @@ class Metrics:
 
     advance_times: deque[float] = field(default_factory=lambda: deque(maxlen=201))
     restarts: int = 0  # times the step counter went back (a relaunch, a new epoch bar)
+    restarted_at: float | None = None  # when it last did: the losses before are another run's
 
     def add(self, p: MetricPoint) -> None:
         if p.step is not None:
             if self.last_step is not None and p.step < self.last_step:
                 # a new run (relaunch) or a per-epoch counter: start counting again
                 self.restarts += 1
+                self.restarted_at = p.time
                 self.last_step, self.last_step_time = p.step, p.time
                 self.step_intervals.clear()
                 self.advance_times.clear()

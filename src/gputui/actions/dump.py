@@ -19,7 +19,6 @@ from gputui.actions.plan import (
 from gputui.actions.procid import read_proc_ids
 from gputui.actions.server import tmux_as_socket_owner
 from gputui.config import Settings
-from gputui.containers import Host
 from gputui.remote.identity import ROOT_OWNED_SCRIPT, as_owner, identity_words, parse_root_owned
 from gputui.remote.target import Target
 from gputui.statefiles import private_dir, state_dir, write_private_new
@@ -37,7 +36,7 @@ PY_SPY_CANDIDATES = ["py-spy", "/usr/local/bin/py-spy", "/root/.local/bin/py-spy
 def install_where(target: Target) -> str:
     """Where a missing tool goes: 'inside CT 200', 'inside container trainer',
     or, with no container (a plain GPU server, --local, the demo), the machine."""
-    if isinstance(target.container, Host):
+    if not target.in_container:
         return f"on {target.label}"
     return f"inside {target.container.words}"
 

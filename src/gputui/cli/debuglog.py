@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui import __version__
+from gputui.containers import FLAG_KINDS
 from gputui.statefiles import state_dir, write_private_new
 
 MAX_BYTES = 50 * 1024 * 1024  # a day of `watch -v` is a few MB; a loop must not fill the disk
@@ -37,10 +38,7 @@ TARGET_FIELDS = (
     "host",
     "port",
     "user",
-    "ct",
-    "docker",
-    "podman",
-    "pod",
+    *(kind.SETTING for kind in FLAG_KINDS),  # --ct, --docker, ...: where the run lives
     "kube_context",
     "jump",
     "ssh_config",

@@ -183,7 +183,14 @@ def rule_nccl(ctx: Context) -> Finding | None:
 
 
 def _losses(ctx: Context) -> list[tuple[float, float]]:
-    return [(t, v) for t, v in ctx.metrics.loss.points() if v is not None]
+    """The losses of this run: since the step counter last went back (a
+    relaunch's first steps are not a spike against the old run's last ones)."""
+    since = ctx.metrics.restarted_at
+    return [
+        (t, v)
+        for t, v in ctx.metrics.loss.points()
+        if v is not None and (since is None or t >= since)
+    ]
 
 
 @rule(Kind("loss_nan", specificity=58, cause="loss", stage=1, alerts=True))
