@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -400,3 +401,34 @@ def test_a_long_log_path_never_cuts_the_cause_from_the_subject() -> None:
     assert deep in alert.body  # the evidence line keeps the whole path
     short = Alert("h", "busy_but_silent", "firing", "warning", "log /a/b.log silent", 0.0)
     assert short.subject == "gputui h: log /a/b.log silent"  # what fits is left alone
+
+
+def test_the_dashboards_own_plan_is_no_news_before_the_audit_log_is_read(tmp_path: Path) -> None:
+    """The dashboard tells its recorder of a confirmed relaunch as it begins
+    (note_begun), so the run's consequences — its log moved aside — are not on
+    the banner as news in the tick before the audit log's "begun" line is
+    read (the relaunch banner test, loaded: 'log … does not exist' at +0.5 s,
+    no action known). No audit line at all here: the note alone does it;
+    without it the same finding is news. The audit log's lines for the same
+    plan then key to the same action (its end closes it)."""
+    from gputui.record.recorder import RunRecorder
+
+    log = tmp_path / "train.log"
+    log.write_text("")
+    audit = tmp_path / "audit.jsonl"
+    missing = Finding("log_missing", Severity.ERROR, f"log {log} does not exist")
+    rec = RunRecorder(
+        LogOnlyMonitor(log),
+        HistoryWriter(tmp_path / "h.sqlite"),
+        diagnose=lambda s, n: [],
+        audit_file=audit,
+        tick_s=3600,
+    )
+    now = time.time()
+    assert rec.is_news(missing, now)
+    rec.note_begun("relaunch", now - 1.23456, [4242])
+    assert not rec.is_news(missing, now + 0.5)
+    ended = {"target": rec.name, "action": "relaunch", "plan": round(now - 1.23456, 3)}
+    audit.write_text(json.dumps({**ended, "epoch": now + 2, "pids": [4242]}) + "\n")
+    assert not rec.is_news(missing, now + 2.5)
+    assert [a.end for a in rec._actions.values()] == [now + 2]

@@ -17,7 +17,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -587,19 +587,34 @@ class RunRecorder:
             return  # another session's run on this target
         try:
             t = float(e.get("epoch") or 0.0)
-            start = min(t, float(e.get("plan") or t))
+            created = float(e.get("plan") or t)
         except (TypeError, ValueError):
             return
-        begun = e.get("phase") == "begun"
-        until = t + (ACTION_MAX_S if begun else self.settle_s)
-        self.gate.expect(start, until)
-        act = self._actions.setdefault(
-            start, UserAction(str(e.get("action") or e.get("begins")), start)
-        )
         pids = e.get("pids")
-        if isinstance(pids, list):
-            act.pids |= {p for p in pids if isinstance(p, int)}
-        if not begun:
+        self._expect(
+            str(e.get("action") or e.get("begins")),
+            t,
+            created,
+            [p for p in pids if isinstance(p, int)] if isinstance(pids, list) else [],
+            ended=e.get("phase") != "begun",
+        )
+
+    def note_begun(self, action: str, created: float, pids: Sequence[int]) -> None:
+        """The dashboard's own confirmed plan, told in-process as it begins
+        (the audit log's "begun" line says the same, read a tick later: under
+        load the run's consequences — its log moved aside — could be on the
+        banner first, as news)."""
+        if action in EXPECTING:  # keyed as the audit log's lines are: the plan's time to 1 ms
+            self._expect(action, time.time(), round(created, 3), list(pids), ended=False)
+
+    def _expect(
+        self, action: str, t: float, created: float, pids: list[int], *, ended: bool
+    ) -> None:
+        start = min(t, created)
+        self.gate.expect(start, t + (self.settle_s if ended else ACTION_MAX_S))
+        act = self._actions.setdefault(start, UserAction(action, start))
+        act.pids |= set(pids)
+        if ended:
             act.end = t
 
     async def import_audit(self) -> int:

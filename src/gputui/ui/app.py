@@ -547,6 +547,8 @@ class GputuiApp(App[int]):
                 rc = subprocess.run(plan.commands[0], check=False).returncode
             return ActionResult(rc == 0, f"detached (exit status {rc})")
         assert self.actions is not None
+        if self.recorder is not None:  # its consequences are no news, from now
+            self.recorder.note_begun(plan.action, plan.created, plan.pids)
         return await self.actions.execute(plan)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
