@@ -134,6 +134,7 @@ def make_app(settings: Settings) -> tuple[GputuiApp, Parts]:
         stale_after=getattr(parts.settings, "stale_after", None),
         on_exit=parts.on_exit,
         start=parts.start,
+        recorder=parts.recorder,  # as run_app: the user's own actions are no news on the banner
     )
     if parts.actions is not None:
         parts.actions.progress = lambda text: app.notify(text, timeout=4)
