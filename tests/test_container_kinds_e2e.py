@@ -36,14 +36,18 @@ import sys, time
 print("started", file=sys.stderr)
 
 def train_step(i):
-    time.sleep(0.004)  # ~5 KB/s: an 8 KiB block every ~2 s shows the buffer (issue 31)
+    time.sleep(0.05)  # the step's time: where py-spy finds the run (a dump names train_step)
     return 1.0 / (i + 1)
 
 def training_loop():
     i = 0
+    pad = "x" * 230
     while True:
         loss = train_step(i)
-        print("step %d loss %.4f" % (i, loss))
+        # ~5 KB/s: an 8 KiB block every ~2 s shows the buffer (issue 31), with
+        # the time spent in the step, not in print (a 4 ms step left the dump
+        # in training_loop's print under load: CI-like run of the merged round 4)
+        print("step %d loss %.4f %s" % (i, loss, pad))
         i += 1
 
 training_loop()
