@@ -664,6 +664,7 @@ class GputuiApp(App[int]):
         the log tail, agent and GPU stream stop; exit 128+N, as a shell says."""
         if signum == signal.SIGHUP:
             terminal_gone(self)
+        exit_at_the_latest(128 + signum)
         self.run_worker(self._quit_with(128 + signum), group="quit", exit_on_error=False)
 
     async def _quit_with(self, code: int) -> None:
@@ -688,6 +689,21 @@ class GputuiApp(App[int]):
 
 
 QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # end the dashboard as `q` does
+
+
+QUIT_GRACE_S = 15.0  # the monitor's stop has 10 s; then the process ends regardless
+
+
+def exit_at_the_latest(code: int, after: float = QUIT_GRACE_S) -> None:
+    """A signal asked the dashboard to quit: if it has not ended `after`
+    seconds from now, end the process with `code` (a daemon thread, beside
+    the event loop). A dashboard whose terminal went away could spin in
+    Textual's resize and redraw without ever running its quit (a loaded CI-like
+    run: 100 % of a core for 10 min after SIGHUP, fds on /dev/null); what it
+    started remotely ends with its connection (each command's watchdog)."""
+    timer = threading.Timer(after, os._exit, args=(code,))
+    timer.daemon = True
+    timer.start()
 
 
 def terminal_gone(app: App[Any]) -> None:

@@ -39,7 +39,7 @@ from gputui.monitor.door import Listener, WatchedRun
 from gputui.monitor.engine import Monitor
 from gputui.text.untrusted import remote_text, visible
 from gputui.text.words import gib
-from gputui.ui.app import BACK, QUIT_SIGNALS, GputuiApp, terminal_gone
+from gputui.ui.app import BACK, QUIT_SIGNALS, GputuiApp, exit_at_the_latest, terminal_gone
 from gputui.ui.scrollbars import use_whole_cell_scroll_bars
 
 HEALTH_STYLE = {
@@ -528,6 +528,7 @@ def run_host_view(watches: Sequence[Any], read_only: bool = False) -> int:
 
     def on_signal(signum: int) -> None:
         signalled.append(signum)
+        exit_at_the_latest(128 + signum)
         for app in showing:
             if signum == signal.SIGHUP:
                 terminal_gone(app)
