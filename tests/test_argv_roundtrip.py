@@ -166,3 +166,30 @@ async def test_relaunch_on_the_test_bed_runs_the_same_bytes(
         time.sleep(0.1)
     assert recorded(d) == [HOSTILE, HOSTILE]
     assert not (d / "PWNED").exists()
+
+
+@pytest.mark.parametrize("name", ["ends-in-newline\n", "two\nlines", "tab\there", "\n", "x\x1fy\x1e"])
+async def test_cwd_and_fd_links_come_back_exactly(tmp_path: Path, name: str) -> None:
+    """The working directory and an fd's file come back byte for byte: a
+    directory whose name ended in a newline came back without it (`$(…)`
+    strips it), so the relaunch ran in /root (loaded CI, hypothesis's
+    `1#{pane_pid}_9\\n`); one with a newline inside was cut at it."""
+    d = tmp_path / name
+    d.mkdir()
+    log = d / f"log{name}.txt"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["sleep", "30"], cwd=d, stdout=out)
+    try:
+        tr = LocalTransport()
+        await tr.connect()
+        try:
+            cwds, argvs, fds = await read_links(Target(tr), [proc.pid, 2**22 + 7])
+        finally:
+            await tr.close()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert cwds[proc.pid] == str(d)
+    assert fds[proc.pid][1] == str(log)
+    assert argvs[proc.pid] == ["sleep", "30"]
+    assert 2**22 + 7 not in argvs  # a pid that is gone gives no argv

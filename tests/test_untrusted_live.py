@@ -213,6 +213,14 @@ async def test_relaunch_with_a_format_in_the_cwd_and_the_name_runs_nothing(
 # the doubled directory did not exist and the relaunch ran in /root
 @example(name="_-/", dirname="##[bold]", args=["000-z-", "'\x1b]0;t\x07"], log="x")
 @example(name="a#[b", dirname="#[x##[y#", args=["#[z"], log="#[l")
+# (CI, stop 38): a directory ending in a newline lost it on the way back from
+# /proc (`$(readlink …)`), so the relaunch ran in /root
+@example(
+    name="a11b1[link=https_//example_invalid]_[8m",
+    dirname="1#{pane_pid}_9\n",
+    args=["1", "#{session_name}`touch /tmp/gputui-canary`", "#{session_name}"],
+    log="; touch _tmp_gputui-canary;",
+)
 def test_hostile_values_through_real_tmux_never_run(
     testbed_commands: None,
     testbed: Any,

@@ -284,6 +284,23 @@ async def server_uid(target: Target, tmux: list[str] | None) -> int | None:
     return int(uid) or None
 
 
+def link_records(out: bytes) -> list[tuple[int, str, str]]:
+    """LINKS_SCRIPT's hex stream -> (pid, what, link) records. A link keeps
+    every byte but the one newline `readlink` ends it with (a directory's
+    name may end in a newline of its own)."""
+    try:
+        data = bytes.fromhex(out.decode("ascii", "replace").strip())
+    except ValueError:
+        return []
+    records: list[tuple[int, str, str]] = []
+    for raw in data.split(b"\0"):
+        parts = raw.decode("utf-8", "surrogateescape").split("\t", 2)
+        if len(parts) == 3 and parts[0].isdigit():
+            link = parts[2][:-1] if parts[2].endswith("\n") else parts[2]
+            records.append((int(parts[0]), parts[1], link))
+    return records
+
+
 async def read_links(
     target: Target, pids: list[int]
 ) -> tuple[dict[int, str], dict[int, list[str]], dict[int, dict[int, str]]]:
@@ -292,19 +309,15 @@ async def read_links(
     argvs: dict[int, list[str]] = {}
     fds: dict[int, dict[int, str]] = {}
     links = await target.run(["sh", "-c", LINKS_SCRIPT, "sh", *map(str, pids)], timeout=10.0)
-    # "\n" only: str.splitlines() also splits on 0x1c-0x1e and U+0085
-    for line in links.stdout.decode("utf-8", "surrogateescape").split("\n"):
-        parts = line.split("\t", 2)
-        if len(parts) == 3 and parts[0].isdigit():
-            pid = int(parts[0])
-            if parts[1] == "cwd":
-                cwds[pid] = parts[2]
-            elif parts[1] == "cmdline":
-                argv = argv_from_hex(parts[2])
-                if argv:
-                    argvs[pid] = argv
-            elif parts[1].isdigit():
-                fds.setdefault(pid, {})[int(parts[1])] = parts[2]
+    for pid, what, link in link_records(links.stdout):
+        if what == "cwd":
+            cwds[pid] = link
+        elif what == "cmdline":
+            argv = argv_from_hex(link)
+            if argv:
+                argvs[pid] = argv
+        elif what.isdigit():
+            fds.setdefault(pid, {})[int(what)] = link
     return cwds, argvs, fds
 
 

@@ -39,18 +39,22 @@ printf '[gputui] exit %s at %s\\n' "$rc" "$(date '+%Y-%m-%d %H:%M:%S')" | tee -a
 exit "$rc"
 """
 
-# Lines "pid<TAB>what<TAB>link" (what: cwd, or an fd number) for each pid given;
-# "pid<TAB>cmdline<TAB>HEX": the exact bytes of /proc/PID/cmdline in hex, so
-# an argument holding a newline, a tab, 0x1e/0x1f or bytes that are not
-# UTF-8 comes back exactly (a relaunch runs that argv again).
+# Records "pid<TAB>what<TAB>link" (what: cwd, or an fd number), each ended by
+# a NUL, for each pid given; "pid<TAB>cmdline<TAB>HEX": the exact bytes of
+# /proc/PID/cmdline in hex, so an argument holding a newline, a tab, 0x1e/0x1f
+# or bytes that are not UTF-8 comes back exactly (a relaunch runs that argv
+# again). The whole stream goes through one `od` into hex: a link (a working
+# directory, a log's path) may hold a newline or end in one, which `$(…)`
+# would strip and a line-based reader would split (the relaunch then ran in
+# /root). `readlink` ends each link with one newline, which the reader strips.
 LINKS_SCRIPT = """for p in "$@"; do
-  printf '%s\\tcwd\\t%s\\n' "$p" "$(readlink "/proc/$p/cwd" 2>/dev/null)"
-  printf '%s\\tcmdline\\t%s\\n' "$p" "$(od -An -v -tx1 < "/proc/$p/cmdline" 2>/dev/null | tr -d ' \\n')"
+  printf '%s\\tcwd\\t' "$p"; readlink "/proc/$p/cwd" 2>/dev/null; printf '\\000'
+  printf '%s\\tcmdline\\t%s\\000' "$p" "$(od -An -v -tx1 < "/proc/$p/cmdline" 2>/dev/null | tr -d ' \\n')"
   for f in /proc/"$p"/fd/*; do
     [ -e "$f" ] || [ -L "$f" ] || continue
-    printf '%s\\t%s\\t%s\\n' "$p" "${f##*/}" "$(readlink "$f" 2>/dev/null)"
+    printf '%s\\t%s\\t' "$p" "${f##*/}"; readlink "$f" 2>/dev/null; printf '\\000'
   done
-done
+done | od -An -v -tx1 | tr -d ' \\n'
 """
 
 # $1 SIGINT wait (ds; 0 = skip SIGINT), $2 SIGTERM wait (ds), $3 SIGKILL wait (ds),
