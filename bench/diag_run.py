@@ -16,7 +16,9 @@ checkpoint · eval · crash (a CUDA error) · finish (exit 0) · import
 in a "collective" and rank 0 times out after PAUSE_S like NCCL's watchdog) ·
 loader (a data-loader stall: PAUSE_S of CPU work with no step, then steps) ·
 nccl (hangs in NCCL-style init: a few init lines, never a step) · oom
-(allocates host memory until the kernel's OOM killer kills it).
+(allocates host memory until the kernel's OOM killer kills it) · straggler
+(one of 4 ranks, each printing `[rankN]:` lines with its own forward/backward
+time; after PRE_S rank 2's own time is 1.9× the others').
 """
 
 import os
@@ -110,6 +112,8 @@ def main() -> None:
         phase("exited")
     elif mode == "rank":
         rank(int(sys.argv[5]), step_s, pre_s, pause_s)
+    elif mode == "straggler":
+        straggler(int(sys.argv[5]), step_s, pre_s)
     elif mode == "loader":
         phase("train")
         n = steps(step_s, pre_s)
@@ -186,6 +190,27 @@ def rank(r: int, step_s: float, pre_s: float, timeout_s: float) -> None:
         )
         raise RuntimeError("NCCL error: collective operation timeout (ALLREDUCE)")
     sys.exit(1)
+
+
+def straggler(r: int, step_s: float, pre_s: float) -> None:
+    """One rank of four stepping together (the all-reduce makes every
+    step as long as the slowest rank's); each prints its own forward/backward
+    time, as a program timing its work before the collective does. After
+    pre_s rank 2's own time is 1.9× the others' (a throttled GPU, a slow
+    loader on its node)."""
+    phase(f"rank{r}")
+    t_slow = time.monotonic() + pre_s
+    slow = False
+    n = 0
+    while True:
+        n += 1
+        if r == 2 and not slow and time.monotonic() >= t_slow:
+            phase("straggle")
+            slow = True
+        own = step_s * 0.6 * (1.9 if slow else 1.0) * (1 + 0.01 * r)
+        loss = 8.0 / (1 + n * 0.01)
+        print(f"[rank{r}]:step {n} | loss {loss:.4f} | fwd_bwd time {own * 1000:.0f}ms", flush=True)
+        time.sleep(step_s)
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ FREE = (0.0, 0.0)
 RANKS_SH = """#!/bin/bash
 # torchrun-like: four ranks; when the first one exits the others are stopped.
 cd "$(dirname "$0")"
-for r in 0 1 2 3; do python3 -u diag_run.py rank {step} {pre} {pause} "$r" & done
+for r in 0 1 2 3; do python3 -u diag_run.py {mode} {step} {pre} {pause} "$r" & done
 wait -n
 rc=$?
 kill $(jobs -p) 2>/dev/null
@@ -202,6 +202,16 @@ CORPUS: list[Scenario] = [
         "start",
         45,
         gpu=_low_gpu,
+    ),
+    Scenario(
+        "straggler",
+        "4 ranks, rank 2's own step time 1.9× the others' after 20 s",
+        "straggler",
+        frozenset({"straggler"}),
+        "straggle",
+        40,
+        pre_s=20,
+        ranks=4,
     ),
     Scenario(
         "buffered-slow",
@@ -534,7 +544,7 @@ class Run:
         cmd = f"{py} diag_run.py {shlex.join(args)}"
         if s.ranks > 1:
             (d / "ranks.sh").write_text(
-                RANKS_SH.format(step=s.step_s, pre=s.pre_s * k, pause=s.pause_s * k)
+                RANKS_SH.format(mode=s.mode, step=s.step_s, pre=s.pre_s * k, pause=s.pause_s * k)
             )
             cmd = "bash ranks.sh"
         if s.drift:  # the user watches train.log (an old one); the script writes train-old.log

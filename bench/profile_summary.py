@@ -69,7 +69,10 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "compositor (frame: chops, strips, output)",
         ("_compositor.py", "(textual/strip.py)", "_display (textual/app.py)", "render_segments ("),
     ),
-    ("log drawing (gputui)", ("(widgets/logview.py)", "(ui/logstyle.py)", "_drain_log (ui/app.py)")),
+    (
+        "log drawing (gputui)",
+        ("(widgets/logview.py)", "(ui/logstyle.py)", "_drain_log (ui/app.py)"),
+    ),
     ("1 Hz tick (panes, diagnose)", ("_tick (ui/app.py)", "_apply_dirty (ui/app.py)")),
     ("timers, messages (Textual)", ("(textual/timer.py)", "(textual/message_pump.py)")),
     (

@@ -168,7 +168,9 @@ async def test_relaunch_on_the_test_bed_runs_the_same_bytes(
     assert not (d / "PWNED").exists()
 
 
-@pytest.mark.parametrize("name", ["ends-in-newline\n", "two\nlines", "tab\there", "\n", "x\x1fy\x1e"])
+@pytest.mark.parametrize(
+    "name", ["ends-in-newline\n", "two\nlines", "tab\there", "\n", "x\x1fy\x1e"]
+)
 async def test_cwd_and_fd_links_come_back_exactly(tmp_path: Path, name: str) -> None:
     """The working directory and an fd's file come back byte for byte: a
     directory whose name ended in a newline came back without it (`$(…)`

@@ -169,3 +169,72 @@ def test_a_relaunched_runs_first_losses_are_not_a_spike_against_the_old_run() ->
         m.add(MetricPoint(time=NOW + i * 0.01, step=10 + i, loss=loss))
     again = diagnose(snap, NOW + 1)  # type: ignore[arg-type]
     assert [x for x in again if x.kind == "loss_spike"], [x.title for x in again]
+
+
+# ---------------------------------------------------- a straggling rank
+
+
+# Megatron's straggler detector, as its README_STRAGGLER.md prints it, with
+# rank 3 slow: its clock the lowest, its temperature the highest
+def _detector(slow_ms: float, slow_rank: int = 3, clk_rank: int = 3) -> str:
+    return (
+        " 0: INFO:megatron.core.utils:[2024-03-14 23:07:56] | MnRtt/Rnk: 3453.08ms/8 | "
+        f"MxRtt/Rnk: {slow_ms}ms/{slow_rank} | MnPwr/Rnk: 601796W/8 | MxPwr/Rnk: 683801W/18 | "
+        f"MnTmp/Rnk: 52C/0 | MxTmp/Rnk: 84C/{slow_rank} | MnUtl/Rnk: 97%/8 | MxUtl/Rnk: 100%/6 | "
+        f"MnClk/Rnk: 1410MHz/{clk_rank} | MxClk/Rnk: 1980MHz/0 | MnDRtt/Rnk: 14.27ms/23 | "
+        "MxDRtt/Rnk: 34.65ms/3 | MnEtpt/Rnk: 296.02TF/0 | MxEtpt/Rnk: 297.32TF/8"
+    )
+
+
+def _iteration(n: int) -> str:
+    return f" [2024-03-14 23:07:5{n % 10}] iteration {n}/ 1000 | elapsed time per iteration (ms): 3470.1 | lm loss: 2.1E+00 |"
+
+
+def test_megatron_straggler_detector_names_the_rank_and_why() -> None:
+    tail = (_iteration(10), _detector(5230.5), _iteration(11), _detector(5301.2))
+    f = _first(diagnose(run(log_tail=tail), NOW))
+    assert f.kind == "straggler" and f.severity == Severity.WARNING, f
+    assert "rank 3 is 1.5× slower" in f.title, f.title
+    assert any("clock is the lowest of all ranks (1410 MHz)" in e for e in f.evidence), f.evidence
+    assert any("temperature is the highest" in e for e in f.evidence), f.evidence
+    assert f.action == "dump"
+    # one slow report is no news; the ranks even: nothing; another rank slow before: nothing yet
+    assert "straggler" not in [x.kind for x in diagnose(run(log_tail=(_detector(5230.5),)), NOW)]
+    even = (_detector(3470.0), _detector(3468.2))
+    assert "straggler" not in [x.kind for x in diagnose(run(log_tail=even), NOW)]
+    moved = (_detector(5230.5, slow_rank=5), _detector(5301.2))
+    assert "straggler" not in [x.kind for x in diagnose(run(log_tail=moved), NOW)]
+
+
+def test_a_rank_tagged_slow_rank_is_named_from_its_own_figures() -> None:
+    """torchrun's `[rankN]:` prefix on each rank's own timing: rank 2 takes
+    1.9× the others' time in its forward/backward."""
+    lines = []
+    for step in range(1, 9):
+        for rank in range(4):
+            ms = 610 if rank == 2 else 320 + rank
+            lines.append(f"[rank{rank}]:step {step} | loss 2.{step} | fwd_bwd time {ms}ms")
+    f = _first(diagnose(run(log_tail=tuple(lines)), NOW))
+    assert f.kind == "straggler" and "rank 2 is 1.9× slower" in f.title, f.title
+    assert any("rank 2: 610 ms per step (median of its last 3" in e for e in f.evidence), f.evidence
+    # one slow figure (a checkpoint, a GC pause) is no straggler
+    blip = [ln.replace("610ms", "321ms") for ln in lines[:-4]] + lines[-4:]
+    assert "straggler" not in [x.kind for x in diagnose(run(log_tail=tuple(blip)), NOW)]
+    # the same ranks even (a rate this time, torchrun's older `[default]` prefix): nothing
+    even = [f"[default{r}]:step {s} 41,200 tok/s" for s in range(8) for r in range(4)]
+    assert "straggler" not in [x.kind for x in diagnose(run(log_tail=tuple(even)), NOW)]
+    # a rate: the slow rank has the lower figure
+    slow = [
+        f"[default{r}]:step {s} {20_000 if r == 1 else 41_200} tok/s"
+        for s in range(8)
+        for r in range(4)
+    ]
+    f = _first(diagnose(run(log_tail=tuple(slow)), NOW))
+    assert f.kind == "straggler" and "rank 1 is 2.1× slower" in f.title, f.title
+
+
+def test_a_straggler_is_not_named_for_a_stalled_or_gone_run() -> None:
+    tail = (_detector(5230.5), _detector(5301.2))
+    assert "straggler" not in [
+        x.kind for x in diagnose(run(session="dead", dead_status=1, log_tail=tail), NOW)
+    ]

@@ -1,0 +1,204 @@
+"""A straggling rank: one rank of a multi-rank run much slower than the
+others, named from what the run prints about its ranks. Pure.
+
+Two shapes of evidence, both per rank:
+
+- Megatron's straggler detector (`--log-straggler`, rank 0 every log
+  interval): "MnRtt/Rnk: 1446.49ms/13 | MxRtt/Rnk: 1570.32ms/30 | … |
+  MnClk/Rnk: 1410.00MHz/30 | … | MnDRtt/Rnk: 1.22ms/15 | MxDRtt/Rnk:
+  130.33ms/30 | …" — the slowest and fastest rank's time in the traced ops,
+  with the GPU clock, temperature and get_batch time beside it;
+- lines tagged with their rank — torchrun's `[rank3]:` / `[default3]:`
+  prefix (`--tee`, `--redirects`, `--local-ranks-filter`), or the program's
+  own `rank 3` / `[RANK 3]` — that carry a rate or a step time (`tok/s`,
+  `it/s`, `s/it`, `time 412ms`, Megatron's `elapsed time per iteration (ms):
+  412.5`): the medians per rank are compared.
+
+In a synchronous data-parallel run every rank waits for the slowest at the
+collective, so a rank's *whole*-step time is the same everywhere; these
+figures differ only where the program times a rank's own work (the
+detector's traced ops, the forward/backward before the all-reduce, its data
+fetch). A rank is a straggler when it is STRAGGLER_FACTOR × slower than the
+others' median in the latest evidence and the same rank was the slowest
+before (two reports in a row, or its last three tagged figures): one slow
+interval is no news.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+
+from gputui.diagnose.context import Context
+from gputui.diagnose.evidence import short
+from gputui.diagnose.registry import Kind, rule
+from gputui.model import Finding, Severity
+from gputui.text.untrusted import one_line
+
+STRAGGLER_FACTOR = 1.25  # the slowest rank at least this many times the others' time
+RECENT_LINES = 400  # rank-tagged lines interleave: read further up the tail than one rank's lines
+MIN_FIGURES = 3  # tagged figures per rank before its median counts
+
+_NUM = r"(\d+(?:\.\d+)?)"
+_DETECTOR = re.compile(
+    r"MnRtt/Rnk:\s*" + _NUM + r"ms/(\d+)\s*\|\s*MxRtt/Rnk:\s*" + _NUM + r"ms/(\d+)"
+)
+_DETECTOR_MIN = {
+    "clock": re.compile(r"MnClk/Rnk:\s*" + _NUM + r"MHz/(\d+)"),
+    "power": re.compile(r"MnPwr/Rnk:\s*" + _NUM + r"W/(\d+)"),
+    "util": re.compile(r"MnUtl/Rnk:\s*" + _NUM + r"%/(\d+)"),
+}
+_DETECTOR_MAX = {
+    "temp": re.compile(r"MxTmp/Rnk:\s*" + _NUM + r"C/(\d+)"),
+    "batch": re.compile(r"MxDRtt/Rnk:\s*" + _NUM + r"ms/(\d+)"),
+}
+
+# `[rank3]:`, `[default3]:` (torchrun), `rank 3:`, `[RANK 3]`, `rank=3`
+_RANK_TAG = re.compile(
+    r"^\s*\[(?:rank|default)(\d+)\]:|\brank[ =:]?\s*(\d+)\b|\[RANK (\d+)\]", re.I
+)
+# a rate (higher is faster) or a time (lower is faster), seconds per unit of work
+_RATE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(tok(?:ens)?/s|it/s|samples/s|s/it)\b", re.I)
+_TIME = re.compile(
+    r"elapsed time per iteration \(ms\):\s*" + _NUM
+    + r"|\b(?:step[_ ]?)?time[=:]?\s*" + _NUM + r"\s*(ms|s)\b",
+    re.I,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Slow:
+    """The straggler: its rank, how much slower, and what was compared."""
+
+    rank: int
+    factor: float
+    evidence: list[str]
+
+
+def _detector_reports(lines: list[str]) -> list[tuple[str, float, int, float, int]]:
+    out = []
+    for ln in lines:
+        m = _DETECTOR.search(ln)
+        if m is not None:
+            out.append((ln, float(m.group(1)), int(m.group(2)), float(m.group(3)), int(m.group(4))))
+    return out
+
+
+def _from_detector(lines: list[str]) -> Slow | None:
+    reports = _detector_reports(lines)
+    if len(reports) < 2:
+        return None
+    line, fast_ms, fast_rank, slow_ms, slow_rank = reports[-1]
+    if fast_ms <= 0 or slow_ms < STRAGGLER_FACTOR * fast_ms or slow_rank == fast_rank:
+        return None
+    before = reports[-2]
+    if before[4] != slow_rank or before[3] < STRAGGLER_FACTOR * before[1]:
+        return None  # a different rank was slowest last time (or nobody): no straggler yet
+    ev = [
+        f"Megatron's straggler detector: rank {slow_rank} {slow_ms:g} ms in the traced ops, "
+        f"rank {fast_rank} {fast_ms:g} ms (the fastest); rank {slow_rank} was the slowest "
+        "in the report before too"
+    ]
+    why = []
+    for name, rx in _DETECTOR_MIN.items():
+        m = rx.search(line)
+        if m is not None and int(m.group(2)) == slow_rank:
+            unit = {"clock": " MHz", "power": " W", "util": " %"}[name]
+            why.append(f"its GPU's {name} is the lowest of all ranks ({float(m.group(1)):g}{unit})")
+    for name, rx in _DETECTOR_MAX.items():
+        m = rx.search(line)
+        if m is not None and int(m.group(2)) == slow_rank:
+            what = "temperature" if name == "temp" else "get_batch (data) time"
+            unit = " °C" if name == "temp" else " ms"
+            why.append(f"its {what} is the highest of all ranks ({float(m.group(1)):g}{unit})")
+    ev += why
+    ev.append(f"the log: {short(one_line(line, 400), 300)}")
+    return Slow(slow_rank, slow_ms / fast_ms, ev)
+
+
+def _rank_of(line: str) -> int | None:
+    m = _RANK_TAG.search(line)
+    if m is None:
+        return None
+    return int(next(g for g in m.groups() if g is not None))
+
+
+def _seconds_per_unit(line: str) -> float | None:
+    """A figure where lower is faster: seconds per step (or per token/sample)."""
+    m = _TIME.search(line)
+    if m is not None:
+        if m.group(1) is not None:
+            return float(m.group(1)) / 1000
+        value = float(m.group(2))
+        return value / 1000 if m.group(3).lower() == "ms" else value
+    m = _RATE.search(line)
+    if m is not None:
+        value = float(m.group(1).replace(",", ""))
+        if m.group(2).lower() == "s/it":
+            return value
+        return 1.0 / value if value > 0 else None
+    return None
+
+
+def _from_tagged(lines: list[str]) -> Slow | None:
+    per_rank: dict[int, list[float]] = {}
+    for ln in lines:
+        rank = _rank_of(ln)
+        if rank is None:
+            continue
+        spu = _seconds_per_unit(ln)
+        if spu is not None and spu > 0:
+            per_rank.setdefault(rank, []).append(spu)
+    ranks = {r: v for r, v in per_rank.items() if len(v) >= MIN_FIGURES}
+    if len(ranks) < 2:
+        return None
+    # each rank's latest figures: a rank that turned slow is named from its
+    # last MIN_FIGURES, all of them slower than the others' (no median of
+    # older, faster figures to wait out)
+    medians = {r: statistics.median(v[-MIN_FIGURES:]) for r, v in ranks.items()}
+    slow = max(medians, key=lambda r: medians[r])
+    others = statistics.median(v for r, v in medians.items() if r != slow)
+    if others <= 0 or min(ranks[slow][-MIN_FIGURES:]) < STRAGGLER_FACTOR * others:
+        return None
+    fastest = min(medians, key=lambda r: medians[r])
+    last = next(ln for ln in reversed(lines) if _rank_of(ln) == slow and _seconds_per_unit(ln))
+    ev = [
+        f"rank {slow}: {_per(medians[slow])} (median of its last {MIN_FIGURES} figures); "
+        f"the other {len(medians) - 1} rank(s): {_per(others)} "
+        f"(the fastest, rank {fastest}: {_per(medians[fastest])})",
+        f"the log: {short(one_line(last, 400), 300)}",
+    ]
+    return Slow(slow, medians[slow] / others, ev)
+
+
+def _per(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms per step" if seconds >= 0.01 else f"{1 / seconds:,.0f} per s"
+
+
+@rule(Kind("straggler", specificity=207, cause="straggler"))
+def rule_straggler(ctx: Context) -> Finding | None:
+    """One rank STRAGGLER_FACTOR × slower than the others, in two reports
+    in a row of Megatron's straggler detector or in its own tagged figures:
+    the rank, how much slower, and what its GPU says beside it."""
+    if not ctx.proc_alive or ctx.stalled or ctx.hung:
+        return None
+    tail = [ln for ln in list(ctx.snap.log_tail or ctx.snap.pane_tail or [])[-RECENT_LINES:] if ln]
+    slow = _from_detector(tail) or _from_tagged(tail)
+    if slow is None:
+        return None
+    return Finding(
+        kind="straggler",
+        severity=Severity.WARNING,
+        title=(
+            f"straggler: rank {slow.rank} is {slow.factor:.1f}× slower than the other ranks — "
+            "every step waits for it"
+        ),
+        evidence=slow.evidence,
+        action="dump",
+        action_label="py-spy dump every rank",
+        fix=(
+            f"look at rank {slow.rank}'s GPU (clock, temperature, PCIe link: the GPU panel) "
+            "and its data loading; the dump shows where it spends the time the others wait"
+        ),
+    )
