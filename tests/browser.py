@@ -1,14 +1,20 @@
-"""Headless Chromium for the web view's tests (tests/test_serve*.py): where
-it is, the flags every start shares (loopback only: every other name fails to
-resolve; no background traffic), and a start with its DevTools endpoint."""
+"""The web view's tests (tests/test_serve*.py): `gputui serve --demo` started
+and stopped (`serving`), and headless Chromium — where it is, the flags every
+start shares (loopback only: every other name fails to resolve; no
+background traffic), and a start with its DevTools endpoint."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +30,60 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def serve_output(tmp_path: Path) -> str:
+    """What `gputui serve` (and the apps it runs) printed so far."""
+    return (tmp_path / "serve.out").read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def serving(
+    tmp_path: Path, state: Path, target: tuple[str, ...] = ("--demo",), home: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`gputui serve TARGET` (the demo unless told) on a free loopback port,
+    its state under `state`: (its process, its URL). Its output goes to tmp_path/serve.out (a pipe
+    read by nobody after the URL could fill and stall the server; a failing
+    test shows its tail); SIGINT at the end, SIGKILL 30 s later."""
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "PYTHONPATH": str(SRC)}
+    if home is not None:
+        env["HOME"] = str(home)
+    with (tmp_path / "serve.out").open("w") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gputui",
+                "serve",
+                *target,
+                "--bind",
+                f"127.0.0.1:{free_port()}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+    try:
+        url = ""
+        deadline = time.monotonic() + 60
+        while not url and time.monotonic() < deadline and proc.poll() is None:
+            m = re.search(r"(http://127\.0\.0\.1:\d+/\?token=\S+)", serve_output(tmp_path))
+            url = m.group(1) if m else ""
+            time.sleep(0.1)
+        assert url, f"gputui serve printed no URL: {serve_output(tmp_path)[-2000:]}"
+        yield proc, url
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def chromium_argv(tmp_path: Path, *extra: str, size: str = "1600,1000") -> list[str]:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import CHROMIUM, chromium_argv, free_port, start_chromium
+from browser import CHROMIUM, chromium_argv, free_port, serve_output, serving, start_chromium
 from gputui.cli.serve import app_command, dashboard_argv, parse_bind, token_ok, who_can_reach
 from gputui.errors import GputuiError
 
@@ -106,40 +106,8 @@ def test_bad_serve_is_one_line(argv: list[str], says: str) -> None:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
     """`gputui serve --demo` on a free loopback port; yields its URL."""
-    port = free_port()
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
-    # its output goes to a file: read by nobody after the URL, a pipe could
-    # fill and stall the server; and a failing test shows its tail (serve_output)
-    out = (tmp_path / "serve.out").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gputui", "serve", "--demo", "--bind", f"127.0.0.1:{port}"],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    try:
-        url = ""
-        deadline = time.monotonic() + 60
-        while not url and time.monotonic() < deadline and proc.poll() is None:
-            m = re.search(r"(http://127\.0\.0\.1:\d+/\?token=\S+)", serve_output(tmp_path))
-            url = m.group(1) if m else ""
-            time.sleep(0.1)
-        assert url, f"gputui serve printed no URL: {serve_output(tmp_path)[-2000:]}"
+    with serving(tmp_path, tmp_path / "state") as (_proc, url):
         yield url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        out.close()
-
-
-def serve_output(tmp_path: Path) -> str:
-    """What `gputui serve` (and the app it runs) printed so far."""
-    return (tmp_path / "serve.out").read_text(errors="replace")
 
 
 def test_requests_without_the_token_are_refused(served: str) -> None:
@@ -254,7 +222,6 @@ def test_page_shows_the_demo_dashboard(served: str, tmp_path: Path) -> None:
 # ------------------------------------------------------------------ every tab's dashboard ends
 
 
-SERVE = [sys.executable, "-m", "gputui", "serve"]
 
 
 def processes_with(marker: str) -> list[str]:
@@ -278,33 +245,10 @@ def serve_proc(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, str
     """`gputui serve --demo`: (its process, its URL, the marker of what it starts);
     whatever is left at the end is killed by PID (and the test has failed)."""
     marker = str(tmp_path / "state")
-    out = (tmp_path / "serve.out").open("w")
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gputui", "serve", "--demo", "--bind", f"127.0.0.1:{port}"],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "XDG_STATE_HOME": marker},
-    )
     try:
-        url = ""
-        deadline = time.monotonic() + 60
-        while not url and time.monotonic() < deadline and proc.poll() is None:
-            m = re.search(r"(http://127\.0\.0\.1:\d+/\?token=\S+)", serve_output(tmp_path))
-            url = m.group(1) if m else ""
-            time.sleep(0.1)
-        assert url, f"gputui serve printed no URL: {serve_output(tmp_path)[-2000:]}"
-        yield proc, url, marker
+        with serving(tmp_path, Path(marker)) as (proc, url):
+            yield proc, url, marker
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        out.close()
         for line in processes_with(marker):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(line.split()[0]), signal.SIGKILL)
@@ -391,34 +335,16 @@ def test_serve_ended_by_a_signal_leaves_no_dashboard(
 @pytest.mark.timeout(240)
 def test_a_dashboard_that_cannot_start_says_why_on_the_page(tmp_path: Path) -> None:
     closed = free_port()  # nothing listens there: the dashboard cannot connect
-    port = free_port()
-    out = (tmp_path / "serve.out").open("w")
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
-    proc = subprocess.Popen(
-        [*SERVE, f"root@127.0.0.1:{closed}", "--bind", f"127.0.0.1:{port}"],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
     browser = None
+    target = (f"root@127.0.0.1:{closed}",)
     try:
-        url = ""
-        deadline = time.monotonic() + 60
-        while not url and time.monotonic() < deadline and proc.poll() is None:
-            m = re.search(r"(http://127\.0\.0\.1:\d+/\?token=\S+)", serve_output(tmp_path))
-            url = m.group(1) if m else ""
-            time.sleep(0.1)
-        assert url, serve_output(tmp_path)
-        browser, cport = start_chromium(tmp_path)
-        text = asyncio.run(page_until(cport, url, "ended before it started", 120))
+        with serving(tmp_path, tmp_path / "state", target, home=tmp_path) as (_proc, url):
+            browser, cport = start_chromium(tmp_path)
+            text = asyncio.run(page_until(cport, url, "ended before it started", 120))
     finally:
         if browser is not None:
             browser.kill()
             browser.wait()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-        out.close()
     assert "the dashboard ended before it started (exit status 2)" in text, text[-1500:]
     assert f"connection refused by 127.0.0.1 port {closed}" in text, text[-1500:]
 

@@ -13,11 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
-import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from browser import CHROMIUM, free_port, start_chromium
+from browser import CHROMIUM, serving, start_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 BANNER = "is block-buffered: its lines reach the log late"  # the demo's banner
@@ -61,40 +57,8 @@ pytestmark = [
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
     """`gputui serve --demo` on a free loopback port; yields its URL."""
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
-    env["PYTHONPATH"] = str(ROOT / "src")
-    log = tmp_path / "serve.out"
-    with log.open("w") as out:  # a file: a pipe read by nobody could stall the server
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gputui",
-                "serve",
-                "--demo",
-                "--bind",
-                f"127.0.0.1:{free_port()}",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    try:
-        url = ""
-        deadline = time.monotonic() + 60
-        while not url and time.monotonic() < deadline and proc.poll() is None:
-            m = re.search(r"(http://127\.0\.0\.1:\d+/\?token=\S+)", log.read_text())
-            url = m.group(1) if m else ""
-            time.sleep(0.1)
-        assert url, f"gputui serve printed no URL: {log.read_text()[-2000:]}"
+    with serving(tmp_path, tmp_path / "state") as (_proc, url):
         yield url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 class Page:
