@@ -222,8 +222,6 @@ def test_page_shows_the_demo_dashboard(served: str, tmp_path: Path) -> None:
 # ------------------------------------------------------------------ every tab's dashboard ends
 
 
-
-
 def processes_with(marker: str) -> list[str]:
     """Every process whose environment holds `marker` (serve's own
     XDG_STATE_HOME, inherited by each tab's dashboard and what it starts)."""

@@ -697,10 +697,11 @@ QUIT_GRACE_S = 15.0  # the monitor's stop has 10 s; then the process ends regard
 def exit_at_the_latest(code: int, after: float = QUIT_GRACE_S) -> None:
     """A signal asked the dashboard to quit: if it has not ended `after`
     seconds from now, end the process with `code` (a daemon thread, beside
-    the event loop). A dashboard whose terminal went away could spin in
-    Textual's resize and redraw without ever running its quit (a loaded CI-like
-    run: 100 % of a core for 10 min after SIGHUP, fds on /dev/null); what it
-    started remotely ends with its connection (each command's watchdog)."""
+    the event loop). The last resort only: the 10 min spin after SIGHUP that
+    it was added for was Textual's input thread reading /dev/null in a loop
+    (`terminal_gone` stops it now); a quit stuck for another reason still
+    ends. What it started remotely ends with its connection (each command's
+    watchdog)."""
     timer = threading.Timer(after, os._exit, args=(code,))
     timer.daemon = True
     timer.start()
@@ -711,11 +712,19 @@ def terminal_gone(app: App[Any]) -> None:
     terminal kills Textual's output thread (EIO): its queue then fills and
     the next write blocks for good. So stdio goes to /dev/null and the app
     stops drawing."""
+    driver = app._driver  # Textual has no public "the terminal is gone"
+    # Its input thread first: it reads stdin in a loop that, once a read
+    # returns nothing (/dev/null, a hung-up tty), selects and reads again at
+    # once — 100 % of a core, the GIL with it, until the process ends. That
+    # was the dashboard seen spinning for 10 min after SIGHUP under load, its
+    # quit starved. Its own stop sets this event too (then joins the thread).
+    stop_reading = getattr(driver, "exit_event", None)
+    if isinstance(stop_reading, threading.Event):
+        stop_reading.set()
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.close(devnull)
-    driver = app._driver  # Textual has no public "the terminal is gone"
     if driver is not None:
         setattr(driver, "write", lambda _data: None)  # noqa: B010
 
