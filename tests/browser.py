@@ -6,6 +6,7 @@ background traffic), and a start with its DevTools endpoint."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -14,8 +15,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,3 +131,17 @@ def start_chromium(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
             break
     proc.kill()
     pytest.fail("chromium did not start its DevTools endpoint")
+
+
+@contextlib.asynccontextmanager
+async def page_socket(port: str) -> AsyncIterator[Any]:
+    """The DevTools websocket of Chromium's page (DevTools on `port`)."""
+    import aiohttp
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as r:
+        page = next(t for t in json.load(r) if t["type"] == "page")
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws,
+    ):
+        yield ws

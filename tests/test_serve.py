@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -28,7 +27,15 @@ from pathlib import Path
 
 import pytest
 
-from browser import CHROMIUM, chromium_argv, free_port, serve_output, serving, start_chromium
+from browser import (
+    CHROMIUM,
+    chromium_argv,
+    free_port,
+    page_socket,
+    serve_output,
+    serving,
+    start_chromium,
+)
 from gputui.cli.serve import app_command, dashboard_argv, parse_bind, token_ok, who_can_reach
 from gputui.errors import GputuiError
 
@@ -160,14 +167,7 @@ class DevTools:
 
 
 async def open_page(port: str, url: str, shot: Path) -> tuple[str, str]:
-    import aiohttp
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as r:
-        page = next(t for t in json.load(r) if t["type"] == "page")
-    async with (
-        aiohttp.ClientSession() as session,
-        session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws,
-    ):
+    async with page_socket(port) as ws:
         dt = DevTools(ws)
         await dt.call("Network.enable")
         await dt.call("Page.enable")
@@ -349,14 +349,7 @@ def test_a_dashboard_that_cannot_start_says_why_on_the_page(tmp_path: Path) -> N
 
 async def page_until(port: str, url: str, wanted: str, timeout: float) -> str:
     """The page's terminal text once it holds `wanted` (or at `timeout`)."""
-    import aiohttp
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as r:
-        page = next(t for t in json.load(r) if t["type"] == "page")
-    async with (
-        aiohttp.ClientSession() as session,
-        session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws,
-    ):
+    async with page_socket(port) as ws:
         dt = DevTools(ws)
         await dt.call("Network.enable")
         await dt.call("Page.navigate", url=url)

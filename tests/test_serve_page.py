@@ -12,17 +12,15 @@ holds its xterm.js Terminal. Chromium talks to 127.0.0.1 only.
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from browser import CHROMIUM, serving, start_chromium
+from browser import CHROMIUM, page_socket, serving, start_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 BANNER = "is block-buffered: its lines reach the log late"  # the demo's banner
@@ -94,14 +92,7 @@ class Page:
 async def read_the_page(port: str, url: str) -> tuple[list[str], str, str]:
     """(websocket events, body classes, the terminal's text) once the banner
     is on the page or 150 s have passed."""
-    import aiohttp
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as r:
-        target = next(t for t in json.load(r) if t["type"] == "page")
-    async with (
-        aiohttp.ClientSession() as session,
-        session.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as ws,
-    ):
+    async with page_socket(port) as ws:
         page = Page(ws)
         await page.call("Network.enable")
         await page.call("Page.enable")
