@@ -6,7 +6,7 @@ import re
 import time
 from pathlib import Path
 
-from gputui.actions.inspect import check_owned, find_run
+from gputui.actions.inspect import RunInfo, check_owned, find_run
 from gputui.actions.plan import (
     ActionError,
     ActionPlan,
@@ -167,6 +167,30 @@ async def pick_py_spy(
     )
 
 
+async def session_pythons(
+    target: Target, name: str | None, tmux: list[str] | None, verb: str
+) -> RunInfo:
+    """The run in tmux session `name`, for an action (`verb`) on its Python
+    processes: refused in one line when no session was named, none has that
+    name, no Python runs in it, or one of them is not the session owner's."""
+    if not name:
+        raise ActionError("no tmux session given", "pass --session NAME or --pid PID")
+    tmux = await tmux_as_socket_owner(target, tmux)  # never root's hands on a user's server
+    info = await find_run(target, name, tmux)
+    if not info.exists:
+        raise ActionError(
+            f"no tmux session named {name!r} on {target.label}",
+            "check the session name or pass --pid PID",
+        )
+    if not info.pythons:
+        raise ActionError(
+            f"no Python process runs in session {name!r}",
+            f"the run has ended or is not Python; nothing to {verb}",
+        )
+    check_owned(info, target.label, [p.pid for p in info.pythons])
+    return info
+
+
 async def plan_dump(
     target: Target,
     settings: Settings,
@@ -181,23 +205,9 @@ async def plan_dump(
     check_allowed(settings)
     name = session or settings.session
     if pids is None:
-        if not name:
-            raise ActionError("no tmux session given", "pass --session NAME or --pid PID")
-        tmux = await tmux_as_socket_owner(target, tmux)  # never root's hands on a user's server
-        info = await find_run(target, name, tmux)
-        if not info.exists:
-            raise ActionError(
-                f"no tmux session named {name!r} on {target.label}",
-                "check the session name or pass --pid PID",
-            )
+        info = await session_pythons(target, name, tmux, "dump")
         pys = info.pythons
-        if not pys:
-            raise ActionError(
-                f"no Python process runs in session {name!r}",
-                "the run has ended or is not Python; nothing to dump",
-            )
         pids = [p.pid for p in pys]
-        check_owned(info, target.label, pids)
         argv0s = [(info.argvs.get(p.pid) or [p.args.split(" ", 1)[0]])[0] for p in pys]
         listing = [f"  pid {p.pid}: {p.args[:120]}" for p in pys]
         ids = info.ids

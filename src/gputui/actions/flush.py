@@ -6,8 +6,15 @@ from __future__ import annotations
 
 import re
 
-from gputui.actions.dump import PTRACE_DENIED, PTRACE_FIX, in_session, pids_target, require_tool
-from gputui.actions.inspect import check_owned, file_size, find_run
+from gputui.actions.dump import (
+    PTRACE_DENIED,
+    PTRACE_FIX,
+    in_session,
+    pids_target,
+    require_tool,
+    session_pythons,
+)
+from gputui.actions.inspect import file_size
 from gputui.actions.plan import (
     ActionError,
     ActionPlan,
@@ -18,7 +25,6 @@ from gputui.actions.plan import (
     say,
 )
 from gputui.actions.procid import ProcId, changed, pinned, read_proc_ids
-from gputui.actions.server import tmux_as_socket_owner
 from gputui.config import Settings
 from gputui.remote.identity import as_owner, identity_words, parse_root_owned, root_owned_argv
 from gputui.remote.target import Target
@@ -59,17 +65,8 @@ async def plan_flush(
     name = session or settings.session
     logs: list[str] = [log] if log else []
     if pids is None:
-        if not name:
-            raise ActionError("no tmux session given", "pass --session NAME or --pid PID")
-        tmux = await tmux_as_socket_owner(target, tmux)  # never root's hands on a user's server
-        info = await find_run(target, name, tmux)
-        if not info.pythons:
-            raise ActionError(
-                f"no Python process runs in session {name!r}",
-                "the run has ended or is not Python; nothing to flush",
-            )
+        info = await session_pythons(target, name, tmux, "flush")
         pids = [p.pid for p in info.pythons]
-        check_owned(info, target.label, pids)
         logs = logs or info.log_files()
         ids = info.ids
     else:
