@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import time
@@ -35,6 +34,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+
+from health_probe import tree_cpu  # noqa: E402  (CPU of a process tree, as on the H200)
 
 from gputui.collect import gpuhealth  # noqa: E402
 from gputui.collect.gpu import GPU_FIELDS  # noqa: E402
@@ -46,7 +48,6 @@ from gputui.monitor.gpufeed import NvidiaSmiFeed  # noqa: E402
 from gputui.remote.target import Target  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
-CLK = os.sysconf("SC_CLK_TCK")
 H200 = {"utilization.gpu": 100, "power.draw": 690.0, "memory.used": 100000,
         "clocks.sm": 1605, "clocks_event_reasons.active": 0x4}  # fmt: skip
 N_GPUS = 8
@@ -59,21 +60,6 @@ FAULTS: dict[str, tuple[int, str, dict[str, Any]]] = {
     "PCIe gen 3 of 5 under load": (4, "gpu_pcie_link", {"pcie.link.gen.current": 3}),
     "power limit set low": (7, "gpu_power_capped", {"power.limit": 400.0, "power.draw": 399.0}),
 }
-
-
-def tree_cpu(pid: int) -> float:
-    total, todo = 0.0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                w = f.read().rsplit(")", 1)[1].split()
-            total += sum(int(x) for x in w[11:15]) / CLK
-            with open(f"/proc/{p}/task/{p}/children") as f:
-                todo += [int(c) for c in f.read().split()]
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
 
 
 def said(feed: NvidiaSmiFeed, kind: str, gpu: int) -> bool:
