@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -57,6 +58,8 @@ from gputui.remote.base import RemoteProcess
 from gputui.remote.mainproc import is_log_source
 from gputui.remote.target import Target
 from gputui.tasks import cancel_and_wait
+
+log = logging.getLogger(__name__)  # `gputui -v` (cli/debuglog.py)
 
 PENDING_LINES_MAX = 5000  # drain_log_lines keeps at most this many; older are counted as dropped
 METRIC_BATCH_MAX = 200  # lines of one batch parsed for metrics; a burst parses its newest
@@ -262,7 +265,10 @@ class Monitor:
             return
         self.snapshot.time = self.clock()
         for cb in list(self._listeners):
-            cb(self.snapshot, set(parts))
+            try:
+                cb(self.snapshot, set(parts))
+            except Exception:  # one listener's bug must not starve the others (the recorder)
+                log.exception("a listener of the monitor failed on %s", sorted(parts))
 
     def drain_log_lines(self) -> list[str]:
         """New log lines since the last call (at most PENDING_LINES_MAX; older

@@ -167,7 +167,9 @@ class Banner(Placed, KeptStyle):
         return rows
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self._wrap(width)) if self._text else 0
+        # no room at all (a terminal a few cells wide, a web tab closing): no
+        # rows — Rich's fold divides by the width
+        return len(self._wrap(width)) if self._text and width > 0 else 0
 
     def styles_changed(self) -> None:
         self._strips.clear()
