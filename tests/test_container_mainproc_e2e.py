@@ -226,7 +226,10 @@ async def test_the_dashboard_relaunches_a_main_process_container(
                     else ""
                 )
 
-            shown = await helpers.until(box_text, 30, "the box")
+            # the box opens at once ("reading what it would act on…") and
+            # fills in when the plan's reads are done: wait for the plan
+            await helpers.until(lambda: "docker restart" in box_text(), 30, "the box's plan")
+            shown = box_text()
             assert f"docker restart -t 10 {name}" in shown, shown
             assert "SIGTERM to its main process" in shown and "its log is kept" in shown
             await pilot.press("y")
