@@ -300,7 +300,9 @@ def _started_through(testbed: Any) -> set[int]:
 
 def _cmdline(pid: int) -> str:
     with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     return ""
 
 
