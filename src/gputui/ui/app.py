@@ -671,6 +671,20 @@ class GputuiApp(App[int]):
         await self._stop_monitor()
         self.exit(code)
 
+    async def _on_exit_app(self) -> None:
+        """Textual's end: `q` (after the quit above), or a web page's "quit"
+        when `gputui serve`'s tab went. Under serve a quit that comes while
+        the page's first resize is still being taken in left two screens
+        resizing each other for ever (Textual 8.2: the driver's start-up
+        Resize, 142×34 from the URL, queued behind the page's 142×42), the
+        process at 100 % of a core until serve's SIGKILL, its monitor never
+        stopped. So the monitor stops first, as for `q`, and the process ends
+        at the latest WEB_EXIT_S later."""
+        if self.is_web:
+            await self._stop_monitor()
+            exit_at_the_latest(self.return_code or 0, after=WEB_EXIT_S)
+        await super()._on_exit_app()
+
     async def _stop_monitor(self) -> None:
         if self._stopped:
             return
@@ -692,6 +706,7 @@ QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # end the dashboard as `q` does
 
 
 QUIT_GRACE_S = 15.0  # the monitor's stop has 10 s; then the process ends regardless
+WEB_EXIT_S = 2.0  # under serve, after the monitor stopped: Textual's teardown, then the end
 
 
 def exit_at_the_latest(code: int, after: float = QUIT_GRACE_S) -> None:
