@@ -74,3 +74,32 @@ async def test_one_listener_that_fails_does_not_starve_the_others() -> None:
     await asyncio.sleep(0)  # the publication runs on the next turn
     await asyncio.sleep(0)
     assert heard == [{"gpus"}]
+
+
+@pytest.mark.timeout(120)
+async def test_under_serve_an_end_is_bounded_but_back_to_the_host_view_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under `gputui serve` the dashboard's end arms the 2 s last resort
+    (a page's quit during its first resize never finished Textual's
+    teardown); Esc back to the host view, in the same process, must not."""
+    from gputui.ui import app as app_module
+    from gputui.ui.app import BACK, WEB_EXIT_S, GputuiApp
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    armed: list[tuple[int, float]] = []
+    monkeypatch.setattr(
+        app_module, "exit_at_the_latest", lambda c, after=0.0: armed.append((c, after))
+    )
+    monkeypatch.setattr(GputuiApp, "is_web", property(lambda _self: True))
+    app, _parts = make_app(Settings(demo=True))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.5)
+        app.exit(BACK)
+    assert armed == []
+    app, _parts = make_app(Settings(demo=True))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.5)
+        await pilot.press("q")
+        await pilot.pause(0.5)
+    assert armed == [(0, WEB_EXIT_S)]

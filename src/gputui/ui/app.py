@@ -680,7 +680,7 @@ class GputuiApp(App[int]):
         process at 100 % of a core until serve's SIGKILL, its monitor never
         stopped. So the monitor stops first, as for `q`, and the process ends
         at the latest WEB_EXIT_S later."""
-        if self.is_web:
+        if self.is_web and self.return_value != BACK:  # BACK: the host view goes on
             await self._stop_monitor()
             exit_at_the_latest(self.return_code or 0, after=WEB_EXIT_S)
         await super()._on_exit_app()

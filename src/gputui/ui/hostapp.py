@@ -39,7 +39,14 @@ from gputui.monitor.door import Listener, WatchedRun
 from gputui.monitor.engine import Monitor
 from gputui.text.untrusted import remote_text, visible
 from gputui.text.words import gib
-from gputui.ui.app import BACK, QUIT_SIGNALS, GputuiApp, exit_at_the_latest, terminal_gone
+from gputui.ui.app import (
+    BACK,
+    QUIT_SIGNALS,
+    WEB_EXIT_S,
+    GputuiApp,
+    exit_at_the_latest,
+    terminal_gone,
+)
 from gputui.ui.scrollbars import use_whole_cell_scroll_bars
 
 HEALTH_STYLE = {
@@ -192,6 +199,16 @@ class HostApp(App[Any]):
     """
     TITLE = "gputui — hosts"
     _width = 0  # the terminal's columns at the last resize (0: none yet)
+
+    async def _on_exit_app(self) -> None:
+        """Under `gputui serve` the process ends at the latest WEB_EXIT_S
+        after the app's end (see GputuiApp._on_exit_app: a page's quit during
+        its first resize left two screens resizing each other); the host
+        watches end with their connection."""
+        if self.is_web and not isinstance(self.return_value, RunChoice):  # a run view follows
+            exit_at_the_latest(self.return_code or 0, after=WEB_EXIT_S)
+        await super()._on_exit_app()
+
     BINDINGS = [  # noqa: RUF012
         Binding("q", "quit", "quit", id="quit"),
         Binding("enter", "open", "open run view", id="open", show=True),
