@@ -81,12 +81,15 @@ async def test_watch_two_targets_in_one_process(
                 if s.name == "gputui_gpu_utilization_percent"
             }
 
-        labels = [w.monitor.target.label for w in watch.watched]
-        assert len(set(labels)) == 2
         await until(
             lambda: len([v for v in steps().values() if v >= 5]) == 2, 60, "both runs' steps"
         )
         await until(lambda: len(gpus()) == 16, 60, "8 GPUs of each target")
+        # read once connected: before, a label lacks the user and port ssh
+        # resolves ('127.0.0.1 ct 234' against the recorded 'root@…:port ct
+        # 234': a loaded fresh-clone run read it that early)
+        labels = [w.monitor.target.label for w in watch.watched]
+        assert len(set(labels)) == 2
 
         def recorded() -> bool:
             r = HistoryReader(db)
