@@ -146,8 +146,13 @@ class Banner(Placed, KeptStyle):
 
     def _wrap(self, width: int) -> list[Text]:
         """The text's rows at `width`: each line wrapped on its own (or cut
-        with an ellipsis when the CSS says nowrap), kept until it changes."""
+        with an ellipsis when the CSS says nowrap), kept until it changes.
+        No room at all (a terminal a few cells wide, a web tab closing): no
+        rows — Rich's fold divides by the width."""
         nowrap = self._nowrap()
+        if width <= 0:
+            self._rows, self._rows_for = [], (width, nowrap)
+            return self._rows
         wrapped: dict[tuple[object, ...], list[Text]] = {}
         rows: list[Text] = []
         for line in self._text.split("\n"):
@@ -167,9 +172,7 @@ class Banner(Placed, KeptStyle):
         return rows
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        # no room at all (a terminal a few cells wide, a web tab closing): no
-        # rows — Rich's fold divides by the width
-        return len(self._wrap(width)) if self._text and width > 0 else 0
+        return len(self._wrap(width)) if self._text else 0
 
     def styles_changed(self) -> None:
         self._strips.clear()
