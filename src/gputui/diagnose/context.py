@@ -110,6 +110,14 @@ class Context:
         self.procs: list[Proc] = [p for p in (snap.procs or []) if isinstance(p, Proc)]
         self.sessions: list[Session] = [s for s in (snap.sessions or []) if isinstance(s, Session)]
 
+    def recent_lines(self, n: int) -> list[str]:
+        """The last `n` lines of the log (else of the pane), empty ones left
+        out, newest last: what the run's own words are read from."""
+        lines = [ln for ln in list(self.snap.log_tail or [])[-n:] if ln]
+        if not lines:
+            lines = [ln for ln in list(self.snap.pane_tail or [])[-n:] if ln]
+        return lines
+
     # -- connection / container ------------------------------------------
     @property
     def connection_down(self) -> bool:

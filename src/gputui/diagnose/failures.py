@@ -62,14 +62,6 @@ def _mib(text: str) -> float:
     return float(num) * _UNITS.get(unit, 1.0)
 
 
-def _recent(ctx: Context) -> list[str]:
-    """The last RECENT_LINES of the log (else of the pane), newest last."""
-    lines = [ln for ln in list(ctx.snap.log_tail or [])[-RECENT_LINES:] if ln]
-    if not lines:
-        lines = [ln for ln in list(ctx.snap.pane_tail or [])[-RECENT_LINES:] if ln]
-    return lines
-
-
 def _last_match(lines: Iterable[str], pattern: re.Pattern[str]) -> tuple[str, re.Match[str]] | None:
     found = None
     for ln in lines:
@@ -101,7 +93,7 @@ def rule_cuda_oom(ctx: Context) -> Finding | None:
     """torch's "CUDA out of memory. Tried to allocate X": the size tried,
     allocated vs reserved, the step; an ERROR once the run is gone, a
     WARNING while it goes on (caught by the program)."""
-    lines = _recent(ctx)
+    lines = ctx.recent_lines(RECENT_LINES)
     hit = _last_match(lines, _OOM)
     if hit is None:
         return None
@@ -146,7 +138,7 @@ def rule_nccl(ctx: Context) -> Finding | None:
     """NCCL's watchdog timed a collective out (the collective, its sequence
     number, the rank, the timeout), or an NCCL error: one rank is stuck or
     gone and the others waited for it. `d` dumps every rank's stacks."""
-    lines = _recent(ctx)
+    lines = ctx.recent_lines(RECENT_LINES)
     hit = _last_match(lines, _NCCL_TIMEOUT)
     if hit is not None:
         line, m = hit

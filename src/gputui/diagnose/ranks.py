@@ -44,15 +44,18 @@ _NUM = r"(\d+(?:\.\d+)?)"
 _DETECTOR = re.compile(
     r"MnRtt/Rnk:\s*" + _NUM + r"ms/(\d+)\s*\|\s*MxRtt/Rnk:\s*" + _NUM + r"ms/(\d+)"
 )
-_DETECTOR_MIN = {
-    "clock": re.compile(r"MnClk/Rnk:\s*" + _NUM + r"MHz/(\d+)"),
-    "power": re.compile(r"MnPwr/Rnk:\s*" + _NUM + r"W/(\d+)"),
-    "util": re.compile(r"MnUtl/Rnk:\s*" + _NUM + r"%/(\d+)"),
-}
-_DETECTOR_MAX = {
-    "temp": re.compile(r"MxTmp/Rnk:\s*" + _NUM + r"C/(\d+)"),
-    "batch": re.compile(r"MxDRtt/Rnk:\s*" + _NUM + r"ms/(\d+)"),
-}
+# what the report may add about the slow rank: (words, pattern, unit)
+_DETECTOR_BESIDE = (
+    ("its GPU's clock is the lowest", re.compile(r"MnClk/Rnk:\s*" + _NUM + r"MHz/(\d+)"), " MHz"),
+    ("its GPU's power is the lowest", re.compile(r"MnPwr/Rnk:\s*" + _NUM + r"W/(\d+)"), " W"),
+    ("its GPU's util is the lowest", re.compile(r"MnUtl/Rnk:\s*" + _NUM + r"%/(\d+)"), " %"),
+    ("its temperature is the highest", re.compile(r"MxTmp/Rnk:\s*" + _NUM + r"C/(\d+)"), " °C"),
+    (
+        "its get_batch (data) time is the highest",
+        re.compile(r"MxDRtt/Rnk:\s*" + _NUM + r"ms/(\d+)"),
+        " ms",
+    ),
+)
 
 # `[rank3]:`, `[default3]:` (torchrun), `rank 3:`, `[RANK 3]`, `rank=3`
 _RANK_TAG = re.compile(
@@ -102,19 +105,10 @@ def _from_detector(lines: list[str]) -> Slow | None:
         f"rank {fast_rank} {fast_ms:g} ms (the fastest); rank {slow_rank} was the slowest "
         "in the report before too"
     ]
-    why = []
-    for name, rx in _DETECTOR_MIN.items():
+    for words, rx, unit in _DETECTOR_BESIDE:
         m = rx.search(line)
         if m is not None and int(m.group(2)) == slow_rank:
-            unit = {"clock": " MHz", "power": " W", "util": " %"}[name]
-            why.append(f"its GPU's {name} is the lowest of all ranks ({float(m.group(1)):g}{unit})")
-    for name, rx in _DETECTOR_MAX.items():
-        m = rx.search(line)
-        if m is not None and int(m.group(2)) == slow_rank:
-            what = "temperature" if name == "temp" else "get_batch (data) time"
-            unit = " °C" if name == "temp" else " ms"
-            why.append(f"its {what} is the highest of all ranks ({float(m.group(1)):g}{unit})")
-    ev += why
+            ev.append(f"{words} of all ranks ({float(m.group(1)):g}{unit})")
     ev.append(f"the log: {short(one_line(line, 400), 300)}")
     return Slow(slow_rank, slow_ms / fast_ms, ev)
 
@@ -154,6 +148,7 @@ def _seconds_per_unit(line: str) -> float | None:
 
 def _from_tagged(lines: list[str]) -> Slow | None:
     per_rank: dict[int, list[float]] = {}
+    last_line: dict[int, str] = {}  # each rank's latest line with a figure: the evidence
     for ln in lines:
         rank = _rank_of(ln)
         if rank is None:
@@ -161,6 +156,7 @@ def _from_tagged(lines: list[str]) -> Slow | None:
         spu = _seconds_per_unit(ln)
         if spu is not None and spu > 0:
             per_rank.setdefault(rank, []).append(spu)
+            last_line[rank] = ln
     ranks = {r: v for r, v in per_rank.items() if len(v) >= MIN_FIGURES}
     if len(ranks) < 2:
         return None
@@ -173,7 +169,7 @@ def _from_tagged(lines: list[str]) -> Slow | None:
     if others <= 0 or min(ranks[slow][-MIN_FIGURES:]) < STRAGGLER_FACTOR * others:
         return None
     fastest = min(medians, key=lambda r: medians[r])
-    last = next(ln for ln in reversed(lines) if _rank_of(ln) == slow and _seconds_per_unit(ln))
+    last = last_line[slow]
     ev = [
         f"rank {slow}: {_per(medians[slow])} (median of its last {MIN_FIGURES} figures); "
         f"the other {len(medians) - 1} rank(s): {_per(others)} "
@@ -194,7 +190,7 @@ def rule_straggler(ctx: Context) -> Finding | None:
     the rank, how much slower, and what its GPU says beside it."""
     if not ctx.proc_alive or ctx.stalled or ctx.hung:
         return None
-    tail = [ln for ln in list(ctx.snap.log_tail or ctx.snap.pane_tail or [])[-RECENT_LINES:] if ln]
+    tail = ctx.recent_lines(RECENT_LINES)
     slow = _from_detector(tail) or _from_tagged(tail)
     if slow is None:
         return None
