@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE / "gpu"))
 
-from cpu_cost import cpu_seconds, tree  # type: ignore[import-not-found]  # noqa: E402
+from cpu_cost import cpu_seconds, parts, parts_delta, tree  # type: ignore[import-not-found]  # noqa: E402
 
 SCENARIOS = [("20 lines/s", 20.0, False), ("40 lines/s", 40.0, False), ("buffered", 40.0, True)]
 # the field scene (issue 37): the watched run at 20 lines/s, a second run
@@ -159,6 +159,7 @@ def scenario(
         panes = {n: pane(f"cpu-{n}", c, size) for n, c in tools(log, toolong).items()}
         time.sleep(8.0)  # start-up and the first screen are not the steady cost
         start = {n: cpu_seconds(tree(p)) for n, p in panes.items()}
+        parts0 = parts(tree(panes["gputui"]))
         t0 = time.monotonic()
         spy = None
         if profile:  # py-spy on gputui's python (the pane's shell execs it)
@@ -187,6 +188,8 @@ def scenario(
             spy.wait(timeout=30)
         wall = time.monotonic() - t0
         res: dict[str, Any] = {}
+        # where gputui's CPU went: user+sys of each process and thread
+        res["gputui_parts"] = parts_delta(parts0, parts(tree(panes["gputui"])), wall)
         if not buffered and LATENCY_S > 0:  # after the CPU window: the polling costs CPU
             res["line_to_screen"] = {
                 n: line_to_screen(f"cpu-{n}", LATENCY_S) for n in ("gputui", "tail") if n in panes
@@ -269,7 +272,12 @@ def measure(
             field = label == FIELD
             prof = f"{profile}-field" if profile and field else profile
             results[label] = scenario(rate, buffered, toolong, seconds, size, prof, field)
-            print(label, {k: v for k, v in results[label].items() if "screen" not in k}, flush=True)
+            shown = {
+                k: v for k, v in results[label].items() if "screen" not in k and k != "gputui_parts"
+            }
+            print(label, shown, flush=True)
+            for part, pct in results[label].get("gputui_parts", {}).items():
+                print(f"    {part}: {pct}", flush=True)
     finally:
         subprocess.run(["tmux", "kill-server"], capture_output=True)
         shutil.rmtree(state, ignore_errors=True)

@@ -8,7 +8,8 @@ import random
 from dataclasses import replace
 from typing import Any
 
-from textual.geometry import Region
+from rich.style import Style
+from textual.geometry import Offset, Region
 from textual.widgets import Log
 
 from gputui.demo.scenes import SCENES, T0
@@ -19,6 +20,7 @@ from gputui.ui.widgets.logview import TailLog
 from scene_fakes import SceneMonitor
 
 SIZE = (120, 36)
+_NOMETA = Style()
 
 
 def make_app(scene: str = "healthy") -> tuple[GputuiApp, SceneMonitor]:
@@ -73,7 +75,15 @@ def assert_rows_as_textual_renders(log: TailLog) -> None:
     got = [list(s) for s in log.render_lines(crop)]
     want = [list(s) for s in StylesCache().render_widget(log, crop)]
     assert [[x.text for x in r] for r in got] == [[x.text for x in r] for r in want]
-    assert got == want
+    # the drawn rows go without the per-cell offsets (meta a selection reads,
+    # never sent to the terminal): the same cells, the same colours
+    assert [[(x.text, _drawn(x.style)) for x in r] for r in got] == [
+        [(x.text, _drawn(x.style)) for x in r] for r in want
+    ]
+
+
+def _drawn(style: Any) -> Any:
+    return None if style is None else style.clear_meta_and_links()
 
 
 def count_rows(widget: Any) -> list[int]:
@@ -396,6 +406,39 @@ async def test_log_rows_after_writes_and_prunes_are_what_textual_renders() -> No
         log.clear()
         log.write_lines(["after clear"])
         await check()
+
+
+async def test_a_selection_still_finds_its_place_in_the_log() -> None:
+    """The drawn rows go without per-cell offsets; a mouse over the log still
+    gets its line and column (what a text selection starts from), and a
+    selection drawn through Textual's own path holds the selected text."""
+    from textual.selection import Selection
+
+    app, _mon = make_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, pilot)
+        log = app.query_one("#log", TailLog)
+        log.clear()
+        log.write_lines([f"step {i} loss {i / 7:.3f} tokens/s 1{i:03d}" for i in range(80)])
+        await pilot.pause()
+        region = log.content_region
+        top = int(log.scroll_y)
+        widget, offset = app.screen.get_widget_and_offset_at(region.x + 5, region.y + 2)
+        assert widget is log
+        assert offset is not None and (offset.x, offset.y) == (5, top + 2)
+        assert (
+            "offset"
+            not in (
+                log.render_lines(Region(0, 2, region.width, 1))[0]._segments[0].style or _NOMETA
+            ).meta
+        )
+        log.selection_updated(Selection.from_offsets(Offset(0, top + 2), Offset(4, top + 2)))
+        assert log.get_selection(
+            Selection.from_offsets(Offset(0, top + 2), Offset(4, top + 2))
+        ) == (
+            "step",
+            "\n",
+        )
 
 
 async def test_log_rows_carried_across_scrolls_are_what_textual_renders() -> None:

@@ -7,7 +7,8 @@
 # each in a 120×36 tmux pane, all at once, one 40 s window per scenario
 # (bench/stream_cost.py). A py-spy profile of gputui in each window (250
 # samples a second: PROFILE_RATE), summarized per function and per process
-# (bench/profile_summary.py) into $OUT/gputui_profile-*-summary.txt.
+# (bench/profile_summary.py) into $OUT/gputui_profile-*-summary.txt
+# (with STREAM_PROFILE=1).
 # Targets (issue 37): gputui ≤ 1.5× nvitop while the log streams, ≤ 1.2×
 # buffered.
 #
@@ -21,6 +22,10 @@
 # (tmux capture-pane) for LATENCY_SECONDS (12) — p50/p95 per tool.
 #
 # STREAM_ONLY='buffered,20 lines/s' measures those scenarios only, in that order.
+# STREAM_PROFILE=1 adds the py-spy profiles (off by default: at 250 Hz py-spy
+# saw a quarter of the CPU the window counted — run 25: 78 busy samples, ~1 %
+# of a core, against 4.02 %; each window now prints user+sys of every
+# process and thread of gputui's tree instead, bench/gpu/cpu_cost.py parts).
 #
 # Run from the repository root with the wheels in .whl/ (nvitop among them)
 # and toolong's in .whl/toolong/ (it pins Textual 0.58, so it gets a site of
@@ -65,7 +70,7 @@ export FIELD_GPU_CMD="CUDA_VISIBLE_DEVICES=0 python3 $RUN/train.py --batch 8 > $
 timeout 480 python3 bench/stream_cost.py --seconds "${CPU_SECONDS:-40}" ${TOOLONG:+--toolong "$TOOLONG"} \
   ${STREAM_ONLY:+--only "$STREAM_ONLY"} \
   --extra "nvitop=python3 -m nvitop --interval 1" \
-  --json "$OUT/stream_cost.json" --profile "$OUT/gputui_profile"
+  --json "$OUT/stream_cost.json" ${STREAM_PROFILE:+--profile "$OUT/gputui_profile"}
 TMUX_TMPDIR=$RUN tmux kill-server 2>/dev/null
 
 step "where gputui's CPU goes: a per-function summary of each profile"

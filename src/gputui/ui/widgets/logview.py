@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.cache import LRUCache
 from textual.containers import Vertical
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.selection import Selection
 from textual.strip import Strip
 from textual.widgets import Input, Log
@@ -209,6 +209,32 @@ class TailLog(Log):
             strip = Strip(line_segments(line, rich_style), cell_len(line))
             self._rows.set(key, strip)
         return strip
+
+    # True while the screen asks for rows (`render_lines`): those rows are
+    # drawn, never read for a mouse position, so they go without the
+    # per-cell offsets a text selection reads. Textual's `Log` gives every
+    # drawn row a new Style per segment for them (~15 µs a line, and the
+    # row's colours are then rendered to escape codes afresh, each new
+    # Style its own cache); a selection asks `render_line` itself
+    # (`get_widget_and_offset_at`), which still gets them.
+    _for_screen = False
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._for_screen = True
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._for_screen = False
+
+    def _render_line(self, y: int, scroll_x: int, width: int) -> Strip:
+        if not self._for_screen or self.text_selection is not None:
+            return super()._render_line(y, scroll_x, width)
+        rich_style = self.rich_style
+        if y >= len(self._lines):
+            return Strip.blank(width, rich_style)
+        return self._render_line_strip(y, rich_style).crop_extend(
+            scroll_x, scroll_x + width, rich_style
+        )
 
     @classmethod
     def _process_line(cls, line: str) -> str:
