@@ -188,14 +188,17 @@ def scenario(
             spy.wait(timeout=30)
         wall = time.monotonic() - t0
         res: dict[str, Any] = {}
+        # every tool's CPU over the window itself: the read-off below runs 10 s
+        # more (run 25 and before divided those 40 s of CPU by the 30 s window)
+        for n, p in panes.items():
+            res[n] = round(100 * (cpu_seconds(tree(p)) - start[n]) / wall, 2)
         # where gputui's CPU went: user+sys of each process and thread
         res["gputui_parts"] = parts_delta(parts0, parts(tree(panes["gputui"])), wall)
         if not buffered and LATENCY_S > 0:  # after the CPU window: the polling costs CPU
             res["line_to_screen"] = {
                 n: line_to_screen(f"cpu-{n}", LATENCY_S) for n in ("gputui", "tail") if n in panes
             }
-        for n, p in panes.items():
-            res[n] = round(100 * (cpu_seconds(tree(p)) - start[n]) / wall, 2)
+        for n in panes:
             res[f"{n}_screen"] = tmux("capture-pane", "-p", "-t", f"cpu-{n}").splitlines()
             tmux("kill-session", "-t", f"cpu-{n}", check=False)
         res["lines"] = sum(1 for _ in log.open(errors="replace"))

@@ -166,3 +166,62 @@ async def test_the_terminal_shows_what_a_fresh_render_shows() -> None:
                     keys,
                     type(app.screen).__name__,
                 )
+
+
+async def test_log_frames_drawn_straight_to_the_terminal_are_what_the_compositor_draws() -> None:
+    """Under a stream the log's rows go to the terminal without the
+    compositor (`TailLog._blit`); what the terminal shows is still a fresh
+    render of the screen — after one-line and many-line writes, lines wider
+    than the view, prunes — and a toast over the log stays on top (the log
+    goes back to the compositor while anything covers it)."""
+    from textual.widgets import Static
+
+    from gputui.ui.widgets.logview import TailLog
+
+    app = scene_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        term = attach(app)
+        await pilot.pause()
+        log = app.query_one("#log", TailLog)
+        log.max_lines = 60
+        screen = app.screen
+        frames = [0]
+        original = screen._compositor_refresh
+
+        def counted() -> None:
+            frames[0] += 1
+            original()
+
+        screen._compositor_refresh = counted  # type: ignore[method-assign]
+        rng = random.Random(7)
+        n = 0
+        for batch in (1, 1, 3, 12, 1, 40, 2, 1, 5):
+            log.write_lines(
+                [
+                    f"step {n + i} loss {rng.random():.4f} " + "x" * rng.randint(0, 140)
+                    for i in range(batch)
+                ]
+            )
+            n += batch
+            await pilot.pause()
+            assert term.text().splitlines() == drawn_afresh(app).splitlines(), n
+        assert frames[0] == 0  # every frame of lines was drawn straight
+
+        # a widget over the log's rows (as a tooltip would be)
+        cover = Static("something over the log", id="cover")
+        cover.styles.position = "absolute"
+        cover.styles.offset = (10, log.region.y + 2)
+        cover.styles.width = 30
+        cover.styles.height = 1
+        await screen.mount(cover)
+        await pilot.pause()
+        assert cover.region.overlaps(log.region)
+        before = frames[0]
+        for i in range(3):
+            log.write_lines([f"under the cover {i}"])
+            await pilot.pause()
+        text = term.text()
+        assert "something over the log" in text
+        assert text.splitlines() == drawn_afresh(app).splitlines()
+        assert frames[0] > before  # the compositor drew them, the cover on top

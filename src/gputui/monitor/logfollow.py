@@ -162,9 +162,10 @@ exec tail -c "+$((off + 1))" -F -- "$p" 2>&1
 # hands on in Python: at 1,000 lines/s that was ~500 reads and ~850 packets
 # a second. Here the first bytes after a quiet spell (≥ 1 s without any) go
 # out at once and the batcher waits 0.03 s (the rest of a burst); while
-# lines keep coming it waits 0.25 s after each read, so a stream goes out
-# at most 4 times a second, the rate the view redraws it at (issue 24: at
-# 20 lines/s the 0.03 s wait woke it, and gputui, for every line). A full
+# lines keep coming it waits 0.2 s after each read, so a stream goes out
+# at most 5 times a second, the rate the view draws it at (issue 24: at
+# 20 lines/s the 0.03 s wait woke it, and gputui, for every line; issue 37:
+# a line on screen within ~150 ms, p50, of its write). A full
 # read (a burst) goes on without waiting. SIGTERM/SIGHUP (the watchdog) and
 # a closed stdout end tail too; a batcher killed outright leaves tail's
 # output without a reader, and GNU tail -F then exits by itself.
@@ -188,7 +189,7 @@ try:
             view = view[os.write(1, view):]
         now = time.monotonic()
         if len(data) < 65536:
-            time.sleep(0.25 if now - last < 1.0 else 0.03)
+            time.sleep(0.2 if now - last < 1.0 else 0.03)
         last = now
 except (OSError, KeyboardInterrupt):
     pass

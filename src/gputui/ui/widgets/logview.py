@@ -10,6 +10,7 @@ from typing import Any
 from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
+from textual._compositor import LayoutUpdate
 from textual.app import ComposeResult
 from textual.cache import LRUCache
 from textual.containers import Vertical
@@ -148,6 +149,7 @@ class TailLog(Log):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._rows: LRUCache[int, Strip] = LRUCache(1024)  # line number -> its strip
+        self._drawn: LRUCache[int, Strip] = LRUCache(1024)  # line number -> its row on screen
         super().__init__(*args, **kwargs)
 
     def _prune_max_lines(self) -> None:
@@ -169,6 +171,7 @@ class TailLog(Log):
 
     def clear(self) -> Self:
         self._rows.clear()
+        self._drawn.clear()
         return super().clear()
 
     _style: Style | None = None
@@ -184,10 +187,12 @@ class TailLog(Log):
     def notify_style_update(self) -> None:
         self._style = None
         self._rows.clear()
+        self._drawn.clear()
         super().notify_style_update()
 
     def selection_updated(self, selection: Selection | None) -> None:
         self._rows.clear()
+        self._drawn.clear()
         super().selection_updated(selection)
 
     def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
@@ -222,9 +227,67 @@ class TailLog(Log):
     def render_lines(self, crop: Region) -> list[Strip]:
         self._for_screen = True
         try:
+            if self._plain():
+                return self._screen_rows(crop)
             return super().render_lines(crop)
         finally:
             self._for_screen = False
+
+    def _plain(self) -> bool:
+        """Nothing Textual's styles cache would add to a row but the
+        background: no border, padding, outline, tint, opacity, hatch,
+        title, link hover and no selection (the dashboard's log)."""
+        styles = self.styles
+        return (
+            self.text_selection is None
+            and not any(styles.gutter)
+            and not any(edge for edge, _ in styles.outline)
+            and not styles.tint.a
+            and self.opacity == 1.0
+            and styles.text_opacity == 1.0
+            and not styles.has_rule("hatch")
+            and self._border_title is None
+            and self._border_subtitle is None
+            and not self.auto_links
+        )
+
+    # Rows as the screen gets them (styled, filtered, the view's width), by
+    # line number since the log began: a new line is styled once, in one
+    # pass, and a scroll moves finished rows (Textual's styles cache keys
+    # them by place on screen, and restyles each row in ~4 steps, each a
+    # new Strip with seven caches of its own).
+    _drawn_key: tuple[object, ...] = ()
+
+    def _screen_rows(self, crop: Region) -> list[Strip]:
+        """What `StylesCache.render_widget` gives for a plain widget
+        (`_plain`), from `_drawn`: tests/test_ui_perf.py compares the two."""
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        base_background, background = self.background_colors
+        filters = self.get_line_filters()
+        key = (width, scroll_x, base_background, background, *filters)
+        if key != self._drawn_key:
+            self._drawn.clear()
+            self._drawn_key = key
+        inner = self._styles_cache.get_inner_outer(base_background, background)[0].rich_style
+        drawn = self._drawn
+        count = len(self._lines)
+        rows = []
+        for y in crop.line_range:
+            n = scroll_y + y
+            row_key = n + self._dropped if n < count else -1  # -1: a blank row
+            strip = drawn.get(row_key)
+            if strip is None:
+                line = self._render_line(n, scroll_x, width).adjust_cell_length(width, inner)
+                strip = Strip(line, width)
+                for line_filter in filters:
+                    strip = strip.apply_filter(line_filter, background)
+                drawn.set(row_key, strip)
+            rows.append(strip)
+        if crop.column_span != (0, width):
+            x1, x2 = crop.column_span
+            rows = [strip.crop(x1, x2) for strip in rows]
+        return rows
 
     def _render_line(self, y: int, scroll_x: int, width: int) -> Strip:
         if not self._for_screen or self.text_selection is not None:
@@ -268,10 +331,64 @@ class TailLog(Log):
         self._scroll_update(size)
         self.refresh_lines(max(0, start), len(new_lines))
         if auto_scroll and not self.is_vertical_scrollbar_grabbed and at_end:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            # `scroll_end` without its on-complete callback (a message and a
+            # screen update a write, for a callback that does nothing here)
+            self._scroll_to(None, self.max_scroll_y, animate=False, release_anchor=False)
+            if self._blit():  # drawn: nothing left for the compositor to do here
+                self._repaint_required = False
+                self._dirty_regions.clear()
+                self._repaint_regions.clear()
         else:
             self.refresh()
         return self
+
+    def _blit(self) -> bool:
+        """Draw the view's rows straight to the terminal, as the compositor
+        would, and say so; False (and nothing drawn) when it cannot tell
+        that nothing else shows over the log.
+
+        A frame of new lines changes this widget's rows and nothing else
+        on screen, yet Textual's way to it (an Update message, the screen's
+        update timer, the compositor's cuts over every widget the rows
+        cross — the panel and the screen beneath) cost ~1 ms a frame more
+        than the rows themselves (issue 37: the log is drawn ~5 times a
+        second under a stream). Here the rows are the compositor's own
+        (`render_lines` over the whole widget, which is how it asks a
+        widget that is wholly in view) at the widget's place, written by
+        `App._display` as any update is (synchronized output, the cursor
+        put back). Only while this widget's screen is the one shown, its
+        layout settled (its place on the map is its size), the rows are
+        not selected, and no widget but its own ancestors overlaps it — a
+        toast, a tooltip, a box: then the compositor draws, as before."""
+        try:
+            app = self.app
+            screen = self.screen
+        except Exception:  # not mounted (yet, or any more)
+            return False
+        if (
+            screen is not app.screen
+            or app._batch_count
+            or self.text_selection is not None
+            or self._layout_required
+            or screen._layout_required
+            or screen._scroll_required
+            or screen._repaint_required
+        ):
+            return False
+        shown = screen._compositor.visible_widgets
+        place = shown.get(self)
+        if place is None:
+            return False
+        region, clip = place
+        if not clip.contains_region(region) or region.size != self.size or not region:
+            return False
+        ancestors = set(self.ancestors_with_self)
+        for widget, (other, other_clip) in shown.items():
+            if widget not in ancestors and other.intersection(other_clip).overlaps(region):
+                return False
+        strips = self.render_lines(Region(0, 0, region.width, region.height))
+        app._display(screen, LayoutUpdate([[strip] for strip in strips], region))
+        return True
 
 
 class LogPanel(Placed, Vertical):
