@@ -59,6 +59,21 @@ def test_a_flood_that_replaces_the_view_is_drawn_twice_a_second() -> None:
         assert want[0] <= writes <= want[1], (lines, writes)
 
 
+def test_a_stream_that_fills_a_short_view_is_no_flood() -> None:
+    """40 lines/s arrive in batches of 8 (the batcher sends 5 a second): in
+    a view 9 rows high each batch replaces most of it, and each is drawn as
+    it comes, not held to 2 a second."""
+    clock = Clock()
+    p = WritePacer(rate=5.0, burst=2.0, clock=clock)
+    writes = 0
+    for _ in range(10_000):
+        clock.t += 0.001
+        if p.wait() <= 0:
+            p.spend(9, rows=9)
+            writes += 1
+    assert 50 <= writes <= 52, writes
+
+
 def test_lines_that_keep_coming_are_drawn_twice_a_second_and_a_pause_resets() -> None:
     """A stream held back for stream_after seconds drops to stream_rate
     writes a second (issue 24); after a pause the first line goes at once

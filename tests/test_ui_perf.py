@@ -87,7 +87,8 @@ def _drawn(style: Any) -> Any:
 
 
 def count_rows(widget: Any) -> list[int]:
-    """From now on, each row `widget` draws (its `render_line` calls)."""
+    """From now on, each row `widget` draws (its `render_line` calls, and the
+    log's one-step rows, `TailLog._row_segments`)."""
     rows: list[int] = []
     orig = widget.render_line
 
@@ -96,6 +97,16 @@ def count_rows(widget: Any) -> list[int]:
         return orig(y)
 
     widget.render_line = counted
+    one_step = getattr(widget, "_row_segments", None)
+    if one_step is not None:
+
+        def counted_line(n: int, *a: Any) -> Any:
+            got = one_step(n, *a)
+            if got is not None:
+                rows.append(n)
+            return got
+
+        widget._row_segments = counted_line
     return rows
 
 
@@ -401,6 +412,20 @@ async def test_log_rows_after_writes_and_prunes_are_what_textual_renders() -> No
             n += batch
             await check()
         assert log.line_count == 60 and log.lines[0].startswith("step 13 ")
+        width = log.size.width
+        log.write_lines(  # what the one-step rows (TailLog._row_segments) meet
+            [
+                "tab\tseparated\tloss 0.5",
+                "wide 训练 步骤 loss 1.25 🚀 tokens/s 1234",
+                "x" * width,
+                "y" * (width - 1) + "训",
+                "z" * (width + 7),
+                "",
+                "\x1b[31mred\x1b[0m raw escape \x07 bell NaN loss",
+                "{'loss': 2.5, 'grad_norm': 1.1, 'learning_rate': 1e-05, 'epoch': 0.1}",
+            ]
+        )
+        await check()
         await pilot.resize_terminal(100, 30)
         await check()
         log.clear()
@@ -475,6 +500,7 @@ async def test_log_rows_carried_across_scrolls_are_what_textual_renders() -> Non
         await pilot.pause()
         assert len(styled) == 1, styled  # the new bottom row only
         log.render_line = orig  # type: ignore[method-assign]
+        del log._row_segments
         await check()
         for y in (log.scroll_y - 3, log.scroll_y - 1, log.scroll_y + 2):
             log.scroll_to(y=y, animate=False, immediate=True)

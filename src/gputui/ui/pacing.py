@@ -4,8 +4,9 @@ Each write to the log is a screen frame (~3–5 ms of Textual's time). A line
 after a quiet spell is written at once; under a stream, writes are spaced so
 there are at most `rate` a second on average (a token bucket holding `burst`
 writes), and the lines that arrive in between go in the next batch. A write
-that replaced every row of the view (a flood: nobody reads lines scrolling by
-at hundreds a second) costs `FLOOD_COST` writes, so a flood is drawn ~2 times
+that replaced every row of the view with `FLOOD_LINES` lines or more (a
+flood: nobody reads lines scrolling by at hundreds a second) costs
+`FLOOD_COST` writes, so a flood is drawn ~2 times
 a second: each such write restyles the whole view (~0.5 ms a row).
 
 Lines that keep coming (a write first held back by the bucket
@@ -24,6 +25,10 @@ from collections.abc import Callable
 WRITES_PER_S = 5.0
 BURST = 2.0
 FLOOD_COST = 2.0
+# ... and only a write of this many lines or more is a flood: 40 lines/s
+# come in batches of 8, which fill a short view (80×24: ~9 rows) without
+# being one; 50 a write is ≥ 250 lines/s (issue 37)
+FLOOD_LINES = 50
 # writes a second once lines have kept coming for STREAM_AFTER_S: the same
 # rate (issue 37: a line on screen ≤ 150 ms after its write, p50). The
 # target's batcher already sends a stream ~5 times a second
@@ -75,5 +80,6 @@ class WritePacer:
     def spend(self, lines: int = 1, rows: int | None = None) -> None:
         """A write of `lines` lines went out to a view `rows` high."""
         self._refill()
-        cost = FLOOD_COST if rows is not None and lines >= rows > 0 else 1.0
+        flood = rows is not None and lines >= max(rows, FLOOD_LINES) and rows > 0
+        cost = FLOOD_COST if flood else 1.0
         self._tokens = max(1.0 - cost, self._tokens - cost)  # owing up to cost - 1

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.cells import cell_len
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual._compositor import LayoutUpdate
@@ -248,7 +249,8 @@ class TailLog(Log):
             and not styles.has_rule("hatch")
             and self._border_title is None
             and self._border_subtitle is None
-            and not self.auto_links
+            # a link under the mouse restyles the rows (no log line has one)
+            and not (self.auto_links and self.hover_style._link_id)
         )
 
     # Rows as the screen gets them (styled, filtered, the view's width), by
@@ -257,6 +259,21 @@ class TailLog(Log):
     # them by place on screen, and restyles each row in ~4 steps, each a
     # new Strip with seven caches of its own).
     _drawn_key: tuple[object, ...] = ()
+
+    def _row_segments(self, n: int, scroll_x: int, width: int) -> list[Segment] | None:
+        """Line `n` as `render_line` makes it, padded to `width`, in one
+        step — for the usual line (no horizontal scroll, not wider than the
+        view, not empty; else None: Textual's steps)."""
+        if scroll_x or self.highlight is False:
+            return None
+        line = self._process_line(self._lines[n])
+        cells = cell_len(line)
+        if not 0 < cells <= width or not isinstance(self.highlighter, TrainingLogHighlighter):
+            return None
+        segments = line_segments(line, self.rich_style)
+        if cells < width:
+            segments.append(Segment(" " * (width - cells), self.rich_style))
+        return segments
 
     def _screen_rows(self, crop: Region) -> list[Strip]:
         """What `StylesCache.render_widget` gives for a plain widget
@@ -278,10 +295,12 @@ class TailLog(Log):
             row_key = n + self._dropped if n < count else -1  # -1: a blank row
             strip = drawn.get(row_key)
             if strip is None:
-                line = self._render_line(n, scroll_x, width).adjust_cell_length(width, inner)
-                strip = Strip(line, width)
+                segments = self._row_segments(n, scroll_x, width) if n < count else None
+                if segments is None:  # Textual's steps, a Strip each
+                    segments = list(self.render_line(y).adjust_cell_length(width, inner))
                 for line_filter in filters:
-                    strip = strip.apply_filter(line_filter, background)
+                    segments = line_filter.apply(segments, background)
+                strip = Strip(segments, width)
                 drawn.set(row_key, strip)
             rows.append(strip)
         if crop.column_span != (0, width):
