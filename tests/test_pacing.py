@@ -1,4 +1,4 @@
-"""The log view's write pacing: at once after a quiet spell, ~4 a second under a stream."""
+"""The log view's write pacing: at once after a quiet spell, ~5 a second under a stream."""
 
 from __future__ import annotations
 
@@ -11,6 +11,20 @@ class Clock:
 
     def __call__(self) -> float:
         return self.t
+
+
+def writes_in_10_s(rate: float, lines: int = 1, rows: int | None = None) -> int:
+    """A batch of `lines` ready every millisecond for 10 s, written when the
+    pacer allows: how many writes went out."""
+    clock = Clock()
+    p = WritePacer(rate=rate, burst=2.0, clock=clock)
+    writes = 0
+    for _ in range(10_000):
+        clock.t += 0.001
+        if p.wait() <= 0:
+            p.spend(lines, rows)
+            writes += 1
+    return writes
 
 
 def test_after_a_quiet_spell_two_writes_go_at_once_then_every_quarter_second() -> None:
@@ -33,29 +47,14 @@ def test_after_a_quiet_spell_two_writes_go_at_once_then_every_quarter_second() -
 
 
 def test_a_stream_gets_at_most_rate_writes_a_second() -> None:
-    clock = Clock()
-    p = WritePacer(rate=4.0, burst=2.0, clock=clock)
-    writes = 0
-    for _ in range(10_000):  # a line every millisecond for 10 s, written when allowed
-        clock.t += 0.001
-        if p.wait() <= 0:
-            p.spend()
-            writes += 1
-    assert 40 <= writes <= 42  # 4 a second, plus the first burst
+    assert 40 <= writes_in_10_s(4.0) <= 42  # 4 a second, plus the first burst
 
 
 def test_a_flood_that_replaces_the_view_is_drawn_twice_a_second() -> None:
     """Writes of a view's worth of lines or more cost two: ~2 a second; a
     stream of smaller writes keeps ~4."""
     for lines, want in ((250, (20, 22)), (5, (40, 42))):
-        clock = Clock()
-        p = WritePacer(rate=4.0, burst=2.0, clock=clock)
-        writes = 0
-        for _ in range(10_000):
-            clock.t += 0.001
-            if p.wait() <= 0:
-                p.spend(lines, rows=20)
-                writes += 1
+        writes = writes_in_10_s(4.0, lines, rows=20)
         assert want[0] <= writes <= want[1], (lines, writes)
 
 
@@ -63,14 +62,7 @@ def test_a_stream_that_fills_a_short_view_is_no_flood() -> None:
     """40 lines/s arrive in batches of 8 (the batcher sends 5 a second): in
     a view 9 rows high each batch replaces most of it, and each is drawn as
     it comes, not held to 2 a second."""
-    clock = Clock()
-    p = WritePacer(rate=5.0, burst=2.0, clock=clock)
-    writes = 0
-    for _ in range(10_000):
-        clock.t += 0.001
-        if p.wait() <= 0:
-            p.spend(9, rows=9)
-            writes += 1
+    writes = writes_in_10_s(5.0, 9, rows=9)
     assert 50 <= writes <= 52, writes
 
 
