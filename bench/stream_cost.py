@@ -98,7 +98,7 @@ def field_sessions(d: str) -> list[str]:
     """The field scene's other sessions: a second run logging at 5 lines/s,
     a `nvidia-smi` every second, and $FIELD_GPU_CMD (a second GPU process)."""
     py = shlex.quote(sys.executable)
-    writer = f"{py} {shlex.quote(str(HERE / 'hf_writer.py'))} 5"
+    writer = f"env -u PYTHONUNBUFFERED {py} {shlex.quote(str(HERE / 'hf_writer.py'))} 5"
     eval_log = shlex.quote(str(Path(d) / "eval.log"))
     cmds = {
         "eval": f"{writer} 2>&1 | tee {eval_log}",
@@ -140,7 +140,12 @@ def scenario(
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gputui-stream-") as d:
         log = Path(d) / "train.log"
-        writer = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'hf_writer.py'))} {rate:g}"
+        # PYTHONUNBUFFERED from the caller's shell would make the "buffered"
+        # run line-buffered (bench/gpu/stream_cost.sh unsets it; here too)
+        writer = (
+            f"env -u PYTHONUNBUFFERED {shlex.quote(sys.executable)} "
+            f"{shlex.quote(str(HERE / 'hf_writer.py'))} {rate:g}"
+        )
         if buffered:
             writer += " --buffered"
         tmux(
