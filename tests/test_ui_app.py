@@ -309,3 +309,25 @@ async def test_user_keymap_rebinds_a_verb_and_the_banner_shows_its_key() -> None
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         assert "| `R` |" in app.screen.markdown
+
+
+async def test_lines_and_a_tick_during_textuals_teardown_are_let_go() -> None:
+    """Textual's teardown removes the screens before the unmount that stops
+    the monitor: a batch of lines (drawn at once, or by its pacer's timer)
+    or a 1 Hz tick in between found no log panel, and the app ended on
+    NoMatches (a loaded CI run, at the end of a relaunch test)."""
+    app, mon, _act, _f = make_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        close_all = app._close_all
+
+        async def lines_while_closing() -> None:
+            await close_all()
+            mon.push_lines(["a line that arrives while the dashboard goes"])
+            mon.publish({"log", "gpus"})
+            app._drain_log()
+            app._tick()
+
+        app._close_all = lines_while_closing  # type: ignore[method-assign]
+    # run_test re-raises whatever the app died of; nothing here
+    assert mon.drain_log_lines() == ["a line that arrives while the dashboard goes"]

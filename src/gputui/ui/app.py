@@ -356,9 +356,17 @@ class GputuiApp(App[int]):
         if time.monotonic() - self._last_tick >= TICK_INTERVAL * 0.9:
             self._tick()
 
+    @property
+    def _going(self) -> bool:
+        """The dashboard is going: quit (the monitor stopped), or Textual's
+        teardown began, which removes the screens before the unmount that
+        stops the monitor — a batch of lines or a tick in between found no
+        log panel (a loaded CI run: NoMatches at the end of a test)."""
+        return self._stopped or not self._running
+
     def _tick(self) -> None:
         """Once a second: GPU rows, ages, log state, metrics, banner, in one frame."""
-        if self._stopped:
+        if self._going:
             return
         self._last_tick = time.monotonic()
         if not self._log_flush_pending:  # a monitor that never says "log" still shows lines
@@ -409,7 +417,7 @@ class GputuiApp(App[int]):
     def _drain_log(self) -> None:
         """Move new log lines into the view in one batch."""
         self._log_flush_pending = False
-        if self._stopped:
+        if self._going:
             return
         snap = self.monitor.snapshot
         panel = self._q(LogPanel)
