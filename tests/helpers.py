@@ -43,11 +43,21 @@ def wait_for(
 
 
 def dead_pane_with_status(
-    tmux: Callable[[list[str]], Any], session: str, start: Callable[[], None], attempts: int = 5
+    tmux: Callable[[list[str]], Any],
+    session: str,
+    start: Callable[[], None],
+    attempts: int = 5,
+    output: str | None = None,
 ) -> str:
     """Run `start()` (which creates `session` with remain-on-exit and lets
     its command die) until tmux records the dead pane's exit status or
-    signal; return "dead|status|signal".
+    signal — and, given `output`, holds that text of the command's in the
+    pane; return "dead|status|signal".
+
+    A command that prints and exits at once can die before tmux read its
+    pty: the pane then holds only "Pane is dead" (a loaded fresh-clone run:
+    `echo ImportError…; exit 3` left no ImportError in tmux itself), and
+    nothing gputui captures can show it. Like the status below, tmux's loss.
 
     tmux 3.3a sometimes marks a pane dead and never fills in its status
     (measured here: 3–7 of 15 instant exits). That is tmux's loss, not the
@@ -64,7 +74,9 @@ def dead_pane_with_status(
             r = tmux(["list-panes", "-t", f"={session}:", "-F", fmt])
             state = (r.stdout or "").strip()
             if state.startswith("1|") and state != "1||":
-                return state
+                if output is None or _holds(tmux, session, output):
+                    return state
+                break  # dead without its output: start it again
             if state == "1||" and time.monotonic() - nudged > 1.0:
                 # Dead, its process a zombie tmux has not reaped: tmux 3.3a
                 # can miss the SIGCHLD (measured with three busy loops beside
@@ -75,7 +87,18 @@ def dead_pane_with_status(
                 nudged = time.monotonic()
             time.sleep(0.05)
         tmux(["kill-session", "-t", f"={session}"])
-    raise AssertionError(f"tmux never recorded the exit of {session}: last state {state!r}")
+    kept = "" if output is None else f" with {output!r} in its pane"
+    raise AssertionError(f"tmux never recorded the exit of {session}{kept}: last state {state!r}")
+
+
+def _holds(tmux: Callable[[list[str]], Any], session: str, text: str) -> bool:
+    """`session`'s pane holds `text` (a dead pane's content is final; a
+    moment for tmux to have drawn what it read)."""
+    for _ in range(10):
+        if any(text in line for line in pane_text(tmux, session)):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def pane_text(tmux: Callable[[list[str]], Any], session: str) -> list[str]:

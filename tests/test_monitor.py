@@ -253,7 +253,7 @@ async def test_dead_pane_keeps_exit_status_and_output(
             "on",
         )
 
-    assert helpers.dead_pane_with_status(tmux, "crash", start) == "1|3|"
+    assert helpers.dead_pane_with_status(tmux, "crash", start, output="ImportError") == "1|3|"
     mon = Monitor(Target(counting, ct), settings(), gpu_feed=SimulatedGpus(1, lambda: 0.0))
     await mon.start()
     try:
