@@ -109,14 +109,31 @@ class Context:
         self.tools: Tools = snap.tools if isinstance(snap.tools, Tools) else Tools()
         self.procs: list[Proc] = [p for p in (snap.procs or []) if isinstance(p, Proc)]
         self.sessions: list[Session] = [s for s in (snap.sessions or []) if isinstance(s, Session)]
+        self._recent: dict[int, list[str]] = {}
+        self._recent_text: dict[int, str] = {}
 
     def recent_lines(self, n: int) -> list[str]:
         """The last `n` lines of the log (else of the pane), empty ones left
-        out, newest last: what the run's own words are read from."""
-        lines = [ln for ln in list(self.snap.log_tail or [])[-n:] if ln]
-        if not lines:
-            lines = [ln for ln in list(self.snap.pane_tail or [])[-n:] if ln]
+        out, newest last: what the run's own words are read from (taken once
+        per `n` and diagnosis: several rules read them; do not change it)."""
+        lines = self._recent.get(n)
+        if lines is None:
+            lines = [ln for ln in list(self.snap.log_tail or [])[-n:] if ln]
+            if not lines:
+                lines = [ln for ln in list(self.snap.pane_tail or [])[-n:] if ln]
+            self._recent[n] = lines
         return lines
+
+    def recent_hold(self, n: int, words: tuple[str, ...]) -> bool:
+        """Whether one of `words` is in the last `n` lines (`recent_lines`):
+        one substring scan of their text, before a rule's per-line regex —
+        nearly no line holds one, and a regex (or even a word test) per line
+        of the tail, for every rule, twice a second, was a third of a
+        diagnosis."""
+        text = self._recent_text.get(n)
+        if text is None:
+            text = self._recent_text[n] = "\n".join(self.recent_lines(n))
+        return any(word in text for word in words)
 
     # -- connection / container ------------------------------------------
     @property
@@ -226,7 +243,7 @@ class Context:
             # one substring scan of the whole tail first: a regex per line
             # of a 200-line tail, every tick, was a tenth of gputui's CPU
             # while a log streamed (issue 24)
-            joined = "\n".join(ln for ln in lines or [] if ln)
+            joined = "\n".join(lines or ())
             if not any(word in joined for word in _ENOSPC_WORDS):
                 continue
             for ln in reversed(list(lines or [])):

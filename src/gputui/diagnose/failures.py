@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Iterable
 
 from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import short
@@ -31,6 +30,7 @@ RECENT_LINES = 60  # a failure line counts while it is among the last this many 
 # in total by PyTorch)"
 _SIZE = r"(\d+(?:\.\d+)?\s*[KMGT]iB)"
 _OOM = re.compile(r"CUDA out of memory\. Tried to allocate " + _SIZE)
+_OOM_WORDS = ("CUDA out of memory. Tried to allocate ",)  # in every _OOM match
 _OOM_GPU = re.compile(r"GPU (\d+)")
 _OOM_ALLOC = re.compile(_SIZE + r" is allocated by PyTorch, and " + _SIZE + r" is reserved")
 _OOM_ALLOC_OLD = re.compile(_SIZE + r" already allocated;.*?" + _SIZE + r" reserved in total")
@@ -44,10 +44,12 @@ _NCCL_TIMEOUT = re.compile(
     r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+)"
     r".*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds"
 )
+_NCCL_TIMEOUT_WORDS = ("Watchdog caught collective operation timeout: WorkNCCL(",)
 _RANK = re.compile(r"\[Rank (\d+)\]|\[rank(\d+)\]")
 # "torch.distributed.DistBackendError: NCCL error in: .../ProcessGroupNCCL.cpp:1970,
 # unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3"
 _NCCL_ERROR = re.compile(r"NCCL error in: \S+, ([^(\n]+?)(?: \(|,|$)|\bnccl(\w+Error)\b")
+_NCCL_ERROR_WORDS = ("NCCL error in: ", "nccl")
 
 SPIKE_FACTOR = 3.0  # a loss this many times the recent median is a spike
 SPIKE_WINDOW = 50  # ... the median of this many losses before it
@@ -62,13 +64,20 @@ def _mib(text: str) -> float:
     return float(num) * _UNITS.get(unit, 1.0)
 
 
-def _last_match(lines: Iterable[str], pattern: re.Pattern[str]) -> tuple[str, re.Match[str]] | None:
-    found = None
-    for ln in lines:
-        m = pattern.search(ln)
-        if m is not None:
-            found = (ln, m)
-    return found
+def _last_match(
+    ctx: Context, pattern: re.Pattern[str], needles: tuple[str, ...], n: int = RECENT_LINES
+) -> tuple[str, re.Match[str]] | None:
+    """The newest of the last `n` lines that `pattern` matches. `needles`:
+    words one of which every match holds, looked for in the tail's text
+    before any regex (`Context.recent_hold`)."""
+    if not ctx.recent_hold(n, needles):
+        return None
+    for ln in reversed(ctx.recent_lines(n)):
+        if any(word in ln for word in needles):
+            m = pattern.search(ln)
+            if m is not None:
+                return ln, m
+    return None
 
 
 def _step_words(ctx: Context) -> str:
@@ -93,10 +102,10 @@ def rule_cuda_oom(ctx: Context) -> Finding | None:
     """torch's "CUDA out of memory. Tried to allocate X": the size tried,
     allocated vs reserved, the step; an ERROR once the run is gone, a
     WARNING while it goes on (caught by the program)."""
-    lines = ctx.recent_lines(RECENT_LINES)
-    hit = _last_match(lines, _OOM)
+    hit = _last_match(ctx, _OOM, _OOM_WORDS)
     if hit is None:
         return None
+    lines = ctx.recent_lines(RECENT_LINES)
     line, m = hit
     tried = m.group(1)
     gpu = _OOM_GPU.search(line)
@@ -138,8 +147,7 @@ def rule_nccl(ctx: Context) -> Finding | None:
     """NCCL's watchdog timed a collective out (the collective, its sequence
     number, the rank, the timeout), or an NCCL error: one rank is stuck or
     gone and the others waited for it. `d` dumps every rank's stacks."""
-    lines = ctx.recent_lines(RECENT_LINES)
-    hit = _last_match(lines, _NCCL_TIMEOUT)
+    hit = _last_match(ctx, _NCCL_TIMEOUT, _NCCL_TIMEOUT_WORDS)
     if hit is not None:
         line, m = hit
         seq, op, timeout_ms, ran_ms = m.group(1), m.group(2), int(m.group(3)), int(m.group(4))
@@ -158,7 +166,7 @@ def rule_nccl(ctx: Context) -> Finding | None:
             action_label="py-spy dump every rank",
             fix="the rank whose stack is not in the collective is the stuck one",
         )
-    hit = _last_match(lines, _NCCL_ERROR)
+    hit = _last_match(ctx, _NCCL_ERROR, _NCCL_ERROR_WORDS)
     if hit is None:
         return None
     line, m = hit
@@ -174,20 +182,30 @@ def rule_nccl(ctx: Context) -> Finding | None:
     )
 
 
-def _losses(ctx: Context) -> list[tuple[float, float]]:
+def _losses(ctx: Context, newest: int | None = None) -> list[tuple[float, float]]:
     """The losses of this run: since the step counter last went back (a
-    relaunch's first steps are not a spike against the old run's last ones)."""
+    relaunch's first steps are not a spike against the old run's last ones);
+    only the `newest` so many, when given (the rules run twice a second, the
+    ring holds thousands)."""
     since = ctx.metrics.restarted_at
-    return [
-        (t, v)
-        for t, v in ctx.metrics.loss.points()
-        if v is not None and (since is None or t >= since)
-    ]
+    out: list[tuple[float, float]] = []
+    for t, v in reversed(ctx.metrics.loss.points()):
+        if since is not None and t < since:
+            break  # the ring is in time order
+        if v is not None:
+            out.append((t, v))
+            if newest is not None and len(out) >= newest:
+                break
+    out.reverse()
+    return out
 
 
 @rule(Kind("loss_nan", specificity=58, cause="loss", stage=1, alerts=True))
 def rule_loss_nan(ctx: Context) -> Finding | None:
     """The latest loss is NaN or inf: since which step, for how long."""
+    last = ctx.metrics.loss.last()
+    if last is not None and math.isfinite(last):
+        return None  # the newest point is a finite loss: nothing to walk
     pts = _losses(ctx)
     if not pts or math.isfinite(pts[-1][1]):
         return None
@@ -218,7 +236,7 @@ def rule_loss_nan(ctx: Context) -> Finding | None:
 @rule(Kind("loss_spike", specificity=195, cause="loss"))
 def rule_loss_spike(ctx: Context) -> Finding | None:
     """The latest loss is SPIKE_FACTOR × the median of the ones before it."""
-    vals = [v for _, v in _losses(ctx)]
+    vals = [v for _, v in _losses(ctx, newest=SPIKE_WINDOW + 1)]
     if len(vals) < 10 or not all(math.isfinite(v) for v in vals[-SPIKE_WINDOW - 1 :]):
         return None
     last, before = vals[-1], vals[-SPIKE_WINDOW - 1 : -1]

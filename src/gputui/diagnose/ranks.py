@@ -113,6 +113,10 @@ def _from_detector(lines: list[str]) -> Slow | None:
     return Slow(slow_rank, slow_ms / fast_ms, ev)
 
 
+_DETECTOR_WORDS = ("MxRtt",)  # in every report of the detector
+_RANK_WORDS = ("ank", "ANK", "[default")  # in nearly every line _RANK_TAG matches
+
+
 def _may_name_a_rank(line: str) -> bool:
     """A substring test before the regex: the tail's 400 lines are read
     every second, and a case-blind regex over each was ~10 % of the
@@ -191,7 +195,11 @@ def rule_straggler(ctx: Context) -> Finding | None:
     if not ctx.proc_alive or ctx.stalled or ctx.hung:
         return None
     tail = ctx.recent_lines(RECENT_LINES)
-    slow = _from_detector(tail) or _from_tagged(tail)
+    slow = None
+    if ctx.recent_hold(RECENT_LINES, _DETECTOR_WORDS):
+        slow = _from_detector(tail)
+    if slow is None and ctx.recent_hold(RECENT_LINES, _RANK_WORDS):
+        slow = _from_tagged(tail)
     if slow is None:
         return None
     return Finding(
