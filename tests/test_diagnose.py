@@ -1692,3 +1692,31 @@ def test_a_run_killed_by_the_oom_killer_is_named_so_not_run_ended() -> None:
     assert "run_ended" not in [f.kind for f in findings]
     snap.oom = (3, 3, None)  # counted before gputui watched: not this run's
     assert "oom_killed" not in [f.kind for f in diagnose(snap, NOW)]
+
+
+def test_the_recorder_takes_the_dashboards_diagnosis_of_the_last_second() -> None:
+    """The dashboard and its recorder each diagnosed the same snapshot once a
+    second: the recorder now takes the dashboard's findings while they are
+    under a second old (by the same clock) and of the same snapshot object,
+    and diagnoses itself otherwise — never older findings than that."""
+    from gputui.diagnose import SharedDiagnosis
+    from gputui.model import Finding, Severity, Snapshot
+
+    calls: list[float] = []
+
+    def counting(snap: Snapshot, now: float) -> list[Finding]:
+        calls.append(now)
+        return [Finding(kind="log_stale", severity=Severity.WARNING, title=f"at {now}")]
+
+    shared = SharedDiagnosis(counting)
+    snap, other = Snapshot(time=0.0, target="a"), Snapshot(time=0.0, target="a")
+    assert shared(snap, 100.0)[0].title == "at 100.0"  # the dashboard: always afresh
+    assert shared.recent(snap, 100.6)[0].title == "at 100.0"  # the recorder: the dashboard's
+    assert calls == [100.0]
+    assert shared.recent(snap, 101.0)[0].title == "at 101.0"  # a second old: afresh
+    assert shared.recent(other, 101.2)[0].title == "at 101.2"  # another snapshot
+    assert shared.recent(other, 100.0)[0].title == "at 100.0"  # a clock that went back
+    assert calls == [100.0, 101.0, 101.2, 100.0]
+    got = shared.recent(other, 100.5)
+    got.clear()  # the caller's own list: the kept findings stay whole
+    assert shared.recent(other, 100.5)[0].title == "at 100.0"

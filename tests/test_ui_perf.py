@@ -576,3 +576,45 @@ async def test_gpu_rows_that_read_the_same_are_not_drawn_again() -> None:
         await pilot.pause()
         assert rows == [1]
         assert "GPU 1 changed" in table.render_line(1).text
+
+
+async def test_a_followed_frame_asks_no_repaint_and_the_view_still_scrolls() -> None:
+    """A frame of new lines drawn straight to the terminal (`TailLog._blit`)
+    moves only the scroll state: no refresh of the view (each posted a
+    Prompt and restyled rows the frame had drawn) — and the view still
+    scrolls by the user's keys, stays where they leave it, and follows
+    again from the end."""
+    app, _mon = make_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, pilot)
+        log = app.query_one("#log", TailLog)
+        log.clear()
+        refreshes = [0]
+        original = log.refresh
+
+        def counted(*a: Any, **k: Any) -> Any:
+            refreshes[0] += 1
+            return original(*a, **k)
+
+        log.write_lines([f"a {i}" for i in range(log.size.height + 5)])  # overflows: settles
+        await pilot.pause()
+        log.refresh = counted  # type: ignore[method-assign]
+        for i in range(20):
+            log.write_lines([f"b {i}", f"c {i}"])
+        assert refreshes[0] == 0
+        assert log.is_vertical_scroll_end and log.scroll_y == log.max_scroll_y
+        assert log.allow_vertical_scroll
+        log.refresh = original  # type: ignore[method-assign]
+        log.focus()
+        await pilot.press("pageup")
+        await pilot.pause()
+        top = log.scroll_y
+        assert top < log.max_scroll_y
+        log.write_lines(["d 1"])
+        await pilot.pause()
+        assert log.scroll_y == top and log.lines[-1] == "d 1"
+        await pilot.press("end")
+        await pilot.pause()
+        log.write_lines(["d 2"])
+        await pilot.pause()
+        assert log.is_vertical_scroll_end and log.lines[-1] == "d 2"

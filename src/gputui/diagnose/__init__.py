@@ -109,6 +109,32 @@ def diagnose_with(stale_after: float | None, thresholds: Thresholds | None = Non
     return lambda snap, now: diagnose(snap, now, stale_after=stale_after, thresholds=thresholds)
 
 
+class SharedDiagnosis:
+    """One diagnosis a second for a dashboard and its recorder, which both
+    diagnosed the same snapshot each second (~0.3 ms each). The dashboard
+    calls it (always afresh: its banner); the recorder's tick calls
+    `recent`, which gives the dashboard's findings when they are of the
+    same snapshot object (a monitor keeps one, updated in place) and under
+    `fresh_s` old by the same clock — else it diagnoses itself. So the
+    alerts hear of a finding at most `fresh_s` after the banner shows it."""
+
+    def __init__(self, diagnose: Diagnose, fresh_s: float = 1.0) -> None:
+        self.diagnose = diagnose
+        self.fresh_s = fresh_s
+        self._last: tuple[Snapshot, float, list[Finding]] | None = None
+
+    def __call__(self, snap: Snapshot, now: float) -> list[Finding]:
+        findings = list(self.diagnose(snap, now))
+        self._last = (snap, now, findings)
+        return findings
+
+    def recent(self, snap: Snapshot, now: float) -> list[Finding]:
+        last = self._last
+        if last is not None and last[0] is snap and 0.0 <= now - last[1] < self.fresh_s:
+            return list(last[2])
+        return self(snap, now)
+
+
 __all__ = [
     "BUSY_UTIL_PCT",
     "DEFAULT_THRESHOLDS",
@@ -131,6 +157,7 @@ __all__ = [
     "Holder",
     "Kind",
     "Rule",
+    "SharedDiagnosis",
     "Thresholds",
     "buffering_words",
     "diagnose",

@@ -38,7 +38,14 @@ from textual.worker import Worker, WorkerState
 from gputui.actions.backend import ActionBackend
 from gputui.actions.plan import ActionPlan, ActionResult
 from gputui.config import Settings
-from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
+from gputui.diagnose import (
+    DEFAULT_THRESHOLDS,
+    Diagnose,
+    SharedDiagnosis,
+    Thresholds,
+    diagnose_with,
+    stale_threshold,
+)
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import PARTS, ConnectionState, Finding, Snapshot
 from gputui.monitor.door import RunFeed
@@ -246,6 +253,7 @@ class GputuiApp(App[int]):
 
     def compose(self) -> ComposeResult:
         self._panes: list[Pane] = []  # LAYOUT's panes, in its order
+        self._found: dict[tuple[Any, Any], Any] = {}  # _q's widgets
         for slot in self.LAYOUT:
             if isinstance(slot, Row):
                 with Horizontal(id=slot.id):
@@ -262,10 +270,19 @@ class GputuiApp(App[int]):
         return widget
 
     def _q(self, selector: Any, expect_type: Any = None) -> Any:
-        """Query the dashboard screen (not whichever modal is on top)."""
-        if expect_type is None:
-            return self._main.query_one(selector)
-        return self._main.query_one(selector, expect_type)
+        """Query the dashboard screen (not whichever modal is on top). The
+        dashboard's widgets stay for its life: each is looked up once (the
+        tick and every frame of lines asked again, ~25 µs a query), and
+        again only once it left the DOM."""
+        key = (selector, expect_type)
+        widget = self._found.get(key)
+        if widget is None or widget.parent is None:
+            if expect_type is None:
+                widget = self._main.query_one(selector)
+            else:
+                widget = self._main.query_one(selector, expect_type)
+            self._found[key] = widget
+        return widget
 
     def on_mount(self) -> None:
         self._main = self.screen
@@ -349,7 +366,9 @@ class GputuiApp(App[int]):
             self._q(GpuTable).compact = classes["-tiny"]
             self._q(Banner).compact = classes["-short"]
             self._q(Banner).show(self.findings, self._banner_hints(), force=True)
-            self._q(GpuTable).draw(self._frame(), {"gpus"})  # two GPUs a line, or one
+            frame = self._frame()
+            self._q(GpuTable).draw(frame, {"gpus"})  # two GPUs a line, or one
+            self._q(RunLine).draw(frame, {"sessions", "procs"})  # drawn only while tiny
 
     def _timed_tick(self) -> None:
         """The 1 Hz timer: redraw unless the GPU feed just did."""
@@ -784,8 +803,14 @@ def run_app(settings: Settings) -> int:
                 return
             raise
 
+    # the banner's diagnosis is the recorder's too (both read the same
+    # snapshot once a second, with the same settings)
+    shared = SharedDiagnosis(diagnose_with(parts.settings.stale_after, parts.settings.diagnosis))
+    if parts.recorder is not None:
+        parts.recorder.diagnose = shared.recent
     app = GputuiApp(
         parts.monitor,
+        diagnose=shared,
         actions=parts.actions,
         read_only=parts.settings.read_only,
         can_launch=parts.can_launch,

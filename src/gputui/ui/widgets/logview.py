@@ -18,6 +18,7 @@ from textual.containers import Vertical
 from textual.geometry import Region, Size
 from textual.selection import Selection
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Input, Log
 from typing_extensions import Self
 
@@ -344,27 +345,99 @@ class TailLog(Log):
             dropped = self._dropped
             self._prune_max_lines()
             start -= self._dropped - dropped
-        self._width = max(self._width, max(map(self._line_width, new_lines)))
+        width = max(self._width, max(map(self._line_width, new_lines)))
+        widened, self._width = width != self._width, width
         size = Size(self._width, self.line_count)
         self.set_reactive(Log.virtual_size, size)
+        following = auto_scroll and at_end and not self.is_vertical_scrollbar_grabbed
+        place = self._blit_place() if following else None
+        # the scroll bars' shown state can change: the first lines that
+        # overflow the view, a wider line (then the place is asked again)
+        settle = widened or not self.show_vertical_scrollbar
+        if place is not None and self._follow(size, settle):
+            place = self._blit_place() if settle else place
+            if place is not None:
+                self._blit(place)
+            else:
+                self.refresh()
+            return self
         self._scroll_update(size)
         self.refresh_lines(max(0, start), len(new_lines))
-        if auto_scroll and not self.is_vertical_scrollbar_grabbed and at_end:
+        if following:
             # `scroll_end` without its on-complete callback (a message and a
             # screen update a write, for a callback that does nothing here)
             self._scroll_to(None, self.max_scroll_y, animate=False, release_anchor=False)
-            if self._blit():  # drawn: nothing left for the compositor to do here
-                self._repaint_required = False
-                self._dirty_regions.clear()
-                self._repaint_regions.clear()
         else:
             self.refresh()
         return self
 
-    def _blit(self) -> bool:
-        """Draw the view's rows straight to the terminal, as the compositor
-        would, and say so; False (and nothing drawn) when it cannot tell
-        that nothing else shows over the log.
+    def _follow(self, size: Size, settle: bool) -> bool:
+        """Move the view to the log's end as `write_lines` does through
+        Textual (`_scroll_update`, `refresh_lines`, `_scroll_to`), for a
+        frame `_blit` draws: only the scroll state, no repaint asked of the
+        compositor. Those steps were two thirds of a frame's cost beside the
+        rows themselves (issue 37): reactive watchers, an animator stop, a
+        refresh of the whole view and the Prompt message it posts, and the
+        scroll bars' sizes — drawn 0 cells wide here (app.tcss). Their
+        shown/hidden state still moves when `settle` (it says whether the
+        view may scroll at all). False (nothing done): a scroll is
+        animating."""
+        try:
+            if self.app.animator.is_being_animated(self, "scroll_y"):
+                return False
+        except Exception:
+            return False
+        if settle:
+            self._scroll_update(size)
+        y = self.max_scroll_y
+        if round(self.scroll_y) != y:
+            self.set_reactive(Widget.scroll_target_y, float(y))
+            self.set_reactive(Widget.scroll_y, float(y))
+        self._following = True
+        # rows Textual cached by their place on screen moved: a selection
+        # (Textual's own path) renders them afresh
+        self._styles_cache.clear()
+        return True
+
+    def _blit_place(self) -> Region | None:
+        """The log's place on the terminal when `_blit` may draw there: this
+        widget's screen is the one shown, its layout settled (its place on
+        the map is its size), its rows not selected, and no widget but its
+        own ancestors overlaps it — a toast, a tooltip, a box: then None,
+        and the compositor draws, as before. None too when Textual's
+        internals read here are not what they were in 8.2 (a newer Textual:
+        the compositor draws, a little dearer)."""
+        try:
+            app = self.app
+            screen = self.screen
+            if (
+                screen is not app.screen
+                or app._batch_count
+                or self.text_selection is not None
+                or self._layout_required
+                or screen._layout_required
+                or screen._scroll_required
+                or screen._repaint_required
+            ):
+                return None
+            shown = screen._compositor.visible_widgets
+            place = shown.get(self)
+            if place is None:
+                return None
+            region, clip = place
+            if not clip.contains_region(region) or region.size != self.size or not region:
+                return None
+            ancestors = set(self.ancestors_with_self)
+            for widget, (other, other_clip) in shown.items():
+                if widget not in ancestors and other.intersection(other_clip).overlaps(region):
+                    return None
+        except Exception:  # not mounted (yet, or any more), or another Textual
+            return None
+        return region
+
+    def _blit(self, region: Region) -> None:
+        """Draw the view's rows straight to the terminal at `region` (from
+        `_blit_place`), as the compositor would.
 
         A frame of new lines changes this widget's rows and nothing else
         on screen, yet Textual's way to it (an Update message, the screen's
@@ -375,39 +448,12 @@ class TailLog(Log):
         (`render_lines` over the whole widget, which is how it asks a
         widget that is wholly in view) at the widget's place, written by
         `App._display` as any update is (synchronized output, the cursor
-        put back). Only while this widget's screen is the one shown, its
-        layout settled (its place on the map is its size), the rows are
-        not selected, and no widget but its own ancestors overlaps it — a
-        toast, a tooltip, a box: then the compositor draws, as before."""
-        try:
-            app = self.app
-            screen = self.screen
-        except Exception:  # not mounted (yet, or any more)
-            return False
-        if (
-            screen is not app.screen
-            or app._batch_count
-            or self.text_selection is not None
-            or self._layout_required
-            or screen._layout_required
-            or screen._scroll_required
-            or screen._repaint_required
-        ):
-            return False
-        shown = screen._compositor.visible_widgets
-        place = shown.get(self)
-        if place is None:
-            return False
-        region, clip = place
-        if not clip.contains_region(region) or region.size != self.size or not region:
-            return False
-        ancestors = set(self.ancestors_with_self)
-        for widget, (other, other_clip) in shown.items():
-            if widget not in ancestors and other.intersection(other_clip).overlaps(region):
-                return False
+        put back)."""
         strips = self.render_lines(Region(0, 0, region.width, region.height))
-        app._display(screen, LayoutUpdate([[strip] for strip in strips], region))
-        return True
+        self.app._display(self.screen, LayoutUpdate([[strip] for strip in strips], region))
+        self._repaint_required = False
+        self._dirty_regions.clear()
+        self._repaint_regions.clear()
 
 
 class LogPanel(Placed, Vertical):
@@ -426,15 +472,18 @@ class LogPanel(Placed, Vertical):
         self.skipped = 0  # lines of bursts the view never showed
 
     def compose(self) -> ComposeResult:
-        yield QuietStatic(id="log-state")
-        yield Input(placeholder="filter (regex; empty clears; esc closes)", id="log-filter")
         log = TailLog(max_lines=MAX_LINES, highlight=True, id="log")
         log.highlighter = TrainingLogHighlighter()
+        self._log = log
+        self._state = QuietStatic(id="log-state")
+        yield self._state
+        yield Input(placeholder="filter (regex; empty clears; esc closes)", id="log-filter")
         yield log
 
     @property
     def log(self) -> TailLog:  # type: ignore[override]  # the view's Log, not Textual's logger
-        return self.query_one(TailLog)
+        """(Kept from compose: every frame of lines asked the DOM for it.)"""
+        return self._log
 
     def show_state(
         self,
@@ -456,7 +505,7 @@ class LogPanel(Placed, Vertical):
             t.append(f"  ↑ scrolled: {below:,} lines below (end: follow)", style="bold cyan")
         if self._pattern is not None:
             t.append(f"  filter /{self._pattern.pattern}/", style="bold cyan")
-        self.query_one("#log-state", QuietStatic).show_text(t)  # one row: repaint only
+        self._state.show_text(t)  # one row: repaint only
         deleted = " (deleted)" if log.read_via else ""
         set_border_text(self, title=f"log {log.path}{deleted}" if log.path else "log")
 

@@ -5,7 +5,7 @@ current value, the trend and the median."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -170,12 +170,13 @@ class MetricRow(TextLines):
         if self._line is not None:
             self.set_lines([self._line.line(self.content_size.width)])
 
-    def show_line(self, line: MetricLine, key: tuple[object, ...]) -> None:
+    def show_line(self, key: tuple[object, ...], line: Callable[[], MetricLine]) -> None:
+        """`line` makes the row's line: only when `key` changed."""
         if key == self._key:
             return
         self._key = key
-        self._line = line
-        self.set_lines([line.line(self.content_size.width or 60)])
+        self._line = made = line()
+        self.set_lines([made.line(self.content_size.width or 60)])
 
 
 class RunPanel(Pane, Vertical):
@@ -196,9 +197,8 @@ class RunPanel(Pane, Vertical):
 
     def compose(self) -> ComposeResult:
         yield QuietStatic(id="proc")
-        yield MetricRow(id="m-throughput")
-        yield MetricRow(id="m-loss")
-        yield MetricRow(id="m-step")
+        self._rows = {f"#{id}": MetricRow(id=id) for id in ("m-throughput", "m-loss", "m-step")}
+        yield from self._rows.values()
 
     def show_proc(self, snap: Snapshot, holders: Sequence[Holder] = ()) -> None:
         # three rows high (app.tcss): repaint only, and only on change
@@ -206,20 +206,18 @@ class RunPanel(Pane, Vertical):
 
     def show_metrics(self, m: Metrics, now: float) -> None:
         bucket = int(now // 5)  # the narrowest bucket a metric line uses at these widths
-        for row_id, name, ring, value in (
-            (
-                "#m-throughput",
-                m.throughput_unit or "tok/s",
-                m.throughput,
-                lambda: metric_value(m.throughput),
-            ),
-            ("#m-loss", "loss", m.loss, lambda: metric_value(m.loss, digits=3)),
-        ):
-            key = (name, len(ring), ring.last(), bucket, m.restarts)
-            self.query_one(row_id, MetricRow).show_line(MetricLine(name, ring, now, value()), key)
+        throughput = m.throughput_unit or "tok/s"
+        key = (throughput, len(m.throughput), m.throughput.last(), bucket, m.restarts)
+        self._rows["#m-throughput"].show_line(
+            key, lambda: MetricLine(throughput, m.throughput, now, metric_value(m.throughput))
+        )
+        key = ("loss", len(m.loss), m.loss.last(), bucket, m.restarts)
+        self._rows["#m-loss"].show_line(
+            key, lambda: MetricLine("loss", m.loss, now, metric_value(m.loss, digits=3))
+        )
         key = ("s/step", len(m.advance_times), m.last_step, bucket, m.restarts)
-        self.query_one("#m-step", MetricRow).show_line(
-            MetricLine("s/step", step_points(m), now, step_value(m)), key
+        self._rows["#m-step"].show_line(
+            key, lambda: MetricLine("s/step", step_points(m), now, step_value(m))
         )
         set_border_text(self, subtitle=f"parser: {m.preset}" if m.preset else "")
 
@@ -233,7 +231,9 @@ class RunLine(Pane, QuietStatic):
     PARTS = frozenset({"sessions", "procs", TICK})
 
     def draw(self, frame: Frame, changed: Set[str]) -> None:
-        if changed & {"sessions", "procs"} or (TICK in changed and frame.tiny):
+        # hidden unless tiny: not written at all (the processes change with
+        # every poll); the dashboard draws it when the terminal turns tiny
+        if frame.tiny and changed & {"sessions", "procs", TICK}:
             self.show_text(run_line_text(frame.snap))
 
 
