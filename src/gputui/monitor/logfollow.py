@@ -512,7 +512,8 @@ class LogFollower:
                 if not chunk:
                     break
                 self._consume(chunk)
-                await asyncio.sleep(0)  # a read of buffered data never yields by itself
+                if len(chunk) >= READ_CHUNK:  # more may be buffered: a read of
+                    await asyncio.sleep(0)  # buffered data never yields by itself
         except Exception as err:  # a broken link: reopen at the offset
             self._set_error(f"log stream for {self.path} broke: {err}")
         finally:
