@@ -1,7 +1,8 @@
 """gputui's once-a-second baseline: its CPU while a block-buffered run logs
-nothing new for seconds at a time (issue 24's buffered case):
+nothing new for seconds at a time (issue 24's buffered case) — or, with
+--rate, while the run's log streams that many lines a second:
 
-    python bench/baseline_cost.py [--seconds 40] [--runs 3] [--src DIR ...]
+    python bench/baseline_cost.py [--seconds 40] [--runs 3] [--rate N] [--src DIR ...]
 
 One stand-in run (bench/hf_writer.py --buffered, behind `| tee`) in a tmux
 session `train0` of a private tmux server; `gputui --local --session train0
@@ -81,7 +82,10 @@ def parts(root: int) -> dict[str, float]:
 
 def window(src: Path, log: Path, seconds: float) -> dict[str, float]:
     """% of a core gputui from `src` uses over one window, by part."""
-    env = f"PYTHONPATH={shlex.quote(str(src))}"
+    # `src` first; the rest of the caller's path stays (the GPU machine's
+    # wheels are a PYTHONPATH site)
+    path = os.pathsep.join([str(src), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = f"PYTHONPATH={shlex.quote(path)}"
     cfg = os.environ.get("GPUTUI_BENCH_CONFIG")
     conf = f" --config {shlex.quote(cfg)}" if cfg else ""
     cmd = (
@@ -120,6 +124,12 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=40.0, help="each window (default 40)")
     ap.add_argument("--runs", type=int, default=3, help="windows per source tree (default 3)")
     ap.add_argument("--src", action="append", help="a source tree (default: src/)")
+    ap.add_argument(
+        "--rate",
+        type=float,
+        help="the run streams this many lines a second, each written at once "
+        "(default: block-buffered, the baseline)",
+    )
     args = ap.parse_args()
     srcs = [Path(s).resolve() for s in args.src or [str(ROOT / "src")]]
     for s in srcs:
@@ -132,8 +142,13 @@ def main() -> int:
     figures: dict[Path, list[dict[str, float]]] = {s: [] for s in srcs}
     try:
         log = state / "train.log"
-        writer = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'hf_writer.py'))} 40"
-        tmux("new", "-d", "-s", "train0", f"{writer} --buffered 2>&1 | tee {shlex.quote(str(log))}")
+        # the caller's PYTHONUNBUFFERED would make the "buffered" run line-buffered
+        writer = (
+            f"env -u PYTHONUNBUFFERED {shlex.quote(sys.executable)} "
+            f"{shlex.quote(str(HERE / 'hf_writer.py'))} "
+            + (f"{args.rate:g}" if args.rate else "40 --buffered")
+        )
+        tmux("new", "-d", "-s", "train0", f"{writer} 2>&1 | tee {shlex.quote(str(log))}")
         time.sleep(2.0)
         for i in range(args.runs):
             for s in srcs:
