@@ -225,3 +225,80 @@ async def test_log_frames_drawn_straight_to_the_terminal_are_what_the_compositor
         assert "something over the log" in text
         assert text.splitlines() == drawn_afresh(app).splitlines()
         assert frames[0] > before  # the compositor drew them, the cover on top
+
+
+async def test_the_ticks_rows_are_painted_past_the_compositor_and_stay_under_a_cover() -> None:
+    """Once a second the GPU rows, the run's rows, the log's state line and
+    the header change a few rows: they are painted straight to the terminal
+    at the tick's end (ui/directpaint.py), no compositor frame — and what
+    the terminal shows is a fresh render. A widget over the GPU rows sends
+    them back to the compositor, and stays on top."""
+    from textual.widgets import Static
+
+    now = [1_800_000_000.0]
+    app = scene_app("healthy")
+    app.clock = lambda: now[0]
+    monitor = app.monitor
+    rng = random.Random(37)
+
+    def second() -> None:
+        now[0] += 1
+        for i in range(8):
+            monitor.snapshot.gpus.add(
+                GpuSample(
+                    index=i,
+                    time=now[0],
+                    name="NVIDIA H200",
+                    uuid=f"GPU-{i:08d}",
+                    mem_used_mib=80000 + rng.random() * 60000,
+                    mem_total_mib=143771.0,
+                    util_pct=rng.randint(0, 100),
+                    temp_c=60,
+                    power_w=600,
+                    power_limit_w=700,
+                    sm_clock_mhz=1980,
+                )
+            )
+        monitor.publish({"gpus"})
+        app._tick()
+
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        for _ in range(3):  # the first seconds settle the layout (the table's height)
+            second()
+            await pilot.pause()
+        term = attach(app)
+        await pilot.pause()
+        screen = app.screen
+        frames = [0]
+        original = screen._compositor_refresh
+
+        def counted() -> None:
+            frames[0] += 1
+            original()
+
+        screen._compositor_refresh = counted  # type: ignore[method-assign]
+        gpus = app.query_one("#gpus")
+        before = term.rows()
+        for _ in range(4):
+            second()
+            await pilot.pause()
+            assert term.text().splitlines() == drawn_afresh(app).splitlines()
+        assert frames[0] == 0  # every tick's rows went straight to the terminal
+        assert term.rows()[gpus.region.y + 1] != before[gpus.region.y + 1]  # and changed
+
+        cover = Static("something over the GPU rows", id="cover")
+        cover.styles.position = "absolute"
+        cover.styles.offset = (10, gpus.region.y + 1)
+        cover.styles.width = 40
+        cover.styles.height = 1
+        await screen.mount(cover)
+        await pilot.pause()
+        drawn = frames[0]
+        for _ in range(3):
+            second()
+            await pilot.pause()
+        text = term.text()
+        assert "something over the GPU rows" in text
+        assert text.splitlines() == drawn_afresh(app).splitlines()
+        assert frames[0] > drawn  # the compositor drew them, the cover on top

@@ -52,6 +52,7 @@ from gputui.monitor.door import RunFeed
 from gputui.text.untrusted import visible
 from gputui.ui.commands import ActionCommands
 from gputui.ui.compositor import LeanScreen
+from gputui.ui.directpaint import RowPainter
 from gputui.ui.format import nothing_to_watch
 from gputui.ui.heap import set_aside_startup
 from gputui.ui.pacing import STREAM_RATE, WritePacer
@@ -179,6 +180,7 @@ class GputuiApp(App[int]):
         self._last_tick = -1e9  # time.monotonic() of the last full redraw
         self.executed: list[ActionPlan] = []  # every action that really ran
         self.recorder = recorder  # history + alerts
+        self.row_painter = RowPainter(self)  # the tick's rows, past the compositor
         self.terminal_alerts = terminal_alerts
         self.crashed_with: Exception | None = None  # run_app raises it (gputui.cli.crash)
 
@@ -409,18 +411,21 @@ class GputuiApp(App[int]):
         parts, self._dirty = self._dirty, set()
         frame = self._frame()
         snap, now = frame.snap, frame.now
-        self._draw_panes(frame, parts | {TICK})
-        self._show_log_state()  # counts, and a quiet log's age, move once a second
-        if isinstance(self.screen, GpuGraphsScreen):
-            self.screen.show(snap.gpus, now)
-        try:
-            self.findings = list(self.diagnose(snap, now))
-            if self.recorder is not None:  # the user's own relaunch/kill is no news
-                self.findings = [f for f in self.findings if self.recorder.is_news(f, now)]
-        except Exception as e:  # a broken rule must not take the dashboard down
-            self.findings = []
-            self.log.error(f"diagnose failed: {e!r}")
-        self._q(Banner).show(self.findings, self._banner_hints())
+        # the rows the panes change are painted at the end, in one write
+        # past the compositor, where nothing covers them (ui/directpaint.py)
+        with self.row_painter.batch():
+            self._draw_panes(frame, parts | {TICK})
+            self._show_log_state()  # counts, and a quiet log's age, move once a second
+            if isinstance(self.screen, GpuGraphsScreen):
+                self.screen.show(snap.gpus, now)
+            try:
+                self.findings = list(self.diagnose(snap, now))
+                if self.recorder is not None:  # the user's own relaunch/kill is no news
+                    self.findings = [f for f in self.findings if self.recorder.is_news(f, now)]
+            except Exception as e:  # a broken rule must not take the dashboard down
+                self.findings = []
+                self.log.error(f"diagnose failed: {e!r}")
+            self._q(Banner).show(self.findings, self._banner_hints())
         self._refresh_availability(snap)
 
     def _banner_hints(self) -> list[str]:

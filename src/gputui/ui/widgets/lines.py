@@ -92,10 +92,14 @@ class TextLines(KeptStyle):
             self._strips.clear()
             self.refresh()
             return
-        for y, (a, b) in enumerate(zip(old, new, strict=True)):
-            if not _same_row(a, b):
-                self._strips.pop(y, None)
-                self.refresh(Region(0, y, width, 1))
+        changed = [y for y, (a, b) in enumerate(zip(old, new, strict=True)) if not _same_row(a, b)]
+        for y in changed:
+            self._strips.pop(y, None)
+        # during the dashboard's tick the rows are painted at its end, in
+        # one write past the compositor (gputui.ui.directpaint)
+        painter = getattr(self.app, "row_painter", None)
+        if changed and (painter is None or not painter.changed(self, changed)):
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
 
     def render(self) -> Text:
         """The whole text (what tests and screen readers see)."""

@@ -25,6 +25,7 @@ from typing_extensions import Self
 from gputui.model import LogState
 from gputui.text.untrusted import visible
 from gputui.text.words import dur
+from gputui.ui.directpaint import place_of
 from gputui.ui.logstyle import TrainingLogHighlighter, line_segments
 from gputui.ui.widgets.pane import Placed
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
@@ -400,40 +401,12 @@ class TailLog(Log):
         return True
 
     def _blit_place(self) -> Region | None:
-        """The log's place on the terminal when `_blit` may draw there: this
-        widget's screen is the one shown, its layout settled (its place on
-        the map is its size), its rows not selected, and no widget but its
-        own ancestors overlaps it — a toast, a tooltip, a box: then None,
-        and the compositor draws, as before. None too when Textual's
-        internals read here are not what they were in 8.2 (a newer Textual:
-        the compositor draws, a little dearer)."""
-        try:
-            app = self.app
-            screen = self.screen
-            if (
-                screen is not app.screen
-                or app._batch_count
-                or self.text_selection is not None
-                or self._layout_required
-                or screen._layout_required
-                or screen._scroll_required
-                or screen._repaint_required
-            ):
-                return None
-            shown = screen._compositor.visible_widgets
-            place = shown.get(self)
-            if place is None:
-                return None
-            region, clip = place
-            if not clip.contains_region(region) or region.size != self.size or not region:
-                return None
-            ancestors = set(self.ancestors_with_self)
-            for widget, (other, other_clip) in shown.items():
-                if widget not in ancestors and other.intersection(other_clip).overlaps(region):
-                    return None
-        except Exception:  # not mounted (yet, or any more), or another Textual
+        """The log's place on the terminal when `_blit` may draw there
+        (`directpaint.place_of`, and its rows not selected), else None:
+        the compositor draws."""
+        if self.text_selection is not None:
             return None
-        return region
+        return place_of(self)
 
     def _blit(self, region: Region) -> None:
         """Draw the view's rows straight to the terminal at `region` (from

@@ -1,0 +1,153 @@
+"""Rows painted straight to the terminal, past Textual's compositor.
+
+The dashboard's live rows (the log's new lines five times a second; once a
+second the GPU rows, the run's process and metric rows, the log's state
+line, the header) change a few rows of widgets that nothing covers. Textual
+repaints such a row through a chain: `refresh` posts a Prompt to the
+widget, whose idle handler posts an Update to the screen, whose update
+timer runs the compositor, which cuts every widget the rows cross and
+renders the cuts (issue 37: about as much again as the rows themselves).
+
+Here the rows are the widget's own (`Widget.render_lines`, as the
+compositor asks a widget that is wholly in view) at the widget's place on
+the screen, written with `App._display` as any update is (synchronized
+output, the cursor put back). Only where it is the same as the
+compositor's picture (`place_of`): the widget's screen is the one shown,
+no layout or repaint is pending, the widget is wholly in view, and no
+widget but its own ancestors overlaps it — a toast, a tooltip, a box, a
+scrolled-off row: then the compositor draws, as before. Textual's private
+parts read here are those of Textual 8.2: if a newer Textual moves them,
+`place_of` says None and the compositor draws (a little dearer).
+
+tests/test_ui_ghosts.py plays the bytes a terminal gets on a character
+grid and compares them with a fresh render of the screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.control import Control
+from textual._compositor import CompositorUpdate
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+
+
+def place_of(widget: Widget) -> Region | None:
+    """The widget's place on the terminal when its rows may be painted
+    straight there (see the module docstring), else None."""
+    try:
+        app = widget.app
+        screen = widget.screen
+        if (
+            screen is not app.screen
+            or app._batch_count
+            or widget._layout_required
+            or screen._layout_required
+            or screen._scroll_required
+            or screen._repaint_required
+        ):
+            return None
+        shown = screen._compositor.visible_widgets
+        place = shown.get(widget)
+        if place is None:
+            return None
+        region, clip = place
+        if (
+            not region
+            or not clip.contains_region(region)
+            or region.size != widget.outer_size
+            or widget.scrollbar_size_vertical  # scroll bars are widgets of their own
+            or widget.scrollbar_size_horizontal
+        ):
+            return None
+        ancestors = set(widget.ancestors_with_self)
+        for other, (other_region, other_clip) in shown.items():
+            if other not in ancestors and other_region.intersection(other_clip).overlaps(region):
+                return None
+    except Exception:  # not mounted (yet, or any more), or another Textual
+        return None
+    return region
+
+
+class RowsUpdate(CompositorUpdate):
+    """Rows at their places on the terminal: (x, y, strip), each a whole row
+    of a widget."""
+
+    def __init__(self, rows: list[tuple[int, int, Strip]]) -> None:
+        self.rows = rows
+
+    def render_segments(self, console: Console) -> str:
+        move_to = Control.move_to
+        return "".join(
+            move_to(x, y).segment.text + strip.render(console) for x, y, strip in self.rows
+        )
+
+
+def paint(widget: Widget, place: Region, rows: list[int]) -> list[tuple[int, int, Strip]]:
+    """The widget's rows `rows` (its own rows, border and padding included),
+    rendered as the compositor would, for a `RowsUpdate`."""
+    out = []
+    width = place.width
+    for y in sorted(set(rows)):
+        if 0 <= y < place.height:
+            line = Region(0, y, width, 1)
+            widget._styles_cache.set_dirty(line)
+            out.append((place.x, place.y + y, widget.render_lines(line)[0]))
+    return out
+
+
+class RowPainter:
+    """Rows of text widgets changed during `batch()` (the dashboard's tick)
+    are painted straight to the terminal at its end, all in one write;
+    each widget that cannot be (`place_of`) is refreshed as Textual would.
+    Outside a batch, `changed` says False and the widget refreshes itself."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._open = False
+        self._pending: dict[Widget, set[int]] = {}
+
+    def changed(self, widget: Widget, content_rows: list[int]) -> bool:
+        """Take `content_rows` (rows of the widget's content) of `widget` for
+        this batch; False when no batch is open (the caller refreshes)."""
+        if not self._open:
+            return False
+        top = widget.styles.gutter.top
+        self._pending.setdefault(widget, set()).update(y + top for y in content_rows)
+        return True
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        if self._open:  # nested: the outer batch paints
+            yield
+            return
+        self._open = True
+        try:
+            yield
+        finally:
+            self._open = False
+            self.flush()
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, {}
+        rows: list[tuple[int, int, Strip]] = []
+        screen = None
+        for widget, ys in pending.items():
+            place = place_of(widget)
+            if place is None:
+                top = widget.styles.gutter.top
+                width = widget.content_size.width
+                widget.refresh(*(Region(0, y - top, width, 1) for y in sorted(ys)))
+                continue
+            screen = widget.screen
+            rows.extend(paint(widget, place, list(ys)))
+        if rows and screen is not None:
+            self.app._display(screen, RowsUpdate(rows))
+
+
+__all__ = ["RowPainter", "RowsUpdate", "paint", "place_of"]
