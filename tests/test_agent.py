@@ -420,15 +420,37 @@ def test_start_script_redirect_found_from_tmux_pane(
 
 
 def test_listing_is_reused_until_a_pane_changes_and_then_run_at_once(
-    work: Path, tmux_server: Callable[[list[str]], Any]
+    work: Path, tmux_server: Callable[[list[str]], Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 24: `tmux list-panes` runs again when a pane's process came or
     went or a session started — seen in /proc by the next call, not `reuse_s`
     later — else the last listing is given while younger than `reuse_s`."""
+    from gputui.remote import agent as agent_mod
+
     for name in ("a", "b"):
         assert tmux_server(["new-session", "-d", "-s", name, "sleep 600"]).returncode == 0
     dead = ["new-session", "-d", "-s", "c", "sh -c 'exit 3'", ";", "set", "-p", "-t", "=c:"]
     tmux_server([*dead, "remain-on-exit", "on"])
+    server = int(tmux_server(["display", "-p", "#{pid}"]).stdout)
+
+    # The watch sees this server's tree only: the other tests' tmux servers
+    # start and stop beside it (pytest-xdist), and one whose socket is not
+    # bound yet may be this request's — the watch rightly lists again for
+    # it (a loaded CI run relisted after the rename, and the test read it
+    # as the rename seen).
+    every = agent_mod.list_pids
+
+    def ours() -> list[int]:
+        def parent(pid: int) -> int | None:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    return int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                return None
+
+        return [p for p in every() if p == server or parent(p) == server]
+
+    monkeypatch.setattr(agent_mod, "list_pids", ours)
     agent = Agent()
     argv = tmux.list_panes_argv()[1:]
 
@@ -442,8 +464,6 @@ def test_listing_is_reused_until_a_pane_changes_and_then_run_at_once(
         runs = agent.listings.runs
         time.sleep(0.2)
         return names() == {"a": False, "b": False, "c": True} and agent.listings.runs == runs
-
-    server = int(tmux_server(["display", "-p", "#{pid}"]).stdout)
 
     def server_files() -> set[str]:
         return set(os.listdir(f"/proc/{server}/fd"))
