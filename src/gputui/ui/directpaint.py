@@ -43,8 +43,11 @@ def place_of(widget: Widget) -> Region | None:
     try:
         app = widget.app
         screen = widget.screen
+        driver = app._driver
         if (
             screen is not app.screen
+            or driver is None
+            or driver.is_inline  # (gputui never runs inline: rows move relative there)
             or app._batch_count
             or widget._layout_required
             or screen._layout_required
