@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from typing import Any
 
 from gputui.actions import ActionPlan, ActionResult
 from gputui.model import GpuSample
@@ -116,6 +117,26 @@ async def test_the_sessions_pane_fits_its_commands() -> None:
         assert dflash.rstrip(" │").endswith(" m"), dflash  # the age, in view
 
 
+def busy_gpus(monitor: Any, now: float, rng: random.Random) -> None:
+    """A second's samples of 8 busy H200s, utilization and memory at random."""
+    for i in range(8):
+        monitor.snapshot.gpus.add(
+            GpuSample(
+                index=i,
+                time=now,
+                name="NVIDIA H200",
+                uuid=f"GPU-{i:08d}",
+                mem_used_mib=80000 + rng.random() * 60000,
+                mem_total_mib=143771.0,
+                util_pct=rng.randint(0, 100),
+                temp_c=60,
+                power_w=600,
+                power_limit_w=700,
+                sm_clock_mhz=1980,
+            )
+        )
+
+
 async def test_the_terminal_shows_what_a_fresh_render_shows() -> None:
     """GPU samples and log lines keep coming (the 1 Hz tick, log writes)
     while the dashboard, the help box, the confirm box and the GPU graphs
@@ -130,22 +151,7 @@ async def test_the_terminal_shows_what_a_fresh_render_shows() -> None:
 
     def second() -> None:
         now[0] += 1
-        for i in range(8):
-            monitor.snapshot.gpus.add(
-                GpuSample(
-                    index=i,
-                    time=now[0],
-                    name="NVIDIA H200",
-                    uuid=f"GPU-{i:08d}",
-                    mem_used_mib=80000 + rng.random() * 60000,
-                    mem_total_mib=143771.0,
-                    util_pct=rng.randint(0, 100),
-                    temp_c=60,
-                    power_w=600,
-                    power_limit_w=700,
-                    sm_clock_mhz=1980,
-                )
-            )
+        busy_gpus(monitor, now[0], rng)
         for _ in range(3):
             step[0] += 1
             monitor.push_lines([f"step {step[0]} | loss {rng.random():.4f}"])
@@ -243,22 +249,7 @@ async def test_the_ticks_rows_are_painted_past_the_compositor_and_stay_under_a_c
 
     def second() -> None:
         now[0] += 1
-        for i in range(8):
-            monitor.snapshot.gpus.add(
-                GpuSample(
-                    index=i,
-                    time=now[0],
-                    name="NVIDIA H200",
-                    uuid=f"GPU-{i:08d}",
-                    mem_used_mib=80000 + rng.random() * 60000,
-                    mem_total_mib=143771.0,
-                    util_pct=rng.randint(0, 100),
-                    temp_c=60,
-                    power_w=600,
-                    power_limit_w=700,
-                    sm_clock_mhz=1980,
-                )
-            )
+        busy_gpus(monitor, now[0], rng)
         monitor.publish({"gpus"})
         app._tick()
 

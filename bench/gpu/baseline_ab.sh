@@ -25,11 +25,7 @@ rm -rf "$RUN" && mkdir -p "$RUN"
 
 step "set-up: wheels, tmux from .deb"
 use_wheels
-if ! command -v tmux >/dev/null && [ -d .deb ]; then
-  for f in .deb/*.deb; do dpkg -x "$f" /tmp/debroot; done
-  export PATH=/tmp/debroot/usr/bin:$PATH
-  export LD_LIBRARY_PATH=/tmp/debroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-fi
+use_tmux_debs
 [ -d "${BASE:-}/gputui" ] || { echo "BASE=${BASE:-} holds no gputui/: name the old tree's src/"; exit 2; }
 
 step "the GPUs busy: a real PyTorch run"

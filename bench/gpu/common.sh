@@ -12,6 +12,16 @@ use_wheels() {
   export PATH=/tmp/site/bin:$PATH
 }
 
+# tmux from the Debian .deb files in .deb/ where the machine has none
+use_tmux_debs() {
+  local f
+  if ! command -v tmux >/dev/null && [ -d .deb ]; then
+    for f in .deb/*.deb; do dpkg -x "$f" /tmp/debroot; done
+    export PATH=/tmp/debroot/usr/bin:$PATH
+    export LD_LIBRARY_PATH=/tmp/debroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+  fi
+}
+
 # use_gdb_debs DEBDIR UNPACKDIR: gdb from Debian .deb files, with its own
 # libraries and Python only for gdb (a wrapper in /tmp/gdbbin): nothing else sees them
 use_gdb_debs() {

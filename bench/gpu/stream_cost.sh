@@ -44,11 +44,7 @@ rm -rf "$RUN" && mkdir -p "$RUN"
 step "set-up: wheels, toolong in its own site, tmux from .deb, gputui from src/"
 git log --oneline -1 2>/dev/null || true
 use_wheels
-if ! command -v tmux >/dev/null && [ -d .deb ]; then
-  for f in .deb/*.deb; do dpkg -x "$f" /tmp/debroot; done
-  export PATH=/tmp/debroot/usr/bin:$PATH
-  export LD_LIBRARY_PATH=/tmp/debroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-fi
+use_tmux_debs
 TOOLONG=
 if [ -d .whl/toolong ]; then
   python3 -m pip install -q --no-index --no-compile --no-cache-dir \

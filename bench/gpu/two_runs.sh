@@ -31,11 +31,7 @@ check() { echo "$1 $2" | tee -a "$CHECKS"; }
 step "set-up: wheels, tmux from .deb, gputui from src/"
 [ -d .whl ] && use_wheels
 export PYTHONPATH=$ROOT/src:${PYTHONPATH:-}
-if ! command -v tmux >/dev/null && [ -d .deb ]; then
-  for f in .deb/*.deb; do dpkg -x "$f" /tmp/debroot; done
-  export PATH=/tmp/debroot/usr/bin:$PATH
-  export LD_LIBRARY_PATH=/tmp/debroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-fi
+use_tmux_debs
 tmux -V; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 cp bench/gpu/train_torch.py "$RUN/train.py"
 tmux kill-server 2>/dev/null
