@@ -117,6 +117,19 @@ async def test_the_sessions_pane_fits_its_commands() -> None:
         assert dflash.rstrip(" │").endswith(" m"), dflash  # the age, in view
 
 
+def count_frames(screen: Any) -> list[int]:
+    """[the compositor's frames of `screen` from now on] (a list, counted into)."""
+    frames = [0]
+    original = screen._compositor_refresh
+
+    def counted() -> None:
+        frames[0] += 1
+        original()
+
+    screen._compositor_refresh = counted
+    return frames
+
+
 def busy_gpus(monitor: Any, now: float, rng: random.Random) -> None:
     """A second's samples of 8 busy H200s, utilization and memory at random."""
     for i in range(8):
@@ -192,14 +205,7 @@ async def test_log_frames_drawn_straight_to_the_terminal_are_what_the_compositor
         log = app.query_one("#log", TailLog)
         log.max_lines = 60
         screen = app.screen
-        frames = [0]
-        original = screen._compositor_refresh
-
-        def counted() -> None:
-            frames[0] += 1
-            original()
-
-        screen._compositor_refresh = counted  # type: ignore[method-assign]
+        frames = count_frames(screen)
         rng = random.Random(7)
         n = 0
         for batch in (1, 1, 3, 12, 1, 40, 2, 1, 5):
@@ -261,14 +267,7 @@ async def test_the_ticks_rows_are_painted_past_the_compositor_and_stay_under_a_c
         term = attach(app)
         await pilot.pause()
         screen = app.screen
-        frames = [0]
-        original = screen._compositor_refresh
-
-        def counted() -> None:
-            frames[0] += 1
-            original()
-
-        screen._compositor_refresh = counted  # type: ignore[method-assign]
+        frames = count_frames(screen)
         gpus = app.query_one("#gpus")
         before = term.rows()
         for _ in range(4):

@@ -13,15 +13,8 @@
 # AB_SECONDS (30) per window, AB_RUNS (3) windows per tree and scene,
 # AB_RATES ("buffered 20"); everything under $OUT.
 set -u
-OUT=${OUT:-/tmp/gputui-ab}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/baseline_ab.log") 2>&1
-ROOT=$(pwd)
-unset PYTHONUNBUFFERED
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-RUN=/var/tmp/gputui-ab
-rm -rf "$RUN" && mkdir -p "$RUN"
 . bench/gpu/common.sh
+begin baseline_ab /tmp/gputui-ab
 
 step "set-up: wheels, tmux from .deb"
 use_wheels

@@ -4,6 +4,21 @@
 
 step() { echo; echo "=== $(date +%T) $*"; }
 
+# begin NAME DEFAULT_OUT: $OUT (DEFAULT_OUT unless set) made and all output
+# from here on teed into $OUT/NAME.log; ROOT the repository root; $RUN
+# (/var/tmp/gputui-NAME) made afresh; no PYTHONUNBUFFERED (the buffered
+# scenes must be); NVLink multicast off (KINDS.md)
+begin() {
+  OUT=${OUT:-$2}
+  mkdir -p "$OUT"
+  exec > >(tee -a "$OUT/$1.log") 2>&1
+  ROOT=$(pwd)
+  RUN=/var/tmp/gputui-$1
+  rm -rf "$RUN" && mkdir -p "$RUN"
+  unset PYTHONUNBUFFERED
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+}
+
 # gputui from src/ over the wheels in .whl/ (that machine cannot download)
 use_wheels() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \

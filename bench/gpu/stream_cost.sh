@@ -31,15 +31,8 @@
 # and toolong's in .whl/toolong/ (it pins Textual 0.58, so it gets a site of
 # its own): about 4 minutes, everything under $OUT.
 set -u
-OUT=${OUT:-/tmp/gputui-stream-cost}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/stream_cost.log") 2>&1
-ROOT=$(pwd)
-unset PYTHONUNBUFFERED
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-RUN=/var/tmp/gputui-stream
-rm -rf "$RUN" && mkdir -p "$RUN"
-. bench/gpu/common.sh  # step, use_wheels
+. bench/gpu/common.sh  # begin, step, use_wheels, use_tmux_debs
+begin stream_cost /tmp/gputui-stream-cost
 
 step "set-up: wheels, toolong in its own site, tmux from .deb, gputui from src/"
 git log --oneline -1 2>/dev/null || true
