@@ -117,6 +117,20 @@ async def test_the_sessions_pane_fits_its_commands() -> None:
         assert dflash.rstrip(" │").endswith(" m"), dflash  # the age, in view
 
 
+async def mount_cover(screen: Any, text: str, y: int, width: int) -> Any:
+    """A one-row widget at column 10, row `y`, over whatever is there (as a
+    tooltip would be)."""
+    from textual.widgets import Static
+
+    cover = Static(text, id="cover")
+    cover.styles.position = "absolute"
+    cover.styles.offset = (10, y)
+    cover.styles.width = width
+    cover.styles.height = 1
+    await screen.mount(cover)
+    return cover
+
+
 def count_frames(screen: Any) -> list[int]:
     """[the compositor's frames of `screen` from now on] (a list, counted into)."""
     frames = [0]
@@ -193,7 +207,6 @@ async def test_log_frames_drawn_straight_to_the_terminal_are_what_the_compositor
     render of the screen — after one-line and many-line writes, lines wider
     than the view, prunes — and a toast over the log stays on top (the log
     goes back to the compositor while anything covers it)."""
-    from textual.widgets import Static
 
     from gputui.ui.widgets.logview import TailLog
 
@@ -221,12 +234,7 @@ async def test_log_frames_drawn_straight_to_the_terminal_are_what_the_compositor
         assert frames[0] == 0  # every frame of lines was drawn straight
 
         # a widget over the log's rows (as a tooltip would be)
-        cover = Static("something over the log", id="cover")
-        cover.styles.position = "absolute"
-        cover.styles.offset = (10, log.region.y + 2)
-        cover.styles.width = 30
-        cover.styles.height = 1
-        await screen.mount(cover)
+        cover = await mount_cover(screen, "something over the log", log.region.y + 2, 30)
         await pilot.pause()
         assert cover.region.overlaps(log.region)
         before = frames[0]
@@ -245,7 +253,6 @@ async def test_the_ticks_rows_are_painted_past_the_compositor_and_stay_under_a_c
     at the tick's end (ui/directpaint.py), no compositor frame — and what
     the terminal shows is a fresh render. A widget over the GPU rows sends
     them back to the compositor, and stays on top."""
-    from textual.widgets import Static
 
     now = [1_800_000_000.0]
     app = scene_app("healthy")
@@ -277,12 +284,7 @@ async def test_the_ticks_rows_are_painted_past_the_compositor_and_stay_under_a_c
         assert frames[0] == 0  # every tick's rows went straight to the terminal
         assert term.rows()[gpus.region.y + 1] != before[gpus.region.y + 1]  # and changed
 
-        cover = Static("something over the GPU rows", id="cover")
-        cover.styles.position = "absolute"
-        cover.styles.offset = (10, gpus.region.y + 1)
-        cover.styles.width = 40
-        cover.styles.height = 1
-        await screen.mount(cover)
+        await mount_cover(screen, "something over the GPU rows", gpus.region.y + 1, 40)
         await pilot.pause()
         drawn = frames[0]
         for _ in range(3):
