@@ -120,8 +120,7 @@ class RowPainter:
         this batch; False when no batch is open (the caller refreshes)."""
         if not self._open:
             return False
-        top = widget.styles.gutter.top
-        self._pending.setdefault(widget, set()).update(y + top for y in content_rows)
+        self._pending.setdefault(widget, set()).update(content_rows)
         return True
 
     @contextmanager
@@ -143,12 +142,12 @@ class RowPainter:
         for widget, ys in pending.items():
             place = place_of(widget)
             if place is None:
-                top = widget.styles.gutter.top
                 width = widget.content_size.width
-                widget.refresh(*(Region(0, y - top, width, 1) for y in sorted(ys)))
+                widget.refresh(*(Region(0, y, width, 1) for y in sorted(ys)))
                 continue
             screen = widget.screen
-            rows.extend(paint(widget, place, list(ys)))
+            top = widget.styles.gutter.top  # the content's first row in the widget's own
+            rows.extend(paint(widget, place, [y + top for y in ys]))
         if rows and screen is not None:
             self.app._display(screen, RowsUpdate(rows))
 
