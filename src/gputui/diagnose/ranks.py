@@ -121,7 +121,7 @@ def _may_name_a_rank(line: str) -> bool:
     """A substring test before the regex: the tail's 400 lines are read
     every second, and a case-blind regex over each was ~10 % of the
     dashboard's CPU on the H200 (run 25)."""
-    return "ank" in line or "ANK" in line or "[default" in line
+    return any(word in line for word in _RANK_WORDS)
 
 
 def _rank_of(line: str) -> int | None:
