@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from stream_cost import CLI, GPUS, pane, tmux  # noqa: E402
+from stream_cost import CLI, GPUS, pane, tmux, writer_cmd  # noqa: E402
 
 sys.path.insert(0, str(HERE / "gpu"))
 from cpu_cost import tree  # type: ignore[import-not-found]  # noqa: E402
@@ -142,12 +142,7 @@ def main() -> int:
     figures: dict[Path, list[dict[str, float]]] = {s: [] for s in srcs}
     try:
         log = state / "train.log"
-        # the caller's PYTHONUNBUFFERED would make the "buffered" run line-buffered
-        writer = (
-            f"env -u PYTHONUNBUFFERED {shlex.quote(sys.executable)} "
-            f"{shlex.quote(str(HERE / 'hf_writer.py'))} "
-            + (f"{args.rate:g}" if args.rate else "40 --buffered")
-        )
+        writer = writer_cmd(args.rate) if args.rate else writer_cmd(40, buffered=True)
         tmux("new", "-d", "-s", "train0", f"{writer} 2>&1 | tee {shlex.quote(str(log))}")
         time.sleep(2.0)
         for i in range(args.runs):

@@ -94,11 +94,20 @@ def tools(log: Path, toolong: str | None) -> dict[str, str]:
     return {**out, **EXTRA}
 
 
+def writer_cmd(rate: float, buffered: bool = False) -> str:
+    """The stand-in trainer's command line (bench/hf_writer.py), without the
+    caller's PYTHONUNBUFFERED: from this shell it would make the "buffered"
+    run line-buffered (bench/gpu/stream_cost.sh unsets it too)."""
+    return (
+        f"env -u PYTHONUNBUFFERED {shlex.quote(sys.executable)} "
+        f"{shlex.quote(str(HERE / 'hf_writer.py'))} {rate:g}" + (" --buffered" if buffered else "")
+    )
+
+
 def field_sessions(d: str) -> list[str]:
     """The field scene's other sessions: a second run logging at 5 lines/s,
     a `nvidia-smi` every second, and $FIELD_GPU_CMD (a second GPU process)."""
-    py = shlex.quote(sys.executable)
-    writer = f"env -u PYTHONUNBUFFERED {py} {shlex.quote(str(HERE / 'hf_writer.py'))} 5"
+    writer = writer_cmd(5)
     eval_log = shlex.quote(str(Path(d) / "eval.log"))
     cmds = {
         "eval": f"{writer} 2>&1 | tee {eval_log}",
@@ -140,14 +149,7 @@ def scenario(
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gputui-stream-") as d:
         log = Path(d) / "train.log"
-        # PYTHONUNBUFFERED from the caller's shell would make the "buffered"
-        # run line-buffered (bench/gpu/stream_cost.sh unsets it; here too)
-        writer = (
-            f"env -u PYTHONUNBUFFERED {shlex.quote(sys.executable)} "
-            f"{shlex.quote(str(HERE / 'hf_writer.py'))} {rate:g}"
-        )
-        if buffered:
-            writer += " --buffered"
+        writer = writer_cmd(rate, buffered)
         tmux(
             "new",
             "-d",
