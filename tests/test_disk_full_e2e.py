@@ -71,6 +71,18 @@ def mount_tiny_disk(testbed: Any, ct: int, where: Path) -> None:
         pytest.skip(f"cannot mount a tmpfs in the CT: {r.stderr.strip()}")
 
 
+def slow_tmux(testbed: Any, ct: int, seconds: float) -> None:
+    """The CT's tmux answers `seconds` late (a loaded container), in the CT's
+    own /usr/bin of links left by `sc.without_commands`."""
+    script = (
+        "set -e; real=$(readlink /usr/bin/tmux); rm /usr/bin/tmux; "
+        f'printf \'#!/bin/sh\\nsleep {seconds:g}\\nexec %s "$@"\\n\' "$real" > /usr/bin/tmux; '
+        "chmod 0755 /usr/bin/tmux"
+    )
+    r = testbed.ct_exec(ct, ["/bin/sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+
+
 def wait_filled(run: sc.Run, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not (run.dir / "filled").exists():
@@ -131,6 +143,7 @@ def test_without_python3_the_plain_commands_stat_the_disk_too(testbed: Any, ct: 
     log = run.dir / "disk" / "train.log"
     sc.launch(testbed, run, f"sh fill.sh 2>&1 | tee {shlex.quote(str(log))}")
     wait_filled(run)
+    slow_tmux(testbed, ct, seconds=3)  # a loaded CT: the plain loop answers after the settle
     flags = ["--session", "fillsh", "--log", str(log), "--stale-after", "1"]
     r = sc.finish_doctor(sc.start_doctor(testbed, ct, *flags, "--json"))
     assert_names_the_disk(r, log)

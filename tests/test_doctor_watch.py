@@ -60,6 +60,7 @@ class StandInMonitor:
         self.agent_error = agent_error
         self.agent = None  # no pane watched here: its processes are not waited for
         self.follower = None  # no log named
+        self.plain_loop_pending = False  # the agent runs (or nothing lists panes)
         self.snapshot = Snapshot(
             time=NOW,
             target="root@127.0.0.1 ct 200",
@@ -183,6 +184,28 @@ async def test_the_panes_processes_are_waited_for_after_a_poll_that_timed_out() 
     await watch_once(mon, clock=clock, unseen=unseen)  # type: ignore[arg-type]
     assert snap.procs and unseen == []
     assert 7 <= clock.reads <= 7 + 2
+
+
+async def test_without_python3_the_plain_loops_first_round_is_waited_for() -> None:
+    """CI's failure under load: no python3 in the CT, the plain-command loop
+    (tmux's panes, the log's stat and disk) had not answered within the
+    settle time; the watch ended without the session and the full disk and
+    the report said "ok"."""
+    mon = StandInMonitor(busy_gpu_feed([]), agent_error="no python3")
+    mon.plain_loop_pending = True
+
+    def answered() -> None:
+        mon.plain_loop_pending = False
+
+    clock = Clock(at={6: answered})
+    unseen: list[str] = []
+    await watch_once(mon, clock=clock, unseen=unseen)  # type: ignore[arg-type]
+    assert unseen == [] and 6 <= clock.reads <= 6 + 2
+    mon2 = StandInMonitor(busy_gpu_feed([]), agent_error="no python3")
+    mon2.plain_loop_pending = True  # it never answers
+    clock2 = Clock()
+    await watch_once(mon2, clock=clock2, unseen=unseen)  # type: ignore[arg-type]
+    assert unseen == ["tmux's panes and the log's stat (plain commands)"]
 
 
 async def test_the_doctor_reports_what_its_watch_did_not_see(

@@ -175,6 +175,12 @@ def unseen_pieces(monitor: Monitor) -> list[str]:
         and any(gp.in_container is None for gp in gpus.processes or [])
     ):
         out.append("the CT PIDs of the GPU processes")  # next listing: 1 s
+    if monitor.plain_loop_pending:
+        # no python3 in the CT: the sessions, the log's stat and its disk
+        # come from the plain-command loop's first round (a loaded host took
+        # over the 2 s settle: the run's session was not found, its full
+        # disk unseen, and the report said "ok")
+        out.append("tmux's panes and the log's stat (plain commands)")
     pane = snap.session.main_pane if snap.session is not None else None
     agent = monitor.agent
     if (

@@ -185,6 +185,7 @@ class Monitor:
         self._fallback_proc: RemoteProcess | None = None
         self._fallback_log = ""  # the log the fallback loop stats ("" none)
         self._fallback_offset: int | None = None  # the stream's offset at the last stat
+        self._fallback_rounds = 0  # rounds (panes listed, log stat'ed) the current loop delivered
         self._ct_checked_at: float | None = None
         self._start_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -840,6 +841,7 @@ class Monitor:
             await self._close_fallback()
         self._fallback_log = log
         self._fallback_offset = None
+        self._fallback_rounds = 0
         argv = [
             "sh",
             "-c",
@@ -856,6 +858,13 @@ class Monitor:
             return
         self._fallback_proc = proc
         self._tasks.append(asyncio.create_task(self._fallback_reader(proc), name="panes loop"))
+
+    @property
+    def plain_loop_pending(self) -> bool:
+        """The plain-command loop (no python3 in the CT) runs and has not
+        delivered its first round yet: tmux's panes and the log's stat and
+        disk space are still to come."""
+        return self._fallback_proc is not None and self._fallback_rounds == 0
 
     async def _fallback_reader(self, proc: RemoteProcess) -> None:
         block: list[str] = []
@@ -882,6 +891,8 @@ class Monitor:
                         rc, text if rc == 0 else "", "" if rc == 0 else text
                     )
                     self._set_sessions(sessions)
+                    if self._fallback_proc is proc:
+                        self._fallback_rounds += 1
                 elif len(block) < 10_000:
                     block.append(line)
         finally:
