@@ -29,6 +29,7 @@ from textual.app import App, ComposeResult, ScreenStackError
 from textual.binding import Binding, BindingsMap
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen
 from textual.widget import Widget
@@ -56,6 +57,7 @@ from gputui.ui.directpaint import RowPainter
 from gputui.ui.format import nothing_to_watch
 from gputui.ui.heap import set_aside_startup
 from gputui.ui.pacing import STREAM_RATE, WritePacer
+from gputui.ui.quietinput import quiet_driver
 from gputui.ui.screens.confirm import ConfirmScreen, plan_heading
 from gputui.ui.screens.help import HelpScreen, help_markdown
 from gputui.ui.screens.result import ResultScreen, result_details
@@ -121,6 +123,10 @@ class GputuiApp(App[int]):
         Row("middle", (SessionList, RunPanel)),
         LogPanel,
     )
+
+    def get_driver_class(self) -> type[Driver]:
+        # its input thread sleeps until a key comes (ui/quietinput.py)
+        return quiet_driver(super().get_driver_class())
 
     def __init__(
         self,

@@ -28,6 +28,7 @@ from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.widgets import DataTable, Footer, Static
 
 from gputui.actions.backend import ActionBackend
@@ -47,6 +48,7 @@ from gputui.ui.app import (
     exit_at_the_latest,
     terminal_gone,
 )
+from gputui.ui.quietinput import quiet_driver
 from gputui.ui.scrollbars import use_whole_cell_scroll_bars
 
 HEALTH_STYLE = {
@@ -214,6 +216,10 @@ class HostApp(App[Any]):
         Binding("enter", "open", "open run view", id="open", show=True),
         Binding("tab", "focus_next", "next table", show=False),
     ]
+
+    def get_driver_class(self) -> type[Driver]:
+        # its input thread sleeps until a key comes (ui/quietinput.py)
+        return quiet_driver(super().get_driver_class())
 
     def __init__(
         self, hosts: Sequence[HostWatchLike], *, live: bool = True, selected: int = 0
