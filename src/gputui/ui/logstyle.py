@@ -82,11 +82,47 @@ def line_spans(line: str, base: Style | None = None) -> list[tuple[int, int, Sty
     return spans
 
 
+def _combine(key: tuple[Style, ...]) -> Style:
+    style = _combined.get(key)
+    if style is None:
+        if len(_combined) > 512:  # a handful in practice; never unbounded
+            _combined.clear()
+        style = _combined[key] = Style.combine(key)
+    return style
+
+
+def _marked_segments(
+    line: str, plain: tuple[Style, ...], marks: list[tuple[int, int, Style]]
+) -> list[Segment] | None:
+    """The usual line (one pattern's matches over the base, none
+    overlapping another): its segments without sorting span events; None
+    when marks overlap (the general way then)."""
+    out: list[Segment] = []
+    pos = 0
+    plain_style = _combine(plain)
+    for start, end, style in sorted(marks, key=_by_offset):
+        if start < pos:
+            return None
+        if start > pos:
+            out.append(Segment(line[pos:start], plain_style))
+        out.append(Segment(line[start:end], _combine((*plain, style))))
+        pos = end
+    if pos < len(line):
+        out.append(Segment(line[pos:], plain_style))
+    return out
+
+
 def line_segments(line: str, base: Style | None = None) -> list[Segment]:
     """What `Text(line).stylize(base)`, highlighted, renders to."""
     spans = line_spans(line, base)
     if not spans:
         return [Segment(line)]
+    if base and line:
+        fast = _marked_segments(line, (_NULL, base), spans[1:])
+    else:
+        fast = _marked_segments(line, (_NULL,), spans)
+    if fast is not None:
+        return fast
     styles = [_NULL, *(style for _s, _e, style in spans)]
     events = [
         (0, False, 0),
@@ -104,10 +140,5 @@ def line_segments(line: str, base: Style | None = None) -> list[Segment]:
             stack.append(sid)
         if next_offset > offset:
             key = tuple(styles[i] for i in sorted(stack))
-            style = _combined.get(key)
-            if style is None:
-                if len(_combined) > 512:  # a handful in practice; never unbounded
-                    _combined.clear()
-                style = _combined[key] = Style.combine(key)
-            out.append(Segment(line[offset:next_offset], style))
+            out.append(Segment(line[offset:next_offset], _combine(key)))
     return out
