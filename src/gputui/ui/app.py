@@ -56,7 +56,7 @@ from gputui.ui.compositor import LeanScreen
 from gputui.ui.directpaint import RowPainter
 from gputui.ui.format import nothing_to_watch
 from gputui.ui.heap import set_aside_startup
-from gputui.ui.pacing import STREAM_RATE, WritePacer
+from gputui.ui.pacing import WritePacer
 from gputui.ui.quietinput import quiet_driver
 from gputui.ui.screens.confirm import ConfirmScreen, plan_heading
 from gputui.ui.screens.help import HelpScreen, help_markdown
@@ -178,7 +178,7 @@ class GputuiApp(App[int]):
         self._apply_pending = False
         self._log_path: str | None = None
         self._last_log_write = -1e9  # time.monotonic() of the last write to the log view
-        self._log_pacer = WritePacer(stream_rate=STREAM_RATE)
+        self._log_pacer = WritePacer()
         self._log_flush_pending = False
         self._dropped_base = 0  # monitor's dropped_log_lines when this log's view began
         self._availability: tuple[str | None, ...] = ()

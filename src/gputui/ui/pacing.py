@@ -1,6 +1,6 @@
 """How often the log view may be written (pure, no Textual).
 
-Each write to the log is a screen frame (~3–5 ms of Textual's time). A line
+Each write to the log is a screen frame (~1 ms since issue 37). A line
 after a quiet spell is written at once; under a stream, writes are spaced so
 there are at most `rate` a second on average (a token bucket holding `burst`
 writes), and the lines that arrive in between go in the next batch. A write
@@ -9,12 +9,11 @@ flood: nobody reads lines scrolling by at hundreds a second) costs
 `FLOOD_COST` writes, so a flood is drawn ~2 times
 a second: each such write restyles the whole view (~0.5 ms a row).
 
-Lines that keep coming (a write first held back by the bucket
-`stream_after` seconds ago, and the bucket not full since) are drawn at
-`stream_rate` writes a second instead (the same 5 in the dashboard since
-issue 37: what a frame costs went down instead; round 4 drew 2 a second
-and a line waited ~0.4 s for the screen). The first line after a quiet
-spell still goes at once.
+A stream is drawn at the same `rate` however long it lasts (issue 37:
+what a frame costs went down instead; round 4 slowed a stream to 2 writes
+a second and a line waited ~0.4 s for the screen). The target's batcher
+sends a stream ~5 times a second (logfollow.BATCH_PY), so each batch is
+drawn as it comes. The first line after a quiet spell goes at once.
 """
 
 from __future__ import annotations
@@ -29,13 +28,6 @@ FLOOD_COST = 2.0
 # come in batches of 8, which fill a short view (80×24: ~9 rows) without
 # being one; 50 a write is ≥ 250 lines/s (issue 37)
 FLOOD_LINES = 50
-# writes a second once lines have kept coming for STREAM_AFTER_S: the same
-# rate (issue 37: a line on screen ≤ 150 ms after its write, p50). The
-# target's batcher already sends a stream ~5 times a second
-# (logfollow.BATCH_PY), so each batch is drawn as it comes; 2 a second here
-# (round 4) kept every other batch waiting up to 0.5 s
-STREAM_RATE = WRITES_PER_S
-STREAM_AFTER_S = 2.0
 
 
 class WritePacer:
@@ -44,38 +36,24 @@ class WritePacer:
         rate: float = WRITES_PER_S,
         burst: float = BURST,
         clock: Callable[[], float] = time.monotonic,
-        stream_rate: float | None = None,
-        stream_after: float = STREAM_AFTER_S,
     ) -> None:
         self.rate = rate
         self.burst = burst
         self.clock = clock
-        self.stream_rate = rate if stream_rate is None else stream_rate
-        self.stream_after = stream_after
         self._tokens = burst
         self._at = clock()
-        self._held_since: float | None = None  # the stream's first held-back write
-
-    def _rate(self) -> float:
-        held = self._held_since
-        streaming = held is not None and self._at - held >= self.stream_after
-        return self.stream_rate if streaming else self.rate
 
     def _refill(self) -> None:
         now = self.clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._at) * self._rate())
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
         self._at = now
-        if self._tokens >= self.burst:  # the bucket filled up: the stream paused
-            self._held_since = None
 
     def wait(self) -> float:
         """Seconds until the next write may go out (0: now)."""
         self._refill()
         if self._tokens >= 1:
             return 0.0
-        if self._held_since is None:
-            self._held_since = self._at
-        return (1 - self._tokens) / self._rate()
+        return (1 - self._tokens) / self.rate
 
     def spend(self, lines: int = 1, rows: int | None = None) -> None:
         """A write of `lines` lines went out to a view `rows` high."""
