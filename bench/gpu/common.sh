@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Sourced by the GPU-machine scripts (screen_check.sh, recheck.sh): the steps
-# they share. Each writes to stdout; the caller tees it into $OUT.
+# Sourced by every script in bench/gpu/ that runs on the GPU machine: the
+# steps they share. Each writes to stdout; the caller tees it into $OUT.
 
 step() { echo; echo "=== $(date +%T) $*"; }
 

@@ -5,29 +5,12 @@
 # .deb/ (that machine cannot download). Every step writes to $OUT and the
 # script goes on when one fails, so one run gives the whole picture.
 set -u
-OUT=${OUT:-/tmp/gputui-real-gpu}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/real_gpu.log") 2>&1
-ROOT=$(pwd)
-unset PYTHONUNBUFFERED  # the run under test must be block-buffered, as in the field
-RUN=/var/tmp/gputui-real-run
-rm -rf "$RUN" && mkdir -p "$RUN"
-
-step() { echo; echo "=== $(date +%T) $*"; }
+. bench/gpu/common.sh  # begin, step, use_wheels, use_tmux_debs, gputui
+begin real_gpu /tmp/gputui-real-gpu  # the run under test block-buffered, as in the field
 
 step "set-up: wheels, tmux from .deb, gputui from src/"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-if ! command -v tmux >/dev/null && [ -d .deb ]; then
-  for f in .deb/*.deb; do dpkg -x "$f" /tmp/debroot; done
-  export PATH=/tmp/debroot/usr/bin:$PATH
-  export LD_LIBRARY_PATH=/tmp/debroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-fi
-export PYTHONPATH=$ROOT/src:${PYTHONPATH:-}
-export PATH=/tmp/site/bin:$PATH
-gputui() { python3 -c 'import sys; from gputui.cli.main import main; sys.exit(main())' "$@"; }
+use_wheels
+use_tmux_debs
 tmux -V; python3 --version; py-spy --version; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
 
