@@ -25,6 +25,7 @@ grid and compares them with a fresh render of the screen.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -68,13 +69,34 @@ def place_of(widget: Widget) -> Region | None:
             or widget.scrollbar_size_horizontal
         ):
             return None
-        ancestors = set(widget.ancestors_with_self)
-        for other, (other_region, other_clip) in shown.items():
-            if other not in ancestors and other_region.intersection(other_clip).overlaps(region):
-                return None
+        if not _uncovered(widget, shown, region):
+            return None
     except Exception:  # not mounted (yet, or any more), or another Textual
         return None
     return region
+
+
+# widget -> (the compositor's map of what is shown, the widget's region in
+# it, whether another widget overlaps it): the map is made afresh whenever
+# anything moves, so while it is the same object the answer holds (the walk
+# over every widget shown was most of `place_of`, asked ~10 times a second)
+_covered: weakref.WeakKeyDictionary[Widget, tuple[object, Region, bool]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _uncovered(widget: Widget, shown: dict[Widget, tuple[Region, Region]], region: Region) -> bool:
+    """No widget shown but the widget's own ancestors overlaps `region`."""
+    known = _covered.get(widget)
+    if known is not None and known[0] is shown and known[1] == region:
+        return known[2]
+    ancestors = set(widget.ancestors_with_self)
+    clear = not any(
+        other not in ancestors and other_region.intersection(other_clip).overlaps(region)
+        for other, (other_region, other_clip) in shown.items()
+    )
+    _covered[widget] = (shown, region, clear)
+    return clear
 
 
 class RowsUpdate(CompositorUpdate):
