@@ -262,19 +262,22 @@ class TailLog(Log):
     # new Strip with seven caches of its own).
     _drawn_key: tuple[object, ...] = ()
 
-    def _row_segments(self, n: int, scroll_x: int, width: int) -> list[Segment] | None:
-        """Line `n` as `render_line` makes it, padded to `width`, in one
-        step — for the usual line (no horizontal scroll, not wider than the
-        view, not empty; else None: Textual's steps)."""
+    def _row_segments(
+        self, n: int, scroll_x: int, width: int, style: Style
+    ) -> list[Segment] | None:
+        """Line `n` as `render_line` makes it (`style`: the widget's
+        `rich_style`), padded to `width`, in one step — for the usual line
+        (no horizontal scroll, not wider than the view, not empty; else
+        None: Textual's steps)."""
         if scroll_x or self.highlight is False:
             return None
         line = self._process_line(self._lines[n])
         cells = cell_len(line)
         if not 0 < cells <= width or not isinstance(self.highlighter, TrainingLogHighlighter):
             return None
-        segments = line_segments(line, self.rich_style)
+        segments = line_segments(line, style)
         if cells < width:
-            segments.append(Segment(" " * (width - cells), self.rich_style))
+            segments.append(Segment(" " * (width - cells), style))
         return segments
 
     def _screen_rows(self, crop: Region) -> list[Strip]:
@@ -284,7 +287,9 @@ class TailLog(Log):
         scroll_x, scroll_y = self.scroll_offset
         base_background, background = self.background_colors
         filters = self.get_line_filters()
-        key = (width, scroll_x, base_background, background, *filters)
+        # (a walk up the DOM: once a frame, not twice a new line)
+        style = self.rich_style
+        key = (width, scroll_x, base_background, background, style, *filters)
         if key != self._drawn_key:
             self._drawn.clear()
             self._drawn_key = key
@@ -297,7 +302,7 @@ class TailLog(Log):
             row_key = n + self._dropped if n < count else -1  # -1: a blank row
             strip = drawn.get(row_key)
             if strip is None:
-                segments = self._row_segments(n, scroll_x, width) if n < count else None
+                segments = self._row_segments(n, scroll_x, width, style) if n < count else None
                 if segments is None:  # Textual's steps, a Strip each
                     segments = list(self.render_line(y).adjust_cell_length(width, inner))
                 for line_filter in filters:
