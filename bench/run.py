@@ -23,6 +23,7 @@ sys.path.insert(0, str(HERE))
 
 from harness import BenchBed, baseline_loop, baseline_model, median  # noqa: E402
 from parse_bench import parse_throughput  # noqa: E402
+from results_md import write_block  # noqa: E402
 
 PLANS: dict[str, dict[str, Any]] = {
     "full": {
@@ -367,6 +368,18 @@ def table_text(r: list[tuple[str, str, str, str, str]]) -> str:
     return "\n".join(lines)
 
 
+# the markers of this script's blocks in bench/RESULTS.md (results_md.write_block)
+RUN_START, RUN_END = "<!-- bench-run:start (bench/run.py)", "<!-- bench-run:end -->"
+STREAM_START, STREAM_END = "<!-- stream-cost:start", "<!-- stream-cost:end -->"
+
+
+def write_run_block(text: str, out: Path) -> None:
+    """This script's block of `out`: the other benchmarks' blocks and the
+    notes written between them stay (a run once rewrote the whole file,
+    keeping only the other scripts' blocks)."""
+    write_block(f"{RUN_START} -->\n{text}\n{RUN_END}", RUN_START, RUN_END, out)
+
+
 def markdown(res: dict[str, Any]) -> str:
     m, v = res["machine"], res["versions"]
     live = res["live"]
@@ -454,18 +467,14 @@ def stream(seconds: float, toolong: str | None, out: Path) -> int:
     print(text)
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     section = (
-        "<!-- stream-cost:start (bench/run.py --stream) -->\n"
+        f"{STREAM_START} (bench/run.py --stream) -->\n"
         "## CPU while the log streams (HF dict lines), each tool beside the others\n\n"
         f"{when}, {seconds:g} s windows, 120×36 tmux panes, % of one core of each tool's "
         "process tree; gputui with 8 stand-in GPUs (nvidia-smi 1 Hz). toolong: "
         f"{found or 'not found'}; floor: a bare Textual `Log` following the file at 4 Hz.\n\n"
-        "```\n" + text + "\n```\n<!-- stream-cost:end -->\n"
+        "```\n" + text + f"\n```\n{STREAM_END}\n"
     )
-    old = out.read_text() if out.exists() else ""
-    if "<!-- stream-cost:start" in old and "<!-- stream-cost:end -->" in old:
-        a, b = old.index("<!-- stream-cost:start"), old.index("<!-- stream-cost:end -->")
-        old = old[:a] + old[b + len("<!-- stream-cost:end -->\n") :]
-    out.write_text(old.rstrip("\n") + "\n\n" + section)
+    write_block(section, STREAM_START, STREAM_END, out)
     print(f"\nwrote {out}")
     return 0
 
@@ -501,26 +510,7 @@ def main() -> int:
         return stream(args.seconds, args.toolong, Path(args.out))
     res = run("quick" if args.quick else "full")
     print(table_text(rows(res)))
-    out = Path(args.out)
-    old = out.read_text() if out.exists() else ""
-    keep = ""  # the section bench/tail_stress.py writes is its own
-    if "<!-- tail-stress:start" in old and "<!-- tail-stress:end -->" in old:
-        a, b = old.index("<!-- tail-stress:start"), old.index("<!-- tail-stress:end -->")
-        keep = "\n" + old[a : b + len("<!-- tail-stress:end -->")] + "\n"
-    if "<!-- history-bench begin -->" in old and "<!-- history-bench end -->" in old:
-        a, b = old.index("<!-- history-bench begin -->"), old.index("<!-- history-bench end -->")
-        keep += "\n" + old[a : b + len("<!-- history-bench end -->")] + "\n"  # history_bench.py's
-    # bench/diagnosis.py's section is its own too
-    if "<!-- diagnosis:start" in old and "<!-- diagnosis:end -->" in old:
-        a, b = old.index("<!-- diagnosis:start"), old.index("<!-- diagnosis:end -->")
-        keep += "\n" + old[a : b + len("<!-- diagnosis:end -->")] + "\n"
-    if "<!-- hosts-bench begin -->" in old and "<!-- hosts-bench end -->" in old:
-        a, b = old.index("<!-- hosts-bench begin -->"), old.index("<!-- hosts-bench end -->")
-        keep += "\n" + old[a : b + len("<!-- hosts-bench end -->")] + "\n"  # hosts.py's
-    if "<!-- stream-cost:start" in old and "<!-- stream-cost:end -->" in old:
-        a, b = old.index("<!-- stream-cost:start"), old.index("<!-- stream-cost:end -->")
-        keep += "\n" + old[a : b + len("<!-- stream-cost:end -->")] + "\n"  # --stream's
-    out.write_text(markdown(res) + keep)
+    write_run_block(markdown(res), Path(args.out))
     print(f"\nwrote {args.out} ({res['seconds']:.0f} s)")
     return 0
 
