@@ -104,6 +104,39 @@ async def test_setting_the_exit_flag_ends_the_thread_at_once() -> None:
             signal.signal(s, h)
 
 
+async def test_after_a_suspend_the_next_thread_reads_keys_again() -> None:
+    """`a` (attach) suspends the app: Textual stops the input (sets the exit
+    flag, joins the thread, clears the flag), closes the driver, and on
+    resume starts a new thread. The first version closed its wake-up pipe
+    in close(): the new thread died of EBADF and its traceback took the
+    screen."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTSTP, signal.SIGCONT)}
+    master, slave = pty.openpty()
+    tty.setraw(slave)
+    app = Keys()
+    d = QuietLinuxDriver(app)  # type: ignore[arg-type]
+    d.fileno = slave
+    loop = asyncio.get_running_loop()
+    try:
+        for key in ("a", "b"):  # before the suspend, and after the resume
+            thread = threading.Thread(target=d.run_input_thread, daemon=True)
+            thread.start()
+            await asyncio.sleep(0.2)
+            os.write(master, key.encode())
+            await helpers.until(lambda k=key: app.keys[-1:] == [k], 5, f"key {key}")  # type: ignore[misc]
+            d.exit_event.set()  # disable_input: set, join, clear
+            await loop.run_in_executor(None, thread.join, 5)
+            assert not thread.is_alive()
+            d.exit_event.clear()
+            d.close()  # suspend_application_mode closes the driver
+    finally:
+        os.close(master)
+        os.close(slave)
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    assert app.keys == ["a", "b"]
+
+
 def test_only_textuals_terminal_driver_is_replaced() -> None:
     assert quiet_driver(LinuxDriver) is QuietLinuxDriver
     assert quiet_driver(WebDriver) is WebDriver  # `gputui serve` keeps the web driver

@@ -49,35 +49,47 @@ class QuietLinuxDriver(LinuxDriver):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        # the running input thread's wake-up pipe (write end), None between
+        # threads: suspend (`a` attach) closes the driver and resume starts a
+        # new thread, so each thread has its own pipe; the lock keeps a poke
+        # from writing to a descriptor closed (and maybe reused) meanwhile
+        self._wake_lock = threading.Lock()
+        self._wake_w: int | None = None
         self.exit_event = WakingEvent(self._poke)
         self.input_wakes = 0  # times the input thread woke (tests)
 
     def _poke(self) -> None:
-        with contextlib.suppress(OSError):  # full (it is only a wake-up) or closed
-            os.write(self._wake_w, b"x")
+        with self._wake_lock:
+            if self._wake_w is not None:
+                with contextlib.suppress(OSError):  # full: it is only a wake-up
+                    os.write(self._wake_w, b"x")
 
-    def _drain(self) -> None:
-        try:
-            while os.read(self._wake_r, 4096):
+    @staticmethod
+    def _drain(fd: int) -> None:
+        with contextlib.suppress(OSError):
+            while os.read(fd, 4096):
                 pass
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        super().close()
-        for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
     def run_input_thread(self) -> None:
         """Textual's `run_input_thread`, waiting on its pipe too and with no
         timeout while the parser has none pending."""
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        with self._wake_lock:
+            self._wake_w = wake_w
+        try:
+            self._read_keys(wake_r)
+        finally:
+            with self._wake_lock:
+                self._wake_w = None
+            os.close(wake_r)
+            os.close(wake_w)
+
+    def _read_keys(self, wake_r: int) -> None:
         selector = selectors.SelectSelector()
         selector.register(self.fileno, selectors.EVENT_READ)
-        selector.register(self._wake_r, selectors.EVENT_READ)
+        selector.register(wake_r, selectors.EVENT_READ)
         fileno = self.fileno
         parser = XTermParser(self._debug)
         feed = parser.feed
@@ -91,8 +103,8 @@ class QuietLinuxDriver(LinuxDriver):
         def process(events: list[tuple[selectors.SelectorKey, int]]) -> None:
             self.input_wakes += 1
             for key, mask in events:
-                if key.fd == self._wake_r:
-                    self._drain()
+                if key.fd == wake_r:
+                    self._drain(wake_r)
                 elif mask & selectors.EVENT_READ:
                     data = decode(os.read(fileno, 1024 * 4))
                     if not data:
