@@ -353,21 +353,30 @@ def test_the_batchers_tail_dies_with_it(tmp_path: Path) -> None:
     tail: GNU tail -F notices that its output lost its reader and exits."""
     log = tmp_path / "orphan.log"
     log.write_text("one\n")
+    with batcher_following(log) as p:
+        assert p.stdout is not None
+        assert p.stdout.readline() == b"one\n"
+        p.kill()  # the shell exec'd the batcher: this is the batcher
+        p.wait()
+        helpers.wait_for(lambda: not procs_with_arg(str(log)), what="tail to die with it")
+
+
+@contextlib.contextmanager
+def batcher_following(log: Path) -> Any:
+    """The log's follow command (through the batcher) on its own, past its
+    header and until its tail runs; killed afterwards, and whatever of it
+    is left."""
     p = subprocess.Popen(
         follow_argv(str(log), 0, None), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     try:
         assert p.stdout is not None
         assert p.stdout.readline().startswith(b"@gputui ok ")
-        assert p.stdout.readline() == b"one\n"
-        helpers.wait_for(
-            lambda: [x for x in procs_with_arg(str(log)) if " tail " in x], what="tail"
-        )
-        p.kill()  # the shell exec'd the batcher: this is the batcher
-        p.wait()
-        helpers.wait_for(lambda: not procs_with_arg(str(log)), what="tail to die with it")
+        tail_pid_of(log)
+        yield p
     finally:
         p.kill()
+        p.wait()
         for line in procs_with_arg(str(log)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(line.split()[0]), 9)
@@ -419,28 +428,16 @@ def test_while_lines_stream_tail_wakes_per_batch_not_per_line(tmp_path: Path) ->
     stopped while the batcher waits, and reads the file once a batch."""
     log = tmp_path / "woken.log"
     log.write_text("one\n")
-    p = subprocess.Popen(
-        follow_argv(str(log), 0, None), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    try:
-        assert p.stdout is not None
-        assert p.stdout.readline().startswith(b"@gputui ok ")
+    with batcher_following(log), lines_streaming(log, 40):
         tail = tail_pid_of(log)
-        with lines_streaming(log, 40):
-            time.sleep(1.0)  # the batcher in its streaming pace
-            woke0 = int(proc_status(tail, "voluntary_ctxt_switches"))
-            size0 = log.stat().st_size
-            time.sleep(3.0)
-            woke = int(proc_status(tail, "voluntary_ctxt_switches")) - woke0
-            written = (log.stat().st_size - size0) // len(b"step 1 loss 0.5\n")
-        assert written >= 40  # the writer kept writing, even on a busy machine
-        assert woke < written / 2, f"tail woke {woke} times for {written} lines"
-    finally:
-        p.kill()
-        p.wait()
-        for line in procs_with_arg(str(log)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(line.split()[0]), 9)
+        time.sleep(1.0)  # the batcher in its streaming pace
+        woke0 = int(proc_status(tail, "voluntary_ctxt_switches"))
+        size0 = log.stat().st_size
+        time.sleep(3.0)
+        woke = int(proc_status(tail, "voluntary_ctxt_switches")) - woke0
+        written = (log.stat().st_size - size0) // len(b"step 1 loss 0.5\n")
+    assert written >= 40  # the writer kept writing, even on a busy machine
+    assert woke < written / 2, f"tail woke {woke} times for {written} lines"
 
 
 def test_a_batcher_killed_while_its_tail_is_stopped_takes_tail_along(tmp_path: Path) -> None:
@@ -449,23 +446,12 @@ def test_a_batcher_killed_while_its_tail_is_stopped_takes_tail_along(tmp_path: P
     reader gone and never noticed. tail dies with its parent (PDEATHSIG)."""
     log = tmp_path / "stopped.log"
     log.write_text("one\n")
-    p = subprocess.Popen(
-        follow_argv(str(log), 0, None), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    try:
-        assert p.stdout is not None
-        assert p.stdout.readline().startswith(b"@gputui ok ")
+    with batcher_following(log) as p, lines_streaming(log, 40):
         tail = tail_pid_of(log)
-        with lines_streaming(log, 40):
-            helpers.wait_for(lambda: proc_status(tail, "State").startswith("T"), what="a stop")
-            p.kill()  # the batcher, while its tail is stopped
-            p.wait()
-            helpers.wait_for(lambda: not tails_of(log), what="tail to die with it")
-    finally:
-        p.kill()
-        for line in procs_with_arg(str(log)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(line.split()[0]), 9)
+        helpers.wait_for(lambda: proc_status(tail, "State").startswith("T"), what="a stop")
+        p.kill()  # the batcher, while its tail is stopped
+        p.wait()
+        helpers.wait_for(lambda: not tails_of(log), what="tail to die with it")
 
 
 # ------------------------------------------------------------ inside a stand-in CT
