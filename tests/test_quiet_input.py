@@ -20,6 +20,7 @@ from textual.drivers.linux_driver import LinuxDriver
 from textual.drivers.web_driver import WebDriver
 
 import helpers
+from gputui.ui import quietinput
 from gputui.ui.quietinput import QuietLinuxDriver, quiet_driver
 
 
@@ -137,6 +138,8 @@ async def test_after_a_suspend_the_next_thread_reads_keys_again() -> None:
     assert app.keys == ["a", "b"]
 
 
-def test_only_textuals_terminal_driver_is_replaced() -> None:
+def test_only_textuals_terminal_driver_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     assert quiet_driver(LinuxDriver) is QuietLinuxDriver
     assert quiet_driver(WebDriver) is WebDriver  # `gputui serve` keeps the web driver
+    monkeypatch.setattr(quietinput, "XTermParser", None)  # a Textual that moved its parser
+    assert quiet_driver(LinuxDriver) is LinuxDriver

@@ -25,9 +25,13 @@ from codecs import getincrementaldecoder
 from collections.abc import Callable
 from typing import Any
 
-from textual._xterm_parser import XTermParser
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
+
+try:  # Textual's own parser (a private module: a newer Textual may move it)
+    from textual._xterm_parser import XTermParser
+except ImportError:  # then Textual's driver is kept (quiet_driver)
+    XTermParser = None  # type: ignore[assignment,misc]
 
 POLL_S = 0.1  # Textual's own wait, kept while a sequence is half read
 
@@ -131,5 +135,8 @@ class QuietLinuxDriver(LinuxDriver):
 
 def quiet_driver(driver_class: type[Driver]) -> type[Driver]:
     """`driver_class`, or the quiet one in place of Textual's LinuxDriver
-    (the inline, headless and web drivers are kept)."""
-    return QuietLinuxDriver if driver_class is LinuxDriver else driver_class
+    (the inline, headless and web drivers are kept, and Textual's own where
+    its parser is not where this module looks for it)."""
+    if driver_class is LinuxDriver and XTermParser is not None:
+        return QuietLinuxDriver
+    return driver_class
