@@ -172,9 +172,9 @@ exec tail -c "+$((off + 1))" -F -- "$p" 2>&1
 # once after the wait; tail gets PR_SET_PDEATHSIG (SIGKILL) so that a
 # batcher killed outright never leaves it stopped (without ctypes, as in
 # python3-minimal, tail is not stopped). A full read (a burst) goes on
-# without waiting. SIGTERM/SIGHUP (the watchdog) and
-# a closed stdout end tail too; a batcher killed outright leaves tail's
-# output without a reader, and GNU tail -F then exits by itself.
+# without waiting. SIGTERM/SIGHUP (the watchdog) and a closed stdout end
+# tail too; without ctypes, a batcher killed outright leaves tail's output
+# without a reader, and GNU tail -F then exits by itself.
 BATCH_PY = r"""import os, signal, subprocess, sys, time
 try:  # tail dies with the batcher, even a batcher killed outright while tail is stopped
     import ctypes
@@ -202,14 +202,16 @@ try:
         while view:
             view = view[os.write(1, view):]
         now = time.monotonic()
-        if len(data) < 65536 and now - last < 1.0 and orphan_dies:
-            os.kill(tail.pid, signal.SIGSTOP)
+        if len(data) < 65536 and now - last >= 1.0:
+            time.sleep(0.03)  # the first bytes after a quiet spell: the rest of a burst
+        elif len(data) < 65536:  # lines keep coming
+            if orphan_dies:
+                os.kill(tail.pid, signal.SIGSTOP)
             try:
                 time.sleep(0.2)
             finally:
-                os.kill(tail.pid, signal.SIGCONT)
-        elif len(data) < 65536:
-            time.sleep(0.2 if now - last < 1.0 else 0.03)
+                if orphan_dies:
+                    os.kill(tail.pid, signal.SIGCONT)
         last = now
 except (OSError, KeyboardInterrupt):
     pass
