@@ -362,6 +362,35 @@ class Proc:
         return " ".join(self.cmdline)
 
 
+@dataclass
+class PortHolder:
+    """A process listening on a TCP port the run's output says was taken
+    (the agent's `listeners` op, in the container's network namespace)."""
+
+    port: int
+    pid: int  # as the container sees it
+    cmdline: list[str] = field(default_factory=list)
+    user: str | None = None
+    ancestors: list[int] = field(default_factory=list)  # its parent first, up to init
+    session: str | None = None  # the tmux session it runs under (one of `sessions`)
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.cmdline)
+
+
+@dataclass
+class PortsTaken:
+    """Who holds the ports the run could not listen on: `holders` (every
+    process listening, a forked child too), `unseen` (ports listened on by a
+    process gputui may not look into), `at` (local time of the reading)."""
+
+    ports: list[int] = field(default_factory=list)  # the ports asked about
+    holders: list[PortHolder] = field(default_factory=list)
+    unseen: list[int] = field(default_factory=list)
+    at: float = 0.0
+
+
 # ---------------------------------------------------------------- the log
 
 
@@ -599,6 +628,10 @@ class Snapshot:
     # `oom_kill`, the CT's and the run's own): (first count seen, latest
     # count, local time the latest rose). None: not readable.
     oom: tuple[int, int, float | None] | None = None
+    # Who listens on the ports the run's output says were taken (read only
+    # while such a line is among the last ones); None: not asked (no agent,
+    # or no such line).
+    ports_taken: PortsTaken | None = None
     # The host's containers by key ("lxc:201", "docker:<full id>") -> name,
     # as the host lists them (read once at start): a GPU holder in another
     # container is named "CT 201 (eval-box)", "container trainer2".

@@ -15,7 +15,8 @@ Pure: no I/O, no clock reads (`now` is an argument). The package:
   (loading, stalled, probably hung), `log.py` (buffered, silent, missing,
   deleted, unreadable, drift), `gpu.py` (lost, Xid, leftovers, unreadable),
   `failures.py` (the run's own: CUDA OOM, NCCL timeout/error, NaN loss, loss
-  spike, data-loader bound), `ranks.py` (a straggling rank), `hardware.py`
+  spike, data-loader bound), `ports.py` (a port the run could not listen
+  on, and who holds it), `ranks.py` (a straggling rank), `hardware.py`
   (throttled, power capped low, ECC/row remap, PCIe link, kernel-log Xid).
 
 A new rule: a function `rule_x(ctx) -> Finding | None` under
@@ -45,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 # The families, in evaluation order: importing one registers its rules.
-from gputui.diagnose import host, gpu, hardware, session, progress, log, failures, ranks  # noqa: F401  # isort: skip
+from gputui.diagnose import host, gpu, hardware, session, progress, log, failures, ports, ranks  # noqa: F401  # isort: skip
 from gputui.diagnose.context import Context, GpuView
 from gputui.diagnose.evidence import (
     buffering_words,

@@ -1,6 +1,7 @@
 """Rules about the run's own failures, named from what it prints and does:
 CUDA out of memory, an NCCL watchdog timeout or NCCL error, a loss that
-turned NaN/inf or spiked, a run bound by its data loader.
+turned NaN/inf or spiked, a run bound by its data loader (a port the run
+could not listen on: ports.py).
 
 Each rule registers itself with `@rule(...)` (see registry.py). Pure: the
 lines are the log's and the pane's tails, the numbers the parsed metrics,

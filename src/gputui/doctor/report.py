@@ -133,6 +133,29 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
         "process": proc_to_dict(proc, snap.log, now) if proc is not None else None,
         "processes": [proc_to_dict(p, snap.log, now) for p in snap.procs],
         "metrics": _metrics_dict(snap),
+        "ports_taken": _ports_dict(snap),
+    }
+
+
+def _ports_dict(snap: Snapshot) -> dict[str, Any] | None:
+    """Who listens on the ports the run's output says were taken (null: not
+    asked — no such line, or no agent)."""
+    t = snap.ports_taken
+    if t is None:
+        return None
+    return {
+        "ports": list(t.ports),
+        "holders": [
+            {
+                "port": h.port,
+                "pid": h.pid,
+                "user": h.user,
+                "command": h.command,
+                "session": h.session,
+            }
+            for h in t.holders
+        ],
+        "unseen": list(t.unseen),
     }
 
 

@@ -43,6 +43,7 @@ from gputui.model import ConnectionState, CtStatus, Finding, Severity, Snapshot
 from gputui.monitor.engine import Monitor
 from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed
 from gputui.monitor.logfollow import log_kind, named_log, not_a_file_error
+from gputui.monitor.portwatch import ports_named
 from gputui.monitor.tools import probe_tools
 from gputui.remote.base import Transport
 from gputui.remote.target import Target, make_target
@@ -192,6 +193,10 @@ def unseen_pieces(monitor: Monitor) -> list[str]:
         and agent.alive
     ):
         out.append("the processes of the session's pane")  # a poll timed out: the next one
+    if agent is not None and agent.alive:
+        named = ports_named(snap)  # a port the run could not listen on: who holds it
+        if named and (snap.ports_taken is None or snap.ports_taken.ports != named):
+            out.append("who listens on the port the run could not take")  # the next poll
     return out
 
 

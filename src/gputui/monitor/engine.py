@@ -51,6 +51,7 @@ from gputui.monitor.door import Listener
 from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
 from gputui.monitor.logfollow import FileStat, LogFollower, file_stat_from_words
+from gputui.monitor.portwatch import PortWatch
 from gputui.monitor.supervisor import AgentSupervisor
 from gputui.monitor.tools import probe_tools
 from gputui.remote.agent_client import AgentClient, AgentError
@@ -199,6 +200,7 @@ class Monitor:
         self._captured_at = float("-inf")  # monotonic time of the last pane capture
         self._oom_files: list[str] = []  # the run's memory cgroup files (the agent's `oom` op)
         self._oom_read_at = float("-inf")  # monotonic time of the last `oom` op
+        self.ports = PortWatch()  # who holds a port the run's output says was taken
         self.writers_searches = 0
         # The host's other containers named once (a host view gives its own list)
         self.neighbours_read = host_names is not None
@@ -565,6 +567,19 @@ class Monitor:
             args["pid"] = pane_pid
         return ("oom", args)
 
+    def _now_and_then_calls(self, pane_pid: int) -> dict[str, tuple[str, dict[str, Any]]]:
+        """The poll's batch's requests that are not in every poll: the OOM-kill
+        count (`_oom_call`) and who holds a port the run's output says was
+        taken (`PortWatch.call`)."""
+        calls = {}
+        oom = self._oom_call(pane_pid)
+        if oom is not None:
+            calls["oom"] = oom
+        listeners = self.ports.call(self.snapshot)
+        if listeners is not None:
+            calls["listeners"] = listeners
+        return calls
+
     def _set_oom(self, answer: Any, run_alive: bool) -> None:
         """The OOM-kill count of the run's cgroups (the agent's `oom` op) ->
         snapshot.oom: (count while the run was last seen alive, count now,
@@ -606,9 +621,7 @@ class Monitor:
                 calls["procs"] = agent.processes_request(guess[0])
         if path:
             calls["stat"] = agent.stat_request([path])
-        oom = self._oom_call(guess[0] if guess is not None else 0)
-        if oom is not None:
-            calls["oom"] = oom
+        calls.update(self._now_and_then_calls(guess[0] if guess is not None else 0))
         answers = dict(zip(calls, await agent.batch(list(calls.values())), strict=True))
         self._set_sessions(agent.sessions_result(answers["sessions"]))
         pane = snap.session.main_pane if snap.session is not None else None
@@ -642,6 +655,8 @@ class Monitor:
         snap.procs = procs
         snap.run_found_by = found_by
         self._set_oom(answers.get("oom"), any(p.is_python for p in procs))
+        if self.ports.apply(answers.get("listeners"), snap, time.time()):
+            self._changed("procs")  # who holds the port the run could not take
         # The log path may come from these processes' stdout: open its stream
         # now, so it starts while the pane is captured.
         await self._choose_log()

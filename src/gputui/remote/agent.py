@@ -1488,6 +1488,80 @@ def fs_space(path: str) -> dict:
             probe = parent
 
 
+MAX_PORT_HOLDERS = 16  # processes reported by the `listeners` op
+
+
+def listening_inodes(ports, proc="/proc") -> dict:
+    """{socket inode: port} of the TCP sockets listening (state 0A) on one of
+    `ports`, IPv4 and IPv6, in this process's network namespace (the
+    container's, where the run binds)."""
+    want = set(int(p) for p in ports)
+    found = {}
+    for name in ("tcp", "tcp6"):
+        data = _read_bytes("%s/net/%s" % (proc, name), 16 << 20)
+        for line in (data or b"").decode("ascii", "replace").splitlines()[1:]:
+            words = line.split()
+            if len(words) < 10 or words[3] != "0A":
+                continue
+            try:
+                port = int(words[1].rsplit(":", 1)[1], 16)
+            except (IndexError, ValueError):
+                continue
+            if port in want:
+                found[words[9]] = port
+    return found
+
+
+def _ancestors(ppid: int, depth: int = 16) -> "list[int]":
+    """ppid and its parents up to init (at most `depth`): which tmux pane a
+    process runs under."""
+    out = []
+    while ppid > 1 and len(out) < depth:
+        out.append(ppid)
+        st = read_stat(ppid)
+        ppid = st["ppid"] if st else 0
+    return out
+
+
+def port_listeners(ports, limit: int = MAX_SCAN) -> dict:
+    """Who listens on each of `ports`: {listeners: [{port, pid, uid, user,
+    cmdline, ancestors (ppid first), starttime}], unseen: [ports listened on by a process this agent may
+    not look into (another user's, the agent not being root)]}. Every
+    process holding the socket is listed (a forked child inherits it)."""
+    inodes = listening_inodes(ports)
+    held = []
+    owned = set()
+    if inodes:
+        for pid in list_pids()[:limit]:
+            ports_of_pid = set()
+            for fd in _fds(pid) or ():
+                link = _readlink("/proc/%d/fd/%s" % (pid, fd)) or ""
+                if link.startswith("socket:[") and link[8:-1] in inodes:
+                    ports_of_pid.add(inodes[link[8:-1]])
+                    owned.add(link[8:-1])
+            st = read_stat(pid) if ports_of_pid else None
+            for port in sorted(ports_of_pid):
+                if st is None or len(held) >= MAX_PORT_HOLDERS:
+                    break
+                try:
+                    uid = os.stat("/proc/%d" % pid).st_uid
+                except OSError:
+                    uid = None
+                held.append(
+                    {
+                        "port": port,
+                        "pid": pid,
+                        "uid": uid,
+                        "user": _user_name(uid) if uid is not None else None,
+                        "cmdline": read_cmdline(pid),
+                        "ancestors": _ancestors(st["ppid"]),
+                        "starttime": st["starttime"],
+                    }
+                )
+    unseen = sorted(set(p for i, p in inodes.items() if i not in owned))
+    return {"listeners": held, "unseen": unseen}
+
+
 class Agent:
     def __init__(self) -> None:
         self.procs = ProcReader()
@@ -1598,6 +1672,9 @@ class Agent:
         count, files = oom_kill_count(args.get("pid"), known=args.get("files"))
         return {"oom_kill": count, "files": files}
 
+    def op_listeners(self, args: dict) -> dict:
+        return port_listeners([int(p) for p in args["ports"]][:8])
+
     def op_read(self, args: dict) -> dict:
         path = str(args["path"])
         offset = max(0, int(args.get("offset", 0)))
@@ -1703,6 +1780,8 @@ OPS = {
     "pidmap": "pids -> [{pid, exists, ct_pid, pid_ns, cgroup, cgroups, cmdline}]",
     "oom": "pid?, files? -> {oom_kill: the OOM kills counted in the CT's (and pid's, and"
     " files') cgroups, or null; files: pid's cgroup files, to ask for once it is gone}",
+    "listeners": "ports (TCP) -> {listeners: [{port, pid, uid, user, cmdline, ancestors,"
+    " starttime}], unseen: [ports whose listener this agent may not look into]}",
     "batch": "calls (a list of requests without id) -> [{ok, result | error}] in order",
 }
 
