@@ -230,6 +230,11 @@ class Container(abc.ABC):
         """How to give the container a larger disk, from the host ('' for none)."""
         return ""
 
+    def more_shm_hint(self) -> str:
+        """How to give the container a larger /dev/shm ('' : the generic
+        remount inside it is the way)."""
+        return ""
+
     def neighbours_argv(self) -> list[str] | None:
         """The host command listing the host's containers of this kind (to
         name a GPU holder in another one); None: nothing to ask."""

@@ -184,6 +184,12 @@ class Docker(Container):
             f"(`{self.TOOL} system df`), or write the log to a mounted volume"
         )
 
+    def more_shm_hint(self) -> str:
+        return (
+            f"{self.TOOL} gives a container 64 MB of /dev/shm unless told: recreate it with "
+            f"`{self.TOOL} run --shm-size=16g …` (or `--ipc=host`)"
+        )
+
     def logs_words(self) -> str:
         return f"{self.TOOL} logs {self.name}"
 

@@ -74,6 +74,12 @@ class KubePod(Container):
     def _ns(self) -> list[str]:
         return ["-n", self.namespace] if self.namespace else []
 
+    def more_shm_hint(self) -> str:
+        return (
+            "a pod's /dev/shm is 64 MB unless a volume says otherwise: mount an emptyDir "
+            "with `medium: Memory` (and a sizeLimit) at /dev/shm in the pod spec"
+        )
+
     @property
     def words(self) -> str:
         where = f"{self.namespace}/{self.pod}" if self.namespace else self.pod

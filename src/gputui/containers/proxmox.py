@@ -197,6 +197,13 @@ class ProxmoxLXC(Container):
             "(mpN instead of rootfs for a mount point)"
         )
 
+    def more_shm_hint(self) -> str:
+        return (
+            "/dev/shm in a CT is a tmpfs inside the CT's memory limit: raise that on the "
+            f"host ({self.TOOL} set {self.id} --memory <MiB>), and remount /dev/shm larger in "
+            "the CT if its size is the limit"
+        )
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ProxmoxLXC) and other.id == self.id
 

@@ -247,7 +247,9 @@ class Context:
             if not any(word in joined for word in _ENOSPC_WORDS):
                 continue
             for ln in reversed(list(lines or [])):
-                if ln and _ENOSPC_LINE.search(ln):
+                # torch's "unable to write to file </torch_…>" is /dev/shm's
+                # (failures.py's shm_exhausted), not the log's disk
+                if ln and _ENOSPC_LINE.search(ln) and "</torch_" not in ln:
                     return src, ln.strip()
         return None
 

@@ -1,7 +1,7 @@
 """Rules about the run's own failures, named from what it prints and does:
-CUDA out of memory, an NCCL watchdog timeout or NCCL error, a loss that
-turned NaN/inf or spiked, a run bound by its data loader (a port the run
-could not listen on: ports.py).
+CUDA out of memory, data-loader workers out of shared memory, an NCCL
+watchdog timeout or NCCL error, a loss that turned NaN/inf or spiked, a run
+bound by its data loader (a port the run could not listen on: ports.py).
 
 Each rule registers itself with `@rule(...)` (see registry.py). Pure: the
 lines are the log's and the pane's tails, the numbers the parsed metrics,
@@ -137,6 +137,65 @@ def rule_cuda_oom(ctx: Context) -> Finding | None:
         title=title,
         evidence=ev,
         fix=_oom_fix(_mib(tried), alloc_mib, reserved_mib),
+    )
+
+
+# torch's DataLoader when /dev/shm is too small (Docker's and a pod's 64 MB
+# default, a CT's memory limit): the worker's SIGBUS handler prints "ERROR:
+# Unexpected bus error encountered in worker. This might be caused by
+# insufficient shared memory (shm)."; the main process raises "RuntimeError:
+# DataLoader worker (pid 4321) is killed by signal: Bus error. It is possible
+# that dataloader's workers are out of shared memory. Please try to raise
+# your shared memory limit."; a tensor passed through a full /dev/shm:
+# "RuntimeError: unable to write to file </torch_45_2891062353_0>: No space
+# left on device (28)".
+_SHM = re.compile(
+    r"insufficient shared memory \(shm\)|out of shared memory"
+    r"|unable to write to file </torch_[^>]*>: No space left on device"
+)
+_SHM_WORDS = ("shared memory", "</torch_")
+_WORKER_KILLED = re.compile(
+    r"DataLoader worker \(pid\(?s?\)? ?([\d, ]+)\) is killed by signal: ([^.]+)"
+)
+
+
+@rule(Kind("shm_exhausted", specificity=54, cause="shm_exhausted", alerts=True, host_word="dead"))
+def rule_shm_exhausted(ctx: Context) -> Finding | None:
+    """The run's DataLoader workers ran out of shared memory (/dev/shm): a
+    worker's bus error, or a tensor that could not be written there. Its
+    "No space left on device" is /dev/shm's, not the log's disk (host.py's
+    disk rules leave such a line alone). The fix is the container kind's
+    way to a larger /dev/shm (`Container.more_shm_hint`)."""
+    hit = _last_match(ctx, _SHM, _SHM_WORDS)
+    if hit is None:
+        return None
+    line = hit[0]
+    lines = ctx.recent_lines(RECENT_LINES)
+    killed = next((m for m in map(_WORKER_KILLED.search, reversed(lines)) if m), None)
+    ev = [f"the log: {short(one_line(line, 400), 300)}"]
+    what = "a tensor could not be written to /dev/shm"
+    if killed is not None:
+        pids, sig = killed.group(1).strip(), killed.group(2).strip()
+        what = f"worker PID {pids} killed by signal: {sig}"
+        if killed.group(0) not in line:
+            ev.append(f"the log: {short(one_line(killed.group(0), 400), 200)}")
+    elif "bus error" in line.lower():
+        what = "a worker died of a bus error"
+    gone = ctx.run_known_gone or not ctx.proc_alive
+    c = ctx.snap.container
+    hint = c.more_shm_hint() if c is not None else ""
+    bigger = hint or (
+        f"remount it larger as root: `{ctx.in_ct('mount -o remount,size=32G /dev/shm')}`"
+    )
+    return Finding(
+        kind="shm_exhausted",
+        severity=Severity.ERROR if gone else Severity.WARNING,
+        title=(f"DataLoader workers ran out of shared memory (/dev/shm){_step_words(ctx)}: {what}"),
+        evidence=ev,
+        fix=(
+            f"see how large it is: `{ctx.in_ct('df -h /dev/shm')}`; {bigger}; until then, "
+            "fewer DataLoader workers (num_workers) or a smaller prefetch_factor"
+        ),
     )
 
 
