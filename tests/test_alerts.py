@@ -227,6 +227,10 @@ def test_causes_cover_the_rules_and_alerts_derive_from_them() -> None:
         "nccl_timeout",
         "nccl_error",
         "loss_nan",
+        # a port taken, /dev/shm full, torchrun's first failed rank (round 9)
+        "port_in_use",
+        "shm_exhausted",
+        "rank_failed",
         # the hardware's own words (issue 32): a throttle, ECC / a pending row remap, an Xid
         "gpu_throttled",
         "gpu_ecc",

@@ -14,9 +14,10 @@ Pure: no I/O, no clock reads (`now` is an argument). The package:
   disk), `session.py` (dead, ended, exited, OOM, stale code), `progress.py`
   (loading, stalled, probably hung), `log.py` (buffered, silent, missing,
   deleted, unreadable, drift), `gpu.py` (lost, Xid, leftovers, unreadable),
-  `failures.py` (the run's own: CUDA OOM, NCCL timeout/error, NaN loss, loss
-  spike, data-loader bound), `ports.py` (a port the run could not listen
-  on, and who holds it), `ranks.py` (a straggling rank), `hardware.py`
+  `failures.py` (the run's own: CUDA OOM, shared memory, NCCL
+  timeout/error, NaN loss, loss spike, data-loader bound), `ports.py` (a
+  port the run could not listen on, and who holds it), `torchrun.py` (the
+  rank that failed first), `ranks.py` (a straggling rank), `hardware.py`
   (throttled, power capped low, ECC/row remap, PCIe link, kernel-log Xid).
 
 A new rule: a function `rule_x(ctx) -> Finding | None` under
@@ -46,7 +47,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 # The families, in evaluation order: importing one registers its rules.
-from gputui.diagnose import host, gpu, hardware, session, progress, log, failures, ports, ranks  # noqa: F401  # isort: skip
+from gputui.diagnose import host, gpu, hardware, session, progress, log  # noqa: F401  # isort: skip
+from gputui.diagnose import failures, ports, torchrun, ranks  # noqa: F401  # isort: skip
 from gputui.diagnose.context import Context, GpuView
 from gputui.diagnose.evidence import (
     buffering_words,

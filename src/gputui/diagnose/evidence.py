@@ -28,15 +28,21 @@ _ERROR_LINE = re.compile(
 )
 
 
+def _wrapper(line: str) -> bool:
+    """torchrun's own exception, empty: the rank's error is elsewhere
+    (torchrun.py reads its summary)."""
+    return line.rstrip().endswith("ChildFailedError:")
+
+
 def last_error_line(lines: Iterable[str]) -> str | None:
     """The line that says what went wrong: the exception line of the last
-    Python traceback, else the last line that looks like an error."""
+    Python traceback, else the last line that looks like an error — never
+    torchrun's empty ChildFailedError, which only says a rank failed."""
     xs = [ln.rstrip() for ln in lines if ln is not None]
-    tb = None
-    for i, ln in enumerate(xs):
-        if ln.lstrip().startswith("Traceback (most recent call last)"):
-            tb = i
-    if tb is not None:
+    starts = [
+        i for i, ln in enumerate(xs) if ln.lstrip().startswith("Traceback (most recent call last)")
+    ]
+    for tb in reversed(starts):
         found = None
         for ln in xs[tb + 1 :]:
             if not ln or ln[0] in " \t" or ln.startswith("Traceback"):
@@ -45,10 +51,10 @@ def last_error_line(lines: Iterable[str]) -> str | None:
                 continue
             found = ln
             break
-        if found:
+        if found and not _wrapper(found):
             return found.strip()
     for ln in reversed(xs):
-        if _ERROR_LINE.search(ln.strip()):
+        if _ERROR_LINE.search(ln.strip()) and not _wrapper(ln):
             return ln.strip()
     return None
 

@@ -109,7 +109,7 @@ def _port_fix(ctx: Context, port: int | None, tops: list[PortHolder]) -> str:
     return f"{stop}, then relaunch this one (r); {elsewhere}"
 
 
-@rule(Kind("port_in_use", specificity=59, cause="port_in_use", alerts=True, host_word="dead"))
+@rule(Kind("port_in_use", specificity=53, cause="port_in_use", alerts=True, host_word="dead"))
 def rule_port_in_use(ctx: Context) -> Finding | None:
     """The run could not listen on a TCP port (torch.distributed's store:
     29500 unless told otherwise; any server of the run) because another
