@@ -231,6 +231,7 @@ def test_causes_cover_the_rules_and_alerts_derive_from_them() -> None:
         "port_in_use",
         "shm_exhausted",
         "rank_failed",
+        "waiting_for_input",
         # the hardware's own words (issue 32): a throttle, ECC / a pending row remap, an Xid
         "gpu_throttled",
         "gpu_ecc",

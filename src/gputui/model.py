@@ -341,6 +341,9 @@ class Proc:
     # Regular files the process has open for writing (a FileHandler log,
     # `> out.txt`, checkpoints...), /dev excluded, bounded by the agent.
     write_files: list[str] = field(default_factory=list)
+    # The terminal it is asleep reading (`input()`, getpass, pdb, a shell's
+    # `read`): it waits for someone to answer. None: not reading one.
+    reads_tty: str | None = None
 
     @property
     def block_buffered(self) -> bool | None:

@@ -17,7 +17,7 @@ Pure: no I/O, no clock reads (`now` is an argument). The package:
   `failures.py` (the run's own: CUDA OOM, shared memory, NCCL
   timeout/error, NaN loss, loss spike, data-loader bound), `ports.py` (a
   port the run could not listen on, and who holds it), `torchrun.py` (the
-  rank that failed first), `ranks.py` (a straggling rank), `hardware.py`
+  rank that failed first), `waiting.py` (a run that waits for an answer), `ranks.py` (a straggling rank), `hardware.py`
   (throttled, power capped low, ECC/row remap, PCIe link, kernel-log Xid).
 
 A new rule: a function `rule_x(ctx) -> Finding | None` under
@@ -48,7 +48,7 @@ from collections.abc import Callable
 
 # The families, in evaluation order: importing one registers its rules.
 from gputui.diagnose import host, gpu, hardware, session, progress, log  # noqa: F401  # isort: skip
-from gputui.diagnose import failures, ports, torchrun, ranks  # noqa: F401  # isort: skip
+from gputui.diagnose import waiting, failures, ports, torchrun, ranks  # noqa: F401  # isort: skip
 from gputui.diagnose.context import Context, GpuView
 from gputui.diagnose.evidence import (
     buffering_words,

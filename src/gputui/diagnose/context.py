@@ -42,6 +42,14 @@ _ENOSPC_LINE = re.compile(r"No space left on device|\[Errno 28\]|\bENOSPC\b")
 
 
 _ENOSPC_WORDS = ("No space left on device", "[Errno 28]", "ENOSPC")  # each match holds one
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "ash"})
+
+
+def runs_a_script(p: Proc) -> bool:
+    """A shell running a script or a command (`bash start.sh`, `sh -c …`),
+    not an interactive one at its prompt (`bash`, `-bash`, `bash -l`)."""
+    args = p.cmdline[1:]
+    return "-c" in args or any(not a.startswith("-") for a in args)
 
 
 @dataclass
@@ -190,6 +198,22 @@ class Context:
             if p.stdout is None or p.stdout.kind != "tty":
                 return p
         return pys[0] if pys else None
+
+    @cached_property
+    def waiting_input(self) -> Proc | None:
+        """A process of the run asleep reading its terminal — waiting for
+        someone to answer (`input()`, a login prompt, getpass, pdb, a start
+        script's `read`): a Python process, or a shell running a script;
+        never an interactive shell at its prompt (a pane whose run ended)."""
+        if not self.ct_usable:
+            return None
+        for p in self.procs:
+            if not p.reads_tty or p.state == "Z":
+                continue
+            shell = os.path.basename((p.cmdline or [""])[0]).lstrip("-") in SHELLS
+            if p.is_python or (shell and runs_a_script(p)):
+                return p
+        return None
 
     @property
     def proc_alive(self) -> bool:

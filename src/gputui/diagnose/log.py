@@ -64,8 +64,8 @@ def _unbuffer(ctx: Context) -> dict[str, str]:
 def rule_busy_but_silent(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
         return None
-    if ctx.disk_silenced:
-        return None  # the log is silent because its disk is full: disk_full says so
+    if ctx.disk_silenced or ctx.waiting_input:
+        return None  # silent because its disk is full, or it waits for an answer
     if not ctx.maybe_buffered or not ctx.log_silent or ctx.drift_files:
         return None  # the log showed the program flushes its lines: not buffering
     p = ctx.proc

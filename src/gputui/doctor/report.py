@@ -93,6 +93,7 @@ def proc_to_dict(p: Proc, log: LogState | None = None, now: float = 0.0) -> dict
         "fd1_pos": p.fd1_pos,
         "source_files": [{"path": f, "mtime": _num(m)} for f, m in (p.source_files or [])],
         "write_files": list(getattr(p, "write_files", None) or []),
+        "reads_tty": getattr(p, "reads_tty", None),
     }
 
 

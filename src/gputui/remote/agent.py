@@ -233,6 +233,40 @@ def stdout_kind(link: "str | None") -> str:
     return "unknown"
 
 
+# By machine: read(2) and readv(2), what a process waiting for a line from
+# its terminal is blocked in (`input()`, getpass, a shell's `read`); and
+# select(2)/pselect6(2), where readline waits for its first key (pdb's
+# prompt) — counted only with nfds 1, i.e. fd 0 alone (Python <= 3.10's
+# time.sleep is a select with nfds 0).
+READ_SYSCALLS = {
+    "x86_64": ((0, 19), (23, 270)),
+    "aarch64": ((63, 65), (72,)),
+    "ppc64le": ((3, 145), ()),
+    "s390x": ((3, 145), ()),
+}
+
+
+def tty_read(pid: int, machine: "str | None" = None) -> "str | None":
+    """The terminal `pid`'s main thread is asleep reading (its path, e.g.
+    /dev/pts/3), else None: /proc/PID/syscall names the call it sleeps in
+    and its first argument (readable by root or the owner)."""
+    calls = READ_SYSCALLS.get(machine or os.uname()[4])
+    data = _read_bytes("/proc/%d/syscall" % pid, 512) if calls else None
+    words = data.split() if data else []
+    try:
+        nr, arg0 = int(words[0]), int(words[1], 16)
+    except (IndexError, ValueError):
+        return None  # "running", or -1 (not in a system call)
+    if nr in calls[0]:
+        fd = arg0
+    elif nr in calls[1] and arg0 == 1:
+        fd = 0
+    else:
+        return None
+    link = _readlink("/proc/%d/fd/%d" % (pid, fd)) or ""
+    return text(link) if link.startswith(("/dev/pts/", "/dev/tty", "/dev/console")) else None
+
+
 def is_python_argv(cmdline: "list[str]", exe: "str | None" = None) -> bool:
     names = []
     if cmdline:
@@ -843,6 +877,8 @@ class ProcReader:
             "fd1_pos": None,
             "source_files": [],
             "write_files": self.written(pid, st, now),
+            # asleep in a read of its terminal: waiting for an answer
+            "reads_tty": tty_read(pid) if st["state"] == "S" else None,
         }
         d.update(fixed)
         d["cmdline"] = list(fixed["cmdline"])
