@@ -22,6 +22,9 @@
 # (tmux capture-pane) for LATENCY_SECONDS (12) — p50/p95 per tool.
 #
 # STREAM_ONLY='buffered,20 lines/s' measures those scenarios only, in that order.
+# CPU_WINDOWS=3 measures each scene over 3 windows in a row and reports each
+# tool's median and the ratio window by window (a single window swung by
+# 0.5 % of a core between runs 28 and 29: the same code).
 # STREAM_PROFILE=1 adds the py-spy profiles (off by default: at 250 Hz py-spy
 # saw a quarter of the CPU the window counted — run 25: 78 busy samples, ~1 %
 # of a core, against 4.02 %; each window now prints user+sys of every
@@ -56,7 +59,8 @@ nvidia-smi --query-gpu=index,utilization.gpu,memory.used,power.draw --format=csv
 
 step "CPU while the log streams: gputui vs nvitop vs toolong, 20 and 40 lines/s, buffered, the field scene"
 export FIELD_GPU_CMD="CUDA_VISIBLE_DEVICES=0 python3 $RUN/train.py --batch 8 > $RUN/eval-gpu.log 2>&1"
-timeout 480 python3 bench/stream_cost.py --seconds "${CPU_SECONDS:-40}" ${TOOLONG:+--toolong "$TOOLONG"} \
+timeout 540 python3 bench/stream_cost.py --seconds "${CPU_SECONDS:-40}" --windows "${CPU_WINDOWS:-1}" \
+  ${TOOLONG:+--toolong "$TOOLONG"} \
   ${STREAM_ONLY:+--only "$STREAM_ONLY"} \
   --extra "nvitop=python3 -m nvitop --interval 1" \
   --json "$OUT/stream_cost.json" ${STREAM_PROFILE:+--profile "$OUT/gputui_profile"}
