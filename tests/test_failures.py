@@ -11,9 +11,19 @@ from pathlib import Path
 
 from gputui.diagnose import KINDS, diagnose
 from gputui.host.view import health_word
-from gputui.model import Finding, MetricPoint, Proc, Severity, StdoutTarget
+from gputui.model import (
+    Finding,
+    GpuProcess,
+    MetricPoint,
+    Pane,
+    Proc,
+    Session,
+    Severity,
+    Snapshot,
+    StdoutTarget,
+)
 from gputui.record import recorder
-from test_diagnose import NOW, run
+from test_diagnose import NOW, UUID, run
 
 OOM_NEW = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
@@ -238,3 +248,43 @@ def test_a_straggler_is_not_named_for_a_stalled_or_gone_run() -> None:
     assert "straggler" not in [
         x.kind for x in diagnose(run(session="dead", dead_status=1, log_tail=tail), NOW)
     ]
+
+
+def _taken_by(holder: GpuProcess) -> Snapshot:
+    """A new run that died of CUDA OOM at start, its GPU held by `holder`."""
+    snap = run(
+        session="dead",
+        dead_status=1,
+        steps=False,
+        log_tail=("Traceback (most recent call last):", OOM_NEW),
+    )
+    snap.gpus.processes = [holder]
+    return snap
+
+
+def test_an_oom_on_a_gpu_a_leftover_holds_says_so_before_the_batch_size() -> None:
+    """The deploy loop: the old run's worker outlived its tmux session and
+    holds 120 GiB; the relaunched run dies of CUDA OOM at start. "Lower the
+    batch size" was the only advice."""
+    left = GpuProcess(UUID + "0", 5777, 120_000, "python", ct_pid=777, in_container=True)
+    left.ancestors, left.state = [], "S"  # its parent is gone
+    f = next(f for f in diagnose(_taken_by(left), NOW) if f.kind == "cuda_oom")
+    assert f.title.endswith("— leftover PID 777 holds 117.2 GiB of GPU memory"), f.title
+    assert f.fix.startswith("the GPU memory the run needed is held by"), f.fix
+    assert "`pct exec 200 -- kill 777`" in f.fix and "batch size" in f.fix
+    assert any("PID 777" in e for e in f.evidence), f.evidence
+
+
+def test_an_oom_beside_another_sessions_run_names_it_without_kill_advice() -> None:
+    other = GpuProcess(UUID + "0", 5491, 100_000, "python", ct_pid=491, in_container=True)
+    other.ancestors, other.state = [120, 99], "R"
+    snap = _taken_by(other)
+    snap.sessions[0].panes[0].pid = 10  # the watched pane; session "other" has pane 99
+    snap.sessions.append(Session("other", panes=[Pane("other", 0, 0, pid=99)]))
+    f = next(f for f in diagnose(snap, NOW) if f.kind == "cuda_oom")
+    assert "— session other (PID 491) holds 97.7 GiB of GPU memory" in f.title, f.title
+    assert "select it, k" in f.fix and "kill" not in f.fix.replace("(select it, k)", "")
+    small = GpuProcess(UUID + "0", 5491, 2_000, "python", ct_pid=491, in_container=True)
+    small.ancestors = [120, 99]
+    g = next(f for f in diagnose(_taken_by(small), NOW) if f.kind == "cuda_oom")
+    assert "holds" not in g.title and not g.fix.startswith("the GPU memory")  # 2 GB is not it

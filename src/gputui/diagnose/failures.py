@@ -15,10 +15,11 @@ import statistics
 
 from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import short
+from gputui.diagnose.holders import Holder, gpu_holders, holder_line
 from gputui.diagnose.registry import Kind, rule
 from gputui.model import Finding, Severity
 from gputui.text.untrusted import one_line
-from gputui.text.words import dur
+from gputui.text.words import dur, gib
 
 RECENT_LINES = 60  # a failure line counts while it is among the last this many lines
 
@@ -86,6 +87,34 @@ def _step_words(ctx: Context) -> str:
     return f" at step {m.last_step}" if m.last_step is not None else ""
 
 
+OTHERS_SHARE = 0.2  # another process holding this much of a GPU makes room the run lacked
+
+
+def others_on_the_gpus(ctx: Context) -> list[Holder]:
+    """Processes not of the watched run each holding ≥ OTHERS_SHARE of a
+    GPU: a leftover of an earlier run, another session's run — the memory a
+    new run finds taken. (The OOM line's "GPU 0" is the process's own
+    numbering under CUDA_VISIBLE_DEVICES, so every GPU is looked at.)"""
+    total = {s.uuid: s.mem_total_mib for s in ctx.gpus.latest.values() if s.uuid}
+    return [
+        h
+        for h in gpu_holders(ctx)
+        if h.kind != "run"
+        and (h.gp.used_mib or 0) >= OTHERS_SHARE * (total.get(h.gp.gpu_uuid) or float("inf"))
+    ]
+
+
+def _taken_fix(ctx: Context, others: list[Holder]) -> str:
+    h = others[0]
+    if h.leftover or h.kind == "orphan":
+        free = f"it is a leftover: `{ctx.in_ct(f'kill {h.pid}')}`, then relaunch (r)"
+    elif h.kind == "session":
+        free = f"if {h.owner}'s run is done with, stop it (select it, k), then relaunch (r)"
+    else:
+        free = "free it, or run on another GPU (CUDA_VISIBLE_DEVICES)"
+    return f"the GPU memory the run needed is {h.words()}: {free}; else "
+
+
 def _oom_fix(tried: float, alloc: float | None, reserved: float | None) -> str:
     fix = (
         "lower the batch size (or raise gradient accumulation), or turn on activation checkpointing"
@@ -131,12 +160,19 @@ def rule_cuda_oom(ctx: Context) -> Finding | None:
     title = f"CUDA out of memory{_step_words(ctx)}: tried to allocate {tried}{where}"
     if not gone:
         title += " — the run goes on (the program caught it)"
+    others = others_on_the_gpus(ctx)
+    ev += [holder_line(h, ctx.now, ctx.th.idle_util_pct) for h in others[:3]]
+    if others:
+        h = others[0]
+        who = f"leftover PID {h.pid}" if h.kind == "orphan" else f"{h.owner} (PID {h.pid})"
+        title += f" — {who} holds {gib(h.gp.used_mib)} of GPU memory"
     return Finding(
         kind="cuda_oom",
         severity=Severity.ERROR if gone else Severity.WARNING,
         title=title,
         evidence=ev,
-        fix=_oom_fix(_mib(tried), alloc_mib, reserved_mib),
+        fix=(_taken_fix(ctx, others) if others else "")
+        + _oom_fix(_mib(tried), alloc_mib, reserved_mib),
     )
 
 
