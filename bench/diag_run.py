@@ -16,7 +16,8 @@ checkpoint · eval · crash (a CUDA error) · finish (exit 0) · import
 in a "collective" and rank 0 times out after PAUSE_S like NCCL's watchdog) ·
 loader (a data-loader stall: PAUSE_S of CPU work with no step, then steps) ·
 nccl (hangs in NCCL-style init: a few init lines, never a step) · oom
-(allocates host memory until the kernel's OOM killer kills it) · straggler
+(allocates host memory until the kernel's OOM killer kills it) · prompt
+(wandb's "Enter your choice:" on its terminal) · breakpoint (a pdb prompt) · straggler
 (one of 4 ranks, each printing `[rankN]:` lines with its own forward/backward
 time; after PRE_S rank 2's own time is 1.9× the others').
 """
@@ -137,6 +138,17 @@ def main() -> None:
         print('  File "train.py", line 88, in <module>', flush=True)
         print(OOM_TEXT, flush=True)
         sys.exit(1)
+    elif mode in ("prompt", "breakpoint"):  # it asks its terminal, and waits
+        phase("train")
+        steps(step_s, pre_s)
+        phase("prompt")
+        if mode == "breakpoint":
+            breakpoint()  # a pdb prompt, as a breakpoint() left in the code
+        print("wandb: (1) Create a W&B account", flush=True)
+        print("wandb: (2) Use an existing W&B account", flush=True)
+        print("wandb: (3) Don't visualize my results", flush=True)
+        input("wandb: Enter your choice: ")
+        steps(step_s, -1)
     elif mode == "nan":  # the loss turns NaN; the run goes on
         phase("train")
         n = steps(step_s, pre_s)

@@ -143,6 +143,11 @@ def _loader_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
     return IDLE_HELD if phase == "loader" else BUSY if phase in ("train", "start") else FREE
 
 
+def _prompt_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
+    """A run at a prompt holds its memory, its GPU idle: a hang's readings."""
+    return IDLE_HELD if phase == "prompt" else BUSY if phase in ("train", "start") else FREE
+
+
 def _oom_gpu(phase: str, t: float, r: int) -> tuple[float, float]:
     return BUSY if phase in ("train", "start") else FREE
 
@@ -185,6 +190,24 @@ CORPUS: list[Scenario] = [
         remain_on_exit=True,
         gpu=_exit_gpu,
     ),
+    # round 9: a run that waits for an answer is not a hang
+    *[
+        Scenario(
+            name,
+            f"{what}: GPU memory held, idle, the log silent",
+            mode,
+            frozenset({"waiting_for_input"}),
+            "prompt",
+            40,
+            pre_s=5,
+            gpu=_prompt_gpu,
+            hang_or_silent=True,
+        )
+        for name, mode, what in (
+            ("wandb-prompt", "prompt", "wandb's \"Enter your choice:\" on the run's terminal"),
+            ("pdb-breakpoint", "breakpoint", "a breakpoint() left in the code: a pdb prompt"),
+        )
+    ],
     Scenario(
         "nan-loss",
         "the loss turns NaN; the run goes on",
