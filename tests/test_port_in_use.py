@@ -243,3 +243,11 @@ def test_doctor_names_the_old_run_holding_the_port_on_the_test_bed(testbed: Any,
     assert taken["ports"] == [port] and taken["unseen"] == [], taken
     pids = {h["pid"]: h for h in taken["holders"]}
     assert pids[store_pid]["session"] == "old-run" and len(pids) == 2, taken  # + its worker
+
+
+def test_a_timestamp_is_never_read_as_the_port() -> None:
+    stamped = "[2024-05-01 12:34:56,789] ERROR server: [Errno 98] Address already in use"
+    hit = port_taken(stamped)
+    assert hit is not None and hit.port is None
+    assert port_taken("12:34:56 bind 10.0.0.2:6006 failed: address already in use").port == 6006  # type: ignore[union-attr]
+    assert port_taken("tensorboard: port 6006 EADDRINUSE").port == 6006  # type: ignore[union-attr]

@@ -43,7 +43,9 @@ _PORT = (
     re.compile(r"failed to listen on any local network address\. port: (\d+)"),
     re.compile(r"failed to (?:bind|listen) (?:to|on) \S*:(\d+) \(errno: 98"),
     re.compile(r"bind on address \('[^']*', (\d+)\)"),
-    re.compile(r"\[?[\w.:-]*\]?:(\d{2,5})\b[^\n]*address already in use", re.IGNORECASE),
+    # an address with its port (never a time of day: 12:34:56), or "port N"
+    re.compile(r"(?:\b\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]*\]|\blocalhost|\*):(\d{1,5})\b"),
+    re.compile(r"\bport[ =:]+(\d{1,5})\b", re.IGNORECASE),
 )
 TORCH_STORE = "failed to listen on any local network address"
 
