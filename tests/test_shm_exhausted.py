@@ -126,3 +126,9 @@ def test_doctor_names_a_real_bus_error_in_a_ct_with_a_small_dev_shm(testbed: Any
     assert f["severity"] == "error" and doc.kinds()[0] == "shm_exhausted", doc.kinds()
     assert f"worker PID {worker} killed by signal: Bus error" in f["title"], f["title"]
     assert f"pct set {ct} --memory" in f["fix"]
+
+
+def test_another_programs_out_of_shared_memory_is_not_the_loaders() -> None:
+    """PostgreSQL's "out of shared memory" (its lock table) is not /dev/shm."""
+    tail = ("psycopg2.errors.OutOfMemory: out of shared memory", "HINT: increase max_locks")
+    assert _shm(run(session="dead", dead_status=1, log_tail=tail)) is None

@@ -93,10 +93,11 @@ def test_known_questions_say_how_to_answer_them_up_front(question: str, fix: str
 def test_an_interactive_shell_at_its_prompt_is_not_a_run_waiting() -> None:
     """The pane's shell after the run ended reads the terminal too."""
     shell = Proc(pid=30, cmdline=["-bash"], state="S", reads_tty="/dev/pts/3")
-    snap = run(proc=False, extra_procs=(shell,), pane_tail=("root@ct:~# ",))
+    quiet = {"last_step_ago": 600.0, "silent": 600.0}
+    snap = run(proc=False, extra_procs=(shell,), pane_tail=("root@ct:~# ",), **quiet)
     assert "waiting_for_input" not in _kinds(snap)
     script = Proc(pid=31, cmdline=["bash", "start.sh"], state="S", reads_tty="/dev/pts/3")
-    snap = run(proc=False, extra_procs=(script,), pane_tail=("Continue? ",))
+    snap = run(proc=False, extra_procs=(script,), pane_tail=("Continue? ",), **quiet)
     assert _kinds(snap)[:1] == ["waiting_for_input"]
 
 
@@ -172,3 +173,11 @@ def test_doctor_names_a_real_prompt_in_a_ct_session(testbed: Any, ct: int, name:
     assert doc.kinds()[0] == "waiting_for_input", doc.kinds()
     assert f["title"].startswith(words), f["title"]
     assert f["action"] == "attach"
+
+
+def test_a_run_that_still_steps_while_a_thread_reads_the_terminal_is_not_waiting() -> None:
+    """A thread of the run reads commands from the terminal while it trains
+    (the main thread's call is what /proc/PID/syscall shows)."""
+    snap = run(last_step_ago=0.5, silent=0.5, pane_tail=("press q to stop > ",))
+    next(p for p in snap.procs if p.is_python).reads_tty = "/dev/pts/3"
+    assert "waiting_for_input" not in _kinds(snap)

@@ -205,7 +205,7 @@ class Context:
         someone to answer (`input()`, a login prompt, getpass, pdb, a start
         script's `read`): a Python process, or a shell running a script;
         never an interactive shell at its prompt (a pane whose run ended)."""
-        if not self.ct_usable:
+        if not self.ct_usable or self._still_going():
             return None
         for p in self.procs:
             if not p.reads_tty or p.state == "Z":
@@ -214,6 +214,16 @@ class Context:
             if p.is_python or (shell and runs_a_script(p)):
                 return p
         return None
+
+    def _still_going(self) -> bool:
+        """Steps or lines still come (the last within a few step times, or
+        2 s): a thread of the run reads the terminal while it trains."""
+        m = self.metrics
+        step_gap = max(2.0, 3 * (m.median_step_interval or 0.0))
+        if m.last_step_time is not None and self.now - m.last_step_time < step_gap:
+            return True
+        last = self.log.last_line_time
+        return last is not None and self.now - last < 2.0
 
     @property
     def proc_alive(self) -> bool:

@@ -186,7 +186,7 @@ def rule_cuda_oom(ctx: Context) -> Finding | None:
 # "RuntimeError: unable to write to file </torch_45_2891062353_0>: No space
 # left on device (28)".
 _SHM = re.compile(
-    r"insufficient shared memory \(shm\)|out of shared memory"
+    r"insufficient shared memory \(shm\)|dataloader's workers are out of shared memory"
     r"|unable to write to file </torch_[^>]*>: No space left on device"
 )
 _SHM_WORDS = ("shared memory", "</torch_")
