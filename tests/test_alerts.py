@@ -232,6 +232,7 @@ def test_causes_cover_the_rules_and_alerts_derive_from_them() -> None:
         "shm_exhausted",
         "rank_failed",
         "waiting_for_input",
+        "cuda_error",
         # the hardware's own words (issue 32): a throttle, ECC / a pending row remap, an Xid
         "gpu_throttled",
         "gpu_ecc",

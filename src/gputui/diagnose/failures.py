@@ -1,5 +1,6 @@
 """Rules about the run's own failures, named from what it prints and does:
-CUDA out of memory, data-loader workers out of shared memory, an NCCL
+CUDA out of memory and the run's other CUDA errors (what each means),
+data-loader workers out of shared memory, an NCCL
 watchdog timeout or NCCL error, a loss that turned NaN/inf or spiked, a run
 bound by its data loader (a port the run could not listen on: ports.py).
 
@@ -173,6 +174,99 @@ def rule_cuda_oom(ctx: Context) -> Finding | None:
         evidence=ev,
         fix=(_taken_fix(ctx, others) if others else "")
         + _oom_fix(_mib(tried), alloc_mib, reserved_mib),
+    )
+
+
+# What a run's CUDA errors mean, and what to do (torch's RuntimeError/
+# AcceleratorError texts, the CUDA runtime's error strings): (words in the
+# line, what it means, the fix).
+CUDA_ERRORS: tuple[tuple[str, str, str], ...] = (
+    (
+        "device-side assert triggered",
+        "an index out of range on the GPU (a label ≥ the number of classes, a token id ≥ "
+        "the embedding's size)",
+        "rerun with CUDA_LAUNCH_BLOCKING=1 so the traceback names the op; check the labels "
+        "against num_classes and the tokenizer's vocabulary against the model's embedding size",
+    ),
+    (
+        "an illegal memory access was encountered",
+        "a kernel read or wrote outside its memory: a bug in a custom or compiled kernel "
+        "(flash-attn, Triton, a CUDA extension), or a GPU fault",
+        "rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel; look for an Xid in the host's "
+        "kernel log (a hardware fault)",
+    ),
+    (
+        "misaligned address",
+        "a kernel accessed memory at a misaligned address: a bug in a custom or compiled kernel",
+        "rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel; try without the custom kernel",
+    ),
+    (
+        "unspecified launch failure",
+        "a kernel crashed: often a GPU fault or a driver error",
+        "look for an Xid in the host's kernel log; CUDA_LAUNCH_BLOCKING=1 names the kernel",
+    ),
+    (
+        "no kernel image is available for execution on the device",
+        "PyTorch or an extension was not built for this GPU's architecture",
+        "install a build for this GPU (H100/H200: sm_90, CUDA 12), or rebuild the extension "
+        "with TORCH_CUDA_ARCH_LIST set for it",
+    ),
+    (
+        "driver version is insufficient for CUDA runtime version",
+        "the run's CUDA is newer than the NVIDIA driver",
+        "install a PyTorch built for an older CUDA (cu118, cu121), or update the driver on the "
+        "host (a container uses the host's driver)",
+    ),
+    (
+        "The NVIDIA driver on your system is too old",
+        "the run's CUDA is newer than the NVIDIA driver",
+        "install a PyTorch built for an older CUDA (cu118, cu121), or update the driver on the "
+        "host (a container uses the host's driver)",
+    ),
+    (
+        "Driver/library version mismatch",
+        "the NVIDIA libraries the run loads are of another version than the driver in the "
+        "host's kernel (a driver updated on one side only)",
+        "in a container: install the host's exact driver version without its kernel module "
+        "(--no-kernel-module); on the host: reboot after a driver update",
+    ),
+    (
+        "CUDA error: out of memory",
+        "no GPU memory was left for a CUDA context or a library's workspace",
+        "see who holds the GPU's memory (the GPU rows); free it, or lower the batch size",
+    ),
+)
+_CUDA_WORDS = tuple(words for words, _, _ in CUDA_ERRORS)
+_ASSERTION = re.compile(r"Assertion `[^`]*` failed")
+
+
+@rule(Kind("cuda_error", specificity=52, cause="cuda_error", alerts=True, host_word="dead"))
+def rule_cuda_error(ctx: Context) -> Finding | None:
+    """A CUDA error the run printed (device-side assert, illegal memory
+    access, no kernel image for this GPU, a driver too old or mismatched):
+    what it means and what to do (`CUDA_ERRORS`). The device-side assert's
+    own line (`Assertion `t >= 0 && t < n_classes` failed`) is quoted."""
+    if not ctx.recent_hold(RECENT_LINES, _CUDA_WORDS):
+        return None
+    lines = ctx.recent_lines(RECENT_LINES)
+    for line in reversed(lines):
+        hit = next((e for e in CUDA_ERRORS if e[0] in line), None)
+        if hit is not None:
+            break
+    else:
+        return None
+    words, meaning, fix = hit
+    ev = [f"the log: {short(one_line(line, 400), 300)}"]
+    asserted = next((m for m in map(_ASSERTION.search, reversed(lines)) if m), None)
+    if asserted is not None:
+        ev.append(f"the kernel's assertion: {asserted.group(0)}")
+    gone = ctx.run_known_gone or not ctx.proc_alive
+    return Finding(
+        kind="cuda_error",
+        severity=Severity.ERROR if gone else Severity.WARNING,
+        title=f"CUDA error{_step_words(ctx)}: {words} — {meaning}",
+        evidence=ev,
+        fix=fix,
     )
 
 
