@@ -152,8 +152,9 @@ def test_doctor_names_the_failed_rank_of_a_real_launch(
     testbed: Any, ct: int, how: str, words: str
 ) -> None:
     """Two real rank processes under a stand-in torchrun in a CT session;
-    rank 1 dies (a real SIGKILL, or a tagged traceback); doctor names it
-    with its real PID, first."""
+    rank 1 dies (a real SIGKILL, or a tagged CUDA error traceback); doctor
+    names it with its real PID — first, or right after cuda_error, which
+    says what the rank's error means."""
     r = sc.prepare(testbed, ct, f"ranks-{how}", "ddp")
     sc.launch(
         testbed, r, f"python3 -u launch_ranks.py 2 1 {how} 2>&1 | tee {r.log}", remain_on_exit=True
@@ -169,6 +170,8 @@ def test_doctor_names_the_failed_rank_of_a_real_launch(
     flags = ("--json", "--session", "ddp", "--log", str(r.log))
     doc = sc.finish_doctor(sc.start_doctor(testbed, ct, *flags), timeout=60)
     f = doc.finding("rank_failed")
-    assert doc.kinds()[0] == "rank_failed" and f["severity"] == "error", doc.kinds()
+    # first: the rank's failure, or — its error being a CUDA error — what that error means
+    first = "cuda_error" if how == "raise" else "rank_failed"
+    assert doc.kinds()[0] == first and f["severity"] == "error", doc.kinds()
     assert f["title"].startswith("rank 1 failed first") and words in f["title"], f["title"]
     assert f"PID {pid}" in f["evidence"][0]

@@ -76,7 +76,9 @@ async def test_demo_banner_explains_buffering_and_relaunch_fixes_it(tmp_path, mo
             assert "unchanged" not in said and "freed 0" not in said, said
             assert "GPUs are simulated" in said, said
             assert await wait_for(lambda: len(snap.metrics.throughput) >= 8, 20)
-            assert await wait_for(lambda: banner_kind() is None, 10)
+            assert await wait_for(lambda: banner_kind() is None, 10), [
+                (f.kind, f.title) for f in app.findings
+            ]
             proc = snap.training_proc
             assert proc is not None and proc.block_buffered is False
             old_logs = list((tmp_path / "gputui" / "demo").glob("train.log.*"))
