@@ -11,7 +11,6 @@ Each fails on the old code (no such rule, op or field)."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from gputui.monitor.portwatch import READ_EVERY_S, PortWatch, holders_from
 from gputui.remote import agent
 from helpers import wait_for
 from test_diagnose import NOW, run
+from testbed import free_port
 
 LIBUV = (
     "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
@@ -172,14 +172,8 @@ def test_an_agent_error_keeps_the_last_answer() -> None:
     assert holders_from({"listeners": [{"pid": "x"}], "unseen": [5]}, snap) == ([], [5])
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_the_agent_names_a_real_listener_and_its_forked_child(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     script = Path(sc.RUNS / "store_on_port.py")
     proc = subprocess.Popen(
         [sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, cwd=tmp_path
@@ -200,7 +194,7 @@ def test_the_agent_names_a_real_listener_and_its_forked_child(tmp_path: Path) ->
         assert store["ancestors"][0] == os.getpid()
         (child,) = [h for h in got["listeners"] if h["pid"] != proc.pid]
         assert child["ancestors"][0] == proc.pid  # the worker, under the store
-        assert agent.port_listeners([_free_port()]) == {"listeners": [], "unseen": []}
+        assert agent.port_listeners([free_port()]) == {"listeners": [], "unseen": []}
         answer = agent.Agent().answer({"id": 1, "op": "listeners", "ports": [port]})
         assert answer["ok"] and len(answer["result"]["listeners"]) == 2
     finally:
@@ -214,7 +208,7 @@ def test_doctor_names_the_old_run_holding_the_port_on_the_test_bed(testbed: Any,
     session `relaunch` starts a second run on that port, which fails as
     torch does and dies (remain-on-exit). doctor names the port, the old
     run's PID as the CT sees it and its session, and the way out."""
-    port = _free_port()
+    port = free_port()
     old = sc.prepare(testbed, ct, "port-old", "old-run")
     sc.launch(testbed, old, f"python3 -u store_on_port.py {port} 2>&1 | tee {old.log}")
     new = sc.prepare(testbed, ct, "port-new", "relaunch")

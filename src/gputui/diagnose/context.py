@@ -35,7 +35,7 @@ from gputui.model import (
     Snapshot,
     Tools,
 )
-from gputui.text.words import gib
+from gputui.text.words import gib, program_name
 
 # A write that failed because the disk is full (tee's and Python's words).
 _ENOSPC_LINE = re.compile(r"No space left on device|\[Errno 28\]|\bENOSPC\b")
@@ -210,10 +210,17 @@ class Context:
         for p in self.procs:
             if not p.reads_tty or p.state == "Z":
                 continue
-            shell = os.path.basename((p.cmdline or [""])[0]).lstrip("-") in SHELLS
+            shell = program_name(p.command).lstrip("-") in SHELLS
             if p.is_python or (shell and runs_a_script(p)):
                 return p
         return None
+
+    @property
+    def run_gone(self) -> bool:
+        """The run is over: known gone (its session dead or missing, the
+        container down), or no live Python process of it is seen — a
+        failure's word is then an ERROR, a WARNING while the run goes on."""
+        return self.run_known_gone or not self.proc_alive
 
     def _still_going(self) -> bool:
         """Steps or lines still come (the last within a few step times, or

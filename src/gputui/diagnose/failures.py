@@ -157,7 +157,7 @@ def rule_cuda_oom(ctx: Context) -> Finding | None:
     where = f" on GPU {gpu.group(1)}" if gpu is not None else ""
     # the traceback's last line (the run is ending), or the run is gone
     ending = lines[-1] == line and any(ln.startswith("Traceback") for ln in lines)
-    gone = ctx.run_known_gone or not ctx.proc_alive or ending
+    gone = ctx.run_gone or ending
     title = f"CUDA out of memory{_step_words(ctx)}: tried to allocate {tried}{where}"
     if not gone:
         title += " — the run goes on (the program caught it)"
@@ -237,6 +237,7 @@ CUDA_ERRORS: tuple[tuple[str, str, str], ...] = (
     ),
 )
 _CUDA_WORDS = tuple(words for words, _, _ in CUDA_ERRORS)
+_CUDA_ERROR = re.compile("|".join(map(re.escape, _CUDA_WORDS)))
 _ASSERTION = re.compile(r"Assertion `[^`]*` failed")
 
 
@@ -246,21 +247,16 @@ def rule_cuda_error(ctx: Context) -> Finding | None:
     access, no kernel image for this GPU, a driver too old or mismatched):
     what it means and what to do (`CUDA_ERRORS`). The device-side assert's
     own line (`Assertion `t >= 0 && t < n_classes` failed`) is quoted."""
-    if not ctx.recent_hold(RECENT_LINES, _CUDA_WORDS):
+    hit = _last_match(ctx, _CUDA_ERROR, _CUDA_WORDS)
+    if hit is None:
         return None
-    lines = ctx.recent_lines(RECENT_LINES)
-    for line in reversed(lines):
-        hit = next((e for e in CUDA_ERRORS if e[0] in line), None)
-        if hit is not None:
-            break
-    else:
-        return None
-    words, meaning, fix = hit
+    line, m = hit
+    words, meaning, fix = next(e for e in CUDA_ERRORS if e[0] == m.group(0))
     ev = [f"the log: {short(one_line(line, 400), 300)}"]
-    asserted = next((m for m in map(_ASSERTION.search, reversed(lines)) if m), None)
+    asserted = _last_match(ctx, _ASSERTION, ("Assertion `",))
     if asserted is not None:
-        ev.append(f"the kernel's assertion: {asserted.group(0)}")
-    gone = ctx.run_known_gone or not ctx.proc_alive
+        ev.append(f"the kernel's assertion: {asserted[1].group(0)}")
+    gone = ctx.run_gone
     return Finding(
         kind="cuda_error",
         severity=Severity.ERROR if gone else Severity.WARNING,
@@ -300,8 +296,8 @@ def rule_shm_exhausted(ctx: Context) -> Finding | None:
     if hit is None:
         return None
     line = hit[0]
-    lines = ctx.recent_lines(RECENT_LINES)
-    killed = next((m for m in map(_WORKER_KILLED.search, reversed(lines)) if m), None)
+    found = _last_match(ctx, _WORKER_KILLED, ("DataLoader worker",))
+    killed = found[1] if found is not None else None
     ev = [f"the log: {short(one_line(line, 400), 300)}"]
     what = "a tensor could not be written to /dev/shm"
     if killed is not None:
@@ -311,7 +307,7 @@ def rule_shm_exhausted(ctx: Context) -> Finding | None:
             ev.append(f"the log: {short(one_line(killed.group(0), 400), 200)}")
     elif "bus error" in line.lower():
         what = "a worker died of a bus error"
-    gone = ctx.run_known_gone or not ctx.proc_alive
+    gone = ctx.run_gone
     c = ctx.snap.container
     hint = c.more_shm_hint() if c is not None else ""
     bigger = hint or (

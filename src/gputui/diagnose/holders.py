@@ -53,7 +53,7 @@ class Holder:
         return f"held by {self.owner} (PID {self.pid})"
 
 
-def _pane_sessions(sessions: Iterable[Session]) -> dict[int, Session]:
+def pane_sessions(sessions: Iterable[Session]) -> dict[int, Session]:
     return {pane.pid: s for s in sessions for pane in s.panes if pane.pid and not pane.dead}
 
 
@@ -69,7 +69,7 @@ def gpu_holder(ctx: Context, gp: GpuProcess) -> Holder:
         if ctx.snap.container is not None:
             return Holder(gp, "host", "a host process")
         return Holder(gp, "unknown", "a process outside the watched run")
-    panes = _pane_sessions(ctx.sessions)
+    panes = pane_sessions(ctx.sessions)
     chain = [gp.ct_pid, *(gp.ancestors or [])] if gp.ct_pid is not None else []
     for pid in chain:
         if pid in ctx.run_pids or (

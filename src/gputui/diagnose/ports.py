@@ -145,7 +145,7 @@ def rule_port_in_use(ctx: Context) -> Finding | None:
         held = "nothing listens on it now: relaunching may work"
     else:
         held = "another process holds it"
-    gone = ctx.run_known_gone or not ctx.proc_alive
+    gone = ctx.run_gone
     ev = [f"the log: {short(one_line(hit.line, 400), 300)}"]
     ev += [_holder_words(h) for h in tops[:3]]
     if len(holders) > len(tops):

@@ -157,7 +157,7 @@ def rule_rank_failed(ctx: Context) -> Finding | None:
         else f"rank {rc.rank}'s own output holds its error (with torchrun --redirects or --tee, "
         "its log file under --log-dir)"
     )
-    gone = ctx.run_known_gone or not ctx.proc_alive
+    gone = ctx.run_gone
     return Finding(
         kind="rank_failed",
         severity=Severity.ERROR if gone else Severity.WARNING,

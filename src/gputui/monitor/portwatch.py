@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gputui.diagnose.holders import pane_sessions
 from gputui.diagnose.ports import RECENT_LINES, WORDS, ports_taken
 from gputui.model import PortHolder, PortsTaken, Snapshot
 
@@ -38,13 +39,13 @@ def holders_from(answer: Any, snap: Snapshot) -> tuple[list[PortHolder], list[in
     None for an answer that is not one (an error)."""
     if not isinstance(answer, dict) or not isinstance(answer.get("listeners"), list):
         return None
-    panes = {p.pid: s.name for s in snap.sessions for p in s.panes if p.pid}
+    panes = pane_sessions(snap.sessions)
     holders = []
     for h in answer["listeners"]:
         if not isinstance(h, dict) or not isinstance(h.get("pid"), int):
             continue
         ancestors = [a for a in h.get("ancestors") or [] if isinstance(a, int)]
-        session = next((panes[p] for p in [h["pid"], *ancestors] if p in panes), None)
+        session = next((panes[p].name for p in [h["pid"], *ancestors] if p in panes), None)
         holders.append(
             PortHolder(
                 port=int(h.get("port") or 0),

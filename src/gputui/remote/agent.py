@@ -1561,9 +1561,10 @@ def _ancestors(ppid: int, depth: int = 16) -> "list[int]":
 
 def port_listeners(ports, limit: int = MAX_SCAN) -> dict:
     """Who listens on each of `ports`: {listeners: [{port, pid, uid, user,
-    cmdline, ancestors (ppid first), starttime}], unseen: [ports listened on by a process this agent may
-    not look into (another user's, the agent not being root)]}. Every
-    process holding the socket is listed (a forked child inherits it)."""
+    cmdline, ancestors (ppid first), starttime}], unseen: [ports listened on
+    by a process this agent may not look into (another user's, the agent not
+    being root)]}. Every process holding the socket is listed (a forked
+    child inherits it)."""
     inodes = listening_inodes(ports)
     held = []
     owned = set()
@@ -1576,24 +1577,22 @@ def port_listeners(ports, limit: int = MAX_SCAN) -> dict:
                     ports_of_pid.add(inodes[link[8:-1]])
                     owned.add(link[8:-1])
             st = read_stat(pid) if ports_of_pid else None
-            for port in sorted(ports_of_pid):
-                if st is None or len(held) >= MAX_PORT_HOLDERS:
-                    break
-                try:
-                    uid = os.stat("/proc/%d" % pid).st_uid
-                except OSError:
-                    uid = None
-                held.append(
-                    {
-                        "port": port,
-                        "pid": pid,
-                        "uid": uid,
-                        "user": _user_name(uid) if uid is not None else None,
-                        "cmdline": read_cmdline(pid),
-                        "ancestors": _ancestors(st["ppid"]),
-                        "starttime": st["starttime"],
-                    }
-                )
+            if st is None:
+                continue
+            try:
+                uid = os.stat("/proc/%d" % pid).st_uid
+            except OSError:
+                uid = None
+            who = {
+                "pid": pid,
+                "uid": uid,
+                "user": _user_name(uid) if uid is not None else None,
+                "cmdline": read_cmdline(pid),
+                "ancestors": _ancestors(st["ppid"]),
+                "starttime": st["starttime"],
+            }
+            for port in sorted(ports_of_pid)[: MAX_PORT_HOLDERS - len(held)]:
+                held.append(dict(who, port=port))
     unseen = sorted(set(p for i, p in inodes.items() if i not in owned))
     return {"listeners": held, "unseen": unseen}
 
