@@ -23,7 +23,7 @@ from gputui.model import (
     StdoutTarget,
 )
 from gputui.record import recorder
-from test_diagnose import NOW, UUID, run
+from test_diagnose import NOW, UUID, _readings, run
 
 OOM_NEW = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
@@ -268,11 +268,22 @@ def test_an_oom_on_a_gpu_a_leftover_holds_says_so_before_the_batch_size() -> Non
     batch size" was the only advice."""
     left = GpuProcess(UUID + "0", 5777, 120_000, "python", ct_pid=777, in_container=True)
     left.ancestors, left.state = [], "S"  # its parent is gone
+    left.util = _readings(0.0, 120.0)  # idle on its GPU for two minutes: a leftover
     f = next(f for f in diagnose(_taken_by(left), NOW) if f.kind == "cuda_oom")
     assert f.title.endswith("— leftover PID 777 holds 117.2 GiB of GPU memory"), f.title
     assert f.fix.startswith("the GPU memory the run needed is held by"), f.fix
     assert "`pct exec 200 -- kill 777`" in f.fix and "batch size" in f.fix
     assert any("PID 777" in e for e in f.evidence), f.evidence
+
+
+def test_an_oom_beside_a_live_run_whose_parent_is_gone_gives_no_kill_advice() -> None:
+    """A `nohup` run whose shell exited still works on the GPU: named by
+    what it is, never "leftover", never a kill."""
+    live = GpuProcess(UUID + "0", 5777, 120_000, "python", ct_pid=777, in_container=True)
+    live.ancestors, live.state, live.util = [], "R", _readings(97.0, 0.0)
+    f = next(f for f in diagnose(_taken_by(live), NOW) if f.kind == "cuda_oom")
+    assert "— no live owner (its parent is gone) (PID 777) holds" in f.title, f.title
+    assert "leftover" not in f.title and "kill" not in f.fix, f.fix
 
 
 def test_an_oom_beside_another_sessions_run_names_it_without_kill_advice() -> None:

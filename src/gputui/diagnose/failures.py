@@ -107,7 +107,7 @@ def others_on_the_gpus(ctx: Context) -> list[Holder]:
 
 def _taken_fix(ctx: Context, others: list[Holder]) -> str:
     h = others[0]
-    if h.leftover or h.kind == "orphan":
+    if h.leftover:  # never a live run: one whose parent is gone may still work
         free = f"it is a leftover: `{ctx.in_ct(f'kill {h.pid}')}`, then relaunch (r)"
     elif h.kind == "session":
         free = f"if {h.owner}'s run is done with, stop it (select it, k), then relaunch (r)"
@@ -165,7 +165,7 @@ def rule_cuda_oom(ctx: Context) -> Finding | None:
     ev += [holder_line(h, ctx.now, ctx.th.idle_util_pct) for h in others[:3]]
     if others:
         h = others[0]
-        who = f"leftover PID {h.pid}" if h.kind == "orphan" else f"{h.owner} (PID {h.pid})"
+        who = f"leftover PID {h.pid}" if h.leftover else f"{h.owner} (PID {h.pid})"
         title += f" — {who} holds {gib(h.gp.used_mib)} of GPU memory"
     return Finding(
         kind="cuda_oom",
