@@ -110,12 +110,13 @@ def test_a_dead_run_names_the_holder_and_its_session_first() -> None:
     assert KINDS["port_in_use"].alerts and KINDS["port_in_use"].host_word == "dead"
 
 
-def test_a_leftover_holder_gets_the_kill_command_in_the_container() -> None:
+def test_a_holder_outside_tmux_gets_the_kill_command_if_it_is_yours() -> None:
     snap = run(session="dead", dead_status=1, log_tail=(LIBUV,))
     snap.ports_taken = _holders(session=None)
     f = _port_finding(snap)
     assert "under no tmux session" in " ".join(f.evidence)
     assert "`pct exec 200 -- kill 812`" in f.fix
+    assert "leftover" not in f.fix  # outside tmux is not dead (a nohup'd run)
 
 
 def test_not_asked_unseen_or_free_are_each_said_as_they_are() -> None:

@@ -107,7 +107,11 @@ def _port_fix(ctx: Context, port: int | None, tops: list[PortHolder]) -> str:
     if h.session:
         stop = f"if the run in session '{h.session}' is done with, stop it (select it, k)"
     else:
-        stop = f"a leftover of an earlier run? check it and stop it: `{ctx.in_ct(f'kill {h.pid}')}`"
+        # outside tmux is not dead: a nohup'd run may hold it (never called a leftover)
+        stop = (
+            f"PID {h.pid} runs under no tmux session: if it is yours and done with, "
+            f"stop it: `{ctx.in_ct(f'kill {h.pid}')}`"
+        )
     return f"{stop}, then relaunch this one (r); {elsewhere}"
 
 
