@@ -22,6 +22,13 @@ Pure: no I/O, no clock reads (`now` is an argument). The package:
 
 A new rule: a function `rule_x(ctx) -> Finding | None` under
 `@rule(Kind("x", specificity=..., cause=...))` in its family's module.
+Which finding wins when two are named is declared on the kinds
+(`supersedes=` / `defers_to=`, registry.py), never as a guard in another
+rule; the order the rules run in means nothing.
+
+Each rule runs isolated: one that raises loses only its own finding, is
+written with its traceback to the debug log (`gputui -v`), and shows as a
+`rule_failed` WARNING of its own ("could not evaluate …"); the rest holds.
 
 A wrong diagnosis is worse than none, so the rules check the cases that look alike:
 
@@ -44,11 +51,24 @@ A wrong diagnosis is worse than none, so the rules check the cases that look ali
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
-# The families, in evaluation order: importing one registers its rules.
-from gputui.diagnose import host, gpu, hardware, session, progress, log  # noqa: F401  # isort: skip
-from gputui.diagnose import waiting, failures, ports, torchrun, ranks  # noqa: F401  # isort: skip
+# The families: importing one registers its rules (their order means nothing:
+# precedence is declared on the kinds, registry.py).
+from gputui.diagnose import (  # noqa: F401
+    failures,
+    gpu,
+    hardware,
+    host,
+    log,
+    ports,
+    progress,
+    ranks,
+    session,
+    torchrun,
+    waiting,
+)
 from gputui.diagnose.context import Context, GpuView
 from gputui.diagnose.evidence import (
     buffering_words,
@@ -58,7 +78,20 @@ from gputui.diagnose.evidence import (
     stdout_words,
 )
 from gputui.diagnose.holders import Holder, holder_line, holders_of, snapshot_holders
-from gputui.diagnose.registry import ENTRIES, KINDS, Kind, Rule, rule, sort_findings, specificity
+from gputui.diagnose.registry import (
+    ENTRIES,
+    KINDS,
+    Kind,
+    Rule,
+    RuleEntry,
+    apply_precedence,
+    declare,
+    precedence_problems,
+    precedence_table,
+    rule,
+    sort_findings,
+    specificity,
+)
 from gputui.diagnose.thresholds import (
     BUSY_UTIL_PCT,
     DEFAULT_THRESHOLDS,
@@ -75,7 +108,12 @@ from gputui.diagnose.thresholds import (
     Thresholds,
     stale_threshold,
 )
-from gputui.model import Finding, Snapshot
+from gputui.model import Finding, Severity, Snapshot
+
+_log = logging.getLogger(__name__)  # `gputui -v` (cli/debuglog.py): a rule's traceback
+
+# A rule that raised: a gputui bug, said as a finding of its own (never dark).
+declare(Kind("rule_failed", specificity=990, cause="rule_failed"))
 
 # The table, built from the rules' own declarations (see registry.py):
 RULES: tuple[Rule, ...] = tuple(e.func for e in ENTRIES)  # evaluation order
@@ -92,15 +130,41 @@ def diagnose(
     """Everything wrong with the run in `snap` at time `now`, most severe and
     most specific first. INFO findings are notes (loading, finished, tools)."""
     th = thresholds if isinstance(thresholds, Thresholds) else DEFAULT_THRESHOLDS
-    ctx = Context(snap, now, stale_threshold(snap, stale_after, th), th)
+    try:
+        threshold = stale_threshold(snap, stale_after, th)
+    except Exception as err:  # a bug: judge by the default threshold, and say so
+        _log.error("the stale threshold could not be computed", exc_info=err)
+        threshold = th.stale_floor_s
+    ctx = Context(snap, now, threshold, th)
     findings: list[Finding] = []
-    for rule_fn in RULES:
-        if ctx.connection_down and rule_fn not in _OFFLINE:
+    for entry in ENTRIES:
+        if ctx.connection_down and entry.func not in _OFFLINE:
             continue  # everything else would be read from stale data
-        f = rule_fn(ctx)
-        if f is not None:
+        f = run_rule(entry, ctx)
+        if isinstance(f, Finding):
             findings.append(f)
-    return sort_findings(findings)
+    return sort_findings(apply_precedence(findings))
+
+
+def run_rule(entry: RuleEntry, ctx: Context) -> Finding | None:
+    """One rule, isolated: what it says, or, when it raises, a `rule_failed`
+    finding naming it (its traceback goes to the debug log)."""
+    try:
+        return entry.func(ctx)
+    except Exception as err:
+        name = entry.func.__name__
+        _log.error("diagnosis rule %s raised", name, exc_info=err)
+        what = ", ".join(k.name for k in entry.kinds)
+        return Finding(
+            kind="rule_failed",
+            severity=Severity.WARNING,
+            title=f"could not evaluate {what} — a gputui bug; the rest holds",
+            evidence=[
+                f"{name} raised {type(err).__name__}: {str(err)[:200]}",
+                "its traceback is in the debug log (`gputui -v`)",
+            ],
+            fix="please report it with the debug log (gputui -v)",
+        )
 
 
 Diagnose = Callable[[Snapshot, float], list[Finding]]  # (snapshot, now) -> findings
@@ -160,15 +224,20 @@ __all__ = [
     "Holder",
     "Kind",
     "Rule",
+    "RuleEntry",
     "SharedDiagnosis",
     "Thresholds",
+    "apply_precedence",
     "buffering_words",
     "diagnose",
     "diagnose_with",
     "holder_line",
     "holders_of",
     "last_error_line",
+    "precedence_problems",
+    "precedence_table",
     "rule",
+    "run_rule",
     "signal_name",
     "snapshot_holders",
     "sort_findings",

@@ -64,8 +64,8 @@ def _unbuffer(ctx: Context) -> dict[str, str]:
 def rule_busy_but_silent(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
         return None
-    if ctx.disk_silenced or ctx.waiting_input:
-        return None  # silent because its disk is full, or it waits for an answer
+    if ctx.disk_silenced:
+        return None  # silent because its disk is full
     if not ctx.maybe_buffered or not ctx.log_silent or ctx.drift_files:
         return None  # the log showed the program flushes its lines: not buffering
     p = ctx.proc
@@ -125,7 +125,14 @@ def log_bursts(gaps: list[float]) -> tuple[int, float] | None:
 
 
 @rule(
-    Kind("buffered_output", specificity=110, cause="buffering", alerts=True, host_word="buffered")
+    Kind(
+        "buffered_output",
+        specificity=110,
+        cause="buffering",
+        alerts=True,
+        host_word="buffered",
+        defers_to=("busy_but_silent",),  # the silent log says it with its consequence
+    )
 )
 def rule_buffered_output(ctx: Context) -> Finding | None:
     """Block-buffered stdout into the watched log, not (yet) silent past the
@@ -137,8 +144,6 @@ def rule_buffered_output(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.proc_alive or ctx.hung or ctx.stalled or ctx.disk_silenced:
         return None
     if ctx.block_buffered is not True or ctx.drift_files:
-        return None
-    if rule_busy_but_silent(ctx) is not None:
         return None
     p = ctx.proc
     assert p is not None

@@ -33,7 +33,7 @@ def _no_step_words(ctx: Context) -> str:
 
 @rule(Kind("loading", specificity=230, cause="loading", silence=True))
 def rule_loading(ctx: Context) -> Finding | None:
-    if not ctx.ct_usable or not ctx.loading or ctx.waiting_input:
+    if not ctx.ct_usable or not ctx.loading:
         return None
     rise = sum(g.mem_rise_mib for g in ctx.gpu_views)
     used = sum(g.sample.mem_used_mib or 0.0 for g in ctx.gpu_views)
@@ -135,8 +135,6 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
     idle GPUs stay idle for the hang window."""
     if not ctx.ct_usable or not (ctx.stalled or ctx.hung):
         return None
-    if ctx.waiting_input:
-        return None  # it waits for an answer: waiting_for_input says so
     p = ctx.proc
     assert p is not None
     th = ctx.th
@@ -205,8 +203,8 @@ def rule_progress_stalled(ctx: Context) -> Finding | None:
     silent past the threshold with a step overdue while the GPUs stay busy."""
     if not ctx.ct_usable or not ctx.proc_alive or ctx.loading or ctx.hung or ctx.stalled:
         return None
-    if ctx.disk_silenced or ctx.waiting_input:
-        return None  # no line can reach a full disk, or it waits for an answer
+    if ctx.disk_silenced:
+        return None  # no line can reach a full disk
     if ctx.log.behind:
         return None  # the file holds lines gputui has not delivered: the steps may be in them
     if ctx.block_buffered is not False and ctx.log_silent:

@@ -17,7 +17,16 @@ A kind declares:
   start one: record/recorder.py);
 - `host_level`: it is about the host, the link or the GPUs, not the run;
 - `host_word`: the host view's one word for a container whose run has it
-  (`host_word_error` when the finding is an ERROR): host/view.py.
+  (`host_word_error` when the finding is an ERROR): host/view.py;
+- `supersedes` / `defers_to`: precedence, the one place where it is said
+  which finding wins. `Kind("b", defers_to=("a",))` and
+  `Kind("a", supersedes=("b",))` say the same: when the rules name both
+  `a` and `b` about one snapshot, `b` is not shown (`apply_precedence`).
+  A rule never checks another rule's condition to stay quiet, and the
+  order rules run in means nothing. Safety: a finding below WARNING never
+  hides one at WARNING or above, so precedence cannot make the banner go
+  dark. `precedence_problems()` names a cycle or an unknown kind
+  (tests/test_precedence.py prints the table and fails on either).
 """
 
 from __future__ import annotations
@@ -46,6 +55,8 @@ class Kind:
     host_level: bool = False
     host_word: str = ""
     host_word_error: str = ""
+    supersedes: tuple[str, ...] = ()  # kinds this one hides when both are named
+    defers_to: tuple[str, ...] = ()  # kinds that hide this one when both are named
 
     def word(self, f: Finding) -> str:
         """The host view's word for finding `f` of this kind ("" none)."""
@@ -87,6 +98,87 @@ def rule(*kinds: Kind, names: Iterable[str] = (), offline: bool = False) -> Call
         return func
 
     return register
+
+
+def declare(*kinds: Kind) -> None:
+    """Declare kinds no `@rule` names (diagnose's own `rule_failed`)."""
+    for k in kinds:
+        if k.name in KINDS:
+            raise ValueError(f"kind {k.name!r} is declared twice")
+        KINDS[k.name] = k
+
+
+def hidden_by() -> dict[str, frozenset[str]]:
+    """kind -> the kinds that hide it (its `defers_to`, and every kind that
+    `supersedes` it)."""
+    out: dict[str, set[str]] = {n: set(k.defers_to) for n, k in KINDS.items()}
+    for n, k in KINDS.items():
+        for low in k.supersedes:
+            out.setdefault(low, set()).add(n)
+    return {n: frozenset(v) for n, v in out.items()}
+
+
+def precedence_problems() -> list[str]:
+    """What is wrong with the declared precedence: a kind named that is not
+    declared, a kind that hides itself, a cycle (a hides b ... hides a)."""
+    table = hidden_by()
+    problems = [
+        f"{low!r} is hidden by {high!r}, which is no declared kind"
+        for low, highs in sorted(table.items())
+        for high in sorted(highs)
+        if high not in KINDS
+    ]
+    problems += [
+        f"{low!r}: no such kind (named in a precedence)" for low in table if low not in KINDS
+    ]
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(n: str, path: list[str]) -> None:
+        state[n] = 1
+        for m in sorted(table.get(n, ())):
+            if state.get(m) == 1:
+                cycle = [*path[path.index(m) :], m] if m in path else [n, m]
+                problems.append("a cycle: " + " is hidden by ".join(cycle))
+            elif state.get(m) is None:
+                visit(m, [*path, m])
+        state[n] = 2
+
+    for n in sorted(table):
+        if state.get(n) is None:
+            visit(n, [n])
+    return problems
+
+
+def precedence_table() -> list[str]:
+    """One line per kind that some kind hides: `low  <  high, high` (for
+    the test that prints it, and for contributors)."""
+    return [
+        f"{low:<22} is hidden by {', '.join(sorted(highs))}"
+        for low, highs in sorted(hidden_by().items())
+        if highs
+    ]
+
+
+def apply_precedence(findings: Iterable[Finding]) -> list[Finding]:
+    """`findings` less those a declared precedence hides: a finding of kind
+    b is dropped when a finding of a kind that hides b is there too —
+    unless that one is below WARNING and b is not (a note never hides a
+    warning: the banner never goes dark for precedence's sake)."""
+    fs = list(findings)
+    table = hidden_by()
+    worst: dict[str, int] = {}
+    for f in fs:
+        worst[f.kind] = min(worst.get(f.kind, 9), f.severity.rank)
+    warn = Severity.WARNING.rank
+
+    def hidden(f: Finding) -> bool:
+        for high in table.get(f.kind, ()):
+            r = worst.get(high)
+            if r is not None and (r <= warn or f.severity.rank > warn):
+                return True
+        return False
+
+    return [f for f in fs if not hidden(f)]
 
 
 def kinds_that(flag: str) -> frozenset[str]:

@@ -31,7 +31,15 @@ def oom_killed(ctx: Context) -> int | None:
     return oom[1] - oom[0] if gone else None
 
 
-@rule(Kind("oom_killed", specificity=50, cause="oom_killed"))
+@rule(
+    Kind(
+        "oom_killed",
+        specificity=50,
+        cause="oom_killed",
+        # said so, not "ended", "died" or "exited"
+        supersedes=("session_dead", "run_finished", "run_ended", "run_exited"),
+    )
+)
 def rule_oom_killed(ctx: Context) -> Finding | None:
     """The run was killed by the kernel's OOM killer (the CT's cgroup
     memory.events `oom_kill` rose): said so, not "ended" or "died"."""
@@ -90,8 +98,6 @@ def rule_session_dead(ctx: Context) -> Finding | None:
     snap = ctx.snap
     if not ctx.ct_usable or not ctx.session_dead:
         return None
-    if oom_killed(ctx) is not None:
-        return None  # oom_killed names it
     pane_tail = list(snap.pane_tail or [])
     log_tail = list(snap.log_tail or [])
     error = last_error_line(pane_tail) or last_error_line(log_tail)
@@ -250,7 +256,7 @@ def rule_run_exited(ctx: Context) -> Finding | None:
     s = ctx.session
     if not ctx.ct_usable or s is None or ctx.session_dead or not ctx.procs:
         return None
-    if any(p.is_python for p in ctx.procs) or oom_killed(ctx) is not None:
+    if any(p.is_python for p in ctx.procs):
         return None
     pane_tail = list(snap.pane_tail or [])
     log_tail = list(snap.log_tail or [])

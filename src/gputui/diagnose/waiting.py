@@ -46,6 +46,9 @@ def pane_question(ctx: Context) -> str:
         cause="waiting_for_input",
         alerts=True,  # news even in a relaunched run's first quiet stretch
         host_word="stalled",
+        # a run asleep at a prompt looks loading, hung, stalled or buffered:
+        # it is none of these
+        supersedes=("loading", "held_but_idle", "progress_stalled", "busy_but_silent"),
     )
 )
 def rule_waiting_for_input(ctx: Context) -> Finding | None:
