@@ -2,7 +2,8 @@
 # One-step set-up on a fresh Debian/Ubuntu machine: the system tools that
 # gputui's demo and its test bed use (tmux, OpenSSH server and client, gdb,
 # procps, util-linux's unshare/nsenter, Chromium for the web view's test),
-# then a virtual environment in .venv holding gputui and its dev extras.
+# then a virtual environment in .venv holding gputui and its dev extras at the
+# versions requirements/dev.lock names (scripts/lock.sh moves them forward).
 # Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -29,5 +30,15 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q -e ".[dev]"
+# The exact versions the suite passed with (requirements/dev.lock, hashes
+# checked), then gputui itself, editable, adding nothing: a release of any
+# dependency changes nothing here until scripts/lock.sh takes it on purpose
+# (scripts/canary.sh tries the newest ones first).
+.venv/bin/python -m pip install -q --require-hashes -r requirements/dev.lock
+.venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+.venv/bin/python -m pip check -q >/dev/null || {
+    .venv/bin/python -m pip check >&2
+    echo "install.sh: .venv does not match pyproject.toml — run scripts/lock.sh" >&2
+    exit 1
+}
 echo "install.sh: ready — .venv/bin/gputui --demo to try it, .venv/bin/gputui --host H --ct N for a real run" >&2

@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gputui import __version__
+from gputui import __version__, depwarnings
 from gputui.containers import FLAG_KINDS
 from gputui.statefiles import state_dir, write_private_new
 
 MAX_BYTES = 50 * 1024 * 1024  # a day of `watch -v` is a few MB; a loop must not fill the disk
-LOGGERS = ("gputui", "asyncssh")
+LOGGERS = ("gputui", "asyncssh")  # gputui.warnings: every warning, those kept off the terminal too
 FORMAT = "%(asctime)s.%(msecs)03d %(name)s %(levelname)s %(message)s"
 # what is said about the target: the Settings fields a bug report needs (not
 # `run.env`, which may hold API keys)
@@ -104,6 +104,7 @@ class DebugLog:
             logger.addHandler(self.handler)
             logger.setLevel(logging.DEBUG)
         _asyncssh_debug()
+        depwarnings.start_debug_log()
         said = {f: getattr(settings, f, None) for f in TARGET_FIELDS}
         log.debug("target: %s", ", ".join(f"{k}={v!r}" for k, v in said.items() if v))
         return path

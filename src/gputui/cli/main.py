@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -497,8 +498,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     debug = DebugLog()  # -v: started once the command line parses
     code = _main(argv, debug)
+    try:
+        sys.stdout.flush()  # a reader that left shows here, not as Python's noise at exit
+    except BrokenPipeError:
+        code = _reader_gone()
     debug.finish(code)
     return code
+
+
+def _reader_gone() -> int:
+    """stdout's reader closed the pipe (`gputui doctor | head -3`): stop
+    quietly, as a program that SIGPIPE ends would, with no crash report — the
+    reader asked for no more. Later writes, Python's own flush at exit among
+    them, go to /dev/null."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE  # what a shell reports for a command SIGPIPE ended
 
 
 def _main(argv: Sequence[str] | None, debug: Any) -> int:
@@ -517,6 +533,8 @@ def _main(argv: Sequence[str] | None, debug: Any) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception as err:  # a bug: the traceback goes to a crash file, not the terminal
         from gputui.cli import crash
 

@@ -12,7 +12,8 @@ Here each tab's dashboard:
   be signalled as a whole) and with PR_SET_PDEATHSIG: a serve killed even by
   SIGKILL takes it along;
 - is ended when its tab goes, at any moment of its start-up: the quit
-  message, then SIGTERM to its process group after QUIT_GRACE_S, then
+  message, then SIGTERM to its process group once it has spent QUIT_GRACE_S
+  of CPU without exiting (a busy machine's slow quit is not a stuck one), then
   SIGKILL after TERM_GRACE_S; what it left in its group goes too;
 - has its stdout read to the end even once the page is gone (a full pipe
   would block its last writes and so its exit);
@@ -30,11 +31,19 @@ import os
 import signal
 from asyncio.subprocess import Process
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from textual_serve.app_service import AppService
 
-QUIT_GRACE_S = 3.0  # the dashboard's own quit: its demo run stopped, history flushed
+# The dashboard's own quit (its demo run stopped, history flushed) may spend
+# QUIT_GRACE_S of its own CPU time, up to QUIT_WALL_MAX_S of the clock. A quit
+# is small work, but on a busy machine it can take more than 3 s of the clock
+# (the suite's tab test under load was SIGTERMed at 3 s of the clock), while a
+# dashboard stuck in a loop (round 5's resize loop at 100 % CPU) spends 3 s of
+# CPU in about 3 s.
+QUIT_GRACE_S = 3.0
+QUIT_WALL_MAX_S = 30.0
 TERM_GRACE_S = 3.0  # after SIGTERM to its process group, before SIGKILL
 PR_SET_PDEATHSIG = 1
 READY = b"__GANGLION__\n"  # Textual's web driver says it is up
@@ -60,20 +69,51 @@ def kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-async def end_process(process: Process, quit_grace: float, term_grace: float) -> str:
-    """Wait up to quit_grace for it to exit, then SIGTERM its process group,
-    then SIGKILL; in every case its group is signalled once it is gone (what
-    it started and left behind). Returns how it ended."""
-    how = "quit"
-    for sig, grace in ((signal.SIGTERM, quit_grace), (signal.SIGKILL, term_grace)):
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time a process has spent (user + system), or None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+async def quit_within(process: Process, cpu_grace: float, wall_max: float) -> bool:
+    """Whether it exits before it has spent cpu_grace more CPU seconds (and
+    before wall_max of the clock): a slow quit on a busy machine is waited
+    for, a spinning one is not."""
+    start, loop = cpu_seconds(process.pid), asyncio.get_running_loop()
+    deadline = loop.time() + wall_max
+    while loop.time() < deadline:
         try:
-            await asyncio.wait_for(asyncio.shield(process.wait()), grace)
-            break
+            await asyncio.wait_for(asyncio.shield(process.wait()), 0.1)
+            return True
         except asyncio.TimeoutError:
-            how = signal.Signals(sig).name
-            kill_group(process.pid, sig)
-    else:
-        await process.wait()
+            now = cpu_seconds(process.pid)
+            if start is None or now is None:  # /proc unreadable: the clock decides
+                deadline = min(deadline, loop.time() + cpu_grace)
+            elif now - start >= cpu_grace:
+                return False
+    return process.returncode is not None
+
+
+async def end_process(
+    process: Process, quit_grace: float, term_grace: float, quit_wall_max: float = QUIT_WALL_MAX_S
+) -> str:
+    """Wait for it to exit while it spends up to quit_grace of CPU (at most
+    quit_wall_max of the clock), then SIGTERM its process group, then SIGKILL
+    after term_grace; in every case its group is signalled once it is gone
+    (what it started and left behind). Returns how it ended."""
+    how = "quit"
+    if not await quit_within(process, quit_grace, quit_wall_max):
+        how = "SIGTERM"
+        kill_group(process.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(process.wait()), term_grace)
+        except asyncio.TimeoutError:
+            how = "SIGKILL"
+            kill_group(process.pid, signal.SIGKILL)
+            await process.wait()
     kill_group(process.pid, signal.SIGTERM)  # its leftovers; the leader is gone
     return how
 
