@@ -73,13 +73,15 @@ class RecordingActions:
 
     def __init__(self, outcome: ActionResult | None = None, fail_plan: str | None = None) -> None:
         self.planned: list[ActionPlan] = []
+        self.options: list[object | None] = []  # each plan's options (the palette's switch)
         self.executed: list[ActionPlan] = []
         self.outcome = outcome or ActionResult(True, "done")
         self.fail_plan = fail_plan
         self.raise_on_execute: Exception | None = None
         self.progress = None
 
-    async def plan(self, verb: str, snap: Snapshot) -> ActionPlan:
+    async def plan(self, verb: str, snap: Snapshot, options: object | None = None) -> ActionPlan:
+        self.options.append(options)
         if self.fail_plan:
             raise GputuiError(self.fail_plan, "fix it")
         session = snap.session_name or "?"

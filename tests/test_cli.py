@@ -74,7 +74,7 @@ def test_actions_dispatch(monkeypatch, tmp_path) -> None:
         == 0
     )
     command, args, s = calls[0]
-    assert command == "dump" and args.native and args.locals and args.pid == [42] and args.yes
+    assert command == "dump" and args.native and args.locals_ and args.pids == [42] and args.yes
     assert s.ct == 200
     assert cli.main(["kill", "--local", "--force"]) == 0
     assert calls[1][0] == "kill" and calls[1][1].force and calls[1][2].local

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import helpers
-from gputui.actions import ActionError, execute, plan
+from gputui.actions import ActionError, RunSeen, execute, plan
 from gputui.config import Settings
 from gputui.containers import Container, Docker, KubePod, Podman
 from gputui.monitor.containerlog import ContainerLogFollower
@@ -134,7 +134,7 @@ async def test_relaunch_is_docker_restart_with_the_log_kept(
 ) -> None:
     if box.tool == "kubectl":
         with pytest.raises(ActionError) as err:
-            await plan("relaunch", target, Settings(), None)
+            await plan("relaunch", target, Settings(), RunSeen())
         said = str(err.value)
         assert "\n" not in said and "starts over only in a new pod" in said
         assert f"kubectl delete pod -n ml {box.name.split('/')[1]}" in said
@@ -145,7 +145,7 @@ async def test_relaunch_is_docker_restart_with_the_log_kept(
     await f.start()
     try:
         await helpers.until(lambda: len(seen.steps()) > 10, 30, "the first run's lines")
-        p = await plan("relaunch", target, Settings(), None)
+        p = await plan("relaunch", target, Settings(), RunSeen())
         assert p.title == f"Restart {box.tool} container {box.name} (the run is its main process)?"
         assert p.commands == [[box.tool, "restart", "-t", "10", box.name]]
         text = p.display

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from gputui.actions import execute
+from gputui.actions import RunSeen, execute
 from gputui.actions import plan as plan_action
 from gputui.cli.watch import Watch
 from gputui.diagnose import Thresholds
@@ -130,7 +130,7 @@ def watch_for(testbed: Any, ct: int, session: str, hook: Hook, db: Path, **th: f
 async def user_does(watch: Watch, verb: str) -> None:
     """The user's relaunch or kill, as the dashboard's key runs it."""
     w = watch.watched[0]
-    p = await plan_action(verb, w.monitor.target, w.settings, w.settings.session)
+    p = await plan_action(verb, w.monitor.target, w.settings, RunSeen(w.settings.session))
     result = await execute(w.monitor.target, p)
     assert result.ok, (result.summary, result.details)
 
@@ -270,7 +270,7 @@ async def relaunch_into(watch: Watch, run: Any, script: str) -> float:
     may fail the relaunch's own check: that is the user's word, not ours."""
     run.script.write_text(script)
     w = watch.watched[0]
-    p = await plan_action("relaunch", w.monitor.target, w.settings, w.settings.session)
+    p = await plan_action("relaunch", w.monitor.target, w.settings, RunSeen(w.settings.session))
     await execute(w.monitor.target, p)
     return time.time()
 

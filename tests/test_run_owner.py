@@ -22,6 +22,7 @@ import pytest
 
 import helpers
 from gputui.actions import (
+    RunSeen,
     execute,
     plan_dump,
     plan_flush,
@@ -486,7 +487,7 @@ async def test_no_root_tmux_server_on_a_users_socket_left_behind(
         assert result.ok, (result.summary, result.details)
         assert f"--reuid={UID}" in plan.commands[-1]
         kill_users_server(testbed, owned)  # attach-session starts a server too
-        attach = await actions_plan("attach", target, Settings(), "job", tmux=owned.tmux)
+        attach = await actions_plan("attach", target, Settings(), RunSeen("job", tmux=owned.tmux))
         subprocess.run(
             attach.commands[0], stdin=subprocess.DEVNULL, capture_output=True, timeout=30
         )

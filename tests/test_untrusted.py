@@ -316,7 +316,7 @@ class HostileActions(RecordingActions):
         )
         self.text = text
 
-    async def plan(self, verb: str, snap: Any) -> ActionPlan:
+    async def plan(self, verb: str, snap: Any, options: object | None = None) -> ActionPlan:
         p = await super().plan(verb, snap)
         p.title = f"{p.title} {self.text}"
         p.notes = [f"{note} {self.text}" for note in p.notes]
@@ -441,9 +441,14 @@ async def test_palette_opens_searches_and_runs_every_entry() -> None:
         live=False,
     )
     entries = ActionCommands._entries(SimpleNamespace(app=app))  # type: ignore[arg-type]
-    assert len(entries) == 10 and ("[/] filter the log" in [e[0] for e in entries])
+    assert len(entries) == 12 and ("[/] filter the log" in [e[0] for e in entries])
+    # each switch a verb declares is an entry of its own (gputui.verbs: DumpOptions)
+    assert [(e.action_id, e.switch) for e in entries if e.switch] == [
+        ("dump", "native"),
+        ("dump", "locals_"),
+    ]
     async with app.run_test(size=SIZE) as pilot:
-        for text, _help, action_id in entries:
+        for text, _help, action_id, switch in entries:
             await pilot.press("ctrl+p")
             await pilot.pause()
             assert isinstance(app.screen, CommandPalette)
@@ -464,6 +469,11 @@ async def test_palette_opens_searches_and_runs_every_entry() -> None:
                 assert "paused" in str(app.query_one("#log-state").render())
             elif app.why_not(action_id) is None:
                 assert actions.planned[-1].action == action_id
+                # the entry's switch reached the planner, in the verb's own options
+                if switch:
+                    assert getattr(actions.options[-1], switch) is True, text
+                else:
+                    assert actions.options[-1] is None, text
                 if VERB_BY_ID[action_id].confirm:
                     assert isinstance(app.screen, ConfirmScreen), text
                     await pilot.press("n")

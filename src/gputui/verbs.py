@@ -1,21 +1,126 @@
-"""The verbs: one record each, read by the banner, help, footer, palette and
-the CLI subcommands — id, default key, label, whether it changes something,
-where it runs, and why it does not apply now.
+"""The verbs: one declaration each, read by the banner, help, footer,
+palette, the CLI subcommands, the recorder and the actions — id, default
+key, label, whether it changes something, where it runs, why it does not
+apply now, its typed options (each its CLI flag, and its palette entry when
+it has one), its audit words and what it expects of the GPUs afterwards.
 
-Pure: no Textual, no I/O. How a verb is planned and run is the actions
-package's (`gputui.actions.PLANNERS` / `EXECUTORS`, keyed by the same ids);
-findings name verbs by id and the UI shows the key the user bound.
+Pure: no Textual, no I/O. What a verb does — its planner and executor —
+is its `gputui.actions.Action` (`Action(verb, plan, execute)`, beside the
+verb's own code in actions/): those need a Target and Settings, floors above
+this one, while config ([keys]) and the recorder (audit words) read the
+declaration from below them. Findings name verbs by id and the UI shows the
+key the user bound.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from gputui.containers import Host
 from gputui.model import ConnectionState, Proc, Snapshot
 
 WhyNot = Callable[[Snapshot, bool], "str | None"]  # (snapshot, can_launch) -> reason or None
+
+
+# ---------------------------------------------------------------- options
+# A verb's options are a frozen dataclass whose fields are declared with
+# switch() / numbers() / text(): each field is its `gputui VERB` flag (cli/
+# actions.py adds them from here), and each switch is also an entry of the
+# command palette, the verb with that switch on (ui/commands.py), unless it
+# says palette=False (kill --force: force_kill has a key of its own).
+
+
+class OptionKind(enum.Enum):
+    SWITCH = "switch"  # --native: off unless given
+    NUMBERS = "numbers"  # --pid N, repeatable: a tuple of whole numbers
+    TEXT = "text"  # --py-spy PATH: None unless given
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # the options dataclass's field
+    flag: str  # the CLI flag: "--native"
+    kind: OptionKind
+    help: str
+    metavar: str = ""
+    palette: bool = False  # an entry of the palette: the verb with this switch on
+
+
+_OPTION = "gputui.option"
+
+
+def _option(kind: OptionKind, flag: str, help_: str, default: Any, **more: Any) -> Any:
+    # the field's name is filled in by options_of(), which reads the dataclass
+    return field(default=default, metadata={_OPTION: Option("", flag, kind, help_, **more)})
+
+
+def switch(flag: str, help_: str, *, palette: bool = True) -> Any:
+    """A yes/no option, off by default."""
+    return _option(OptionKind.SWITCH, flag, help_, False, palette=palette)
+
+
+def numbers(flag: str, help_: str, *, metavar: str) -> Any:
+    """A repeatable whole-number option: a tuple, empty when not given."""
+    return _option(OptionKind.NUMBERS, flag, help_, (), metavar=metavar)
+
+
+def text(flag: str, help_: str, *, metavar: str) -> Any:
+    """A text option: None when not given."""
+    return _option(OptionKind.TEXT, flag, help_, None, metavar=metavar)
+
+
+def options_of(cls: type) -> tuple[Option, ...]:
+    """The options a verb's options dataclass declares, in field order."""
+    return tuple(
+        dataclasses.replace(f.metadata[_OPTION], name=f.name)
+        for f in dataclasses.fields(cls)
+        if _OPTION in f.metadata
+    )
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """A verb with no options of its own."""
+
+
+@dataclass(frozen=True)
+class KillOptions:
+    force: bool = switch("--force", "skip SIGINT: SIGTERM, then SIGKILL after 1 s", palette=False)
+
+
+@dataclass(frozen=True)
+class FlushOptions:
+    pids: tuple[int, ...] = numbers("--pid", "only this process (repeatable)", metavar="PID")
+
+
+@dataclass(frozen=True)
+class DumpOptions:
+    pids: tuple[int, ...] = numbers("--pid", "only this process (repeatable)", metavar="PID")
+    native: bool = switch("--native", "include native (C/C++) frames")
+    locals_: bool = switch("--locals", "include local variables")
+    py_spy: str | None = text("--py-spy", "path of py-spy inside the container", metavar="PY_SPY")
+
+
+class Audit(enum.Enum):
+    """The verb's lines in the audit log (actions/plan.py)."""
+
+    END = "end"  # one line when it has run
+    # a line when it begins too, and what it causes (the old run gone, the log
+    # quiet) is the user's doing, not news: the recorder expects it (record/)
+    BEGIN_AND_END = "begin and end"
+
+
+class GpuAfter(enum.Enum):
+    """What the verb expects of the GPUs afterwards."""
+
+    UNCHANGED = "unchanged"  # it touches no GPU process
+    # the run's processes leave the GPUs: its result says what their memory
+    # did, read from the monitor's GPU samples (none with simulated GPUs)
+    FREED = "freed"
 
 
 @dataclass(frozen=True)
@@ -24,6 +129,9 @@ class Verb:
     key: str  # the default key; a user's [keys] table may bind another
     label: str
     help: str
+    why_not: WhyNot  # None when it applies to this snapshot, else why not
+    options: type = NoOptions  # a dataclass of switch/numbers/text fields
+    preset: Any = None  # options fixed for this verb (force_kill: KillOptions(force=True))
     changes: bool = True  # acts on the run: off in --read-only
     confirm: bool = True  # the dashboard asks first; False: it only reads, runs at once
     cli_help: str = ""  # non-empty: also a `gputui VERB` subcommand
@@ -32,6 +140,11 @@ class Verb:
     # "view" (the dashboard follows the plan's log: watch_log)
     runs: str = "target"
     footer: bool = True  # shown in the footer (all are in help and the palette)
+    hint: bool = False  # offered under the banner's finding when it applies
+    audit: Audit = Audit.END
+    gpu_after: GpuAfter = GpuAfter.UNCHANGED
+    # its session is the config's [run] one, not the one the dashboard shows
+    session_from_config: bool = False
     # what it is in --read-only when it stays on there, but works otherwise (attach -r)
     read_only_label: str = ""
     read_only_help: str = ""
@@ -42,6 +155,22 @@ class Verb:
 
     def help_in(self, read_only: bool) -> str:
         return self.read_only_help if read_only and self.read_only_help else self.help
+
+    def option_list(self) -> tuple[Option, ...]:
+        """Its options (each a CLI flag); none when its options are preset."""
+        return () if self.preset is not None else options_of(self.options)
+
+    def make_options(self, given: dict[str, Any] | None = None) -> Any:
+        """Its options dataclass from {field: value} (the CLI's flags, the
+        palette's switch); the preset, when it has one."""
+        if self.preset is not None:
+            return self.preset
+        return self.options(**(given or {}))
+
+    @property
+    def expected(self) -> bool:
+        """What it causes is the user's doing: the recorder takes it for no news."""
+        return self.audit is Audit.BEGIN_AND_END
 
 
 def _session_needed(snap: Snapshot) -> str | None:
@@ -113,42 +242,61 @@ VERBS: tuple[Verb, ...] = (
         "r",
         "relaunch",
         "Stop the run and start it again unbuffered (old log kept)",
+        _relaunch,
         cli_help="restart the run unbuffered (PYTHONUNBUFFERED=1, tee -a -i)",
+        audit=Audit.BEGIN_AND_END,
+        gpu_after=GpuAfter.FREED,
     ),
     Verb(
         "kill",
         "k",
         "kill",
         "SIGINT the run's process group, then SIGTERM, then SIGKILL",
+        _kill,
+        options=KillOptions,
         cli_help="stop the run (SIGINT, then SIGTERM, then SIGKILL)",
+        audit=Audit.BEGIN_AND_END,
+        gpu_after=GpuAfter.FREED,
     ),
     Verb(
         "force_kill",
         "K",
         "force kill",
         "SIGTERM the run's process group, then SIGKILL after 1 s (no SIGINT)",
+        _kill,
+        options=KillOptions,
+        preset=KillOptions(force=True),
         footer=False,
+        audit=Audit.BEGIN_AND_END,  # its plan is kill's, forced
+        gpu_after=GpuAfter.FREED,
     ),
     Verb(
         "dump",
         "d",
         "py-spy dump",
         "Show every Python thread's stack (py-spy dump; runs at once, it only reads)",
+        _dump,
+        options=DumpOptions,
         cli_help="py-spy dump of the run's Python processes",
         confirm=False,  # each process pauses for milliseconds; nothing is changed
+        hint=True,
     ),
     Verb(
         "flush",
         "f",
         "flush live",
         "Make the running process flush stdout and go line-buffered",
+        _flush,
+        options=FlushOptions,
         cli_help="flush a live process's stdout through gdb",
+        hint=True,
     ),
     Verb(
         "attach",
         "a",
         "attach",
         "Open the tmux session in this terminal; detach to come back",
+        _attach,
         runs="terminal",
         changes=False,  # in --read-only tmux's read-only client: keys do not reach the run
         read_only_label="attach -r",
@@ -160,31 +308,24 @@ VERBS: tuple[Verb, ...] = (
         "l",
         "launch",
         "Start the run from the config's [run] section",
+        _launch,
         cli_help="start the [run] command from the config in tmux",
         footer=False,
+        audit=Audit.BEGIN_AND_END,
+        session_from_config=True,
     ),
     Verb(
         "watch_log",
         "w",
         "real log",
         "Follow the file the process really writes",
+        _watch_log,
         changes=False,  # following another file changes nothing
         runs="view",
     ),
 )
 VERB_BY_ID = {v.id: v for v in VERBS}
 CLI_VERBS = tuple(v.id for v in VERBS if v.cli_help)
-
-RULES: dict[str, WhyNot] = {
-    "relaunch": _relaunch,
-    "kill": _kill,
-    "force_kill": _kill,
-    "dump": _dump,
-    "flush": _flush,
-    "attach": _attach,
-    "launch": _launch,
-    "watch_log": _watch_log,
-}
 
 
 def why_not(verb: str, snap: Snapshot, *, read_only: bool, can_launch: bool = False) -> str | None:
@@ -196,7 +337,7 @@ def why_not(verb: str, snap: Snapshot, *, read_only: bool, can_launch: bool = Fa
         return "read-only mode (--read-only)"
     if snap.connection != ConnectionState.CONNECTED:
         return f"not connected ({snap.connection.value})"
-    return RULES[verb](snap, can_launch)
+    return v.why_not(snap, can_launch)
 
 
 # The dashboard's other keys, by binding id (ui/app.py binds them from here):

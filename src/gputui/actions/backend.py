@@ -10,8 +10,8 @@ from gputui.config import Settings
 from gputui.model import GpuProcess, Snapshot
 from gputui.monitor.door import RunFeed
 from gputui.remote.target import Target
+from gputui.verbs import VERB_BY_ID, GpuAfter
 
-GPU_MEMORY_ACTIONS = ("relaunch", "kill")  # their results say what the GPUs' memory did
 SIMULATED_GPUS = "GPU memory: the demo's GPUs are simulated; its run holds none on a real GPU"
 
 
@@ -26,23 +26,23 @@ class ActionBackend:
         self.monitor = monitor
         self.progress: Progress = None
 
-    async def plan(self, verb: str, snap: Snapshot) -> ActionPlan:
+    async def plan(self, verb: str, snap: Snapshot, options: object | None = None) -> ActionPlan:
+        """`options`: the verb's options dataclass (the palette's entry for
+        one of its switches); None: its defaults."""
         from gputui import actions
 
-        session = snap.session_name or self.settings.session
-        if verb == "launch":
-            session = None  # launch names its session from the config's [run]
+        declared = VERB_BY_ID.get(verb)
+        # launch names its session from the config's [run], not the one shown
+        shown = declared is None or not declared.session_from_config
         proc = snap.training_proc
-        return await actions.plan(
-            verb,
-            self.target,
-            self.settings,
-            session,
+        seen = actions.RunSeen(
+            session=(snap.session_name or self.settings.session) if shown else None,
+            tmux=snap.session.tmux if snap.session is not None and shown else None,
             log=snap.log.path or None,
             pid=proc.pid if proc is not None else None,
-            stdout_files=list(proc.stdout.files) if proc is not None else [],
-            tmux=snap.session.tmux if snap.session is not None and verb != "launch" else None,
+            stdout_files=tuple(proc.stdout.files) if proc is not None else (),
         )
+        return await actions.plan(verb, self.target, self.settings, seen, options)
 
     async def execute(self, plan: ActionPlan) -> ActionResult:
         """Run the confirmed plan. With simulated GPUs (the demo) no GPU
@@ -58,7 +58,8 @@ class ActionBackend:
             gpu_memory=None if simulated else self._gpu_memory,
             gpu_processes=None if simulated else self._gpu_processes,
         )
-        if simulated and plan.action in GPU_MEMORY_ACTIONS:
+        declared = VERB_BY_ID.get(plan.action)
+        if simulated and declared is not None and declared.gpu_after is GpuAfter.FREED:
             result.details.append(SIMULATED_GPUS)
         return result
 

@@ -1,6 +1,8 @@
 """`gputui relaunch|kill|dump|flush|launch` without the TUI.
 
-cli.py parses the flags and calls `run(command, args, settings)`. The plan
+Each verb's flags are its declared options (gputui.verbs: `Verb.options`,
+added by add_arguments, read back by options_from); cli.py parses them and
+calls `run(command, args, settings)`. The plan
 (exact target and commands) is always printed first; it runs only after a
 `y` on a terminal, or with `--yes`. Every remote value is printed through
 `untrusted.visible`: no escape sequence from it reaches the terminal.
@@ -14,23 +16,31 @@ import dataclasses
 import json
 import sys
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
-from gputui.actions import ActionPlan, ActionResult, execute, plan
+from gputui.actions import ActionPlan, ActionResult, RunSeen, execute, plan
 from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.remote.target import Target, make_target
 from gputui.text.untrusted import json_text, visible
-from gputui.verbs import CLI_VERBS
+from gputui.verbs import CLI_VERBS, VERB_BY_ID, OptionKind
 
 COMMANDS = CLI_VERBS
 
 
-def _pids(args: argparse.Namespace) -> list[int] | None:
-    pid = getattr(args, "pid", None)
-    if pid is None or pid == []:
-        return None
-    return [int(p) for p in (pid if isinstance(pid, list) else [pid])]
+def options_from(command: str, args: argparse.Namespace) -> Any:
+    """The verb's options dataclass from its parsed flags."""
+    verb = VERB_BY_ID[command]
+    given: dict[str, Any] = {}
+    for o in verb.option_list():
+        value = getattr(args, o.name, None)
+        if o.kind is OptionKind.NUMBERS:
+            given[o.name] = tuple(int(v) for v in value or ())
+        elif o.kind is OptionKind.SWITCH:
+            given[o.name] = bool(value)
+        else:
+            given[o.name] = value
+    return verb.make_options(given)
 
 
 async def make_plan(
@@ -40,15 +50,7 @@ async def make_plan(
     if command not in COMMANDS:
         raise GputuiError(f"unknown action {command!r}", f"use one of: {', '.join(COMMANDS)}")
     return await plan(
-        command,
-        target,
-        settings,
-        session,
-        force=bool(getattr(args, "force", False)),
-        pids=_pids(args),
-        native=bool(getattr(args, "native", False)),
-        locals_=bool(getattr(args, "locals", False)),
-        py_spy=getattr(args, "py_spy", None),
+        command, target, settings, RunSeen(session=session), options_from(command, args)
     )
 
 
@@ -158,22 +160,20 @@ def run(command: str, args: argparse.Namespace, settings: Settings) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
-    """Action flags for cli.py's subparsers (target flags are cli.py's)."""
+    """Action flags for cli.py's subparsers (target flags are cli.py's):
+    --yes and --json for every verb, then the verb's own options."""
     parser.add_argument("--yes", "-y", action="store_true", help="run without asking")
     parser.add_argument(
         "--json",
         action="store_true",
         help="print the plan and the result as JSON on stdout (the rest goes to stderr)",
     )
-    if command == "kill":
-        parser.add_argument(
-            "--force", action="store_true", help="skip SIGINT: SIGTERM, then SIGKILL after 1 s"
-        )
-    if command in ("dump", "flush"):
-        parser.add_argument(
-            "--pid", type=int, action="append", help="only this process (repeatable)"
-        )
-    if command == "dump":
-        parser.add_argument("--native", action="store_true", help="include native (C/C++) frames")
-        parser.add_argument("--locals", action="store_true", help="include local variables")
-        parser.add_argument("--py-spy", dest="py_spy", help="path of py-spy inside the container")
+    for o in VERB_BY_ID[command].option_list():
+        if o.kind is OptionKind.SWITCH:
+            parser.add_argument(o.flag, dest=o.name, action="store_true", help=o.help)
+        elif o.kind is OptionKind.NUMBERS:
+            parser.add_argument(
+                o.flag, dest=o.name, type=int, action="append", metavar=o.metavar, help=o.help
+            )
+        else:
+            parser.add_argument(o.flag, dest=o.name, metavar=o.metavar, help=o.help)

@@ -37,6 +37,7 @@ from gputui.remote.target import spec_of
 from gputui.statefiles import audit_path
 from gputui.tasks import cancel_and_wait
 from gputui.text.untrusted import visible
+from gputui.verbs import VERB_BY_ID
 
 log = logging.getLogger(__name__)  # `gputui -v`: incidents, exits, actions, connection
 
@@ -52,7 +53,6 @@ AUDIT_EVERY_S = 10.0
 # The user's relaunch or kill: what it causes is no news from when it begins
 # until SETTLE_S after it ends (gputui.record.incidents), at most this long.
 ACTION_MAX_S = 300.0
-EXPECTING = frozenset({"relaunch", "kill", "launch"})
 # Findings that say the run has been quiet: after the user's relaunch the
 # new run gets the stale threshold from the action's end to print (its
 # first line resets them), not a moment less.
@@ -61,6 +61,12 @@ SILENCE_KINDS = kinds_that("silence")  # declared by each finding kind (diagnose
 # run has had settle_s to come up and no session of it came.
 GONE_KINDS = kinds_that("gone")
 _PID_RE = re.compile(r"\bPIDs? (\d+)")
+
+
+def _expected(action: object) -> bool:
+    """The user's verb whose consequences are no news (gputui.verbs: Audit.BEGIN_AND_END)."""
+    verb = VERB_BY_ID.get(action) if isinstance(action, str) else None
+    return verb is not None and verb.expected
 
 
 @dataclass
@@ -581,7 +587,7 @@ class RunRecorder:
             return
         if not isinstance(e, dict) or e.get("target") != self.name:
             return
-        if (e.get("action") or e.get("begins")) not in EXPECTING:
+        if not _expected(e.get("action") or e.get("begins")):
             return
         if session and e.get("session") and e.get("session") != session:
             return  # another session's run on this target
@@ -604,7 +610,7 @@ class RunRecorder:
         (the audit log's "begun" line says the same, read a tick later: under
         load the run's consequences — its log moved aside — could be on the
         banner first, as news)."""
-        if action in EXPECTING:  # keyed as the audit log's lines are: the plan's time to 1 ms
+        if _expected(action):  # keyed as the audit log's lines are: the plan's time to 1 ms
             self._expect(action, time.time(), round(created, 3), list(pids), ended=False)
 
     def _expect(

@@ -437,9 +437,9 @@ class GputuiApp(App[int]):
     def _banner_hints(self) -> list[str]:
         hints = []
         top = self._q(Banner).finding
-        for verb in ("flush", "dump"):
-            if (top is None or top.action != verb) and self.why_not(verb) is None:
-                hints.append(keyed(verb, VERB_BY_ID[verb].label, self.keys))
+        for v in VERBS:
+            if v.hint and (top is None or top.action != v.id) and self.why_not(v.id) is None:
+                hints.append(keyed(v.id, v.label, self.keys))
         return hints
 
     def _dropped_lines(self) -> int:
@@ -527,20 +527,23 @@ class GputuiApp(App[int]):
             return True if self.why_not(str(parameters[0])) is None else None  # None: greyed
         return True
 
-    def action_verb(self, verb: str) -> None:
+    def action_verb(self, verb: str, switch: str = "") -> None:
+        """Run `verb`; `switch`: one of its switches on (the palette's entry
+        for it, gputui.verbs.Option.palette)."""
         why = self.why_not(verb)
         label = VERB_BY_ID[verb].label if verb in VERB_BY_ID else verb
         if why is not None:
             self.notify(f"{label}: {why}", severity="warning")
             return
-        self._plan_confirm_run(verb)
+        options = VERB_BY_ID[verb].make_options({switch: True}) if switch else None
+        self._plan_confirm_run(verb, options)
 
-    async def _plan(self, verb: str) -> ActionPlan:
+    async def _plan(self, verb: str, options: object | None = None) -> ActionPlan:
         assert self.actions is not None
-        return await self.actions.plan(verb, self.monitor.snapshot)
+        return await self.actions.plan(verb, self.monitor.snapshot, options)
 
     @work(group="action", exclusive=True, exit_on_error=False)
-    async def _plan_confirm_run(self, verb: str) -> None:
+    async def _plan_confirm_run(self, verb: str, options: object | None = None) -> None:
         """Plan (read-only), confirm with the plan fixed, then run it. A verb
         that only reads (py-spy dump) runs at once; its result says what ran.
         The confirm box opens on the key and the plan fills it in when it
@@ -549,7 +552,7 @@ class GputuiApp(App[int]):
         asks = verb not in VERB_BY_ID or VERB_BY_ID[verb].confirm
         box = await self._open_confirm(verb) if asks else None
         try:
-            plan = await self._plan(verb)
+            plan = await self._plan(verb, options)
         except GputuiError as e:
             if box is not None:
                 box.show_failure(str(e))  # Escape closes it

@@ -7,14 +7,14 @@ Hit texts are plain `Content`, never markup: the entries are written
 from __future__ import annotations
 
 from functools import partial
-from typing import Protocol, cast
+from typing import NamedTuple, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
 from textual.content import Content
 from textual.markup import escape
 
 from gputui.text.untrusted import visible
-from gputui.verbs import VERBS, keyed
+from gputui.verbs import VERBS, OptionKind, keyed
 
 
 class VerbSource(Protocol):
@@ -37,39 +37,54 @@ def highlighted(matcher: Matcher, text: str) -> Content:
     return content
 
 
+class Entry(NamedTuple):
+    text: str
+    help: str  # markup-escaped: Textual reads a hit's help as markup
+    action_id: str  # a verb id, or "filter" / "pause"
+    switch: str = ""  # one of the verb's switches on (gputui.verbs.Option.palette)
+
+
 class ActionCommands(Provider):
-    def _entries(self) -> list[tuple[str, str, str]]:
+    def _entries(self) -> list[Entry]:
+        """Each verb, then each of its switches that is a palette entry
+        (`[d] py-spy dump --native`), then the log's keys."""
         app = cast(VerbSource, self.app)
         out = []
         for v in VERBS:
             why = app.why_not(v.id)
             help_ = v.help_in(app.read_only) if why is None else f"unavailable: {visible(why)}"
-            out.append((keyed(v.id, v.label_in(app.read_only), app.keys), help_, v.id))
-        out.append(("[/] filter the log", "show only lines matching a regex", "filter"))
-        out.append(("[p] pause / resume the log", "freeze the log view", "pause"))
-        # Textual reads a hit's help as markup
-        return [(text, escape(help_), action_id) for text, help_, action_id in out]
+            entry = keyed(v.id, v.label_in(app.read_only), app.keys)
+            out.append(Entry(entry, help_, v.id))
+            for o in v.option_list():
+                if o.kind is OptionKind.SWITCH and o.palette:
+                    switched = f"{o.help}: {help_}" if why is None else help_
+                    out.append(Entry(f"{entry} {o.flag}", switched, v.id, o.name))
+        out.append(Entry("[/] filter the log", "show only lines matching a regex", "filter"))
+        out.append(Entry("[p] pause / resume the log", "freeze the log view", "pause"))
+        return [e._replace(help=escape(e.help)) for e in out]
 
-    def _run(self, action_id: str) -> None:
+    def _run(self, entry: Entry) -> None:
         app = self.app
-        if action_id in ("filter", "pause"):
-            app.call_later(app.run_action, action_id)
+        if entry.action_id in ("filter", "pause"):
+            app.call_later(app.run_action, entry.action_id)
+        elif entry.switch:
+            app.call_later(app.run_action, f"verb('{entry.action_id}', '{entry.switch}')")
         else:
-            app.call_later(app.run_action, f"verb('{action_id}')")
+            app.call_later(app.run_action, f"verb('{entry.action_id}')")
 
     async def discover(self) -> Hits:
-        for text, help_, action_id in self._entries():
-            yield DiscoveryHit(Content(text), partial(self._run, action_id), text=text, help=help_)
+        for e in self._entries():
+            yield DiscoveryHit(Content(e.text), partial(self._run, e), text=e.text, help=e.help)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for text, help_, action_id in self._entries():
-            score = matcher.match(text)
+        for e in self._entries():
+            score = matcher.match(e.text)
             if score > 0:
                 yield Hit(
                     score,
-                    highlighted(matcher, text),
-                    partial(self._run, action_id),
-                    text=text,
-                    help=help_,
+                    highlighted(matcher, e.text),
+                    partial(self._run, e),
+                    text=e.text,
+                    help=e.help,
                 )
