@@ -81,18 +81,20 @@ def markdown_text(value: object) -> str:
     return _MARKDOWN_PUNCTUATION.sub(r"\\\1", visible(value))
 
 
-_MENTION = re.compile(r"@(?=(?:everyone|here|channel)\b)", re.IGNORECASE)
 ZWSP = "\u200b"  # zero width space: what chat services advise to break a mention
+_MASKED_LINK = re.compile(r"\](\s*)\(")
 
 
 def no_mentions(text: str) -> str:
     """`text` (an alert naming a session, a log line) as a chat message
-    (Discord, Slack, Teams through apprise) that pings nobody and hides no
-    link: `@everyone`/`@here`/`@channel` get a zero width space after `@`;
-    every `<` one after it (`<@id>`, `<@&role>`, `<!here>`, `<url|text>`);
-    a masked link `[text](url)` one between `]` and `(`. It reads the same."""
-    text = _MENTION.sub("@" + ZWSP, text)
-    return text.replace("<", "<" + ZWSP).replace("](", "]" + ZWSP + "(")
+    (Discord, Slack, Matrix, Teams through apprise) that pings nobody and
+    hides no link: EVERY `@` gets a zero width space after it, whatever
+    follows (`@everyone_`, `@here2`, Matrix's `@room`: a word list misses
+    some, issue 45); every `<` one after it (`<@id>`, `<@&role>`, `<!here>`,
+    `<url|text>`); a masked link `[text](url)` one after `]` and one before
+    `(`, whatever spacing is between (`[text] (url)`). It reads the same."""
+    text = text.replace("@", "@" + ZWSP).replace("<", "<" + ZWSP)
+    return _MASKED_LINK.sub(lambda m: "]" + ZWSP + m.group(1) + ZWSP + "(", text)
 
 
 def one_line(value: object, limit: int = 300) -> str:
