@@ -181,3 +181,19 @@ def test_a_run_that_still_steps_while_a_thread_reads_the_terminal_is_not_waiting
     snap = run(last_step_ago=0.5, silent=0.5, pane_tail=("press q to stop > ",))
     next(p for p in snap.procs if p.is_python).reads_tty = "/dev/pts/3"
     assert "waiting_for_input" not in _kinds(snap)
+
+
+def test_a_run_of_another_user_is_told_the_safe_attach() -> None:
+    """Issue 45: `a` on a session whose tmux server is another user's runs
+    that user's client; the advice says it is relayed through a terminal of
+    gputui's (that user's programs never get the admin's), not a bare `a`."""
+    snap = _waiting()
+    assert snap.session is not None
+    snap.session.socket, snap.session.owner = "/tmp/tmux-65534/default", "nobody"
+    snap.session.server_tmux = [
+        "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--init-groups", "--",
+        "tmux", "-S", "/tmp/tmux-65534/default",
+    ]  # fmt: skip
+    f = _word(snap)
+    assert "relays it through a terminal of its own" in f.fix, f.fix
+    assert "uid 65534's programs never get yours" in f.fix

@@ -1,11 +1,24 @@
-"""attach: the local argv that opens the run's tmux session in this terminal."""
+"""attach: the local argv that opens the run's tmux session in this
+terminal — directly for a session of gputui's own user, through a pty of
+gputui's (actions/ownterminal.py) for a session whose server is another
+user's: that user's programs never get this terminal (issue 45)."""
 
 from __future__ import annotations
 
-from gputui.actions.plan import ActionError, ActionPlan
+import subprocess
+
+from gputui.actions.ownterminal import relay
+from gputui.actions.plan import ActionError, ActionPlan, ActionResult
 from gputui.actions.runspec import session_target, tmux_argv
 from gputui.config import Settings
 from gputui.remote.target import Target
+from gputui.text.owners import runs_as
+
+RELAY_NOTE = (
+    "The session's tmux server is {owner}'s: its client runs on a terminal gputui opens for it "
+    "and relays to yours (drawing only; no title, clipboard or report sequence passes), "
+    "so {owner}'s programs never get your terminal."
+)
 
 
 def attach_argv(
@@ -35,6 +48,10 @@ def plan_attach(
     argv = attach_argv(target, name, settings.read_only, tmux)
     how = "read-only " if settings.read_only else ""
     notes = ["Detach with Ctrl-b d to come back to gputui."]
+    owner = runs_as(tmux)
+    if owner is not None:
+        how += f"(relayed: {owner}'s server) "
+        notes.insert(0, RELAY_NOTE.format(owner=owner))
     if settings.read_only:
         notes.insert(
             0, "--read-only: tmux's read-only client (attach -r); your keys do not reach the run."
@@ -47,4 +64,21 @@ def plan_attach(
         ct=target.ct,
         commands=[argv],
         notes=notes,
+        params={"owner": owner} if owner is not None else {},
     )
+
+
+def run_attach(plan: ActionPlan) -> ActionResult:
+    """Run a confirmed attach plan in this terminal (fds 0 and 1), as the
+    dashboard does with its screen suspended: the argv itself for a session
+    of gputui's own user; relayed through a pty of gputui's for another
+    user's (`params["owner"]`)."""
+    owner = plan.params.get("owner")
+    if not owner:
+        rc = subprocess.run(plan.commands[0], check=False).returncode
+        return ActionResult(rc == 0, f"detached (exit status {rc})")
+    got = relay(plan.commands[0])
+    said = f"detached from {owner}'s session, relayed (exit status {got.returncode})"
+    if got.dropped:
+        said += f"; {got.dropped} sequence(s) of its output were not passed to your terminal"
+    return ActionResult(got.returncode == 0, said)

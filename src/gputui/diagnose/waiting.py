@@ -16,6 +16,7 @@ from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import short
 from gputui.diagnose.registry import Kind, rule
 from gputui.model import Finding, Severity
+from gputui.text.owners import runs_as
 from gputui.text.untrusted import one_line
 from gputui.text.words import dur
 
@@ -37,6 +38,19 @@ def pane_question(ctx: Context) -> str:
         if ln and ln.strip():
             return ln.strip()
     return ""
+
+
+def how_to_attach(ctx: Context) -> str:
+    """`attach (a)`, and for a session whose tmux server is another user's
+    the safe form it takes (issue 45): through a terminal of gputui's, so
+    that user's programs never get the admin's."""
+    owner = runs_as(ctx.session.server_tmux) if ctx.session is not None else None
+    if owner is None:
+        return "attach (a)"
+    return (
+        f"attach (a: {owner}'s tmux server, so gputui relays it through a terminal of its own "
+        f"and {owner}'s programs never get yours)"
+    )
 
 
 @rule(
@@ -76,7 +90,7 @@ def rule_waiting_for_input(ctx: Context) -> Finding | None:
             action="attach",
             action_label="attach and continue (c)",
             fix=(
-                "attach (a) and continue (c); a breakpoint() left in the code stops every run: "
+                f"{how_to_attach(ctx)} and continue (c); a breakpoint() left in the code stops every run: "
                 "remove it, or relaunch with PYTHONBREAKPOINT=0"
             ),
         )
@@ -90,6 +104,6 @@ def rule_waiting_for_input(ctx: Context) -> Finding | None:
         evidence=ev,
         action="attach",
         action_label="attach and answer",
-        fix="attach (a) and answer it"
+        fix=f"{how_to_attach(ctx)} and answer it"
         + (f"; so that it is never asked: {ahead}" if ahead else "; or give the answer up front"),
     )

@@ -1,5 +1,6 @@
 """Who holds a GPU process, in words, when its cgroup puts it in another
-container: 'CT 201 (eval-box)', 'container trainer2'. Pure."""
+container: 'CT 201 (eval-box)', 'container trainer2'; whose hands an argv
+runs with ('uid 65534'). Pure."""
 
 from __future__ import annotations
 
@@ -46,3 +47,23 @@ def container_words(gp: GpuProcess, names: Mapping[str, str]) -> str:
     if name:
         return f"container {visible(name)}"
     return f"{visible(kind)} container {visible(ident[:SHORT_ID])}"
+
+
+IDENTITY_DROPS = ("setpriv", "runuser")
+
+
+def runs_as(argv: list[str] | None) -> str | None:
+    """Whose hands `argv` runs with when it drops to another user first
+    (`setpriv --reuid=U …`, `runuser -u NAME …`, as remote/agent.py
+    `as_owner` builds a tmux argv for another user's server): 'uid U' or
+    'NAME'; None when it runs with gputui's own."""
+    if not argv or argv[0].rsplit("/", 1)[-1] not in IDENTITY_DROPS:
+        return None
+    for i, arg in enumerate(argv):
+        if arg.startswith("--reuid="):
+            return f"uid {arg.split('=', 1)[1]}"
+        if arg in ("-u", "--reuid") and i + 1 < len(argv):
+            return argv[i + 1] if arg == "-u" else f"uid {argv[i + 1]}"
+        if arg == "--":
+            break
+    return "another user"

@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -604,9 +603,10 @@ class GputuiApp(App[int]):
             self.monitor.watch_log(plan.params["log"])
             return ActionResult(True, f"following {plan.params['log']}")
         if runs == "terminal":
-            with self.suspend():
-                rc = subprocess.run(plan.commands[0], check=False).returncode
-            return ActionResult(rc == 0, f"detached (exit status {rc})")
+            from gputui.actions.attach import run_attach
+
+            with self.suspend():  # another user's session: through a pty of gputui's
+                return run_attach(plan)
         assert self.actions is not None
         if self.recorder is not None:  # its consequences are no news, from now
             self.recorder.note_begun(plan.action, plan.created, plan.pids)
