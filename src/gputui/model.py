@@ -544,6 +544,68 @@ class Metrics:
         return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
+# ---------------------------------------------------------------- the last run
+
+
+@dataclass(frozen=True)
+class Program:
+    """What a run ran, as the history keeps it beside the run (issue 49):
+    its argv, where, the script's mtime, the environment variables gputui's
+    launch set (names, and PYTHONUNBUFFERED=1), when its process started
+    (local clock). `script` is the program's own file (`train.py`, `-m
+    pkg.train`, `start.sh`): two runs with the same script are the same
+    program, their arguments compared."""
+
+    argv: tuple[str, ...] = ()
+    cwd: str = ""
+    script: str = ""
+    script_mtime: float | None = None
+    env: tuple[str, ...] = ()
+    started: float | None = None
+
+
+@dataclass(frozen=True)
+class Versus:
+    """One figure of the new run against the last run's at the same step."""
+
+    name: str  # "tok/s", "loss", "s/step", "first step"
+    new: float | None
+    old: float | None
+
+    @property
+    def pct(self) -> float | None:
+        """(new - old) / old in %; None when either is unknown or old is 0."""
+        if self.new is None or self.old is None or self.old == 0:
+            return None
+        return (self.new - self.old) / abs(self.old) * 100.0
+
+
+@dataclass(frozen=True)
+class VsLast:
+    """The watched run against the last one, step for step (issue 49;
+    diagnose/compare.py makes it). `verdict`: "faster", "slower", "same"
+    (within the noise both runs' own spread says), or "" (too few matched
+    steps yet). `enough`: enough matched steps to alert on."""
+
+    this_run: int | None
+    last_run: int | None
+    step: int | None = None  # the step compared at (the last both runs reached)
+    window: tuple[int, int] | None = None  # the matched steps the verdict is over
+    verdict: str = ""
+    enough: bool = False
+    test: str = ""  # the test in words: "Welch t = -6.2, df 13, |t| > 3.0 (p < 0.01)"
+    rate: Versus | None = None  # throughput (higher is faster), else steps/s
+    loss: Versus | None = None
+    step_time: Versus | None = None  # median s/step
+    first_step: Versus | None = None  # seconds from start to the first step
+    loss_band: tuple[float, float] | None = None  # the last run's loss band at `step`
+    loss_out: bool = False  # the new loss is above that band
+    changes: tuple[str, ...] = ()  # what changed between the two, in words
+    picked: bool = False  # the user picked the last run (else: found by its program)
+    n_new: int = 0  # points of each run in the window
+    n_old: int = 0
+
+
 # ---------------------------------------------------------------- findings
 
 
@@ -635,6 +697,9 @@ class Snapshot:
     # while such a line is among the last ones); None: not asked (no agent,
     # or no such line).
     ports_taken: PortsTaken | None = None
+    # The watched run against the last run of the same program (issue 49):
+    # set by whoever reads the history (the recorder, doctor); None: none known.
+    vs_last: VsLast | None = None
     # The host's containers by key ("lxc:201", "docker:<full id>") -> name,
     # as the host lists them (read once at start): a GPU holder in another
     # container is named "CT 201 (eval-box)", "container trainer2".

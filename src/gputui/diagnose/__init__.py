@@ -57,6 +57,7 @@ from collections.abc import Callable
 # The families: importing one registers its rules (their order means nothing:
 # precedence is declared on the kinds, registry.py).
 from gputui.diagnose import (  # noqa: F401
+    deploy,
     failures,
     gpu,
     hardware,

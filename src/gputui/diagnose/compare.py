@@ -1,0 +1,439 @@
+"""The new run against the last one, step for step (issue 49). Pure: points
+and programs in, a `VsLast` out; no I/O.
+
+- **The last run** of a run is the most recent earlier run on the same target
+  with the same program: the same script (`train.py`, `-m pkg.train`, the
+  start script), its arguments compared and the differences listed
+  (`program_changes`).
+- **The matched window**: the steps both runs reached, less the first tenth
+  (warm-up), the new run's last MAX_POINTS points at most. Comparing at the
+  same steps, a warm-up or a slow evaluation every N steps weighs the same in
+  both.
+- **The verdict** (faster / slower / same within noise) is a Welch test on the
+  per-step rates of the two runs over that window — the tok/s (or it/s,
+  samples/s) the log prints, else steps a second from the line times —
+  averaged into BLOCKS consecutive blocks per run first, so a rate the
+  program smooths over its last steps (neighbours alike) does not pass for
+  many independent readings. The noise is each run's own spread, never a
+  fixed percentage; ALPHA two-sided, so a rerun of the same code is called
+  slower about ALPHA / 2 of the time (tests/test_compare.py: 20 generated
+  noisy pairs).
+- **The loss band**: the last run's loss over the same trailing steps, its
+  mean ± LOSS_BAND_SD of its own spread (or the new run's, the wider); the
+  new run's mean loss above it "leaves the band".
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gputui.model import Program, Versus, VsLast
+
+ALPHA = 0.01  # two-sided: a rerun of the same code is called slower ~0.5 % of the time
+BLOCKS = 8  # block means per run for the test
+MIN_BLOCKS = 4  # fewer: too early for a verdict
+MIN_POINTS_ALERT = 20  # matched points of the new run before an alert
+WARMUP_FRACTION = 0.1  # of the common steps, left out of the window
+MAX_POINTS = 2000  # the new run's points in the window, at most
+LOSS_TAIL = 20  # the new run's last points the loss is compared over
+LOSS_BAND_SD = 3.0
+
+_PYTHONS = ("python", "pypy")
+_LAUNCHERS = {"torchrun", "accelerate", "deepspeed", "uv", "poetry", "env", "nohup", "stdbuf"}
+_SHELLS = {"sh", "bash", "dash", "zsh"}
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One metric point of a run: its step, when it arrived (local clock),
+    the loss and throughput its line printed; `timed`: `t` is when the line
+    came (not when a catch-up read it)."""
+
+    step: int | None
+    t: float
+    loss: float | None = None
+    throughput: float | None = None
+    timed: bool = True
+
+
+# ------------------------------------------------------------------ programs
+
+
+def script_of(argv: Sequence[str]) -> str:
+    """The program's own file in an argv: `python -u train.py --bs 8` ->
+    `train.py`; `python -m pkg.train` -> `-m pkg.train`; `torchrun
+    --nproc_per_node 8 train.py` -> `train.py`; `bash start.sh` ->
+    `start.sh`; else the command's name."""
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        a = args[i]
+        name = os.path.basename(a)
+        if "=" in a and not a.startswith("-") and i == 0:  # env VAR=1 ...
+            i += 1
+            continue
+        if name.startswith(_PYTHONS) or name in _LAUNCHERS or name in _SHELLS:
+            i += 1
+            while i < len(args) and args[i].startswith("-"):
+                if args[i] == "-m" and i + 1 < len(args):
+                    return f"-m {args[i + 1]}"
+                if args[i] == "-c":
+                    return "-c"
+                i += 1 + _takes_value(args[i], name)
+            continue
+        if "=" in a and name == a and not a.startswith("-"):
+            i += 1  # VAR=1 after env
+            continue
+        return a
+    return os.path.basename(args[0]) if args else ""
+
+
+def _takes_value(flag: str, prog: str) -> int:
+    """1 when a launcher's flag is followed by its value (`--nproc_per_node 8`)."""
+    if "=" in flag or prog.startswith(_PYTHONS) or prog in _SHELLS:
+        return 1 if flag in ("-W", "-X", "-Q") else 0
+    return 1 if flag.startswith("--") else 0
+
+
+def same_program(a: Program, b: Program) -> bool:
+    """The same script, by name (a run started from another directory with
+    `../train.py` is still that script)."""
+    sa, sb = a.script or script_of(a.argv), b.script or script_of(b.argv)
+    return bool(sa) and os.path.basename(sa) == os.path.basename(sb)
+
+
+def _args_after(argv: Sequence[str], script: str) -> list[str]:
+    words = list(argv)
+    key = script.split(" ")[-1]
+    return words[words.index(key) + 1 :] if key in words else words
+
+
+def program_changes(old: Program, new: Program) -> list[str]:
+    """What changed between two runs of a program, in words: the arguments
+    (each flag's old and new value), the environment gputui set, the working
+    directory, the script's mtime."""
+    out: list[str] = []
+    script = new.script or script_of(new.argv)
+    a, b = _args_after(old.argv, script), _args_after(new.argv, script)
+    if a != b:
+        out += _arg_changes(_flags(a), _flags(b))
+    if old.script and new.script and old.script != new.script:
+        out.append(f"script {old.script} → {new.script}")
+    if set(old.env) != set(new.env):
+        added = sorted(set(new.env) - set(old.env))
+        gone = sorted(set(old.env) - set(new.env))
+        out += [f"env {e} set" for e in added] + [f"env {e} not set" for e in gone]
+    if old.cwd and new.cwd and old.cwd != new.cwd:
+        out.append(f"directory {old.cwd} → {new.cwd}")
+    if old.script_mtime is not None and new.script_mtime is not None:
+        dt = new.script_mtime - old.script_mtime
+        if abs(dt) >= 1.0:
+            out.append(f"{os.path.basename(script) or 'the script'} modified ({_ago(dt)} later)")
+    return out
+
+
+def _flags(args: list[str]) -> dict[str, str]:
+    """`--bs 8 --lr=3e-4 -v data` -> {'--bs': '8', '--lr': '3e-4', '-v': '', '#1': 'data'}."""
+    out: dict[str, str] = {}
+    i, pos = 0, 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("-") and len(a) > 1 and not _is_number(a):
+            if "=" in a:
+                k, _, v = a.partition("=")
+                out[k] = v
+            elif i + 1 < len(args) and not (
+                args[i + 1].startswith("-") and not _is_number(args[i + 1])
+            ):
+                out[a] = args[i + 1]
+                i += 1
+            else:
+                out[a] = ""
+        else:
+            pos += 1
+            out[f"#{pos}"] = a
+        i += 1
+    return out
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _arg_changes(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    out = []
+    for k in list(old) + [k for k in new if k not in old]:
+        name = f"argument {k[1:]}" if k.startswith("#") else k
+        if k not in new:
+            out.append(f"{name} {old[k]} dropped".replace("  ", " ").strip())
+        elif k not in old:
+            out.append(f"{name} {new[k]} added".replace("  ", " ").strip())
+        elif old[k] != new[k]:
+            out.append(f"{name} {old[k]} → {new[k]}")
+    return out
+
+
+def _ago(dt: float) -> str:
+    s = abs(dt)
+    words = f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
+    return words if dt >= 0 else f"-{words}"
+
+
+# ------------------------------------------------------------------ the test
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile (Cornish-Fisher expansion about the normal's;
+    within 1 % of the table for df >= 3, which MIN_BLOCKS keeps)."""
+    z = statistics.NormalDist().inv_cdf(p)
+    df = max(df, 1.0)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def welch(new: Sequence[float], old: Sequence[float]) -> tuple[float, float]:
+    """Welch's t of mean(new) - mean(old), and its Welch-Satterthwaite df."""
+    n1, n2 = len(new), len(old)
+    m1, m2 = statistics.fmean(new), statistics.fmean(old)
+    v1, v2 = statistics.variance(new), statistics.variance(old)
+    a, b = v1 / n1, v2 / n2
+    se2 = a + b
+    floor = (1e-9 * max(abs(m1), abs(m2), 1e-12)) ** 2  # identical readings: no 0/0
+    if se2 <= floor:
+        diff = m1 - m2
+        return (
+            0.0 if abs(diff) <= 1e-9 * max(abs(m2), 1e-12) else math.copysign(math.inf, diff)
+        ), 1e9
+    df = se2**2 / ((a * a / (n1 - 1) if a else 0.0) + (b * b / (n2 - 1) if b else 0.0) or 1e-300)
+    return (m1 - m2) / math.sqrt(se2), df
+
+
+def block_means(xs: Sequence[float], blocks: int = BLOCKS) -> list[float]:
+    """`xs` cut into at most `blocks` runs of consecutive values (at least
+    two values each), each replaced by its mean."""
+    k = min(blocks, len(xs) // 2)
+    if k <= 0:
+        return []
+    out = []
+    for i in range(k):
+        part = xs[i * len(xs) // k : (i + 1) * len(xs) // k]
+        out.append(statistics.fmean(part))
+    return out
+
+
+def verdict(new: Sequence[float], old: Sequence[float], alpha: float = ALPHA) -> tuple[str, str]:
+    """("faster" | "slower" | "same" | "", the test in words) for two series
+    of rates (higher is faster) over the same steps."""
+    b_new, b_old = block_means(new), block_means(old)
+    if len(b_new) < MIN_BLOCKS or len(b_old) < MIN_BLOCKS:
+        return "", f"too few matched steps yet ({len(new)} and {len(old)} points)"
+    t, df = welch(b_new, b_old)
+    crit = t_quantile(1 - alpha / 2, df)
+    words = (
+        f"Welch t = {t:+.1f} over {len(b_new)} and {len(b_old)} block means,"
+        f" df {min(df, 999):.0f}: |t| {'>' if abs(t) > crit else '≤'} {crit:.1f} (p {'<' if abs(t) > crit else '≥'} {alpha:g})"
+    )
+    if t > crit:
+        return "faster", words
+    if t < -crit:
+        return "slower", words
+    return "same", words
+
+
+# ------------------------------------------------------------------ matching
+
+
+def _stepped(points: Sequence[RunPoint]) -> list[RunPoint]:
+    """The points with a step, in order, the counter only going up (a
+    counter that went back — a per-epoch bar — keeps its last stretch)."""
+    out: list[RunPoint] = []
+    for p in points:
+        if p.step is None:
+            continue
+        if out and p.step < (out[-1].step or 0):
+            out = []
+        out.append(p)
+    return out
+
+
+def window(old: Sequence[RunPoint], new: Sequence[RunPoint]) -> tuple[int, int] | None:
+    """The matched steps: both runs reached them, the warm-up left out."""
+    if not old or not new:
+        return None
+    lo = max(old[0].step or 0, new[0].step or 0)
+    hi = min(old[-1].step or 0, new[-1].step or 0)
+    if hi <= lo:
+        return None
+    lo = lo + int((hi - lo) * WARMUP_FRACTION)
+    inside = [p for p in new if lo <= (p.step or 0) <= hi]
+    if len(inside) > MAX_POINTS:
+        lo = inside[-MAX_POINTS].step or lo
+    return lo, hi
+
+
+def _in(points: Sequence[RunPoint], w: tuple[int, int]) -> list[RunPoint]:
+    return [p for p in points if w[0] <= (p.step or 0) <= w[1]]
+
+
+def step_rates(points: Sequence[RunPoint]) -> list[float]:
+    """Steps a second between consecutive timed points (lines that arrived
+    together — a buffered write — say nothing and are skipped)."""
+    out = []
+    prev: RunPoint | None = None
+    for p in points:
+        if not p.timed:
+            prev = None
+            continue
+        if prev is not None and p.step is not None and prev.step is not None:
+            ds, dt = p.step - prev.step, p.t - prev.t
+            if ds > 0 and dt > 1e-3:
+                out.append(ds / dt)
+        prev = p
+    return out
+
+
+def rates(points: Sequence[RunPoint], use_throughput: bool) -> list[float]:
+    if use_throughput:
+        return [p.throughput for p in points if p.throughput is not None]
+    return step_rates(points)
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def _sd(xs: Sequence[float]) -> float:
+    return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+
+def loss_versus(
+    old: Sequence[RunPoint], new: Sequence[RunPoint], w: tuple[int, int]
+) -> tuple[Versus | None, tuple[float, float] | None, bool]:
+    """The loss over the new run's last LOSS_TAIL points up to the window's
+    end, against the last run's over the same steps; its band; out of it."""
+    tail = [p for p in _in(new, w) if p.loss is not None][-LOSS_TAIL:]
+    if not tail:
+        return None, None, False
+    lo = tail[0].step or 0
+    theirs = [p.loss for p in old if p.loss is not None and lo <= (p.step or 0) <= w[1]]
+    mine = [p.loss for p in tail if p.loss is not None]
+    if len(theirs) < 3 or len(mine) < 3:
+        return Versus("loss", _mean(mine), _mean(theirs)), None, False
+    m_old, m_new = statistics.fmean(theirs), statistics.fmean(mine)
+    half = LOSS_BAND_SD * max(_sd(theirs), _sd(mine), 1e-9 * abs(m_old))
+    band = (m_old - half, m_old + half)
+    return Versus("loss", m_new, m_old), band, m_new > band[1]
+
+
+def _median_step_time(points: Sequence[RunPoint]) -> float | None:
+    r = step_rates(points)
+    return 1.0 / statistics.median(r) if len(r) >= 3 else None
+
+
+def compare(
+    old_points: Sequence[RunPoint],
+    new_points: Sequence[RunPoint],
+    *,
+    this_run: int | None = None,
+    last_run: int | None = None,
+    old: Program | None = None,
+    new: Program | None = None,
+    first_step: tuple[float | None, float | None] = (None, None),
+    unit: str = "",
+    picked: bool = False,
+) -> VsLast:
+    """The new run against the last at the same steps. `first_step`: the
+    (new, old) seconds from each run's start to its first step."""
+    o, n = _stepped(old_points), _stepped(new_points)
+    changes = tuple(program_changes(old, new)) if old and new else ()
+    ttfs = Versus("first step", *first_step) if any(x is not None for x in first_step) else None
+    base = VsLast(this_run, last_run, changes=changes, picked=picked, first_step=ttfs)
+    w = window(o, n)
+    if w is None:
+        return base
+    ow, nw = _in(o, w), _in(n, w)
+    use_thr = (
+        sum(p.throughput is not None for p in nw) >= 2
+        and sum(p.throughput is not None for p in ow) >= 2
+    )
+    r_new, r_old = rates(nw, use_thr), rates(ow, use_thr)
+    word, test = verdict(r_new, r_old) if r_new and r_old else ("", "no rate to compare")
+    loss, band, out = loss_versus(o, n, w)
+    st_new, st_old = _median_step_time(nw), _median_step_time(ow)
+    return VsLast(
+        this_run,
+        last_run,
+        step=w[1],
+        window=w,
+        verdict=word,
+        enough=bool(word) and len(r_new) >= MIN_POINTS_ALERT and len(r_old) >= MIN_POINTS_ALERT,
+        test=test,
+        rate=Versus((unit or "tok/s") if use_thr else "steps/s", _mean(r_new), _mean(r_old)),
+        loss=loss,
+        step_time=Versus("s/step", st_new, st_old) if st_new or st_old else None,
+        first_step=ttfs,
+        loss_band=band,
+        loss_out=out,
+        changes=changes,
+        picked=picked,
+        n_new=len(r_new),
+        n_old=len(r_old),
+    )
+
+
+# ------------------------------------------------------------------ words
+
+
+def short_number(x: float | None) -> str:
+    """47512 -> '47.5k', 2.3456 -> '2.346', 0.1234 -> '0.123'."""
+    if x is None or not math.isfinite(x):
+        return "–"
+    a = abs(x)
+    if a >= 1e6:
+        return f"{x / 1e6:.1f}M"
+    if a >= 1e4:
+        return f"{x / 1e3:.1f}k"
+    if a >= 100:
+        return f"{x:,.0f}"
+    if a >= 10:
+        return f"{x:.1f}"
+    return f"{x:.3g}" if a < 0.01 else f"{x:.3f}" if a < 10 else f"{x:.2f}"
+
+
+def pct_words(v: Versus) -> str:
+    p = v.pct
+    return "" if p is None else f"{p:+.0f} %" if abs(p) >= 1 else f"{p:+.1f} %"
+
+
+def headline(vs: VsLast) -> str:
+    """`47.5k tok/s +12 % vs last (42.4k) at step 400` (the rate, else the loss)."""
+    at = f" at step {vs.step:,}" if vs.step is not None else ""
+    v = vs.rate if vs.rate is not None and vs.rate.new is not None else vs.loss
+    if v is None or v.new is None:
+        return "no step of this run matched the last one's yet"
+    return f"{short_number(v.new)} {v.name} {pct_words(v)} vs last ({short_number(v.old)}){at}"
+
+
+def figures(vs: VsLast) -> list[str]:
+    """Each figure, new vs last: 'loss 2.310 vs 2.350 (-2 %)'."""
+    out = []
+    for v in (vs.rate, vs.loss, vs.step_time, vs.first_step):
+        if v is None or (v.new is None and v.old is None):
+            continue
+        unit = " s" if v.name == "first step" else ""
+        out.append(
+            f"{v.name} {short_number(v.new)}{unit} vs {short_number(v.old)}{unit}"
+            + (f" ({pct_words(v)})" if v.pct is not None else "")
+        )
+    return out

@@ -1,0 +1,178 @@
+"""The new run against the last one (issue 49): the pure comparison —
+which program a run ran, what changed, the matched window, the verdict
+(Welch on block means of per-step rates), the loss band — and the rules
+that alert on it."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from gputui.diagnose import diagnose
+from gputui.diagnose.compare import (
+    RunPoint,
+    compare,
+    figures,
+    headline,
+    program_changes,
+    same_program,
+    script_of,
+    t_quantile,
+    verdict,
+)
+from gputui.model import Program, Snapshot
+
+RERUNS = 20
+
+
+def noisy_run(
+    n: int, rate: float, seed: int, *, noise: float = 0.05, smooth: float = 0.0, loss0: float = 2.0
+) -> list[RunPoint]:
+    """A run's points: tok/s around `rate` (its first 10 steps at half:
+    warm-up), each step's line at the time its rate says, a loss that falls
+    with noise. `smooth`: the program prints an average of its last steps
+    (neighbouring readings alike)."""
+    rnd = random.Random(seed)
+    pts, t, shown = [], 1000.0, None
+    for s in range(n):
+        r = rate * (1 + rnd.gauss(0, noise)) * (0.5 if s < 10 else 1.0)
+        shown = r if shown is None or not smooth else smooth * shown + (1 - smooth) * r
+        t += 2048 / r
+        pts.append(RunPoint(s, t, loss0 * 0.998**s + rnd.gauss(0, 0.02), shown))
+    return pts
+
+
+@pytest.mark.parametrize("smooth", [0.0, 0.9])
+def test_no_false_slower_over_20_reruns_of_the_same_code(smooth: float) -> None:
+    """Twenty pairs of runs of one program, each with its own noise: never
+    "slower" (nor "faster"); the verdict is "same" in each."""
+    words = [
+        compare(
+            noisy_run(300, 42_400, 2 * i, smooth=smooth),
+            noisy_run(300, 42_400, 2 * i + 1, smooth=smooth),
+        ).verdict
+        for i in range(RERUNS)
+    ]
+    assert words == ["same"] * RERUNS
+
+
+@pytest.mark.parametrize(("factor", "word"), [(0.9, "slower"), (1.12, "faster"), (0.96, "slower")])
+def test_a_slower_or_faster_variant_is_told_in_each_of_20_pairs(factor: float, word: str) -> None:
+    for i in range(RERUNS):
+        vs = compare(noisy_run(300, 42_400, 2 * i), noisy_run(300, 42_400 * factor, 2 * i + 1))
+        assert vs.verdict == word, (i, vs.test)
+        assert vs.enough
+
+
+def test_the_noise_is_each_runs_own_not_a_fixed_percentage() -> None:
+    """5 % slower is within the noise of runs whose rate swings by 40 %, and
+    far beyond it for runs that hold steady within 0.5 %."""
+    wild = compare(noisy_run(200, 1000, 1, noise=0.4), noisy_run(200, 950, 2, noise=0.4))
+    calm = compare(noisy_run(200, 1000, 1, noise=0.005), noisy_run(200, 950, 2, noise=0.005))
+    assert wild.verdict == "same"
+    assert calm.verdict == "slower"
+
+
+def test_headline_and_figures_at_the_same_step() -> None:
+    old = noisy_run(800, 42_400, 1, noise=0.01)
+    new = noisy_run(401, 47_500, 2, noise=0.01)
+    vs = compare(old, new, this_run=9, last_run=7, unit="tok/s", first_step=(41.0, 38.0))
+    assert vs.step == 400  # the last step both reached
+    assert vs.verdict == "faster"
+    text = headline(vs)
+    assert (
+        text.startswith("47.")
+        and "k tok/s +12 % vs last (42." in text
+        and text.endswith("at step 400")
+    )
+    assert any(f.startswith("first step 41.0 s vs 38.0 s") for f in figures(vs))
+    assert vs.step_time is not None and vs.step_time.new < vs.step_time.old
+
+
+def test_too_few_matched_steps_is_no_verdict() -> None:
+    vs = compare(noisy_run(300, 1000, 1), noisy_run(6, 1000, 2))
+    assert vs.verdict == "" and not vs.enough
+
+
+def test_rates_from_line_times_when_the_log_prints_none() -> None:
+    """No tok/s in the log: steps a second from the lines' arrival; lines a
+    catch-up read stamped all at once (not timed) say nothing."""
+
+    def bare(pts: list[RunPoint]) -> list[RunPoint]:
+        return [RunPoint(p.step, p.t, p.loss, None) for p in pts]
+
+    vs = compare(bare(noisy_run(300, 1000, 1)), bare(noisy_run(300, 800, 2)))
+    assert vs.rate is not None and vs.rate.name == "steps/s"
+    assert vs.verdict == "slower"
+    untimed = [RunPoint(p.step, 5.0, p.loss, None, timed=False) for p in noisy_run(300, 1000, 1)]
+    assert compare(untimed, bare(noisy_run(300, 800, 2))).verdict == ""
+
+
+def test_loss_leaves_the_band() -> None:
+    old = noisy_run(300, 1000, 1)
+    worse = noisy_run(300, 1000, 2, loss0=2.6)
+    same = noisy_run(300, 1000, 3)
+    assert compare(old, worse).loss_out
+    assert not compare(old, same).loss_out
+
+
+def test_t_quantile_matches_the_table() -> None:
+    for df, want in ((3, 5.841), (7, 3.499), (14, 2.977), (30, 2.750)):
+        assert abs(t_quantile(0.995, df) - want) / want < 0.01
+
+
+def test_identical_readings_are_same_and_any_difference_is_told() -> None:
+    assert verdict([5.0] * 16, [5.0] * 16)[0] == "same"
+    assert verdict([4.0] * 16, [5.0] * 16)[0] == "slower"
+
+
+def test_script_of_argv() -> None:
+    assert script_of(["/usr/bin/python3.11", "-u", "train.py", "--bs", "8"]) == "train.py"
+    assert script_of(["python", "-m", "pkg.train", "--x"]) == "-m pkg.train"
+    assert script_of(["torchrun", "--nproc_per_node", "8", "train.py"]) == "train.py"
+    assert script_of(["bash", "start.sh"]) == "start.sh"
+    assert script_of(["env", "A=1", "python3", "x/train.py"]) == "x/train.py"
+    assert script_of(["./run-training"]) == "./run-training"
+
+
+def test_same_program_and_what_changed() -> None:
+    old = Program(("python", "train.py", "--bs", "32", "--lr=3e-4"), "/w", "train.py", 100.0, ())
+    new = Program(
+        ("python", "-u", "train.py", "--bs", "64", "--lr=3e-4", "--compile"),
+        "/w",
+        "train.py",
+        400.0,
+        ("PYTHONUNBUFFERED=1",),
+    )
+    other = Program(("python", "eval.py"), "/w", "eval.py")
+    assert same_program(old, new) and not same_program(old, other)
+    assert program_changes(old, new) == [
+        "--bs 32 → 64",
+        "--compile added",
+        "env PYTHONUNBUFFERED=1 set",
+        "train.py modified (5 min later)",
+    ]
+    assert program_changes(old, old) == []
+
+
+def test_slower_than_last_alerts_only_with_enough_steps() -> None:
+    old = noisy_run(300, 42_400, 1)
+    snap = Snapshot(time=0.0, target="t")
+    snap.vs_last = compare(old, noisy_run(300, 38_000, 2), this_run=2, last_run=1, unit="tok/s")
+    kinds = [f.kind for f in diagnose(snap, 0.0)]
+    assert "slower_than_last" in kinds
+    f = next(f for f in diagnose(snap, 0.0) if f.kind == "slower_than_last")
+    assert f.title.startswith("the deploy made it slower: 38.")
+    assert "--compare 1 2" in f.fix
+    snap.vs_last = compare(old, noisy_run(15, 38_000, 2))  # a few steps: too early
+    assert "slower_than_last" not in [f.kind for f in diagnose(snap, 0.0)]
+    snap.vs_last = compare(old, noisy_run(300, 42_400, 3))
+    assert not {"slower_than_last", "loss_above_last"} & {f.kind for f in diagnose(snap, 0.0)}
+
+
+def test_loss_above_last_alerts() -> None:
+    snap = Snapshot(time=0.0, target="t")
+    snap.vs_last = compare(noisy_run(300, 1000, 1), noisy_run(300, 1000, 2, loss0=2.6))
+    f = next(f for f in diagnose(snap, 0.0) if f.kind == "loss_above_last")
+    assert "above the last run's band" in f.title
