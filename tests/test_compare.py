@@ -176,3 +176,13 @@ def test_loss_above_last_alerts() -> None:
     snap.vs_last = compare(noisy_run(300, 1000, 1), noisy_run(300, 1000, 2, loss0=2.6))
     f = next(f for f in diagnose(snap, 0.0) if f.kind == "loss_above_last")
     assert "above the last run's band" in f.title
+
+
+def test_lines_of_one_batch_count_once_for_the_step_rate() -> None:
+    """Ten steps a second, arriving two at a time every 0.2 s (the log's
+    batches share one time): 10 steps/s, not 5 (the pair's first line
+    right after the last batch) nor infinite."""
+    pts = [RunPoint(s, 100.0 + 0.2 * (s // 2), None, None) for s in range(40)]
+    from gputui.diagnose.compare import step_rates
+
+    assert {round(r, 6) for r in step_rates(pts)} == {10.0}

@@ -51,6 +51,9 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "history": (
         ("gputui history", "every recorded target, the last 6 h"),
         ("gputui history gpu1/200 --since 2d --json", "two days of one target, for scripts"),
+        ("gputui history gpu1/200 --runs", "the target's runs and their ids"),
+        ("gputui history --compare 12 14", "run 14 against run 12, at the same step (--csv)"),
+        ("gputui history --pick-last 12 14", "compare run 14 with run 12 from now on"),
     ),
     "alert-test": (("gputui alert-test", "send one test alert to the config's [alerts] urls"),),
     "serve": (

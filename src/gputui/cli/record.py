@@ -61,6 +61,24 @@ def add_parsers(sub: Any, add_target_flags: Callable[..., None]) -> None:
     fmt = hist.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON")
     fmt.add_argument("--csv", action="store_true", help="print CSV")
+    which = hist.add_mutually_exclusive_group()
+    which.add_argument(
+        "--compare",
+        nargs="+",
+        type=int,
+        metavar="ID",
+        help="two runs side by side at the same step: LAST_ID THIS_ID (one ID: that run "
+        "against its last run); the ids are in --runs",
+    )
+    which.add_argument("--runs", action="store_true", help="list the target's runs with their ids")
+    which.add_argument(
+        "--pick-last",
+        nargs=2,
+        type=int,
+        metavar=("LAST_ID", "THIS_ID"),
+        help="compare run THIS_ID with run LAST_ID from now on (the dashboard, watch, "
+        "doctor), instead of the last run of the same program",
+    )
     test = sub.add_parser("alert-test", help="send one test alert to the configured URLs")
     add_target_flags(test, suppress=True, parts=ALERT_PARTS)
 
@@ -86,21 +104,71 @@ def _history(args: argparse.Namespace, settings: Settings) -> int:
     from gputui.record.query import HistoryReader, parse_since, render
 
     since_s = parse_since(args.since)
+    if getattr(args, "pick_last", None):
+        return _pick_last(settings, *args.pick_last)
     reader = HistoryReader(settings.history_path)
     try:
         now = time.time()
+        fmt = "json" if args.json else "csv" if args.csv else "text"
+        if getattr(args, "compare", None):
+            return _compare(reader, list(args.compare), fmt)
         query = target_query(args)
         names = reader.find(query) if query else reader.targets()
         if not names:
             print("no targets recorded yet", file=sys.stderr)
             return 0
-        fmt = "json" if args.json else "csv" if args.csv else "text"
         for name in names:
+            if getattr(args, "runs", False):
+                from gputui.record.vslast import runs_text
+
+                sys.stdout.write(runs_text(reader, name, now - since_s))
+                continue
             sys.stdout.write(render(reader, name, now - since_s, now, fmt))
             if fmt == "json":
                 sys.stdout.write("\n")
     finally:
         reader.close()
+    return 0
+
+
+def _compare(reader: Any, ids: list[int], fmt: str) -> int:
+    """`history --compare [LAST_ID] THIS_ID`: the two runs at the same step."""
+    from gputui.record.vslast import pair_of, render_compare
+
+    if len(ids) > 2:
+        raise GputuiError(
+            f"--compare takes one or two run ids, not {len(ids)}",
+            "gputui history --compare LAST_ID THIS_ID (ids from `gputui history TARGET --runs`)",
+        )
+    pair = pair_of(reader, ids[0] if len(ids) == 2 else None, ids[-1])
+    how = (
+        ""
+        if len(ids) == 2
+        else "picked with --pick-last"
+        if pair.picked
+        else "its last run: the same program's, before it"
+    )
+    sys.stdout.write(render_compare(pair, fmt, how))
+    return 0
+
+
+def _pick_last(settings: Settings, last_id: int, this_id: int) -> int:
+    """`history --pick-last LAST_ID THIS_ID`: kept in the history file."""
+    from gputui.record.history import HistoryWriter
+    from gputui.record.query import HistoryReader
+    from gputui.record.vslast import pair_of
+
+    reader = HistoryReader(settings.history_path)
+    try:
+        pair_of(reader, last_id, this_id)  # both exist: else one line saying which
+    finally:
+        reader.close()
+    writer = HistoryWriter(settings.history_path)
+    try:
+        writer.pick_last(this_id, last_id, time.time()).result()
+    finally:
+        writer.close()
+    print(f"run {this_id} is compared with run {last_id} from now on")
     return 0
 
 

@@ -25,13 +25,14 @@ and programs in, a `VsLast` out; no I/O.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
-from gputui.model import Program, Versus, VsLast
+from gputui.model import Metrics, Program, Snapshot, Versus, VsLast
 
 ALPHA = 0.01  # two-sided: a rerun of the same code is called slower ~0.5 % of the time
 BLOCKS = 8  # block means per run for the test
@@ -90,6 +91,61 @@ def script_of(argv: Sequence[str]) -> str:
             continue
         return a
     return os.path.basename(args[0]) if args else ""
+
+
+def program_of(
+    snap: Snapshot, stopped: Set[int] = frozenset(), env: Sequence[str] = ()
+) -> Program | None:
+    """What the watched run runs: its training process's argv, directory,
+    the script's mtime (from the files it runs) and start; `env`: the
+    variables gputui's launch set (names, values never), kept only when the
+    pane is gputui's wrapper (PYTHONUNBUFFERED=1 with them). None while no
+    process is seen, or the one seen is one the user's action stopped (the
+    old run's, still listed)."""
+    p = snap.training_proc
+    sess = snap.session
+    pane = sess.main_pane if sess is not None else None
+    if p is None or p.pid in stopped or (pane is not None and pane.pid in stopped):
+        return None
+    script = script_of(p.cmdline)
+    name = os.path.basename(script)
+    mtime = next((m for f, m in p.source_files if os.path.basename(f) == name), None)
+    launched = pane is not None and bool(pane.launched_command)
+    names = ("PYTHONUNBUFFERED=1", *(f"{k}=…" for k in env)) if launched else ()
+    return Program(tuple(p.cmdline), p.cwd, script, mtime, names, p.start_time)
+
+
+def live_points(m: Metrics, since: float) -> list[RunPoint]:
+    """The monitor's parsed points of the current run (since the counter's
+    last restart, and after `since`: lines read at start-up are the log's
+    backlog, their times the read's), as points — step, loss and throughput
+    rings joined by time."""
+    start = max(since, m.restarted_at or 0.0)
+    loss, thr = _by_time(m.loss.points()), _by_time(m.throughput.points())
+    out, seen = [], dict[float, int]()
+    for t, step in m.step.points():
+        k = seen[t] = seen.get(t, -1) + 1  # the k-th line of its batch
+        if t >= start and step is not None:
+            out.append(RunPoint(int(step), t, _kth(loss, t, k), _kth(thr, t, k)))
+    return out
+
+
+def _by_time(points: list[tuple[float, float | None]]) -> dict[float, list[float | None]]:
+    out: dict[float, list[float | None]] = {}
+    for t, v in points:
+        out.setdefault(t, []).append(v)
+    return out
+
+
+def _kth(values: dict[float, list[float | None]], t: float, k: int) -> float | None:
+    got = values.get(t, [])
+    return got[k] if k < len(got) else None
+
+
+def merge_points(stored: Sequence[RunPoint], live: Sequence[RunPoint]) -> list[RunPoint]:
+    """The stored points, then the live ones past the last stored step."""
+    last = max((p.step for p in stored if p.step is not None), default=None)
+    return list(stored) + [p for p in live if p.step is not None and (last is None or p.step > last)]
 
 
 def _takes_value(flag: str, prog: str) -> int:
@@ -287,19 +343,25 @@ def _in(points: Sequence[RunPoint], w: tuple[int, int]) -> list[RunPoint]:
 
 
 def step_rates(points: Sequence[RunPoint]) -> list[float]:
-    """Steps a second between consecutive timed points (lines that arrived
-    together — a buffered write — say nothing and are skipped)."""
-    out = []
-    prev: RunPoint | None = None
+    """Steps a second between the moments lines arrived: lines that came in
+    one batch share a time, so each batch counts once (its last step), and
+    the rate is from one batch to the next. Points a catch-up read stamped
+    (not timed) break the chain."""
+    chains: list[list[tuple[float, int]]] = [[]]  # (time, last step) per arrival
     for p in points:
-        if not p.timed:
-            prev = None
-            continue
-        if prev is not None and p.step is not None and prev.step is not None:
-            ds, dt = p.step - prev.step, p.t - prev.t
-            if ds > 0 and dt > 1e-3:
-                out.append(ds / dt)
-        prev = p
+        g = chains[-1]
+        if not p.timed or p.step is None:
+            if g:
+                chains.append([])
+        elif g and abs(p.t - g[-1][0]) <= 1e-3:
+            g[-1] = (g[-1][0], p.step)
+        else:
+            g.append((p.t, p.step))
+    out: list[float] = []
+    for g in chains:
+        for (t0, s0), (t1, s1) in itertools.pairwise(g):
+            if s1 > s0 and t1 > t0:
+                out.append((s1 - s0) / (t1 - t0))
     return out
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import secrets
 import sqlite3
@@ -36,7 +37,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gputui.config import DEFAULTS
+from gputui.diagnose.compare import RunPoint, same_program, script_of
 from gputui.errors import GputuiError
+from gputui.model import Program
 
 T = TypeVar("T")
 
@@ -103,6 +106,14 @@ MIGRATIONS: dict[int, str] = {
     3: "CREATE TABLE IF NOT EXISTS target_names ("
     " name TEXT NOT NULL, target_id INTEGER NOT NULL REFERENCES targets(id),"
     " PRIMARY KEY (name, target_id));",
+    # what each run ran (issue 49): the last run of the same program is
+    # found by it; and the last run the user picked for a run instead
+    4: "CREATE TABLE IF NOT EXISTS run_programs ("
+    " run_id INTEGER PRIMARY KEY, t REAL NOT NULL, argv TEXT NOT NULL,"
+    " cwd TEXT NOT NULL DEFAULT '', script TEXT NOT NULL DEFAULT '', script_mtime REAL,"
+    " env TEXT NOT NULL DEFAULT '[]', started REAL, session TEXT NOT NULL DEFAULT '');"
+    "CREATE TABLE IF NOT EXISTS run_last ("
+    " run_id INTEGER PRIMARY KEY, last_id INTEGER NOT NULL, t REAL NOT NULL);",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -521,6 +532,54 @@ class HistoryWriter:
         self._tx(do)
         self._maybe_maintain()
 
+    # -- what a run ran, and its last run (issue 49)
+
+    def set_program(self, run_id: int, program: Program, session: str, t: float) -> Future[bool]:
+        """Keep what run `run_id` ran (the first one told is kept); True when new."""
+        return self._submit(self._set_program, run_id, program, session, t)
+
+    def _set_program(self, run_id: int, p: Program, session: str, t: float) -> bool:
+        def do(c: sqlite3.Connection) -> bool:
+            cur = c.execute(
+                "INSERT OR IGNORE INTO run_programs"
+                " (run_id, t, argv, cwd, script, script_mtime, env, started, session)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    t,
+                    json.dumps(list(p.argv)),
+                    p.cwd,
+                    p.script,
+                    p.script_mtime,
+                    json.dumps(list(p.env)),
+                    p.started,
+                    session,
+                ),
+            )
+            return cur.rowcount == 1
+
+        return self._tx(do)
+
+    def pick_last(self, run_id: int, last_id: int, t: float) -> Future[None]:
+        """The user's pick: run `last_id` is the last run `run_id` is compared with."""
+        return self._submit(self._pick_last, run_id, last_id, t)
+
+    def _pick_last(self, run_id: int, last_id: int, t: float) -> None:
+        self._tx(
+            lambda c: c.execute(
+                "INSERT OR REPLACE INTO run_last (run_id, last_id, t) VALUES (?, ?, ?)",
+                (run_id, last_id, t),
+            )
+        )
+
+    def pair(
+        self, run_id: int, cache: dict[int, tuple[int, RunSide]]
+    ) -> Future[RunPair | None]:
+        """Run `run_id` and its last run, each with its program and points
+        (`cache`: last runs already read, by id — a finished run's points do
+        not change)."""
+        return self._submit(read_pair, self.conn, run_id, cache)
+
     # -- batched
 
     def add_gpu(self, target_id: int, rows: Iterable[GpuRow]) -> None:
@@ -731,6 +790,8 @@ class HistoryWriter:
                     " (SELECT DISTINCT run_id FROM metric_points)",
                     (cut,),
                 )
+                for table in ("run_programs", "run_last"):
+                    c.execute(f"DELETE FROM {table} WHERE run_id NOT IN (SELECT id FROM runs)")
 
             self._tx(do)
             steps += 1
@@ -803,3 +864,130 @@ def _incident_is_news(c: sqlite3.Connection, target_id: int, ev: EventRow) -> bo
         incident_finding(ev.key),
     )
     return not (was_open and same)
+
+
+# ------------------------------------------------------------------ runs compared (issue 49)
+
+MIN_STEPS = 2  # a run with fewer step points is no run to compare with
+
+
+@dataclass(frozen=True)
+class RunSide:
+    """One run of a comparison: its id, what it ran, its points, the
+    seconds from its start to its first step (None: unknown)."""
+
+    run_id: int
+    program: Program | None
+    points: list[RunPoint]
+    first_step_s: float | None
+    unit: str = ""
+    first_seen: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunPair:
+    this: RunSide
+    last: RunSide | None
+    picked: bool
+
+
+def read_program(conn: sqlite3.Connection, run_id: int) -> Program | None:
+    try:
+        row = conn.execute(
+            "SELECT argv, cwd, script, script_mtime, env, started FROM run_programs WHERE run_id=?",
+            (run_id,),
+        ).fetchone()
+    except sqlite3.OperationalError:  # a file from before schema 4, opened read-only
+        return None
+    if row is None:
+        return None
+    argv = tuple(str(a) for a in json.loads(row[0]))
+    return Program(
+        argv,
+        str(row[1]),
+        str(row[2]) or script_of(argv),
+        None if row[3] is None else float(row[3]),
+        tuple(str(e) for e in json.loads(row[4])),
+        None if row[5] is None else float(row[5]),
+    )
+
+
+def read_points(conn: sqlite3.Connection, run_id: int) -> list[RunPoint]:
+    """A run's points with a step, in log order."""
+    return [
+        RunPoint(int(r[0]), float(r[1]), r[2], r[3], bool(r[4]))
+        for r in conn.execute(
+            "SELECT step, t, loss, throughput, timed FROM metric_points"
+            " WHERE run_id=? AND step IS NOT NULL ORDER BY offset",
+            (run_id,),
+        )
+    ]
+
+
+def first_step_s(program: Program | None, points: list[RunPoint]) -> float | None:
+    """Seconds from the run's process start to its first step line (both
+    on this machine's clock); None when either is unknown."""
+    first = next((p for p in points if p.timed), None)
+    if program is None or program.started is None or first is None or first is not points[0]:
+        return None
+    s = first.t - program.started
+    return s if s >= 0 else None
+
+
+def read_side(conn: sqlite3.Connection, run_id: int) -> RunSide:
+    program = read_program(conn, run_id)
+    points = read_points(conn, run_id)
+    row = conn.execute(
+        "SELECT throughput_unit, first_seen FROM runs WHERE id=?", (run_id,)
+    ).fetchone()
+    unit, seen = (str(row[0]), float(row[1])) if row else ("", 0.0)
+    return RunSide(run_id, program, points, first_step_s(program, points), unit, seen)
+
+
+def find_last_run(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, bool]:
+    """(the last run of `run_id`, whether the user picked it): the pick,
+    else the most recent earlier run on the same target whose program has
+    the same script and which made steps."""
+    with contextlib.suppress(sqlite3.OperationalError):
+        row = conn.execute("SELECT last_id FROM run_last WHERE run_id=?", (run_id,)).fetchone()
+        if row is not None:
+            return int(row[0]), True
+    me = conn.execute("SELECT target_id, first_seen FROM runs WHERE id=?", (run_id,)).fetchone()
+    mine = read_program(conn, run_id)
+    if me is None or mine is None:
+        return None, False
+    for (other,) in conn.execute(
+        "SELECT id FROM runs WHERE target_id=? AND id != ? AND (first_seen < ? OR"
+        " (first_seen = ? AND id < ?)) ORDER BY first_seen DESC, id DESC LIMIT 50",
+        (me[0], run_id, me[1], me[1], run_id),
+    ).fetchall():
+        theirs = read_program(conn, int(other))
+        if theirs is None or not same_program(theirs, mine):
+            continue
+        n = conn.execute(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM metric_points WHERE run_id=?"
+            " AND step IS NOT NULL LIMIT ?)",
+            (int(other), MIN_STEPS),
+        ).fetchone()[0]
+        if n >= MIN_STEPS:
+            return int(other), False
+    return None, False
+
+
+def read_pair(
+    conn: sqlite3.Connection, run_id: int, cache: dict[int, tuple[int, RunSide]] | None = None
+) -> RunPair | None:
+    """Run `run_id` and its last run (None when it has none)."""
+    if conn.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is None:
+        return None
+    last_id, picked = find_last_run(conn, run_id)
+    this = read_side(conn, run_id)
+    if last_id is None:
+        return RunPair(this, None, picked)
+    cache = cache if cache is not None else {}
+    row = conn.execute("SELECT cursor FROM runs WHERE id=?", (last_id,)).fetchone()
+    cursor = int(row[0]) if row else -1
+    if cache.get(last_id, (None,))[0] != cursor:  # read again only when it grew
+        cache.clear()
+        cache[last_id] = (cursor, read_side(conn, last_id))
+    return RunPair(this, cache[last_id][1], picked)

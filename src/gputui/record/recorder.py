@@ -25,12 +25,22 @@ from typing import Any
 from gputui.collect.metrics import MetricParser
 from gputui.config import DEFAULTS, Settings
 from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
+from gputui.diagnose.compare import compare, live_points, merge_points, program_of
 from gputui.diagnose.registry import kinds_that
 from gputui.errors import GputuiError
-from gputui.model import ConnectionState, Finding, Snapshot
+from gputui.model import ConnectionState, Finding, Snapshot, VsLast
 from gputui.monitor.door import WatchedRun
 from gputui.record.alerts import Alert, AlertGate
-from gputui.record.history import EventRow, GpuRow, HistoryWriter, PointRow, RunInfo, incident_key
+from gputui.record.history import (
+    EventRow,
+    GpuRow,
+    HistoryWriter,
+    PointRow,
+    RunInfo,
+    RunPair,
+    RunSide,
+    incident_key,
+)
 from gputui.record.incidents import SETTLE_S
 from gputui.record.runlog import parse_chunk_off_loop
 from gputui.remote.target import spec_of
@@ -61,6 +71,11 @@ SILENCE_KINDS = kinds_that("silence")  # declared by each finding kind (diagnose
 # run has had settle_s to come up and no session of it came.
 GONE_KINDS = kinds_that("gone")
 _PID_RE = re.compile(r"\bPIDs? (\d+)")
+# The new run against the last one (issue 49): compared this often; the
+# monitor's line times are taken as the lines' own from this long after
+# start-up (before: the log's backlog, stamped when it was read).
+COMPARE_EVERY_S = 5.0
+LIVE_AFTER_S = 10.0
 
 
 def _expected(action: object) -> bool:
@@ -221,6 +236,12 @@ class RunRecorder:
         self._task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Future[Any]] = set()
         self._last_send: asyncio.Future[Any] | None = None
+        # the new run against the last one (issue 49)
+        self.vs_last: VsLast | None = None
+        self._program_run: int | None = None  # the run whose program is recorded
+        self._compare_due = 0.0
+        self._last_cache: dict[int, tuple[int, RunSide]] = {}
+        self._log_marks: tuple[int, int] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -349,11 +370,16 @@ class RunRecorder:
         for cb in list(self.tick_listeners):
             cb(snap, self.findings)
         if self.writer is not None and self.target_id is not None:
+            marks = (snap.log.truncations, snap.log.rotations)
+            if marks != self._log_marks:  # a new run's log (a relaunch): its run at once
+                self._log_marks = marks
+                self._log_due = 0.0
             if now >= self._log_due:
                 await self.import_log(now)
             if self.audit_file is not None and now >= self._audit_due:
                 self._audit_due = now + AUDIT_EVERY_S
                 await self.import_audit()
+            await self._follow_last_run(snap, now)
 
     async def _tell(self, alert: Alert) -> None:
         """An alert to every sink (a network send to the shared ones once
@@ -490,7 +516,19 @@ class RunRecorder:
             return 0
         points, consumed = await parse_chunk_off_loop(data, cursor, self._parser)
         timed = self._caught_up
-        rows = [PointRow(p.offset, now, timed, p.step, p.loss, p.throughput, p.lr) for p in points]
+        seen_at = self._line_times(snap)  # when the monitor saw each step's line
+        rows = [
+            PointRow(
+                p.offset,
+                seen_at.get(p.step, now) if p.step is not None else now,
+                timed or p.step in seen_at,
+                p.step,
+                p.loss,
+                p.throughput,
+                p.lr,
+            )
+            for p in points
+        ]
         unit = next((p.unit for p in reversed(points) if p.unit), "")
         new_cursor = cursor + consumed
         await asyncio.wrap_future(self.writer.add_points(self._run.id, rows, new_cursor, now, unit))
@@ -501,6 +539,59 @@ class RunRecorder:
             self._caught_up = True
             self._log_seen = seen
         return len(rows)
+
+    def _line_times(self, snap: Snapshot) -> dict[int, float]:
+        """Step -> when the monitor's follower got its line, for this run's
+        steps it saw live: the history stores a point's own time, not the
+        minute's read that stored it (s/step and the time to the first step
+        of a run against the last are read from these)."""
+        since = snap.started + LIVE_AFTER_S if snap.started else 0.0
+        return {p.step: p.t for p in live_points(snap.metrics, since) if p.step is not None}
+
+    # ------------------------------------------------------------ the last run (issue 49)
+
+    async def _follow_last_run(self, snap: Snapshot, now: float) -> None:
+        """Record what the current run runs (once per run), and every
+        COMPARE_EVERY_S compare it with its last run: `vs_last`, also on the
+        snapshot, where the rules (slower_than_last, loss_above_last), the
+        run panel and doctor read it."""
+        run, w = self._run, self.writer
+        if run is None or w is None:
+            return
+        if run.id != self._program_run:
+            act = self._last_action(now)
+            env = sorted(getattr(getattr(self.monitor.settings, "run", None), "env", None) or {})
+            prog = program_of(snap, act.pids if act is not None else frozenset(), env)
+            if prog is not None:
+                await asyncio.wrap_future(w.set_program(run.id, prog, snap.session_name or "", now))
+                self._program_run = run.id
+        if now < self._compare_due:
+            return
+        self._compare_due = now + COMPARE_EVERY_S
+        pair = await asyncio.wrap_future(w.pair(run.id, self._last_cache))
+        self.vs_last = vs = self.against_last(pair, snap)
+        snap.vs_last = vs
+
+    def against_last(self, pair: RunPair | None, snap: Snapshot) -> VsLast | None:
+        if pair is None or pair.last is None:
+            return None
+        since = snap.started + LIVE_AFTER_S if snap.started else 0.0
+        live = live_points(snap.metrics, since)
+        restarted = snap.metrics.restarted_at
+        if restarted is not None and restarted > pair.this.first_seen + LIVE_AFTER_S:
+            live = []  # the counter restarted after this run began: a newer run's lines
+        this = merge_points(pair.this.points, live)
+        return compare(
+            pair.last.points,
+            this,
+            this_run=pair.this.run_id,
+            last_run=pair.last.run_id,
+            old=pair.last.program,
+            new=pair.this.program,
+            first_step=(pair.this.first_step_s, pair.last.first_step_s),
+            unit=pair.this.unit or pair.last.unit or snap.metrics.throughput_unit,
+            picked=pair.picked,
+        )
 
     # ------------------------------------------------------------ actions
 

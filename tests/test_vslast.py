@@ -1,0 +1,157 @@
+"""The last run, kept in the history (issue 49): what each run ran, the
+last run of the same program found (or the user's pick, kept across
+restarts), and `gputui history --compare / --runs / --pick-last` on a real
+SQLite file through the real command line."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gputui.model import Program
+from gputui.record.history import HistoryWriter, PointRow, find_last_run, read_pair
+
+TARGET = "root@127.0.0.1:2222 ct 200"
+
+
+def add_run(
+    w: HistoryWriter,
+    inode: int,
+    t0: float,
+    argv: tuple[str, ...],
+    rate: float,
+    *,
+    seed: int,
+    steps: int = 200,
+    mtime: float = 100.0,
+    env: tuple[str, ...] = (),
+) -> int:
+    """A run of `argv` in the history: its program, and `steps` points (its
+    line times from its rate, tok/s around it)."""
+    run = w.new_run(TARGET, "/w/train.log", inode, t0).result()
+    prog = Program(argv, "/w", "", mtime, env, t0)
+    assert w.set_program(run.id, prog, "train", t0).result()
+    rnd = random.Random(seed)
+    t, rows = t0 + 30.0, []
+    for s in range(steps):
+        r = rate * (1 + rnd.gauss(0, 0.03))
+        t += 1024 / r
+        rows.append(PointRow(s * 100, t, True, s, 2.0 * 0.995**s, r))
+    w.add_points(run.id, rows, steps * 100, t, "tok/s").result()
+    return run.id
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "h.sqlite"
+
+
+def test_the_last_run_is_the_latest_earlier_run_of_the_same_script(db: Path) -> None:
+    w = HistoryWriter(db)
+    now = time.time() - 3600
+    a = add_run(w, 1, now, ("python", "train.py", "--bs", "32"), 42_000, seed=1)
+    add_run(w, 2, now + 100, ("python", "eval.py"), 9_000, seed=2)  # another program
+    b = add_run(w, 3, now + 200, ("python", "-u", "train.py", "--bs", "64"), 47_000, seed=3)
+    assert not w.set_program(b, Program(("python", "x.py")), "s", now).result()  # the first kept
+    w.close()
+    conn = sqlite3.connect(db)
+    assert find_last_run(conn, b) == (a, False)
+    assert find_last_run(conn, a) == (None, False)
+    pair = read_pair(conn, b)
+    assert pair is not None and pair.last is not None
+    assert pair.this.program is not None and pair.this.program.argv[-1] == "64"
+    assert pair.this.first_step_s is not None and 30.0 < pair.this.first_step_s < 31.0
+
+
+def test_a_pick_outlasts_a_restart_and_wins(db: Path) -> None:
+    w = HistoryWriter(db)
+    now = time.time() - 3600
+    a = add_run(w, 1, now, ("python", "train.py"), 42_000, seed=1)
+    b = add_run(w, 2, now + 100, ("python", "train.py"), 42_000, seed=2)
+    c = add_run(w, 3, now + 200, ("python", "train.py"), 42_000, seed=3)
+    w.pick_last(c, a, now).result()
+    w.close()
+    w = HistoryWriter(db)  # gputui started again
+    assert find_last_run(w.conn, c) == (a, True) and find_last_run(w.conn, b) == (a, False)
+    w.close()
+
+
+def cli(cfg: Path, *words: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", "--config", str(cfg), "history", *words],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, NO_COLOR="1"),
+    )
+
+
+def test_history_compare_as_a_table_csv_and_json(db: Path, tmp_path: Path) -> None:
+    w = HistoryWriter(db)
+    now = time.time() - 3600
+    a = add_run(w, 1, now, ("python", "train.py", "--bs", "32"), 42_400, seed=1, steps=800)
+    b = add_run(
+        w,
+        2,
+        now + 900,
+        ("python", "train.py", "--bs", "64"),
+        47_500,
+        seed=2,
+        steps=401,
+        mtime=400.0,
+        env=("PYTHONUNBUFFERED=1",),
+    )
+    w.close()
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[history]\npath = "{db}"\n')
+
+    runs = cli(cfg, TARGET, "--runs", "--since", "2h")
+    assert runs.returncode == 0, runs.stderr
+    assert f"{a:>5}" in runs.stdout and "python train.py --bs 64" in runs.stdout
+
+    res = cli(cfg, "--compare", str(a), str(b))
+    assert res.returncode == 0, res.stderr
+    text = res.stdout
+    assert f"run {b} against run {a}" in text
+    assert "step 400" in text and "faster" in text
+    assert "--bs 32 → 64" in text and "env PYTHONUNBUFFERED=1 set" in text
+    assert "train.py modified (5 min later)" in text
+
+    rows = list(csv.reader(io.StringIO(cli(cfg, "--compare", str(a), str(b), "--csv").stdout)))
+    assert rows[0] == ["figure", "last_run", "this_run", "change_pct"]
+    tok = next(r for r in rows if r[0] == "tok/s")
+    assert 10 < float(tok[3]) < 14 and float(tok[1]) > 40_000
+
+    doc = json.loads(cli(cfg, "--compare", str(b), "--json").stdout)  # one id: its last run
+    assert doc["vs_last"]["last_run"] == a and doc["vs_last"]["verdict"] == "faster"
+    assert doc["vs_last"]["step"] == 400 and doc["this"]["argv"][-1] == "64"
+
+    bad = cli(cfg, "--compare", "999", str(b))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no run 999" in bad.stderr
+    none = cli(cfg, "--compare", str(a))
+    assert none.returncode == 2 and "no earlier run of the same program" in none.stderr
+
+
+def test_pick_last_from_the_command_line(db: Path, tmp_path: Path) -> None:
+    w = HistoryWriter(db)
+    now = time.time() - 3600
+    a = add_run(w, 1, now, ("python", "train.py"), 42_000, seed=1)
+    b = add_run(w, 2, now + 100, ("python", "train.py"), 42_000, seed=2)
+    c = add_run(w, 3, now + 200, ("python", "train.py"), 42_000, seed=3)
+    w.close()
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[history]\npath = "{db}"\n')
+    res = cli(cfg, "--pick-last", str(a), str(c))
+    assert res.returncode == 0 and f"run {c} is compared with run {a}" in res.stdout
+    assert find_last_run(sqlite3.connect(db), c) == (a, True)
+    assert b != a
