@@ -344,6 +344,7 @@ class Proc:
     # The terminal it is asleep reading (`input()`, getpass, pdb, a shell's
     # `read`): it waits for someone to answer. None: not reading one.
     reads_tty: str | None = None
+    uid: int | None = None  # whose it is (the owner of /proc/PID); None: not known
 
     @property
     def block_buffered(self) -> bool | None:
@@ -376,10 +377,18 @@ class PortHolder:
     user: str | None = None
     ancestors: list[int] = field(default_factory=list)  # its parent first, up to init
     session: str | None = None  # the tmux session it runs under (one of `sessions`)
+    uid: int | None = None  # whose process it is; None: not known
 
     @property
     def command(self) -> str:
         return " ".join(self.cmdline)
+
+    @property
+    def program(self) -> str:
+        """Its program's name alone ('sshd', 'python3'): what may be said of
+        another user's process, whose command line is not (issue 45)."""
+        first = self.cmdline[0].split()[0] if self.cmdline and self.cmdline[0].split() else ""
+        return first.rstrip(":").rsplit("/", 1)[-1] or "a process"
 
 
 @dataclass
@@ -392,6 +401,9 @@ class PortsTaken:
     holders: list[PortHolder] = field(default_factory=list)
     unseen: list[int] = field(default_factory=list)
     at: float = 0.0
+    # the uid the agent runs as (gputui's hands on the target): whose a run
+    # in gputui's own tmux server is; None: not known
+    me: int | None = None
 
 
 # ---------------------------------------------------------------- the log

@@ -53,6 +53,7 @@ def proc_from_agent(d: dict[str, Any], clock_offset: float = 0.0) -> Proc:
         source_files=[(str(p), float(m) + clock_offset) for p, m in d.get("source_files") or []],
         write_files=[str(f) for f in d.get("write_files") or []],
         reads_tty=str(d["reads_tty"]) if d.get("reads_tty") else None,
+        uid=d["uid"] if isinstance(d.get("uid"), int) else None,
     )
 
 

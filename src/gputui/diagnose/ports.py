@@ -88,13 +88,47 @@ def ports_taken(lines: Iterable[str]) -> list[PortTaken]:
     return named or out
 
 
-def _holder_words(h: PortHolder) -> str:
+def run_owner(ctx: Context) -> tuple[set[int], set[str]]:
+    """Whose the run is: the uids of its processes; with none left, its
+    tmux server's owner (a name) or, for gputui's own server, the uid the
+    agent runs as. Both empty: not known."""
+    uids = {p.uid for p in ctx.procs if p.uid is not None}
+    if uids:
+        return uids, set()
+    session = ctx.session
+    if session is not None and session.owner:
+        return set(), {session.owner}
+    me = ctx.snap.ports_taken.me if ctx.snap.ports_taken is not None else None
+    return ({me} if me is not None else set()), set()
+
+
+def is_owners(h: PortHolder, owner: tuple[set[int], set[str]]) -> bool:
+    """Whether holder `h` is the run owner's process (may be stopped on
+    their behalf); True when neither side is known (an agent that did not
+    say: the words keep "if it is yours")."""
+    uids, names = owner
+    if uids and h.uid is not None:
+        return h.uid in uids
+    if names and h.user is not None:
+        return h.user in names
+    return True
+
+
+def whose(h: PortHolder) -> str:
+    """'uid 0's sshd': another user's process, named by its program alone."""
+    who = f"uid {h.uid}" if h.uid is not None else (h.user or "another user")
+    return f"{who}'s {short(one_line(h.program), 30)}"
+
+
+def _holder_words(h: PortHolder, owners: bool = True) -> str:
+    if not owners:  # another user's command line never leaves the machine (alerts, history)
+        return f"PID {h.pid}, {whose(h)}, listens on port {h.port} — not this run's"
     who = f"PID {h.pid}" + (f" ({h.user})" if h.user else "")
     where = f" in session '{h.session}'" if h.session else ", under no tmux session listed"
     return f"{who} listens on port {h.port}: {short(one_line(h.command), 80)}{where}"
 
 
-def _port_fix(ctx: Context, port: int | None, tops: list[PortHolder]) -> str:
+def _port_fix(ctx: Context, port: int | None, tops: list[PortHolder], owners: bool) -> str:
     other = port + 1 if port is not None and port < 65535 else 29501
     elsewhere = (
         f"or start this run on another port: MASTER_PORT={other} (torchrun --master_port "
@@ -104,6 +138,8 @@ def _port_fix(ctx: Context, port: int | None, tops: list[PortHolder]) -> str:
         look = f"ss -ltnp 'sport = :{port}'" if port is not None else "ss -ltnp"
         return f"find who holds it: `{ctx.in_ct(look)}`, stop it if it is yours, {elsewhere}"
     h = tops[0]
+    if not owners:  # never advice to stop a process the run's owner does not own
+        return f"{whose(h)} is not this run's: leave it, and use another port — {elsewhere[3:]}"
     if h.session:
         stop = f"if the run in session '{h.session}' is done with, stop it (select it, k)"
     else:
@@ -120,7 +156,9 @@ def rule_port_in_use(ctx: Context) -> Finding | None:
     """The run could not listen on a TCP port (torch.distributed's store:
     29500 unless told otherwise; any server of the run) because another
     process holds it: which one (the agent's `listeners` op: its PID,
-    command and tmux session), and how to free it or use another port.
+    command and tmux session), and how to free it or use another port —
+    stopping it only when it is the run owner's (issue 45: root's sshd is
+    named by its program alone, with no kill in the fix).
     Nothing when the watched run itself holds the port now (the line is an
     earlier attempt's)."""
     if not ctx.recent_hold(RECENT_LINES, WORDS):
@@ -139,7 +177,11 @@ def rule_port_in_use(ctx: Context) -> Finding | None:
     tops = [h for h in holders if not pids & set(h.ancestors)]  # not a forked child of another
     port = f"port {hit.port}" if hit.port is not None else "its port"
     what = "torch.distributed's store" if hit.torch else "the run"
-    if tops:
+    owner = run_owner(ctx)
+    owners = not tops or is_owners(tops[0], owner)
+    if tops and not owners:
+        held = f"{whose(tops[0])} holds it — not this run's; use another port"
+    elif tops:
         h = tops[0]
         by = f"PID {h.pid} ({short(one_line(h.command), 50)})"
         held = f"{by} in session '{h.session}' holds it" if h.session else f"{by} holds it"
@@ -151,7 +193,7 @@ def rule_port_in_use(ctx: Context) -> Finding | None:
         held = "another process holds it"
     gone = ctx.run_gone
     ev = [f"the log: {short(one_line(hit.line, 400), 300)}"]
-    ev += [_holder_words(h) for h in tops[:3]]
+    ev += [_holder_words(h, is_owners(h, owner)) for h in tops[:3]]
     if len(holders) > len(tops):
         ev.append(f"{len(holders) - len(tops)} child process(es) of it hold the socket too")
     return Finding(
@@ -159,5 +201,5 @@ def rule_port_in_use(ctx: Context) -> Finding | None:
         severity=Severity.ERROR if gone else Severity.WARNING,
         title=f"{what} could not listen on {port}, already in use: {held}",
         evidence=ev,
-        fix=_port_fix(ctx, hit.port, tops),
+        fix=_port_fix(ctx, hit.port, tops, owners),
     )

@@ -54,6 +54,7 @@ def holders_from(answer: Any, snap: Snapshot) -> tuple[list[PortHolder], list[in
                 user=str(h["user"]) if h.get("user") is not None else None,
                 ancestors=ancestors,
                 session=session,
+                uid=h["uid"] if isinstance(h.get("uid"), int) else None,
             )
         )
     unseen = [int(p) for p in answer.get("unseen") or [] if isinstance(p, int)]
@@ -92,5 +93,6 @@ class PortWatch:
         if got is None:
             return False  # not asked this poll (or an error): the last answer stands
         holders, unseen = got
-        snap.ports_taken = PortsTaken(list(self._asked), holders, unseen, now)
+        me = answer.get("uid") if isinstance(answer.get("uid"), int) else None
+        snap.ports_taken = PortsTaken(list(self._asked), holders, unseen, now, me)
         return before is None or (before.holders, before.unseen) != (holders, unseen)

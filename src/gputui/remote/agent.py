@@ -879,6 +879,7 @@ class ProcReader:
             "write_files": self.written(pid, st, now),
             # asleep in a read of its terminal: waiting for an answer
             "reads_tty": tty_read(pid) if st["state"] == "S" else None,
+            "uid": _owner_uid(pid),
         }
         d.update(fixed)
         d["cmdline"] = list(fixed["cmdline"])
@@ -1559,6 +1560,14 @@ def _ancestors(ppid: int, depth: int = 16) -> "list[int]":
     return out
 
 
+def _owner_uid(pid: int) -> "int | None":
+    """Whose process `pid` is (the owner of /proc/PID); None when it is gone."""
+    try:
+        return os.stat("/proc/%d" % pid).st_uid
+    except OSError:
+        return None
+
+
 def port_listeners(ports, limit: int = MAX_SCAN) -> dict:
     """Who listens on each of `ports`: {listeners: [{port, pid, uid, user,
     cmdline, ancestors (ppid first), starttime}], unseen: [ports listened on
@@ -1579,10 +1588,7 @@ def port_listeners(ports, limit: int = MAX_SCAN) -> dict:
             st = read_stat(pid) if ports_of_pid else None
             if st is None:
                 continue
-            try:
-                uid = os.stat("/proc/%d" % pid).st_uid
-            except OSError:
-                uid = None
+            uid = _owner_uid(pid)
             who = {
                 "pid": pid,
                 "uid": uid,
@@ -1594,7 +1600,7 @@ def port_listeners(ports, limit: int = MAX_SCAN) -> dict:
             for port in sorted(ports_of_pid)[: MAX_PORT_HOLDERS - len(held)]:
                 held.append(dict(who, port=port))
     unseen = sorted(set(p for i, p in inodes.items() if i not in owned))
-    return {"listeners": held, "unseen": unseen}
+    return {"listeners": held, "unseen": unseen, "uid": os.geteuid()}
 
 
 class Agent:
