@@ -535,21 +535,27 @@ class GputuiApp(App[int]):
             self.notify(f"{label}: {why}", severity="warning")
             return
         options = VERB_BY_ID[verb].make_options({switch: True}) if switch else None
-        self._plan_confirm_run(verb, options)
+        asks = verb not in VERB_BY_ID or VERB_BY_ID[verb].confirm
+        # the box goes on the screen stack now, in the key's own handler: a y
+        # queued behind this key already reaches the box, never the dashboard
+        self._plan_confirm_run(verb, options, self._open_confirm(verb) if asks else None)
 
     async def _plan(self, verb: str, options: object | None = None) -> ActionPlan:
         assert self.actions is not None
         return await self.actions.plan(verb, self.monitor.snapshot, options)
 
     @work(group="action", exclusive=True, exit_on_error=False)
-    async def _plan_confirm_run(self, verb: str, options: object | None = None) -> None:
+    async def _plan_confirm_run(
+        self, verb: str, options: object | None, box: ConfirmScreen | None
+    ) -> None:
         """Plan (read-only), confirm with the plan fixed, then run it. A verb
         that only reads (py-spy dump) runs at once; its result says what ran.
-        The confirm box opens on the key and the plan fills it in when it
+        The confirm box opened on the key and the plan fills it in when it
         arrives (issue 37: `k` read the processes' identity first, 1.8 s on
-        a Proxmox host, before anything showed)."""
-        asks = verb not in VERB_BY_ID or VERB_BY_ID[verb].confirm
-        box = await self._open_confirm(verb) if asks else None
+        a Proxmox host, before anything showed); y runs only what the box
+        has shown (ui/screens/confirm.py)."""
+        if box is not None:
+            await self._painted(box)
         try:
             plan = await self._plan(verb, options)
         except GputuiError as e:
@@ -572,10 +578,9 @@ class GputuiApp(App[int]):
             self.push_screen(ResultScreen(title, result))
         await self.monitor.refresh()
 
-    async def _open_confirm(self, verb: str) -> ConfirmScreen:
-        """The confirm box, on screen now, before the plan: what was asked and
-        where. Painted before the plan's reads start, so its first frame does
-        not wait behind them."""
+    def _open_confirm(self, verb: str) -> ConfirmScreen:
+        """The confirm box, on the screen stack now, before the plan: what
+        was asked and where."""
         snap = self.monitor.snapshot
         label = VERB_BY_ID[verb].label if verb in VERB_BY_ID else verb
         session = f" session {snap.session_name!r}" if snap.session_name else ""
@@ -584,7 +589,12 @@ class GputuiApp(App[int]):
             heading=f"{label[:1].upper()}{label[1:]}{session}",
             target=f"{snap.target}{' ·' + session if session else ''}",
         )
-        await self.push_screen(box, callback=box.answer_with)
+        self.push_screen(box, callback=box.answer_with)
+        return box
+
+    async def _painted(self, box: ConfirmScreen) -> None:
+        """The box's first frame painted before the plan's reads start, so
+        it does not wait behind them."""
         painted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def paint_done() -> None:
@@ -594,7 +604,6 @@ class GputuiApp(App[int]):
         box.call_after_refresh(paint_done)
         with contextlib.suppress(asyncio.TimeoutError):  # a box never painted: plan anyway
             await asyncio.wait_for(painted, 0.5)
-        return box
 
     async def _execute(self, plan: ActionPlan) -> ActionResult:
         """Run the confirmed plan where its verb runs (gputui.verbs.Verb.runs)."""
