@@ -25,12 +25,19 @@ from collections.abc import Callable, Sequence
 from gputui.collect.logtail import strip_ansi
 from gputui.errors import ConfigError
 from gputui.model import MetricPoint
+from gputui.text.numbers import bounded_int
 
 # (step, loss, throughput, unit)
 Found = tuple[int | None, float | None, float | None, str]
 
 _F = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf|NaN|Inf"
 _THOUSANDS = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+
+
+def _whole(s: str) -> int | None:
+    """A step from a log line: None for 5,000 digits (int() would raise and
+    the line's loss would be lost with it) or a digit that is not ASCII."""
+    return bounded_int(s, max_digits=19)
 
 
 def _num(s: str) -> float:
@@ -77,7 +84,7 @@ def _torchtitan(line: str) -> Found | None:
         return None
     t = _TITAN_TPS_RE.search(line)
     return (
-        int(m.group(1)),
+        _whole(m.group(1)),
         float(m.group(2)),
         _num(t.group(1)) if t else None,
         "tok/s/gpu" if t else "",
@@ -109,7 +116,7 @@ def _megatron(line: str) -> Found | None:
         ms = _num(t.group(1))
         if ms > 0:
             thr, unit = 1000.0 / ms, "it/s"
-    return int(m.group(1)), float(loss_m.group(1)) if loss_m else None, thr, unit
+    return _whole(m.group(1)), float(loss_m.group(1)) if loss_m else None, thr, unit
 
 
 _NANO_ITER_RE = re.compile(r"\biter (\d+): loss (" + _F + r"), time (" + _F + r")ms")
@@ -123,7 +130,7 @@ def _nanogpt(line: str) -> Found | None:
         if m:
             ms = float(m.group(3))
             return (
-                int(m.group(1)),
+                _whole(m.group(1)),
                 float(m.group(2)),
                 1000.0 / ms if ms > 0 else None,
                 "it/s" if ms > 0 else "",
@@ -132,7 +139,7 @@ def _nanogpt(line: str) -> Found | None:
         if m:
             ms = float(m.group(1))
             return (
-                int(m.group(2)),
+                _whole(m.group(2)),
                 float(m.group(3)),
                 1000.0 / ms if ms > 0 else None,
                 "it/s" if ms > 0 else "",
@@ -140,7 +147,7 @@ def _nanogpt(line: str) -> Found | None:
     if "train loss" in line:
         m = _NANO_EVAL_RE.search(line)
         if m:
-            return int(m.group(1)), float(m.group(2)), None, ""
+            return _whole(m.group(1)), float(m.group(2)), None, ""
     return None
 
 
@@ -157,7 +164,7 @@ def _deepspeed(line: str) -> Found | None:
         c = _DS_CURR_RE.search(line)
         if m or c:
             return (
-                int(m.group(1)) if m else None,
+                _whole(m.group(1)) if m else None,
                 None,
                 float(c.group(1)) if c else None,
                 "samples/s" if c else "",
@@ -165,12 +172,17 @@ def _deepspeed(line: str) -> Found | None:
     if "samples/sec:" in line and "steps:" in line:
         m = _DS_PIPE_RE.search(line)
         if m:
-            return int(m.group(1)), float(m.group(2)), float(m.group(4)), "samples/s"
+            return _whole(m.group(1)), float(m.group(2)), float(m.group(4)), "samples/s"
     return None
 
 
+# `(?<!\d)\d{1,19}`: from where no digit stands before, so a run of digits is
+# passed over in linear time (`\d+` from every position was quadratic: 1 s a
+# line of 4 KiB of digits)
 _TQDM_RE = re.compile(
-    r"(\d+)/(\d+|\?)\s*\[[^\]\[<]*<[^\]\[,]*,\s*(?:(\?)|(" + _F + r")\s*([kMG]?))\s*"
+    r"(?<!\d)(\d{1,19})/(\d{1,19}|\?)\s*\[[^\]\[<]*<[^\]\[,]*,\s*(?:(\?)|("
+    + _F
+    + r")\s*([kMG]?))\s*"
     r"((?:s/)?[A-Za-z]+(?:/s)?)"
 )
 _TQDM_LOSS_RE = re.compile(r"(?:^|[\s,])(?:train[_/])?loss(?:_step)?=(" + _F + r")")
@@ -187,7 +199,7 @@ def _tqdm(line: str) -> Found | None:
     base = m.group(6).removeprefix("s/").removesuffix("/s")
     if base.lower() not in _UNIT_NAMES:
         return None  # a download/copy bar (B/s, MB/s, file/s): not training progress
-    step = int(m.group(1))
+    step = _whole(m.group(1))
     thr: float | None = None
     unit = ""
     if m.group(3) is None and m.group(4) is not None:
@@ -279,7 +291,7 @@ def _generic(line: str) -> Found | None:
     if thr is None and loss is None:
         return None
     sm = _GEN_STEP_RE.search(line)
-    return int(sm.group(1)) if sm else None, loss, thr, "tok/s" if thr is not None else ""
+    return _whole(sm.group(1)) if sm else None, loss, thr, "tok/s" if thr is not None else ""
 
 
 # Presets whose "it/s" is derived from a per-iteration time (`time 500.00ms`,

@@ -19,6 +19,7 @@ from gputui.diagnose.evidence import short
 from gputui.diagnose.holders import Holder, gpu_holders, holder_line
 from gputui.diagnose.registry import Kind, rule
 from gputui.model import Finding, Severity
+from gputui.text.numbers import bounded_float, bounded_int
 from gputui.text.untrusted import one_line
 from gputui.text.words import dur, gib
 
@@ -31,10 +32,13 @@ RECENT_LINES = 60  # a failure line counts while it is among the last this many 
 # CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total
 # capacity; 14.50 GiB already allocated; 3.75 MiB free; 14.70 GiB reserved
 # in total by PyTorch)"
-_SIZE = r"(\d+(?:\.\d+)?\s*[KMGT]iB)"
+# A size begins where no digit stands before it and holds at most 12 digits:
+# searched from every position, `\d+` took time quadratic (cubic after a
+# `.*?`) in a run of digits — 23 s a tick for one line of 8 KiB of digits.
+_SIZE = r"(?<![\d.])(\d{1,12}(?:\.\d{1,6})?\s{0,4}[KMGT]iB)"
 _OOM = re.compile(r"CUDA out of memory\. Tried to allocate " + _SIZE)
 _OOM_WORDS = ("CUDA out of memory. Tried to allocate ",)  # in every _OOM match
-_OOM_GPU = re.compile(r"GPU (\d+)")
+_OOM_GPU = re.compile(r"GPU (\d{1,4})\b")
 _OOM_ALLOC = re.compile(_SIZE + r" is allocated by PyTorch, and " + _SIZE + r" is reserved")
 _OOM_ALLOC_OLD = re.compile(_SIZE + r" already allocated;.*?" + _SIZE + r" reserved in total")
 _OOM_FREE = re.compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free\b")
@@ -63,8 +67,10 @@ LOADER_CPU_PCT = (
 
 
 def _mib(text: str) -> float:
+    """`"20.00 GiB"` -> MiB; a number no GPU has (64 KiB of digits, NaN): 0."""
     num, unit = text[:-3].strip(), text.strip()[-3]
-    return float(num) * _UNITS.get(unit, 1.0)
+    value = bounded_float(num, 0.0, 1e12)
+    return value * _UNITS.get(unit, 1.0) if value is not None else 0.0
 
 
 def _last_match(
@@ -336,7 +342,9 @@ def rule_nccl(ctx: Context) -> Finding | None:
     hit = _last_match(ctx, _NCCL_TIMEOUT, _NCCL_TIMEOUT_WORDS)
     if hit is not None:
         line, m = hit
-        seq, op, timeout_ms, ran_ms = m.group(1), m.group(2), int(m.group(3)), int(m.group(4))
+        seq, op = m.group(1), m.group(2)
+        timeout_ms = bounded_int(m.group(3), 0) or 0
+        ran_ms = bounded_int(m.group(4), 0) or 0
         r = _RANK.search(line)
         rank = f"rank {r.group(1) or r.group(2)}" if r is not None else "a rank"
         return Finding(

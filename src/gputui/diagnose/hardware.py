@@ -20,6 +20,7 @@ What is NOT a fault, on purpose:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -62,6 +63,13 @@ class GpuIssue:
 # ------------------------------------------------------------------ judgements
 
 
+def _throttled(v: float | None) -> int:
+    """A reading's throttle bits (0: none, or no reading a mask can be: NaN, inf)."""
+    if v is None or not math.isfinite(v) or not 0 <= v < 2**64:
+        return 0
+    return int(v) & THROTTLE_MASK
+
+
 def throttle_streak(ring: Ring | None, now: float) -> tuple[int, float] | None:
     """(the newest reading's throttle bits, the time the streak began)
     when the last THROTTLE_MIN_READINGS readings, fresh, all hold a
@@ -69,17 +77,17 @@ def throttle_streak(ring: Ring | None, now: float) -> tuple[int, float] | None:
     if ring is None:
         return None
     last = ring.last()  # the common case, at every redraw: not throttled now, O(1)
-    if last is None or not int(last) & THROTTLE_MASK:
+    if not _throttled(last):
         return None
     pts = ring.points()
     if not pts or pts[-1][1] is None or now - pts[-1][0] > GPU_FRESH_S:
         return None
-    newest = int(pts[-1][1]) & THROTTLE_MASK
+    newest = _throttled(pts[-1][1])
     if not newest:
         return None
     since, n = pts[-1][0], 0
     for t, v in reversed(pts):
-        if v is None or not int(v) & THROTTLE_MASK:
+        if not _throttled(v):
             break
         since, n = t, n + 1
     return (newest, since) if n >= THROTTLE_MIN_READINGS else None

@@ -32,6 +32,7 @@ from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import short
 from gputui.diagnose.registry import Kind, rule
 from gputui.model import Finding, PortHolder, Severity
+from gputui.text.numbers import bounded_int
 from gputui.text.untrusted import one_line
 
 RECENT_LINES = 60  # as the other failures: a line counts among the last this many
@@ -67,8 +68,8 @@ def port_taken(line: str) -> PortTaken | None:
     port = None
     for pattern in _PORT:
         m = pattern.search(line)
-        if m is not None and 0 < int(m.group(1)) < 65536:
-            port = int(m.group(1))
+        port = bounded_int(m.group(1), 1, 65535) if m is not None else None
+        if port is not None:
             break
     torch = TORCH_STORE in line or "[c10d]" in line
     return PortTaken(port, torch, line)

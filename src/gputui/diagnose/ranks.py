@@ -34,13 +34,16 @@ from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import short
 from gputui.diagnose.registry import Kind, rule
 from gputui.model import Finding, Severity
+from gputui.text.numbers import bounded_float, bounded_int
 from gputui.text.untrusted import one_line
 
 STRAGGLER_FACTOR = 1.25  # the slowest rank at least this many times the others' time
 RECENT_LINES = 400  # rank-tagged lines interleave: read further up the tail than one rank's lines
 MIN_FIGURES = 3  # tagged figures per rank before its median counts
 
-_NUM = r"(\d+(?:\.\d+)?)"
+# at most 15 digits, from where no digit stands before (a run of digits is
+# then passed over in linear time, not quadratic)
+_NUM = r"(?<![\d.])(\d{1,15}(?:\.\d{1,9})?)"
 _DETECTOR = re.compile(
     r"MnRtt/Rnk:\s*" + _NUM + r"ms/(\d+)\s*\|\s*MxRtt/Rnk:\s*" + _NUM + r"ms/(\d+)"
 )
@@ -62,7 +65,9 @@ _RANK_TAG = re.compile(
     r"^\s*\[(?:rank|default)(\d+)\]:|\brank[ =:]?\s*(\d+)\b|\[RANK (\d+)\]", re.I
 )
 # a rate (higher is faster) or a time (lower is faster), seconds per unit of work
-_RATE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(tok(?:ens)?/s|it/s|samples/s|s/it)\b", re.I)
+_RATE = re.compile(
+    r"(?<![\d,.])(\d[\d,]{0,20}(?:\.\d{1,9})?)\s*(tok(?:ens)?/s|it/s|samples/s|s/it)\b", re.I
+)
 _TIME = re.compile(
     r"elapsed time per iteration \(ms\):\s*" + _NUM
     + r"|\b(?:step[_ ]?)?time[=:]?\s*" + _NUM + r"\s*(ms|s)\b",
@@ -85,8 +90,13 @@ def _detector_reports(lines: list[str]) -> list[tuple[str, float, int, float, in
         if "MxRtt" not in ln:  # the regex only where it can match: this runs every second
             continue
         m = _DETECTOR.search(ln)
-        if m is not None:
-            out.append((ln, float(m.group(1)), int(m.group(2)), float(m.group(3)), int(m.group(4))))
+        if m is None:
+            continue
+        fast, slow = bounded_float(m.group(1), 0.0), bounded_float(m.group(3), 0.0)
+        fast_rank, slow_rank = bounded_int(m.group(2), 0), bounded_int(m.group(4), 0)
+        if fast is None or slow is None or fast_rank is None or slow_rank is None:
+            continue  # a number no report holds (5,000 digits, NaN): not a report
+        out.append((ln, fast, fast_rank, slow, slow_rank))
     return out
 
 
@@ -107,8 +117,9 @@ def _from_detector(lines: list[str]) -> Slow | None:
     ]
     for words, rx, unit in _DETECTOR_BESIDE:
         m = rx.search(line)
-        if m is not None and int(m.group(2)) == slow_rank:
-            ev.append(f"{words} of all ranks ({float(m.group(1)):g}{unit})")
+        value = bounded_float(m.group(1)) if m is not None else None
+        if m is not None and value is not None and bounded_int(m.group(2), 0) == slow_rank:
+            ev.append(f"{words} of all ranks ({value:g}{unit})")
     ev.append(f"the log: {short(one_line(line, 400), 300)}")
     return Slow(slow_rank, slow_ms / fast_ms, ev)
 
@@ -130,7 +141,7 @@ def _rank_of(line: str) -> int | None:
     m = _RANK_TAG.search(line)
     if m is None:
         return None
-    return int(next(g for g in m.groups() if g is not None))
+    return bounded_int(next(g for g in m.groups() if g is not None), 0)
 
 
 def _seconds_per_unit(line: str) -> float | None:
@@ -138,12 +149,17 @@ def _seconds_per_unit(line: str) -> float | None:
     m = _TIME.search(line)
     if m is not None:
         if m.group(1) is not None:
-            return float(m.group(1)) / 1000
-        value = float(m.group(2))
+            ms = bounded_float(m.group(1), 0.0)
+            return ms / 1000 if ms is not None else None
+        value = bounded_float(m.group(2), 0.0)
+        if value is None:
+            return None
         return value / 1000 if m.group(3).lower() == "ms" else value
     m = _RATE.search(line)
     if m is not None:
-        value = float(m.group(1).replace(",", ""))
+        value = bounded_float(m.group(1).replace(",", ""), 0.0)
+        if value is None:
+            return None
         if m.group(2).lower() == "s/it":
             return value
         return 1.0 / value if value > 0 else None

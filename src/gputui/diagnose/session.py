@@ -15,6 +15,7 @@ from gputui.diagnose.evidence import SIGNAL_HINTS, last_error_line, quote_tail, 
 from gputui.diagnose.registry import Kind, rule
 from gputui.diagnose.thresholds import MTIME_SLACK_S
 from gputui.model import Finding, Pane, Severity
+from gputui.text.numbers import bounded_int
 from gputui.text.words import dur
 
 
@@ -74,8 +75,9 @@ def wrapper_exit_status(lines: list[str]) -> int | None:
     the last one in `lines`, else None."""
     for line in reversed(lines):
         m = _WRAPPER_EXIT_RE.match(line.strip())
-        if m:
-            return int(m.group(1))
+        status = bounded_int(m.group(1), 0, 255) if m else None
+        if status is not None:
+            return status
     return None
 
 

@@ -32,7 +32,11 @@ from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import SIGNAL_HINTS, last_error_line, short
 from gputui.diagnose.registry import Kind, rule
 from gputui.model import Finding, Severity
+from gputui.text.numbers import bounded_int
 from gputui.text.untrusted import one_line
+
+MAX_RANK = 1 << 20  # no run has more ranks
+MAX_PID = 1 << 22  # the kernel's pid_max
 
 ROOT_CAUSE = "Root Cause (first observed failure):"
 CHILD_FAILED = "ChildFailedError"
@@ -81,18 +85,20 @@ def root_cause(lines: list[str]) -> RootCause | None:
         if m is not None:
             fields.setdefault(m.group(1), m.group(2))
     rank = _RANK.match(fields.get("rank", ""))
-    if rank is None:
-        return None
+    rank_n = bounded_int(rank.group(1), 0, MAX_RANK) if rank is not None else None
+    if rank is None or rank_n is None:
+        return None  # no rank, or none a run has (5,000 digits, -1)
     code = _EXIT.match(fields.get("exitcode", ""))
     sig = _SIGNAL.search(fields.get("traceback", ""))
+    signal = bounded_int(sig.group(1), 1, 64) if sig is not None else None
     return RootCause(
-        rank=int(rank.group(1)),
-        local_rank=int(rank.group(2)) if rank.group(2) else None,
+        rank=rank_n,
+        local_rank=bounded_int(rank.group(2), 0, MAX_RANK),
         host=fields.get("host") or None,
-        exitcode=int(code.group(1)) if code is not None else None,
-        pid=int(code.group(2)) if code is not None and code.group(2) else None,
-        signal=int(sig.group(1)) if sig is not None else None,
-        signal_name=sig.group(2) if sig is not None else None,
+        exitcode=bounded_int(code.group(1), -255, 255) if code is not None else None,
+        pid=bounded_int(code.group(2), 1, MAX_PID) if code is not None else None,
+        signal=signal,
+        signal_name=sig.group(2) if sig is not None and signal is not None else None,
     )
 
 
@@ -103,7 +109,7 @@ def rank_error(lines: list[str], rank: int) -> str | None:
     tagged = []
     for ln in lines:
         m = _TAG.match(ln)
-        if m is not None and int(m.group(1)) == rank:
+        if m is not None and bounded_int(m.group(1), 0, MAX_RANK) == rank:
             tagged.append(ln[m.end() :])
     found = last_error_line(tagged) if tagged else None
     if found:
