@@ -186,3 +186,42 @@ def test_lines_of_one_batch_count_once_for_the_step_rate() -> None:
     from gputui.diagnose.compare import step_rates
 
     assert {round(r, 6) for r in step_rates(pts)} == {10.0}
+
+
+def test_doctor_json_and_text_carry_the_comparison_with_documented_keys() -> None:
+    """doctor's `snapshot.vs_last`: every key named in doctor-json.md; the
+    text report's line."""
+    from pathlib import Path
+
+    from gputui.doctor.report import doctor_dict, render_text
+
+    snap = Snapshot(time=0.0, target="t")
+    old = Program(("python", "train.py", "--bs", "32"), script="train.py")
+    new = Program(("python", "train.py", "--bs", "64"), script="train.py")
+    snap.vs_last = compare(
+        noisy_run(300, 42_400, 1),
+        noisy_run(300, 38_000, 2),
+        this_run=2,
+        last_run=1,
+        old=old,
+        new=new,
+        unit="tok/s",
+        first_step=(3.0, 2.0),
+    )
+    doc = doctor_dict({}, snap, diagnose(snap, 0.0), now=0.0)
+    vs = doc["snapshot"]["vs_last"]
+    assert vs["verdict"] == "slower" and vs["rate"]["change_pct"] < -5
+    assert vs["changes"] == ["--bs 32 → 64"]
+
+    def keys(x: object) -> set[str]:
+        if isinstance(x, dict):
+            return set(x) | {k for v in x.values() for k in keys(v)}
+        if isinstance(x, list):
+            return {k for v in x for k in keys(v)}
+        return set()
+
+    text = (Path(__file__).parent.parent / "src/gputui/doctor/doctor-json.md").read_text()
+    assert sorted(k for k in keys(vs) if f"`{k}`" not in text) == []
+    report = render_text({}, snap, diagnose(snap, 0.0), now=0.0)
+    assert "vs last run  run 2 against its last run 1: slower — 38." in report
+    assert "the deploy made it slower" in report

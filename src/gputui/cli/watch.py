@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from gputui.config import Settings, settings_naming
 from gputui.containers import parse_container
+from gputui.diagnose.compare import summary
 from gputui.errors import GputuiError
 from gputui.host.targets import host_settings
 from gputui.model import ConnectionState
@@ -137,6 +138,8 @@ class Watch:
         # a recording that fails is said (once per new error), not kept to itself
         label = monitor.target.label
         recorder.error_listeners.append(lambda text: self.say(f"{label}: {text}"))
+        # the run against its last one (issue 49): a line when the verdict changes
+        recorder.verdict_listeners.append(lambda vs: self.say(f"{label}: {summary(vs)}"))
         return Watched(settings, monitor.target.transport, monitor, recorder)
 
     def _print_alert(self, alert: Alert) -> None:

@@ -31,6 +31,7 @@ import os
 import statistics
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
+from typing import Any
 
 from gputui.model import Metrics, Program, Snapshot, Versus, VsLast
 
@@ -145,7 +146,9 @@ def _kth(values: dict[float, list[float | None]], t: float, k: int) -> float | N
 def merge_points(stored: Sequence[RunPoint], live: Sequence[RunPoint]) -> list[RunPoint]:
     """The stored points, then the live ones past the last stored step."""
     last = max((p.step for p in stored if p.step is not None), default=None)
-    return list(stored) + [p for p in live if p.step is not None and (last is None or p.step > last)]
+    return list(stored) + [
+        p for p in live if p.step is not None and (last is None or p.step > last)
+    ]
 
 
 def _takes_value(flag: str, prog: str) -> int:
@@ -499,3 +502,51 @@ def figures(vs: VsLast) -> list[str]:
             + (f" ({pct_words(v)})" if v.pct is not None else "")
         )
     return out
+
+
+def summary(vs: VsLast) -> str:
+    """One line: 'run 14 against its last run 12: faster — 47.5k tok/s +12 %
+    vs last (42.4k) at step 400; what changed: --bs 32 → 64'."""
+    which = "the run picked" if vs.picked else "its last run"
+    word = vs.verdict or "too early to tell"
+    line = f"run {vs.this_run} against {which} {vs.last_run}: {word} — {headline(vs)}"
+    if vs.loss_out:
+        line += ", loss above the last run's band"
+    if vs.changes:
+        line += "; what changed: " + "; ".join(vs.changes)
+    return line
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or x != x or x in (float("inf"), float("-inf")) else x
+
+
+def _versus_dict(v: Versus | None) -> dict[str, Any] | None:
+    if v is None:
+        return None
+    return {"name": v.name, "new": _num(v.new), "last": _num(v.old), "change_pct": _num(v.pct)}
+
+
+def vs_last_dict(vs: VsLast | None) -> dict[str, Any] | None:
+    """The comparison as facts (doctor-json.md's `vs_last`)."""
+    if vs is None:
+        return None
+    return {
+        "this_run": vs.this_run,
+        "last_run": vs.last_run,
+        "picked": vs.picked,
+        "step": vs.step,
+        "window": list(vs.window) if vs.window is not None else None,
+        "verdict": vs.verdict,
+        "enough": vs.enough,
+        "test": vs.test,
+        "headline": headline(vs),
+        "rate": _versus_dict(vs.rate),
+        "loss": _versus_dict(vs.loss),
+        "step_time": _versus_dict(vs.step_time),
+        "first_step": _versus_dict(vs.first_step),
+        "loss_band": [_num(x) for x in vs.loss_band] if vs.loss_band is not None else None,
+        "loss_out": vs.loss_out,
+        "changes": list(vs.changes),
+        "readings": {"this": vs.n_new, "last": vs.n_old},
+    }

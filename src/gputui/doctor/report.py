@@ -16,6 +16,7 @@ from typing import Any
 
 from gputui.diagnose import buffering_words, signal_name, snapshot_holders, stdout_words
 from gputui.diagnose.buffering import BUFFERED, FLUSHES, UNBUFFERED, UNKNOWN, judge
+from gputui.diagnose.compare import summary, vs_last_dict
 from gputui.diagnose.hardware import health_facts, health_summary
 from gputui.model import Finding, LogState, Proc, Severity, Snapshot
 from gputui.text.untrusted import json_text, visible
@@ -135,6 +136,7 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
         "processes": [proc_to_dict(p, snap.log, now) for p in snap.procs],
         "metrics": _metrics_dict(snap),
         "ports_taken": _ports_dict(snap),
+        "vs_last": vs_last_dict(snap.vs_last),
     }
 
 
@@ -393,6 +395,8 @@ def render_text(
         mline = _metrics_line(snap, now)
         if mline:
             rows.append(("progress", mline))
+        if snap.vs_last is not None:  # the run against its last one (issue 49)
+            rows.append(("vs last run", summary(snap.vs_last)))
 
     width = max(len(k) for k, _ in rows)
     lines = [f"{k.ljust(width)}  {v}" for k, v in rows]

@@ -45,6 +45,7 @@ from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed
 from gputui.monitor.logfollow import log_kind, named_log, not_a_file_error
 from gputui.monitor.portwatch import ports_named
 from gputui.monitor.tools import probe_tools
+from gputui.record.vslast import from_history
 from gputui.remote.base import Transport
 from gputui.remote.target import Target, make_target
 from gputui.text.untrusted import visible
@@ -328,6 +329,8 @@ async def inspect(
         correct_backlog_times(snap)
         now = time.time()
         snap.time = now
+        if settings.history:  # the run against its last one, from the history (issue 49)
+            snap.vs_last = from_history(settings.history_path, target.label, snap)
         findings = rules.diagnose(snap, now, stale_after, settings.diagnosis)
         if settings.config_exposed:
             findings = rules.sort_findings([*findings, config_exposed(settings.config_exposed)])

@@ -242,6 +242,9 @@ class RunRecorder:
         self._compare_due = 0.0
         self._last_cache: dict[int, tuple[int, RunSide]] = {}
         self._log_marks: tuple[int, int] | None = None
+        # told when the verdict against the last run changes (watch prints it)
+        self.verdict_listeners: list[Callable[[VsLast], None]] = []
+        self._told: tuple[int | None, str, bool] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -571,6 +574,11 @@ class RunRecorder:
         pair = await asyncio.wrap_future(w.pair(run.id, self._last_cache))
         self.vs_last = vs = self.against_last(pair, snap)
         snap.vs_last = vs
+        told = (vs.last_run, vs.verdict, vs.loss_out) if vs is not None else None
+        if vs is not None and vs.verdict and told != self._told:
+            self._told = told
+            for cb in list(self.verdict_listeners):
+                cb(vs)
 
     def against_last(self, pair: RunPair | None, snap: Snapshot) -> VsLast | None:
         if pair is None or pair.last is None:

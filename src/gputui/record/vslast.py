@@ -8,60 +8,37 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import shlex
 import time
 from typing import Any
 
-from gputui.diagnose.compare import compare, figures, headline, short_number
+from gputui.diagnose.compare import (
+    compare,
+    figures,
+    live_points,
+    merge_points,
+    short_number,
+    vs_last_dict,
+)
 from gputui.errors import GputuiError
-from gputui.model import Versus, VsLast
-from gputui.record.history import RunPair, RunSide, find_last_run, read_side
+from gputui.model import Snapshot, VsLast
+from gputui.record.history import RunPair, RunSide, find_last_run, read_pair, read_side
 from gputui.record.query import HistoryReader
 from gputui.text.untrusted import visible
 
 
-def _num(x: float | None) -> float | None:
-    return None if x is None or x != x or x in (float("inf"), float("-inf")) else x
-
-
-def _versus_dict(v: Versus | None) -> dict[str, Any] | None:
-    if v is None:
-        return None
-    return {"name": v.name, "new": _num(v.new), "last": _num(v.old), "change_pct": _num(v.pct)}
-
-
-def vs_last_dict(vs: VsLast | None) -> dict[str, Any] | None:
-    """The comparison as facts (doctor-json.md's `vs_last`)."""
-    if vs is None:
-        return None
-    return {
-        "this_run": vs.this_run,
-        "last_run": vs.last_run,
-        "picked": vs.picked,
-        "step": vs.step,
-        "window": list(vs.window) if vs.window is not None else None,
-        "verdict": vs.verdict,
-        "enough": vs.enough,
-        "test": vs.test,
-        "headline": headline(vs),
-        "rate": _versus_dict(vs.rate),
-        "loss": _versus_dict(vs.loss),
-        "step_time": _versus_dict(vs.step_time),
-        "first_step": _versus_dict(vs.first_step),
-        "loss_band": [_num(x) for x in vs.loss_band] if vs.loss_band is not None else None,
-        "loss_out": vs.loss_out,
-        "changes": list(vs.changes),
-        "readings": {"this": vs.n_new, "last": vs.n_old},
-    }
-
-
-def vs_of(pair: RunPair | None, unit: str = "") -> VsLast | None:
-    """The comparison of a pair read from the history (no live points)."""
+def vs_of(pair: RunPair | None, unit: str = "", snap: Snapshot | None = None) -> VsLast | None:
+    """The comparison of a pair read from the history, the run's points the
+    monitor parsed since (`snap`) after the stored ones."""
     if pair is None or pair.last is None:
         return None
+    this = pair.this.points
+    if snap is not None:
+        this = merge_points(this, live_points(snap.metrics, 0.0))
     return compare(
         pair.last.points,
-        pair.this.points,
+        this,
         this_run=pair.this.run_id,
         last_run=pair.last.run_id,
         old=pair.last.program,
@@ -179,7 +156,7 @@ def _rows(pair: RunPair, vs: VsLast, *, raw: bool = False) -> list[tuple[str, st
 
 
 def _raw(x: float | None) -> str:
-    return "" if _num(x) is None else f"{x:.6g}"
+    return "" if x is None or not math.isfinite(x) else f"{x:.6g}"
 
 
 def _side_dict(side: RunSide) -> dict[str, Any]:
@@ -193,7 +170,7 @@ def _side_dict(side: RunSide) -> dict[str, Any]:
         "script": p.script if p else None,
         "script_mtime": p.script_mtime if p else None,
         "env": list(p.env) if p else None,
-        "first_step_s": _num(side.first_step_s),
+        "first_step_s": side.first_step_s,
         "unit": side.unit,
     }
 
@@ -220,3 +197,26 @@ def runs_text(reader: HistoryReader, target: str, since: float) -> str:
 
 def figures_line(vs: VsLast) -> str:
     return ", ".join(figures(vs))
+
+
+def from_history(path: Any, target: str, snap: Snapshot) -> VsLast | None:
+    """doctor's comparison: the newest run of the watched log on `target` in
+    the history (a dashboard or `watch` records it), with what doctor's own
+    watch read since, against its last run. None when there is no history,
+    no such run, or no last run: doctor says nothing then."""
+    try:
+        reader = HistoryReader(path)
+    except GputuiError:
+        return None
+    try:
+        row = reader.conn.execute(
+            "SELECT r.id FROM runs r JOIN targets t ON t.id = r.target_id"
+            " WHERE t.name=? AND (?='' OR r.log_path=?) ORDER BY r.first_seen DESC, r.id DESC"
+            " LIMIT 1",
+            (target, snap.log.path or "", snap.log.path or ""),
+        ).fetchone()
+        if row is None:
+            return None
+        return vs_of(read_pair(reader.conn, int(row[0])), snap.metrics.throughput_unit, snap)
+    finally:
+        reader.close()
