@@ -76,6 +76,7 @@ SHOTS: list[tuple[str, str, Steps, ActionResult | None, tuple[int, int] | None]]
     ("layout-80x24", "buffered", _nothing, None, (80, 24)),
     ("shared-gpus", "shared", _nothing, None, None),
     ("layout-200x60", "healthy", _nothing, None, (200, 60)),
+    ("vs-last", "vs_last", _nothing, None, None),
 ]
 
 
@@ -195,7 +196,41 @@ async def shoot_history(out: Path, size: tuple[int, int]) -> list[Path]:
                 await pilot.pause(0.1)
             await pilot.pause()
             path = app.save_screenshot(filename="whole-run.svg", path=str(out))
-    return [Path(path)]
+    return [Path(path), await shoot_overlay(out, size)]
+
+
+async def shoot_overlay(out: Path, size: tuple[int, int]) -> Path:
+    """The whole-run view of a relaunched run over its last run's curves
+    (gputui.demo.history.fill_pair), with the comparison's line (issue 49)."""
+    import tempfile
+
+    from textual.app import App
+
+    from gputui.demo.history import fill_pair
+    from gputui.record.history import HistoryWriter, read_pair
+    from gputui.record.vslast import vs_of
+    from gputui.ui.screens.wholerun import WholeRunScreen
+
+    target = "root@10.1.2.6 ct 200"
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "history.sqlite"
+        w = HistoryWriter(db, clock=lambda: T0)
+        _, this = fill_pair(w, target, T0)
+        vs = vs_of(read_pair(w.conn, this))
+        w.close()
+
+        class Host(App[None]):
+            def on_mount(self) -> None:
+                self.push_screen(
+                    WholeRunScreen(db, target, live=False, clock=lambda: T0, vs_last=lambda: vs)
+                )
+
+        app = Host()
+        async with app.run_test(size=size) as pilot:
+            while getattr(app.screen, "loads", 0) < 1:
+                await pilot.pause(0.1)
+            await pilot.pause()
+            return Path(app.save_screenshot(filename="whole-run-vs-last.svg", path=str(out)))
 
 
 async def shoot_hosts(out: Path, size: tuple[int, int]) -> list[Path]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from gputui.model import Program
 from gputui.record.history import EventRow, GpuRow, HistoryWriter, PointRow
 
 BYTES_PER_LINE = 96  # about what "step N loss X | T tok/s" lines take
@@ -110,3 +111,48 @@ def _story_event(w: HistoryWriter, tid: int, s: int, t: float, hang: tuple[int, 
                 "GPUs idle with memory held: the run is hung",
             ),
         )
+
+
+def fill_pair(w: HistoryWriter, target: str, t_end: float, *, gpus: int = 8) -> tuple[int, int]:
+    """Two runs of train.py on `target` (issue 49): the last one, 800 steps
+    at ~42.4k tok/s with --batch-size 32, then the relaunch with
+    --batch-size 64 --compile, 400 steps in at ~47.5k tok/s and ending at
+    `t_end`; each with its program. Returns (last run, this run)."""
+    from gputui.demo.scenes import LAST_ARGV, THIS_ARGV
+
+    tid = w.target_id(target).result()
+    ids = []
+    spans = (
+        (LAST_ARGV, 42_400.0, 800, t_end - 1500.0, 0.0),
+        (THIS_ARGV, 47_500.0, 400, t_end, 0.03),
+    )
+    for i, (argv, rate, steps, end, worse) in enumerate(spans):
+        t = end - steps * 2048 * 16 / rate
+        run = w.new_run(target, "/workspace/train.log", 2000 + i, t - 40).result()
+        env = ("PYTHONUNBUFFERED=1",) if i else ()
+        w.set_program(
+            run.id,
+            Program(argv, "/workspace", "train.py", t - 3000 + 2400 * i, env, t - 40),
+            "dflash",
+            t,
+        )
+        rows = []
+        for k in range(1, steps + 1):
+            r = rate * (1 + 0.02 * math.sin(k * (1.3 + 0.4 * i)) + 0.01 * math.cos(k * 0.41))
+            t += 2048 * 16 / r
+            loss = 4.0 * math.exp(-k / 150) + 1.1 + worse + 0.02 * math.sin(k * 0.9 + i)
+            rows.append(PointRow(k * BYTES_PER_LINE, t, True, k, loss, r))
+            if k % 60 == 0 or k == steps:
+                w.add_points(run.id, rows, k * BYTES_PER_LINE, t, "tok/s")
+                rows = []
+            if k % 3 == 0:
+                w.add_gpu(
+                    tid,
+                    [
+                        GpuRow(g, t, 95.0 - g * 0.5, 101_000.0 + 500.0 * g, 143_771.0, 62.0, 650.0)
+                        for g in range(gpus)
+                    ],
+                )
+        ids.append(run.id)
+    w.flush().result()
+    return ids[0], ids[1]

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 
 from gputui.containers import ProxmoxLXC
+from gputui.diagnose.compare import RunPoint, compare
 from gputui.model import (
     ConnectionState,
     CtStatus,
@@ -22,6 +23,7 @@ from gputui.model import (
     Metrics,
     Pane,
     Proc,
+    Program,
     Session,
     Severity,
     Snapshot,
@@ -261,11 +263,55 @@ def shared(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
     return s, lines, findings
 
 
+LAST_ARGV = ("python3", "train.py", "--batch-size", "32")
+THIS_ARGV = ("python3", "-u", "train.py", "--batch-size", "64", "--compile")
+
+
+def last_run_points(t0: float, steps: int = 800, rate: float = 42_400.0) -> list[RunPoint]:
+    """The run before the relaunch (a fixed, noisy, slower one)."""
+    out, t = [], t0 - 7200.0
+    for k in range(1, steps + 1):
+        r = rate * (1 + 0.02 * math.sin(k * 1.7) + 0.015 * math.cos(k * 0.37))
+        t += 2048 * 16 / r
+        out.append(RunPoint(k, t, 4.0 * math.exp(-k / 150) + 1.12 + 0.01 * math.sin(k), r))
+    return out
+
+
+def vs_last(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
+    """The healthy run, relaunched with a larger batch: 400 steps in, against
+    the last run of train.py at the same step (issue 49)."""
+    s, lines, findings = healthy(t0)
+    m = Metrics(preset="step | loss | tok/s")
+    m.throughput_unit = "tok/s"
+    for k in range(1, 401):
+        r = 47_500 * (1 + 0.02 * math.sin(k * 1.3) + 0.01 * math.cos(k * 0.41))
+        m.add(MetricPoint(t0 - (400 - k) * 0.69, k, 4.0 * math.exp(-k / 150) + 1.1, r, "tok/s"))
+    s.metrics = m
+    this = [
+        RunPoint(int(st or 0), t, lo, th)
+        for (t, st), (_, lo), (_, th) in zip(
+            m.step.points(), m.loss.points(), m.throughput.points(), strict=True
+        )
+    ]
+    s.vs_last = compare(
+        last_run_points(t0),
+        this,
+        this_run=14,
+        last_run=12,
+        old=Program(LAST_ARGV, "/workspace", "train.py", t0 - 9000.0),
+        new=Program(THIS_ARGV, "/workspace", "train.py", t0 - 600.0, ("PYTHONUNBUFFERED=1",)),
+        first_step=(41.0, 38.0),
+        unit="tok/s",
+    )
+    return s, lines, findings
+
+
 SCENES: dict[str, Callable[[float], tuple[Snapshot, list[str], list[Finding]]]] = {
     "healthy": healthy,
     "buffered": buffered,
     "dead": dead,
     "shared": shared,
+    "vs_last": vs_last,
 }
 
 

@@ -687,6 +687,7 @@ class GputuiApp(App[int]):
                 self.recorder.name,
                 read_log_soon=self.recorder.read_log_soon,
                 recent=lambda: rows_from_metrics(self.monitor.snapshot.metrics),
+                vs_last=lambda: self.monitor.snapshot.vs_last,
             )
         )
 

@@ -26,8 +26,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
+from gputui.diagnose.compare import summary
 from gputui.errors import GputuiError
-from gputui.model import Metrics
+from gputui.model import Metrics, VsLast
+from gputui.record.history import find_last_run
 from gputui.record.query import EventOut, HistoryReader, MetricRow
 from gputui.text.untrusted import visible
 from gputui.ui.heatmap import Panel, heatmap
@@ -51,6 +53,9 @@ class WholeRun:
     mem_max_gib: float = 0.0
     events: list[EventOut] = field(default_factory=list)
     error: str = ""
+    # the last run of the same program (issue 49): its points, overlaid
+    last_id: int | None = None
+    last: list[MetricRow] = field(default_factory=list)
 
 
 def gpu_bucket_s(span: float) -> int:
@@ -77,6 +82,9 @@ def load(path: Path, target: str, span: float | None, now: float) -> WholeRun:
         since = now - span if span is not None else run_start
         step_s = gpu_bucket_s(now - since)
         out = WholeRun(now, since, metrics, r.throughput_unit(target))
+        if run_id is not None:
+            out.last_id = find_last_run(r.conn, run_id)[0]
+            out.last = r.run_chart(out.last_id) if out.last_id is not None else []
         for p in r.gpu(target, since, now + 1, step_s=step_s):
             if p.util is not None:
                 out.util.setdefault(p.gpu, []).append((p.t, p.util))
@@ -204,12 +212,36 @@ class MetricChart(Chart):
         by_step = len(known) == len(steps) and all(a <= b for a, b in pairwise(known))
         xs = [float(s) for s in known] if by_step else [float(i) for i in range(len(rows))]
         ys = [float(getattr(m, self.which)) for m in rows]
-        plt.plot(xs, ys, marker="braille" if len(xs) > 1 else "●")
-        ticks = int_ticks(min(xs), max(xs))
+        last = overlay(data, self.which, max(xs)) if by_step else ([], [])
+        if last[0]:  # the last run's curve under this one's, at the same steps
+            plt.plot(*last, marker="braille", color="gray", label=f"last run {data.last_id}")
+            xs_all = xs + last[0]
+        else:
+            xs_all = xs
+        marker = "braille" if len(xs) > 1 else "●"
+        if last[0]:
+            plt.plot(xs, ys, marker=marker, label="this run")
+        else:
+            plt.plot(xs, ys, marker=marker)
+        ticks = int_ticks(min(xs_all), max(xs_all))
         plt.xticks([float(t) for t in ticks], [f"{t:,}" for t in ticks])
-        if len(set(xs)) == 1:
+        if len(set(xs_all)) == 1:
             plt.xlim(xs[0] - 1, xs[0] + 1)
         plt.xlabel("step" if by_step else "point")
+
+
+def overlay(data: WholeRun, which: str, top: float) -> tuple[list[float], list[float]]:
+    """The last run's points of `which` by step, up to 1.5 × this run's last
+    step (so this run's curve keeps most of the width)."""
+    xs, ys = [], []
+    for m in data.last:
+        v = getattr(m, which)
+        if m.step is not None and v is not None and m.step <= max(top * 1.5, top + 10):
+            xs.append(float(m.step))
+            ys.append(float(v))
+    if any(b < a for a, b in pairwise(xs)):  # its counter restarted: no steps to match
+        return [], []
+    return xs, ys
 
 
 def _pct(v: float | None) -> str:
@@ -278,6 +310,8 @@ class WholeRunScreen(Screen[None]):
     DEFAULT_CSS = """
     WholeRunScreen { layout: vertical; }
     WholeRunScreen #wr-head { height: 1; background: $boost; padding: 0 1; }
+    WholeRunScreen #wr-vs { height: auto; max-height: 2; padding: 0 1; display: none; }
+    WholeRunScreen #wr-vs.-shown { display: block; }
     WholeRunScreen Grid { grid-size: 2 1; height: 1fr; min-height: 6; }
     WholeRunScreen Chart { height: 100%; }
     WholeRunScreen GpuHeat { height: auto; padding: 0 1; }
@@ -300,12 +334,14 @@ class WholeRunScreen(Screen[None]):
         clock: Callable[[], float] = time.time,
         read_log_soon: Callable[[], None] | None = None,
         recent: Callable[[], list[MetricRow]] | None = None,
+        vs_last: Callable[[], VsLast | None] | None = None,
     ) -> None:
         """`read_log_soon`: asks the recorder to read the log's new lines into
         the history at its next tick (it otherwise reads once a minute), so
         the view is at most one reload behind the log."""
         super().__init__()
         self.recent = recent  # the monitor's parsed points: drawn before the history has them
+        self.vs_last = vs_last  # the run against its last one (the recorder's), in words
         self.path = path
         self.read_log_soon = read_log_soon
         self.target = target
@@ -316,6 +352,7 @@ class WholeRunScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="wr-head")
+        yield Static(id="wr-vs")
         with Grid():
             yield MetricChart("loss", "loss", id="wr-loss")
             yield MetricChart("throughput", "throughput", id="wr-thr")
@@ -364,3 +401,8 @@ class WholeRunScreen(Screen[None]):
             chart.show(data)
         self.query_one(GpuHeat).show(data)
         self.query_one("#wr-event-list", Static).update(event_lines(data.events))
+        vs = self.vs_last() if self.vs_last is not None else None
+        line = self.query_one("#wr-vs", Static)
+        line.set_class(vs is not None, "-shown")
+        if vs is not None:
+            line.update(Text(visible(summary(vs)), style="bold" if vs.verdict else "dim"))

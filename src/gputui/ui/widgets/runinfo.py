@@ -12,7 +12,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
-from gputui.model import Metrics, Proc, Ring, Snapshot
+from gputui.diagnose.compare import headline, pct_words
+from gputui.model import Metrics, Proc, Ring, Snapshot, Versus, VsLast
 from gputui.text.untrusted import visible
 from gputui.ui.format import (
     buffering_verdict,
@@ -127,8 +128,10 @@ class MetricLine:
         return t
 
 
-def metric_value(ring: Ring, digits: int = 0, unit: str = "") -> Text:
-    """Current value, trend over the shown window, median (dim)."""
+def metric_value(ring: Ring, digits: int = 0, unit: str = "", vs: Versus | None = None) -> Text:
+    """Current value, trend over the shown window, median (dim); with a last
+    run to compare with, the change against it at the same step instead of
+    the median."""
     vals = ring.values()
     cur, med = ring.last(), median(vals[-SPARK_POINTS:])
     t = Text(no_wrap=True, overflow="ellipsis")
@@ -136,8 +139,30 @@ def metric_value(ring: Ring, digits: int = 0, unit: str = "") -> Text:
     word = trend_word(trend_pct(vals[-SPARK_POINTS:]))
     if word:
         t.append(f" {word}")
-    if med is not None:
+    if vs is not None and vs.pct is not None:
+        t.append(f"  {pct_words(vs)} vs last", style="dim")
+    elif med is not None:
         t.append(f"  med {number(med, digits)}", style="dim")
+    return t
+
+
+VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "same": "bold"}
+
+
+def vs_last_text(vs: VsLast | None) -> Text:
+    """The run panel's bottom border: 'faster · 47.5k tok/s +12 % vs last
+    (42.4k) at step 400'; '' without a last run."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if vs is None:
+        return t
+    if vs.verdict:
+        t.append(vs.verdict, style=VERDICT_STYLE.get(vs.verdict, ""))
+        if vs.loss_out:
+            t.append(" · loss above last", style="bold red")
+        t.append(" · ")
+    else:
+        t.append("vs last run: ", style="dim")
+    t.append(headline(vs))
     return t
 
 
@@ -147,8 +172,9 @@ def step_points(m: Metrics) -> list[tuple[float, float | None]]:
     return [(b, b - a) for a, b in itertools.pairwise(times)]
 
 
-def step_value(m: Metrics) -> Text:
-    """'0.12 s/step  step 1,234': the row is labelled for what it plots."""
+def step_value(m: Metrics, vs: Versus | None = None) -> Text:
+    """'0.12 s/step  step 1,234': the row is labelled for what it plots
+    (and its change against the last run at the same step, when known)."""
     t = Text(no_wrap=True, overflow="ellipsis")
     med = m.median_step_interval
     if med:  # None, or 0 when every step so far arrived in one write
@@ -157,6 +183,8 @@ def step_value(m: Metrics) -> Text:
     else:
         t.append("– s/step", style="dim")
     t.append(f"  step {number(m.last_step)}", style="dim")
+    if vs is not None and vs.pct is not None:
+        t.append(f"  {pct_words(vs)} vs last", style="dim")
     return t
 
 
@@ -193,7 +221,7 @@ class RunPanel(Pane, Vertical):
         if changed & {"sessions", "procs", "gpus"}:
             self.show_proc(frame.snap, frame.holders)
         if TICK in changed:
-            self.show_metrics(frame.snap.metrics, frame.now)
+            self.show_metrics(frame.snap.metrics, frame.now, frame.snap.vs_last)
 
     def compose(self) -> ComposeResult:
         yield QuietStatic(id="proc")
@@ -204,22 +232,34 @@ class RunPanel(Pane, Vertical):
         # three rows high (app.tcss): repaint only, and only on change
         self.query_one("#proc", QuietStatic).show_text(proc_text(snap, holders))
 
-    def show_metrics(self, m: Metrics, now: float) -> None:
+    def show_metrics(self, m: Metrics, now: float, vs: VsLast | None = None) -> None:
         bucket = int(now // 5)  # the narrowest bucket a metric line uses at these widths
         throughput = m.throughput_unit or "tok/s"
-        key = (throughput, len(m.throughput), m.throughput.last(), bucket, m.restarts)
+        rate = (
+            vs.rate
+            if vs is not None and vs.rate is not None and vs.rate.name != "steps/s"
+            else None
+        )
+        loss = vs.loss if vs is not None else None
+        st = vs.step_time if vs is not None else None
+        key = (throughput, len(m.throughput), m.throughput.last(), bucket, m.restarts, rate)
         self._rows["#m-throughput"].show_line(
-            key, lambda: MetricLine(throughput, m.throughput, now, metric_value(m.throughput))
+            key,
+            lambda: MetricLine(throughput, m.throughput, now, metric_value(m.throughput, vs=rate)),
         )
-        key = ("loss", len(m.loss), m.loss.last(), bucket, m.restarts)
+        key = ("loss", len(m.loss), m.loss.last(), bucket, m.restarts, loss)
         self._rows["#m-loss"].show_line(
-            key, lambda: MetricLine("loss", m.loss, now, metric_value(m.loss, digits=3))
+            key, lambda: MetricLine("loss", m.loss, now, metric_value(m.loss, digits=3, vs=loss))
         )
-        key = ("s/step", len(m.advance_times), m.last_step, bucket, m.restarts)
+        key = ("s/step", len(m.advance_times), m.last_step, bucket, m.restarts, st)
         self._rows["#m-step"].show_line(
-            key, lambda: MetricLine("s/step", step_points(m), now, step_value(m))
+            key, lambda: MetricLine("s/step", step_points(m), now, step_value(m, st))
         )
-        set_border_text(self, subtitle=f"parser: {m.preset}" if m.preset else "")
+        # the bottom border: the run against its last one (issue 49), else the parser
+        if vs is not None:
+            set_border_text(self, subtitle=vs_last_text(vs))
+        else:
+            set_border_text(self, subtitle=f"parser: {m.preset}" if m.preset else "")
 
 
 class RunLine(Pane, QuietStatic):
