@@ -182,3 +182,23 @@ def run_on_a_terminal(
         os.close(slave)
         reader.join(5)
         os.close(master)
+
+
+def flush_cannot_work_here(result: Any) -> str | None:
+    """Why this machine cannot flush a live process (the test then checks the
+    refusal and skips the rest), or None. Two machine facts, not gputui's
+    doing: ptrace refused, and gdb 13 or older on a CPU with AMX — it cannot
+    write back a thread's registers after its call ("Couldn't write extended
+    state", XSTATE_HINT), so gputui's canary refuses before touching the run.
+    The refusal is asserted here: the run was not touched and the user is
+    told why; tests/test_flush_canary.py checks the canary itself."""
+    from gputui.actions.flush import XSTATE_HINT
+
+    details = " ".join(result.details)
+    if "ptrace was refused" in details:
+        return f"ptrace is refused here: {result.details}"
+    if not result.ok and XSTATE_HINT in result.details:
+        assert "not tried" in result.summary and "nothing was done" in result.summary
+        assert any("was not touched" in d for d in result.details), result.details
+        return "this machine's gdb cannot call into a process on an AMX CPU (gdb 14+ can)"
+    return None
