@@ -16,6 +16,7 @@ from gputui.actions.runspec import session_target, tmux_argv
 from gputui.actions.scripts import LINKS_SCRIPT
 from gputui.collect import tmux as tmux_parse
 from gputui.model import Pane
+from gputui.remote.identity import path_reader_argv
 from gputui.remote.target import Target
 
 _PYTHON_NAME = re.compile(r"^python[0-9.]*$")
@@ -322,6 +323,7 @@ async def read_links(
 
 
 async def file_size(target: Target, path: str) -> int | None:
-    res = await target.run(["stat", "-c", "%s", "--", path], timeout=10.0)
+    # a path the run supplied: with the hands remote/identity.py picks for it
+    res = await target.run(path_reader_argv(path, ["stat", "-c", "%s", "--", path]), timeout=10.0)
     out = res.out.strip()
     return int(out) if res.ok and out.isdigit() else None

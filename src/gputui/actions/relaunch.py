@@ -166,7 +166,10 @@ async def plan_move_log(
     (root's only for root's own run), and whose identity that is; ActionError,
     worded for the user, when the path is not the run's own log file."""
     uid, gid = await run_owner(target, info, tmux)
-    res = await target.run(["sh", "-c", LOG_CHECK_SCRIPT, "gputui-log-check", log])
+    # a path the run supplied: looked at with its owner's hands, as it is moved
+    res = await target.run(
+        as_owner(uid, gid, ["sh", "-c", LOG_CHECK_SCRIPT, "gputui-log-check", log])
+    )
     why = log_refusal(log, res.out, uid)
     if why is not None:
         raise ActionError(

@@ -10,6 +10,8 @@ runspec (WRAPPER), inspect (LINKS_SCRIPT), kill (KILL_SCRIPT), relaunch
 
 from __future__ import annotations
 
+from gputui.remote.identity import HANDS_SH
+
 # The (re)launch wrapper (runspec.wrapper_argv). $1 = log, $2 = the user's command (a shell command line,
 # as written in [run] or in the original tmux call), $3 = the env file or "",
 # $4… = the NAMES of the variables in it (never their values).
@@ -95,9 +97,12 @@ exit 1
 # then the tmux list-panes argv. Prints "t DS SIZE" when the log size changes
 # (and at the start and end), then "panes" and the list-panes output; stops
 # early when the pane has died.
-VERIFY_SCRIPT = """log=$1; n=$2; dead=$3; shift 3
+VERIFY_SCRIPT = (
+    HANDS_SH
+    + """log=$1; n=$2; dead=$3; shift 3
 us=$(printf '\\037')  # tmux 3.4 prints the 0x1f separator as the text \\037
-size() { s=$(stat -c %s -- "$log" 2>/dev/null) || s=-1; echo "$s"; }
+h=$(gputui_hands "$log")  # the log's size, read with the hands HANDS_SH picks
+size() { s=$(hands_run stat -c %s -- "$log" 2>/dev/null) || s=-1; echo "$s"; }
 last=$(size); echo "t 0 $last"; i=0
 while [ "$i" -lt "$n" ]; do
   sleep 0.1; i=$((i + 1))
@@ -111,6 +116,7 @@ echo "t $i $(size)"
 echo panes
 "$@"
 """
+)
 
 # $1 = log. Moves it to log.YYYYmmdd-HHMMSS (or .N when taken); never overwrites.
 # Only a regular file (not a link, FIFO or device) is moved.

@@ -56,6 +56,7 @@ from gputui.monitor.supervisor import AgentSupervisor
 from gputui.monitor.tools import probe_tools
 from gputui.remote.agent_client import AgentClient, AgentError
 from gputui.remote.base import RemoteProcess
+from gputui.remote.identity import HANDS_SH
 from gputui.remote.mainproc import is_log_source
 from gputui.remote.target import Target
 from gputui.tasks import cancel_and_wait
@@ -90,15 +91,18 @@ WRITERS_RETRY_S = 3.0  # with no tmux run, who writes the log is searched at mos
 # followed, its `stat` — the log stream's watchdog, which the agent's stat is
 # elsewhere — after the space of its file system (`stat -f`, coreutils and
 # busybox; none of df's mount-table walks). $3… is the tmux argv.
-PANES_LOOP_SCRIPT = r"""n=$1; log=$2; shift 2
+PANES_LOOP_SCRIPT = (
+    HANDS_SH
+    + r"""n=$1; log=$2; shift 2
 while :; do
   "$@" 2>&1; echo "@gputui rc $?"
   if [ -n "$log" ]; then
-    if fs=$(stat -f -L -c '%a %S %b' -- "$log" 2>/dev/null ||
-            stat -f -L -c '%a %S %b' -- "${log%/*}/" 2>/dev/null); then
+    h=$(gputui_hands "$log")  # the run's path: root's hands only where nobody else can swap it
+    if fs=$(hands_run stat -f -L -c '%a %S %b' -- "$log" 2>/dev/null ||
+            hands_run stat -f -L -c '%a %S %b' -- "${log%/*}/" 2>/dev/null); then
       echo "@gputui fs $fs"
     fi
-    if st=$(stat -L -c '%s %Y %i' -- "$log" 2>/dev/null); then
+    if st=$(hands_run stat -L -c '%s %Y %i' -- "$log" 2>/dev/null); then
       echo "@gputui stat $st"
     else
       echo "@gputui stat -"
@@ -108,6 +112,7 @@ while :; do
   sleep "$n"
 done
 """
+)
 
 
 def choose_session(sessions: list[Session], wanted: str | None) -> str | None:

@@ -57,6 +57,7 @@ from gputui.diagnose.buffering import note_append
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import UNREADABLE, LogState
 from gputui.remote.base import RemoteProcess
+from gputui.remote.identity import HANDS_SH
 from gputui.remote.target import Target
 from gputui.text.words import unreadable_fix
 
@@ -68,71 +69,27 @@ from gputui.text.words import unreadable_fix
 # stream zeros forever and burn a core on both ends. A file this user may not
 # read (an unprivileged CT's root and a file of the host's root) gets
 # `@gputui unreadable`: tail would only retry "Permission denied" forever.
-# Run as root with $6 (the script itself), it first picks whose hands follow
+# Run as root with $6 (the script itself), it first asks whose hands follow
 # the file (issue 34: `tail -F` as root streamed /etc/shadow once a parent
-# directory of the log was swapped for a link): the log's owner (of the
-# nearest directory while it is missing) when that is not root; for a root
-# log, the one other user who owns a directory on the way (lexical, and
-# with links resolved), who could swap it; root only when nobody else can
-# change any directory on the way. A directory others may write (not
-# sticky) above a root log, or two such users, gets `@gputui unsafe DIR`
-# and is not read; so is `@gputui nosetpriv UID` where setpriv is missing.
-# What lies below a directory of root's that no one else may pass (0700)
-# cannot be changed by anyone else, whatever its own mode or owner: a log
-# there (on both its paths) is followed as root.
+# directory of the log was swapped for a link): remote/identity.py HANDS_SH,
+# the one decision every reader of a path the run supplied makes — root's
+# only where nobody else can change the way, else the owner's (run again
+# through setpriv), else `@gputui unsafe DIR` / `@gputui nosetpriv UID`.
 # Every restart (the agent's stat saw a new inode) decides again.
-FOLLOW_SCRIPT = r"""off=$1; ino=$2; p=$3; back=${4:-0}; batch=$5; self=$6
+FOLLOW_SCRIPT = (
+    HANDS_SH
+    + r"""off=$1; ino=$2; p=$3; back=${4:-0}; batch=$5; self=$6
 PATH=@FIXED_PATH@; export PATH
 case $p in /*) cd / ;; esac
-if [ -n "$self" ] && [ "$(id -u)" = 0 ]; then
-  owner=; other=; bad=
-  walk() {  # $1 and each directory above it, in one stat (lstat: a link is its own)
-    x=$1; w0=$1; set --
-    while :; do
-      set -- "$@" "$x"
-      case $x in /) break ;; */*) x=${x%/*}; x=${x:-/} ;; *) break ;; esac
-    done
-    out=$(stat -c '%u %g %a %F' -- "$@" 2>/dev/null) && [ -n "$out" ] || return 0
-    n=0; while read -r _; do n=$((n + 1)); done <<E
-$out
-E
-    shift $(($# - n))  # what is missing is at the leaf end: the rest answered, in order
-    wo=; wb=; ws=
-    while read -r u g m f; do
-      if [ -z "$owner" ]; then owner="$u $g"
-      elif [ "$u" != 0 ]; then
-        [ -n "$wo" ] && [ "$wo" != "$u $g" ] && wb=$1
-        wo="$u $g"; ws=  # its owner could swap what is below: no seal under it counts
-      fi
-      t=0; [ ${#m} -gt 3 ] && t=${m%???}; m=${m#"${m%???}"}
-      if [ "$f" = directory ]; then
-        if [ $((0$m & 022)) -ne 0 ] && [ $((0$t & 1)) -eq 0 ]; then wb=$1; ws=; fi
-        # root's, and nobody else may pass: nothing below it can be changed by others
-        if [ "$u" = 0 ] && [ $((0$m & 1)) -eq 0 ] && { [ "$g" = 0 ] || [ $((0$m & 010)) -eq 0 ]; }; then
-          wo=; wb=; ws=1
-        fi
-      fi
-      shift
-    done <<E
-$out
-E
-    [ -n "$wo" ] && [ -n "$other" ] && [ "$other" != "$wo" ] && bad=$w0
-    other=${wo:-$other}; bad=${wb:-$bad}; sealed=${sealed:-$ws}; [ -n "$ws" ] || sealed=no
-  }
-  sealed=
-  walk "$p"
-  r=$(readlink -f -- "${p%/*}" 2>/dev/null) && [ "$r" != "${p%/*}" ] && walk "$r"
-  set -- $owner
-  [ "$sealed" = 1 ] && set -- 0  # nobody else can reach it: root's hands are safe
-  if [ "${1:-0}" = 0 ]; then
-    [ -n "$bad" ] && { echo "@gputui unsafe $bad"; exit 0; }
-    set -- $other
-  fi
-  if [ "${1:-0}" != 0 ]; then
-    command -v setpriv >/dev/null 2>&1 || { echo "@gputui nosetpriv $1"; exit 0; }
-    exec setpriv --reuid="$1" --regid="$2" --clear-groups -- \
-      sh -c "$self" gputui-follow "$off" "$ino" "$p" "$back" "$batch" ""
-  fi
+if [ -n "$self" ]; then
+  h=$(gputui_hands "$p")
+  case $h in
+    "as "*) set -- $h
+      exec setpriv --reuid="$2" --regid="$3" --clear-groups -- \
+        sh -c "$self" gputui-follow "$off" "$ino" "$p" "$back" "$batch" "" ;;
+    self|root) ;;
+    *) echo "@gputui $h"; exit 0 ;;
+  esac
 fi
 if st=$(stat -L -c '%s %Y %i' -- "$p" 2>/dev/null); then
   if [ ! -f "$p" ]; then echo "@gputui notfile $(stat -L -c %F -- "$p")"; exit 0; fi
@@ -153,6 +110,7 @@ if [ -n "$batch" ] && py=$(command -v python3) && { [ "$(id -u)" != 0 ] ||
 fi
 exec tail -c "+$((off + 1))" -F -- "$p" 2>&1
 """.replace("@FIXED_PATH@", FIXED_PATH)
+)
 
 # $5 of FOLLOW_SCRIPT where the target has python3 (on FOLLOW_SCRIPT's fixed
 # PATH, `-I -S`: no module from the working directory or PYTHONPATH; as

@@ -43,6 +43,7 @@ from gputui.record.history import (
 )
 from gputui.record.incidents import SETTLE_S
 from gputui.record.runlog import parse_chunk_off_loop
+from gputui.remote.identity import path_reader_argv
 from gputui.remote.target import spec_of
 from gputui.statefiles import audit_path
 from gputui.tasks import cancel_and_wait
@@ -131,8 +132,12 @@ TickListener = Callable[[Snapshot, list[Finding]], None]
 def read_argv(
     path: str, offset: int, n: int, limit_s: int = READ_LIMIT_S, inode: int = 0
 ) -> list[str]:
+    """READ_SCRIPT with the hands remote/identity.py picks for `path` (a
+    path the run supplied): root's only where nobody else can change the
+    way to it, else its owner's (issue 45: `tail` as root read a root-only
+    file through a directory the owner swapped for a link)."""
     args = [path, str(int(offset)), str(int(n)), str(int(limit_s)), str(int(inode))]
-    return ["sh", "-c", READ_SCRIPT, "gputui-read", *args]
+    return path_reader_argv(path, ["sh", "-c", READ_SCRIPT, "gputui-read", *args], "gputui-read")
 
 
 def parse_read(out: bytes) -> tuple[int, int, bytes] | None:

@@ -23,6 +23,7 @@ Ops and what they return are documented in `OPS` below.
 """
 
 import base64
+import errno
 import json
 import os
 import queue
@@ -667,8 +668,8 @@ def source_files(cmdline: "list[str]", cwd: "str | None", start: "float | None")
     out = []
     if not main:
         return out
-    try:
-        out.append([text(main), os.stat(main).st_mtime])
+    try:  # the run's paths: no link another user could change is followed as root
+        out.append([text(main), stat_run_path(main, as_owner=False).st_mtime])
     except OSError:
         return out
     root = os.path.dirname(main)
@@ -676,9 +677,23 @@ def source_files(cmdline: "list[str]", cwd: "str | None", start: "float | None")
         root = base
     if root in ("/", "") or start is None:
         return out
+    try:
+        top = open_run_path(root, O_PATH | os.O_DIRECTORY)
+    except OSError:
+        return out
+    try:
+        return _newer_sources(root, top, main, start, out)
+    finally:
+        os.close(top)
+
+
+def _newer_sources(root: str, top: int, main: str, start: float, out: list) -> list:
+    """source_files' walk below the directory `top` (an fd of `root`): links
+    are not followed and each entry is stat'ed in its directory's fd."""
     seen = 0
     root_depth = root.rstrip("/").count("/")
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames, dfd in os.fwalk(".", dir_fd=top):
+        dirpath = os.path.normpath(os.path.join(root, dirpath))
         dirnames[:] = [
             d
             for d in sorted(dirnames)
@@ -696,7 +711,7 @@ def source_files(cmdline: "list[str]", cwd: "str | None", start: "float | None")
             if path == main:
                 continue
             try:
-                mtime = os.stat(path).st_mtime
+                mtime = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime
             except OSError:
                 continue
             if mtime > start:
@@ -1509,6 +1524,158 @@ def oom_kill_count(pid=None, root="/sys/fs/cgroup", proc="/proc", known=None):
     return best, [f for f in files if os.path.exists(f)]
 
 
+# ---------------------------------------------------------------- run paths
+# A path the run supplied (its log, its script, a file it writes) is opened
+# or stat'ed here through open_run_path / stat_run_path only (issue 45;
+# tests/test_run_paths.py fails on any other open or stat of one): as root,
+# no symbolic link another user could change is followed — openat2 with
+# RESOLVE_NO_SYMLINKS where the kernel has it, else (or where a link is on
+# the way) a walk that opens one component at a time with O_NOFOLLOW and
+# follows a link only where root alone could have made it (root's link in a
+# directory of root's that others may not write, or sticky). A path with
+# another user's link on the way is stat'ed with that user's hands
+# (setpriv), or not read at all. Not root: the kernel checks our own hands.
+
+O_PATH = getattr(os, "O_PATH", 0o10000000)
+O_CLOEXEC = getattr(os, "O_CLOEXEC", 0o2000000)
+SYS_OPENAT2 = 437  # the same number on every Linux architecture (5.6+)
+RESOLVE_NO_SYMLINKS = 0x04
+MAX_LINK_HOPS = 40
+_OPENAT2 = []  # type: list  # [libc, OpenHow] once loaded, [None] where absent
+
+
+class UntrustedLink(OSError):
+    """A symbolic link on the way that `uid` (not root) could change."""
+
+    def __init__(self, where: str, uid: int, gid: int) -> None:
+        OSError.__init__(
+            self,
+            errno.ELOOP,
+            "a symbolic link uid %d could change is on the way: %s" % (uid, where),
+        )
+        self.uid = uid
+        self.gid = gid
+
+
+def _openat2(path: str, flags: int) -> "int | None":
+    """openat2(path, flags, RESOLVE_NO_SYMLINKS): an fd; None where the
+    kernel (or a seccomp filter, or ctypes) does not offer it; OSError."""
+    if not _OPENAT2:
+        try:
+            import ctypes
+
+            class OpenHow(ctypes.Structure):
+                _fields_ = [(n, ctypes.c_uint64) for n in ("flags", "mode", "resolve")]
+
+            _OPENAT2.extend([ctypes.CDLL(None, use_errno=True), OpenHow, ctypes])
+        except Exception:
+            _OPENAT2.append(None)
+    if _OPENAT2[0] is None:
+        return None
+    libc, how_type, ctypes = _OPENAT2
+    how = how_type(flags | O_CLOEXEC, 0, RESOLVE_NO_SYMLINKS)
+    fd = libc.syscall(
+        ctypes.c_long(SYS_OPENAT2),
+        ctypes.c_int(-100),  # AT_FDCWD
+        ctypes.c_char_p(os.fsencode(path)),
+        ctypes.byref(how),
+        ctypes.c_size_t(ctypes.sizeof(how)),
+    )
+    if fd >= 0:
+        return fd
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EPERM, errno.EINVAL, errno.E2BIG):
+        return None  # no openat2 here: the walk
+    raise OSError(err, os.strerror(err), path)
+
+
+def _trust_link(name: str, where: str, dir_fd: int) -> None:
+    """UntrustedLink unless link `name` (in the directory dir_fd) is root's
+    and in a directory of root's that others may not write (or sticky)."""
+    lst = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    dst = os.fstat(dir_fd)
+    open_dir = dst.st_mode & 0o022 and not dst.st_mode & stat.S_ISVTX
+    if lst.st_uid != 0:
+        raise UntrustedLink(where, lst.st_uid, lst.st_gid)
+    if dst.st_uid != 0 or open_dir:
+        raise UntrustedLink(where, dst.st_uid, dst.st_gid)
+
+
+def _walk_open(path: str, flags: int, hops: int = 0) -> int:
+    """`path` opened one component at a time with O_NOFOLLOW (see above)."""
+    if hops > MAX_LINK_HOPS:
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+    path = path if path.startswith("/") else os.path.join(os.getcwd(), path)
+    parts = [x for x in path.split("/") if x not in ("", ".")]
+    fd = os.open("/", (flags if not parts else O_PATH | os.O_DIRECTORY) | O_CLOEXEC)
+    done = "/"
+    try:
+        for i, name in enumerate(parts):
+            where = os.path.join(done, name)
+            if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                _trust_link(name, where, fd)
+                to = os.readlink(name, dir_fd=fd)
+                rest = "/".join(parts[i + 1 :])
+                to = to if to.startswith("/") else os.path.join(done, to)
+                return _walk_open(os.path.join(to, rest) if rest else to, flags, hops + 1)
+            last = i == len(parts) - 1
+            want = flags if last else O_PATH | os.O_DIRECTORY
+            nfd = os.open(name, want | os.O_NOFOLLOW | O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+            done = where
+            if last and stat.S_ISLNK(os.fstat(fd).st_mode):  # swapped for a link meanwhile
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+        out, fd = fd, -1
+        return out
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def open_run_path(path: str, flags: int = os.O_RDONLY) -> int:
+    """An fd of `path`, a path the run supplied, opened as described above;
+    OSError (UntrustedLink for another user's link on the way)."""
+    if os.geteuid() != 0:
+        return os.open(path, flags | O_CLOEXEC)
+    try:
+        fd = _openat2(path, flags)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        fd = None  # a link on the way: the walk says whose
+    return fd if fd is not None else _walk_open(path, flags)
+
+
+STAT_AS_OWNER = (
+    "import os, sys\n"
+    "s = os.stat(sys.argv[1])\n"
+    "print(s.st_mode, s.st_ino, s.st_dev, s.st_nlink, s.st_uid, s.st_gid, s.st_size, "
+    "repr(s.st_atime), repr(s.st_mtime), repr(s.st_ctime))\n"
+)
+
+
+def stat_run_path(path: str, as_owner: bool = True) -> os.stat_result:
+    """os.stat of `path`, a path the run supplied (see above): with another
+    user's link on the way, that user's stat (`as_owner`) or UntrustedLink."""
+    try:
+        fd = open_run_path(path, O_PATH)
+    except UntrustedLink as e:
+        if not as_owner or not shutil.which("setpriv"):
+            raise
+        drop = ["setpriv", "--reuid=%d" % e.uid, "--regid=%d" % e.gid, "--clear-groups", "--"]
+        argv = drop + [sys.executable, "-I", "-S", "-c", STAT_AS_OWNER, path]
+        got = run_argv(argv, timeout=5.0)
+        words = got.get("stdout", "").split()
+        if got.get("exit") != 0 or len(words) != 10:
+            raise OSError(errno.EACCES, "not readable by uid %d" % e.uid, path) from None
+        return os.stat_result([int(w) for w in words[:7]] + [float(w) for w in words[7:]])
+    try:
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
 def fs_space(path: str) -> dict:
     """{fs_free, fs_total}: bytes free (for an unprivileged user, f_bavail)
     and in all on the file system holding `path`, or its nearest existing
@@ -1516,7 +1683,11 @@ def fs_space(path: str) -> dict:
     probe = path
     while True:
         try:
-            v = os.statvfs(probe)
+            fd = open_run_path(probe, O_PATH)  # a path the run supplied
+            try:
+                v = os.fstatvfs(fd)
+            finally:
+                os.close(fd)
             return {"fs_free": v.f_bavail * v.f_frsize, "fs_total": v.f_blocks * v.f_frsize}
         except OSError:
             parent = os.path.dirname(probe.rstrip("/")) or "/"
@@ -1690,7 +1861,9 @@ class Agent:
         for path in args["paths"]:
             path = str(path)
             try:
-                st = os.stat(path)
+                st = stat_run_path(
+                    path
+                )  # a path the run supplied: never a link of another's, as root
             except OSError as e:
                 d = {"path": path, "exists": False, "error": e.strerror}
                 d.update(fs_space(path))
@@ -1703,7 +1876,7 @@ class Agent:
                 "mtime": st.st_mtime,
                 "inode": st.st_ino,
                 "dev": st.st_dev,
-                "is_file": os.path.isfile(path),
+                "is_file": stat.S_ISREG(st.st_mode),
             }
             d.update(fs_space(path))
             out.append(d)
@@ -1720,7 +1893,7 @@ class Agent:
         path = str(args["path"])
         offset = max(0, int(args.get("offset", 0)))
         n = max(0, min(int(args.get("max_bytes", 65536)), MAX_READ_BYTES))
-        with open(path, "rb") as f:
+        with os.fdopen(open_run_path(path), "rb") as f:  # a path the run supplied
             st = os.fstat(f.fileno())
             truncated = offset > st.st_size
             if truncated:

@@ -77,6 +77,107 @@ def as_owner(uid: int, gid: int, argv: list[str]) -> list[str]:
     return [*as_owner_prefix(uid, gid), *argv]
 
 
+# Whose hands read a path the run supplied (issue 34 for the follower, issue
+# 45 for every reader): the one decision every shell reader of such a path
+# makes first (the log follower, the history's reads, relaunch's verify, a
+# file's size). A shell function; `gputui_hands PATH` prints:
+#   self          gputui does not run as root: its own hands (the kernel checks them)
+#   root          nobody but root can change any directory on the way: root's hands
+#   as UID GID    the owner of the path (of the nearest directory while it is
+#                 missing) when not root; for a root file, the one other user
+#                 who owns a directory on the way (lexical, and with links
+#                 resolved) and could swap it: read with that user's hands
+#   unsafe DIR    a directory others may write (not sticky) above a root
+#                 file, or two such users: not read at all
+#   nosetpriv UID it is UID's and setpriv is missing to read it as them
+# What lies below a directory of root's that no one else may pass (0700)
+# cannot be changed by anyone else, whatever its own mode or owner: a file
+# there (on both its paths) is read as root. `hands_run ARGV…` runs ARGV with
+# the hands in $h (set to gputui_hands' answer first); 1 when there are none.
+HANDS_SH = r"""gputui_hands() {  # $1: a path the run supplied -> whose hands read it (see HANDS_SH)
+  [ "$(id -u)" = 0 ] || { echo self; return 0; }
+  p=$1
+  owner=; other=; bad=
+  walk() {  # $1 and each directory above it, in one stat (lstat: a link is its own)
+    x=$1; w0=$1; set --
+    while :; do
+      set -- "$@" "$x"
+      case $x in /) break ;; */*) x=${x%/*}; x=${x:-/} ;; *) break ;; esac
+    done
+    out=$(stat -c '%u %g %a %F' -- "$@" 2>/dev/null) && [ -n "$out" ] || return 0
+    n=0; while read -r _; do n=$((n + 1)); done <<E
+$out
+E
+    shift $(($# - n))  # what is missing is at the leaf end: the rest answered, in order
+    wo=; wb=; ws=
+    while read -r u g m f; do
+      if [ -z "$owner" ]; then owner="$u $g"
+      elif [ "$u" != 0 ]; then
+        [ -n "$wo" ] && [ "$wo" != "$u $g" ] && wb=$1
+        wo="$u $g"; ws=  # its owner could swap what is below: no seal under it counts
+      fi
+      t=0; [ ${#m} -gt 3 ] && t=${m%???}; m=${m#"${m%???}"}
+      if [ "$f" = directory ]; then
+        if [ $((0$m & 022)) -ne 0 ] && [ $((0$t & 1)) -eq 0 ]; then wb=$1; ws=; fi
+        # root's, and nobody else may pass: nothing below it can be changed by others
+        if [ "$u" = 0 ] && [ $((0$m & 1)) -eq 0 ] && { [ "$g" = 0 ] || [ $((0$m & 010)) -eq 0 ]; }; then
+          wo=; wb=; ws=1
+        fi
+      fi
+      shift
+    done <<E
+$out
+E
+    [ -n "$wo" ] && [ -n "$other" ] && [ "$other" != "$wo" ] && bad=$w0
+    other=${wo:-$other}; bad=${wb:-$bad}; sealed=${sealed:-$ws}; [ -n "$ws" ] || sealed=no
+  }
+  sealed=
+  walk "$p"
+  r=$(readlink -f -- "${p%/*}" 2>/dev/null) && [ "$r" != "${p%/*}" ] && walk "$r"
+  set -- $owner
+  [ "$sealed" = 1 ] && set -- 0  # nobody else can reach it: root's hands are safe
+  if [ "${1:-0}" = 0 ]; then
+    [ -n "$bad" ] && { echo "unsafe $bad"; return 0; }
+    set -- $other
+  fi
+  if [ "${1:-0}" != 0 ]; then
+    command -v setpriv >/dev/null 2>&1 || { echo "nosetpriv $1"; return 0; }
+    echo "as $1 $2"; return 0
+  fi
+  echo root
+}
+hands_run() {  # the argv after it, with the hands in $h (gputui_hands' answer); 1: none
+  case $h in
+    self|root) "$@" ;;
+    "as "*) u=${h#as }; setpriv --reuid="${u%% *}" --regid="${u#* }" --clear-groups -- "$@" ;;
+    *) return 1 ;;
+  esac
+}
+"""
+
+# $1 the path, then the argv that reads it: run as gputui_hands says, or
+# `@gputui unsafe DIR` / `@gputui nosetpriv UID` on stdout and nothing run.
+PATH_READER_SCRIPT = (
+    HANDS_SH
+    + r"""p=$1; shift
+h=$(gputui_hands "$p")
+case $h in
+  self|root) exec "$@" ;;
+  "as "*) set -- ${h#as } "$@"; u=$1; g=$2; shift 2
+    exec setpriv --reuid="$u" --regid="$g" --clear-groups -- "$@" ;;
+  *) echo "@gputui $h"; exit 0 ;;
+esac
+"""
+)
+
+
+def path_reader_argv(path: str, argv: list[str], name: str = "gputui-hands") -> list[str]:
+    """argv, run with the hands `gputui_hands` picks for `path` (a path the
+    run supplied): root's only where nobody else can change the way to it,
+    else its owner's (setpriv); not at all where it is unsafe."""
+    return ["sh", "-c", PATH_READER_SCRIPT, name, path, *argv]
+
+
 def identity_words(uid: int, name: str | None = None) -> str:
     """'root' / 'uid 65534 (nobody), the run's owner', for a confirm box."""
     if uid == 0:
