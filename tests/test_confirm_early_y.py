@@ -68,6 +68,14 @@ async def test_a_y_before_the_plan_is_said_and_runs_nothing(testbed: Any, ct: in
             await until(lambda: all(app.why_not(v) is None for v in ("flush", "kill", "relaunch")),
                         20, "f, k and r available",
                         lambda: str({v: app.why_not(v) for v in ("flush", "kill", "relaunch")}))
+            for key in ("f", "k", "r"):  # the plan's time at the usual `pct` (-s prints it)
+                t0 = time.monotonic()
+                await pilot.press(key)
+                await until(lambda: isinstance(app.screen, ConfirmScreen)
+                            and app.screen.state == "shown", 30, f"{key}: the plan")
+                print(f"{key}: the plan shown {1000 * (time.monotonic() - t0):.0f} ms after the key")
+                await pilot.press("n")
+                await until(lambda: not isinstance(app.screen, ConfirmScreen), 5, "the box closed")
             testbed.set_pct_delay(FACTS_DELAY_S)
             term = attach(app)
             for key in ("f", "k", "r"):

@@ -83,6 +83,11 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("y", "answer(True)", "yes, run it"),
         Binding("n", "answer(False)", "no"),
         Binding("escape", "answer(False)", "cancel"),
+        # a plan longer than the box (80×24) scrolls under the buttons
+        Binding("down,j", "scroll(1)", "scroll", show=False),
+        Binding("up", "scroll(-1)", "scroll", show=False),
+        Binding("pagedown", "scroll(5)", "scroll", show=False),
+        Binding("pageup", "scroll(-5)", "scroll", show=False),
     ]
 
     def __init__(
@@ -190,6 +195,9 @@ class ConfirmScreen(ModalScreen[bool]):
             if not line.has_class("-said"):
                 line.add_class("-said")
                 self.fit()
+
+    def action_scroll(self, rows: int) -> None:
+        self.query_one("#confirm-body", VerticalScroll).scroll_relative(y=rows, animate=False)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_answer(event.button.id == "yes")
