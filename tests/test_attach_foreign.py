@@ -20,6 +20,7 @@ import pty
 import re
 import select
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -208,3 +209,67 @@ def test_no_string_or_report_sequence_survives_the_filter(raw: bytes) -> None:
         else:
             assert nxt in "78=>MDEH()*+", repr(text[i : i + 5])
         i = text.find("\x1b", i + 1)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["docker", "podman", "pod"])
+def test_attach_in_a_container_to_another_users_session_keeps_roots_terminal(
+    kind: str, testbed: Any, testbed_commands: None
+) -> None:
+    """The attacker's server inside a container (the stand-ins enter with
+    nsenter and hand the caller's terminal on, as `pct exec` hands lxc-attach
+    its own pty and `docker|podman|kubectl exec -t` the runtime's: bytes go
+    back raw either way); reached over real ssh, `… exec -it`, the owner's
+    tmux client: relayed, root's terminal gets no report or clipboard
+    sequence and root's shell no key."""
+    from gputui.containers import Container, Docker, KubePod, Podman
+
+    name = f"af{os.getpid() % 10000}-{kind}"
+    container: Container
+    if kind == "pod":
+        testbed.container_create("kubectl", f"ml/{name}/main")
+        tool, where, container = "kubectl", f"ml/{name}", KubePod(name, "ml", "main")
+    else:
+        testbed.container_create(kind, name)
+        tool, where = kind, name
+        container = Docker(name) if kind == "docker" else Podman(name)
+    d = "/tmp/x"
+    drop = ["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups", "--"]
+    sock = f"{d}/tmux-{UID}/default"
+    try:
+        setup = f"mkdir -m 777 {d} && cat > {d}/evil.sh && chmod 755 {d}/evil.sh"
+        assert testbed.container_exec(tool, where, ["sh", "-c", setup], input=EVIL.format(d=d))
+        env = ["env", f"TMUX_TMPDIR={d}", "HOME=/tmp", "SHELL=/bin/sh"]
+        start = [*env, *drop, "tmux", "new-session", "-d", "-s", "job", "sleep 600"]
+        assert testbed.container_exec(tool, where, start).returncode == 0
+        hook = [*drop, "tmux", "-S", sock, "set-hook", "-g", "client-attached"]
+        hook.append(f"detach-client -E {d}/evil.sh")
+        assert testbed.container_exec(tool, where, hook).returncode == 0
+        tmux = ["/usr/bin/setpriv", f"--reuid={UID}", f"--regid={UID}", "--init-groups", "--"]
+        tmux += ["tmux", "-S", sock]
+        kwargs = testbed.transport_kwargs()
+        spec = repr(container.spec)
+        target = (
+            "from gputui.remote.ssh import SshTransport\n"
+            "from gputui.containers import parse_container\n"
+            f"target = Target(SshTransport(**{kwargs!r}), parse_container({spec}))"
+        )
+        host = Path(tempfile.mkdtemp(prefix="gaf-"))
+        out = host / "root-side.json"
+        code = ROOT_SIDE.format(target=target, tmux=tmux, out=str(out))
+        run_env = {**testbed.env(), "HOME": str(testbed.home), "TERM": "xterm-256color"}
+        run_env.pop("TMUX", None)
+        run_env["PYTHONPATH"] = os.pathsep.join(sys.path)
+        screen = root_terminal(code, run_env)
+        assert out.exists(), screen[-2000:]
+        said = json.loads(out.read_text())
+        held = testbed.container_exec(tool, where, ["cat", f"{d}/evil-tty"]).stdout.strip()
+        assert held, f"the hook did not run: {screen[-800:]!r}"
+        assert held != said["tty"]
+        assert said["typed"] == "", f"root's shell received keys from uid {UID}: {said['typed']!r}"
+        for seq in (b"\x1b]52", b"\x1b]2;", b"\x1b[21t", b"\x1b[6n", b"\x1bP"):
+            assert seq not in screen, f"{seq!r} from uid {UID}'s program reached root's terminal"
+        assert b"evil-was-here" in screen and "relayed" in said["said"]
+    finally:
+        testbed.container_exec(tool, where, [*drop, "tmux", "-S", sock, "kill-server"])
+        testbed.container_stop(tool, where)
