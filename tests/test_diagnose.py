@@ -1079,6 +1079,21 @@ def test_busy_but_silent_offers_flush_too() -> None:
     assert (f.alt_action, f.alt_action_label) == ("flush", "flush live")
 
 
+@pytest.mark.parametrize(
+    "kind, facts",
+    [
+        ("busy_but_silent", {"buffered": True, "silent": 240.0, "steps": False}),
+        ("buffered_output", {"buffered": True, "line_gaps": ((0.0,) * 99 + (27.0,)) * 2}),
+    ],
+)
+def test_a_buffering_title_says_its_cause_within_80_columns(kind: str, facts: Any) -> None:
+    """The banner at 80×24 shows the title's first ~76 columns: the cause
+    (block-buffered) comes first, the evidence (which pipe, which flags)
+    after (issue 46: '…pipe into tee (PID 2176…', the cause cut off)."""
+    (f,) = [f for f in diagnose(run(**facts), NOW) if f.kind == kind]
+    assert "block-buffered" in f.title[:76], f.title
+
+
 def test_sorted_by_severity_then_specificity() -> None:
     snap = run(
         session="dead",

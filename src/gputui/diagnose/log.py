@@ -92,9 +92,9 @@ def rule_busy_but_silent(ctx: Context) -> Finding | None:
     return Finding(
         kind="busy_but_silent",
         severity=Severity.WARNING,
-        title=(
-            f"{what}, log silent {dur(silent)}: stdout of PID {p.pid} is {stdout_words(p)} "
-            "with no -u and PYTHONUNBUFFERED unset, so output is block-buffered"
+        title=(  # the cause first: a banner cut at 80 columns still says it
+            f"{what}, log silent {dur(silent)}: stdout is block-buffered — PID {p.pid} "
+            f"writes to {stdout_words(p)} with no -u and PYTHONUNBUFFERED unset"
         ),
         evidence=ev,
         **_unbuffer(ctx),
@@ -172,8 +172,8 @@ def rule_buffered_output(ctx: Context) -> Finding | None:
             f"then up to {dur(pause)} of silence",
         )
         title = (
-            f"log lines arrive in bursts up to {dur(pause)} late: stdout of PID {p.pid} is "
-            f"{stdout_words(p)} with no -u and PYTHONUNBUFFERED unset"
+            f"log lines arrive in bursts up to {dur(pause)} late: stdout is block-buffered — "
+            f"PID {p.pid} writes to {stdout_words(p)} with no -u and PYTHONUNBUFFERED unset"
         )
     return Finding(
         kind="buffered_output",
