@@ -175,6 +175,40 @@ async def test_three_containers_every_gpu_and_who_holds_it(
     await until(lambda: not agents_left(tb), timeout=10, what="every agent to exit")
 
 
+async def test_a_run_view_opened_from_the_host_view_starts_with_the_logs_last_lines(
+    proxmox: tuple[Testbed, hostscene.HostScene],
+) -> None:
+    """Enter on a container: the run view's log shows the log's last lines
+    at once. The host watch drained its monitor's lines and threw them away,
+    so the view stayed blank until the run wrote again — minutes for a
+    buffered run — while its header counted the log's lines (issue 46)."""
+    from gputui.ui.hostapp import RunChoice, borrow
+
+    tb, scene = proxmox
+    run = scene.healthy
+    watch = HostWatch(settings(tb), list_period_s=1.0)
+    await watch.start()
+    try:
+        await until(lambda: watch.view.complete, timeout=60, what="a complete host view")
+        mon = watch.monitor_for(run.ct)
+        assert mon is not None
+        await until(lambda: mon.snapshot.log.path == str(run.log), timeout=30, what="its log")
+        await until(  # the host view's own rounds take what the monitor read
+            lambda: len(watch.lines_of(run.ct, str(run.log))) >= 3, timeout=30,
+            what="the log's lines kept by the host view",
+        )
+        kept = watch.lines_of(run.ct, str(run.log))
+        borrowed = borrow(watch, mon, RunChoice(0, run.ct, None))  # no await between
+        first = borrowed.drain_log_lines()  # what the run view shows first
+        assert first[: len(kept)] == kept
+        assert all(line in run.log.read_text() for line in kept[-3:])
+        other = borrow(watch, mon, RunChoice(0, run.ct, "another"))
+        assert other.drain_log_lines()[: len(kept)] != kept  # another session: not these
+        mon.watch_session(run.session)
+    finally:
+        await watch.stop()
+
+
 async def test_a_container_that_stops_and_starts_again(
     proxmox: tuple[Testbed, hostscene.HostScene],
 ) -> None:

@@ -121,3 +121,61 @@ async def test_a_short_terminal_keeps_the_containers_and_their_why() -> None:
         assert table.columns[list(table.columns)[-1]].content_width >= max(
             len(w) for w in whys.values()
         )
+
+
+# ---------------------------------------------------------------- issue 46: a place to act
+
+
+async def test_enter_on_a_container_with_no_run_says_why() -> None:
+    """Enter on the stopped CT 204, and on GPU 4 whose holder is gone: a
+    notification says why nothing opens (it said 'nothing running to open
+    here', or nothing at all)."""
+    from terminal import attach
+
+    app = host_app()
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        term = attach(app)
+        await pilot.press("down", "down", "down", "enter")  # CT 204, stopped
+        await pilot.pause(0.3)
+        assert app.is_running and app.return_value is None
+        assert "CT 204 (scratch) is stopped: no run in it to open" in term.text(), term.text()
+        app.clear_notifications()
+        await pilot.press("shift+tab", *["down"] * 4, "enter")  # GPU 4: its process is gone
+        await pilot.pause(0.3)
+        assert "GPU 4: its memory is held by no live process (pid 39911" in term.text()
+
+
+async def test_question_mark_shows_the_host_views_help_and_the_footer_its_keys() -> None:
+    from gputui.ui.screens.help import HelpScreen
+    from terminal import attach
+
+    app = host_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        term = attach(app)
+        await pilot.pause(0.2)
+        footer = term.text().splitlines()[-1]
+        assert "enter open run view" in footer and "? help" in footer and "q quit" in footer
+        await pilot.press("question_mark")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, HelpScreen)
+        assert "the host view" in term.text() and "open the run view" in term.text()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen) and app.is_running
+
+
+async def test_the_palette_opens_a_container_by_name() -> None:
+    """ctrl+p offers the host view's own commands: each container by name
+    (Textual's own entries were all it had), help and quit."""
+    from textual.command import CommandPalette
+
+    app = host_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"open CT 202")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.5)
+    assert app.return_value == RunChoice(0, 202, "sft")

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,7 @@ from gputui.remote.target import Target, make_transport
 from gputui.tasks import cancel_and_wait
 
 LIST_PERIOD_S = 10.0  # how often the host lists its containers
+KEPT_LINES = 500  # each container's last log lines, for a run view opened later
 # How often a container's monitor polls its agent (tmux, processes, the
 # log's stat) while only the host view shows it; the run view opened on it
 # polls at the user's interval. The log and GPU streams are live either way.
@@ -143,6 +145,10 @@ class HostWatch:
         self.monitors: dict[Place, Monitor] = {}
         self.ready: set[Place] = set()  # monitors past their first poll
         self.lent: set[Place] = set()  # monitors a run view shows now
+        # each container's last log lines, by the log they came from: a run
+        # view opened later starts with them (issue 46: it stayed blank until
+        # the run wrote again, minutes for a buffered one)
+        self.kept_lines: dict[Place, tuple[str | None, deque[str]]] = {}
         self.kind: type[Container] | None = None  # the kind the host's listing answered for
         self.runs = RunIndex()
         self.list_calls = 0
@@ -375,9 +381,9 @@ class HostWatch:
         container's agent over its open channel (no new command)."""
         runs = RunIndex()
         for ct, mon in list(self.monitors.items()):
-            if ct not in self.lent:
-                mon.drain_log_lines()  # nobody reads them here: not "dropped" later
             snap = mon.snapshot
+            if ct not in self.lent:  # nobody reads them here: kept, not "dropped" later
+                self._keep_lines(ct, snap.log.path, mon.drain_log_lines())
             log = snap.log.path or next(iter(stdout_log_files(snap.procs)), None)
             runs.add(ct, [p.pid for p in snap.procs], snap.session_name, log)
             agent = mon.agent
@@ -392,6 +398,19 @@ class HostWatch:
                     other = next(iter(stdout_log_files(procs)), None)
                     runs.add(ct, [p.pid for p in procs], s.name, other)
         self.runs = runs
+
+    def _keep_lines(self, ct: Place, path: str | None, lines: list[str]) -> None:
+        kept_path, kept = self.kept_lines.get(ct, (path, deque(maxlen=KEPT_LINES)))
+        if kept_path != path:  # another log now: its lines only
+            kept = deque(maxlen=KEPT_LINES)
+        kept.extend(lines)
+        self.kept_lines[ct] = (path, kept)
+
+    def lines_of(self, ct: Place, path: str | None) -> list[str]:
+        """The last lines kept of `path` in this container (a run view opens
+        with them); [] when they came from another log."""
+        kept_path, kept = self.kept_lines.get(ct, (None, deque()))
+        return list(kept) if path is not None and kept_path == path else []
 
     def monitor_for(self, ct: Place) -> Monitor | None:
         return self.monitors.get(ct)

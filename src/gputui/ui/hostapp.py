@@ -21,14 +21,18 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from rich.text import Text
 from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
 from textual.css.query import NoMatches
 from textual.driver import Driver
+from textual.markup import escape
 from textual.widgets import DataTable, Footer, Static
 
 from gputui.actions.backend import ActionBackend
@@ -48,6 +52,8 @@ from gputui.ui.app import (
     exit_at_the_latest,
     terminal_gone,
 )
+from gputui.ui.commands import highlighted
+from gputui.ui.hostkeys import HOST_HELP, where, why_no_run_in, why_no_run_on
 from gputui.ui.quietinput import quiet_driver
 from gputui.ui.scrollbars import use_whole_cell_scroll_bars
 
@@ -188,6 +194,42 @@ CONTAINER_ROWS = 5  # container rows kept on screen however short the terminal
 SHORT_BELOW = 120  # columns: below, a shared GPU's holders read 'CT 200 10.6G · CT 201 5.1G'
 
 
+class HostCommands(Provider):
+    """The host view's palette: open each running container of the host
+    under the cursor by name, help, next table, quit."""
+
+    def _entries(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        app = self.app
+        assert isinstance(app, HostApp)
+        out: list[tuple[str, str, Callable[[], Any]]] = []
+        if app.hosts:
+            view = app.hosts[app.selected].view
+            for i, c in enumerate(view.containers):
+                why = why_no_run_in(c)
+                out.append(
+                    (
+                        f"[enter] open {visible(where(c))}",
+                        f"its run view ({visible(c.health)})" if why is None else visible(why),
+                        partial(app.open_container, i),
+                    )
+                )
+        out.append(("[?] help", "the host view's keys and words", app.action_help))
+        out.append(("[tab] next table", "hosts, GPUs, containers", app.action_focus_next))
+        out.append(("[q] quit", "stop every stream gputui opened", app.exit))
+        return out
+
+    async def discover(self) -> Hits:
+        for text, help_, run in self._entries():
+            yield DiscoveryHit(Content(text), run, text=text, help=escape(help_))
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, help_, run in self._entries():
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, highlighted(matcher, text), run, text=text, help=escape(help_))
+
+
 class HostApp(App[Any]):
     """See the module docstring."""
 
@@ -198,6 +240,11 @@ class HostApp(App[Any]):
     #host-error { height: auto; color: $error; padding: 0 1; display: none; }
     #host-error.-shown { display: block; }
     DataTable:focus { border: round $accent; }
+    HelpScreen { align: center middle; }
+    #help-box {
+        width: 90; max-width: 95%; height: 90%;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
     """
     TITLE = "gputui — hosts"
     _width = 0  # the terminal's columns at the last resize (0: none yet)
@@ -213,18 +260,26 @@ class HostApp(App[Any]):
 
     BINDINGS = [  # noqa: RUF012
         Binding("q", "quit", "quit", id="quit"),
+        Binding("question_mark", "help", "help", key_display="?", id="help"),
         Binding("enter", "open", "open run view", id="open", show=True),
-        Binding("tab", "focus_next", "next table", show=False),
+        Binding("tab", "focus_next", "next table", key_display="tab"),
     ]
+    COMMANDS = App.COMMANDS | {HostCommands}
 
     def get_driver_class(self) -> type[Driver]:
         # its input thread sleeps until a key comes (ui/quietinput.py)
         return quiet_driver(super().get_driver_class())
 
     def __init__(
-        self, hosts: Sequence[HostWatchLike], *, live: bool = True, selected: int = 0
+        self,
+        hosts: Sequence[HostWatchLike],
+        *,
+        live: bool = True,
+        selected: int = 0,
+        note: str = "",
     ) -> None:
         super().__init__()
+        self.note = note  # said once on mount: why a run view just opened nothing
         use_whole_cell_scroll_bars()  # as the run view's (ui/scrollbars.py)
         self.hosts = list(hosts)
         self.live = live
@@ -236,11 +291,11 @@ class HostApp(App[Any]):
         hosts.border_title = "hosts"
         yield hosts
         yield Static(id="host-error")
-        gpus: DataTable[Text] = DataTable(id="gpu-table", cursor_type="row")
+        gpus: DataTable[Text] = OpenTable(id="gpu-table", cursor_type="row")
         gpus.border_title = "GPUs"
         gpus.border_subtitle = "enter: the run holding it"
         yield gpus
-        cts: DataTable[Text] = DataTable(id="ct-table", cursor_type="row")
+        cts: DataTable[Text] = OpenTable(id="ct-table", cursor_type="row")
         cts.border_title = "containers"
         cts.border_subtitle = "enter: its run view · esc there: back here"
         yield cts
@@ -263,6 +318,8 @@ class HostApp(App[Any]):
         if self.selected < hosts.row_count:
             hosts.move_cursor(row=self.selected)
         self.query_one("#ct-table", DataTable).focus()
+        if self.note:
+            self.notify(self.note, title="nothing to open", severity="warning", timeout=8)
         if self.live:
             self.set_interval(1.0, self._apply)
 
@@ -387,34 +444,78 @@ class HostApp(App[Any]):
 
     def choice(self) -> RunChoice | None:
         """What Enter opens from the table that has focus, or None."""
+        return self._choice()[0]
+
+    def _choice(self) -> tuple[RunChoice | None, str]:
+        """What Enter opens from the table that has focus, or why nothing."""
         if not self.hosts:
-            return None
+            return None, "no host to show"
         view = self.hosts[self.selected].view
         focused = self.focused
         if isinstance(focused, DataTable) and focused.id == "gpu-table" and view.gpus:
             row = view.gpus[min(focused.cursor_row, len(view.gpus) - 1)]
+            why = why_no_run_on(row)
             live = [h for h in row.holders if h.alive]
-            if not live:
-                return None
-            return RunChoice(self.selected, live[0].ct, live[0].session)
+            if why is not None or not live:
+                return None, why or f"GPU {row.index}: no run to open"
+            return RunChoice(self.selected, live[0].ct, live[0].session), ""
         if isinstance(focused, DataTable) and focused.id == "ct-table" and view.containers:
             c = view.containers[min(focused.cursor_row, len(view.containers) - 1)]
-            if c.status not in ("running", "host"):
-                return None
-            return RunChoice(self.selected, c.id, c.watched_session)
-        return None
+            why = why_no_run_in(c)
+            if why is not None:
+                return None, why
+            return RunChoice(self.selected, c.id, c.watched_session), ""
+        if view.health == "down":
+            return None, f"{view.label} is down: {view.error or 'no connection'}"
+        return None, "pick a container or a GPU first (tab moves to their tables)"
 
     def action_open(self) -> None:
-        choice = self.choice()
+        choice, why = self._choice()
         if choice is None:
-            self.notify("nothing running to open here", severity="warning", timeout=3)
+            self.notify(why, title="nothing to open", severity="warning", timeout=6)
             return
         self.exit(choice)
+
+    def open_container(self, index: int) -> None:
+        """The palette's 'open CT N': that container of the selected host."""
+        cts = self.query_one("#ct-table", DataTable)
+        cts.focus()
+        cts.move_cursor(row=index)
+        self.call_after_refresh(self.action_open)
+
+    def action_help(self) -> None:
+        from gputui.ui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(HOST_HELP))
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Toasts quote container names and remote errors: plain text, never markup."""
+        super().notify(
+            visible(message), title=visible(title), severity=severity, timeout=timeout, markup=False
+        )
 
     @on(DataTable.RowSelected, "#gpu-table")
     @on(DataTable.RowSelected, "#ct-table")
     def _row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_open()
+
+
+class OpenTable(DataTable[Text]):
+    """A table whose rows open a run view: the footer says what Enter does
+    (DataTable's own Enter binding is hidden, and it shadowed the app's)."""
+
+    BINDINGS = [  # noqa: RUF012
+        Binding("enter", "select_cursor", "open run view", key_display="enter"),
+    ]
 
 
 def _ct_key(c: ContainerRow) -> str:
@@ -449,8 +550,9 @@ class BorrowedMonitor:
     may not start or stop it (the host view goes on with it when the user
     comes back), and hears of it only while it shows (`close`)."""
 
-    def __init__(self, monitor: WatchedRun) -> None:
+    def __init__(self, monitor: WatchedRun, earlier: list[str] | None = None) -> None:
         self._monitor = monitor
+        self._earlier = list(earlier or [])  # the log's last lines the host view kept
         self.app: App[Any] | None = None
         self._delivering: dict[Listener, Listener] = {}  # the view's listener -> the monitor's
 
@@ -484,7 +586,11 @@ class BorrowedMonitor:
             self.unsubscribe(cb)
 
     def drain_log_lines(self) -> list[str]:
-        return self._monitor.drain_log_lines()
+        """The first call starts with the lines the host view kept of this
+        log (the run view shows the log's end at once, not after the run
+        writes again); then the monitor's new ones."""
+        earlier, self._earlier = self._earlier, []
+        return earlier + self._monitor.drain_log_lines()
 
     async def refresh(self) -> None:
         await self._monitor.refresh()
@@ -502,21 +608,30 @@ class BorrowedMonitor:
         return None
 
 
+def borrow(watch: Any, monitor: Monitor, choice: RunChoice) -> BorrowedMonitor:
+    """The run view's door to the host watch's monitor of `choice`, with the
+    log's last lines the watch kept — those of the log the monitor follows,
+    when the view watches the session the monitor watched."""
+    same = not choice.session or choice.session == monitor.snapshot.session_name
+    earlier = watch.lines_of(choice.ct, monitor.snapshot.log.path) if same else []
+    if choice.session:
+        monitor.watch_session(choice.session)
+    return BorrowedMonitor(monitor, earlier)
+
+
 async def run_view(
     watch: Any, choice: RunChoice, read_only: bool, showing: list[App[Any]] | None = None
 ) -> int:
     """Today's run view for one container of a host watch; BACK on Esc.
     `showing` gets the app while it runs (run_host_view's signal handler)."""
     monitor: Monitor | None = watch.monitor_for(choice.ct)
-    if monitor is None:
+    if monitor is None:  # it stopped since the host view drew it (run_host_view says so)
         return BACK
-    if choice.session:
-        monitor.watch_session(choice.session)
+    borrowed = borrow(watch, monitor, choice)
     settings = monitor.settings
     background = monitor.interval
     monitor.poll_every(float(settings.interval or DEFAULTS.interval))
     actions = ActionBackend(monitor.target, settings, monitor)  # --read-only: Verb.changes greys
-    borrowed = BorrowedMonitor(monitor)
     app = GputuiApp(
         borrowed,
         actions=actions,
@@ -574,15 +689,19 @@ def run_host_view(watches: Sequence[Any], read_only: bool = False) -> int:
                 return 2
         for w in watches:
             await w.start()
-        selected = 0
+        selected, note = 0, ""
         try:
             while not signalled:
-                app = HostApp(watches, selected=selected)
+                app = HostApp(watches, selected=selected, note=note)
                 showing[:] = [app]
                 result = await app.run_async()
                 if not isinstance(result, RunChoice):
                     return int(result or 0)
-                selected = result.host
+                selected, note = result.host, ""
+                if watches[result.host].monitor_for(result.ct) is None:
+                    place = where_words(result.ct, result.ct is None)
+                    note = f"{place} is no longer running: no run in it to open"
+                    continue
                 rc = await run_view(watches[result.host], result, read_only, showing)
                 if rc != BACK:
                     return rc
