@@ -57,7 +57,7 @@ from gputui.diagnose.buffering import note_append
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import UNREADABLE, LogState
 from gputui.remote.base import RemoteProcess
-from gputui.remote.identity import HANDS_SH
+from gputui.remote.identity import HANDS_SH, path_reader_argv
 from gputui.remote.target import Target
 from gputui.text.words import unreadable_fix
 
@@ -268,11 +268,13 @@ async def log_kind(target: Target, path: str | None, timeout: float = 10.0) -> s
         "-",
         path,
     ]
-    try:
-        res = await target.run(argv, timeout=timeout)
+    try:  # with the hands that will follow it (HANDS_SH): never through another's link as root
+        res = await target.run(path_reader_argv(path, argv), timeout=timeout)
     except GputuiError:
         return None
     kind = res.out.strip() if res.ok else ""
+    if kind.startswith("@gputui "):
+        return None  # not followed as root: the follower says why, in one line
     return UNREADABLE if kind == "unreadable" else kind or None
 
 

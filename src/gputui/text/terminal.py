@@ -27,6 +27,7 @@ Pure: bytes in, bytes out.
 from __future__ import annotations
 
 import codecs
+import re
 
 from gputui.text.untrusted import visible
 
@@ -41,7 +42,11 @@ CHARSETS = frozenset("0AB")
 STRING_INTRO = frozenset("]P_^X")
 C1_STRING = frozenset("\x90\x98\x9d\x9e\x9f")
 KEEP = "\r\n\b\t\x0e\x0f"
+_TEXT_STOP = re.compile("[\x1b\x07\x9b\x90\x98\x9d\x9e\x9f]")  # ESC, BEL, CSI, C1 strings
+_STRING_STOP = re.compile("[\x1b\x07\x9c]")  # what may end a string
+_CSI_PARAMS = re.compile("[\x20-\x3f]*")  # a CSI's parameter and intermediate bytes
 CSI_MAX = 64  # a longer "CSI" is no sequence a terminal draws with
+_WHOLE_CSI = re.compile(f"\x1b\\[([\x20-\x3f]{{0,{CSI_MAX}}})([\x40-\x7e])")  # one in a read
 RESET = (
     b"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?1004l\x1b[?2004l"
     b"\x1b[?1l\x1b>\x1b[?25h\x1b[?1049l\x1b[0m\r\n"
@@ -61,17 +66,34 @@ class TerminalFilter:
 
     def feed(self, data: bytes) -> bytes:
         out: list[str] = []
-        text: list[str] = []
-        for ch in self._decoder.decode(data):
-            if self._state == "text" and ch not in (ESC, "\x07", "\x9b") and ch not in C1_STRING:
-                text.append(ch)
-                continue
-            if text:
-                out.append(visible("".join(text), keep=KEEP))
-                text = []
-            out.append(self._control(ch))
-        if text:
-            out.append(visible("".join(text), keep=KEEP))
+        chunk = self._decoder.decode(data)
+        i, n = 0, len(chunk)
+        while i < n:
+            if self._state == "text":  # a run of text up to the next control, at once
+                m = _TEXT_STOP.search(chunk, i)
+                j = m.start() if m else n
+                if j > i:
+                    out.append(visible(chunk[i:j], keep=KEEP))
+                i = j
+                whole = _WHOLE_CSI.match(chunk, i)
+                if whole is not None:  # the common case: a whole CSI in this read
+                    ok = drawing_csi(whole.group(1), whole.group(2))
+                    out.append(whole.group() if ok else self._drop())
+                    i = whole.end()
+                    continue
+            elif self._state == "string":  # a string's body is dropped up to its end
+                m = _STRING_STOP.search(chunk, i)
+                if m is None:
+                    break
+                i = m.start()
+            elif self._state == "csi":  # its parameters at once, then the final byte
+                m = _CSI_PARAMS.match(chunk, i)
+                assert m is not None  # it matches the empty string
+                self._seq = (self._seq + m.group())[: CSI_MAX + 1]
+                i = m.end()
+            if i < n:
+                out.append(self._control(chunk[i]))
+                i += 1
         return "".join(out).encode("utf-8", errors="replace")
 
     def _drop(self) -> str:
@@ -144,7 +166,7 @@ class TerminalFilter:
         if 0x20 <= code <= 0x3F and len(self._seq) < CSI_MAX:
             self._seq += ch
             return ""
-        if not 0x40 <= code <= 0x7E:
+        if not 0x40 <= code <= 0x7E or len(self._seq) > CSI_MAX:
             self._drop()
             return self._start(ch) if ch in (ESC, "\x9b") or ch in C1_STRING else ""
         seq, self._state, self._seq = self._seq, "text", ""
