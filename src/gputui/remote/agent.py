@@ -1541,6 +1541,7 @@ O_CLOEXEC = getattr(os, "O_CLOEXEC", 0o2000000)
 SYS_OPENAT2 = 437  # the same number on every Linux architecture (5.6+)
 RESOLVE_NO_SYMLINKS = 0x04
 MAX_LINK_HOPS = 40
+_PROC_FD = re.compile(r"^/proc/[0-9]+/fd/[0-9]+$")
 _OPENAT2 = []  # type: list  # [libc, OpenHow] once loaded, [None] where absent
 
 
@@ -1636,7 +1637,9 @@ def _walk_open(path: str, flags: int, hops: int = 0) -> int:
 def open_run_path(path: str, flags: int = os.O_RDONLY) -> int:
     """An fd of `path`, a path the run supplied, opened as described above;
     OSError (UntrustedLink for another user's link on the way)."""
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 or _PROC_FD.match(path):
+        # a deleted log read through its writer's fd (/proc/PID/fd/N): the
+        # kernel's link to a file that process opened, no path walked
         return os.open(path, flags | O_CLOEXEC)
     try:
         fd = _openat2(path, flags)
