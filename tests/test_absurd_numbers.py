@@ -8,7 +8,10 @@ rule reads one: huge, 64 KiB of digits, negative, NaN, inf, non-ASCII."""
 
 from __future__ import annotations
 
+import json
 import math
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -20,8 +23,12 @@ from gputui.diagnose.context import Context
 from gputui.diagnose.registry import ENTRIES
 from gputui.diagnose.thresholds import DEFAULT_THRESHOLDS
 from gputui.diagnose.torchrun import root_cause
+from gputui.model import Finding, Pane, Session, Severity
+from gputui.record.history import HistoryWriter
+from gputui.record.recorder import RunRecorder
 from gputui.text.numbers import bounded_float, bounded_int
 from test_diagnose import NOW, run
+from test_history import LogOnlyMonitor
 
 ABSURD = (
     "9" * 5000,
@@ -179,3 +186,34 @@ def test_the_helpers_never_raise(text: str) -> None:
     bounded_int(text)
     bounded_float(text)
     bounded_float(text, finite=False)
+
+
+async def test_the_banners_news_filter_reads_a_quoted_huge_pid(tmp_path: Path) -> None:
+    """The banner leaves out what the user's own relaunch caused, reading the
+    PIDs its findings name — and the findings quote the run's own lines. A
+    5,000-digit "PID" there raised in int(), and the dashboard's banner and
+    watch's alerts went dark (the whole tick failed)."""
+    log = tmp_path / "train.log"
+    log.write_text("")
+    mon = LogOnlyMonitor(log)
+    mon.snapshot.session_name = "dflash"
+    mon.snapshot.sessions = [Session("dflash", panes=[Pane("dflash", 0, 0, 999)])]
+    audit = tmp_path / "audit.jsonl"
+    rec = RunRecorder(
+        mon,  # type: ignore[arg-type]
+        HistoryWriter(tmp_path / "h.sqlite"),
+        diagnose=lambda s, n: [],
+        audit_file=audit,
+        tick_s=3600,
+    )
+    now = time.time()
+    line = {"target": rec.name, "action": "relaunch", "plan": round(now - 5, 3), "pids": [4242]}
+    audit.write_text(json.dumps({**line, "epoch": now - 4}) + "\n")
+    f = Finding(
+        "rank_failed",
+        Severity.ERROR,
+        "rank 0 failed",
+        evidence=["  traceback : Signal 9 (SIGKILL) received by PID " + "9" * 5000],
+    )
+    assert rec.is_news(f, now) is True
+    await rec.stop()

@@ -101,14 +101,17 @@ def test_doctor_on_the_test_bed_via_alias(testbed, ct: int, capsys) -> None:
         "--ct",
         str(ct),
     ]
-    assert cli.main(base) == 0
+    # no run in the CT (no tmux server, no process writing a log): said, exit 1
+    # (issue 44: it said "✓ nothing wrong", exit 0)
+    assert cli.main(base) == 1
     out = capsys.readouterr().out
+    assert "no run found in CT" in out and "nothing wrong" not in out, out
     assert f"root@127.0.0.1:{testbed.port} ct {ct}" in out
     assert "connected (round trip" in out
     assert f"CT {ct} running" in out
     tmux = subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip()
     assert f"tools       {tmux} · Python 3" in out
-    assert cli.main([*base, "--json"]) == 0
+    assert cli.main([*base, "--json"]) == 1
     facts = json.loads(capsys.readouterr().out)["facts"]
     c = facts["connection"]
     assert (c["host"], c["port"], c["user"], c["state"]) == (

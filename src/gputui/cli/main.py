@@ -282,6 +282,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_target_flags(doctor, suppress=True, parts=DOCTOR_PARTS)
     _target_arg(doctor)
     doctor.add_argument("--json", action="store_true", help="print JSON")
+    doctor.add_argument(
+        "--buffer-watch",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="a run whose GPUs are busy while no step has reached its log: watch the log "
+        "this long for whether its stdout is block-buffered (default 15); still not "
+        "known then, the report says so",
+    )
     for name in CLI_VERBS:
         p = sub.add_parser(name, help=VERB_BY_ID[name].cli_help)
         add_target_flags(p, suppress=True, parts=VERB_PARTS)
@@ -483,7 +492,10 @@ def _doctor(
         return doctor_host.main(settings, as_json=as_json)
     from gputui.doctor import run as doctor_run
 
-    return doctor_run.main(settings, as_json=as_json)
+    watch = getattr(args, "buffer_watch", None)
+    if watch is None:
+        return doctor_run.main(settings, as_json=as_json)
+    return doctor_run.main(settings, as_json=as_json, buffer_watch_s=watch)
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:

@@ -155,17 +155,23 @@ def run_rule(entry: RuleEntry, ctx: Context) -> Finding | None:
     except Exception as err:
         name = entry.func.__name__
         _log.error("diagnosis rule %s raised", name, exc_info=err)
-        what = ", ".join(k.name for k in entry.kinds)
-        return Finding(
-            kind="rule_failed",
-            severity=Severity.WARNING,
-            title=f"could not evaluate {what} — a gputui bug; the rest holds",
-            evidence=[
-                f"{name} raised {type(err).__name__}: {str(err)[:200]}",
-                "its traceback is in the debug log (`gputui -v`)",
-            ],
-            fix="please report it with the debug log (gputui -v)",
-        )
+        return diagnosis_failed(err, ", ".join(k.name for k in entry.kinds), name)
+
+
+def diagnosis_failed(err: BaseException, what: str = "the run", where: str = "") -> Finding:
+    """A `rule_failed` WARNING: `what` could not be evaluated (a gputui
+    bug), said rather than left dark."""
+    rest = "; the rest holds" if where else ""
+    return Finding(
+        kind="rule_failed",
+        severity=Severity.WARNING,
+        title=f"could not evaluate {what} — a gputui bug{rest}",
+        evidence=[
+            f"{where or 'diagnose'} raised {type(err).__name__}: {str(err)[:200]}",
+            "its traceback is in the debug log (`gputui -v`)",
+        ],
+        fix="please report it with the debug log (gputui -v)",
+    )
 
 
 Diagnose = Callable[[Snapshot, float], list[Finding]]  # (snapshot, now) -> findings
@@ -232,6 +238,7 @@ __all__ = [
     "buffering_words",
     "diagnose",
     "diagnose_with",
+    "diagnosis_failed",
     "holder_line",
     "holders_of",
     "last_error_line",

@@ -36,6 +36,7 @@ from typing import Any
 from gputui import diagnose as rules
 from gputui.config import Settings
 from gputui.diagnose.buffering import UNKNOWN, judge
+from gputui.diagnose.evidence import buffering_words
 from gputui.doctor.facts import connection_facts
 from gputui.doctor.report import exit_code, findings_to_json, render_text
 from gputui.errors import GputuiError
@@ -55,7 +56,9 @@ IDLE_EXTRA_S = 0.1  # past diagnose.IDLE_SHORT_S, when GPUs look held and idle
 # never watch longer than this once the monitor has started (generous: the
 # pieces of a snapshot come within a few seconds, later on a loaded host)
 WATCH_MAX_S = 20.0
-BUFFER_WATCH_S = 8.0  # a suspected stdout buffer: watched this long for the log to tell
+# a suspected stdout buffer: watched this long for the log to tell
+# (`--buffer-watch`); still not known then, it is said so, never "nothing wrong"
+BUFFER_WATCH_S = 15.0
 APPS_PERIOD_S = 1.0  # compute-apps listing period during the watch
 LOOK_S = 0.25  # how often the watch looks at the snapshot
 DEMO_LABEL = "demo (this machine, simulated GPUs)"
@@ -134,23 +137,88 @@ def _hang_watch_due(snap: Snapshot) -> bool:
     )
 
 
-def buffering_watch_due(snap: Snapshot, watched_s: float, since: float) -> bool:
+def buffering_watch_due(
+    snap: Snapshot, watched_s: float, since: float, limit_s: float = BUFFER_WATCH_S
+) -> bool:
     """stdout suspected block-buffered (no -u, no PYTHONUNBUFFERED), the log
     has not shown blocks or single lines yet, but it gets lines (one came
-    since `since`, wall clock): the watch goes on a while for it to tell (a
-    verdict from argv alone is often wrong), or its process has just
-    started. A silent log is not waited on: its silence is the finding."""
+    since `since`, wall clock), its process has just started, or its GPUs
+    are busy while no step has reached the log: the watch goes on, up to
+    `limit_s`, for the log to tell (a verdict from argv alone is often
+    wrong). A silent log of an idle run is not waited on: its silence is
+    the finding."""
     p = snap.training_proc
-    if p is None or watched_s >= BUFFER_WATCH_S or snap.log.exists is not True:
+    if p is None or watched_s >= limit_s or snap.log.exists is not True:
         return False
     now = time.time()
     last = snap.log.last_line_time
-    young = p.start_time is not None and now - p.start_time < BUFFER_WATCH_S  # just started
+    young = p.start_time is not None and now - p.start_time < limit_s  # just started
     mtime = snap.log.mtime
     growing = (last is not None and last >= since) or (mtime is not None and now - mtime < 5.0)
-    if not young and not growing:
+    if not young and not growing and not _busy_without_steps(snap, now):
         return False
     return judge(p, snap.log, now).state == UNKNOWN
+
+
+def _busy_without_steps(snap: Snapshot, now: float) -> bool:
+    """The run's GPUs are busy and no step has reached its log."""
+    if snap.metrics.last_step is not None:
+        return False
+    ctx = rules.Context(snap, now, rules.STALE_FLOOR_S)
+    return bool(ctx.busy)
+
+
+def buffering_not_known(snap: Snapshot, now: float, watched_s: float) -> Finding | None:
+    """The watch ended and it is still not known whether the run's stdout
+    is block-buffered, while its GPUs are busy and no step has reached the
+    log: said so with what was seen — "nothing wrong" would be a guess (a
+    deploy script asking early was told all is well)."""
+    p = snap.training_proc
+    if p is None or not _busy_without_steps(snap, now):
+        return None
+    b = judge(p, snap.log, now)
+    if b.state != UNKNOWN:
+        return None
+    size = snap.log.size
+    ev = [
+        f"watched {watched_s:.0f} s: the log {snap.log.path or '(none)'} got "
+        + (f"{size:,} bytes" if size is not None else "no bytes gputui could count")
+        + " and no step while the GPUs were busy",
+        "; ".join(buffering_words(p)) + " → Python writes stdout in 8 KiB blocks",
+        *b.evidence,
+    ]
+    return Finding(
+        kind="buffering_unknown",
+        severity=Severity.WARNING,
+        title=(
+            f"not yet known whether stdout of PID {p.pid} is block-buffered: no step has "
+            "reached the log while its GPUs are busy"
+        ),
+        evidence=ev,
+        fix=(
+            "run gputui doctor again later (--buffer-watch SECONDS watches longer), or "
+            "start python with -u / PYTHONUNBUFFERED=1 so the log is never late"
+        ),
+    )
+
+
+def no_run(snap: Snapshot) -> Finding | None:
+    """No session named, none found and no run found by its log: "nothing
+    wrong" would say a run is fine that is not there."""
+    if snap.session_name or snap.procs or not snap.tools.probed:
+        return None
+    where = snap.container.words if snap.container is not None else "the host"
+    server = "no tmux server runs" if not snap.sessions else "no tmux session"
+    ev = [f"tmux in {where}: {server}"]
+    if snap.log.path:
+        ev.append(f"no process has {snap.log.path} open for writing")
+    return Finding(
+        kind="no_run",
+        severity=Severity.WARNING,
+        title=f"no run found in {where}: {server}, and no process writes a log",
+        evidence=ev,
+        fix="start the run, or name it: --session NAME, --log PATH",
+    )
 
 
 def unseen_pieces(monitor: Monitor) -> list[str]:
@@ -208,6 +276,7 @@ async def watch_once(
     clock: Any = time.monotonic,
     unseen: list[str] | None = None,
     tmux_skipped: list[str] | None = None,
+    buffer_watch_s: float = BUFFER_WATCH_S,
 ) -> Snapshot:
     """Run the monitor for a short watch and return its snapshot; nothing is
     left running on the target afterwards.
@@ -242,7 +311,7 @@ async def watch_once(
                 now - t0 >= settle_s
                 and not missing
                 and not _hang_watch_due(snap)
-                and not buffering_watch_due(snap, now - start, started_wall)
+                and not buffering_watch_due(snap, now - start, started_wall, buffer_watch_s)
             ):
                 break
             await asyncio.sleep(LOOK_S)
@@ -292,6 +361,7 @@ async def inspect(
     transport: Transport | None = None,
     gpu_feed: GpuFeed | None = None,
     settle_s: float = SETTLE_S,
+    buffer_watch_s: float = BUFFER_WATCH_S,
 ) -> tuple[dict[str, Any], Snapshot | None, list[Finding], bool]:
     """(facts, snapshot, findings, inspected).
 
@@ -318,7 +388,11 @@ async def inspect(
         monitor = Monitor(target, settings, gpu_feed)
         unseen: list[str] = []
         skipped: list[str] = []  # other users' tmux servers, not reached as their owner
-        snap = await watch_once(monitor, settle_s, unseen=unseen, tmux_skipped=skipped)
+        watch_t0 = time.monotonic()
+        snap = await watch_once(
+            monitor, settle_s, unseen=unseen, tmux_skipped=skipped, buffer_watch_s=buffer_watch_s
+        )
+        watched_s = time.monotonic() - watch_t0
         bad_log = monitor.named_log_error()
         if bad_log is not None:
             raise bad_log
@@ -334,6 +408,10 @@ async def inspect(
         findings = rules.diagnose(snap, now, stale_after, settings.diagnosis)
         if settings.config_exposed:
             findings = rules.sort_findings([*findings, config_exposed(settings.config_exposed)])
+        # never "nothing wrong" while doctor does not know (issue 44)
+        unknown = [f for f in (no_run(snap), buffering_not_known(snap, now, watched_s)) if f]
+        if unknown:
+            findings = rules.sort_findings([*findings, *unknown])
         if unseen:  # a slow host: never "nothing wrong" for what was not seen
             facts["not_seen"] = unseen
             findings = rules.sort_findings([*findings, watch_incomplete(unseen)])
@@ -370,13 +448,15 @@ def inspect_demo(settings: Settings) -> tuple[dict[str, Any], Snapshot | None, l
     return facts, snap, findings, inspected
 
 
-def main(settings: Settings, as_json: bool = False) -> int:
+def main(settings: Settings, as_json: bool = False, buffer_watch_s: float = BUFFER_WATCH_S) -> int:
     """`gputui doctor`: print the report, return the exit code (0/1/2)."""
     try:
         if settings.demo:
             facts, snap, findings, inspected = inspect_demo(settings)
         else:
-            facts, snap, findings, inspected = asyncio.run(inspect(settings))
+            facts, snap, findings, inspected = asyncio.run(
+                inspect(settings, buffer_watch_s=buffer_watch_s)
+            )
     except GputuiError as err:
         if as_json:
             facts = {"target": settings.host, "error": str(err)}

@@ -572,9 +572,7 @@ class HistoryWriter:
             )
         )
 
-    def pair(
-        self, run_id: int, cache: dict[int, tuple[int, RunSide]]
-    ) -> Future[RunPair | None]:
+    def pair(self, run_id: int, cache: dict[int, tuple[int, RunSide]]) -> Future[RunPair | None]:
         """Run `run_id` and its last run, each with its program and points
         (`cache`: last runs already read, by id — a finished run's points do
         not change)."""

@@ -47,6 +47,7 @@ from gputui.remote.identity import path_reader_argv
 from gputui.remote.target import spec_of
 from gputui.statefiles import audit_path
 from gputui.tasks import cancel_and_wait
+from gputui.text.numbers import bounded_int
 from gputui.text.untrusted import visible
 from gputui.verbs import VERB_BY_ID
 
@@ -671,7 +672,8 @@ class RunRecorder:
                 if act.verb != "kill" and since_end >= self.settle_s and f.kind in GONE_KINDS:
                     out.add(f.kind)
                 continue
-            named = {int(m) for m in _PID_RE.findall(" ".join([f.title, *f.evidence]))}
+            text = " ".join([f.title, *f.evidence])  # quotes the run's own lines: any number
+            named = {bounded_int(m, 1) for m in _PID_RE.findall(text)} - {None}
             if named & act.pids:
                 continue  # the old run's: its memory freed late, its exit
             if f.kind in SILENCE_KINDS and since_end < quiet_for:
