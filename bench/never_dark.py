@@ -9,8 +9,9 @@ each repeated, half of the tries with busy loops beside them.
   `tmux new -d -s train '… | tee train.log'` with no remain-on-exit, so the
   CT's tmux server ends with it; gputui (the real Monitor, over real ssh,
   `--session train --log …`) starts before, with, or after the launch;
-- `hang`: a run hung at step 50 beside another live run on GPU 0, in
-  another tmux session of the same CT, `--stale-after 10`.
+- `hang`: a run of 4 ranks (GPUs 0-3) hung at step 50 beside another live
+  run on GPU 0, in another tmux session of the same CT, `--stale-after 10`:
+  GPUs 1-3 idle with memory held, GPU 0 kept busy by the other run.
 
 Each try runs on its own test bed (tests/testbed.py: real sshd on
 127.0.0.1, stand-in `pct` and `nvidia-smi`, real tmux and python3), reusing
@@ -72,6 +73,7 @@ HANG = dg.Scenario(
     step_s=0.5,
     gpu=dg._hang_gpu,
     other="session",
+    ranks=4,  # 4 ranks on GPUs 0-3; the other run keeps GPU 0 busy
 )
 SHAPES = {"crash": CRASH, "hang": HANG}
 # when gputui starts, seconds after the launch (the crash: before, with, after)
