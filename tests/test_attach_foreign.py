@@ -76,9 +76,12 @@ def evil_server(other_server: Path) -> Iterator[Path]:  # noqa: F811
     yield other_server
 
 
-def root_terminal(code: str, env: dict[str, str] | None = None) -> bytes:
+def root_terminal(
+    code: str, env: dict[str, str] | None = None, answer: tuple[bytes, bytes] | None = None
+) -> bytes:
     """Run `code` as root in a new pseudo-terminal (root's terminal here);
-    what it wrote to that terminal, once it has ended."""
+    what it wrote to that terminal, once it has ended. `answer`: (what on
+    the screen, the keys then typed once)."""
     pid, fd = pty.fork()
     if pid == 0:  # pragma: no cover - the child
         os.execve(sys.executable, [sys.executable, "-c", code], env or dict(os.environ))
@@ -93,6 +96,9 @@ def root_terminal(code: str, env: dict[str, str] | None = None) -> bytes:
             if not chunk:
                 break
             screen += chunk
+            if answer is not None and answer[0] in screen:
+                os.write(fd, answer[1])
+                answer = None
         elif os.waitpid(pid, os.WNOHANG)[0] == pid:
             break
     os.close(fd)
@@ -277,3 +283,28 @@ def test_attach_in_a_container_to_another_users_session_keeps_roots_terminal(
     finally:
         testbed.container_exec(tool, where, [*drop, "tmux", "-S", sock, "kill-server"])
         testbed.container_stop(tool, where)
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_bracket_leaves_a_relayed_client_that_never_ends(other_server: Path) -> None:  # noqa: F811
+    """The owner's hook replaces the client with a program that never ends
+    (it would keep the admin's keyboard): Ctrl-] leaves the relay at once,
+    the client is hung up on, and root's shell reads nothing after it."""
+    from gputui.remote.agent import tmux_server_argv
+
+    sock = str(other_server / f"tmux-{UID}" / "default")
+    stuck = other_server / "stuck.sh"
+    stuck.write_text("#!/bin/sh\necho stuck-for-good\nexec sleep 600\n")
+    stuck.chmod(0o755)
+    as_user(sock, "set-hook", "-g", "client-attached", f"detach-client -E {stuck}")
+    out = other_server / "root-side.json"
+    code = ROOT_SIDE.format(target=LOCAL_TARGET, tmux=tmux_server_argv(sock), out=str(out))
+    env = {**os.environ, "TERM": "xterm-256color"}
+    env.pop("TMUX", None)
+    t0 = time.monotonic()
+    screen = root_terminal(code, env, answer=(b"stuck-for-good", b"\x1d"))
+    assert time.monotonic() - t0 < 30, "the relay did not end on Ctrl-]"
+    said = json.loads(out.read_text())
+    assert "left uid 65534's session with Ctrl-]" in said["said"], said
+    assert said["typed"] == ""
+    assert b"stuck-for-good" in screen

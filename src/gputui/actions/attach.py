@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import subprocess
 
-from gputui.actions.ownterminal import relay
+from gputui.actions.ownterminal import ESCAPE_WORDS, relay
 from gputui.actions.plan import ActionError, ActionPlan, ActionResult
 from gputui.actions.runspec import session_target, tmux_argv
 from gputui.config import Settings
@@ -17,7 +17,7 @@ from gputui.text.owners import runs_as
 RELAY_NOTE = (
     "The session's tmux server is {owner}'s: its client runs on a terminal gputui opens for it "
     "and relays to yours (drawing only; no title, clipboard or report sequence passes), "
-    "so {owner}'s programs never get your terminal."
+    "so {owner}'s programs never get your terminal; " + ESCAPE_WORDS + "."
 )
 
 
@@ -79,6 +79,8 @@ def run_attach(plan: ActionPlan) -> ActionResult:
         return ActionResult(rc == 0, f"detached (exit status {rc})")
     got = relay(plan.commands[0])
     said = f"detached from {owner}'s session, relayed (exit status {got.returncode})"
+    if got.escaped:
+        said = f"left {owner}'s session with Ctrl-] (relayed; its client was hung up on)"
     if got.dropped:
         said += f"; {got.dropped} sequence(s) of its output were not passed to your terminal"
-    return ActionResult(got.returncode == 0, said)
+    return ActionResult(got.escaped or got.returncode == 0, said)

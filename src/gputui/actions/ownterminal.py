@@ -35,6 +35,9 @@ CONTROLLING_TTY = (
     "os.execvp(sys.argv[1], sys.argv[1:])\n"
 )
 DRAIN_S = 0.3  # after the client ends: its last output, then the pty closes
+ESCAPE = b"\x1d"  # Ctrl-]: leave the relay at once, whatever runs on the other side
+ESCAPE_WORDS = "Ctrl-] leaves at once"
+HANGUP_WAIT_S = 2.0  # the client's time to end on the hang-up before it is killed
 
 
 @dataclass
@@ -44,6 +47,7 @@ class Relayed:
 
     returncode: int
     dropped: int
+    escaped: bool = False  # left with ESCAPE: the client was hung up on
 
 
 def relay(argv: list[str], stdin_fd: int = 0, stdout_fd: int = 1) -> Relayed:
@@ -68,20 +72,26 @@ def relay(argv: list[str], stdin_fd: int = 0, stdout_fd: int = 1) -> Relayed:
     try:
         if saved is not None:
             tty.setraw(stdin_fd)
-        _pump(master, stdin_fd, stdout_fd, filt, proc)
+        escaped = _pump(master, stdin_fd, stdout_fd, filt, proc)
     finally:
         if saved is not None:
             termios.tcsetattr(stdin_fd, termios.TCSAFLUSH, saved)  # and drop unread input
-        os.close(master)
+        os.close(master)  # a hang-up for whatever still holds the pty
         _write_all(stdout_fd, RESET)
-    return Relayed(proc.wait(), filt.dropped)
+    try:
+        code = proc.wait(HANGUP_WAIT_S)
+    except subprocess.TimeoutExpired:  # our own child, deaf to the hang-up
+        proc.kill()
+        code = proc.wait()
+    return Relayed(code, filt.dropped, escaped)
 
 
 def _pump(
     master: int, stdin_fd: int, stdout_fd: int, filt: TerminalFilter, proc: subprocess.Popen[bytes]
-) -> None:
+) -> bool:
     """Keys to the pty, its output filtered to the terminal, until the
-    client has ended and its last output is passed (or the pty hung up)."""
+    client has ended and its last output is passed (or the pty hung up);
+    True when ESCAPE was typed first (a client that never ends)."""
     inputs = [master, stdin_fd]
     size = window_size(stdin_fd)
     ended_at: float | None = None
@@ -89,20 +99,22 @@ def _pump(
         if ended_at is None and proc.poll() is not None:
             ended_at = time.monotonic()
         if ended_at is not None and time.monotonic() - ended_at > DRAIN_S:
-            return
+            return False
         ready, _, _ = select.select(inputs, [], [], 0.1)
         if master in ready:
             try:
                 data = os.read(master, 65536)
             except OSError:  # EIO: nothing holds the pty any more
-                return
+                return False
             _write_all(stdout_fd, filt.feed(data))
         if stdin_fd in ready:
             keys = os.read(stdin_fd, 4096)
             if not keys:
                 inputs.remove(stdin_fd)
             elif ended_at is None:
-                _write_all(master, keys)
+                _write_all(master, keys.split(ESCAPE, 1)[0])
+                if ESCAPE in keys:
+                    return True
         now = window_size(stdin_fd)
         if now != size:
             size = now
