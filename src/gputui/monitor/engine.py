@@ -57,6 +57,7 @@ from gputui.monitor.tools import probe_tools
 from gputui.remote.agent_client import AgentClient, AgentError
 from gputui.remote.base import RemoteProcess
 from gputui.remote.identity import HANDS_SH
+from gputui.remote.local import own_ancestry
 from gputui.remote.mainproc import is_log_source
 from gputui.remote.target import Target
 from gputui.tasks import cancel_and_wait
@@ -115,15 +116,28 @@ done
 )
 
 
-def choose_session(sessions: list[Session], wanted: str | None) -> str | None:
-    """`wanted` if given, else the only session, else the most recently created."""
+def choose_session(
+    sessions: list[Session], wanted: str | None, own: frozenset[int] = frozenset()
+) -> str | None:
+    """`wanted` if given, else the only session, else the most recently
+    created — never, unasked, one whose main pane is gputui's own (`own`:
+    this process and its ancestors, under `--local` inside tmux: its
+    "training process" was gputui)."""
     if wanted:
         return wanted
+    sessions = [s for s in sessions if not is_own(s, own)]
     if not sessions:
         return None
     if len(sessions) == 1:
         return sessions[0].name
     return max(sessions, key=lambda s: (s.created or 0.0, s.name)).name
+
+
+def is_own(session: Session, own: frozenset[int]) -> bool:
+    """gputui runs in this session's main pane (the pane's process is this
+    process or one of its ancestors)."""
+    pane = session.main_pane
+    return pane is not None and pane.pid is not None and pane.pid in own
 
 
 class Monitor:
@@ -176,6 +190,8 @@ class Monitor:
         self._dirty: set[str] = set()
         self._publish = OncePerTurn(self._flush)
         self._session_override: str | None = self.settings.session
+        # under --local, the panes gputui itself runs in: never chosen unasked
+        self.own = own_ancestry() if self.settings.local else frozenset()
         self._seen_session: str | None = None
         self._names_when_gone: set[str] | None = None
         # The first listing without the watched session is confirmed by the
@@ -779,11 +795,11 @@ class Monitor:
             if self._names_when_gone is None:
                 self._names_when_gone = names
             fresh = [s for s in sessions if s.name not in self._names_when_gone]
-            name: str | None = choose_session(fresh, None) if fresh else seen
+            name: str | None = choose_session(fresh, None, self.own) if fresh else seen
         elif wanted is None and snap.session_name in names and seen:
             name = snap.session_name  # keep watching the one we chose
         else:
-            name = choose_session(sessions, wanted)
+            name = choose_session(sessions, wanted, self.own)
         if name in names:
             self._seen_session = name
             self._names_when_gone = None

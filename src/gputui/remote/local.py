@@ -265,3 +265,26 @@ class LocalTransport(Transport):
     def terminal_argv(self, argv: list[str]) -> list[str]:
         """argv itself; inside tmux, without $TMUX, so tmux attach nests."""
         return ["env", "-u", "TMUX", *argv] if os.environ.get("TMUX") else list(argv)
+
+
+def own_ancestry(pid: int | None = None) -> frozenset[int]:
+    """This process and its ancestors (parent, its parent, … up to 1), read
+    from /proc: a tmux pane whose process is among them is the one gputui
+    itself runs in (`gputui --local` inside tmux). Empty where /proc is not
+    readable."""
+    seen: set[int] = set()
+    pid = os.getpid() if pid is None else pid
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            break
+        fields = stat[stat.rfind(b")") + 2 :].split()  # after "(comm)": state, ppid, …
+        try:
+            pid = int(fields[1])
+        except (IndexError, ValueError):
+            break
+    return frozenset(seen)
+
