@@ -64,7 +64,8 @@ def describe(given: str | None) -> tuple[list[str], int]:
         return [
             head,
             "  it does not exist: gputui runs on its flags and defaults",
-            f"  start one: mkdir -p {start} && gputui config --example > {shlex.quote(str(path))}",
+            f"  start one: mkdir -p {start} && (umask 077 && gputui config --example"
+            f" > {shlex.quote(str(path))})",
         ], 0
     try:
         settings = load_config(path)
