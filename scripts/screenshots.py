@@ -156,6 +156,8 @@ async def shoot_live(out: Path, size: tuple[int, int]) -> list[Path]:
                     return fresh and (snap.metrics.last_step or 0) >= 12
 
                 await until(new_run_stepping, 90)
+                # the relaunched run against the buffered one, at the same steps (issue 49)
+                await until(lambda: snap.vs_last is not None and bool(snap.vs_last.verdict), 120)
                 await pilot.pause(1.5)
                 await steady_rtt()
                 app.clear_notifications()

@@ -36,7 +36,27 @@ async def wait_for(cond, timeout: float) -> bool:  # type: ignore[no-untyped-def
     return False
 
 
-@pytest.mark.timeout(150)
+def _runs(db):  # type: ignore[no-untyped-def]
+    """What the history holds of each run: for a failure's message."""
+    import sqlite3
+
+    with sqlite3.connect(db) as c:
+        return "; ".join(
+            str(x)
+            for x in [
+                (
+                    r[0],
+                    c.execute("SELECT argv FROM run_programs WHERE run_id=?", (r[0],)).fetchall(),
+                    c.execute(
+                        "SELECT COUNT(step), MAX(step) FROM metric_points WHERE run_id=?", (r[0],)
+                    ).fetchone(),
+                )
+                for r in c.execute("SELECT id, log_path, inode, first_seen FROM runs")
+            ]
+        )
+
+
+@pytest.mark.timeout(210)
 async def test_demo_banner_explains_buffering_and_relaunch_fixes_it(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     monkeypatch.setenv("TMUX_TMPDIR", str(tmp_path))  # restored after: build() repoints it
@@ -83,6 +103,18 @@ async def test_demo_banner_explains_buffering_and_relaunch_fixes_it(tmp_path, mo
             assert proc is not None and proc.block_buffered is False
             old_logs = list((tmp_path / "gputui" / "demo").glob("train.log.*"))
             assert old_logs, "the relaunch must keep the old log (moved aside)"
+            # the demo tells the relaunched run against the buffered one (issue 49):
+            # the same code, the same speed — "same", and what changed is gputui's env
+            assert await wait_for(lambda: snap.vs_last is not None and snap.vs_last.verdict, 60), (
+                parts.recorder.errors if parts.recorder else None,
+                _runs(parts.recorder.writer.path)
+                if parts.recorder and parts.recorder.writer
+                else None,
+            )
+            vs = snap.vs_last
+            assert vs is not None and vs.verdict == "same", vs
+            assert "env PYTHONUNBUFFERED=1 set" in vs.changes, vs.changes
+            assert vs.this_run != vs.last_run
             await pilot.press("escape")  # close the result box
             await pilot.press("q")
             await pilot.pause()

@@ -248,6 +248,7 @@ class RunRecorder:
         self._compare_due = 0.0
         self._last_cache: dict[int, tuple[int, RunSide]] = {}
         self._log_marks: tuple[int, int] | None = None
+        self._log_soon = 0  # ticks left that read the log whatever log_every says
         # told when the verdict against the last run changes (watch prints it)
         self.verdict_listeners: list[Callable[[VsLast], None]] = []
         self._told: tuple[int | None, str, bool] | None = None
@@ -380,8 +381,12 @@ class RunRecorder:
             cb(snap, self.findings)
         if self.writer is not None and self.target_id is not None:
             marks = (snap.log.truncations, snap.log.rotations)
-            if marks != self._log_marks:  # a new run's log (a relaunch): its run at once
+            if marks != self._log_marks:  # a new run's log (a relaunch): its run at once —
+                if self._log_marks is not None:  # the old file's last lines first, then
+                    self._log_soon = 3  # the new file's (a read each): three ticks read
                 self._log_marks = marks
+            if self._log_soon:
+                self._log_soon -= 1
                 self._log_due = 0.0
             if now >= self._log_due:
                 await self.import_log(now)
