@@ -126,3 +126,36 @@ def test_the_runs_own_holder_outside_tmux_still_gets_the_kill() -> None:
     holder.uid, holder.cmdline, holder.user = 0, ["sshd: /usr/sbin/sshd -D [listener]"], "root"
     (f,) = [f for f in diagnose(snap, NOW) if f.kind == "port_in_use"]
     assert_aimed_at_the_owner(f)
+
+
+async def test_another_users_command_line_is_not_kept_in_history(tmp_path: Path) -> None:
+    """A pane of another user's tmux server that ends is an exit event in
+    history without its command line; the watched run's own keeps it."""
+    import sqlite3
+
+    from gputui.model import Pane, Session
+    from gputui.record.history import HistoryWriter
+    from gputui.record.recorder import RunRecorder
+    from test_history import LogOnlyMonitor
+
+    log = tmp_path / "train.log"
+    log.write_text("step 1 loss 1.0\n")
+    mon = LogOnlyMonitor(log)
+    snap = mon.snapshot
+    own = Session("job", panes=[Pane("job", 0, 0, 11, dead=True, dead_status=1)])
+    own.panes[0].start_command = "python train.py --mine"
+    other = Session("theirs", panes=[Pane("theirs", 0, 0, 12, dead=True, dead_status=0)])
+    other.panes[0].start_command = "backup --password hunter2"
+    other.socket, other.owner = "/tmp/tmux-1000/default", "alice"
+    snap.sessions, snap.session_name = [own, other], "job"
+    w = HistoryWriter(tmp_path / "h.sqlite")
+    rec = RunRecorder(mon, w, diagnose=lambda s, n: [])
+    try:
+        await rec.tick()
+        w.flush()
+    finally:
+        w.close()
+    with sqlite3.connect(tmp_path / "h.sqlite") as c:
+        rows = dict(c.execute("SELECT name, title FROM events WHERE kind='exit'").fetchall())
+    assert rows["job"] == "python train.py --mine"
+    assert "hunter2" not in rows["theirs"] and rows["theirs"] == ""

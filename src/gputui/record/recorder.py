@@ -457,6 +457,10 @@ class RunRecorder:
         )
 
     async def _record_exits(self, snap: Snapshot, now: float) -> None:
+        """An event per pane that ended, with its start command only for a
+        session of the watched run's owner (issue 45: another user's command
+        line never leaves the machine in history)."""
+        owner = snap.session.owner if snap.session is not None else None
         for s in snap.sessions:
             for p in s.panes:
                 if not p.dead:
@@ -472,9 +476,8 @@ class RunRecorder:
                     if p.dead_status is not None
                     else "exited"
                 )
-                await self._event(
-                    EventRow(now, "exit", s.name, how, "", p.start_command[:500], key)
-                )
+                command = p.start_command[:500] if s.owner == owner else ""
+                await self._event(EventRow(now, "exit", s.name, how, "", command, key))
 
     # ------------------------------------------------------------ the log
 
