@@ -306,6 +306,8 @@ def test_alert_test_command_posts_one(hook: Hook, tmp_path: Path) -> None:
     cfg.write_text(f'[alerts]\nurls = ["json://127.0.0.1:{hook.port}/hook"]\n')
     assert main(["alert-test", "--config", str(cfg)]) == 0
     assert len(hook.got) == 1 and "test" in hook.got[0]["title"]
+    # no host: the title names this machine, not "gputui gputui: test" (issue 46)
+    assert hook.got[0]["title"].startswith("gputui local: test"), hook.got[0]["title"]
 
 
 async def test_webhook_gets_appear_not_repeat_and_one_resolved(hook: Hook, tmp_path: Path) -> None:

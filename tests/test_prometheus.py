@@ -83,6 +83,22 @@ def test_metrics_endpoint_scraped_and_parsed() -> None:
     assert states["reconnecting"] == 1.0 and states["connected"] == 0.0
 
 
+def test_a_target_renamed_once_connected_keeps_one_series() -> None:
+    """/metrics named the target as typed (`gpu1 ct 200`) while the webhook
+    and the history named it once connected (`root@10.1.2.6:22 ct 200`): one
+    name per target now — the recorder's — and its alias's series goes when
+    the name changes (issue 46)."""
+    snap = Snapshot(time=100.0, target="gpu1 ct 200")
+    snap.connection = ConnectionState.CONNECTED
+    ex = Exporter()
+    source = object()
+    ex.update("gpu1 ct 200", snap, [], now=100.0, key=source)
+    ex.update("root@10.1.2.6:22 ct 200", snap, [], now=101.0, key=source)
+    assert list(ex._targets) == ["root@10.1.2.6:22 ct 200"]
+    ex.update("other", snap, [], now=101.0)  # no key: left as it is
+    assert sorted(ex._targets) == ["other", "root@10.1.2.6:22 ct 200"]
+
+
 def test_address_errors_are_one_line() -> None:
     assert parse_address(":9464") == ("127.0.0.1", 9464)
     assert parse_address("[::1]:9464") == ("::1", 9464)

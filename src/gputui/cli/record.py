@@ -182,7 +182,7 @@ def _alert_test(settings: Settings) -> int:
             "add urls = [...] under [alerts] in the config (see `gputui config --example`)",
         )
     sender = AppriseSender(urls)
-    label = settings.host or "gputui"
+    label = settings.host or "local"  # "gputui gputui: test: …" had no target in it
     ok = sender.send_blocking(trial_alert(label))
     if not ok:
         print(

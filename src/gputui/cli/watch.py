@@ -131,15 +131,18 @@ class Watch:
             shared_sinks=[self.sender.send] if self.sender.enabled else [],
         )
         if self.exporter is not None:
-            exporter, name = self.exporter, monitor.target.label
+            exporter = self.exporter
             recorder.tick_listeners.append(
-                lambda snap, findings: exporter.update(name, snap, findings, time.time())
+                lambda snap, findings: exporter.update(
+                    recorder.name, snap, findings, time.time(), key=id(recorder)
+                )
             )
-        # a recording that fails is said (once per new error), not kept to itself
-        label = monitor.target.label
-        recorder.error_listeners.append(lambda text: self.say(f"{label}: {text}"))
+        # one name per target (issue 46): the recorder's, which alerts and the
+        # history use — once connected `root@10.1.2.6:22 ct 200`, not the alias
+        # as typed in /metrics and these lines while the webhook said the other
+        recorder.error_listeners.append(lambda text: self.say(f"{recorder.name}: {text}"))
         # the run against its last one (issue 49): a line when the verdict changes
-        recorder.verdict_listeners.append(lambda vs: self.say(f"{label}: {summary(vs)}"))
+        recorder.verdict_listeners.append(lambda vs: self.say(f"{recorder.name}: {summary(vs)}"))
         return Watched(settings, monitor.target.transport, monitor, recorder)
 
     def _print_alert(self, alert: Alert) -> None:

@@ -120,13 +120,29 @@ class Exporter:
 
         self._lock = threading.Lock()
         self._targets: dict[str, TargetNumbers] = {}
+        self._names: dict[object, str] = {}  # a source's key -> the name it last reported
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)  # type: ignore[arg-type]
         self._server: Any = None
 
-    def update(self, target: str, snap: Snapshot, findings: Sequence[Finding], now: float) -> None:
+    def update(
+        self,
+        target: str,
+        snap: Snapshot,
+        findings: Sequence[Finding],
+        now: float,
+        key: object = None,
+    ) -> None:
+        """`target`'s numbers now. A source (`key`) whose name changed (the
+        alias as typed, then the name once connected) keeps one series: its
+        old name's is dropped."""
         numbers = numbers_from(snap, findings, now)
         with self._lock:
+            if key is not None:
+                old = self._names.get(key)
+                if old is not None and old != target:
+                    self._targets.pop(old, None)
+                self._names[key] = target
             self._targets[target] = numbers
 
     def collect(self) -> Iterator[Any]:
