@@ -585,7 +585,7 @@ class Versus:
     old: float | None
 
     @property
-    def pct(self) -> float | None:
+    def percent(self) -> float | None:
         """(new - old) / old in %; None when either is unknown or old is 0."""
         if self.new is None or self.old is None or self.old == 0:
             return None

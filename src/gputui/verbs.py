@@ -140,7 +140,9 @@ class Verb:
     # "view" (the dashboard follows the plan's log: watch_log)
     runs: str = "target"
     footer: bool = True  # shown in the footer (all are in help and the palette)
-    hint: bool = False  # offered under the banner's finding when it applies
+    # offered under the banner's finding when it applies, in this order (0: never):
+    # a fix for a silent log (flush) before a look inside (dump)
+    hint: int = 0
     audit: Audit = Audit.END
     gpu_after: GpuAfter = GpuAfter.UNCHANGED
     # its session is the config's [run] one, not the one the dashboard shows
@@ -279,7 +281,7 @@ VERBS: tuple[Verb, ...] = (
         options=DumpOptions,
         cli_help="py-spy dump of the run's Python processes",
         confirm=False,  # each process pauses for milliseconds; nothing is changed
-        hint=True,
+        hint=2,
     ),
     Verb(
         "flush",
@@ -289,7 +291,7 @@ VERBS: tuple[Verb, ...] = (
         _flush,
         options=FlushOptions,
         cli_help="flush a live process's stdout through gdb",
-        hint=True,
+        hint=1,
     ),
     Verb(
         "attach",

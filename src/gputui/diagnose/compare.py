@@ -477,7 +477,7 @@ def short_number(x: float | None) -> str:
 
 
 def pct_words(v: Versus) -> str:
-    p = v.pct
+    p = v.percent
     return "" if p is None else f"{p:+.0f} %" if abs(p) >= 1 else f"{p:+.1f} %"
 
 
@@ -499,7 +499,7 @@ def figures(vs: VsLast) -> list[str]:
         unit = " s" if v.name == "first step" else ""
         out.append(
             f"{v.name} {short_number(v.new)}{unit} vs {short_number(v.old)}{unit}"
-            + (f" ({pct_words(v)})" if v.pct is not None else "")
+            + (f" ({pct_words(v)})" if v.percent is not None else "")
         )
     return out
 
@@ -524,7 +524,7 @@ def _num(x: float | None) -> float | None:
 def _versus_dict(v: Versus | None) -> dict[str, Any] | None:
     if v is None:
         return None
-    return {"name": v.name, "new": _num(v.new), "last": _num(v.old), "change_pct": _num(v.pct)}
+    return {"name": v.name, "new": _num(v.new), "last": _num(v.old), "change_pct": _num(v.percent)}
 
 
 def vs_last_dict(vs: VsLast | None) -> dict[str, Any] | None:

@@ -111,8 +111,8 @@ def render_compare(pair: RunPair, fmt: str, how: str = "") -> str:
         buf = io.StringIO()
         w = csv.writer(buf)
         w.writerow(["figure", "last_run", "this_run", "change_pct"])
-        for name, old, new, pct in rows:
-            w.writerow([name, _csv_safe(old), _csv_safe(new), pct])
+        for name, old, new, change in rows:
+            w.writerow([name, _csv_safe(old), _csv_safe(new), change])
         return buf.getvalue()
     width = max(len(r[1]) for r in rows if r[0] not in ("verdict", "what changed"))
     width = min(max(width, 12), 40)
@@ -121,12 +121,12 @@ def render_compare(pair: RunPair, fmt: str, how: str = "") -> str:
         + (" (picked)" if pair.picked else " (its last run: the same program, before it)")
     ]
     out.append(f"  {'':<14} {'last run':<{width}}  {'this run':<{width}}  change")
-    for name, old, new, pct in rows:
+    for name, old, new, change in rows:
         if name in ("verdict", "what changed", "test"):
             out.append(f"  {name:<14} {visible(new)}")
             continue
         old_s, new_s = visible(old)[:width], visible(new)[:width]
-        out.append(f"  {name:<14} {old_s:<{width}}  {new_s:<{width}}  {pct}".rstrip())
+        out.append(f"  {name:<14} {old_s:<{width}}  {new_s:<{width}}  {change}".rstrip())
     return "\n".join(out) + "\n"
 
 
@@ -144,11 +144,11 @@ def _rows(pair: RunPair, vs: VsLast, *, raw: bool = False) -> list[tuple[str, st
         if v is None:
             continue
         if raw:
-            pct = "" if v.pct is None else f"{v.pct:.2f}"
-            rows.append((v.name, _raw(v.old), _raw(v.new), pct))
+            change = "" if v.percent is None else f"{v.percent:.2f}"
+            rows.append((v.name, _raw(v.old), _raw(v.new), change))
             continue
-        pct = "" if v.pct is None else f"{v.pct:+.1f} %"
-        rows.append((v.name, short_number(v.old), short_number(v.new), pct))
+        change = "" if v.percent is None else f"{v.percent:+.1f} %"
+        rows.append((v.name, short_number(v.old), short_number(v.new), change))
     rows.append(("verdict", "", vs.verdict or "too early to tell", ""))
     rows.append(("test", "", vs.test, ""))
     rows.append(("what changed", "", "; ".join(vs.changes) or "nothing gputui can see", ""))

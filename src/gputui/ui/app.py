@@ -448,8 +448,8 @@ class GputuiApp(App[int]):
     def _banner_hints(self) -> list[str]:
         hints = []
         top = self._q(Banner).finding
-        for v in VERBS:
-            if v.hint and (top is None or top.action != v.id) and self.why_not(v.id) is None:
+        for v in sorted((v for v in VERBS if v.hint), key=lambda v: v.hint):
+            if (top is None or top.action != v.id) and self.why_not(v.id) is None:
                 hints.append(keyed(v.id, v.label, self.keys))
         return hints
 

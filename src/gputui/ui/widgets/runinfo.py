@@ -155,7 +155,7 @@ def metric_value(
     word = trend_word(trend_pct(vals[-SPARK_POINTS:]))
     if word:
         t.append(f" {word}")
-    if vs is not None and vs.pct is not None:
+    if vs is not None and vs.percent is not None:
         t.append(f"  {pct_words(vs)} vs last", style="dim")
     elif med is not None:
         t.append(f"  med {number(med, digits)}", style="dim")
@@ -199,7 +199,7 @@ def step_value(m: Metrics, vs: Versus | None = None) -> Text:
     else:
         t.append("– s/step", style="dim")
     t.append(f"  step {number(m.last_step)}", style="dim")
-    if vs is not None and vs.pct is not None:
+    if vs is not None and vs.percent is not None:
         t.append(f"  {pct_words(vs)} vs last", style="dim")
     return t
 
