@@ -222,47 +222,61 @@ def test_no_string_or_report_sequence_survives_the_filter(raw: bytes) -> None:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("kind", ["docker", "podman", "pod"])
+@pytest.mark.parametrize("kind", ["ct", "docker", "podman", "pod"])
 def test_attach_in_a_container_to_another_users_session_keeps_roots_terminal(
-    kind: str, testbed: Any, testbed_commands: None
+    kind: str, testbed: Any, testbed_commands: None, request: pytest.FixtureRequest
 ) -> None:
     """The attacker's server inside a container (the stand-ins enter with
-    nsenter and hand the caller's terminal on, as `pct exec` hands lxc-attach
-    its own pty and `docker|podman|kubectl exec -t` the runtime's: bytes go
-    back raw either way); reached over real ssh, `… exec -it`, the owner's
-    tmux client: relayed, root's terminal gets no report or clipboard
-    sequence and root's shell no key."""
+    nsenter and hand the caller's terminal on, where `pct exec` hands
+    lxc-attach's own pty and `docker|podman|kubectl exec -t` the runtime's:
+    bytes go back raw either way); reached over real ssh, `pct exec` or
+    `… exec -it`, the owner's tmux client: relayed, root's terminal gets no
+    report or clipboard sequence and root's shell no key."""
     from gputui.containers import Container, Docker, KubePod, Podman
 
     name = f"af{os.getpid() % 10000}-{kind}"
-    container: Container
-    if kind == "pod":
-        testbed.container_create("kubectl", f"ml/{name}/main")
-        tool, where, container = "kubectl", f"ml/{name}", KubePod(name, "ml", "main")
+    container: Container | int
+    if kind == "ct":
+        number = request.getfixturevalue("ct")
+        container = number
+
+        def run_in(argv: list[str], input: str | None = None) -> Any:
+            return testbed.ct_exec(number, argv, input=input)
+
     else:
-        testbed.container_create(kind, name)
-        tool, where = kind, name
-        container = Docker(name) if kind == "docker" else Podman(name)
+        if kind == "pod":
+            testbed.container_create("kubectl", f"ml/{name}/main")
+            tool, where, container = "kubectl", f"ml/{name}", KubePod(name, "ml", "main")
+        else:
+            testbed.container_create(kind, name)
+            tool, where = kind, name
+            container = Docker(name) if kind == "docker" else Podman(name)
+
+        def run_in(argv: list[str], input: str | None = None) -> Any:
+            return testbed.container_exec(tool, where, argv, input=input)
+
     d = "/tmp/x"
     drop = ["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups", "--"]
     sock = f"{d}/tmux-{UID}/default"
     try:
         setup = f"mkdir -m 777 {d} && cat > {d}/evil.sh && chmod 755 {d}/evil.sh"
-        assert testbed.container_exec(tool, where, ["sh", "-c", setup], input=EVIL.format(d=d))
+        assert run_in(["sh", "-c", setup], input=EVIL.format(d=d))
         env = ["env", f"TMUX_TMPDIR={d}", "HOME=/tmp", "SHELL=/bin/sh"]
         start = [*env, *drop, "tmux", "new-session", "-d", "-s", "job", "sleep 600"]
-        assert testbed.container_exec(tool, where, start).returncode == 0
+        assert run_in(start).returncode == 0
         hook = [*drop, "tmux", "-S", sock, "set-hook", "-g", "client-attached"]
         hook.append(f"detach-client -E {d}/evil.sh")
-        assert testbed.container_exec(tool, where, hook).returncode == 0
+        assert run_in(hook).returncode == 0
         tmux = ["/usr/bin/setpriv", f"--reuid={UID}", f"--regid={UID}", "--init-groups", "--"]
         tmux += ["tmux", "-S", sock]
         kwargs = testbed.transport_kwargs()
-        spec = repr(container.spec)
+        spec = repr(container if isinstance(container, int) else container.spec)
         target = (
             "from gputui.remote.ssh import SshTransport\n"
             "from gputui.containers import parse_container\n"
-            f"target = Target(SshTransport(**{kwargs!r}), parse_container({spec}))"
+            f"c = {spec}\n"
+            "c = c if isinstance(c, int) else parse_container(c)\n"
+            f"target = Target(SshTransport(**{kwargs!r}), c)"
         )
         host = Path(tempfile.mkdtemp(prefix="gaf-"))
         out = host / "root-side.json"
@@ -273,7 +287,7 @@ def test_attach_in_a_container_to_another_users_session_keeps_roots_terminal(
         screen = root_terminal(code, run_env)
         assert out.exists(), screen[-2000:]
         said = json.loads(out.read_text())
-        held = testbed.container_exec(tool, where, ["cat", f"{d}/evil-tty"]).stdout.strip()
+        held = run_in(["cat", f"{d}/evil-tty"]).stdout.strip()
         assert held, f"the hook did not run: {screen[-800:]!r}"
         assert held != said["tty"]
         assert said["typed"] == "", f"root's shell received keys from uid {UID}: {said['typed']!r}"
@@ -281,8 +295,9 @@ def test_attach_in_a_container_to_another_users_session_keeps_roots_terminal(
             assert seq not in screen, f"{seq!r} from uid {UID}'s program reached root's terminal"
         assert b"evil-was-here" in screen and "relayed" in said["said"]
     finally:
-        testbed.container_exec(tool, where, [*drop, "tmux", "-S", sock, "kill-server"])
-        testbed.container_stop(tool, where)
+        run_in([*drop, "tmux", "-S", sock, "kill-server"])
+        if kind != "ct":
+            testbed.container_stop(tool, where)
 
 
 @pytest.mark.timeout(60)
