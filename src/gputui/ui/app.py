@@ -297,6 +297,7 @@ class GputuiApp(App[int]):
         if self.keys:  # bindings carry the verb ids, so Textual's keymap rebinds them
             self.set_keymap(self.keys)
         self._q(Banner).keys = self.keys
+        self._q(Banner).read_only = self.read_only
         self._set_size_classes(self.size.width, self.size.height, force=True)
         self.monitor.subscribe(self._on_monitor)
         if self.recorder is not None:

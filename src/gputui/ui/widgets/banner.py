@@ -19,7 +19,7 @@ from gputui.model import Finding, Severity
 from gputui.text.untrusted import safe_text, visible
 from gputui.ui.widgets.lines import KeptStyle, row_strip
 from gputui.ui.widgets.pane import Placed
-from gputui.verbs import keyed
+from gputui.verbs import VERB_BY_ID, keyed
 
 _ICON = {Severity.ERROR: "✖", Severity.WARNING: "⚠", Severity.INFO: "ℹ"}
 
@@ -59,16 +59,23 @@ def banner_text(
     more: int,
     evidence_lines: int = 3,
     keys: dict[str, str] | None = None,
+    read_only: bool = False,
 ) -> Text:
     """Title, then the keys (so a clipped banner never loses them), then evidence.
-    `keys`: the user's keymap (verb id -> key), shown instead of the defaults."""
+    `keys`: the user's keymap (verb id -> key), shown instead of the defaults.
+    `read_only`: no key for a verb that changes the run is offered (the
+    read-only web page's banner offered [r] and [f]); it says they are off."""
     t = Text()
     t.append(f"{_ICON.get(f.severity, '!')} {f.title}", style="bold")
-    labels = [keyed(f.action, f.action_label, keys), keyed(f.alt_action, f.alt_action_label, keys)]
+    pairs = [(f.action, f.action_label), (f.alt_action, f.alt_action_label)]
+    off = [label for verb, label in pairs if label and read_only and changes(verb)]
+    labels = [keyed(v, label, keys) for v, label in pairs if label not in off or not label]
     keys_shown = [h for h in [*labels, *hints] if h]
     tail = "   ".join(dict.fromkeys(keys_shown))
     if f.fix and not f.action_label:
         tail = f"fix: {f.fix}" + (f"   {tail}" if tail else "")
+    if off:
+        tail += ("   " if tail else "") + f"read-only here: {', '.join(off)} off"
     if more:
         tail += f"   (+{more} more: ? help)"
     if tail:
@@ -76,6 +83,12 @@ def banner_text(
     for line in squeeze_evidence(f.evidence)[:evidence_lines]:
         t.append(f"\n  · {visible(line)}")  # one line each, whatever it quotes
     return safe_text(t, keep="\n")  # evidence quotes commands, paths, session names
+
+
+def changes(verb: str) -> bool:
+    """The verb changes the run (off in --read-only)."""
+    v = VERB_BY_ID.get(verb)
+    return v is None or v.changes
 
 
 class Banner(Placed, KeptStyle):
@@ -92,6 +105,7 @@ class Banner(Placed, KeptStyle):
         self._shown_key: tuple[object, ...] | None = None
         self.compact = False  # short terminals: one evidence line
         self.keys: dict[str, str] = {}  # the user's keymap: verb id -> key
+        self.read_only = False  # --read-only: keys that change the run are not offered
         self._text = Text()
         self._wrapped: dict[tuple[object, ...], list[Text]] = {}  # a line -> its rows
         self._rows: list[Text] = []
@@ -122,7 +136,9 @@ class Banner(Placed, KeptStyle):
             return
         lines = 1 if self.compact else 3
         before = list(self._rows) if self._rows_for is not None else None
-        self._text = banner_text(f, hints or [], len(findings) - 1, lines, self.keys)
+        self._text = banner_text(
+            f, hints or [], len(findings) - 1, lines, self.keys, read_only=self.read_only
+        )
         width = self.content_region.width
         if before is None or not self.is_mounted or width <= 0:
             self._rows_for = None
