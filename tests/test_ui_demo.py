@@ -103,6 +103,11 @@ async def test_demo_banner_explains_buffering_and_relaunch_fixes_it(tmp_path, mo
             assert proc is not None and proc.block_buffered is False
             old_logs = list((tmp_path / "gputui" / "demo").glob("train.log.*"))
             assert old_logs, "the relaunch must keep the old log (moved aside)"
+            # the demo's actions are the demo's: its own audit log, not the
+            # user's, where they landed as `local (vm)` (issue 46)
+            demo_audit = tmp_path / "gputui" / "demo" / "audit.log"
+            assert demo_audit.exists() and '"relaunch"' in demo_audit.read_text()
+            assert not (tmp_path / "gputui" / "audit.log").exists()
             # the demo tells the relaunched run against the buffered one (issue 49):
             # the same code, the same speed — "same", and what changed is gputui's env
             assert await wait_for(lambda: snap.vs_last is not None and snap.vs_last.verdict, 60), (

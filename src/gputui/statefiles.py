@@ -22,10 +22,21 @@ def state_dir() -> Path:
     return Path(base) / "gputui"
 
 
+_AUDIT_PATH: Path | None = None  # set_audit_path: the demo's own
+
+
+def set_audit_path(path: Path | None) -> None:
+    """Keep this process's actions in `path` (None: the user's own audit
+    log): the demo's relaunches landed in the user's audit log as `local
+    (vm)`, beside their real runs' (issue 46)."""
+    global _AUDIT_PATH
+    _AUDIT_PATH = path
+
+
 def audit_path() -> Path:
     """The audit log: a line per action begun and done (actions/plan.py
     writes it; the recorder reads what the user did from it)."""
-    return state_dir() / "audit.log"
+    return _AUDIT_PATH if _AUDIT_PATH is not None else state_dir() / "audit.log"
 
 
 def private_dir(path: Path) -> Path:

@@ -63,6 +63,7 @@ def build(settings: Settings) -> Parts:
     if settings.demo:
         from gputui.demo.environment import GPUS, DemoEnvironment
         from gputui.monitor.gpufeed import SimulatedGpus
+        from gputui.statefiles import set_audit_path
 
         demo = DemoEnvironment()
         demo.prepare()
@@ -70,6 +71,7 @@ def build(settings: Settings) -> Parts:
         demo.launch()
         settings = demo.settings(settings)
         settings.history_path = str(demo.root / "history.sqlite")  # not the user's history
+        set_audit_path(demo.root / "audit.log")  # nor the user's audit log
         gpu_feed = SimulatedGpus(GPUS, demo.load, name="NVIDIA H200 (simulated)")
     target = make_target(settings)
     transport = target.transport
@@ -97,6 +99,9 @@ def build(settings: Settings) -> Parts:
             await transport.close()
         if demo is not None:
             demo.teardown()
+            from gputui.statefiles import set_audit_path
+
+            set_audit_path(None)
 
     return Parts(
         monitor,
