@@ -13,10 +13,17 @@ each repeated, half of the tries with busy loops beside them.
   run on GPU 0, in another tmux session of the same CT, `--stale-after 10`:
   GPUs 1-3 idle with memory held, GPU 0 kept busy by the other run.
 
+With --orphan, the audit log holds a relaunch of the session begun 30 s
+before by a gputui that was quit mid-action (no end line), as an earlier
+scenario of an acceptance pass leaves it: the banner's filter of the user's
+own doing (the dashboard's and watch's recorder) hid every new incident for
+5 minutes.
+
 Each try runs on its own test bed (tests/testbed.py: real sshd on
 127.0.0.1, stand-in `pct` and `nvidia-smi`, real tmux and python3), reusing
-bench/diagnosis.py's runs. "Banner": a finding of WARNING or above shown
-at the end of the watch (the crash: 20 s after the launch; the hang: 45 s
+bench/diagnosis.py's runs. "Banner": a finding of WARNING or above, and
+news by the dashboard's filter (record/recorder.py is_news), shown at the
+end of the watch (the crash: 20 s after the launch; the hang: 45 s
 after it hung). A loaded try runs 2 busy loops (one per core of this
 machine) beside it, as `stress -c 2` would.
 """
@@ -25,8 +32,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -40,6 +49,7 @@ def _src_first() -> None:
     """--src DIR: import gputui from that tree (the code before a fix)."""
     if "--src" in sys.argv:
         sys.path.insert(0, sys.argv[sys.argv.index("--src") + 1])
+        import gputui  # noqa: F401  (imported first: diagnosis.py puts this tree's src first)
 
 
 _src_first()
@@ -48,6 +58,7 @@ import diagnosis as dg  # noqa: E402
 from gputui.diagnose import diagnose  # noqa: E402
 from gputui.model import Severity  # noqa: E402
 from gputui.monitor.engine import Monitor  # noqa: E402
+from gputui.record.recorder import RunRecorder  # noqa: E402
 from gputui.remote.target import Target  # noqa: E402
 
 CRASH = dg.Scenario(
@@ -92,6 +103,28 @@ class Try:
     error: str = ""
 
 
+ORPHAN = False  # --orphan: a relaunch "begun" 30 s before, by a gputui since gone
+
+
+def _orphan_line(audit: Path, target: str) -> None:
+    """The audit log's "begun" line of a relaunch of session `train` whose
+    gputui was quit mid-action (no end line): an earlier scenario's."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    t = time.time() - 30
+    line = {
+        "epoch": round(t, 3),
+        "phase": "begun",
+        "plan": round(t - 0.5, 3),
+        "target": target,
+        "begins": "relaunch",
+        "session": "train",
+        "pids": [4242],
+        "by": p.pid,
+    }
+    audit.write_text(json.dumps(line) + "\n")
+
+
 def _busy() -> None:
     while True:
         pass
@@ -111,6 +144,12 @@ async def watch(run: dg.Run, t: Try) -> None:
         run=None,
     )
     mon = Monitor(Target(tr, dg.CT), settings)
+    # the dashboard's banner leaves out what the user's own action caused
+    # (the audit log): the same filter here
+    audit = Path(run.bed.root) / "audit.jsonl"
+    if ORPHAN:
+        _orphan_line(audit, mon.target.label)
+    rec = RunRecorder(mon, None, diagnose=lambda s, n: [], audit_file=audit, tick_s=3600)
     end = run.t0 + sc.duration
     gpus = asyncio.create_task(dg.drive_gpus(run))
     try:
@@ -118,7 +157,7 @@ async def watch(run: dg.Run, t: Try) -> None:
         while time.time() < end:
             now = time.time()
             found = diagnose(mon.snapshot, now, stale_after=sc.stale_after)
-            loud = [f for f in found if f.severity != Severity.INFO]
+            loud = [f for f in found if f.severity != Severity.INFO and rec.is_news(f, now)]
             event = run.event_time()
             if loud and event is not None and t.first_s is None and now - run.t0 >= event:
                 t.first_s = now - run.t0 - event
@@ -210,7 +249,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--src", default="", help="import gputui from this src/ (the code before)")
     ap.add_argument("--starts", default="", help="gputui's start after the launch, s: 0,4,8")
+    ap.add_argument(
+        "--orphan",
+        action="store_true",
+        help="an earlier relaunch of the session, begun 30 s before by a gputui since gone",
+    )
     a = ap.parse_args(argv)
+    global ORPHAN
+    ORPHAN = a.orphan
     if a.starts:
         for k in STARTS:
             STARTS[k] = tuple(float(x) for x in a.starts.split(","))

@@ -14,6 +14,7 @@ dashboard's view) has a planner and no executor."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,6 +234,14 @@ async def execute(
         result = await run(target, plan, progress, gpu_memory, gpu_processes)
     except GputuiError as err:
         result = ActionResult(ok=False, summary=str(err))
+    except BaseException as err:
+        # cancelled (gputui quit mid-action) or a bug: the end line still, or
+        # a recorder takes what follows as this action's doing for 5 minutes
+        # — a crash or hang of the next run with no banner (issue 44)
+        stopped = ActionResult(ok=False, summary=f"interrupted: {type(err).__name__}")
+        with contextlib.suppress(OSError):
+            audit(target.label, plan, stopped, audit_file)
+        raise
     audit(target.label, plan, result, audit_file)
     return result
 

@@ -10,6 +10,7 @@ target and the exact argv lists; `execute()` runs it and returns an
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import time
 from collections.abc import Callable
@@ -119,6 +120,9 @@ def audit_begun(target: str, plan: ActionPlan, path: Path | None = None) -> Path
         "session": plan.session,
         "ct": plan.ct,
         "pids": plan.pids,
+        # the gputui process running it (this machine's): once it is gone with
+        # no end line (quit or killed mid-action), the action is over
+        "by": os.getpid(),
     }
     return append_private(path or audit_path(), json.dumps(entry, ensure_ascii=True) + "\n")
 

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -96,6 +97,18 @@ class UserAction:
     start: float
     end: float | None = None
     pids: frozenset[int] = field(default_factory=frozenset)
+    by: int | None = None  # the gputui process running it (its "begun" line's)
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process `pid` of this machine exists (the audit log is this machine's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: it exists
+    return True
 
 
 # $1 path, $2 offset, $3 bytes, $4 seconds, $5 the run's inode (0: none):
@@ -623,6 +636,10 @@ class RunRecorder:
         process or another gputui): its consequences are expected from its
         plan until SETTLE_S after it ends — no finding of it is news. A stat
         a tick; new lines only when the file grew."""
+        self._read_audit(session)
+        self._end_orphans()
+
+    def _read_audit(self, session: str | None) -> None:
         p = self.audit_file
         if p is None:
             return
@@ -711,13 +728,27 @@ class RunRecorder:
         except (TypeError, ValueError):
             return
         pids = e.get("pids")
+        by = e.get("by")
         self._expect(
             str(e.get("action") or e.get("begins")),
             t,
             created,
             [p for p in pids if isinstance(p, int)] if isinstance(pids, list) else [],
             ended=e.get("phase") != "begun",
+            by=by if isinstance(by, int) and not isinstance(by, bool) and by > 0 else None,
         )
+
+    def _end_orphans(self) -> None:
+        """An action whose gputui is gone with no end line (quit or killed
+        mid-action) is over: for ACTION_MAX_S its consequences — a run's
+        crash, a hang — were taken as the user's doing, and the banner and
+        the alerts stayed dark (issue 44)."""
+        me = os.getpid()
+        for act in self._actions.values():
+            gone = act.by is not None and act.by != me and not _process_alive(act.by)
+            if act.end is None and gone:  # what followed is news: nobody finishes it
+                act.end = act.start
+                self.gate.expect(act.start, act.start)
 
     def note_begun(self, action: str, created: float, pids: Sequence[int]) -> None:
         """The dashboard's own confirmed plan, told in-process as it begins
@@ -728,12 +759,21 @@ class RunRecorder:
             self._expect(action, time.time(), round(created, 3), list(pids), ended=False)
 
     def _expect(
-        self, action: str, t: float, created: float, pids: list[int], *, ended: bool
+        self,
+        action: str,
+        t: float,
+        created: float,
+        pids: list[int],
+        *,
+        ended: bool,
+        by: int | None = None,
     ) -> None:
         start = min(t, created)
         self.gate.expect(start, t + (self.settle_s if ended else ACTION_MAX_S))
         act = self._actions.setdefault(start, UserAction(action, start))
         act.pids |= set(pids)
+        if by is not None and act.end is None:
+            act.by = by
         if ended:
             act.end = t
 
