@@ -15,6 +15,7 @@ scratch=$(mktemp -d /tmp/gputui-canary.XXXXXX)
 py="$scratch/venv/bin/python"
 python3 -m venv "$scratch/venv"
 echo "canary: newest allowed releases into $scratch/venv" >&2
+"$py" -m pip install -q --upgrade setuptools  # the build backend: locked too (requirements/build.in)
 "$py" -m pip install -q --upgrade --upgrade-strategy eager -e ".[dev]"
 "$py" - <<'PY'
 import re
@@ -35,4 +36,4 @@ print("canary: versions that differ from requirements/dev.lock:" if newer else
       "canary: every version is the lock's")
 print("\n".join(sorted(newer)))
 PY
-"$py" -m pytest "$@"
+GPUTUI_CANARY=1 "$py" -m pytest "$@"  # tests/test_lock.py: not the lock's versions, on purpose
