@@ -394,6 +394,66 @@ async def test_dashboard_and_watch_post_each_alert_once(hook: Hook, tmp_path: Pa
     )
 
 
+async def test_a_new_dashboard_does_not_toast_the_last_runs_incident_ending(
+    tmp_path: Path,
+) -> None:
+    """A dashboard opened on a target whose history holds an incident still
+    open from before (the last run's): when its cause is gone, the history
+    and the webhook hear 'resolved', the new screen does not — it showed
+    'resolved: log lines arrive in bursts up to 67 s late', an incident it
+    never showed (issue 46). An incident it did show still ends aloud."""
+    from gputui.record.recorder import RunRecorder
+
+    log = tmp_path / "train.log"
+    log.write_text("")
+    db = tmp_path / "h.sqlite"
+    found: list[Finding] = [HUNG]
+    clock = [1000.0]
+
+    def recorder(toasts: list[str], sent: list[str]) -> tuple[RunRecorder, HistoryWriter]:
+        w = HistoryWriter(db)
+        rec = RunRecorder(
+            LogOnlyMonitor(log),
+            w,
+            diagnose=lambda s, n: list(found),
+            gate=AlertGate("box", quiet_s=300),
+            sinks=[lambda a: sent.append(a.state)],
+            clock=lambda: clock[0],
+            tick_s=3600,  # only the test's ticks
+        )
+        rec.toast_sinks.append(lambda a: toasts.append(a.state))
+        return rec, w
+
+    before_toasts: list[str] = []
+    old, w = recorder(before_toasts, [])
+    await old.start()
+    for _ in range(2):  # the last dashboard: the run hangs, and it is said
+        clock[0] += 10
+        await old.tick()
+    await old.stop()
+    w.close()
+    assert before_toasts == ["firing"]
+
+    toasts: list[str] = []
+    sent: list[str] = []
+    new, w = recorder(toasts, sent)
+    await new.start()
+    found[:] = []  # the cause is gone (the new run does not hang)
+    for _ in range(3):
+        clock[0] += 10
+        await new.tick()
+    assert "resolved" in sent, sent  # the history's and the webhook's end of it
+    assert toasts == [], toasts  # not this screen's news
+    clock[0] += 600  # past the quiet period
+    for step in ([HUNG], [HUNG], [], [], []):  # it hangs while this screen shows it
+        found[:] = step
+        clock[0] += 10
+        await new.tick()
+    await new.stop()
+    w.close()
+    assert toasts[0] == "firing" and toasts[-1] == "resolved", toasts
+
+
 def test_a_long_log_path_never_cuts_the_cause_from_the_subject() -> None:
     """A run that logs under a deep directory: the subject (cut at 200
     characters for mail and push titles) lost "so output is block-buffered"

@@ -222,6 +222,7 @@ class RunRecorder:
         # toast sinks (a screen): the alerts, and "quiet" when a finding a
         # toast shows is no longer shown (de-escalated, gone)
         self.toast_sinks: list[AlertSink] = []
+        self._shown_here: set[str] = set()  # causes whose firing this process's screens heard
         self.shared_sinks: list[AlertSink] = list(shared_sinks or [])
         self.log_every = log_every
         self.audit_file = audit_file
@@ -410,8 +411,18 @@ class RunRecorder:
 
     async def _tell(self, alert: Alert) -> None:
         """An alert to every sink (a network send to the shared ones once
-        among the gputui recording this target); "quiet" to the screens only."""
-        sinks = list(self.toast_sinks)
+        among the gputui recording this target); "quiet" to the screens only.
+        A screen hears of an incident's end only when it heard of the
+        incident: one still open from before this screen began (the last
+        run's, seeded from the history) ends in the history and the webhook,
+        not as a 'resolved' on a dashboard that never showed it (issue 46)."""
+        cause = alert.cause or alert.kind
+        if alert.state in ("firing", "escalated"):
+            self._shown_here.add(cause)
+        ended = alert.state in ("resolved", "quiet")
+        sinks = [] if ended and cause not in self._shown_here else list(self.toast_sinks)
+        if alert.state == "resolved":
+            self._shown_here.discard(cause)
         if alert.state != "quiet":
             self.alerts.append(alert)
             sinks += self.sinks
