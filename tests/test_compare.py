@@ -225,3 +225,22 @@ def test_doctor_json_and_text_carry_the_comparison_with_documented_keys() -> Non
     report = render_text({}, snap, diagnose(snap, 0.0), now=0.0)
     assert "vs last run  run 2 against its last run 1: slower — 38." in report
     assert "the deploy made it slower" in report
+
+
+def test_live_points_count_only_when_they_are_this_runs() -> None:
+    """Right after a relaunch the monitor's counter may still be the last
+    run's: its points are never taken for the new run's (a bench rerun read
+    'same, +0.0 %' for a run 10 % slower: the last run against itself)."""
+    from gputui.diagnose.compare import live_of_run
+
+    old_live = noisy_run(200, 1000, 1)  # the ring: the previous run's lines
+    mine = noisy_run(200, 900, 2)
+    # no step of this run stored yet: the counter restarted 12 s before the
+    # recorder took the new log as a run — the previous run's restart
+    assert live_of_run([], old_live, 988.0, 1000.0) == []
+    assert live_of_run([], mine, 998.0, 1000.0) == mine  # its own, 2 s before
+    assert live_of_run([], mine, 1030.0, 1000.0) == []  # a newer run's, 30 s after
+    # stored points: the live line at the last stored step must be the same line
+    assert live_of_run(mine[:50], mine, 998.0, 1000.0) == mine
+    assert live_of_run(mine[:50], old_live, 998.0, 1000.0) == []
+    assert live_of_run(mine[:50], mine[100:], 998.0, 1000.0) == mine[100:]  # the ring moved on

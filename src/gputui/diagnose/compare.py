@@ -143,6 +143,41 @@ def _kth(values: dict[float, list[float | None]], t: float, k: int) -> float | N
     return got[k] if k < len(got) else None
 
 
+LIVE_SLACK_S = 5.0  # a run's first line reaches the monitor at most this long before
+# the recorder takes its new log as a run (it reads the log at once on a rotation)
+LIVE_LATE_S = 10.0
+
+
+def live_of_run(
+    stored: Sequence[RunPoint],
+    live: Sequence[RunPoint],
+    restarted_at: float | None,
+    first_seen: float,
+) -> list[RunPoint]:
+    """The monitor's live points when they are this run's, else none. The
+    monitor's step counter may still be the previous run's (the new run's
+    first line not in yet) or already a newer run's: with stored points, the
+    live point at the last stored step must be that same line (its loss and
+    rate); without, the counter's restart must have come with this run — not
+    LIVE_SLACK_S before the recorder took its log as a run (that is the
+    previous run's restart), nor LIVE_LATE_S after (a newer run's). A ring
+    that moved past the last stored step (a fast log) counts when all of it
+    is newer."""
+    if not live:
+        return []
+    steps = [p for p in stored if p.step is not None]
+    if steps:
+        last = steps[-1]
+        same = [p for p in live if p.step == last.step]
+        if not same:  # the ring moved past it (a fast log): this run's if all newer
+            return list(live) if min(p.step or 0 for p in live) > (last.step or 0) else []
+        ok = (same[-1].throughput, same[-1].loss) == (last.throughput, last.loss)
+        return list(live) if ok else []
+    if restarted_at is None or not -LIVE_SLACK_S <= restarted_at - first_seen <= LIVE_LATE_S:
+        return []
+    return list(live)
+
+
 def merge_points(stored: Sequence[RunPoint], live: Sequence[RunPoint]) -> list[RunPoint]:
     """The stored points, then the live ones past the last stored step."""
     last = max((p.step for p in stored if p.step is not None), default=None)

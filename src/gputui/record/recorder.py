@@ -26,7 +26,7 @@ from typing import Any
 from gputui.collect.metrics import MetricParser
 from gputui.config import DEFAULTS, Settings
 from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
-from gputui.diagnose.compare import compare, live_points, merge_points, program_of
+from gputui.diagnose.compare import compare, live_of_run, live_points, merge_points, program_of
 from gputui.diagnose.registry import kinds_that
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Finding, Snapshot, VsLast
@@ -622,10 +622,12 @@ class RunRecorder:
         if pair is None or pair.last is None:
             return None
         since = snap.started + LIVE_AFTER_S if snap.started else 0.0
-        live = live_points(snap.metrics, since)
-        restarted = snap.metrics.restarted_at
-        if restarted is not None and restarted > pair.this.first_seen + LIVE_AFTER_S:
-            live = []  # the counter restarted after this run began: a newer run's lines
+        live = live_of_run(
+            pair.this.points,
+            live_points(snap.metrics, since),
+            snap.metrics.restarted_at,
+            pair.this.first_seen,
+        )
         this = merge_points(pair.this.points, live)
         return compare(
             pair.last.points,
