@@ -65,6 +65,15 @@ class ActionPlan:
             lines.append("$ " + render_argv(argv))
         return "\n".join(lines)
 
+    @property
+    def brief(self) -> str:
+        """`display` with gputui's own scripts named, not printed: what
+        `gputui kill --yes` shows (it printed a 30-line shell script nobody
+        was asked to read); the confirm prompt shows them whole."""
+        lines = [visible(note) for note in self.notes]
+        lines += ["$ " + render_argv(argv, brief=True) for argv in self.commands]
+        return "\n".join(lines)
+
 
 @dataclass
 class ActionResult:
@@ -78,14 +87,18 @@ class ActionResult:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def render_argv(argv: list[str]) -> str:
+def render_argv(argv: list[str], *, brief: bool = False) -> str:
     """An argv as a person would type it (quoted once, shell syntax), safe to
     print: control characters in any value are shown as stand-ins
     (untrusted.visible). Only gputui's own fixed scripts keep their line
-    breaks; `bash -c SCRIPT` / `sh -c SCRIPT` is shown with the script below."""
+    breaks; `bash -c SCRIPT` / `sh -c SCRIPT` is shown with the script below
+    (`brief`: named by its $0 and length instead)."""
     if len(argv) >= 3 and argv[0] in ("bash", "sh") and argv[1] == "-c" and argv[2] in OWN_SCRIPTS:
         body = argv[2].strip("\n")
         rest = _render_words(argv[3:])
+        if brief:
+            lines = body.count("\n") + 1
+            return f"{argv[0]} -c '<gputui's script, {lines} lines>' {rest}"
         return f"{argv[0]} -c '<script below>' {rest}\n    " + body.replace("\n", "\n    ")
     return _render_words(argv)
 

@@ -89,8 +89,9 @@ async def run_async(
         plan = await make_plan(command, target, args, settings)
         print(visible(plan.title), file=show)
         print(f"target: {visible(plan.target)}", file=show)
-        print(plan.display, file=show)  # each remote value in it already made visible
-        if not getattr(args, "yes", False) and not confirm(plan, show, ask):
+        yes = bool(getattr(args, "yes", False))  # no question: its scripts are only named
+        print(plan.brief if yes else plan.display, file=show)  # remote values made visible
+        if not yes and not confirm(plan, show, ask):
             if as_json:
                 print(_json(command, target, plan, None), file=out)
             return 1
