@@ -132,14 +132,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(args.reruns):
                 vs = await one(watch, target, script, 1000.0, wall)
                 out["reruns"].append(_row(vs))
-                print(f"rerun {i + 1:2}: {vs.verdict:6} {_row(vs)['pct']:+6.1f} %  {vs.test}")
+                print(f"rerun {i + 1:2}: {vs.verdict:6} {_row(vs)['change']:+6.1f} %  {vs.test}")
             for i in range(args.reruns if args.slower else 0):
                 # each deploy F slower than the run it replaces: the rate goes down each time
                 rate = 1000.0 * args.slower ** (i + 1)
                 vs = await one(watch, target, script, rate, wall)
                 out["slower_deploys"].append(_row(vs))
                 print(
-                    f"deploy {i + 1:2} ({args.slower:g}×): {vs.verdict:6} {_row(vs)['pct']:+6.1f} %"
+                    f"deploy {i + 1:2} ({args.slower:g}×): {vs.verdict:6} {_row(vs)['change']:+6.1f} %"
                 )
         finally:
             await tr.close()
@@ -151,8 +151,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _row(vs: VsLast) -> dict[str, Any]:
-    pct = vs.rate.pct if vs.rate is not None and vs.rate.pct is not None else float("nan")
-    return {"verdict": vs.verdict, "pct": pct, "readings": [vs.n_new, vs.n_old], "test": vs.test}
+    change = (
+        vs.rate.percent if vs.rate is not None and vs.rate.percent is not None else float("nan")
+    )
+    return {
+        "verdict": vs.verdict,
+        "change": change,
+        "readings": [vs.n_new, vs.n_old],
+        "test": vs.test,
+    }
 
 
 def main() -> int:
