@@ -217,3 +217,21 @@ async def test_the_banners_news_filter_reads_a_quoted_huge_pid(tmp_path: Path) -
     )
     assert rec.is_news(f, now) is True
     await rec.stop()
+
+
+@pytest.mark.parametrize("n", ["9" * 5000, "nan", "inf", "-5", "٣٠"])
+def test_the_collectors_read_absurd_numbers_as_no_number(n: str) -> None:
+    """nvidia-smi pmon's SM %, tmux's numbers and the kernel log's Xid go
+    through the same bounded reading: NaN was an SM % (idle, by every
+    comparison), 5,000 digits raised, `٣٠` was 30."""
+    from gputui.collect.gpu import parse_pmon
+    from gputui.collect.gpuhealth import parse_kernel_line
+    from gputui.collect.tmux import _int
+
+    assert parse_pmon([f"    0   {n}     C    50     3     -     -   python3"]) == {}
+    assert parse_pmon([f"    0   1234     C    {n}     3     -     -   python3"]) == {}
+    assert parse_pmon(["    0   1234     C    50     3     -     -   python3"]) == {1234: 50.0}
+    assert _int(n) is None
+    line = f"[ 12.5] NVRM: Xid (PCI:0000:41:00): {n}, pid=1234, name=python3, Ch 00000008"
+    got = parse_kernel_line(line, 0.0, None)
+    assert got is None or got.event is None or got.event.xid is None

@@ -17,7 +17,10 @@ Example = tuple[str, str]
 
 EXAMPLES: dict[str, tuple[Example, ...]] = {
     "gputui": (
-        ("gputui --demo", "a made-up run on this machine: try r, h, ? (d too, with py-spy installed)"),
+        (
+            "gputui --demo",
+            "a made-up run on this machine: try r, h, ? (d too, with py-spy installed)",
+        ),
         ("gputui --host gpu1 --ct 200", "the run in CT 200 of gpu1 (newest tmux session)"),
         ("gputui root@10.1.2.6:2222/200 --session train", "the same, as one word"),
         ("gputui --host gpu1", "no CT named: the whole host, every GPU and container"),

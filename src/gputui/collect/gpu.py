@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 
 from gputui.model import GpuEvent, GpuProcess, GpuSample
-from gputui.text.numbers import ascii_int
+from gputui.text.numbers import ascii_int, bounded_float, bounded_int
 
 GPU_FIELDS: tuple[str, ...] = (
     "index",
@@ -295,15 +295,10 @@ def parse_pmon(lines: list[str]) -> dict[int, float]:
         words = line.split()
         if len(words) < 4 or words[0].startswith("#"):
             continue
-        try:
-            int(words[0])
-            pid = int(words[1])
-        except ValueError:
-            continue
+        pid = bounded_int(words[1], 1, 1 << 22) if bounded_int(words[0], 0) is not None else None
         sm = words[3]
-        try:
-            util = 0.0 if sm == "-" else float(sm)
-        except ValueError:
+        util = 0.0 if sm == "-" else bounded_float(sm, 0.0, 100.0)  # never NaN, inf, 5,000 digits
+        if pid is None or util is None:
             continue
         out[pid] = out.get(pid, 0.0) + util  # one row per GPU it uses: summed per PID
     return out

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from gputui.collect.gpu import is_unknown, parse_number
 from gputui.model import GpuEvent, GpuHealth
 from gputui.text.hardware import bus_key
-from gputui.text.numbers import ascii_int
+from gputui.text.numbers import ascii_int, bounded_int
 
 # ------------------------------------------------------------------ the slow fields
 
@@ -208,12 +208,15 @@ def parse_kernel_line(line: str, now: float, since_uptime: float | None) -> Kern
     if st is not None and since_uptime is not None and float(st.group(1)) < since_uptime:
         return None  # dmesg's replay of the buffer: not from now on
     pid_text = (m.group(3) or "").strip("'")
+    xid = bounded_int(m.group(2), 0, 1 << 16)
+    if xid is None:
+        return None  # no Xid NVIDIA numbers (5,000 digits): not a line of the driver's
     return KernelLine(
         event=GpuEvent(
             time=now,
             text=text[m.start() :],
             lost=False,
-            xid=int(m.group(2)),
+            xid=xid,
             bus_id=bus_key(m.group(1)),
             pid=ascii_int(pid_text, 10) if pid_text.isdigit() else None,
             source="kernel log",

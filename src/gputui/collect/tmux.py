@@ -25,6 +25,7 @@ import re
 
 from gputui.errors import GputuiError
 from gputui.model import Pane, Session
+from gputui.text.numbers import bounded_int
 
 FIELD_SEP = "\x1f"
 RECORD_END = "\x1e"
@@ -126,13 +127,8 @@ def sessions_from_result(exit_status: int | None, stdout: str, stderr: str) -> l
 
 
 def _int(s: str) -> int | None:
-    s = s.strip()
-    if not s:
-        return None
-    try:
-        return int(s)
-    except ValueError:
-        return None
+    """A number tmux printed: ASCII digits, bounded (text/numbers.py)."""
+    return bounded_int(s, 0, max_digits=19)
 
 
 _CESC = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "v": "\v", "f": "\f", "s": " "}

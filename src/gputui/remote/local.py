@@ -287,4 +287,3 @@ def own_ancestry(pid: int | None = None) -> frozenset[int]:
         except (IndexError, ValueError):
             break
     return frozenset(seen)
-
