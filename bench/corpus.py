@@ -81,7 +81,9 @@ def doctor(bed: Bed, src: Path, session: str, log: Path) -> list[tuple[str, str,
     try:
         data = json.loads(p.stdout)
     except json.JSONDecodeError:
-        raise RuntimeError(f"doctor said no JSON (exit {p.returncode}): {p.stderr[-400:]}")
+        raise RuntimeError(
+            f"doctor said no JSON (exit {p.returncode}): {p.stderr[-400:]}"
+        ) from None
     return [(f["kind"], f["severity"], f["title"]) for f in data.get("findings", [])]
 
 
@@ -142,11 +144,17 @@ def replay(bed: Bed, src: Path, case: cc.Case, n: int) -> dict[str, Any]:
 def report(results: list[dict[str, Any]], label: str) -> str:
     by = {c.name: c for c in cc.cases()}
     s = cc.summary([(by[r["case"]], r["verdict"], r["word"]) for r in results])
-    lines = [f"{label}: {s['right']}/{s['failures']} failures named with their own word "
-             f"(recall {100 * s['recall']:.0f} %), {s['wrong']} wrong word, {s['missed']} missed; "
-             f"{s['false_alarms']} false alarm(s) on {s['healthy']} healthy runs"]
-    for r in sorted(results, key=lambda r: (r["verdict"] == cc.RIGHT or r["verdict"] == cc.QUIET, r["case"])):
-        lines.append(f"  {r['verdict']:<11} {r['case']:<42} expect {r['expect']:<20} {r['word'][:110]}")
+    lines = [
+        f"{label}: {s['right']}/{s['failures']} failures named with their own word "
+        f"(recall {100 * s['recall']:.0f} %), {s['wrong']} wrong word, {s['missed']} missed; "
+        f"{s['false_alarms']} false alarm(s) on {s['healthy']} healthy runs"
+    ]
+    for r in sorted(
+        results, key=lambda r: (r["verdict"] == cc.RIGHT or r["verdict"] == cc.QUIET, r["case"])
+    ):
+        lines.append(
+            f"  {r['verdict']:<11} {r['case']:<42} expect {r['expect']:<20} {r['word'][:110]}"
+        )
     return "\n".join(lines)
 
 
@@ -167,7 +175,9 @@ def markdown(runs: dict[str, list[dict[str, Any]]]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for label, results in runs.items():
-        s = cc.summary([(by[r["case"]], r["verdict"], r["word"]) for r in results if r["case"] in by])
+        s = cc.summary(
+            [(by[r["case"]], r["verdict"], r["word"]) for r in results if r["case"] in by]
+        )
         out.append(
             f"| {label} | {s['right']}/{s['failures']} | {100 * s['recall']:.0f} % | "
             f"{s['wrong']} | {s['missed']} | {s['false_alarms']}/{s['healthy']} |"

@@ -20,13 +20,15 @@ import time
 
 def main() -> None:
     path, end, hold = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
     out = sys.stdout.buffer
     for chunk in data.splitlines(keepends=True):
         out.write(chunk)
         out.flush()
         time.sleep(0.005)
-    open(path + ".done", "w").close()
+    with open(path + ".done", "w"):
+        pass
     if end == "prompt":
         sys.stdin.readline()  # the run waits at its prompt, reading the terminal
         return

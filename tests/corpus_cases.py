@@ -6,7 +6,8 @@ issue thread it comes from, `framework`, `expect` the finding kind that
 names it or `healthy`, `end` how its process ends: `exit N`, `kill` (a
 SIGKILL of its own), `prompt` (waits for a key on its terminal), `alive`;
 optional `title_has` / `title_lacks`: words the finding's title must or
-must not hold), a line `---`, then the log's text exactly as the issue
+must not hold; `known_miss`: why nothing in the text can name it — scored
+missed all the same), a line `---`, then the log's text exactly as the issue
 showed it (a last line without a newline is a progress bar cut by the
 kill). Shared by bench/corpus.py (each case replayed in tmux behind tee and
 asked with `gputui doctor --local --json`) and tests/test_corpus.py (the
@@ -39,6 +40,7 @@ class Case:
     text: bytes  # the log's bytes, as replayed
     title_has: tuple[str, ...] = ()
     title_lacks: tuple[str, ...] = ()
+    known_miss: str = ""
 
     @property
     def healthy(self) -> bool:
@@ -83,6 +85,7 @@ def load(path: Path) -> Case:
         text=body,
         title_has=tuple(meta.get("title_has", ())),
         title_lacks=tuple(meta.get("title_lacks", ())),
+        known_miss=one("known_miss", ""),
     )
 
 

@@ -240,6 +240,12 @@ def test_causes_cover_the_rules_and_alerts_derive_from_them() -> None:
         # the deploy made it worse than the last run (issue 49)
         "slower_than_last",
         "loss_above_last",
+        # the words real logs need (issue 47): killed without a word, a NaN gradient
+        # norm, a collapsed fp16 loss scale, a write that found no room
+        "run_killed",
+        "grad_nan",
+        "loss_scale_collapsed",
+        "out_of_space",
     }
     names = {c.name for c in CAUSES}
     assert all(m in names for c in CAUSES for m in c.masked_by)

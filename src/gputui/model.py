@@ -503,6 +503,10 @@ class MetricPoint:
 class Metrics:
     step: Ring = field(default_factory=lambda: Ring(600))
     loss: Ring = field(default_factory=lambda: Ring(600))
+    # the step each loss was printed with (None: its line said none), point
+    # for point beside `loss`: a log read whole gives every line one time,
+    # and a loss's step is its line's, not the time's
+    loss_step: Ring = field(default_factory=lambda: Ring(600))
     throughput: Ring = field(default_factory=lambda: Ring(600))
     throughput_unit: str = ""
     last_step: int | None = None
@@ -533,6 +537,7 @@ class Metrics:
             self.step.append(p.time, float(p.step))
         if p.loss is not None:
             self.loss.append(p.time, p.loss)
+            self.loss_step.append(p.time, float(p.step) if p.step is not None else None)
         if p.throughput is not None:
             self.throughput.append(p.time, p.throughput)
             if p.throughput_unit:

@@ -18,7 +18,10 @@ Pure: no I/O, no clock reads (`now` is an argument). The package:
   timeout/error, NaN loss, loss spike, data-loader bound), `ports.py` (a
   port the run could not listen on, and who holds it), `torchrun.py` (the
   rank that failed first), `waiting.py` (a run that waits for an answer), `ranks.py` (a straggling rank), `hardware.py`
-  (throttled, power capped low, ECC/row remap, PCIe link, kernel-log Xid).
+  (throttled, power capped low, ECC/row remap, PCIe link, kernel-log Xid),
+  `gradients.py` (a NaN gradient norm, a collapsed fp16 loss scale),
+  `killed.py` (a run ended without a word: killed, or finished behind tee),
+  `space.py` (a run that died of a write that found no room).
 
 A new rule: a function `rule_x(ctx) -> Finding | None` under
 `@rule(Kind("x", specificity=..., cause=...))` in its family's module.
@@ -60,13 +63,16 @@ from gputui.diagnose import (  # noqa: F401
     deploy,
     failures,
     gpu,
+    gradients,
     hardware,
     host,
+    killed,
     log,
     ports,
     progress,
     ranks,
     session,
+    space,
     torchrun,
     waiting,
 )

@@ -218,9 +218,11 @@ class Context:
     @property
     def run_gone(self) -> bool:
         """The run is over: known gone (its session dead or missing, the
-        container down), or no live Python process of it is seen — a
-        failure's word is then an ERROR, a WARNING while the run goes on."""
-        return self.run_known_gone or not self.proc_alive
+        container down), or no live Python process of it is seen, or it
+        waits at a prompt (a start script's "press any key" after its
+        error) — a failure's word is then an ERROR, a WARNING while the run
+        goes on."""
+        return self.run_known_gone or not self.proc_alive or self.waiting_input is not None
 
     def _still_going(self) -> bool:
         """Steps or lines still come (the last within a few step times, or

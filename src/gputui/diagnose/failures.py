@@ -43,6 +43,24 @@ _OOM_ALLOC = re.compile(_SIZE + r" is allocated by PyTorch, and " + _SIZE + r" i
 _OOM_ALLOC_OLD = re.compile(_SIZE + r" already allocated;.*?" + _SIZE + r" reserved in total")
 _OOM_FREE = re.compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free\b")
 _UNITS = {"K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 * 1024}
+# Out of GPU memory in other frameworks' words: JAX/XLA ("XlaRuntimeError:
+# RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4770354232
+# bytes.", "Out of memory allocating N bytes", the async allocator's
+# "cuMemAllocAsync failed to allocate N bytes: RESOURCE_EXHAUSTED: :
+# CUDA_ERROR_OUT_OF_MEMORY"), TensorFlow ("Resource exhausted: OOM when
+# allocating tensor with shape[16,112,112,147] and type float on
+# /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc").
+# Not TF's and XLA's "ran out of memory trying to allocate 2.5GiB ... The
+# caller indicates that this is not a failure": a note, the run goes on.
+_OTHER_OOM = re.compile(
+    r"(?P<xla>Out of memory (?:while trying to allocate|allocating) (?P<bytes>\d+) bytes)"
+    r"|(?P<async>failed to allocate (?P<abytes>\d+) bytes: RESOURCE_EXHAUSTED"
+    r".*CUDA_ERROR_OUT_OF_MEMORY)"
+    r"|(?P<tf>OOM when allocating tensor with shape ?(?P<shape>\[[\d,]*\])"
+    r"(?:.*?on (?P<device>[/:\w]*device:(?P<dev>[A-Z]+:\d+)))?)",
+    re.IGNORECASE,
+)
+_OTHER_OOM_WORDS = ("Out of memory", "out of memory", "CUDA_ERROR_OUT_OF_MEMORY", "OOM when")
 
 # "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective
 # operation timeout: WorkNCCL(SeqNum=4021, OpType=ALLREDUCE, NumelIn=1,
@@ -134,14 +152,51 @@ def _oom_fix(tried: float, alloc: float | None, reserved: float | None) -> str:
     return fix
 
 
+def _other_oom(ctx: Context) -> Finding | None:
+    """Out of GPU memory in JAX's, XLA's or TensorFlow's words: the bytes
+    (or the tensor's shape) it tried, on which device."""
+    hit = _last_match(ctx, _OTHER_OOM, _OTHER_OOM_WORDS)
+    if hit is None:
+        return None
+    line, m = hit
+    if m.group("tf"):
+        who, what = "TensorFlow", f"a tensor of shape {m.group('shape')}"
+        dev = m.group("dev")
+        where = f" on {dev}" if dev else ""
+        if dev and dev.upper().startswith("CPU"):
+            who = "TensorFlow, host memory"
+    else:
+        n = int(m.group("bytes") or m.group("abytes"))
+        who, what, where = "JAX/XLA", f"{gib(n / (1024 * 1024))}", ""
+    lines = ctx.recent_lines(RECENT_LINES)
+    ending = lines[-1] == line and any(ln.startswith("Traceback") for ln in lines)
+    gone = ctx.run_gone or ending
+    title = f"out of GPU memory ({who}){_step_words(ctx)}: tried to allocate {what}{where}"
+    if not gone:
+        title += " — the run goes on (the program caught it)"
+    return Finding(
+        kind="cuda_oom",
+        severity=Severity.ERROR if gone else Severity.WARNING,
+        title=title,
+        evidence=[f"the log: {short(one_line(line, 400), 300)}"],
+        fix=(
+            "lower the batch size (or raise gradient accumulation), or turn on activation "
+            "checkpointing (rematerialization); JAX preallocates 75 % of the GPU: "
+            "XLA_PYTHON_CLIENT_MEM_FRACTION or XLA_PYTHON_CLIENT_PREALLOCATE=false where "
+            "another process shares it; TensorFlow: set_memory_growth"
+        ),
+    )
+
+
 @rule(Kind("cuda_oom", specificity=55, cause="cuda_oom", alerts=True, host_word="dead"))
 def rule_cuda_oom(ctx: Context) -> Finding | None:
     """torch's "CUDA out of memory. Tried to allocate X": the size tried,
     allocated vs reserved, the step; an ERROR once the run is gone, a
-    WARNING while it goes on (caught by the program)."""
+    WARNING while it goes on (caught by the program). JAX's, XLA's and
+    TensorFlow's words for it too (`_other_oom`)."""
     hit = _last_match(ctx, _OOM, _OOM_WORDS)
     if hit is None:
-        return None
+        return _other_oom(ctx)
     lines = ctx.recent_lines(RECENT_LINES)
     line, m = hit
     tried = m.group(1)
@@ -242,9 +297,48 @@ CUDA_ERRORS: tuple[tuple[str, str, str], ...] = (
         "see who holds the GPU's memory (the GPU rows); free it, or lower the batch size",
     ),
 )
+CUDNN_ERRORS: tuple[tuple[str, str, str], ...] = (
+    (
+        "CUDNN_STATUS_INTERNAL_ERROR",
+        "cuDNN failed inside: most often it could not get GPU memory for its workspace or "
+        "handle (another process holds the GPU, or the run is near its memory limit), else "
+        "a cuDNN/driver mismatch",
+        "see who holds the GPU's memory and lower the batch size; rerun with "
+        "CUDA_LAUNCH_BLOCKING=1 to name the op; check that the cuDNN PyTorch bundles matches "
+        "the driver (a clean reinstall of the same torch build)",
+    ),
+    (
+        "CUDNN_STATUS_NOT_SUPPORTED",
+        "cuDNN has no kernel for this input: a non-contiguous tensor, a shape or batch too "
+        "large for it, or a dtype it does not support",
+        "make the input contiguous (.contiguous()), try a smaller batch, or set "
+        "torch.backends.cudnn.enabled=False for that op",
+    ),
+    (
+        "CUDNN_STATUS_EXECUTION_FAILED",
+        "a cuDNN kernel failed on the GPU: often out of memory under it, else a GPU fault",
+        "rerun with CUDA_LAUNCH_BLOCKING=1; look for an Xid in the host's kernel log; lower "
+        "the batch size",
+    ),
+    (
+        "CUDNN_STATUS_ALLOC_FAILED",
+        "cuDNN could not allocate GPU memory",
+        "see who holds the GPU's memory (the GPU rows); lower the batch size",
+    ),
+)
+CUDA_ERRORS += CUDNN_ERRORS
 _CUDA_WORDS = tuple(words for words, _, _ in CUDA_ERRORS)
 _CUDA_ERROR = re.compile("|".join(map(re.escape, _CUDA_WORDS)))
 _ASSERTION = re.compile(r"Assertion `[^`]*` failed")
+# A kernel's own assertion lines, which may end the output before torch's
+# RuntimeError (the process aborted, or its output cut): "/pytorch/aten/src/
+# ATen/native/cuda/IndexKernel.cu:93: operator(): block: [1,0,0], thread:
+# [121,0,0] Assertion `index >= -sizes[i] && index < sizes[i] && "index out
+# of bounds"` failed."
+_KERNEL_ASSERT = re.compile(
+    r"\.cuh?:\d+: .*block: \[[\d,]+\], thread: \[[\d,]+\] Assertion `[^`]*` failed"
+)
+_DEVICE_ASSERT = CUDA_ERRORS[0]  # what a device-side assert means
 
 
 @rule(Kind("cuda_error", specificity=52, cause="cuda_error", alerts=True, host_word="dead"))
@@ -254,10 +348,15 @@ def rule_cuda_error(ctx: Context) -> Finding | None:
     what it means and what to do (`CUDA_ERRORS`). The device-side assert's
     own line (`Assertion `t >= 0 && t < n_classes` failed`) is quoted."""
     hit = _last_match(ctx, _CUDA_ERROR, _CUDA_WORDS)
-    if hit is None:
-        return None
-    line, m = hit
-    words, meaning, fix = next(e for e in CUDA_ERRORS if e[0] == m.group(0))
+    if hit is not None:
+        line, m = hit
+        words, meaning, fix = next(e for e in CUDA_ERRORS if e[0] == m.group(0))
+    else:  # only the kernel's assertion lines: torch's RuntimeError never came
+        hit = _last_match(ctx, _KERNEL_ASSERT, ("Assertion `",))
+        if hit is None:
+            return None
+        line = hit[0]
+        words, meaning, fix = _DEVICE_ASSERT
     ev = [f"the log: {short(one_line(line, 400), 300)}"]
     asserted = _last_match(ctx, _ASSERTION, ("Assertion `",))
     if asserted is not None:
@@ -394,6 +493,24 @@ def _losses(ctx: Context, newest: int | None = None) -> list[tuple[float, float]
     return out
 
 
+def _step_of_loss(ctx: Context, back: int) -> int | None:
+    """The step printed with the loss `back` places from the newest (1:
+    the newest), when the metrics kept it beside the loss."""
+    m = ctx.metrics
+    if len(m.loss_step) != len(m.loss) or back > len(m.loss):
+        return None
+    losses, steps = m.loss.values(), m.loss_step.values()
+    found = 0
+    for i in range(len(losses) - 1, -1, -1):
+        if losses[i] is None:
+            continue
+        found += 1
+        if found == back:
+            s = steps[i]
+            return int(s) if s is not None else None
+    return None
+
+
 @rule(Kind("loss_nan", specificity=58, cause="loss", stage=1, alerts=True))
 def rule_loss_nan(ctx: Context) -> Finding | None:
     """The latest loss is NaN or inf: since which step, for how long."""
@@ -407,8 +524,10 @@ def rule_loss_nan(ctx: Context) -> Finding | None:
     while first > 0 and not math.isfinite(pts[first - 1][1]):
         first -= 1
     since_t = pts[first][0]
-    steps = [(t, s) for t, s in ctx.metrics.step.points() if s is not None]
-    since_step = next((int(s) for t, s in steps if t >= since_t), None)
+    since_step = _step_of_loss(ctx, len(pts) - first)
+    if since_step is None:
+        steps = [(t, s) for t, s in ctx.metrics.step.points() if s is not None]
+        since_step = next((int(s) for t, s in steps if t >= since_t), None)
     last_ok = pts[first - 1][1] if first > 0 else None
     bad = "NaN" if math.isnan(pts[-1][1]) else "inf"
     where = f"since step {since_step}" if since_step is not None else "in its last lines"

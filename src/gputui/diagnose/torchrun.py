@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 
 from gputui.diagnose.context import Context
-from gputui.diagnose.evidence import SIGNAL_HINTS, last_error_line, short
+from gputui.diagnose.evidence import SIGNAL_HINTS, last_error_line, short, signal_name
 from gputui.diagnose.registry import Kind, rule
 from gputui.model import Finding, Severity
 from gputui.text.numbers import bounded_int
@@ -45,6 +45,13 @@ _RANK = re.compile(r"^(\d+)(?: \(local_rank: (\d+)\))?")
 _EXIT = re.compile(r"^(-?\d+)(?: \(pid: (\d+)\))?")
 _SIGNAL = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID")
 _TAG = re.compile(r"^\s*\[(?:rank|default)(\d+)\]:\s?")
+# torchrun's own line when a worker dies, before (or without) the summary:
+# "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode:
+# -9) local_rank: 0 (pid: 62498) of binary: /usr/bin/python3". Where the
+# output ends before the summary, or its Root Cause block is empty (a
+# "<NO_OTHER_FAILURES>" list and no block), this line names the rank.
+FAILED = "failed (exitcode: "
+_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
 SIGNAL_FIXES = {
     9: (
         "a SIGKILL with no error of its own is most often the kernel's OOM killer (host or "
@@ -102,6 +109,23 @@ def root_cause(lines: list[str]) -> RootCause | None:
     )
 
 
+def failed_line(lines: list[str]) -> RootCause | None:
+    """The first rank torchrun's "failed (exitcode: N) local_rank: R (pid:
+    P)" line names: its local rank (the global one is not said), exit code,
+    PID and, for a negative exit code, the signal that ended it."""
+    for ln in lines:
+        if FAILED not in ln:
+            continue
+        m = _FAILED.search(ln)
+        if m is None:
+            continue
+        code, local = int(m.group(1)), int(m.group(2))
+        sig = -code if code < 0 else None
+        name = signal_name(sig) if sig is not None else None
+        return RootCause(local, local, None, code, int(m.group(3)), sig, name)
+    return None
+
+
 def rank_error(lines: list[str], rank: int) -> str | None:
     """The failed rank's own error: the last exception among its tagged
     lines (`[rank3]: RuntimeError: …`), else the last error of the output
@@ -138,17 +162,21 @@ def rule_rank_failed(ctx: Context) -> Finding | None:
     """torchrun's summary names the rank that failed first: which, how
     (exit code or signal), on which host, and its own error line."""
     lines = ctx.recent_lines(200)
-    if not ctx.recent_hold(200, (ROOT_CAUSE,)):
+    if not ctx.recent_hold(200, (ROOT_CAUSE, FAILED)):
         return None
     rc = root_cause(lines)
+    who = "rank"
+    if rc is None:  # no summary, or an empty one: torchrun's "failed" line
+        rc = failed_line(lines)
+        who = "local rank"
     if rc is None:
         return None
     local = f" (local rank {rc.local_rank})" if rc.local_rank not in (None, rc.rank) else ""
-    error = rank_error(lines, rc.rank)
-    title = f"rank {rc.rank}{local} failed first ({_how(rc)})"
+    error = rank_error(lines, rc.rank) if who == "rank" else rank_error(lines, -1)
+    title = f"{who} {rc.rank}{local} failed first ({_how(rc)})"
     title += f": {short(one_line(error), 160)}" if error else ""
     ev = [
-        "torchrun's summary: rank "
+        ("torchrun's summary: rank " if who == "rank" else "torchrun's line: local rank ")
         + f"{rc.rank}{local}"
         + (f" on {rc.host}" if rc.host else "")
         + (f", PID {rc.pid}" if rc.pid is not None else "")
