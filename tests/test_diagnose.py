@@ -939,11 +939,11 @@ CASES = [
         absent=("busy_but_silent", "buffered_output"),
     ),
     Case(
-        "checkpoint save died of ENOSPC: the dead session first, naming the error",
+        "checkpoint save died of ENOSPC: the death named as the write that found no room",
         {"session": "dead", "dead_status": 1, "log_tail": SAVE_ENOSPC},
-        "session_dead",
+        "out_of_space",  # issue 47: over the dead session, which only quoted it
         Severity.ERROR,
-        title_has=("OSError: [Errno 28] No space left on device",),
+        title_has=("died: a write found no space left on the device",),
         extra={"also": "disk_full"},
     ),
     Case(

@@ -53,8 +53,8 @@ _UNITS = {"K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 * 1024}
 # Not TF's and XLA's "ran out of memory trying to allocate 2.5GiB ... The
 # caller indicates that this is not a failure": a note, the run goes on.
 _OTHER_OOM = re.compile(
-    r"(?P<xla>Out of memory (?:while trying to allocate|allocating) (?P<bytes>\d+) bytes)"
-    r"|(?P<async>failed to allocate (?P<abytes>\d+) bytes: RESOURCE_EXHAUSTED"
+    r"(?P<xla>Out of memory (?:while trying to allocate|allocating) (?P<bytes>\d{1,20}) bytes)"
+    r"|(?P<async>failed to allocate (?P<abytes>\d{1,20}) bytes: RESOURCE_EXHAUSTED"
     r".*CUDA_ERROR_OUT_OF_MEMORY)"
     r"|(?P<tf>OOM when allocating tensor with shape ?(?P<shape>\[[\d,]*\])"
     r"(?:.*?on (?P<device>[/:\w]*device:(?P<dev>[A-Z]+:\d+)))?)",
@@ -166,7 +166,9 @@ def _other_oom(ctx: Context) -> Finding | None:
         if dev and dev.upper().startswith("CPU"):
             who = "TensorFlow, host memory"
     else:
-        n = int(m.group("bytes") or m.group("abytes"))
+        n = bounded_int(m.group("bytes") or m.group("abytes"), 0)
+        if n is None:
+            return None
         who, what, where = "JAX/XLA", f"{gib(n / (1024 * 1024))}", ""
     lines = ctx.recent_lines(RECENT_LINES)
     ending = lines[-1] == line and any(ln.startswith("Traceback") for ln in lines)

@@ -21,6 +21,7 @@ from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import short
 from gputui.diagnose.registry import Kind, rule
 from gputui.model import Finding, Severity
+from gputui.text.numbers import bounded_float
 from gputui.text.untrusted import one_line
 
 RECENT = 80  # the lines read
@@ -31,7 +32,8 @@ OVERFLOWS_DEAD = 2  # ... said at least this often among the lines read
 # "grad norm: nan |" (Megatron), "'grad_norm': nan" (HF Trainer), "grad_norm:
 # 0.3922 (nan)" (the step's own norm, then a running mean: its own is read)
 _NORM = re.compile(
-    r"grad[ _]norm['\"]?\s*[:=]\s*(nan|-?nan|inf|-?inf|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)", re.I
+    r"grad[ _]norm['\"]?\s*[:=]\s*(nan|-?nan|inf|-?inf|-?\d{1,30}(?:\.\d{1,30})?(?:[eE][-+]?\d{1,4})?)",
+    re.I,
 )
 _NORM_WORDS = ("grad norm", "grad_norm", "Grad norm", "Grad_norm")
 _ITERATION = re.compile(r"\b(?:iteration|iter|step|global_step)\b[\s:#=]*(\d+)", re.I)
@@ -40,9 +42,9 @@ _ITERATION = re.compile(r"\b(?:iteration|iter|step|global_step)\b[\s:#=]*(\d+)",
 # "Attempted loss scale: A, reducing to B", its fused optimizer "Reducing
 # dynamic loss scale from A to B", torch.cuda.amp has no line of its own
 _SCALE = re.compile(
-    r"reducing loss scale to ([-+\d.eE]+)"
-    r"|Attempted loss scale: [-+\d.eE]+, reducing to ([-+\d.eE]+)"
-    r"|Reducing dynamic loss scale from [-+\d.eE]+ to ([-+\d.eE]+)"
+    r"reducing loss scale to ([-+\d.eE]{1,40})"
+    r"|Attempted loss scale: [-+\d.eE]{1,40}, reducing to ([-+\d.eE]{1,40})"
+    r"|Reducing dynamic loss scale from [-+\d.eE]{1,40} to ([-+\d.eE]{1,40})"
 )
 _SCALE_WORDS = ("loss scale to", "reducing to", "loss scale from")
 _AT_MINIMUM = "Current loss scale already at minimum"
@@ -57,12 +59,23 @@ def _norms(ctx: Context) -> list[tuple[str, float]]:
         if "norm" not in ln:
             continue
         m = _NORM.search(ln)
-        if m is not None:
-            out.append((ln, float(m.group(1))))
+        v = bounded_float(m.group(1), finite=False) if m is not None else None
+        if v is not None:
+            out.append((ln, v))
     return out
 
 
-@rule(Kind("grad_nan", specificity=62, cause="loss", stage=2, alerts=True))
+@rule(
+    Kind(
+        "grad_nan",
+        specificity=62,
+        cause="loss",
+        stage=2,
+        alerts=True,
+        # a NaN loss, or the collapsed scale that skips every step, says it first
+        defers_to=("loss_nan", "loss_scale_collapsed"),
+    )
+)
 def rule_grad_nan(ctx: Context) -> Finding | None:
     """The gradient norm is NaN (or inf) on the last NAN_IN_A_ROW steps
     that report one, none finite between: the optimizer steps on garbage
@@ -107,10 +120,9 @@ def _scales(ctx: Context) -> list[tuple[str, float]]:
         m = _SCALE.search(ln)
         if m is None:
             continue
-        try:
-            out.append((ln, float(next(g for g in m.groups() if g is not None))))
-        except ValueError:
-            continue
+        v = bounded_float(next(g for g in m.groups() if g is not None), finite=False)
+        if v is not None:
+            out.append((ln, v))
     return out
 
 

@@ -20,13 +20,15 @@ from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import last_error_line, quote_tail, short
 from gputui.diagnose.registry import Kind, rule
 from gputui.model import Finding, Severity
+from gputui.text.numbers import bounded_int
 from gputui.text.untrusted import one_line
 
 # a progress count: tqdm's "38%|" and "| 3/8 [", Megatron's "iteration
 # 5428/  250000", "step 120/5000", "Epoch 3/10", "batch 17 / 400"
 _PERCENT = re.compile(r"(?<![\d.])(\d{1,3})%\|")
 _COUNT = re.compile(
-    r"\|\s*(\d+)/(\d+)\s*\[|\b(?:iteration|iter|step|epoch|batch|shard)s?\b[\s:#=]*(\d+)\s*/\s*(\d+)",
+    r"\|\s*(\d{1,12})/(\d{1,12})\s*\[|\b(?:iteration|iter|step|epoch|batch|shard)s?\b[\s:#=]*"
+    r"(\d{1,12})\s*/\s*(\d{1,12})",
     re.I,
 )
 # a shell prompt the pane's last line ends in: "$ ", "# ", "user@host:~/x$ ",
@@ -38,12 +40,13 @@ def mid_work(line: str) -> str | None:
     """What in `line` says the run stopped in the middle ("a progress bar
     at 38 %", "3 of 8"), None when nothing does."""
     for m in _PERCENT.finditer(line):
-        if int(m.group(1)) < 100:
+        if (bounded_int(m.group(1), 0) or 0) < 100:
             return f"a progress bar at {m.group(1)} %"
     for m in _COUNT.finditer(line):
         done, total = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-        if int(total) > 0 and int(done) < int(total):
-            return f"a count at {done} of {total}"
+        d, t = bounded_int(done, 0), bounded_int(total, 1)
+        if d is not None and t is not None and d < t:
+            return f"a count at {d} of {t}"
     return None
 
 
@@ -86,7 +89,16 @@ def _ended_quietly(ctx: Context) -> bool:
 
 @rule(
     Kind(
-        "run_killed", specificity=51, cause="run_killed", alerts=True, gone=True, host_word="dead"
+        "run_killed",
+        specificity=51,
+        cause="run_killed",
+        alerts=True,
+        gone=True,
+        host_word="dead",
+        # it says how the run ended: the dead pane's "finished"/"ended" do not;
+        # the cgroup's counted OOM kill says it better still
+        supersedes=("session_dead", "run_finished", "run_ended"),
+        defers_to=("oom_killed",),
     ),
     names=("run_finished",),
 )

@@ -27,7 +27,18 @@ _NO_ROOM = re.compile(
 _PATH = re.compile(r"'(/[^']+)'|\"(/[^\"]+)\"")
 
 
-@rule(Kind("out_of_space", specificity=61, cause="disk", stage=2, alerts=True, host_word="dead"))
+@rule(
+    Kind(
+        "out_of_space",
+        specificity=61,
+        cause="disk",
+        stage=2,
+        alerts=True,
+        host_word="dead",
+        # the death's cause, where they quote its last line
+        supersedes=("run_exited", "session_dead"),
+    )
+)
 def rule_out_of_space(ctx: Context) -> Finding | None:
     """The run is gone and its output's last error is a write that found
     no room (or hit a quota): said so, with what the log's disk has now."""

@@ -51,7 +51,9 @@ _TAG = re.compile(r"^\s*\[(?:rank|default)(\d+)\]:\s?")
 # output ends before the summary, or its Root Cause block is empty (a
 # "<NO_OTHER_FAILURES>" list and no block), this line names the rank.
 FAILED = "failed (exitcode: "
-_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_FAILED = re.compile(
+    r"failed \(exitcode: (-?\d{1,20})\) local_rank: (\d{1,20}) \(pid: (\d{1,20})\)"
+)
 SIGNAL_FIXES = {
     9: (
         "a SIGKILL with no error of its own is most often the kernel's OOM killer (host or "
@@ -119,10 +121,13 @@ def failed_line(lines: list[str]) -> RootCause | None:
         m = _FAILED.search(ln)
         if m is None:
             continue
-        code, local = int(m.group(1)), int(m.group(2))
-        sig = -code if code < 0 else None
+        code = bounded_int(m.group(1), -255, 255)
+        local = bounded_int(m.group(2), 0, MAX_RANK)
+        if local is None:
+            continue
+        sig = -code if code is not None and -64 <= code < 0 else None
         name = signal_name(sig) if sig is not None else None
-        return RootCause(local, local, None, code, int(m.group(3)), sig, name)
+        return RootCause(local, local, None, code, bounded_int(m.group(3), 1, MAX_PID), sig, name)
     return None
 
 
