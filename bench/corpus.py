@@ -169,7 +169,11 @@ def markdown(runs: dict[str, list[dict[str, Any]]]) -> str:
         "each with its source), each replayed as a real process behind `| tee` in a tmux "
         "session on this machine and asked with `gputui doctor --local --json` while it runs "
         "and after it ended. Recall: failures named with their own word; a false alarm: a "
-        "WARNING or ERROR on a healthy run. Findings about the machine (no GPU here) left out.",
+        "WARNING or ERROR on a healthy run. Findings about the machine (no GPU here) left out. "
+        "`before`: main's code at 14bf510, before issue 47's words (`--src` of a `git archive` "
+        "of it), scored against the same corpus on the same machine; `after`: this checkout. "
+        "The in-suite version (tests/test_corpus.py) diagnoses the same texts purely and "
+        "agrees case for case.",
         "",
         "| run | failures named | recall | wrong word | missed | false alarms |",
         "|---|---|---|---|---|---|",
@@ -185,7 +189,15 @@ def markdown(runs: dict[str, list[dict[str, Any]]]) -> str:
     last = list(runs.values())[-1]
     out += ["", "Cases not right or quiet in the last run:", ""]
     bad = [r for r in last if r["verdict"] not in (cc.RIGHT, cc.QUIET)]
-    out += [f"- {r['case']} ({r['verdict']}, expect {r['expect']}): {r['word'][:140]}" for r in bad]
+    for r in bad:
+        why = by[r["case"]].known_miss if r["case"] in by else ""
+        out.append(
+            f"- {r['case']} ({r['verdict']}, expect {r['expect']}): "
+            + (
+                r["word"][:140]
+                or f"no word (only the finished note) — {why or 'no word for it yet'}"
+            )
+        )
     if not bad:
         out.append("- none")
     out.append("<!-- corpus:end -->")
