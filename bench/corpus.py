@@ -114,13 +114,17 @@ def replay(bed: Bed, src: Path, case: cc.Case, n: int) -> dict[str, Any]:
     log = work / "train.log"
     session = f"c{n}"
     bed.tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "50", "bash --norc --noprofile")
+    # the shell at its prompt before it is typed to (keys sent into a shell
+    # still starting may reach it before its line editor does)
+    _wait(lambda: bed.tmux("capture-pane", "-p", "-t", session).stdout.strip() != "", 30)
     cmd = (
         f"cd {shlex.quote(str(work))} && python3 -u {shlex.quote(str(REPLAY))} text "
         f"{shlex.quote(case.end)} {HOLD_S} 2>&1 | tee {shlex.quote(str(log))}"
     )
     bed.tmux("send-keys", "-t", session, cmd, "Enter")
-    if not _wait(lambda: (work / "text.done").exists(), 30):
-        raise RuntimeError(f"{case.name}: the replay did not write its lines")
+    if not _wait(lambda: (work / "text.done").exists(), 60):
+        pane = bed.tmux("capture-pane", "-p", "-t", session).stdout.strip()[-600:]
+        raise RuntimeError(f"{case.name}: the replay did not write its lines; the pane: {pane!r}")
     time.sleep(0.3)  # tee's last write
     during = cc.said(doctor(bed, src, session, log))
     (work / "text.go").touch()
