@@ -57,16 +57,25 @@ def test_a_count_short_of_its_total_in_the_log_is_a_kill_too() -> None:
     assert any("a count at 5428 of 250000" in e for e in f.evidence)
 
 
-def test_a_run_whose_output_ends_whole_gets_a_finished_note_never_an_alarm() -> None:
+def test_a_run_whose_output_says_its_end_gets_a_finished_note_never_an_alarm() -> None:
     for last in (
         "Epoch 9: 100%|██████████| 195/195 [01:58<00:00,  1.64it/s, train/loss_epoch=3.950]",
         "Training completed. Do not forget to share your model on huggingface.co/models =)",
-        "iter 5000: loss 0.8123, time 98.1ms",
+        "`Trainer.fit` stopped: `max_epochs=1` reached.",
+        "wandb: Waiting for W&B process to finish... (success).",
     ):
         snap = ended(("step 1", last))
         assert word(snap) is None, (last, word(snap))
         note = next(f for f in diagnose(snap, NOW) if f.kind == "run_finished")
         assert note.severity == Severity.INFO and "finished" in note.title
+
+
+def test_a_run_whose_output_ends_whole_but_says_no_end_is_ended_finished_or_killed() -> None:
+    """Nothing tells a finished run from a killed one there: the honest
+    WARNING (never dark, issue 44), not a kill and not a note."""
+    f = word(ended(("step 1", "iter 5000: loss 0.8123, time 98.1ms")))
+    assert f is not None and f.kind == "run_ended" and f.severity == Severity.WARNING, f
+    assert "finished, or killed" in f.title
 
 
 def test_no_kill_and_no_note_while_python_runs_or_for_a_shell_that_ran_nothing() -> None:

@@ -50,6 +50,26 @@ def mid_work(line: str) -> str | None:
     return None
 
 
+# what a run that ended on its own says last: a bar at 100 % (tqdm closes at
+# its total), the trainers' words for the end
+_ENDED_BAR = re.compile(r"(?<![\d.])100%\||\|\s*(\d{1,12})/\1\s*\[")
+_ENDED_WORDS = re.compile(
+    r"\b(?:training (?:is )?(?:completed?|finished|done)|finished training|all done|done\b"
+    r"|finished\b|complete[d]?\b|success(?:fully)?\b|saved\b|saving model|train_runtime"
+    r"|bye\b)|`Trainer\.fit` stopped",
+    re.I,
+)
+
+
+def ended_saying(line: str) -> str | None:
+    """How `line` says a run's end ("with a bar at 100 %", "saying
+    “Training completed”"), None when it does not."""
+    if _ENDED_BAR.search(line):
+        return "with a progress bar at 100 %"
+    m = _ENDED_WORDS.search(line)
+    return f"saying “{m.group(0)}”" if m is not None else None
+
+
 def _last_output(ctx: Context) -> list[tuple[str, str]]:
     """(where, line): the pane's last line of output (its prompt cut off;
     a progress bar the kill cut without a newline is only there, the log
@@ -87,6 +107,42 @@ def _ended_quietly(ctx: Context) -> bool:
     return last_error_line(pane_tail) is None and last_error_line(log_tail) is None
 
 
+def _ended_whole(ctx: Context, name: str, tail: list[str]) -> Finding:
+    """No Python process left, the output whole: a note that it finished
+    when its last lines say an end (a bar at 100 %, "Training completed",
+    "`Trainer.fit` stopped", "done"); else the honest WARNING that it ended
+    — finished, or killed: nothing tells them apart (never dark, issue 44)."""
+    shell = ", ".join(f"PID {p.pid} {short(p.command, 40)}" for p in ctx.procs[:3])
+    ev = [f"the pane still runs: {shell}" if shell else "the pane is dead"]
+    ev.append("its exit status is not known here: behind `| tee` the shell keeps tee's")
+    end = next((ln for ln in reversed(tail[-3:]) if ended_saying(ln)), None)
+    if end is None:
+        return Finding(
+            kind="run_ended",
+            severity=Severity.WARNING,
+            title=(
+                f"no Python process left in session {name}; its output ends without an error "
+                "— finished, or killed (OOM?)"
+            ),
+            evidence=[*ev, f"last lines of the log {ctx.log.path}:", *quote_tail(tail)],
+            action="relaunch",
+            action_label="relaunch",
+        )
+    return Finding(
+        kind="run_finished",
+        severity=Severity.INFO,
+        title=f"the run in session {name} finished: its output ends {ended_saying(end)}",
+        evidence=[
+            *ev,
+            f"the end: {short(one_line(end, 300), 160)}",
+            "last lines of the log:",
+            *quote_tail(tail),
+        ],
+        action="relaunch",
+        action_label="relaunch",
+    )
+
+
 @rule(
     Kind(
         "run_killed",
@@ -100,7 +156,7 @@ def _ended_quietly(ctx: Context) -> bool:
         supersedes=("session_dead", "run_finished", "run_ended"),
         defers_to=("oom_killed",),
     ),
-    names=("run_finished",),
+    names=("run_finished", "run_ended"),
 )
 def rule_run_killed(ctx: Context) -> Finding | None:
     """The run's process ended without an error line: stopped mid-output
@@ -118,22 +174,7 @@ def rule_run_killed(ctx: Context) -> Finding | None:
     if sign is None:
         if ctx.session_dead or not ctx.snap.log_tail:
             return None  # session.py's dead-pane words say it; no run wrote a log
-        return Finding(
-            kind="run_finished",
-            severity=Severity.INFO,
-            title=(
-                f"the run in session {name} finished, it seems: its output ends without an "
-                "error, whole (behind `| tee` its own exit status is not kept)"
-            ),
-            evidence=[
-                "no Python process left; the pane is back at its shell",
-                "its exit status is not known here: behind `| tee` the shell keeps tee's, and a "
-                "kill -9 or the OOM killer ends a run as quietly — this one's output stops at "
-                "no half-done bar or count",
-                "last lines of the log:",
-                *quote_tail(tail),
-            ],
-        )
+        return _ended_whole(ctx, name, tail)
     where, line, what = sign
     ev = [
         f"{where} stops in the middle: {what} — {short(one_line(line, 300), 160)}",

@@ -240,31 +240,6 @@ def _run_ended(name: str | None, ev: list[str], quoted: list[str]) -> Finding:
     )
 
 
-def _ended_in_shell(ctx: Context, name: str, shell: str, log_tail: list[str]) -> Finding | None:
-    """No Python process left in a live pane and no error in the output:
-    the run ended (finished, or was killed — an OOM kill prints nothing).
-    Said when the run's output is on record (the log has lines): never dark
-    about a run that is gone (issue 44); a shell that never ran one is news
-    to nobody."""
-    if not log_tail:
-        return None
-    return Finding(
-        kind="run_ended",
-        severity=Severity.WARNING,
-        title=(
-            f"no Python process left in session {name}; its output ends without an error "
-            "— finished, or killed (OOM?)"
-        ),
-        evidence=[
-            f"the pane still runs: {shell}",
-            f"last lines of the log {ctx.log.path}:",
-            *quote_tail(log_tail),
-        ],
-        action="relaunch",
-        action_label="relaunch",
-    )
-
-
 @rule(
     Kind(
         "run_exited",
@@ -275,7 +250,6 @@ def _ended_in_shell(ctx: Context, name: str, shell: str, log_tail: list[str]) ->
         gone=True,
         host_word="dead",
     ),
-    names=("run_ended",),
 )
 def rule_run_exited(ctx: Context) -> Finding | None:
     """The pane is alive (a shell), but the Python process is gone and the
@@ -291,7 +265,7 @@ def rule_run_exited(ctx: Context) -> Finding | None:
     error = last_error_line(pane_tail) or last_error_line(log_tail)
     shell = ", ".join(f"PID {p.pid} {short(p.command, 40)}" for p in ctx.procs[:3])
     if not error:
-        return _ended_in_shell(ctx, s.name, shell, log_tail)
+        return None  # ended without an error: killed.py's words (killed, finished, ended)
     src, tail = ("pane", pane_tail) if last_error_line(pane_tail) else ("log", log_tail)
     return Finding(
         kind="run_exited",
