@@ -155,3 +155,30 @@ def test_pick_last_from_the_command_line(db: Path, tmp_path: Path) -> None:
     assert res.returncode == 0 and f"run {c} is compared with run {a}" in res.stdout
     assert find_last_run(sqlite3.connect(db), c) == (a, True)
     assert b != a
+
+
+async def test_each_point_is_stored_at_the_time_its_line_came(tmp_path: Path) -> None:
+    """The history reads the log once a minute; a point is stored at the
+    moment the monitor got its line (the live ring), not the read's — s/step
+    and the time to the first step of a run against its last come from
+    these. Lines of the log's backlog (read at start-up) keep the read's time."""
+    from test_history import LogOnlyMonitor, import_all, write_steps
+
+    from gputui.model import MetricPoint
+    from gputui.record.recorder import RunRecorder
+
+    log, db = tmp_path / "train.log", tmp_path / "h.sqlite"
+    write_steps(log, 0, 30, "w")
+    mon = LogOnlyMonitor(log)
+    mon.snapshot.started = 1000.0
+    for i in range(30):  # the monitor saw steps 10.. live, a quarter second apart
+        mon.snapshot.metrics.add(MetricPoint(1000.0 + (5.0 if i < 10 else 20 + i / 4), step=i))
+    w = HistoryWriter(db)
+    rec = RunRecorder(mon, w, diagnose=lambda s, n: [])
+    await import_all(rec)
+    w.close()
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT step, t, timed FROM metric_points ORDER BY step").fetchall()
+    live = {s: (t, timed) for s, t, timed in rows if s >= 10}
+    assert live == {i: (1020.0 + i / 4, 1) for i in range(10, 30)}
+    assert all(t > 1e9 for s, t, _ in rows if s < 10)  # backlog: the read's time
