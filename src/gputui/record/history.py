@@ -867,6 +867,7 @@ def _incident_is_news(c: sqlite3.Connection, target_id: int, ev: EventRow) -> bo
 # ------------------------------------------------------------------ runs compared (issue 49)
 
 MIN_STEPS = 2  # a run with fewer step points is no run to compare with
+FIRST_TIMED = 5  # the time to the first step: from a timed line among the first this many
 
 
 @dataclass(frozen=True)
@@ -924,9 +925,12 @@ def read_points(conn: sqlite3.Connection, run_id: int) -> list[RunPoint]:
 
 def first_step_s(program: Program | None, points: list[RunPoint]) -> float | None:
     """Seconds from the run's process start to its first step line (both
-    on this machine's clock); None when either is unknown."""
-    first = next((p for p in points if p.timed), None)
-    if program is None or program.started is None or first is None or first is not points[0]:
+    on this machine's clock); None when either is unknown. The first line
+    the monitor timed stands for it when it is among the run's first
+    FIRST_TIMED points (the first read of a new log may stamp a line or two
+    with the read's time)."""
+    first = next((p for p in points[:FIRST_TIMED] if p.timed), None)
+    if program is None or program.started is None or first is None:
         return None
     s = first.t - program.started
     return s if s >= 0 else None
