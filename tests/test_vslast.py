@@ -162,10 +162,9 @@ async def test_each_point_is_stored_at_the_time_its_line_came(tmp_path: Path) ->
     moment the monitor got its line (the live ring), not the read's — s/step
     and the time to the first step of a run against its last come from
     these. Lines of the log's backlog (read at start-up) keep the read's time."""
-    from test_history import LogOnlyMonitor, import_all, write_steps
-
     from gputui.model import MetricPoint
     from gputui.record.recorder import RunRecorder
+    from test_history import LogOnlyMonitor, import_all, write_steps
 
     log, db = tmp_path / "train.log", tmp_path / "h.sqlite"
     write_steps(log, 0, 30, "w")
