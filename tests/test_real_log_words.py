@@ -222,3 +222,30 @@ def test_a_run_stopped_at_a_prompt_after_its_error_does_not_go_on() -> None:
             p.reads_tty = "/dev/pts/3"
     f = next(f for f in diagnose(snap, NOW) if f.kind == "cuda_oom")
     assert f.severity == Severity.ERROR and "goes on" not in f.title, f
+
+
+def test_a_dead_pane_whose_zero_is_tee_s_and_whose_bar_was_cut_is_killed() -> None:
+    """remain-on-exit: the pane died with tee's status 0; the output stops
+    mid-bar — run_killed hides the dead pane's "finished (exit status 0)"."""
+    snap = run(
+        gpus=0,
+        session="dead",
+        dead_status=0,
+        steps=False,
+        start_command="python train.py 2>&1 | tee /workspace/train.log",
+        log_tail=("step 1", BAR),
+        pane_tail=("step 1", BAR),
+    )
+    found = diagnose(snap, NOW)
+    assert found[0].kind == "run_killed", [(f.kind, f.title) for f in found]
+    assert "run_finished" not in [f.kind for f in found]
+    plain = run(
+        gpus=0,
+        session="dead",
+        dead_status=0,
+        steps=False,
+        start_command="python train.py",
+        log_tail=("step 1", BAR),
+        pane_tail=("step 1", BAR),
+    )
+    assert "run_killed" not in [f.kind for f in diagnose(plain, NOW)]  # Python's own 0
