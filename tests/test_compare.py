@@ -131,6 +131,7 @@ def test_script_of_argv() -> None:
     assert script_of(["/usr/bin/python3.11", "-u", "train.py", "--bs", "8"]) == "train.py"
     assert script_of(["python", "-m", "pkg.train", "--x"]) == "-m pkg.train"
     assert script_of(["torchrun", "--nproc_per_node", "8", "train.py"]) == "train.py"
+    assert script_of(["torchrun", "--standalone", "train.py", "--bs", "8"]) == "train.py"
     assert script_of(["bash", "start.sh"]) == "start.sh"
     assert script_of(["env", "A=1", "python3", "x/train.py"]) == "x/train.py"
     assert script_of(["./run-training"]) == "./run-training"

@@ -47,6 +47,7 @@ LOSS_BAND_SD = 3.0
 _PYTHONS = ("python", "pypy")
 _LAUNCHERS = {"torchrun", "accelerate", "deepspeed", "uv", "poetry", "env", "nohup", "stdbuf"}
 _SHELLS = {"sh", "bash", "dash", "zsh"}
+_SCRIPT_ENDS = (".py", ".sh", ".bash")
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,9 @@ def script_of(argv: Sequence[str]) -> str:
                     return f"-m {args[i + 1]}"
                 if args[i] == "-c":
                     return "-c"
-                i += 1 + _takes_value(args[i], name)
+                nxt = args[i + 1] if i + 1 < len(args) else ""
+                script_next = nxt.endswith(_SCRIPT_ENDS)  # `--standalone train.py`
+                i += 1 + (0 if script_next else _takes_value(args[i], name))
             continue
         if "=" in a and name == a and not a.startswith("-"):
             i += 1  # VAR=1 after env
