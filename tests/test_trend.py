@@ -3,6 +3,8 @@ and the GPU rows built from them (pure functions, no Textual app)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from gputui.model import GpuEvent, GpuSample, GpuState, Ring
@@ -11,6 +13,7 @@ from gputui.ui.trend import (
     recent,
     robust_top,
     series_buckets,
+    series_spark,
     spark,
     time_buckets,
     trend_pct,
@@ -153,3 +156,21 @@ def test_reused_buckets_equal_a_fresh_count_as_time_passes() -> None:
         if k % 7 == 0:
             assert series_buckets(ring, now, 5.0, 30) == time_buckets(ring.points(), now, 5.0, 30)
     assert series_buckets(ring, T + 400, 15.0, 20) == time_buckets(ring.points(), T + 400, 15.0, 20)
+
+
+def test_a_kept_spark_equals_a_fresh_one_second_after_second() -> None:
+    """series_spark keeps the finished buckets' blocks and counts each new
+    point into the newest two: the row reads as a fresh count would, with
+    gaps, samples stamped a little ahead of the clock, several points a
+    second or none for a while, and a window that changes its bucket width."""
+    rng = random.Random(48)
+    ring = Ring(600)
+    t = T - 300.0
+    for k in range(700):
+        now = T + k * 0.7
+        while t < now + 0.3:  # the newest may be stamped ahead of `now`
+            ring.append(t, None if rng.random() < 0.05 else rng.uniform(0, 100))
+            t += rng.choice([0.25, 1.0, 1.0, 2.0, 9.0])
+        span, cells = (5.0, 30) if k < 400 else (10.0, 40)
+        expected = spark(time_buckets(ring.points(), now, span, cells), 100.0)
+        assert series_spark(ring, now, span, cells, 100.0) == expected, k

@@ -158,6 +158,20 @@ class Ring:
         out.reverse()
         return out
 
+    def newest_point(self) -> tuple[float, float | None] | None:
+        return self._points[-1] if self._points else None
+
+    def after(self, point: tuple[float, float | None]) -> list[tuple[float, float | None]] | None:
+        """The points appended after `point` (one of this ring's, by
+        identity), oldest first; None when it is no longer in the ring."""
+        out: list[tuple[float, float | None]] = []
+        for p in reversed(self._points):
+            if p is point:
+                out.reverse()
+                return out
+            out.append(p)
+        return None
+
     def __len__(self) -> int:
         return len(self._points)
 
@@ -189,15 +203,16 @@ class GpuState:
 
     def add(self, sample: GpuSample) -> None:
         self.latest[sample.index] = sample
-        self.util_history.setdefault(sample.index, Ring(self.history_len)).append(
-            sample.time, sample.util_pct
-        )
-        self.mem_history.setdefault(sample.index, Ring(self.history_len)).append(
-            sample.time, sample.mem_used_mib
-        )
-        self.power_history.setdefault(sample.index, Ring(self.history_len)).append(
-            sample.time, sample.power_w
-        )
+        i, t = sample.index, sample.time
+        for rings, value in (
+            (self.util_history, sample.util_pct),
+            (self.mem_history, sample.mem_used_mib),
+            (self.power_history, sample.power_w),
+        ):
+            ring = rings.get(i)
+            if ring is None:  # (not setdefault: that made a ring for every sample)
+                ring = rings[i] = Ring(self.history_len)
+            ring.append(t, value)
         if sample.event_reasons is not None or sample.index in self.reasons_history:
             self.reasons_history.setdefault(sample.index, Ring(self.history_len)).append(
                 sample.time,

@@ -139,9 +139,13 @@ def parse_number(value: str, mem: bool = False) -> float | None:
 
     With `mem`, a unit other than MiB is converted to MiB. A value that is not a
     number at all (garbage) is also None: unknown, never 0."""
+    v = value.strip()
+    if v.isascii() and v.replace(".", "", 1).isdigit():  # "1395", "684.21": most readings
+        x = float(v)  # (a plain number of memory is MiB: nounits)
+        return x if math.isfinite(x) else None
     if is_unknown(value):
         return None
-    m = _NUM_RE.match(value.strip())
+    m = _NUM_RE.match(v)
     if not m:
         return None
     x = float(m.group(1))

@@ -495,8 +495,9 @@ class GputuiApp(App[int]):
             # spell: at once; under a stream only its counts move, and the
             # once-a-second tick shows them (a frame of lines need not
             # restyle the state row, ~0.25 ms, five times a second)
-            if quiet_before:
-                self._show_log_state()
+            if quiet_before:  # its row painted past the compositor, as the tick's are
+                with self.row_painter.batch():
+                    self._show_log_state()
 
     def _show_log_state(self) -> None:
         snap = self.monitor.snapshot

@@ -96,6 +96,72 @@ def series_buckets(series: TimeSeries, now: float, span: float, cells: int) -> l
     return [memo.get(k) for k in range(first, start)] + fresh
 
 
+class TimeRing(TimeSeries, Protocol):
+    def newest_point(self) -> tuple[float, float | None] | None: ...
+
+    def after(
+        self, point: tuple[float, float | None]
+    ) -> list[tuple[float, float | None]] | None: ...
+
+
+class _Sparked:
+    """A series' spark within one bucket: the finished buckets' blocks, and
+    the newest two buckets' sums and counts up to the newest point seen."""
+
+    __slots__ = ("counts", "done", "grid", "seen", "sums")
+
+    def __init__(self, grid: tuple[float, int, float, float], done: str) -> None:
+        self.grid = grid  # (span, first bucket, top, bottom)
+        self.done = done
+        self.seen: tuple[float, float | None] | None = None
+        self.sums = [0.0] * FRESH
+        self.counts = [0] * FRESH
+
+    def after_seen(self, series: TimeRing) -> list[tuple[float, float | None]] | None:
+        """The series' points since the newest one counted; None: count afresh."""
+        return series.after(self.seen) if self.seen is not None else None
+
+    def add(self, points: Iterable[tuple[float, float | None]], last: int, span: float) -> None:
+        """Count `points` into the newest two buckets, as time_buckets does."""
+        for t, v in points:
+            if v is None:
+                continue
+            k = min(FRESH - 1, math.floor(t / span) - (last - FRESH + 1))
+            if k >= 0:  # (one stamped late into a finished bucket: that bucket is kept)
+                self.sums[k] += v
+                self.counts[k] += 1
+
+
+# Per series: within one bucket only the newest two cells can change, and
+# each second adds a point or two to them: a row's second costs those
+# points, not a window of buckets (a sample stamped a little late still
+# lands in the newest two, as series_buckets counts them).
+_sparked: WeakKeyDictionary[TimeRing, _Sparked] = WeakKeyDictionary()
+FRESH = 2  # the cells series_buckets counts afresh: the newest bucket and the one before
+
+
+def series_spark(
+    series: TimeRing, now: float, span: float, cells: int, top: float, bottom: float = 0.0
+) -> str:
+    """`spark(series_buckets(series, now, span, cells), top, bottom)`, kept
+    and brought up to date point by point within a bucket."""
+    if cells <= FRESH:
+        return spark(series_buckets(series, now, span, cells), top, bottom)
+    last = math.floor(now / span)
+    grid = (span, last - cells + 1, top, bottom)
+    kept = _sparked.get(series)
+    new = kept.after_seen(series) if kept is not None and kept.grid == grid else None
+    if kept is None or new is None:
+        values = series_buckets(series, now, span, cells)
+        kept = _sparked[series] = _Sparked(grid, spark(values[:-FRESH], top, bottom))
+        new = series.newest((last - FRESH + 1) * span)
+    kept.add(new, last, span)
+    if new or kept.seen is None:
+        kept.seen = series.newest_point()
+    fresh = [s / c if c else None for s, c in zip(kept.sums, kept.counts, strict=True)]
+    return kept.done + spark(fresh, top, bottom)
+
+
 def recent(
     points: Sequence[tuple[float, float | None]], since: float
 ) -> list[tuple[float, float | None]]:

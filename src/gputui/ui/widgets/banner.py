@@ -150,10 +150,18 @@ class Banner(Placed, KeptStyle):
             self._strips.clear()
             self.refresh(layout=True)
             return
-        for y, (old, new) in enumerate(zip(before, rows, strict=True)):
-            if old.plain != new.plain or old.spans != new.spans:
-                self._strips.pop(y, None)
-                self.refresh(Region(0, y, width, 1))
+        changed = [
+            y
+            for y, (old, new) in enumerate(zip(before, rows, strict=True))
+            if old.plain != new.plain or old.spans != new.spans
+        ]
+        for y in changed:
+            self._strips.pop(y, None)
+        # a moving age: during the dashboard's tick its row is painted at the
+        # tick's end past the compositor, as the panes' rows are (ui/directpaint.py)
+        painter = getattr(self.app, "row_painter", None)
+        if changed and (painter is None or not painter.changed(self, changed)):
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
 
     # ------------------------------------------------------------ drawing
 

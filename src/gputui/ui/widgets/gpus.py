@@ -16,7 +16,7 @@ from rich.text import Text
 from gputui.diagnose.hardware import gpu_marks
 from gputui.model import GpuSample, GpuState, Ring
 from gputui.text.untrusted import remote_text, visible
-from gputui.ui.trend import pick_span, series_buckets, spark, window_label
+from gputui.ui.trend import pick_span, series_spark, spark, window_label
 from gputui.ui.widgets.lines import TextLines
 from gputui.ui.widgets.pane import TICK, Frame, Pane
 from gputui.ui.widgets.quiet import set_border_text
@@ -59,6 +59,9 @@ def _mem_text(s: GpuSample, short: bool) -> str:
     return f" {used:5.1f}/{total:.0f}G".ljust(11)
 
 
+RowFacts = tuple[object, ...]  # what a GPU row shows, each part as drawn: equal facts, equal rows
+
+
 def gpu_row(
     idx: int,
     s: GpuSample,
@@ -76,32 +79,80 @@ def gpu_row(
     """One GPU: index, util sparkline + %, memory sparkline + used/total,
     then (full rows) temperature and power; then the hardware's mark
     (diagnose/hardware.py: "thermal", "ECC", "x8" — red only when broken)."""
-    t = Text(no_wrap=True, overflow="crop")
-    t.append(f"{idx}{'*' if held else ' '} ".rjust(3), style="bold")
+    facts = row_facts(
+        idx,
+        s,
+        util,
+        mem,
+        now=now,
+        cells=cells,
+        span=span,
+        held=held,
+        lost_for=lost_for,
+        short=short,
+        mark=mark,
+    )
+    return draw_row(facts)
+
+
+def row_facts(
+    idx: int,
+    s: GpuSample,
+    util: Ring | None,
+    mem: Ring | None,
+    *,
+    now: float,
+    cells: int,
+    span: float,
+    held: bool,
+    lost_for: float | None,
+    short: bool = False,
+    mark: tuple[str, bool] | None = None,
+) -> RowFacts:
+    """The texts a GPU row is drawn from (draw_row): cheap to make and to
+    compare, so a second whose row reads the same draws nothing."""
+    head = f"{idx}{'*' if held else ' '} ".rjust(3)
     if lost_for is not None:
-        t.append(f"✖ no reading for {lost_for:.0f} s — GPU lost or nvidia-smi stuck", "bold red")
-        return t
-    u = series_buckets(util, now, span, cells) if util else [None] * cells
-    t.append(spark(u, 100.0), style=UTIL_STYLE)
-    t.append(f" {s.util_pct:3.0f}%" if s.util_pct is not None else "   ?%", style="bold")
-    t.append(" ")
+        return (head, f"✖ no reading for {lost_for:.0f} s — GPU lost or nvidia-smi stuck")
+    u = series_spark(util, now, span, cells, 100.0) if util else spark([None] * cells, 100.0)
     total = s.mem_total_mib or 0.0
-    m = series_buckets(mem, now, span, cells) if mem else [None] * cells
-    t.append(spark(m, total) if total else " " * cells, style=MEM_STYLE)
-    t.append(_mem_text(s, short), style="bold")
+    if not total:
+        m = " " * cells
+    else:
+        m = series_spark(mem, now, span, cells, total) if mem else spark([None] * cells, total)
+    util_text = f" {s.util_pct:3.0f}%" if s.util_pct is not None else "   ?%"
     if short:
-        return _with_mark(t, mark)
+        return (head, u, util_text, m, _mem_text(s, short), None, None, mark)
     if s.temp_c is None:
-        t.append("    ? ", style="dim")
+        temp: tuple[str, str] = ("    ? ", "dim")
     else:
-        t.append(f" {s.temp_c:3.0f}°C", style="bold yellow" if s.temp_c >= HOT_C else "")
+        temp = (f" {s.temp_c:3.0f}°C", "bold yellow" if s.temp_c >= HOT_C else "")
     if s.power_w is None:
-        t.append("     ?", style="dim")
+        power: tuple[str, str] = ("     ?", "dim")
     elif s.power_limit_w:
-        t.append(f" {s.power_w:.0f}/{s.power_limit_w:.0f} W".rjust(11))
+        power = (f" {s.power_w:.0f}/{s.power_limit_w:.0f} W".rjust(11), "")
     else:
-        t.append(f" {s.power_w:.0f} W".rjust(11))
-    return _with_mark(t, mark)
+        power = (f" {s.power_w:.0f} W".rjust(11), "")
+    return (head, u, util_text, m, _mem_text(s, short), temp, power, mark)
+
+
+def draw_row(facts: RowFacts) -> Text:
+    """A GPU row from its row_facts."""
+    t = Text(no_wrap=True, overflow="crop")
+    t.append(str(facts[0]), style="bold")
+    if len(facts) == 2:  # lost
+        t.append(str(facts[1]), "bold red")
+        return t
+    _head, u, util_text, m, mem_text, temp, power, mark = facts
+    t.append(str(u), style=UTIL_STYLE)
+    t.append(str(util_text), style="bold")
+    t.append(" ")
+    t.append(str(m), style=MEM_STYLE)
+    t.append(str(mem_text), style="bold")
+    for part in (temp, power):
+        if isinstance(part, tuple):
+            t.append(*part)
+    return _with_mark(t, mark if isinstance(mark, tuple) else None)
 
 
 def _with_mark(t: Text, mark: tuple[str, bool] | None) -> Text:
@@ -121,18 +172,24 @@ def lost_for(gpus: GpuState, s: GpuSample, newest: float, now: float) -> float |
 
 
 def gpu_rows(gpus: GpuState, width: int, now: float, compact: bool = False) -> list[Text]:
+    return draw_rows(gpu_facts(gpus, width, now, compact), width)
+
+
+def gpu_facts(gpus: GpuState, width: int, now: float, compact: bool = False) -> tuple[object, ...]:
+    """What the GPU rows show (draw_rows draws it): equal facts, equal rows.
+    ("error", text), ("waiting",), or ("rows", two a line, each GPU's row_facts)."""
     if gpus.error and not gpus.latest:
-        return [remote_text(f"GPUs: {gpus.error}", style="bold red")]
+        return ("error", gpus.error)
     if not gpus.latest:
-        return [Text("waiting for the first GPU sample…", style="dim")]
+        return ("waiting",)
     halves = two_per_line(len(gpus.latest), compact)
     cells = spark_cells(width, halves)
     span = pick_span(cells)
     held_by = {p.gpu_uuid for p in gpus.processes}
     newest = max(s.time for s in gpus.latest.values())
     marks = gpu_marks(gpus, now)
-    rows = [
-        gpu_row(
+    rows = tuple(
+        row_facts(
             i,
             s,
             gpus.util_history.get(i),
@@ -146,7 +203,18 @@ def gpu_rows(gpus: GpuState, width: int, now: float, compact: bool = False) -> l
             mark=marks.get(i),
         )
         for i, s in sorted(gpus.latest.items())
-    ]
+    )
+    return ("rows", halves, rows)
+
+
+def draw_rows(facts: tuple[object, ...], width: int) -> list[Text]:
+    """The GPU rows from gpu_facts."""
+    if facts[0] == "error":
+        return [remote_text(f"GPUs: {facts[1]}", style="bold red")]
+    if facts[0] == "waiting":
+        return [Text("waiting for the first GPU sample…", style="dim")]
+    _, halves, each = facts
+    rows = [draw_row(f) for f in each]  # type: ignore[attr-defined]
     if not halves:
         return rows
     col = (width - HALF_GAP) // 2
@@ -225,17 +293,6 @@ def gpu_title(gpus: GpuState, window: str = "") -> Text:
     return t
 
 
-def gpu_rows_key(gpus: GpuState, now: float, span: float) -> tuple[object, ...]:
-    """What `gpu_rows` depends on: equal keys, equal rows."""
-    held_by = {p.gpu_uuid for p in gpus.processes}
-    rows = tuple(
-        (i, s.time, s.mem_total_mib, bool(s.uuid and s.uuid in held_by))
-        for i, s in sorted(gpus.latest.items())
-    )
-    marks = tuple(sorted(gpu_marks(gpus, now).items()))
-    return (gpus.error, gpus.lost, rows, int(now // span), len(gpus.events), marks)
-
-
 class GpuTable(Pane, TextLines):
     """Fixed height (set in `draw` from the number of GPUs): updates repaint, never reflow."""
 
@@ -268,14 +325,16 @@ class GpuTable(Pane, TextLines):
         cells = spark_cells(width, two_per_line(len(gpus.latest), self.compact))
         span = pick_span(cells)
         held = holder_lines(gpus, holders, self.compact)
-        key = (*gpu_rows_key(gpus, now, span), self.compact, width, tuple(h.markup for h in held))
+        facts = gpu_facts(gpus, width, now, self.compact)
+        events = [e.text for e in list(gpus.events)[-1:]]
+        names = tuple(sorted({s.name for s in gpus.latest.values() if s.name}))
+        key = (facts, width, tuple(h.markup for h in held), names, tuple(events), cells, span)
         if key == self._key:
-            return  # same samples, same bucket: nothing to draw
+            return  # every row reads as it does: nothing to draw (a new sample, the same texts)
         self._key = key
-        rows = gpu_rows(gpus, width, now, self.compact) + held
+        rows = draw_rows(facts, width) + held
         self.line_count = len(rows)
         self.set_lines(rows)
-        events = [e.text for e in list(gpus.events)[-1:]]
         set_border_text(
             self,
             title=gpu_title(gpus, window_label(cells, span)),

@@ -100,6 +100,11 @@ def _over(widths: dict[str, int], width: int, pad: int, cut_to: dict[str, int]) 
     return sum(min(w, cut_to.get(c, w)) + 2 * pad for c, w in widths.items()) - width
 
 
+def _cell_key(cell: Text | str) -> object:
+    """A cell as drawn: its text, and a Text's spans and style."""
+    return cell if isinstance(cell, str) else (cell.plain, tuple(cell.spans), str(cell.style))
+
+
 class SessionList(Pane, DataTable[Text | str]):
     """Enter or a click on a row watches that session."""
 
@@ -114,12 +119,14 @@ class SessionList(Pane, DataTable[Text | str]):
         self._rows: dict[str, tuple[Text | str, ...]] = {}
         self._widths: dict[str, int] = {}
         self._shown: tuple[list[Session], float, str | None] | None = None
+        self._key: tuple[object, ...] | None = None
 
     def draw(self, frame: Frame, changed: Set[str]) -> None:
         self.show(frame.snap.sessions, frame.now, frame.snap.session_name)
 
     def on_resize(self) -> None:
         if self._shown is not None:
+            self._key = None
             self.show(*self._shown)
 
     def _room(self, rows: int) -> int:
@@ -133,7 +140,14 @@ class SessionList(Pane, DataTable[Text | str]):
         self._shown = (sessions, now, watched)
         names = [row_key(s) for s in sessions]
         rows = {row_key(s): session_row(s, now, watched) for s in sessions}
-        widths = column_widths(list(rows.values()), self._room(len(rows)), self.cell_padding)
+        room = self._room(len(rows))
+        # what the table shows, cell by cell: the same as last time (most
+        # seconds: the ages are minutes), nothing to fit or compare again
+        key = (room, tuple((n, tuple(_cell_key(c) for c in r)) for n, r in rows.items()))
+        if key == self._key:
+            return
+        self._key = key
+        widths = column_widths(list(rows.values()), room, self.cell_padding)
         fitted = {
             n: tuple(fit_cell(c, widths[k]) for c, k in zip(r, COLUMNS, strict=True) if k in widths)
             for n, r in rows.items()

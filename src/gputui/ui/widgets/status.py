@@ -60,6 +60,21 @@ def status_text(snap: Snapshot, *, read_only: bool = False) -> Text:
     return safe_text(t)  # target and connection errors may carry remote text
 
 
+def head_key(snap: Snapshot, read_only: bool) -> tuple[object, ...]:
+    """What status_text reads: equal keys, equal header."""
+    container = snap.container
+    return (
+        snap.target,
+        snap.connection,
+        None if snap.rtt_ms is None else rtt_text(snap.rtt_ms),
+        snap.connection_error,
+        (container.kind, container.words) if container is not None else None,
+        snap.ct_status,
+        snap.gpus.source,
+        read_only,
+    )
+
+
 SEVERITY_RANK = {"error": 0, "warning": 1, "information": 2}
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "information": "cyan"}
 SEVERITY_MARK = {"error": "✖", "warning": "⚠", "information": "•"}
@@ -114,12 +129,18 @@ class StatusLine(Pane, QuietStatic):
         super().__init__(*args, **kw)
         self.notices: dict[str, Notice] = {}
         self._head = Text()
+        self._head_key: tuple[object, ...] | None = None
 
     def draw(self, frame: Frame, changed: Set[str]) -> None:
         self.show(frame.snap, read_only=frame.read_only)
 
     def show(self, snap: Snapshot, *, read_only: bool) -> None:
-        # one row high (app.tcss): a changed text repaints, never reflows
+        # one row high (app.tcss): a changed text repaints, never reflows;
+        # the same words as a second ago (nearly always): nothing to do
+        key = head_key(snap, read_only)
+        if key == self._head_key:
+            return
+        self._head_key = key
         self._head = status_text(snap, read_only=read_only)
         self._redraw()
 
