@@ -184,6 +184,7 @@ class GputuiApp(App[int]):
         self._availability: tuple[str | None, ...] = ()
         self._stopped = False
         self._last_tick = -1e9  # time.monotonic() of the last full redraw
+        self._timer_ticks = True  # the 1 Hz timer draws (no GPU samples are coming)
         self.executed: list[ActionPlan] = []  # every action that really ran
         self.recorder = recorder  # history + alerts
         self.row_painter = RowPainter(self)  # the tick's rows, past the compositor
@@ -348,6 +349,7 @@ class GputuiApp(App[int]):
 
     def _apply_dirty(self) -> None:
         self._apply_pending = False
+        self._timer_ticks = False  # the GPU samples bring the tick
         self._tick()
 
     def _apply(self, parts: set[str]) -> None:
@@ -396,8 +398,13 @@ class GputuiApp(App[int]):
             self._q(RunLine).draw(frame, {"sessions", "procs"})  # drawn only while tiny
 
     def _timed_tick(self) -> None:
-        """The 1 Hz timer: redraw unless the GPU feed just did."""
-        if time.monotonic() - self._last_tick >= TICK_INTERVAL * 0.9:
+        """The 1 Hz timer: redraw unless the GPU feed just did. While GPU
+        samples bring the tick (about once a second), a late one is waited
+        for a little: on a busy machine the timer's tick came a few ms
+        before the samples' own, and the second was drawn twice."""
+        wait = TICK_INTERVAL * (0.9 if self._timer_ticks else 1.3)
+        if time.monotonic() - self._last_tick >= wait:
+            self._timer_ticks = True
             self._tick()
 
     @property
