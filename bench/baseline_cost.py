@@ -16,8 +16,8 @@ few seconds: noise that is no part of the H200's NVML reads).
 
 Each --src (a source tree holding gputui/, default this checkout's src/) is
 measured --runs times, the trees taking turns window by window, so a busy
-machine weighs on all of them alike; prints each window and the medians
-(main+agent: what this bench compares).
+machine weighs on all of them alike; prints each window and the medians,
+and each tree's main process and main+agent against the first tree's.
 """
 
 from __future__ import annotations
@@ -161,11 +161,18 @@ def main() -> int:
 def report(srcs: list[Path], figures: dict[Path, list[dict[str, float]]]) -> str:
     """Medians by part, % of a core, and each tree against the first."""
     keys = ["main", "agent", "main+agent", "rest"]
-    rows = [["tree", *[f"{k} %" for k in keys], "main+agent vs first"]]
-    first = statistics.median(f["main+agent"] for f in figures[srcs[0]])
+    rows = [["tree", *[f"{k} %" for k in keys], "main vs first", "main+agent vs first"]]
+    first = {k: statistics.median(f[k] for f in figures[srcs[0]]) for k in keys}
     for s in srcs:
         med = {k: statistics.median(f[k] for f in figures[s]) for k in keys}
-        rows.append([str(s), *[f"{med[k]:.2f}" for k in keys], f"{med['main+agent'] / first:.2f}×"])
+        rows.append(
+            [
+                str(s),
+                *[f"{med[k]:.2f}" for k in keys],
+                f"{med['main'] / first['main']:.2f}×",
+                f"{med['main+agent'] / first['main+agent']:.2f}×",
+            ]
+        )
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(r)) for r in rows)
 
