@@ -140,6 +140,9 @@ def _space_line(ctx: Context) -> str | None:
         alerts=True,
         host_word="stalled",
         host_word_error="full",
+        # a run whose writes fail for space waits, its GPUs idle: the disk is
+        # the cause, not a hang (a doctor that watched long enough said both)
+        supersedes=("held_but_idle",),
     ),
     Kind("disk_low", specificity=220, cause="disk"),
 )

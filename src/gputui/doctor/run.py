@@ -168,6 +168,19 @@ def _busy_without_steps(snap: Snapshot, now: float) -> bool:
     return bool(ctx.busy)
 
 
+# the findings that give the buffering verdict themselves
+BUFFERING_SAID = frozenset({"busy_but_silent", "buffered_output"})
+
+
+def buffering_said(snap: Snapshot, settings: Settings) -> bool:
+    """A finding already says the run's stdout is block-buffered (its log
+    stale past the threshold while its GPUs are busy): the buffering watch has
+    nothing left to wait for. Watching on let a hang's idle window pass on a
+    stand-in GPU and a full disk's run, and the report named a stall instead."""
+    found = rules.diagnose(snap, time.time(), settings.stale_after, settings.diagnosis)
+    return any(f.kind in BUFFERING_SAID for f in found)
+
+
 def buffering_not_known(snap: Snapshot, now: float, watched_s: float) -> Finding | None:
     """The watch ended and it is still not known whether the run's stdout
     is block-buffered, while its GPUs are busy and no step has reached the
@@ -311,7 +324,10 @@ async def watch_once(
                 now - t0 >= settle_s
                 and not missing
                 and not _hang_watch_due(snap)
-                and not buffering_watch_due(snap, now - start, started_wall, buffer_watch_s)
+                and not (
+                    buffering_watch_due(snap, now - start, started_wall, buffer_watch_s)
+                    and not buffering_said(snap, monitor.settings)
+                )
             ):
                 break
             await asyncio.sleep(LOOK_S)
