@@ -164,6 +164,37 @@ async def test_whole_run_view_marks_findings_and_actions(tmp_path: Path) -> None
         assert "GPUs over 1 h" in screen_text(app)
 
 
+def test_the_run_range_shows_the_relaunch_that_began_the_run(tmp_path: Path) -> None:
+    """`h` a minute after a relaunch: the run range starts at the new run's
+    first line, seconds after the relaunch and the old run's exit — it said
+    'no findings, actions or exits recorded in this range' (issue 46)."""
+    import time
+
+    from gputui.record.history import PointRow
+    from gputui.ui.screens.wholerun import load
+
+    db = tmp_path / "h.sqlite"
+    now = time.time()
+    w = HistoryWriter(db)
+    tid = w.target_id("root@gpu1 ct 200").result()
+    w.add_event(tid, EventRow(now - 70, "exit", "train", "exit", "info", "exited 130")).result()
+    w.add_event(
+        tid, EventRow(now - 68, "action", "relaunch", "ok", "", "relaunched", "k1")
+    ).result()
+    run = w.new_run("root@gpu1 ct 200", "/w/train.log", 7, now - 60).result()
+    w.add_points(
+        run.id,
+        [PointRow(i, now - 60 + i, True, i, 3.0, 1000.0, None) for i in range(60)],
+        10_000,
+        now,
+        "tok/s",
+    ).result()
+    w.close()
+    data = load(db, "root@gpu1 ct 200", None, now)  # the "run" range
+    assert abs(data.since - (now - 60)) < 1
+    assert [(e.kind, e.name) for e in data.events] == [("exit", "train"), ("action", "relaunch")]
+
+
 def test_alerts_without_history(tmp_path: Path) -> None:
     """[history] enabled = false: no file is written, alerts still work."""
     settings = Settings(local=True, history=False, history_path=str(tmp_path / "h.sqlite"))

@@ -37,8 +37,26 @@ def test_dead_session(snap_compare) -> None:
     assert snap_compare(scene_app("dead"), terminal_size=SIZE)
 
 
+async def plan_shown(pilot) -> None:  # type: ignore[no-untyped-def]
+    """Until the confirm box has painted its plan: y runs only a plan shown
+    (ui/screens/confirm.py); a y sent before is refused, and said so."""
+    from gputui.ui.screens.confirm import ConfirmScreen
+
+    for _ in range(500):
+        box = pilot.app.screen
+        if isinstance(box, ConfirmScreen) and box.state == "shown":
+            await pilot.pause()
+            return
+        await pilot.pause(0.01)
+    raise AssertionError("the plan never showed in the box")
+
+
 def test_confirm_relaunch(snap_compare) -> None:
-    assert snap_compare(scene_app("buffered"), press=["r"], terminal_size=SIZE)
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.press("r")
+        await plan_shown(pilot)
+
+    assert snap_compare(scene_app("buffered"), run_before=run_before, terminal_size=SIZE)
 
 
 def test_py_spy_output(snap_compare) -> None:
@@ -98,7 +116,7 @@ def test_relaunched_80x24(snap_compare) -> None:
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
         await pilot.press("r")
-        await pilot.pause()
+        await plan_shown(pilot)
         await pilot.press("y")
         await pilot.app.workers.wait_for_complete()
         await pilot.pause()

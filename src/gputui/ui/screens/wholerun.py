@@ -38,6 +38,7 @@ RANGES: dict[str, float | None] = {"1 h": 3600.0, "24 h": 86400.0, "run": None}
 RELOAD_S = 10.0
 EVENT_LINES = 6
 GPU_POINTS = 360  # per GPU over the chosen range
+RUN_LEAD_S = 180.0  # the "run" range's events start this long before its first point
 
 
 @dataclass
@@ -92,7 +93,11 @@ def load(path: Path, target: str, span: float | None, now: float) -> WholeRun:
                 out.mem_gib.setdefault(p.gpu, []).append((p.t, p.mem_used / 1024))
             if p.mem_total:
                 out.mem_max_gib = max(out.mem_max_gib, p.mem_total / 1024)
-        out.events = [e for e in r.events(target, since, now + 1) if e.kind != "connection"]
+        # "run": what began it too — the relaunch and the old run's exit come
+        # seconds before its first line ('no findings, actions or exits in this
+        # range' a minute after a relaunch, issue 46)
+        first = since - RUN_LEAD_S if span is None else since
+        out.events = [e for e in r.events(target, first, now + 1) if e.kind != "connection"]
         return out
     finally:
         r.close()
