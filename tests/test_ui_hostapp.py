@@ -135,14 +135,21 @@ async def test_enter_on_a_container_with_no_run_says_why() -> None:
     app = host_app()
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         term = attach(app)
+        async def shows(words: str) -> str:
+            for _ in range(100):  # a loaded machine draws late: wait for it, up to 5 s
+                if words in term.text():
+                    break
+                await pilot.pause(0.05)
+            return term.text()
+
         await pilot.press("down", "down", "down", "enter")  # CT 204, stopped
-        await pilot.pause(0.3)
+        text = await shows("CT 204 (scratch) is stopped: no run in it to open")
         assert app.is_running and app.return_value is None
-        assert "CT 204 (scratch) is stopped: no run in it to open" in term.text(), term.text()
+        assert "CT 204 (scratch) is stopped: no run in it to open" in text, text
         app.clear_notifications()
         await pilot.press("shift+tab", *["down"] * 4, "enter")  # GPU 4: its process is gone
-        await pilot.pause(0.3)
-        assert "GPU 4: its memory is held by no live process (pid 39911" in term.text()
+        text = await shows("GPU 4: its memory is held by no live process (pid 39911")
+        assert "GPU 4: its memory is held by no live process (pid 39911" in text, text
 
 
 async def test_question_mark_shows_the_host_views_help_and_the_footer_its_keys() -> None:
@@ -152,13 +159,20 @@ async def test_question_mark_shows_the_host_views_help_and_the_footer_its_keys()
     app = host_app()
     async with app.run_test(size=(80, 24)) as pilot:
         term = attach(app)
-        await pilot.pause(0.2)
-        footer = term.text().splitlines()[-1]
+
+        async def shows(*words: str) -> str:
+            for _ in range(100):  # a loaded machine draws late: wait for it, up to 5 s
+                if all(w in term.text() for w in words):
+                    break
+                await pilot.pause(0.05)
+            return term.text()
+
+        footer = (await shows("enter open run view", "? help")).splitlines()[-1]
         assert "enter open run view" in footer and "? help" in footer and "q quit" in footer
         await pilot.press("question_mark")
-        await pilot.pause(0.3)
+        text = await shows("the host view", "open the run view")
         assert isinstance(app.screen, HelpScreen)
-        assert "the host view" in term.text() and "open the run view" in term.text()
+        assert "the host view" in text and "open the run view" in text, text
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen) and app.is_running
