@@ -30,7 +30,8 @@ HELP_HEAD = """\
 
 HELP_TAIL = """
 Every action opens a confirm box that names the exact target and command;
-nothing runs until you press `y`. In `--read-only` mode every action that
+nothing runs until you press `y` with the plan on screen (a `y` pressed while
+it still says "reading…" runs nothing, and the box says so). In `--read-only` mode every action that
 changes something is off, and `attach` opens tmux's read-only client
 (`tmux attach -r`).
 
