@@ -97,3 +97,28 @@ def test_history_csv_has_no_control_characters_and_no_formulas(tmp_path: Path) -
             assert cell.isprintable(), row
     names = [r[3] for r in rows]
     assert names[0] == "'=SUM(1+1)" and names[4].startswith("'")
+
+
+def test_history_names_its_columns_and_cuts_no_title(tmp_path: Path) -> None:
+    """`history --csv`'s header said `record,time,gpu_or_run,a,b,c,d`, and the
+    text form cut each event's title at 120 characters (issue 46): each
+    column now says what it holds for each kind of row, and a title is whole."""
+    from gputui.record.query import HistoryReader, render
+
+    db = tmp_path / "h.sqlite"
+    w = HistoryWriter(db)
+    tid = w.target_id("root@h ct 200").result()
+    now = time.time()
+    title = "GPUs busy, log silent 4 min: stdout is block-buffered — " + "x" * 150 + " END"
+    w.add_event(tid, EventRow(now - 5, "finding", "busy_but_silent", "appear", "warning", title))
+    w.close()
+    r = HistoryReader(db)
+    try:
+        head, row = list(csv.reader(io.StringIO(render(r, "root@h ct 200", now - 60, now, "csv"))))
+        text = render(r, "root@h ct 200", now - 60, now, "text")
+    finally:
+        r.close()
+    assert not {"a", "b", "c", "d"} & set(head), head
+    assert dict(zip(head, row, strict=True))["-|lr|title"] == title
+    assert dict(zip(head, row, strict=True))["util_pct|step|name"] == "busy_but_silent"
+    assert title in text

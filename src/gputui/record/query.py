@@ -282,7 +282,7 @@ def render(reader: HistoryReader, target: str, since: float, until: float, fmt: 
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerow(["record", "time", "gpu_or_run", "a", "b", "c", "d"])
+        w.writerow(CSV_HEADER)
         for g in gpus:
             w.writerow(["gpu", g.t, g.gpu, g.util, g.mem_used, g.mem_total, ""])
         for m in metrics:
@@ -292,6 +292,19 @@ def render(reader: HistoryReader, target: str, since: float, until: float, fmt: 
             w.writerow(["event", e.t, *map(_csv_safe, texts)])
         return buf.getvalue()
     return _text(target, gpus, metrics, events)
+
+
+# One header for three kinds of row: each column says what it holds in each
+# (it said `a,b,c,d`, issue 46).
+CSV_HEADER = [
+    "record",
+    "time",
+    "gpu|run|kind",
+    "util_pct|step|name",
+    "mem_used_mib|loss|state",
+    "mem_total_mib|throughput|severity",
+    "-|lr|title",
+]
 
 
 # What a spreadsheet takes as the start of a formula (a tab or CR too: some
@@ -340,5 +353,5 @@ def _text(
     out.append(f"events: {len(events)}")
     for e in events:
         words = " ".join(x for x in (e.kind, e.name, e.state) if x)
-        out.append(f"  {ts(e.t)}  {visible(words)[:80]}  {visible(e.title)[:120]}")
+        out.append(f"  {ts(e.t)}  {visible(words)}  {visible(e.title)}")  # whole: a pipe cuts
     return "\n".join(out) + "\n"
