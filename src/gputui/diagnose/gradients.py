@@ -50,18 +50,26 @@ _SCALE_WORDS = ("loss scale to", "reducing to", "loss scale from")
 _AT_MINIMUM = "Current loss scale already at minimum"
 
 
-def _norms(ctx: Context) -> list[tuple[str, float]]:
-    """(line, norm) of the lines read that report a gradient norm, oldest first."""
-    if not ctx.recent_hold(RECENT, _NORM_WORDS):
+_NOT_FINITE_WORDS = ("nan", "NaN", "inf", "Inf")  # one of them in every non-finite norm
+
+
+def _bad_norms(ctx: Context) -> list[tuple[str, float]]:
+    """(line, norm) of the newest lines that report a non-finite gradient
+    norm, newest first, back to the first finite one (read from the newest
+    line back: a healthy run's newest norm ends it at once)."""
+    if not ctx.recent_hold(RECENT, _NORM_WORDS) or not ctx.recent_hold(RECENT, _NOT_FINITE_WORDS):
         return []
-    out = []
-    for ln in ctx.recent_lines(RECENT):
+    out: list[tuple[str, float]] = []
+    for ln in reversed(ctx.recent_lines(RECENT)):
         if "norm" not in ln:
             continue
         m = _NORM.search(ln)
         v = bounded_float(m.group(1), finite=False) if m is not None else None
-        if v is not None:
-            out.append((ln, v))
+        if v is None:
+            continue
+        if math.isfinite(v):
+            break
+        out.append((ln, v))
     return out
 
 
@@ -80,18 +88,14 @@ def rule_grad_nan(ctx: Context) -> Finding | None:
     """The gradient norm is NaN (or inf) on the last NAN_IN_A_ROW steps
     that report one, none finite between: the optimizer steps on garbage
     (or skips every step), whatever the loss column says."""
-    norms = _norms(ctx)
-    bad = 0
-    for _, v in reversed(norms):
-        if math.isfinite(v):
-            break
-        bad += 1
+    norms = _bad_norms(ctx)
+    bad = len(norms)
     if bad < NAN_IN_A_ROW:
         return None
-    first = norms[len(norms) - bad][0]
+    first = norms[-1][0]
     it = _ITERATION.search(first)
     since = f" since iteration {it.group(1)}" if it is not None else ""
-    what = "NaN" if math.isnan(norms[-1][1]) else "inf"
+    what = "NaN" if math.isnan(norms[0][1]) else "inf"
     return Finding(
         kind="grad_nan",
         severity=Severity.ERROR,
@@ -100,7 +104,7 @@ def rule_grad_nan(ctx: Context) -> Finding | None:
         ),
         evidence=[
             f"the first: {short(one_line(first, 400), 240)}",
-            f"the last: {short(one_line(norms[-1][0], 400), 240)}",
+            f"the last: {short(one_line(norms[0][0], 400), 240)}",
         ],
         fix=(
             "stop it and resume from a checkpoint before that iteration with a lower learning "
