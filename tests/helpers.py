@@ -202,3 +202,18 @@ def flush_cannot_work_here(result: Any) -> str | None:
         assert any("was not touched" in d for d in result.details), result.details
         return "this machine's gdb cannot call into a process on an AMX CPU (gdb 14+ can)"
     return None
+
+
+async def yes_once_shown(pilot: Any, timeout: float = 30.0) -> None:
+    """Press y in the confirm box once its plan has been shown (painted). A y
+    before that runs nothing, by design (ui/screens/confirm.py, issue 46), and
+    on a loaded machine reading and painting the plan can take seconds: a
+    test that pressed y after one pause ran nothing and waited in vain."""
+    from gputui.ui.screens.confirm import ConfirmScreen
+
+    def shown() -> bool:
+        box = pilot.app.screen
+        return isinstance(box, ConfirmScreen) and box.state == "shown"
+
+    await until(shown, timeout, "the confirm box's plan shown")
+    await pilot.press("y")

@@ -232,7 +232,7 @@ async def test_the_dashboard_relaunches_a_main_process_container(
             shown = box_text()
             assert f"docker restart -t 10 {name}" in shown, shown
             assert "SIGTERM to its main process" in shown and "its log is kept" in shown
-            await pilot.press("y")
+            await helpers.yes_once_shown(pilot)
             await helpers.until(
                 lambda: list(snap.log_tail).count("step 0") == 2, 60, "the restarted run's lines"
             )

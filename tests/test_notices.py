@@ -7,6 +7,7 @@ from textual.widgets._toast import ToastRack
 
 from gputui.ui.screens.notices import NoticesScreen
 from gputui.ui.widgets.status import StatusLine
+from helpers import yes_once_shown
 from test_ui_snapshots import scene_app
 from ui_scenarios import screen_text
 
@@ -52,7 +53,7 @@ async def test_right_after_a_relaunch_the_log_is_not_covered() -> None:
         assert len(log_rows) >= 8
         await pilot.press("r")
         await pilot.pause()
-        await pilot.press("y")
+        await yes_once_shown(pilot)
         await app.workers.wait_for_complete()
         await pilot.pause()
         await pilot.pause()

@@ -13,6 +13,7 @@ from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen
 from gputui.ui.screens.result import ResultScreen
 from gputui.ui.widgets.banner import Banner
+from helpers import yes_once_shown
 from scene_fakes import RecordingActions, SceneMonitor
 from ui_scenarios import screen_text
 
@@ -87,7 +88,7 @@ async def test_relaunch_needs_confirmation_n_and_escape_run_nothing() -> None:
         assert actions.executed == []
         await pilot.press("r")
         await pilot.pause()
-        await pilot.press("y")
+        await yes_once_shown(pilot)
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert [p.action for p in actions.executed] == ["relaunch"]
@@ -101,7 +102,7 @@ async def test_confirmed_plan_is_the_one_shown_when_box_opened() -> None:
         shown = app.screen.plan  # type: ignore[attr-defined]
         mon.snapshot.session_name = "other"  # the world changes while the box is open
         mon.publish({"sessions"})
-        await pilot.press("y")
+        await yes_once_shown(pilot)
         await app.workers.wait_for_complete()
         assert actions.executed == [shown]
         assert "dflash" in actions.executed[0].target
@@ -196,7 +197,7 @@ async def test_action_that_raises_shows_a_failure_box_not_a_crash() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("k")
         await pilot.pause()
-        await pilot.press("y")
+        await yes_once_shown(pilot)
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert isinstance(app.screen, ResultScreen)
@@ -258,7 +259,7 @@ async def test_watch_log_confirms_then_follows_the_real_file() -> None:
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         assert mon.followed == []
-        await pilot.press("y")
+        await yes_once_shown(pilot)
         await app.workers.wait_for_complete()
         assert mon.followed == ["/workspace/train.log"]
 

@@ -23,6 +23,7 @@ from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.result import ResultScreen
 from gputui.ui.widgets.banner import Banner
 from gputui.ui.wiring import build
+from helpers import yes_once_shown
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="the demo needs tmux")
 
@@ -86,7 +87,7 @@ async def test_demo_banner_explains_buffering_and_relaunch_fixes_it(tmp_path, mo
                 lambda: isinstance(app.screen, ConfirmScreen) and app.screen.plan, 10
             )
             assert app.executed == []  # the box is open; nothing ran
-            await pilot.press("y")
+            await yes_once_shown(pilot)
             await app.workers.wait_for_complete()
             assert [p.action for p in app.executed] == ["relaunch"]
             # the result box says what is true of simulated GPUs (it said "GPU

@@ -25,6 +25,7 @@ from typing import Any
 from gputui.actions import ActionPlan, ActionResult
 from gputui.model import GpuSample
 from gputui.ui.screens.result import ResultScreen
+from helpers import yes_once_shown
 from scene_fakes import RecordingActions
 from terminal import attach, drawn_afresh, inside
 from test_ui_snapshots import SIZE, scene_app
@@ -85,7 +86,7 @@ async def test_an_actions_progress_stays_off_the_log_and_its_result_box() -> Non
         term = attach(app)
         await pilot.press("r")
         await pilot.pause()
-        await pilot.press("y")
+        await yes_once_shown(pilot)
         await pilot.pause(0.4)  # the action runs: the dashboard is on top
         log = inside(term, app._q("#logpanel").region)
         assert not [r for r in log if any(s in r for s in SlowRelaunch.STEPS)], "\n".join(log)

@@ -21,6 +21,7 @@ from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.result import ResultScreen
 from gputui.ui.widgets.banner import Banner
 from gputui.ui.widgets.status import StatusLine
+from helpers import yes_once_shown
 from test_alerts import Hook
 from ui_scenarios import (
     SIZE,
@@ -192,7 +193,7 @@ async def test_buffered_banner_then_relaunch_clears_it(
                     await asyncio.sleep(0.05)
 
             sampler = asyncio.create_task(sample())
-            await pilot.press("y")
+            await yes_once_shown(pilot)
             await until(lambda: app.executed, 5, "the relaunch to start")
             assert [p.action for p in app.executed] == ["relaunch"]
             await until(
@@ -309,7 +310,7 @@ async def test_a_relaunch_that_dies_at_once_is_on_the_banner_and_sent_once(
             await until(
                 lambda: isinstance(app.screen, ConfirmScreen) and app.screen.plan, 15, "the plan"
             )
-            await pilot.press("y")
+            await yes_once_shown(pilot)
             await until(lambda: app.executed, 5, "the relaunch to start")
             await until(
                 lambda: not [w for w in app.workers if w.group == "action" and w.is_running],

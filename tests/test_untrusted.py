@@ -52,7 +52,7 @@ from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen
 from gputui.ui.screens.result import ResultScreen
 from gputui.verbs import VERB_BY_ID
-from helpers import until
+from helpers import until, yes_once_shown
 from hostile import CANARY, PIECES, foreign_controls, hostile, raw_controls
 from scene_fakes import RecordingActions, SceneMonitor
 
@@ -353,7 +353,7 @@ async def drive_hostile_dashboard(name: str, command: str, path: str, error: str
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         await check_screen(app, pilot, "confirm box")
-        await pilot.press("y")
+        await yes_once_shown(pilot)
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert isinstance(app.screen, ResultScreen)
