@@ -62,6 +62,9 @@ class Bed:
             "PATH": "/usr/local/bin:/usr/bin:/bin",
         }
         self.env.pop("TMUX", None)
+        # a session that stays: a server whose last session ends exits, and a
+        # case's new-session racing that exit failed now and then (xdist load)
+        self.tmux("new-session", "-d", "-s", "keep", "-x", "80", "-y", "20", "sleep 86400")
 
     def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -113,7 +116,11 @@ def replay(bed: Bed, src: Path, case: cc.Case, n: int) -> dict[str, Any]:
     text.write_bytes(case.text)
     log = work / "train.log"
     session = f"c{n}"
-    bed.tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "50", "bash --norc --noprofile")
+    made = bed.tmux(
+        "new-session", "-d", "-s", session, "-x", "200", "-y", "50", "bash --norc --noprofile"
+    )
+    if made.returncode != 0:
+        raise RuntimeError(f"{case.name}: tmux new-session failed: {made.stderr.strip()}")
     # the shell at its prompt before it is typed to (keys sent into a shell
     # still starting may reach it before its line editor does)
     _wait(lambda: bed.tmux("capture-pane", "-p", "-t", session).stdout.strip() != "", 30)

@@ -31,9 +31,9 @@ _COUNT = re.compile(
     r"(\d{1,12})\s*/\s*(\d{1,12})",
     re.I,
 )
-# a shell prompt the pane's last line ends in: "$ ", "# ", "user@host:~/x$ ",
+# a shell prompt the pane's last line ends in: "$ ", "bash-5.2# ", "user@host:~/x$ ",
 # right after a progress bar the kill cut ("…1.28it/s]$ ")
-_PROMPT = re.compile(r"\S*[$#>] ?$")
+_PROMPT = re.compile(r"(?:\S+@\S+:\S*|[\w.-]*)[$#] ?$")
 
 
 def mid_work(line: str) -> str | None:
