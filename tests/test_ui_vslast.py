@@ -38,11 +38,14 @@ async def test_run_panel_shows_the_run_against_the_last_one() -> None:
         assert sub.endswith("at step 400")
         text = screen_text(app)
         assert "+12 % vs last" in text  # on the tok/s row, beside the current value
+        title = panel._shown_border_title.plain  # type: ignore[attr-defined]
+        assert title.startswith("training process · vs run 12: --batch-size 32 → 64;")
         # without a last run: the parser's name, no comparison
         snap.vs_last = None
         app._tick()
         await pilot.pause()
         assert panel._shown_border_subtitle.plain == "parser: step | loss | tok/s"  # type: ignore[attr-defined]
+        assert panel._shown_border_title.plain == "training process"  # type: ignore[attr-defined]
 
 
 async def test_whole_run_overlays_the_last_run() -> None:

@@ -188,6 +188,12 @@ def step_points(m: Metrics) -> list[tuple[float, float | None]]:
     return [(b, b - a) for a, b in itertools.pairwise(times)]
 
 
+def changes_title(vs: VsLast) -> str:
+    """'training process · vs run 12: --bs 32 → 64; train.py modified (5 min later)'."""
+    what = "; ".join(vs.changes) or "no change gputui can see"
+    return f"{RunPanel.BORDER_TITLE} · vs run {vs.last_run}: {what}"
+
+
 def step_value(m: Metrics, vs: Versus | None = None) -> Text:
     """'0.12 s/step  step 1,234': the row is labelled for what it plots
     (and its change against the last run at the same step, when known)."""
@@ -280,10 +286,12 @@ class RunPanel(Pane, Vertical):
             key, lambda: MetricLine("s/step", step_points(m), now, step_value(m, st))
         )
         # the bottom border: the run against its last one (issue 49), else the parser
-        if vs is not None:
-            set_border_text(self, subtitle=vs_last_text(vs))
+        if vs is not None:  # the title: what changed since the last run
+            set_border_text(self, title=changes_title(vs), subtitle=vs_last_text(vs))
         else:
-            set_border_text(self, subtitle=f"parser: {m.preset}" if m.preset else "")
+            set_border_text(
+                self, title=self.BORDER_TITLE, subtitle=f"parser: {m.preset}" if m.preset else ""
+            )
 
 
 class RunLine(Pane, QuietStatic):
