@@ -16,7 +16,7 @@ use_wheels
 use_tmux_debs
 export XDG_STATE_HOME=$RUN/state
 G="python3 -m gputui"
-cp bench/gpu/train_torch.py bench/gpu/failures47.py "$RUN/"
+cp bench/gpu/train_torch.py "$RUN/train.py"; cp bench/gpu/failures47.py "$RUN/"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c 'import torch; print("torch", torch.__version__)'; tmux -V
 
@@ -49,23 +49,25 @@ sleep 3
 start 4
 sleep "${RUN_SECONDS:-45}"
 verdict same
-$G history --local --runs 2>&1 | tail -8
-ID=$($G history --local --runs 2>/dev/null | awk '$1 ~ /^[0-9]+$/ {id=$1} END {print id}')
-[ -n "$ID" ] && $G history --local --compare "$ID" 2>&1 | tail -14
+$G history local --runs 2>&1 | tail -8
+ID=$($G history local --runs 2>/dev/null | awk '$1 ~ /^[0-9]+$/ {id=$1} END {print id}')
+[ -n "$ID" ] && $G history local --compare "$ID" 2>&1 | tail -14
 kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null
 $G kill --local --session train --yes > /dev/null 2>&1
 tail -20 "$OUT/watch.log"
 
 step "2. real failures named"
-for m in progress assert gradnan; do
-  tmux new -d -s "$m" -c "$RUN" "python3 failures47.py $m 2>&1 | tee $RUN/$m.log"
+for m in progress assert gradnan; do  # typed at a shell's prompt, as a user starts a run
+  tmux new -d -s "$m" -c "$RUN" bash
+  sleep 0.5
+  tmux send-keys -t "$m" "python3 failures47.py $m 2>&1 | tee $RUN/$m.log" Enter
 done
 sleep 12
 pkill -9 -f "failures47.py progress"   # the OOM killer's way: no word in the log
 sleep 8
 for m in progress assert gradnan; do
-  $G doctor --local --session "$m" --log "$RUN/$m.log" --json > "$OUT/words_$m.json" 2>/dev/null
-  python3 - "$OUT/words_$m.json" "$m" <<'PY'
+  $G doctor --local --session "$m" --log "$RUN/$m.log" --json > "$RUN/words_$m.json" 2>/dev/null
+  python3 - "$RUN/words_$m.json" "$m" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 print(sys.argv[2], [(f["kind"], f["severity"], f["title"][:160]) for f in d.get("findings", [])])
