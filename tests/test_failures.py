@@ -118,6 +118,16 @@ def test_nan_loss_is_named_with_the_step_it_began() -> None:
     assert any("last finite loss: 2" in e for e in f.evidence)
 
 
+def test_a_nan_with_no_finite_loss_before_it_may_have_begun_earlier() -> None:
+    """Every loss gputui has is NaN (the log was read from its tail, or the
+    ring moved on): the step of the oldest is not when it began. On an H100,
+    a NaN from step 20 was said "since step 110"."""
+    snap = _with_losses([math.nan] * 30)
+    f = _first(diagnose(snap, NOW))  # type: ignore[arg-type]
+    assert f.kind == "loss_nan"
+    assert "loss is NaN since step 200 or earlier (no finite loss among the 30" in f.title, f.title
+
+
 def test_loss_spike_is_a_multiple_of_the_recent_median() -> None:
     f = _first(diagnose(_with_losses([2.0] * 30 + [9.0]), NOW))  # type: ignore[arg-type]
     assert f.kind == "loss_spike" and "4.5× the recent median 2" in f.title, f.title

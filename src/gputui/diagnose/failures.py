@@ -533,6 +533,11 @@ def rule_loss_nan(ctx: Context) -> Finding | None:
     last_ok = pts[first - 1][1] if first > 0 else None
     bad = "NaN" if math.isnan(pts[-1][1]) else "inf"
     where = f"since step {since_step}" if since_step is not None else "in its last lines"
+    if since_step is not None and first == 0:
+        # no finite loss among those kept: the NaN may have begun before the
+        # oldest (a log read from its tail, a ring that moved on) — on an H100
+        # a NaN from step 20 was said "since step 110", the oldest kept
+        where += f" or earlier (no finite loss among the {len(pts)} gputui has)"
     ev = [f"{len(pts) - first} losses in a row not finite, the first {dur(ctx.now - since_t)} ago"]
     if last_ok is not None:
         ev.append(f"the last finite loss: {last_ok:.4g}")
