@@ -26,7 +26,7 @@ from typing import Any
 from gputui.collect.metrics import MetricParser
 from gputui.config import DEFAULTS, Settings
 from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
-from gputui.diagnose.compare import compare, live_of_run, live_points, merge_points, program_of
+from gputui.diagnose.compare import live_of_run, live_points, merge_points, program_of
 from gputui.diagnose.registry import kinds_that
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Finding, Snapshot, VsLast
@@ -44,6 +44,7 @@ from gputui.record.history import (
 )
 from gputui.record.incidents import SETTLE_S
 from gputui.record.runlog import parse_chunk_off_loop
+from gputui.record.vslast import compare_pair
 from gputui.remote.identity import path_reader_argv
 from gputui.remote.target import spec_of
 from gputui.statefiles import audit_path
@@ -629,17 +630,7 @@ class RunRecorder:
             pair.this.first_seen,
         )
         this = merge_points(pair.this.points, live)
-        return compare(
-            pair.last.points,
-            this,
-            this_run=pair.this.run_id,
-            last_run=pair.last.run_id,
-            old=pair.last.program,
-            new=pair.this.program,
-            first_step=(pair.this.first_step_s, pair.last.first_step_s),
-            unit=pair.this.unit or pair.last.unit or snap.metrics.throughput_unit,
-            picked=pair.picked,
-        )
+        return compare_pair(pair, this, snap.metrics.throughput_unit)
 
     # ------------------------------------------------------------ actions
 

@@ -11,6 +11,7 @@ import json
 import math
 import shlex
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from gputui.diagnose.compare import (
@@ -36,6 +37,12 @@ def vs_of(pair: RunPair | None, unit: str = "", snap: Snapshot | None = None) ->
     this = pair.this.points
     if snap is not None:
         this = merge_points(this, live_points(snap.metrics, 0.0))
+    return compare_pair(pair, this, unit)
+
+
+def compare_pair(pair: RunPair, this: Sequence[Any], unit: str = "") -> VsLast:
+    """The pair's run, its points `this`, against its last run (which it has)."""
+    assert pair.last is not None
     return compare(
         pair.last.points,
         this,
