@@ -245,3 +245,22 @@ def test_live_points_count_only_when_they_are_this_runs() -> None:
     assert live_of_run(mine[:50], mine, 998.0, 1000.0) == mine
     assert live_of_run(mine[:50], old_live, 998.0, 1000.0) == []
     assert live_of_run(mine[:50], mine[100:], 998.0, 1000.0) == mine[100:]  # the ring moved on
+
+
+def test_a_live_verdict_is_said_once_it_holds_for_a_few_checks() -> None:
+    """On a lent H100 a rerun of the same code was printed 'faster', 'same',
+    'faster', 'same', 'slower', 'same' check by check; a word now changes
+    only after HOLD_CHECKS checks agree, the figures stay the latest."""
+    from gputui.diagnose.compare import HOLD_CHECKS, SteadyVerdict
+    from gputui.model import VsLast
+
+    steady = SteadyVerdict()
+    raw = ["same", "same", "faster", "same", "same", "same", "slower", "same", "slower"]
+    raw += ["slower"] * HOLD_CHECKS
+    said = [
+        steady.settle(VsLast(this_run=2, last_run=1, verdict=v, step=i)) for i, v in enumerate(raw)
+    ]
+    assert [v.verdict for v in said] == [""] * 5 + ["same"] * 5 + ["slower"] * 2
+    assert [v.step for v in said] == list(range(len(raw)))  # the figures are each check's own
+    # another run starts anew: nothing said until it holds
+    assert steady.settle(VsLast(this_run=3, last_run=2, verdict="slower")).verdict == ""

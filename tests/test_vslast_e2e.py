@@ -61,7 +61,7 @@ async def verdict_of_new_run(watch: Watch, after: int | None) -> VsLast:
 
     def told() -> bool:
         vs = rec.vs_last
-        return vs is not None and vs.this_run != after and vs.enough
+        return vs is not None and vs.this_run != after and vs.enough and bool(vs.verdict)
 
     await until(told, 90, f"a verdict for the run after {after}")
     assert rec.vs_last is not None

@@ -25,6 +25,7 @@ and programs in, a `VsLast` out; no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -588,3 +589,41 @@ def vs_last_dict(vs: VsLast | None) -> dict[str, Any] | None:
         "changes": list(vs.changes),
         "readings": {"this": vs.n_new, "last": vs.n_old},
     }
+
+
+# A live verdict is said once it has held this many checks in a row (the
+# recorder compares every 5 s): on a lent H100 the tok/s of one unchanged
+# script moved in stretches of ±15–20 %, and the check on the steps so far
+# printed "faster" twice and "slower" once for a rerun of the same code, each
+# for a check or a few; doctor's one look at the whole window said "same".
+HOLD_CHECKS = 3
+
+
+@dataclass
+class SteadyVerdict:
+    """The verdict (and the loss band's word) as said, for one pair of runs:
+    a new one replaces it only after HOLD_CHECKS checks in a row agree. The
+    figures stay the latest; only the words wait."""
+
+    pair: tuple[int | None, int | None] = (None, None)
+    said: tuple[str, bool] = ("", False)
+    seen: tuple[str, bool] = ("", False)
+    held: int = 0
+
+    def settle(self, vs: VsLast) -> VsLast:
+        if (vs.this_run, vs.last_run) != self.pair:  # another run or another last: anew
+            self.pair, self.said, self.seen, self.held = (
+                (vs.this_run, vs.last_run),
+                ("", False),
+                ("", False),
+                0,
+            )
+        now = (vs.verdict, vs.loss_out)
+        self.held = self.held + 1 if now == self.seen else 1
+        self.seen = now
+        if self.held >= HOLD_CHECKS:
+            self.said = now
+        verdict, loss_out = self.said
+        if (verdict, loss_out) == now:
+            return vs
+        return dataclasses.replace(vs, verdict=verdict, loss_out=loss_out)

@@ -26,7 +26,13 @@ from typing import Any
 from gputui.collect.metrics import MetricParser
 from gputui.config import DEFAULTS, Settings
 from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
-from gputui.diagnose.compare import live_of_run, live_points, merge_points, program_of
+from gputui.diagnose.compare import (
+    SteadyVerdict,
+    live_of_run,
+    live_points,
+    merge_points,
+    program_of,
+)
 from gputui.diagnose.registry import kinds_that
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Finding, Snapshot, VsLast
@@ -267,6 +273,7 @@ class RunRecorder:
         # told when the verdict against the last run changes (watch prints it)
         self.verdict_listeners: list[Callable[[VsLast], None]] = []
         self._told: tuple[int | None, str, bool] | None = None
+        self._steady = SteadyVerdict()  # the verdict's words wait for a few checks that agree
 
     # ------------------------------------------------------------ lifecycle
 
@@ -611,7 +618,8 @@ class RunRecorder:
             return
         self._compare_due = now + COMPARE_EVERY_S
         pair = await asyncio.wrap_future(w.pair(run.id, self._last_cache))
-        self.vs_last = vs = self.against_last(pair, snap)
+        vs = self.against_last(pair, snap)
+        self.vs_last = vs = self._steady.settle(vs) if vs is not None else None
         snap.vs_last = vs
         told = (vs.last_run, vs.verdict, vs.loss_out) if vs is not None else None
         if vs is not None and vs.verdict and told != self._told:
