@@ -53,9 +53,11 @@ class Clock:
 
 
 class StandInMonitor:
-    """What watch_once reads of a Monitor: its snapshot, GPU feed, agent state."""
+    """What watch_once reads of a Monitor: its snapshot, GPU feed, agent state,
+    settings (the buffering watch asks the rules with them)."""
 
     def __init__(self, feed: NvidiaSmiFeed, agent_error: str | None = None) -> None:
+        self.settings = Settings()
         self.gpu_feed = feed
         self.agent_error = agent_error
         self.agent = None  # no pane watched here: its processes are not waited for

@@ -56,7 +56,9 @@ async def watch_host(
             # a run whose log gets lines but has not shown its buffering yet
             # is given the run doctor's few seconds to show it (issue 31)
             telling = any(
-                doctor_run.buffering_watch_due(m.snapshot, now - (done_at or now), wall0)
+                doctor_run.buffering_watch_due(
+                    m.snapshot, now - (done_at or now), wall0, m.settings
+                )
                 for m in watch.monitors.values()
             )
             if (

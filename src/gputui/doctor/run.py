@@ -138,15 +138,19 @@ def _hang_watch_due(snap: Snapshot) -> bool:
 
 
 def buffering_watch_due(
-    snap: Snapshot, watched_s: float, since: float, limit_s: float = BUFFER_WATCH_S
+    snap: Snapshot,
+    watched_s: float,
+    since: float,
+    settings: Settings,
+    limit_s: float = BUFFER_WATCH_S,
 ) -> bool:
     """stdout suspected block-buffered (no -u, no PYTHONUNBUFFERED), the log
     has not shown blocks or single lines yet, but it gets lines (one came
     since `since`, wall clock), its process has just started, or its GPUs
     are busy while no step has reached the log: the watch goes on, up to
     `limit_s`, for the log to tell (a verdict from argv alone is often
-    wrong). A silent log of an idle run is not waited on: its silence is
-    the finding."""
+    wrong) — unless a finding already gives the verdict (buffering_said). A
+    silent log of an idle run is not waited on: its silence is the finding."""
     p = snap.training_proc
     if p is None or watched_s >= limit_s or snap.log.exists is not True:
         return False
@@ -157,7 +161,7 @@ def buffering_watch_due(
     growing = (last is not None and last >= since) or (mtime is not None and now - mtime < 5.0)
     if not young and not growing and not _busy_without_steps(snap, now):
         return False
-    return judge(p, snap.log, now).state == UNKNOWN
+    return judge(p, snap.log, now).state == UNKNOWN and not buffering_said(snap, settings)
 
 
 def _busy_without_steps(snap: Snapshot, now: float) -> bool:
@@ -324,9 +328,8 @@ async def watch_once(
                 now - t0 >= settle_s
                 and not missing
                 and not _hang_watch_due(snap)
-                and not (
-                    buffering_watch_due(snap, now - start, started_wall, buffer_watch_s)
-                    and not buffering_said(snap, monitor.settings)
+                and not buffering_watch_due(
+                    snap, now - start, started_wall, monitor.settings, buffer_watch_s
                 )
             ):
                 break
