@@ -193,6 +193,58 @@ def test_a_reader_that_opens_its_file_late_is_seen_at_the_next_poll(
     assert again is not None and again["stdout"]["reader_files"] == [str(log)], again["stdout"]
 
 
+def test_a_process_that_lets_go_of_the_pipe_is_no_longer_its_reader(work: Path) -> None:
+    """`bash -c "python train.py | tee -a LOG"` on a loaded machine (CI): the
+    poll came between bash's fork of tee and its close of the pipe's read
+    end, found bash and tee reading it, and kept both for 30 s — bash runs
+    the same command all along. Here a stand-in for that bash holds the
+    read end until told, then closes it: the next poll names tee alone."""
+    log = work / "train.log"
+    r, w = os.pipe()
+    holder_src = (
+        "import os, time\n"
+        "while not os.path.exists('go'):\n"
+        "    time.sleep(0.02)\n"
+        "os.close(0)\n"
+        "open('closed', 'w').close()\n"
+        "time.sleep(120)\n"
+    )
+    env, quiet = clean_env(), subprocess.DEVNULL
+    procs = [
+        subprocess.Popen(["tee", "-a", str(log)], stdin=r, stdout=quiet, stderr=quiet, cwd=work),
+        subprocess.Popen(
+            [sys.executable, "-c", holder_src], stdin=r, stderr=quiet, cwd=work, env=env
+        ),
+        subprocess.Popen([PY, "train.py"], stdin=quiet, stdout=w, stderr=quiet, cwd=work, env=env),
+    ]
+    os.close(r)
+    os.close(w)
+    tee, holder, train = procs
+    try:
+        reader = ProcReader()
+
+        def both() -> dict[str, Any] | None:
+            x = python_in_tree(reader, train.pid)
+            found = x and sorted(p for p, _ in x["stdout"]["readers"])
+            return (
+                x
+                if found == sorted([tee.pid, holder.pid]) and x["stdout"]["reader_files"]
+                else None
+            )
+
+        wait_for(both, what="tee and the holder reading the pipe, tee's file open")
+        (work / "go").touch()
+        wait_for((work / "closed").exists, what="the holder's close of the read end")
+        after = python_in_tree(reader, train.pid)
+        assert after is not None
+        assert [p for p, _ in after["stdout"]["readers"]] == [tee.pid], after["stdout"]
+        assert after["stdout"]["reader_files"] == [str(log)]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def test_a_log_deleted_while_tee_writes_it_names_an_fd_to_read_it_through(
     work: Path, spawn: Callable[..., Any]
 ) -> None:

@@ -559,11 +559,18 @@ def pipe_readers(link: str, writer: int, pids: "list[int] | None" = None) -> "li
     """Processes reading the pipe `link` ("pipe:[ino]"): first those with it
     as fd 0 (tee, a shell pipeline); failing that, any process holding it
     open read-only on some fd (other than the writer). Those found are
-    remembered for READERS_TTL_S while they live."""
+    remembered for READERS_TTL_S while they live and still hold it (a
+    shell holds a pipeline's read end between its fork of tee and its
+    close: found then, it was kept as a reader after it let go)."""
     pids = pids if pids is not None else list_pids()
     key, now = (link, writer), time.monotonic()
     hit = _READERS.get(key)
-    if hit is not None and now - hit[0] < READERS_TTL_S and hit[1].issubset(pids):
+    if (
+        hit is not None
+        and now - hit[0] < READERS_TTL_S
+        and hit[1].issubset(pids)
+        and all(_reads_pipe(p, link) for p in hit[2])
+    ):
         return list(hit[2])
     readers = _scan_pipe_readers(link, writer, pids)
     if len(_READERS) > 64:
@@ -573,6 +580,23 @@ def pipe_readers(link: str, writer: int, pids: "list[int] | None" = None) -> "li
     return list(readers)
 
 
+def _reads_pipe(pid: int, link: str) -> bool:
+    """Whether pid holds the pipe `link` open for reading: as its fd 0 (one
+    readlink), else on another fd opened read-only."""
+    if _readlink("/proc/%d/fd/0" % pid) == link:
+        return True
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return False
+    for fd in fds:
+        if fd != "0" and _readlink("/proc/%d/fd/%s" % (pid, fd)) == link:
+            flags = read_fdinfo(pid, int(fd)).get("flags")
+            if flags is not None and flags & 3 == 0:
+                return True
+    return False
+
+
 def _scan_pipe_readers(link: str, writer: int, pids: "list[int]") -> "list[int]":
     me = os.getpid()
     pids = [p for p in pids if p not in (writer, me)]
@@ -580,27 +604,19 @@ def _scan_pipe_readers(link: str, writer: int, pids: "list[int]") -> "list[int]"
     readers = [p for p in pids if _readlink("/proc/%d/fd/0" % p) == link]
     if readers:
         return readers
-    for p in pids:
-        try:
-            fds = os.listdir("/proc/%d/fd" % p)
-        except OSError:
-            continue
-        for fd in fds:
-            if _readlink("/proc/%d/fd/%s" % (p, fd)) == link:
-                flags = read_fdinfo(p, int(fd)).get("flags")
-                if flags is not None and flags & 3 == 0:
-                    readers.append(p)
-                    break
-    return readers
+    return [p for p in pids if _reads_pipe(p, link)]
 
 
-def stdout_target(pid: int, pids: "list[int] | None" = None, depth: int = 0) -> dict:
+def stdout_target(
+    pid: int, pids: "list[int] | None" = None, depth: int = 0, held: "list | None" = None
+) -> dict:
     """Where pid's fd 1 goes: {kind, path, pos, readers: [[pid, command]],
     reader_files: [paths], handles: {path: /proc/PID/fd/N}}. A pipe is
     followed to its readers (e.g. tee) and the files they write; a reader
     whose own stdout is another pipe is followed too (up to 3 levels). A file
     that was deleted while open keeps the kernel's " (deleted)" in its path,
-    and `handles` names an fd it can still be read through."""
+    and `handles` names an fd it can still be read through. `held`, when
+    given, gets (reader, pipe) for each reader found."""
     link = _readlink("/proc/%d/fd/1" % pid)
     kind = stdout_kind(link)
     if link is None and os.path.exists("/proc/%d" % pid):
@@ -623,6 +639,8 @@ def stdout_target(pid: int, pids: "list[int] | None" = None, depth: int = 0) -> 
         if pids is None:
             pids = list_pids()
         for r in pipe_readers(link, pid, pids):
+            if held is not None:
+                held.append((r, link))
             cmd = read_cmdline(r)
             res["readers"].append([r, " ".join(cmd) if cmd else ""])
             for f, fd in written_fds(r):
@@ -631,7 +649,7 @@ def stdout_target(pid: int, pids: "list[int] | None" = None, depth: int = 0) -> 
                 if f.endswith(DELETED) and f not in res["handles"]:
                     res["handles"][f] = "/proc/%d/fd/%d" % (r, fd)
             if depth < 3:
-                sub = stdout_target(r, pids, depth + 1)
+                sub = stdout_target(r, pids, depth + 1, held)
                 if sub["kind"] == "pipe":
                     res["readers"].extend(sub["readers"])
                     for f in sub["reader_files"]:
@@ -731,7 +749,7 @@ class ProcReader:
         self._last = {}  # type: dict  # pid -> (starttime, ticks, monotonic)
         self._sources = {}  # type: dict  # (pid, starttime) -> (monotonic, files)
         self._fixed = {}  # type: dict  # (pid, starttime) -> (image, fields fixed at exec)
-        self._targets = {}  # type: dict  # (pid, starttime) -> (monotonic, fd 1 link, files, target)
+        self._targets = {}  # type: dict  # (pid, starttime) -> (monotonic, fd 1 link, files, target, (reader, pipe) pairs)
         self._written = {}  # type: dict  # (pid, starttime) -> (monotonic, fds, files, written)
         self._scan = None  # type: tuple | None  # (monotonic of the full scan, {pid: stat})
         self._scan_lock = threading.Lock()
@@ -822,8 +840,9 @@ class ProcReader:
     def stdout(self, pid: int, st: dict, pids: "list[int] | None", now: float) -> dict:
         """stdout_target(); a pipe's readers and their files are kept for
         TARGET_TTL_S while fd 1's link is the same, every reader runs the
-        same command and every file they write is still there under its
-        name (the position is read each call)."""
+        same command and still holds the pipe (the shell that forked tee
+        holds it a moment too) and every file they write is still there
+        under its name (the position is read each call)."""
         key = (pid, st["starttime"])
         link = _readlink("/proc/%d/fd/1" % pid)
         with self._lock:
@@ -834,12 +853,14 @@ class ProcReader:
             and hit[1] == link
             and now - hit[0] < TARGET_TTL_S
             and _same_readers(hit[3]["readers"])
+            and all(_reads_pipe(r, pipe) for r, pipe in hit[4])
             and _same_files(hit[2])
         ):
             res = dict(hit[3])
             res["pos"] = read_fdinfo(pid, 1).get("pos")
             return res
-        res = stdout_target(pid, pids)
+        held: list = []
+        res = stdout_target(pid, pids, held=held)
         # Kept only once complete: a reader just started may hold the pipe
         # before it has opened its file (tee between its exec and its open)
         # or before its exec (no command yet) — kept, the run's log would be
@@ -848,7 +869,7 @@ class ProcReader:
         complete = bool(readers) and all(r[1] for r in readers) and bool(res["reader_files"])
         if res["kind"] == "pipe" and res["path"] == text(link) and complete:
             with self._lock:
-                self._targets[key] = (now, link, _file_ids(res["reader_files"]), res)
+                self._targets[key] = (now, link, _file_ids(res["reader_files"]), res, held)
         return res
 
     def written(self, pid: int, st: dict, now: float) -> "list[str]":
