@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "bench" / "gpu"))
 from health_probe import tree_cpu  # noqa: E402  (CPU of a process tree, as on the H200)
 
 from gputui.collect import gpuhealth  # noqa: E402
-from gputui.collect.gpu import GPU_FIELDS  # noqa: E402
+from gputui.collect.nvidiasmi import GPU_FIELDS  # noqa: E402
 from gputui.diagnose import diagnose  # noqa: E402
 from gputui.diagnose.hardware import gpu_issues  # noqa: E402
 from gputui.model import Snapshot  # noqa: E402

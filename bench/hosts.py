@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import hostscene  # noqa: E402
 from gputui.config import Settings  # noqa: E402
-from gputui.host.watch import HostWatch  # noqa: E402
+from gputui.host.hostwatch import HostWatch  # noqa: E402
 from gputui.ui.hostapp import HostApp  # noqa: E402
 from harness import PCT_DELAY_S, remote_cpu_s  # noqa: E402
 from results_md import write_block  # noqa: E402

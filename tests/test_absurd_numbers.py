@@ -224,8 +224,8 @@ def test_the_collectors_read_absurd_numbers_as_no_number(n: str) -> None:
     """nvidia-smi pmon's SM %, tmux's numbers and the kernel log's Xid go
     through the same bounded reading: NaN was an SM % (idle, by every
     comparison), 5,000 digits raised, `٣٠` was 30."""
-    from gputui.collect.gpu import parse_pmon
     from gputui.collect.gpuhealth import parse_kernel_line
+    from gputui.collect.nvidiasmi import parse_pmon
     from gputui.collect.tmux import _int
 
     assert parse_pmon([f"    0   {n}     C    50     3     -     -   python3"]) == {}

@@ -545,7 +545,7 @@ def host_pid_of(ct_pid: int, needle: str, pid_ns: str) -> int:
 async def test_gpu_readers_map_host_pids_into_the_ct(
     target: Target, testbed: Any, ct: int, work: Path
 ) -> None:
-    from gputui.actions.gpu import memory_reader, process_reader
+    from gputui.actions.gpureaders import memory_reader, process_reader
 
     start_buffered(testbed, ct, "gpu", work)
     plan = await plan_kill(target, settings(), "gpu", int_wait=2.0)

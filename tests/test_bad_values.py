@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.collect.gpu import MAX_GPUS, parse_compute_apps, parse_gpu_line, parse_number
+from gputui.collect.nvidiasmi import MAX_GPUS, parse_compute_apps, parse_gpu_line, parse_number
 from gputui.config import _NUM, KEYS, parse_config
 from gputui.containers import ProxmoxLXC, container_for
 from gputui.errors import ConfigError, GputuiError

@@ -284,7 +284,7 @@ def test_the_apps_listing_maps_full_cgroup_paths_of_every_kind() -> None:
 
 def test_the_host_view_knows_a_docker_container_by_its_cgroup_id() -> None:
     """No agent (no python3 in the image): the cgroup's container ID names it."""
-    from gputui.collect.gpu import parse_apps_listing
+    from gputui.collect.nvidiasmi import parse_apps_listing
     from gputui.host.view import host_gpu_processes
 
     procs = host_gpu_processes(parse_apps_listing(APPS), {}, {DOCKER_ID: "docker:trainer"})

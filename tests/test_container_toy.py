@@ -15,7 +15,7 @@ import pytest
 import gputui.containers as containers
 from gputui.config import Settings
 from gputui.containers import cgroup_owner, container_for, parse_container
-from gputui.host.watch import HostWatch
+from gputui.host.hostwatch import HostWatch
 from gputui.model import ConnectionState, Snapshot
 from gputui.remote import mainproc
 from gputui.verbs import why_not

@@ -1,4 +1,4 @@
-"""nvidia-smi argv and parsing (gputui.collect.gpu) and the NVML mapping
+"""nvidia-smi argv and parsing (gputui.collect.nvidiasmi) and the NVML mapping
 (gputui.collect.nvml, with a small fake NVML module: no GPU here; the lead
 checks the real thing on an H200)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collect import gpu
-from gputui.collect.gpu import (
+from gputui.collect import nvidiasmi
+from gputui.collect.nvidiasmi import (
     GPU_FIELDS,
     compute_apps_argv,
     explain_exit,
@@ -131,13 +131,13 @@ def test_unknown_values_are_none_never_zero() -> None:
     ],
 )
 def test_parse_number(text: str, expected: float | None) -> None:
-    assert gpu.parse_number(text) == expected
+    assert nvidiasmi.parse_number(text) == expected
 
 
 def test_memory_units_converted_to_mib() -> None:
-    assert gpu.parse_number("1395 MiB", mem=True) == 1395
-    assert gpu.parse_number("2 GiB", mem=True) == 2048
-    assert gpu.parse_number("12 furlongs", mem=True) is None
+    assert nvidiasmi.parse_number("1395 MiB", mem=True) == 1395
+    assert nvidiasmi.parse_number("2 GiB", mem=True) == 2048
+    assert nvidiasmi.parse_number("12 furlongs", mem=True) is None
 
 
 def test_name_with_comma_keeps_columns() -> None:

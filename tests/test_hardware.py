@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from gputui.collect.gpu import STREAM_FIELDS, parse_gpu_line
 from gputui.collect.gpuhealth import (
     kernel_log_problem,
     parse_health,
     parse_kernel_line,
 )
+from gputui.collect.nvidiasmi import STREAM_FIELDS, parse_gpu_line
 from gputui.diagnose import diagnose
 from gputui.diagnose.hardware import gpu_issues, gpu_marks, health_summary
 from gputui.model import (
@@ -480,7 +480,7 @@ def test_the_gpu_row_has_a_mark_red_only_when_broken() -> None:
 
 
 def test_the_zoom_and_the_host_view_and_doctor_say_it_per_gpu() -> None:
-    from gputui.collect.gpu import AppsListing
+    from gputui.collect.nvidiasmi import AppsListing
     from gputui.doctor.hostreport import host_exit
     from gputui.doctor.report import snapshot_to_dict
     from gputui.host.view import HostView, RunIndex, gpu_rows, host_gpu_processes
@@ -525,7 +525,7 @@ def test_prometheus_exports_the_health_gauges_and_leaves_out_unknowns() -> None:
 def test_a_containers_view_of_the_host_gpus_carries_their_health() -> None:
     """The host view's per-container monitors judge the same health (and
     throttle history) as the host's feed reads."""
-    from gputui.host.watch import SharedGpus
+    from gputui.host.hostwatch import SharedGpus
     from gputui.remote.local import LocalTransport
 
     host = NvidiaSmiFeed(Target(LocalTransport(), None), where="host")

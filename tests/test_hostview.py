@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collect.gpu import parse_apps_listing
+from gputui.collect.nvidiasmi import parse_apps_listing
 from gputui.config import HostTarget, Settings, parse_config
 from gputui.containers import ContainerListing, ProxmoxLXC
 from gputui.errors import ConfigError, GputuiError

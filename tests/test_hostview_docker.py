@@ -14,7 +14,7 @@ import pytest
 
 import scenarios
 from gputui.config import Settings
-from gputui.host.watch import HostWatch
+from gputui.host.hostwatch import HostWatch
 from helpers import until
 from testbed import Testbed
 

@@ -26,8 +26,8 @@ import pytest
 import hostscene
 import scenarios
 from gputui.config import Settings
+from gputui.host.hostwatch import HostWatch
 from gputui.host.view import HostView
-from gputui.host.watch import HostWatch
 from gputui.remote.agent_client import AGENT_MARKER
 from helpers import until
 from testbed import Testbed
@@ -194,7 +194,8 @@ async def test_a_run_view_opened_from_the_host_view_starts_with_the_logs_last_li
         assert mon is not None
         await until(lambda: mon.snapshot.log.path == str(run.log), timeout=30, what="its log")
         await until(  # the host view's own rounds take what the monitor read
-            lambda: len(watch.lines_of(run.ct, str(run.log))) >= 3, timeout=30,
+            lambda: len(watch.lines_of(run.ct, str(run.log))) >= 3,
+            timeout=30,
             what="the log's lines kept by the host view",
         )
         kept = watch.lines_of(run.ct, str(run.log))

@@ -21,8 +21,8 @@ import scenarios
 from gputui.config import Settings
 from gputui.demo.hosts import FixedHostWatch, proxmox_view
 from gputui.doctor.hostreport import _gpu_line
+from gputui.host.hostwatch import HostWatch
 from gputui.host.view import GpuRow, Holder, HostView
-from gputui.host.watch import HostWatch
 from gputui.ui.hostapp import HostApp, shared_parts
 from testbed import Testbed
 from ui_scenarios import screen_text, until

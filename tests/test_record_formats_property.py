@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from gputui.actions.inspect import parse_ps
 from gputui.collect import tmux as tmux_parse
-from gputui.collect.gpu import parse_compute_apps, parse_gpu_output
+from gputui.collect.nvidiasmi import parse_compute_apps, parse_gpu_output
 from gputui.containers import Docker, ProxmoxLXC
 from test_tmux_parse import tmux34_escaped
 

@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import time
 
-from gputui.collect.gpu import parse_gpu_line, query_gpu_argv
+from gputui.collect.nvidiasmi import parse_gpu_line, query_gpu_argv
 from gputui.collect.nvml import NvmlReader
 from gputui.model import GpuSample
 

@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gputui.collect.gpu import GPU_FIELDS, STREAM_FIELDS, parse_gpu_line, query_gpu_argv
 from gputui.collect.gpuhealth import (
     HEALTH_TAG,
     REMAP_TAG,
@@ -38,6 +37,7 @@ from gputui.collect.gpuhealth import (
     parse_health,
     remap_argv,
 )
+from gputui.collect.nvidiasmi import GPU_FIELDS, STREAM_FIELDS, parse_gpu_line, query_gpu_argv
 from gputui.diagnose import diagnose
 from gputui.diagnose.hardware import gpu_issues, gpu_marks, health_summary
 from gputui.model import GpuSample, Snapshot

@@ -95,7 +95,7 @@ async def run_async(
             if as_json:
                 print(_json(command, target, plan, None), file=out)
             return 1
-        from gputui.actions.gpu import memory_reader, process_reader
+        from gputui.actions.gpureaders import memory_reader, process_reader
 
         result = await execute(
             target,

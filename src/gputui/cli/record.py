@@ -35,7 +35,7 @@ def add_parsers(sub: Any, add_target_flags: Callable[..., None]) -> None:
         help=f"{TARGET_GRAMMAR} or `local` (default: --host, or the config's [[targets]] or host)",
     )
     # not in --help nor the completion (watch refuses it), but taken, so that
-    # `watch --demo` says why in its own words (record/watch.py)
+    # `watch --demo` says why in its own words (cli/watch.py)
     watch.add_argument(
         "--demo", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
     )

@@ -3,7 +3,7 @@ kernel log about a GPU's health, and parsing what they print. Pure.
 
 Three readings, at three paces:
 
-- with every sample (the 1 s stream, collect/gpu.py `STREAM_FIELDS`):
+- with every sample (the 1 s stream, collect/nvidiasmi.py `STREAM_FIELDS`):
   `clocks_event_reasons.active` (a bitmask, text/hardware.py names its bits) and
   `clocks.max.sm` — a throttle must be seen, and timed, to the second;
 - every health listing (`HEALTH_FIELDS` and `REMAP_FIELDS`, in the
@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gputui.collect.gpu import is_unknown, parse_number
+from gputui.collect.nvidiasmi import is_unknown, parse_number
 from gputui.model import GpuEvent, GpuHealth
 from gputui.text.hardware import bus_key
 from gputui.text.numbers import ascii_int, bounded_int

@@ -20,8 +20,8 @@ from gputui.doctor.facts import connection_facts
 from gputui.doctor.hostreport import host_exit, host_json, host_text
 from gputui.doctor.report import EXIT_UNINSPECTABLE, findings_to_json
 from gputui.errors import GputuiError
+from gputui.host.hostwatch import HostWatch
 from gputui.host.view import HostView
-from gputui.host.watch import HostWatch
 from gputui.remote.target import Target, make_transport
 from gputui.text.untrusted import visible
 

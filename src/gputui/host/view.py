@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gputui.collect.gpu import AppsListing, parse_compute_apps
+from gputui.collect.nvidiasmi import AppsListing, parse_compute_apps
 from gputui.containers import cgroup_owner
 from gputui.diagnose import HELD_MIB, KINDS
 from gputui.diagnose.hardware import gpu_issues, health_summary

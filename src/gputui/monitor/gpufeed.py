@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gputui.collect import gpu as gpu_parse
 from gputui.collect import gpuhealth as gpu_health
+from gputui.collect import nvidiasmi as gpu_parse
 from gputui.containers import cgroup_owner
 from gputui.errors import GputuiError
 from gputui.model import GpuEvent, GpuHealth, GpuProcess, GpuSample, GpuState

@@ -716,7 +716,7 @@ def run_host_view(watches: Sequence[Any], read_only: bool = False) -> int:
 def run_hosts(hosts: Sequence[Any]) -> int:
     """`gputui --host H` (no --ct), `--host a --host b`, `[[targets]]`: the
     host view over one HostWatch per host's Settings; the exit code."""
-    from gputui.host.watch import HostWatch
+    from gputui.host.hostwatch import HostWatch
 
     watches = [HostWatch(s) for s in hosts]
     read_only = any(s.read_only for s in hosts)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
-from gputui.collect.gpu import parse_gpu_output, query_gpu_argv
+from gputui.collect.nvidiasmi import parse_gpu_output, query_gpu_argv
 from gputui.model import GpuProcess, GpuSample
 from gputui.monitor.gpufeed import apps_once_argv, parse_apps_block
 from gputui.remote.target import Target

@@ -20,7 +20,7 @@ tool) gets one monitor: the host itself. A Docker host (no Proxmox tool, a
 `docker` that answers) lists its containers with `docker ps -a`: each
 running one gets a monitor keyed "docker:NAME", entered with `docker exec`.
 
-`build_host_view` (hostview.py) turns all this into rows; `HostWatch.view`
+`build_host_view` (view.py) turns all this into rows; `HostWatch.view`
 is the latest, rebuilt at most every REBUILD_MIN_S when something changes.
 """
 
@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from gputui.collect.gpu import parse_apps_listing
+from gputui.collect.nvidiasmi import parse_apps_listing
 from gputui.config import DEFAULTS, RunConfig, Settings, settings_naming
 from gputui.containers import Container, ContainerListing, container_for, listing_kinds
 from gputui.diagnose import Diagnose, diagnose_with
