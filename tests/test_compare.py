@@ -117,6 +117,38 @@ def test_loss_leaves_the_band() -> None:
     assert not compare(old, same).loss_out
 
 
+def plateau_run(n: int, rate: float, loss: float, sd: float, seed: int) -> list[RunPoint]:
+    """A run's lines as bench/gpu/train_torch.py prints them on an H100
+    (`step N | loss 10.3881 | tok/s 364560`): a loss on its plateau, four
+    places, its step-to-step noise `sd`; tok/s ±3 %."""
+    rnd = random.Random(seed)
+    pts, t = [], 1000.0
+    for s in range(n):
+        r = rate * (1 + rnd.gauss(0, 0.03))
+        t += 8192 / r
+        pts.append(RunPoint(s, t, round(loss + rnd.gauss(0, sd), 4), round(r)))
+    return pts
+
+
+def test_a_tiny_loss_spread_is_no_band_to_leave() -> None:
+    """Round 10 on an H100: both runs' loss at 10.38 with spreads of a few
+    thousandths — a band of ± 0.01 (0.1 % of the loss), and a deploy whose
+    loss sat 0.2 % higher at the same steps was told "the deploy made the
+    loss worse: 10.4 … above the last run's band 10.4–10.4". The band is
+    never narrower than 1 % of the loss; a loss 3 % higher still leaves it."""
+    old = plateau_run(400, 366_600, 10.3838, 0.003, 1)  # batch 16
+    near = plateau_run(400, 154_700, 10.405, 0.006, 2)  # batch 4: noisier, +0.2 %
+    vs = compare(old, near)
+    assert vs.loss_band is not None and vs.loss is not None
+    assert not vs.loss_out, (vs.loss, vs.loss_band)
+    assert vs.loss_band[1] - vs.loss_band[0] >= 0.02 * 10.38
+    worse = plateau_run(400, 154_700, 10.70, 0.006, 3)  # +3 %: the deploy's doing
+    assert compare(old, worse).loss_out
+    for seed in range(RERUNS):  # reruns of the same code: never out
+        again = plateau_run(400, 366_600, 10.3838, 0.003, 100 + seed)
+        assert not compare(old, again).loss_out
+
+
 def test_t_quantile_matches_the_table() -> None:
     for df, want in ((3, 5.841), (7, 3.499), (14, 2.977), (30, 2.750)):
         assert abs(t_quantile(0.995, df) - want) / want < 0.01

@@ -181,3 +181,47 @@ async def test_each_point_is_stored_at_the_time_its_line_came(tmp_path: Path) ->
     live = {s: (t, timed) for s, t, timed in rows if s >= 10}
     assert live == {i: (1020.0 + i / 4, 1) for i in range(10, 30)}
     assert all(t > 1e9 for s, t, _ in rows if s < 10)  # backlog: the read's time
+
+
+async def test_a_run_killed_in_its_first_minute_keeps_its_steps(tmp_path: Path) -> None:
+    """The history reads the log once a minute; a run whose Python is seen
+    gone has its log read at once — its last steps are its own in the
+    history before the next run's `| tee` truncates the file (on an H100 a
+    35-s run killed and deployed again compared nothing: 'steps –')."""
+    from gputui.model import Proc
+    from gputui.record.recorder import RunRecorder
+    from test_history import LogOnlyMonitor, points, write_steps
+
+    log, db = tmp_path / "train.log", tmp_path / "h.sqlite"
+    write_steps(log, 0, 5, "w")
+    mon = LogOnlyMonitor(log)
+    python = Proc(4242, 1, ["python3", "-u", "train.py", "--batch", "16"], is_python=True)
+    mon.snapshot.procs = [python]
+    now = [1000.0]
+    w = HistoryWriter(db)
+    rec = RunRecorder(mon, w, diagnose=lambda s, n: [], log_every=60.0, clock=lambda: now[0])
+
+    async def tick(t: float) -> None:
+        now[0] = t
+        mon.snapshot.log.size = log.stat().st_size
+        await rec.tick()
+
+    for t in (1000.0, 1001.0, 1002.0):  # first sight, then its first lines
+        await tick(t)
+    write_steps(log, 5, 30)  # 28 s more of the run: no read before 1062
+    for t in range(1003, 1030):
+        await tick(float(t))
+    mon.snapshot.procs = [Proc(4200, 1, ["bash"])]  # killed: the pane back at its shell
+    await tick(1031.0)
+    write_steps(log, 0, 3, "w")  # the next run: `python train.py | tee train.log`
+    mon.snapshot.log.truncations += 1  # the follower's word of it
+    mon.snapshot.procs = [Proc(4300, 4200, ["python3", "-u", "train.py"], is_python=True)]
+    for t in range(1032, 1036):
+        await tick(float(t))
+    w.close()
+    by_run: dict[int, list[int]] = {}
+    for run_id, _, step in points(db):
+        by_run.setdefault(run_id, []).append(step)
+    first, *later = sorted(by_run)
+    assert by_run[first] == list(range(30)), by_run
+    assert later, "the next run was recorded as a run of its own"

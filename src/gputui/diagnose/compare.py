@@ -19,8 +19,15 @@ and programs in, a `VsLast` out; no I/O.
   slower about ALPHA / 2 of the time (tests/test_compare.py: 20 generated
   noisy pairs).
 - **The loss band**: the last run's loss over the same trailing steps, its
-  mean ± LOSS_BAND_SD of its own spread (or the new run's, the wider); the
-  new run's mean loss above it "leaves the band".
+  mean ± LOSS_BAND_SD of its own spread (or the new run's, the wider), and
+  never narrower than ± LOSS_BAND_REL of the loss itself; the new run's mean
+  loss above it "leaves the band". A run's spread is its step-to-step noise
+  within one run; two runs of the same code with another seed or data order
+  differ by more than that at the same step, and one run cannot measure it.
+  Where the loss barely moves from step to step (a plateau, a loss printed
+  to four places: on an H100 two runs at 10.384 ± 0.003) a band of 3 sd is
+  ± 0.01, 0.1 % of the loss — a rerun leaves it; a change of the loss by
+  under 1 % at the same step is not a deploy's doing one can tell.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ WARMUP_FRACTION = 0.1  # of the common steps, left out of the window
 MAX_POINTS = 2000  # the new run's points in the window, at most
 LOSS_TAIL = 20  # the new run's last points the loss is compared over
 LOSS_BAND_SD = 3.0
+LOSS_BAND_REL = 0.01  # the band's half-width at least 1 % of the last run's loss
 
 _PYTHONS = ("python", "pypy")
 _LAUNCHERS = {"torchrun", "accelerate", "deepspeed", "uv", "poetry", "env", "nohup", "stdbuf"}
@@ -435,7 +443,7 @@ def loss_versus(
     if len(theirs) < 3 or len(mine) < 3:
         return Versus("loss", _mean(mine), _mean(theirs)), None, False
     m_old, m_new = statistics.fmean(theirs), statistics.fmean(mine)
-    half = LOSS_BAND_SD * max(_sd(theirs), _sd(mine), 1e-9 * abs(m_old))
+    half = max(LOSS_BAND_SD * max(_sd(theirs), _sd(mine)), LOSS_BAND_REL * abs(m_old), 1e-12)
     band = (m_old - half, m_old + half)
     return Versus("loss", m_new, m_old), band, m_new > band[1]
 

@@ -270,6 +270,7 @@ class RunRecorder:
         self._last_cache: dict[int, tuple[int, RunSide]] = {}
         self._log_marks: tuple[int, int] | None = None
         self._log_soon = 0  # ticks left that read the log whatever log_every says
+        self._run_pid: int | None = None  # the run's Python as last seen (its end reads the log)
         # told when the verdict against the last run changes (watch prints it)
         self.verdict_listeners: list[Callable[[VsLast], None]] = []
         self._told: tuple[int | None, str, bool] | None = None
@@ -407,6 +408,8 @@ class RunRecorder:
                 if self._log_marks is not None:  # the old file's last lines first, then
                     self._log_soon = 3  # the new file's (a read each): three ticks read
                 self._log_marks = marks
+            if self._run_ended(snap):
+                self._log_due = 0.0  # its last steps, before a new run's tee truncates them
             if self._log_soon:
                 self._log_soon -= 1
                 self._log_due = 0.0
@@ -416,6 +419,18 @@ class RunRecorder:
                 self._audit_due = now + AUDIT_EVERY_S
                 await self.import_audit()
             await self._follow_last_run(snap, now)
+
+    def _run_ended(self, snap: Snapshot) -> bool:
+        """Whether the run's Python process, seen last tick, is gone now
+        (killed, crashed, finished, relaunched): its log is read at once,
+        not at the next `log_every` — a run killed in its first minute had
+        no steps in the history, and a relaunch's `| tee` truncating the log
+        took the old run's last steps before the minute's read (issue 49)."""
+        proc = snap.training_proc
+        pid = proc.pid if proc is not None else None
+        ended = self._run_pid is not None and pid != self._run_pid
+        self._run_pid = pid
+        return ended
 
     async def _tell(self, alert: Alert) -> None:
         """An alert to every sink (a network send to the shared ones once
