@@ -60,8 +60,8 @@ class StandInMonitor:
         self.settings = Settings()
         self.gpu_feed = feed
         self.agent_error = agent_error
-        self.agent = None  # no pane watched here: its processes are not waited for
-        self.follower = None  # no log named
+        self.agent_facts = None  # no pane watched here: its processes are not waited for
+        self.log_followed = False  # no log named
         self.plain_loop_pending = False  # the agent runs (or nothing lists panes)
         self.snapshot = Snapshot(
             time=NOW,
@@ -73,6 +73,11 @@ class StandInMonitor:
         )
         self.stopped = False
         self.start_up: tuple[Clock, int] | None = None
+
+    @property
+    def ct_pids_pending(self) -> bool:
+        """As the monitor's: the CT's PID namespace may still come."""
+        return self.gpu_feed.ct_pid_ns is None and self.agent_error is None
 
     async def start(self) -> None:
         if self.start_up is not None:  # a slow start-up: the agent through ssh and pct
@@ -173,7 +178,7 @@ async def test_the_panes_processes_are_waited_for_after_a_poll_that_timed_out() 
     timed out (a loaded CT): the next poll's are waited for."""
     feed = busy_gpu_feed([])
     mon = StandInMonitor(feed)
-    mon.agent = SimpleNamespace(alive=True)  # type: ignore[assignment]
+    mon.agent_facts = SimpleNamespace(alive=True)  # type: ignore[assignment]
     snap = mon.snapshot
     snap.sessions = [Session("dflash", panes=[Pane("dflash", 0, 0, pid=4242)])]
     snap.session_name = "dflash"

@@ -525,7 +525,7 @@ def test_prometheus_exports_the_health_gauges_and_leaves_out_unknowns() -> None:
 def test_a_containers_view_of_the_host_gpus_carries_their_health() -> None:
     """The host view's per-container monitors judge the same health (and
     throttle history) as the host's feed reads."""
-    from gputui.host.hostwatch import SharedGpus
+    from gputui.monitor.gpufeed import SharedGpus
     from gputui.remote.local import LocalTransport
 
     host = NvidiaSmiFeed(Target(LocalTransport(), None), where="host")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from gputui.actions.plan import ActionPlan, ActionResult, Progress
 from gputui.config import Settings
 from gputui.model import GpuProcess, Snapshot
-from gputui.monitor.door import RunFeed
+from gputui.monitor import RunFeed
 from gputui.remote.target import Target
 from gputui.verbs import VERB_BY_ID, GpuAfter
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from gputui.collect.nvidiasmi import parse_gpu_output, query_gpu_argv
 from gputui.model import GpuProcess, GpuSample
-from gputui.monitor.gpufeed import apps_once_argv, parse_apps_block
+from gputui.monitor import apps_once_argv, parse_apps_block
 from gputui.remote.target import Target
 
 

@@ -39,7 +39,7 @@ from gputui.remote.target import TARGET_GRAMMAR, parse_target
 from gputui.text.untrusted import visible
 
 if TYPE_CHECKING:
-    from gputui.monitor.engine import Monitor
+    from gputui.monitor import WatchedRun
     from gputui.remote.base import Transport
 
 RETRY_START_S = 5.0
@@ -77,7 +77,7 @@ def target_settings(spec: str, base: Settings) -> Settings:
 class Watched:
     settings: Settings
     transport: Transport
-    monitor: Monitor
+    monitor: WatchedRun
     recorder: RunRecorder
     task: asyncio.Task[None] | None = None
 
@@ -119,10 +119,10 @@ class Watch:
         self._terminal_fds: list[int] = []  # stdin/stdout/stderr that are a terminal
 
     def _build(self, settings: Settings) -> Watched:
-        from gputui.monitor.engine import Monitor
+        from gputui.monitor import watch_run
         from gputui.remote.target import make_target
 
-        monitor = Monitor(make_target(settings), settings)
+        monitor = watch_run(make_target(settings), settings)
         recorder = RunRecorder.for_settings(
             monitor,
             self.writer,

@@ -41,11 +41,15 @@ from gputui.doctor.facts import connection_facts
 from gputui.doctor.report import exit_code, findings_to_json, render_text
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, CtStatus, Finding, Severity, Snapshot
-from gputui.monitor.engine import Monitor
-from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed
-from gputui.monitor.logfollow import log_kind, named_log, not_a_file_error
-from gputui.monitor.portwatch import ports_named
-from gputui.monitor.tools import probe_tools
+from gputui.monitor import (
+    GpuFeed,
+    WatchedRun,
+    named_log_problem,
+    nvidia_smi_gpus,
+    ports_named,
+    probe_tools,
+    watch_run,
+)
 from gputui.record.vslast import from_history
 from gputui.remote.base import Transport
 from gputui.remote.target import Target, make_target
@@ -104,7 +108,7 @@ def one_shot_gpu_feed(target: Target, settings: Settings) -> GpuFeed | None:
     source = settings.gpu_source or "auto"
     if source == "nvml" or (settings.local and source == "auto"):
         return None
-    return NvidiaSmiFeed(target, where=source, apps_period_s=APPS_PERIOD_S)
+    return nvidia_smi_gpus(target, source, apps_period_s=APPS_PERIOD_S)
 
 
 def correct_backlog_times(snap: Snapshot) -> None:
@@ -118,16 +122,6 @@ def correct_backlog_times(snap: Snapshot) -> None:
     m = snap.metrics
     if m.last_step_time is not None and m.last_step_time > log.mtime:
         m.last_step_time = log.mtime
-
-
-def _ct_pid_ns_pending(monitor: Monitor) -> bool:
-    """The CT's PID namespace, which maps host PIDs into it, may still come
-    (its agent has not answered nor failed). Once known, a PID still unmapped
-    stays so (it has exited): waiting longer would change nothing."""
-    feed = monitor.gpu_feed
-    if not isinstance(feed, NvidiaSmiFeed) or feed.ct_pid_ns is not None:
-        return False
-    return monitor.agent_error is None
 
 
 def _hang_watch_due(snap: Snapshot) -> bool:
@@ -238,14 +232,14 @@ def no_run(snap: Snapshot) -> Finding | None:
     )
 
 
-def unseen_pieces(monitor: Monitor) -> list[str]:
+def unseen_pieces(monitor: WatchedRun) -> list[str]:
     """What the watch still waits for, in words (empty: everything is in).
     Each piece is waited for only while it can still come: a failed agent,
     a GPU error, a log that does not exist end their waits."""
     snap = monitor.snapshot
     out: list[str] = []
     log = snap.log
-    log_read = monitor.follower is None or (
+    log_read = not monitor.log_followed or (
         log.exists is False
         or (log.exists is True and log.size is not None and log.offset >= log.size)
     )  # the backlog is read: a dead run's traceback is in the tail
@@ -258,7 +252,7 @@ def unseen_pieces(monitor: Monitor) -> list[str]:
         out.append("nvidia-smi's list of GPU processes")  # the apps loop starts after
     elif (
         snap.ct is not None
-        and _ct_pid_ns_pending(monitor)
+        and monitor.ct_pids_pending
         and any(gp.in_container is None for gp in gpus.processes or [])
     ):
         out.append("the CT PIDs of the GPU processes")  # next listing: 1 s
@@ -269,17 +263,11 @@ def unseen_pieces(monitor: Monitor) -> list[str]:
         # disk unseen, and the report said "ok")
         out.append("tmux's panes and the log's stat (plain commands)")
     pane = snap.session.main_pane if snap.session is not None else None
-    agent = monitor.agent
-    if (
-        pane is not None
-        and pane.pid
-        and not pane.dead
-        and not snap.procs
-        and agent is not None
-        and agent.alive
-    ):
+    agent = monitor.agent_facts
+    agent_alive = agent is not None and agent.alive
+    if pane is not None and pane.pid and not pane.dead and not snap.procs and agent_alive:
         out.append("the processes of the session's pane")  # a poll timed out: the next one
-    if agent is not None and agent.alive:
+    if agent_alive:
         named = ports_named(snap)  # a port the run could not listen on: who holds it
         if named and (snap.ports_taken is None or snap.ports_taken.ports != named):
             out.append("who listens on the port the run could not take")  # the next poll
@@ -287,7 +275,7 @@ def unseen_pieces(monitor: Monitor) -> list[str]:
 
 
 async def watch_once(
-    monitor: Monitor,
+    monitor: WatchedRun,
     settle_s: float = SETTLE_S,
     *,
     clock: Any = time.monotonic,
@@ -339,8 +327,9 @@ async def watch_once(
             missing = unseen_pieces(monitor)  # the last poll may have brought one
         if unseen is not None:
             unseen[:] = missing
-        if tmux_skipped is not None and monitor.agent is not None:
-            tmux_skipped[:] = monitor.agent.tmux_skipped
+        agent = monitor.agent_facts
+        if tmux_skipped is not None and agent is not None:
+            tmux_skipped[:] = agent.tmux_skipped
     finally:
         await monitor.stop()
     return monitor.snapshot
@@ -396,15 +385,16 @@ async def inspect(
         await tr.connect()
         # a --log that is a directory or a device is named at once (one line,
         # exit 2), checked alongside the CT's status so it costs no extra wait
-        log = named_log(settings)
-        _, kind = await asyncio.gather(target.require_running(), log_kind(target, log))
-        if kind and log:
-            raise not_a_file_error(log, kind)
+        _, bad_named = await asyncio.gather(
+            target.require_running(), named_log_problem(target, settings)
+        )
+        if bad_named is not None:
+            raise bad_named
         facts = connection_facts(target, settings, (time.perf_counter() - t0) * 1000.0)
         facts["tools"] = asdict(await probe_tools(target))
         if gpu_feed is None:
             gpu_feed = one_shot_gpu_feed(target, settings)
-        monitor = Monitor(target, settings, gpu_feed)
+        monitor = watch_run(target, settings, gpu_feed)
         unseen: list[str] = []
         skipped: list[str] = []  # other users' tmux servers, not reached as their owner
         watch_t0 = time.monotonic()
@@ -448,14 +438,14 @@ def inspect_demo(settings: Settings) -> tuple[dict[str, Any], Snapshot | None, l
     tmux server, so an open `gputui --demo` is left alone), check it with the
     simulated GPUs, stop it again."""
     from gputui.demo.environment import GPUS, DemoEnvironment, default_dir
-    from gputui.monitor.gpufeed import SimulatedGpus
+    from gputui.monitor import simulated_gpus
 
     demo = DemoEnvironment(default_dir().with_name("demo-doctor"))
     demo.prepare()
     demo.apply_env()
     try:
         demo.launch()
-        feed = SimulatedGpus(GPUS, demo.load, name="NVIDIA H200 (simulated)")
+        feed = simulated_gpus(GPUS, demo.load, name="NVIDIA H200 (simulated)")
         facts, snap, findings, inspected = asyncio.run(
             inspect(demo.settings(settings), gpu_feed=feed)
         )

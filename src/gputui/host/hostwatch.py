@@ -2,13 +2,14 @@
 
 One ssh connection per host. On it:
 
-- the host's GPU streams (`NvidiaSmiFeed` on the host: readings and the
-  compute-apps listing with each PID's cgroup, PID namespace and NSpid);
+- the host's GPU streams (`host_gpus`, nvidia-smi on the host: readings and
+  the compute-apps listing with each PID's cgroup, PID namespace and NSpid);
 - the host's list of containers, asked every LIST_PERIOD_S (a host command,
   never a command inside a container);
-- for each running container, a `Monitor` (its agent and log stream, the
-  same as the run view's) whose GPU readings are the host's, filtered to that
-  container (`SharedGpus`): a container's agent starts when it runs, stops
+- for each running container, a watched run (`watch_run`, monitor/'s door:
+  its agent and log stream, the same as the run view's) whose GPU readings
+  are the host's, filtered to that container (`shared_gpus`, mapped with its
+  agent's PID namespace): a container's agent starts when it runs, stops
   when it stops, and none is left behind — `stop()` closes every channel.
   The monitors' commands all run through one relay on the host
   (remote/relay.py), so the host holds three channels whatever the number of
@@ -49,9 +50,7 @@ from gputui.host.view import (
     host_row,
 )
 from gputui.model import ConnectionState, Finding, Snapshot
-from gputui.monitor.engine import Monitor
-from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, parse_apps_block
-from gputui.monitor.logchoice import stdout_log_files
+from gputui.monitor import WatchedRun, host_gpus, shared_gpus, stdout_log_files, watch_run
 from gputui.remote.base import Transport
 from gputui.remote.relay_client import RelayTransport
 from gputui.remote.target import Target, make_transport
@@ -69,48 +68,6 @@ CONNECT_RETRY_START_S = 2.0
 CONNECT_RETRY_MAX_S = 5.0  # as the transport's reconnects: a host back up is seen in ~5 s
 
 Listener = Callable[[HostView], None]
-
-
-class SharedGpus(GpuFeed):
-    """The host's GPU feed as one container's monitor sees it: the same
-    readings and history (shared, not copied), and the processes of that
-    container only. Starting or stopping it does nothing: the host watch owns
-    the streams."""
-
-    def __init__(self, host_feed: NvidiaSmiFeed, ct: Place) -> None:
-        super().__init__()
-        self.host_feed = host_feed
-        self.ct = ct
-        self.ct_pid_ns: str | None = None
-        hs = host_feed.state
-        self.state.latest = hs.latest
-        self.state.util_history = hs.util_history
-        self.state.mem_history = hs.mem_history
-        self.state.events = hs.events
-        self.state.reasons_history = hs.reasons_history  # the throttle's history (issue 32)
-        host_feed.subscribe(self.refresh)
-        self.refresh()
-
-    def refresh(self) -> None:
-        hs = self.host_feed.state
-        self.state.source = hs.source
-        self.state.error = hs.error
-        self.state.health = hs.health  # replaced at each listing: taken again
-        self.state.kernel_log = hs.kernel_log
-        lines = self.host_feed.last_listing
-        self.state.processes_pending = hs.processes_pending
-        if lines is not None:
-            ct = 0 if isinstance(self.ct, str) else self.ct  # 0: by PID namespace only
-            procs, rc, _ = parse_apps_block(lines, ct, self.ct_pid_ns)
-            if rc == 0 or rc is None:
-                self.state.processes = procs
-        self._changed()
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
 
 
 class HostWatch:
@@ -137,12 +94,12 @@ class HostWatch:
         self.list_period_s = list_period_s
         self.agent_python = agent_python
         self.diagnose = diagnose or diagnose_with(settings.stale_after, settings.diagnosis)
-        self.feed = NvidiaSmiFeed(self.host, where="host")
+        self.feed = host_gpus(self.host)
         self.view = HostView(label=self.transport.label)
         self.listing: list[ContainerListing] | None = None  # None: no container host (or not yet)
         self.names: dict[str, str] = {}  # "lxc:201" -> its name (Snapshot.container_names)
         self.plain: bool | None = None  # True: no container tool on the host
-        self.monitors: dict[Place, Monitor] = {}
+        self.monitors: dict[Place, WatchedRun] = {}
         self.ready: set[Place] = set()  # monitors past their first poll
         self.lent: set[Place] = set()  # monitors a run view shows now
         # each container's last log lines, by the log they came from: a run
@@ -202,9 +159,9 @@ class HostWatch:
         view.gpu_error = self.feed.state.error
         namespaces: dict[str, int | str] = {}
         for ct, mon in self.monitors.items():
-            ns = mon.agent.hello.get("pid_ns") if mon.agent is not None else None
-            if ct is not None and ns:
-                namespaces[str(ns)] = ct
+            agent = mon.agent_facts
+            if ct is not None and agent is not None and agent.pid_ns:
+                namespaces[agent.pid_ns] = ct
         lines = self.feed.last_listing
         view.holders_known = lines is not None
         ids = {c.id: self._key(c) for c in self.listing or [] if isinstance(c.id, str)}
@@ -337,10 +294,12 @@ class HostWatch:
         settings = dataclasses.replace(
             settings_naming(self.settings, container), session=None, log=None, run=RunConfig()
         )
-        feed = SharedGpus(self.feed, ct)
+        # the container's processes among the host's GPU readings: the
+        # monitor maps them with its agent's PID namespace once it says hello
+        feed = shared_gpus(self.feed, ct)
         target = Target(self.relay, container)
         pace = max(float(settings.interval or DEFAULTS.interval), BACKGROUND_POLL_S)
-        mon = Monitor(
+        mon = watch_run(
             target,
             settings,
             feed,
@@ -354,9 +313,6 @@ class HostWatch:
         async def run() -> None:
             with contextlib.suppress(Exception):
                 await mon.start()
-            if mon.agent is not None:
-                feed.ct_pid_ns = mon.agent.hello.get("pid_ns")
-                feed.refresh()
             self.ready.add(ct)
             self._changed()
 
@@ -386,7 +342,7 @@ class HostWatch:
                 self._keep_lines(ct, snap.log.path, mon.drain_log_lines())
             log = snap.log.path or next(iter(stdout_log_files(snap.procs)), None)
             runs.add(ct, [p.pid for p in snap.procs], snap.session_name, log)
-            agent = mon.agent
+            agent = mon.agent_facts
             if agent is None or not agent.alive:
                 continue
             for s in snap.sessions:
@@ -394,7 +350,9 @@ class HostWatch:
                 if s.name == snap.session_name or pane is None or pane.dead or not pane.pid:
                     continue
                 with contextlib.suppress(Exception):
-                    procs = await agent.processes(pane.pid, sources=False)
+                    procs = await mon.processes_of(pane.pid)
+                    if procs is None:
+                        break  # the agent went away meanwhile
                     other = next(iter(stdout_log_files(procs)), None)
                     runs.add(ct, [p.pid for p in procs], s.name, other)
         self.runs = runs
@@ -412,7 +370,7 @@ class HostWatch:
         kept_path, kept = self.kept_lines.get(ct, (None, deque()))
         return list(kept) if path is not None and kept_path == path else []
 
-    def monitor_for(self, ct: Place) -> Monitor | None:
+    def monitor_for(self, ct: Place) -> WatchedRun | None:
         return self.monitors.get(ct)
 
     @property

@@ -47,8 +47,8 @@ from gputui.model import (
     Snapshot,
 )
 from gputui.monitor.coalesce import OncePerTurn
-from gputui.monitor.door import Listener
-from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed
+from gputui.monitor.door import AgentFacts, Listener
+from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed, SharedGpus
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
 from gputui.monitor.logfollow import FileStat, LogFollower, file_stat_from_words
 from gputui.monitor.portwatch import PortWatch
@@ -141,9 +141,10 @@ def is_own(session: Session, own: frozenset[int]) -> bool:
 
 
 class Monitor:
-    """See the module docstring. Its door (monitor/door.py): snapshot,
-    subscribe, unsubscribe, drain_log_lines, start, stop, refresh,
-    watch_session, watch_log, target, settings; its owner's: poll_every.
+    """See the module docstring. Its door (monitor/door.py, `WatchedRun`):
+    snapshot, subscribe, unsubscribe, drain_log_lines, start, stop, refresh,
+    watch_session, watch_log, target, settings, interval, poll_every and
+    the typed questions (agent_facts, log_followed, ...).
 
     `interval`: seconds between polls (default: the settings'). `host_names`:
     the host's listing of its containers ("lxc:201" -> name), kept current by
@@ -248,6 +249,40 @@ class Monitor:
     def follower(self) -> LogFollower | None:
         """The stream of the log followed now, if any."""
         return self.log_choice.follower
+
+    # ------------------------------------------------------------ the door's questions
+
+    @property
+    def agent_facts(self) -> AgentFacts | None:
+        """What the agent said of itself (None: none started yet)."""
+        agent = self.agent
+        if agent is None:
+            return None
+        pid_ns = agent.hello.get("pid_ns")
+        return AgentFacts(
+            alive=agent.alive,
+            pid_ns=str(pid_ns) if pid_ns else None,
+            tmux_skipped=tuple(agent.tmux_skipped),
+        )
+
+    @property
+    def log_followed(self) -> bool:
+        return self.follower is not None
+
+    @property
+    def ct_pids_pending(self) -> bool:
+        """Once the CT's PID namespace is known, a PID still unmapped stays
+        so (it has exited): waiting longer would change nothing."""
+        feed = self.gpu_feed
+        if not isinstance(feed, NvidiaSmiFeed | SharedGpus) or feed.ct_pid_ns is not None:
+            return False
+        return self.agent_error is None
+
+    async def processes_of(self, pid: int) -> list[Proc] | None:
+        agent = self.agent
+        if agent is None or not agent.alive:
+            return None
+        return await agent.processes(pid, sources=False)
 
     def _default_gpu_feed(self) -> GpuFeed | None:
         source = self.settings.gpu_source or "auto"
@@ -528,7 +563,7 @@ class Monitor:
         snap.tools.nvidia_smi_host = gpu_tools[0]
         if self.follower is not None:
             self.follower.clock_offset = agent.clock_offset
-        if isinstance(self.gpu_feed, NvidiaSmiFeed) and self.target.in_container:
+        if isinstance(self.gpu_feed, NvidiaSmiFeed | SharedGpus) and self.target.in_container:
             self.gpu_feed.ct_pid_ns = agent.hello.get("pid_ns")
         if self.target.in_container and snap.ct_status != CtStatus.RUNNING:
             snap.ct_status = CtStatus.RUNNING

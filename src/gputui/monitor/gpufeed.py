@@ -864,3 +864,58 @@ class SimulatedGpus(GpuFeed):
     def release(self) -> None:
         """The run ended: memory is freed."""
         self._held = [0.0] * self.n
+
+
+class SharedGpus(GpuFeed):
+    """The host's GPU feed as one container's monitor sees it (the host
+    view): the same readings and history (shared, not copied), and the
+    processes of that container only (`ct`: a CT's number, "docker:NAME",
+    None for the host itself). Starting or stopping it does nothing: the
+    host watch owns the streams. The monitor gives it the container's PID
+    namespace when the agent says hello."""
+
+    def __init__(self, host_feed: NvidiaSmiFeed, ct: int | str | None) -> None:
+        super().__init__()
+        self.host_feed = host_feed
+        self.ct = ct
+        self._ct_pid_ns: str | None = None
+        hs = host_feed.state
+        self.state.latest = hs.latest
+        self.state.util_history = hs.util_history
+        self.state.mem_history = hs.mem_history
+        self.state.events = hs.events
+        self.state.reasons_history = hs.reasons_history  # the throttle's history (issue 32)
+        host_feed.subscribe(self.refresh)
+        self.refresh()
+
+    @property
+    def ct_pid_ns(self) -> str | None:
+        """The container's PID namespace (from its agent's hello)."""
+        return self._ct_pid_ns
+
+    @ct_pid_ns.setter
+    def ct_pid_ns(self, value: str | None) -> None:
+        if value != self._ct_pid_ns:
+            self._ct_pid_ns = value
+            self.refresh()  # the last listing mapped again now, not at the next one
+
+    def refresh(self) -> None:
+        hs = self.host_feed.state
+        self.state.source = hs.source
+        self.state.error = hs.error
+        self.state.health = hs.health  # replaced at each listing: taken again
+        self.state.kernel_log = hs.kernel_log
+        lines = self.host_feed.last_listing
+        self.state.processes_pending = hs.processes_pending
+        if lines is not None:
+            ct = 0 if isinstance(self.ct, str) else self.ct  # 0: by PID namespace only
+            procs, rc, _ = parse_apps_block(lines, ct, self._ct_pid_ns)
+            if rc == 0 or rc is None:
+                self.state.processes = procs
+        self._changed()
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None

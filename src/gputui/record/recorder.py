@@ -36,7 +36,7 @@ from gputui.diagnose.compare import (
 from gputui.diagnose.registry import kinds_that
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Finding, Snapshot, VsLast
-from gputui.monitor.door import WatchedRun
+from gputui.monitor import WatchedRun
 from gputui.record.alerts import Alert, AlertGate
 from gputui.record.history import (
     EventRow,

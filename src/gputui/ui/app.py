@@ -49,7 +49,7 @@ from gputui.diagnose import (
 )
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import PARTS, ConnectionState, Finding, Snapshot
-from gputui.monitor.door import RunFeed
+from gputui.monitor import RunFeed
 from gputui.text.untrusted import visible
 from gputui.ui.commands import ActionCommands
 from gputui.ui.compositor import LeanScreen

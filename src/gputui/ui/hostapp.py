@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.text import Text
 from textual import events, on
@@ -36,12 +36,11 @@ from textual.markup import escape
 from textual.widgets import DataTable, Footer, Static
 
 from gputui.actions.backend import ActionBackend
-from gputui.config import DEFAULTS
+from gputui.config import DEFAULTS, Settings
 from gputui.errors import GputuiError
 from gputui.host.view import ContainerRow, GpuRow, Holder, HostView
 from gputui.model import Snapshot
-from gputui.monitor.door import Listener, WatchedRun
-from gputui.monitor.engine import Monitor
+from gputui.monitor import Listener, WatchedRun
 from gputui.text.untrusted import remote_text, visible
 from gputui.text.words import gib
 from gputui.ui.app import (
@@ -56,6 +55,9 @@ from gputui.ui.commands import highlighted
 from gputui.ui.hostkeys import HOST_HELP, where, why_no_run_in, why_no_run_on
 from gputui.ui.quietinput import quiet_driver
 from gputui.ui.scrollbars import use_whole_cell_scroll_bars
+
+if TYPE_CHECKING:
+    from gputui.host.hostwatch import HostWatch
 
 HEALTH_STYLE = {
     "ok": "green",
@@ -608,7 +610,7 @@ class BorrowedMonitor:
         return None
 
 
-def borrow(watch: Any, monitor: Monitor, choice: RunChoice) -> BorrowedMonitor:
+def borrow(watch: HostWatch, monitor: WatchedRun, choice: RunChoice) -> BorrowedMonitor:
     """The run view's door to the host watch's monitor of `choice`, with the
     log's last lines the watch kept — those of the log the monitor follows,
     when the view watches the session the monitor watched."""
@@ -620,11 +622,11 @@ def borrow(watch: Any, monitor: Monitor, choice: RunChoice) -> BorrowedMonitor:
 
 
 async def run_view(
-    watch: Any, choice: RunChoice, read_only: bool, showing: list[App[Any]] | None = None
+    watch: HostWatch, choice: RunChoice, read_only: bool, showing: list[App[Any]] | None = None
 ) -> int:
     """Today's run view for one container of a host watch; BACK on Esc.
     `showing` gets the app while it runs (run_host_view's signal handler)."""
-    monitor: Monitor | None = watch.monitor_for(choice.ct)
+    monitor = watch.monitor_for(choice.ct)
     if monitor is None:  # it stopped since the host view drew it (run_host_view says so)
         return BACK
     borrowed = borrow(watch, monitor, choice)
@@ -656,7 +658,7 @@ async def run_view(
     return int(rc if rc is not None else 0)
 
 
-def run_host_view(watches: Sequence[Any], read_only: bool = False) -> int:
+def run_host_view(watches: Sequence[HostWatch], read_only: bool = False) -> int:
     """The host view over these host watches; Enter opens a run view, Esc
     there comes back. Every watch is stopped at the end (nothing left running)."""
     import asyncio
@@ -713,7 +715,7 @@ def run_host_view(watches: Sequence[Any], read_only: bool = False) -> int:
     return asyncio.run(main())
 
 
-def run_hosts(hosts: Sequence[Any]) -> int:
+def run_hosts(hosts: Sequence[Settings]) -> int:
     """`gputui --host H` (no --ct), `--host a --host b`, `[[targets]]`: the
     host view over one HostWatch per host's Settings; the exit code."""
     from gputui.host.hostwatch import HostWatch

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING
 from gputui.actions.backend import ActionBackend
 from gputui.config import Settings
 from gputui.errors import GputuiError
+from gputui.monitor import GpuFeed, WatchedRun, simulated_gpus, watch_run
 from gputui.remote.target import make_target
 
 if TYPE_CHECKING:
-    from gputui.monitor.engine import Monitor
     from gputui.record.recorder import RunRecorder
 
 
 @dataclass
 class Parts:
-    monitor: Monitor
+    monitor: WatchedRun
     actions: ActionBackend  # in --read-only too: the verbs that change nothing
     can_launch: bool
     start: Callable[[], Awaitable[None]]
@@ -35,7 +35,7 @@ class Parts:
     history_error: str | None = None  # why the history is off, when it could not open
 
 
-def build_recorder(monitor: Monitor, settings: Settings) -> tuple[RunRecorder, str | None]:
+def build_recorder(monitor: WatchedRun, settings: Settings) -> tuple[RunRecorder, str | None]:
     """The dashboard's recorder: the history ([history] enabled) and the
     alerts (the config's notification URLs, the terminal's bell). When the
     history file cannot be used: alerts only, and why — the dashboard then
@@ -56,13 +56,10 @@ def build_recorder(monitor: Monitor, settings: Settings) -> tuple[RunRecorder, s
 
 
 def build(settings: Settings) -> Parts:
-    from gputui.monitor.engine import Monitor
-
-    gpu_feed = None
+    gpu_feed: GpuFeed | None = None
     demo = None
     if settings.demo:
         from gputui.demo.environment import GPUS, DemoEnvironment
-        from gputui.monitor.gpufeed import SimulatedGpus
         from gputui.statefiles import set_audit_path
 
         demo = DemoEnvironment()
@@ -72,10 +69,10 @@ def build(settings: Settings) -> Parts:
         settings = demo.settings(settings)
         settings.history_path = str(demo.root / "history.sqlite")  # not the user's history
         set_audit_path(demo.root / "audit.log")  # nor the user's audit log
-        gpu_feed = SimulatedGpus(GPUS, demo.load, name="NVIDIA H200 (simulated)")
+        gpu_feed = simulated_gpus(GPUS, demo.load, name="NVIDIA H200 (simulated)")
     target = make_target(settings)
     transport = target.transport
-    monitor = Monitor(target, settings, gpu_feed)
+    monitor = watch_run(target, settings, gpu_feed)
     actions = ActionBackend(target, settings, monitor)  # --read-only: Verb.changes greys
     recorder, history_error = build_recorder(monitor, settings)
 
