@@ -246,6 +246,8 @@ def test_causes_cover_the_rules_and_alerts_derive_from_them() -> None:
         "grad_nan",
         "loss_scale_collapsed",
         "out_of_space",
+        # the kernel log's own line of an OOM kill (issue 47)
+        "kernel_oom_kill",
     }
     names = {c.name for c in CAUSES}
     assert all(m in names for c in CAUSES for m in c.masked_by)

@@ -42,6 +42,8 @@ def test_the_declared_precedences_of_today() -> None:
     assert "busy_but_silent" in table["buffered_output"]
     for low in ("session_dead", "run_finished", "run_ended", "run_exited"):
         assert "oom_killed" in table[low], low
+    for low in ("oom_killed", "run_killed", "run_ended", "session_dead"):  # the kernel's line
+        assert "kernel_oom_kill" in table[low], low
 
 
 def _with_kinds(monkeypatch: pytest.MonkeyPatch, *kinds: Kind) -> None:

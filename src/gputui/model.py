@@ -696,6 +696,48 @@ class Tools:
     probed: bool = False
 
 
+# ---------------------------------------------------------------- the kernel's OOM kills
+
+
+@dataclass(frozen=True)
+class OomKill:
+    """One process the OOM killer took, as the kernel logged it. `t`: when
+    (local clock), from its stamp; None when the stamp or the uptime was
+    not there. `memcg`: the victim's cgroup (`task_memcg=`, "" unknown);
+    `cgroup_limit`: a cgroup's limit ran out, not the machine's RAM."""
+
+    pid: int
+    name: str
+    text: str
+    t: float | None = None
+    anon_rss_kib: int | None = None
+    total_vm_kib: int | None = None
+    memcg: str = ""
+    limit_cgroup: str = ""  # oom_memcg=: the cgroup whose limit ran out
+    cgroup_limit: bool = False
+
+
+@dataclass
+class KernelOomRead:
+    """What one read of the kernel log found: `via` the reader that could
+    read it ("" none could), `refused` each reader's refusal as it said it,
+    `kills` the OOM kills it holds (oldest first), `where` the machine read
+    ("the host", "the run's machine"), `at` when (local clock)."""
+
+    where: str
+    at: float
+    via: str = ""
+    kills: list[OomKill] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    # the run's Python processes as last seen alive (the kernel's PIDs are
+    # the host's: they match only where gputui's PIDs are the kernel's own)
+    run_pids: frozenset[int] = frozenset()
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.via)
+
+
 @dataclass
 class Snapshot:
     """Everything gputui knows about one target at `time`."""
@@ -736,6 +778,9 @@ class Snapshot:
     # as the host lists them (read once at start): a GPU holder in another
     # container is named "CT 201 (eval-box)", "container trainer2".
     container_names: dict[str, str] = field(default_factory=dict)
+    # The kernel log's OOM kills, read once when the run's process vanished
+    # (collect/oomkills.py); None: not read (the run runs, or no read yet).
+    kernel_oom: KernelOomRead | None = None
 
     @property
     def ct(self) -> int | None:

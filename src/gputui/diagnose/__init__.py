@@ -68,6 +68,7 @@ from gputui.diagnose import (  # noqa: F401
     host,
     killed,
     log,
+    oomkill,
     ports,
     progress,
     ranks,

@@ -18,6 +18,7 @@ import re
 
 from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import last_error_line, quote_tail, short
+from gputui.diagnose.oomkill import kernel_log_words
 from gputui.diagnose.registry import Kind, rule
 from gputui.model import Finding, Severity
 from gputui.text.numbers import bounded_int
@@ -115,6 +116,7 @@ def _ended_whole(ctx: Context, name: str, tail: list[str]) -> Finding:
     shell = ", ".join(f"PID {p.pid} {short(p.command, 40)}" for p in ctx.procs[:3])
     ev = [f"the pane still runs: {shell}" if shell else "the pane is dead"]
     ev.append("its exit status is not known here: behind `| tee` the shell keeps tee's")
+    ev += kernel_log_words(ctx.snap.kernel_oom)
     end = next((ln for ln in reversed(tail[-3:]) if ended_saying(ln)), None)
     if end is None:
         return Finding(
@@ -185,6 +187,7 @@ def rule_run_killed(ctx: Context) -> Finding | None:
     oom = ctx.snap.oom
     if oom is not None and oom[1] > 0:
         ev.append(f"the run's cgroup counts {oom[1]} OOM kill(s) (memory.events oom_kill)")
+    ev += kernel_log_words(ctx.snap.kernel_oom)
     return Finding(
         kind="run_killed",
         severity=Severity.ERROR,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import SIGNAL_HINTS, last_error_line, quote_tail, short, signal_name
+from gputui.diagnose.oomkill import kernel_log_words
 from gputui.diagnose.registry import Kind, rule
 from gputui.diagnose.thresholds import MTIME_SLACK_S
 from gputui.model import Finding, Pane, Severity
@@ -53,6 +54,7 @@ def rule_oom_killed(ctx: Context) -> Finding | None:
     tail = list(ctx.snap.pane_tail or []) or list(ctx.snap.log_tail or [])
     ev = [
         f"memory.events of {ctx.ct_words}'s cgroup: oom_kill rose by {n} while the run was watched",
+        *kernel_log_words(ctx.snap.kernel_oom),
     ]
     if tail:
         ev += ["last lines:", *quote_tail(tail)]

@@ -51,6 +51,7 @@ from gputui.monitor.door import AgentFacts, Listener
 from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed, SharedGpus
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
 from gputui.monitor.logfollow import FileStat, LogFollower, file_stat_from_words
+from gputui.monitor.oomlook import OomLook
 from gputui.monitor.portwatch import PortWatch
 from gputui.monitor.supervisor import AgentSupervisor
 from gputui.monitor.tools import probe_tools
@@ -223,6 +224,7 @@ class Monitor:
         self._oom_files: list[str] = []  # the run's memory cgroup files (the agent's `oom` op)
         self._oom_read_at = float("-inf")  # monotonic time of the last `oom` op
         self.ports = PortWatch()  # who holds a port the run's output says was taken
+        self.oom_look = OomLook(target, clock)  # the kernel log, once a run vanished quietly
         self.writers_searches = 0
         # The host's other containers named once (a host view gives its own list)
         self.neighbours_read = host_names is not None
@@ -610,6 +612,8 @@ class Monitor:
         await self._choose_log()
         if self.agent is None and self._fallback_proc is not None:
             await self._ensure_fallback()  # the log it stats may have changed
+        if await self.oom_look.after_poll(self.snapshot):  # the run vanished without a word
+            self._changed("procs")
 
     def _oom_call(self, pane_pid: int) -> tuple[str, dict[str, Any]] | None:
         """The agent's `oom` op for this poll, or None: each poll while no

@@ -1,0 +1,266 @@
+"""A run the kernel's OOM killer took (issue 47): its process vanished with
+no word in its output (SIGKILL; behind `| tee` no "Killed"), and the kernel
+log's "Killed process …" line names it — PID, anon-rss, host RAM or a
+cgroup's limit. The kernel log is read by the real script (the stand-in
+dmesg/journalctl in tests/standins hold the kernel's texts); where it could
+not be read, the words say what could not be read, never "nothing".
+
+The kernel's lines below are real texts from public threads, their numbers
+and names kept, their stamps moved to the test's clock:
+- global OOM, kernel 5.14 (`dmesg --time-format iso | grep oom`):
+  https://github.com/equinor/ert/issues/7797
+- a Proxmox VE 9 LXC's memory limit (CONSTRAINT_MEMCG, /lxc/703):
+  https://github.com/rcourtman/Pulse/issues/734
+- kernels before 4.19 ("Kill process … or sacrifice child", then a bare
+  "Killed process"): https://github.com/intel/platform-resource-manager/issues/42
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from gputui.collect.oomkills import oom_read_argv, parse_oom_read
+from gputui.diagnose import diagnose
+from gputui.model import KernelOomRead, Severity, Snapshot
+from gputui.remote.local import LocalTransport
+from gputui.remote.target import Target
+from test_diagnose import NOW
+from test_real_log_words import BAR, ended
+
+STANDINS = Path(__file__).resolve().parent / "standins"
+UP = 100_000.0  # the kernel's uptime when the log was read
+
+GLOBAL = [
+    "[ {s:.6f}] python invoked oom-killer: gfp_mask=0x6200ca(GFP_HIGHUSER_MOVABLE), order=0, "
+    "oom_score_adj=0",
+    "[ {s:.6f}] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,"
+    "global_oom,task_memcg=/lxc/200/ns/user.slice/user-0.slice/session-3.scope,task=python,"
+    "pid=1440763,uid=100000",
+    "[ {s:.6f}] Out of memory: Killed process 1440763 (python) total-vm:87033376kB, "
+    "anon-rss:60356340kB, file-rss:0kB, shmem-rss:0kB, UID:100000 pgtables:169956kB "
+    "oom_score_adj:0",
+    "[ {s:.6f}] oom_reaper: reaped process 1440763 (python), now anon-rss:0kB, file-rss:0kB, "
+    "shmem-rss:0kB",
+]
+MEMCG = [
+    "[ {s:.6f}] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=ns,mems_allowed=0,"
+    "oom_memcg=/lxc/200,task_memcg=/lxc/200/ns/user.slice/user-0.slice/session-3.scope,"
+    "task=pt_main_thread,pid=3783517,uid=100999",
+    "[ {s:.6f}] Memory cgroup out of memory: Killed process 3783517 (pt_main_thread) "
+    "total-vm:14204856kB, anon-rss:10461428kB, file-rss:10240kB, shmem-rss:0kB, UID:100999 "
+    "pgtables:23156kB oom_score_adj:0",
+]
+OLD = [
+    "[ {s:.6f}] Out of memory: Kill process 89746 (python) score 1031 or sacrifice child",
+    "[ {s:.6f}] Killed process 89746 (python) total-vm:118026216kB, anon-rss:109819332kB, "
+    "file-rss:3324kB, shmem-rss:0kB",
+]
+
+
+def kmsg(lines: list[str], ago: float) -> str:
+    """The kernel's lines stamped `ago` seconds before UP."""
+    return "\n".join(ln.format(s=UP - ago) for ln in lines)
+
+
+def read_of(lines: list[str], ago: float, via: str = "dmesg") -> KernelOomRead:
+    out = f"@gputui up {UP}\n@gputui via {via}\n" + kmsg(lines, ago)
+    return parse_oom_read(out, "the host", NOW)
+
+
+def vanished(
+    read: KernelOomRead | None, log: tuple[str, ...] = ("step 41 | loss 2.31",)
+) -> Snapshot:
+    """The pane back at its shell, the log's last write 30 s ago, CT 200."""
+    snap = ended(log, pane=(*log, BAR + "root@ct:~# "))
+    snap.kernel_oom = read
+    return snap
+
+
+def test_the_kernels_lines_are_read_in_each_form() -> None:
+    g = read_of(GLOBAL, 20.0).kills
+    assert [(k.pid, k.name, k.anon_rss_kib, k.cgroup_limit) for k in g] == [
+        (1440763, "python", 60356340, False)
+    ]
+    assert g[0].memcg.startswith("/lxc/200/ns/") and g[0].t == pytest.approx(NOW - 20.0)
+    m = read_of(MEMCG, 5.0).kills[0]
+    assert (m.pid, m.name, m.cgroup_limit, m.limit_cgroup) == (
+        3783517,
+        "pt_main_thread",
+        True,
+        "/lxc/200",
+    )
+    o = read_of(OLD, 5.0).kills
+    assert [(k.pid, k.anon_rss_kib) for k in o] == [(89746, 109819332)]  # the bare line
+    journal = parse_oom_read(
+        f"@gputui up {UP}\n@gputui via journalctl\n"
+        + kmsg([ln.replace("] ", "] gpu1 kernel: ", 1) for ln in GLOBAL], 3.0),
+        "the host",
+        NOW,
+    )
+    assert [k.pid for k in journal.kills] == [1440763]
+    absurd = parse_oom_read(
+        "@gputui up 9" * 3 + "\n[ 1.0] Out of memory: Killed process " + "9" * 5000 + " (python) "
+        "total-vm:1kB, anon-rss:1kB\n@gputui via dmesg",
+        "the host",
+        NOW,
+    )
+    assert absurd.kills == [] and absurd.via == "dmesg"
+
+
+def test_a_run_the_oom_killer_took_is_named_with_its_pid_and_rss() -> None:
+    found = diagnose(vanished(read_of(GLOBAL, 20.0)), NOW)
+    f = found[0]
+    assert f.kind == "kernel_oom_kill" and f.severity == Severity.ERROR, found
+    assert "killed by the kernel's OOM killer (host RAM)" in f.title, f.title
+    assert "PID 1440763 (python)" in f.title and "anon-rss 57.6 GiB" in f.title, f.title
+    assert any("Out of memory: Killed process 1440763" in e for e in f.evidence)
+    assert any("dmesg on the host" in e for e in f.evidence)
+    kinds = [x.kind for x in found]
+    assert "run_killed" not in kinds and "run_ended" not in kinds, kinds  # it says it better
+    assert "free -g" in f.fix
+
+
+def test_a_containers_limit_is_not_called_host_ram() -> None:
+    f = diagnose(vanished(read_of(MEMCG, 5.0)), NOW)[0]
+    assert f.kind == "kernel_oom_kill", f
+    assert "the memory limit of CT 200's cgroup /lxc/200" in f.title, f.title
+    assert "PID 3783517 (pt_main_thread), anon-rss 10.0 GiB" in f.title, f.title
+    assert "more memory" in f.fix and "CT 200" in f.fix
+
+
+@pytest.mark.parametrize(
+    ("lines", "ago", "why"),
+    [
+        (GLOBAL, 60.0, "killed before the log's last line (30 s ago)"),
+        ([ln.replace("/lxc/200/", "/lxc/201/") for ln in GLOBAL], 20.0, "another CT's process"),
+        ([ln.replace("(python)", "(java)") for ln in GLOBAL], 20.0, "not a Python process"),
+    ],
+)
+def test_a_kill_that_is_not_the_runs_is_not_its_word(
+    lines: list[str], ago: float, why: str
+) -> None:
+    found = diagnose(vanished(read_of(lines, ago)), NOW)
+    assert "kernel_oom_kill" not in [f.kind for f in found], why
+    f = found[0]
+    assert f.kind == "run_killed", (why, f)
+    assert any(
+        "names no OOM kill of this run (1 of other processes or earlier)" in e for e in f.evidence
+    )
+
+
+def test_an_unreadable_kernel_log_is_said_never_nothing() -> None:
+    read = parse_oom_read(
+        "@gputui up 100.0\n"
+        "@gputui refused dmesg: dmesg: read kernel buffer failed: Operation not permitted\n"
+        "@gputui refused journalctl: -- No entries --\n",
+        "the run's machine",
+        NOW,
+    )
+    assert not read.readable
+    f = diagnose(vanished(read), NOW)[0]
+    assert f.kind == "run_killed", f
+    said = next(e for e in f.evidence if "kernel log" in e)
+    assert "could not be read on the run's machine" in said, said
+    assert "dmesg: read kernel buffer failed: Operation not permitted" in said, said
+    assert "-- No entries --" in said and "as root on the host" in said, said
+
+
+def test_a_run_that_still_runs_gets_no_look_and_no_word() -> None:
+    snap = vanished(read_of(GLOBAL, 20.0))
+    snap.procs[0].is_python = True  # its Python is there
+    assert "kernel_oom_kill" not in [f.kind for f in diagnose(snap, NOW)]
+
+
+# ------------------------------------------------------------------ the read itself
+
+
+def standin_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **permits: str) -> None:
+    if not (STANDINS / "dmesg").exists() or shutil.which("sh") is None:
+        pytest.skip("no dmesg stand-in")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "kernel.json").write_text(json.dumps(permits))
+    with open("/proc/uptime") as f:
+        up = float(f.read().split()[0])
+    noise = "[ {s:.6f}] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.90.07"
+    (state / "kmsg").write_text(
+        kmsg([noise], 900.0 + (UP - up)) + "\n" + kmsg(GLOBAL, 10.0 + (UP - up)) + "\n"
+    )
+    monkeypatch.setenv("GPUTUI_STANDIN_STATE", str(state))
+    monkeypatch.setenv("PATH", f"{STANDINS}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+async def read_here() -> KernelOomRead:
+    res = await Target(LocalTransport()).run_host(oom_read_argv(), timeout=15.0)
+    return parse_oom_read(res.out, "the host", time.time())
+
+
+@pytest.mark.parametrize(
+    ("permits", "via", "refused"),
+    [
+        ({}, "dmesg", []),
+        (
+            {"dmesg": "denied"},
+            "journalctl",
+            ["dmesg: read kernel buffer failed: Operation not permitted"],
+        ),
+    ],
+)
+async def test_the_read_script_through_dmesg_or_journalctl(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    permits: dict[str, str],
+    via: str,
+    refused: list[str],
+) -> None:
+    standin_env(tmp_path, monkeypatch, **permits)
+    read = await read_here()
+    assert (read.via, read.refused) == (via, refused)
+    assert [(k.pid, k.name) for k in read.kills] == [(1440763, "python")]
+    assert read.kills[0].t is not None and abs(read.kills[0].t - (time.time() - 10.0)) < 5.0
+
+
+@pytest.mark.parametrize(
+    ("journal", "said"),
+    [
+        ("denied", "journalctl: Hint: You are currently not seeing messages from other users"),
+        ("empty", "journalctl: -- No entries --"),  # an unprivileged container's own journal
+    ],
+)
+async def test_the_read_refused_says_each_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: str, said: str
+) -> None:
+    standin_env(tmp_path, monkeypatch, dmesg="denied", journalctl=journal)
+    read = await read_here()
+    assert not read.readable and read.kills == []
+    assert read.refused[0] == "dmesg: read kernel buffer failed: Operation not permitted"
+    assert read.refused[1].startswith(said), read.refused
+
+
+async def test_the_monitor_looks_once_when_the_run_vanished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OomLook: nothing while the run's Python runs; one read when it is
+    gone with no word; none again for the same vanishing; the kill named."""
+    from gputui.model import Proc
+    from gputui.monitor.oomlook import OomLook
+
+    standin_env(tmp_path, monkeypatch)
+    snap = vanished(None)
+    look = OomLook(Target(LocalTransport()), clock=lambda: NOW)
+    bash = snap.procs
+    snap.procs = [*bash, Proc(pid=1440763, ppid=10, cmdline=["python", "train.py"], is_python=True)]
+    assert not await look.after_poll(snap) and look.looks == 0
+    snap.procs = bash
+    assert await look.after_poll(snap) and look.looks == 1
+    assert not await look.after_poll(snap) and look.looks == 1
+    read = snap.kernel_oom
+    assert read is not None and read.via == "dmesg" and read.run_pids == {1440763}
+    f = diagnose(snap, NOW)[0]
+    assert f.kind == "kernel_oom_kill" and "PID 1440763 (python)" in f.title, f
