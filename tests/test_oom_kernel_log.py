@@ -264,3 +264,66 @@ async def test_the_monitor_looks_once_when_the_run_vanished(
     assert read is not None and read.via == "dmesg" and read.run_pids == {1440763}
     f = diagnose(snap, NOW)[0]
     assert f.kind == "kernel_oom_kill" and "PID 1440763 (python)" in f.title, f
+
+
+# ------------------------------------------------------------------ for real
+
+TRAIN = (
+    "import sys, time\n"
+    "for i in range(1, 60):\n"
+    "    print(f'step {i} | loss {2.0 / i:.4f} | tok/s 41000', flush=True)\n"
+    "    time.sleep(0.05)\n"
+    "sys.stdout.write('Epoch 0:  17%|#         | 117/700 [00:12<01:00]')\n"
+    "sys.stdout.flush()\n"
+    "time.sleep(600)\n"
+)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="no tmux")
+def test_doctor_names_a_real_sigkill_behind_tee_from_the_kernels_line(tmp_path: Path) -> None:
+    """A real run behind `| tee` in tmux, killed by SIGKILL mid-bar; the
+    kernel's line for its PID in the (stand-in) kernel log: `gputui doctor
+    --local` names the OOM kill, PID and anon-rss — before, "killed by a
+    signal?". The same with the kernel log refused: the refusal is said."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import corpus as bc  # bench/corpus.py: a tmux server of its own, doctor --local --json
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "kernel.json").write_text("{}")
+    (tmp_path / "train.py").write_text(TRAIN)
+    log = tmp_path / "train.log"
+    bed = bc.Bed()
+    bed.env["PATH"] = f"{STANDINS}{os.pathsep}{bed.env['PATH']}"
+    bed.env["GPUTUI_STANDIN_STATE"] = str(state)
+    src = Path(__file__).resolve().parent.parent / "src"
+    try:
+        bed.tmux("new-session", "-d", "-s", "run", "-x", "200", "-y", "50", "bash --norc")
+        assert bc._wait(lambda: bed.tmux("capture-pane", "-p", "-t", "run").stdout.strip(), 30)
+        cmd = f"python3 -u {tmp_path / 'train.py'} 2>&1 | tee {log}"
+        bed.tmux("send-keys", "-t", "run", cmd, "Enter")
+        assert bc._wait(lambda: log.exists() and b"117/700" in log.read_bytes(), 60)
+        pane = bed.tmux("list-panes", "-t", "run", "-F", "#{pane_pid}").stdout.split()[0]
+        pid = int(
+            subprocess.run(
+                ["pgrep", "-P", pane, "-f", "train.py"], capture_output=True, text=True
+            ).stdout.split()[0]
+        )
+        os.kill(pid, 9)
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+        kill = [ln.replace("1440763", str(pid)) for ln in GLOBAL]
+        (state / "kmsg").write_text(kmsg(kill, UP - up) + "\n")
+        assert bc._wait(lambda: bc._python_gone(bed, "run"), 15)
+        time.sleep(0.3)
+        said = bc.doctor(bed, src, "run", log)
+        assert said[0][0] == "kernel_oom_kill", said
+        assert f"PID {pid} (python)" in said[0][2] and "anon-rss 57.6 GiB" in said[0][2], said
+        (state / "kernel.json").write_text(json.dumps({"dmesg": "denied", "journalctl": "empty"}))
+        said = bc.doctor(bed, src, "run", log)
+        assert said[0][0] == "run_killed", said
+    finally:
+        bed.stop()
