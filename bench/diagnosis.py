@@ -814,7 +814,7 @@ async def watch(run: Run, th: Thresholds, started: Callable[[], None] = lambda: 
                 script.write_text(script.read_text() + "\n# fixed\n")
                 run.touched_at = time.time()
             snap = mon.snapshot
-            findings = diagnose(snap, now, stale_after=stale, thresholds=th)
+            findings = diagnose(snap, now, replace(th, stale_after=stale))
             w = _word(findings, sc, now - run.t0)
             words.append((w, snap.tools.probed))
             missing = [f for f in findings if f.kind == "tools_missing"]

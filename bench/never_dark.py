@@ -55,7 +55,7 @@ def _src_first() -> None:
 _src_first()
 sys.path.insert(1, str(HERE))
 import diagnosis as dg  # noqa: E402
-from gputui.diagnose import diagnose  # noqa: E402
+from gputui.diagnose import Thresholds, diagnose  # noqa: E402
 from gputui.model import Severity  # noqa: E402
 from gputui.monitor.engine import Monitor  # noqa: E402
 from gputui.record.recorder import RunRecorder  # noqa: E402
@@ -156,7 +156,7 @@ async def watch(run: dg.Run, t: Try) -> None:
         await mon.start()
         while time.time() < end:
             now = time.time()
-            found = diagnose(mon.snapshot, now, stale_after=sc.stale_after)
+            found = diagnose(mon.snapshot, now, Thresholds(stale_after=sc.stale_after))
             loud = [f for f in found if f.severity != Severity.INFO and rec.is_news(f, now)]
             event = run.event_time()
             if loud and event is not None and t.first_s is None and now - run.t0 >= event:

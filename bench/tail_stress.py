@@ -50,6 +50,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from gputui.diagnose import Thresholds  # noqa: E402
 from gputui.ui.widgets.logview import LogPanel  # noqa: E402
 from results_md import write_block  # noqa: E402
 from ui_scenarios import CLEAN_PATH, make_app, settings_for  # noqa: E402
@@ -224,7 +225,12 @@ async def run_cycles(
     if r.returncode != 0:
         raise RuntimeError(f"could not start the writer in CT {ct}: {r.stderr}")
     settings = settings_for(
-        testbed, ct, log=str(log), session=session, stale_after=STALE_AFTER_S, read_only=True
+        testbed,
+        ct,
+        log=str(log),
+        session=session,
+        diagnosis=Thresholds(stale_after=STALE_AFTER_S),
+        read_only=True,
     )
     app, _parts = make_app(settings)
     probe = Probe()

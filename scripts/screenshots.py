@@ -131,7 +131,7 @@ async def shoot_live(out: Path, size: tuple[int, int]) -> list[Path]:
             parts.monitor,
             actions=parts.actions,
             can_launch=parts.can_launch,
-            stale_after=parts.settings.stale_after,
+            thresholds=parts.settings.diagnosis,
             on_exit=parts.on_exit,
             start=parts.start,
         )

@@ -22,7 +22,7 @@ import pytest
 
 import scenarios as sc
 from gputui.config import Settings
-from gputui.diagnose import diagnose
+from gputui.diagnose import Thresholds, diagnose
 from gputui.monitor.engine import Monitor
 from gputui.remote.target import Target
 from gputui.ui.format import buffering_verdict
@@ -97,7 +97,7 @@ async def _watch(testbed: Any, ct: int, runs: dict[str, sc.Run]) -> dict[str, li
             for name, m in mons.items():
                 snap = m.snapshot
                 t = round(time.monotonic() - t0, 1)
-                for f in diagnose(snap, now, stale_after=10.0):
+                for f in diagnose(snap, now, Thresholds(stale_after=10.0)):
                     if f.kind in BUFFER_WORDS:
                         said[name].append(f"{t} s {f.kind}: {f.title}")
                 p = snap.training_proc

@@ -58,7 +58,7 @@ def test_dashboard_gets_the_settings(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(app, "run_app", lambda s: seen.append(s) or 0)
     monkeypatch.setattr(cli, "draws_screen", lambda: True)  # as on a terminal
     assert cli.main(["--host", "h", "--ct", "200", "--stale-after", "60"]) == 0
-    assert seen[0].host == "h" and seen[0].ct == 200 and seen[0].stale_after == 60.0
+    assert seen[0].host == "h" and seen[0].ct == 200 and seen[0].diagnosis.stale_after == 60.0
 
 
 def test_actions_dispatch(monkeypatch, tmp_path) -> None:

@@ -120,7 +120,7 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
 
 def test_parse_config_keeps_defaults_for_unset_keys() -> None:
     s = parse_config('host = "h"\n', Path("x.toml"))
-    assert s.interval == 1.0 and s.stale_after is None and s.gpu_source == "auto"
+    assert s.interval == 1.0 and s.diagnosis.stale_after is None and s.gpu_source == "auto"
     assert s.run.env == {} and s.metric_regexes == []
 
 

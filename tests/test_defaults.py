@@ -75,7 +75,7 @@ async def test_the_pane_takes_the_configs_diagnosis_thresholds() -> None:
     """[diagnosis] stale_floor_s = 300: the pane keeps quiet past the default 120 s too."""
     th = Thresholds(stale_floor_s=300.0)
     snap, _lines, _ = SCENES["healthy"](T0)
-    assert stale_threshold(snap, None, th) == 300.0
+    assert stale_threshold(snap, th) == 300.0
     assert await pane_says_stale(th, [200.0, 305.0]) == [False, True]
 
 

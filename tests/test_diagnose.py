@@ -18,6 +18,7 @@ from gputui.containers import Container, Host, ProxmoxLXC
 from gputui.diagnose import (
     STALE_CAP_S,
     STALE_FLOOR_S,
+    Thresholds,
     diagnose,
     last_error_line,
     snapshot_holders,
@@ -1008,7 +1009,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_rules(case: Case) -> None:
-    findings = diagnose(run(**case.snap), NOW, stale_after=case.stale_after)
+    findings = diagnose(run(**case.snap), NOW, Thresholds(stale_after=case.stale_after))
     kinds = [f.kind for f in findings]
     serious = [f for f in findings if f.severity != Severity.INFO]
     if case.first is None:
@@ -1130,7 +1131,7 @@ def test_stale_threshold(
     snap.log.line_gaps.extend(gaps)
     if step is not None:
         snap.metrics.step_intervals.append(step)
-    assert stale_threshold(snap, configured) == pytest.approx(expected)
+    assert stale_threshold(snap, Thresholds(stale_after=configured)) == pytest.approx(expected)
 
 
 def test_log_note_line_records_gaps() -> None:
@@ -1283,7 +1284,7 @@ def partial_snapshots(draw: st.DrawFn) -> Snapshot:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(snap=partial_snapshots(), stale=st.one_of(st.none(), st.floats(0, 1e4)))
 def test_diagnose_never_raises(snap: Snapshot, stale: float | None) -> None:
-    findings = diagnose(snap, NOW, stale_after=stale)
+    findings = diagnose(snap, NOW, Thresholds(stale_after=stale))
     for f in findings:
         assert f.kind and f.title
         assert isinstance(f.severity, Severity)
@@ -1500,8 +1501,8 @@ EDGES = [
 def test_escalation_edges(edge: Edge) -> None:
     from gputui.diagnose import Thresholds
 
-    th = Thresholds(**edge.th)
-    findings = diagnose(run(**edge.snap), NOW, stale_after=edge.stale_after, thresholds=th)
+    th = Thresholds(stale_after=edge.stale_after, **edge.th)
+    findings = diagnose(run(**edge.snap), NOW, th)
     serious = [f for f in findings if f.severity != Severity.INFO]
     if edge.kind is None:
         assert serious == [], [f.title for f in serious]
@@ -1646,7 +1647,7 @@ def test_watched_run_hangs_while_another_run_keeps_the_gpu_at_98_pct_probably_hu
         cpu=0.0,
         gpu_procs=_two_runs(_readings(95.0, 68.0)),
     )
-    f = diagnose(snap, NOW, stale_after=10.0)[0]
+    f = diagnose(snap, NOW, Thresholds(stale_after=10.0))[0]
     assert f.kind == "held_but_idle" and f.severity == Severity.ERROR, f.title
     assert f.title.startswith("probably hung"), f.title
     assert any("the run's own: 0 %" in e for e in f.evidence), f.evidence
@@ -1668,7 +1669,7 @@ def test_watched_run_hang_on_a_busy_shared_gpu_is_stalled_within_the_threshold()
         cpu=0.0,
         gpu_procs=_two_runs(_readings(95.0, 11.0)),
     )
-    f = diagnose(snap, NOW, stale_after=10.0)[0]
+    f = diagnose(snap, NOW, Thresholds(stale_after=10.0))[0]
     assert f.kind == "held_but_idle" and f.title.startswith("stalled"), f.title
     assert "no GPU work by its processes" in f.title and "GPUs idle" not in f.title, f.title
 
@@ -1688,7 +1689,7 @@ def test_hang_7_s_after_start_with_memory_still_rising_is_stalled_at_the_thresho
         line_gaps=(0.07,) * 20,
         cpu=0.0,
     )
-    findings = diagnose(snap, NOW, stale_after=10.0)
+    findings = diagnose(snap, NOW, Thresholds(stale_after=10.0))
     assert "loading" not in [f.kind for f in findings]
     f = findings[0]
     assert f.kind == "held_but_idle" and f.title.startswith("stalled"), f.title

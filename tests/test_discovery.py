@@ -28,7 +28,7 @@ import pytest
 
 import helpers
 from gputui.collect.procs import proc_from_agent
-from gputui.diagnose import Context, diagnose
+from gputui.diagnose import Context, Thresholds, diagnose
 from gputui.model import Snapshot
 from gputui.remote.agent import ProcReader, log_writers
 from gputui.remote.local import LocalTransport
@@ -339,14 +339,16 @@ async def test_monitor_finds_a_nohup_run_by_its_log_and_diagnoses_buffering(
         )
 
         def named() -> list[str]:
-            return [f.kind for f in diagnose(snap, time.time(), stale_after=2.0)]
+            return [f.kind for f in diagnose(snap, time.time(), Thresholds(stale_after=2.0))]
 
         kinds = await helpers.until(
             lambda: (k := named()) and k[0] == "busy_but_silent" and k, what="busy_but_silent"
         )
         assert "session_missing" not in kinds and "log_drift" not in kinds
         (f,) = [
-            f for f in diagnose(snap, time.time(), stale_after=2.0) if f.kind == "busy_but_silent"
+            f
+            for f in diagnose(snap, time.time(), Thresholds(stale_after=2.0))
+            if f.kind == "busy_but_silent"
         ]
         assert "GPU 0: 43.9 GiB" in "\n".join(f.evidence)
         assert f"stdout is block-buffered — PID {p.pid} writes to" in f.title

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from gputui.collect.metrics import MetricParser
+from gputui.diagnose import Thresholds
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Finding, LogState, Severity, Snapshot
 from gputui.record.history import (
@@ -439,7 +440,7 @@ def test_the_dashboards_recorder_takes_the_users_settings(tmp_path: Path) -> Non
         alert_quiet_period=42.0,
         alert_connection_down_after=7.0,
         history_log_every=5.0,
-        stale_after=9.0,
+        diagnosis=Thresholds(stale_after=9.0),
     )
     mon = Monitor(Target(LocalTransport()), settings, SimulatedGpus(1, lambda: 0.0))
     recorder, why = build_recorder(mon, settings)

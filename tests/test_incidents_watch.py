@@ -116,11 +116,10 @@ def watch_for(testbed: Any, ct: int, session: str, hook: Hook, db: Path, **th: f
         testbed,
         ct,
         session=session,
-        stale_after=3.0,
         alert_urls=[f"json://127.0.0.1:{hook.port}/alerts"],
         history_path=str(db),
         history_log_every=1.0,
-        diagnosis=Thresholds(**th),
+        diagnosis=Thresholds(stale_after=3.0, **th),
     )
     watch = Watch([settings], out=open("/dev/null", "w"))  # noqa: SIM115
     watch.watched[0].recorder.settle_s = 3.0  # the new run is up within 3 s here

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.diagnose import diagnose
+from gputui.diagnose import Thresholds, diagnose
 from gputui.diagnose.context import Context
 from gputui.diagnose.thresholds import DEFAULT_THRESHOLDS
 from gputui.model import ConnectionState, GpuState, Severity, Snapshot, Tools
@@ -123,11 +123,11 @@ def must_warn(snap: Snapshot, p: Parts, threshold: float) -> str | None:
 @given(parts)
 def test_never_dark(p: Parts) -> None:
     snap = snapshot(p)
-    threshold = stale_threshold(snap, p.stale_after, DEFAULT_THRESHOLDS)
+    threshold = stale_threshold(snap, Thresholds(stale_after=p.stale_after))
     why = must_warn(snap, p, threshold)
     if why is None:
         return
-    found = diagnose(snap, NOW, stale_after=p.stale_after)
+    found = diagnose(snap, NOW, Thresholds(stale_after=p.stale_after))
     loud = [f for f in found if f.severity in (Severity.WARNING, Severity.ERROR)]
     assert loud, (why, p, [(f.kind, f.severity.value, f.title) for f in found])
 

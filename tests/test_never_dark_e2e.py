@@ -19,7 +19,7 @@ import pytest
 
 import scenarios as sc
 from gputui.config import Settings
-from gputui.diagnose import diagnose
+from gputui.diagnose import Thresholds, diagnose
 from gputui.model import Finding, Severity
 from gputui.monitor.engine import Monitor
 from gputui.remote.target import Target
@@ -162,7 +162,12 @@ async def test_the_dashboards_banner_names_a_session_gone_before_it_was_seen(
         _launch(testbed, run, CUDA)
         _crash_over(testbed, run)
     settings = settings_for(
-        testbed, ct, interval=1.0, session="dflash", log=str(run.log), stale_after=30.0
+        testbed,
+        ct,
+        interval=1.0,
+        session="dflash",
+        log=str(run.log),
+        diagnosis=Thresholds(stale_after=30.0),
     )
     app, parts = make_app(settings)
     try:

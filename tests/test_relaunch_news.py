@@ -68,7 +68,7 @@ def watch_with_run(testbed: Any, ct: int, run: Any, hook: Hook, db: Path) -> Wat
         ct,
         session=run.session,
         log=str(run.log),
-        stale_after=5.0,
+        diagnosis=Thresholds(stale_after=5.0),
         alert_urls=[f"json://127.0.0.1:{hook.port}/alerts"],
         history_path=str(db),
         history_log_every=1.0,
@@ -242,11 +242,10 @@ async def test_a_relaunch_into_a_run_that_hangs_at_once_is_told(
         testbed,
         ct,
         session=run.session,
-        stale_after=10.0,
         alert_urls=[f"json://127.0.0.1:{hook.port}/alerts"],
         history_path=str(tmp_path / "history.sqlite"),
         history_log_every=1.0,
-        diagnosis=Thresholds(hang_after_s=20.0),
+        diagnosis=Thresholds(hang_after_s=20.0, stale_after=10.0),
     )
     watch = Watch([settings], out=open("/dev/null", "w"))  # noqa: SIM115
     task = asyncio.create_task(watch.run())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gputui.diagnose import RULES, SPECIFICITY, diagnose, stale_threshold
+from gputui.diagnose import RULES, SPECIFICITY, Thresholds, diagnose, stale_threshold
 from gputui.diagnose.context import Context
 from gputui.diagnose.registry import ENTRIES, KINDS
 from gputui.diagnose.thresholds import DEFAULT_THRESHOLDS
@@ -53,7 +53,7 @@ def test_every_kind_the_table_cases_produce_is_registered_by_its_rule() -> None:
     (or names as declared by another rule), and diagnose names only declared kinds."""
     seen: set[str] = set()
     for name, snap, stale_after in table_snapshots():
-        threshold = stale_threshold(snap, stale_after, DEFAULT_THRESHOLDS)
+        threshold = stale_threshold(snap, Thresholds(stale_after=stale_after))
         ctx = Context(snap, NOW, threshold, DEFAULT_THRESHOLDS)
         for e in ENTRIES:
             f = e.func(ctx)
@@ -61,6 +61,6 @@ def test_every_kind_the_table_cases_produce_is_registered_by_its_rule() -> None:
                 continue
             assert f.kind in {k.name for k in e.kinds} | set(e.names), (name, e.func.__name__)
             seen.add(f.kind)
-        kinds = {f.kind for f in diagnose(snap, NOW, stale_after=stale_after)}
+        kinds = {f.kind for f in diagnose(snap, NOW, Thresholds(stale_after=stale_after))}
         assert kinds <= set(KINDS), (name, kinds - set(KINDS))
     assert seen <= set(KINDS)

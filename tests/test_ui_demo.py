@@ -18,6 +18,7 @@ import time
 import pytest
 
 from gputui.config import Settings
+from gputui.diagnose import Thresholds
 from gputui.ui.app import GputuiApp
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.result import ResultScreen
@@ -64,12 +65,12 @@ async def test_demo_banner_explains_buffering_and_relaunch_fixes_it(tmp_path, mo
     monkeypatch.setenv("PATH", __import__("os").environ["PATH"])
     monkeypatch.setenv("DEMO_LOAD_S", "1")  # the demo's tmux server and its runs inherit it
     # the demo's own 20 s stale threshold, shortened as `--stale-after 5` does
-    parts = build(Settings(demo=True, stale_after=5.0))
+    parts = build(Settings(demo=True, diagnosis=Thresholds(stale_after=5.0)))
     app = GputuiApp(
         parts.monitor,
         actions=parts.actions,
         can_launch=parts.can_launch,
-        stale_after=parts.settings.stale_after,
+        thresholds=parts.settings.diagnosis,
         on_exit=parts.on_exit,
         start=parts.start,
     )

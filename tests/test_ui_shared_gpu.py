@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import scenarios as sc
+from gputui.diagnose import Thresholds
 from ui_scenarios import make_app, screen_text, settings_for, until
 
 
@@ -43,7 +44,12 @@ async def test_a_gpu_shared_by_two_runs_names_the_other_session_and_no_kill(
         }
     )
     settings = settings_for(
-        testbed, ct, session="dflash", log=str(train.log), interval=0.5, stale_after=60.0
+        testbed,
+        ct,
+        session="dflash",
+        log=str(train.log),
+        interval=0.5,
+        diagnosis=Thresholds(stale_after=60.0),
     )
     app, parts = make_app(settings)
     snap = parts.monitor.snapshot

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from textual.widgets import DataTable, Log
 
+from gputui.diagnose import Thresholds
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.result import ResultScreen
 from gputui.ui.widgets.banner import Banner
@@ -73,7 +74,9 @@ async def test_sessions_gpus_and_log_show_what_the_testbed_serves(testbed: Any, 
     testbed.set_gpus({"gpus": [h200(0, **gpu0), h200(1, **gpu1)]})
     run = prepare_run(testbed, ct, "train")
     start_unbuffered(testbed, run, count=40, period=0.05)
-    app, parts = make_app(settings_for(testbed, ct, interval=0.5, stale_after=30.0))
+    app, parts = make_app(
+        settings_for(testbed, ct, interval=0.5, diagnosis=Thresholds(stale_after=30.0))
+    )
     snap = parts.monitor.snapshot
     try:
         async with app.run_test(size=SIZE) as pilot:
@@ -131,7 +134,9 @@ async def test_buffered_banner_then_relaunch_clears_it(
     testbed.set_gpus({"gpus": [h200(0, **busy), h200(1, **busy)]})
     run = prepare_run(testbed, ct, "buffered")
     start_buffered(testbed, run, count=100000, period=0.1)
-    app, parts = make_app(settings_for(testbed, ct, interval=0.5, stale_after=3.0))
+    app, parts = make_app(
+        settings_for(testbed, ct, interval=0.5, diagnosis=Thresholds(stale_after=3.0))
+    )
     snap = parts.monitor.snapshot
 
     def kind() -> str | None:
@@ -287,7 +292,9 @@ async def test_a_relaunch_that_dies_at_once_is_on_the_banner_and_sent_once(
     hook = Hook()
     url = f"json://127.0.0.1:{hook.port}/alerts"
     app, parts = make_app(
-        settings_for(testbed, ct, interval=0.5, stale_after=3.0, alert_urls=[url])
+        settings_for(
+            testbed, ct, interval=0.5, diagnosis=Thresholds(stale_after=3.0), alert_urls=[url]
+        )
     )
 
     def words() -> str:
@@ -356,7 +363,9 @@ async def test_quit_leaves_no_gputui_process_behind(testbed: Any, ct: int) -> No
     testbed.set_gpus({"gpus": [h200(0, **{"memory.used": 30000, "utilization.gpu": 90})]})
     run = prepare_run(testbed, ct, "quitme")
     start_unbuffered(testbed, run, count=100000, period=0.2)
-    app, parts = make_app(settings_for(testbed, ct, interval=0.5, stale_after=30.0))
+    app, parts = make_app(
+        settings_for(testbed, ct, interval=0.5, diagnosis=Thresholds(stale_after=30.0))
+    )
     snap = parts.monitor.snapshot
     try:
         async with app.run_test(size=SIZE) as pilot:

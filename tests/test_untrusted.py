@@ -27,7 +27,7 @@ from gputui.actions.runspec import RunSpec, wrapper_argv
 from gputui.collect.logtail import LineSplitter
 from gputui.config import Settings
 from gputui.demo.scenes import SCENES, T0
-from gputui.diagnose import diagnose
+from gputui.diagnose import Thresholds, diagnose
 from gputui.doctor.report import findings_to_json, render_text
 from gputui.model import (
     ConnectionState,
@@ -257,7 +257,7 @@ def test_doctor_text_never_holds_raw_controls(
     name: str, command: str, path: str, error: str
 ) -> None:
     snap = hostile_snapshot(name, command, path, error)
-    findings = diagnose(snap, T0, stale_after=20.0)
+    findings = diagnose(snap, T0, Thresholds(stale_after=20.0))
     findings.append(Finding("x", Severity.ERROR, error or "t", [command, path], fix=path))
     facts = {"target": error, "ssh": error, "tools": {"tmux": error, "python3": command}}
     text = render_text(facts, snap, findings, now=T0)
@@ -333,7 +333,7 @@ async def check_screen(app: GputuiApp, pilot: Any, where: str) -> None:
 async def drive_hostile_dashboard(name: str, command: str, path: str, error: str) -> None:
     snap = hostile_snapshot(name, command, path, error)
     mon = SceneMonitor(snap, [command, path, error, "[/] [bold]x"])
-    findings = diagnose(snap, T0, stale_after=20.0)
+    findings = diagnose(snap, T0, Thresholds(stale_after=20.0))
     findings.append(
         Finding("x", Severity.ERROR, f"t {error}", [command, path], fix=path, action_label="[r] x")
     )

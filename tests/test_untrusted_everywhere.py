@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gputui.demo.scenes import SCENES, T0
-from gputui.diagnose import diagnose
+from gputui.diagnose import Thresholds, diagnose
 from gputui.doctor.report import findings_to_json, render_text
 from gputui.host.view import health_word
 from gputui.model import Snapshot
@@ -94,7 +94,7 @@ def printed(t: Text | str) -> str:
 
 
 def drawn_texts(snap: Snapshot) -> list[Text | str]:
-    findings = diagnose(snap, T0, stale_after=20.0)
+    findings = diagnose(snap, T0, Thresholds(stale_after=20.0))
     out: list[Text | str] = [
         status_text(snap),
         proc_text(snap),
@@ -143,7 +143,7 @@ def test_hostile_text_in_a_full_disk_finding(known: bool, pool: list[str], seed:
     if known:
         hostile_snap.log.fs_free, hostile_snap.log.fs_total = 0, 1 << 30
     hostile_snap.pane_tail.append(f"tee: {rng.choice(pool)}: No space left on device")
-    assert "disk_full" in [f.kind for f in diagnose(hostile_snap, T0, stale_after=20.0)]
+    assert "disk_full" in [f.kind for f in diagnose(hostile_snap, T0, Thresholds(stale_after=20.0))]
     for t in drawn_texts(hostile_snap):
         text = t.plain if isinstance(t, Text) else t
         assert raw_controls(printed(t)) == [], text[:200]

@@ -131,7 +131,7 @@ def make_app(settings: Settings) -> tuple[GputuiApp, Parts]:
         actions=parts.actions,
         read_only=bool(getattr(parts.settings, "read_only", False)),
         can_launch=parts.can_launch,
-        stale_after=getattr(parts.settings, "stale_after", None),
+        thresholds=parts.settings.diagnosis,
         on_exit=parts.on_exit,
         start=parts.start,
         recorder=parts.recorder,  # as run_app: the user's own actions are no news on the banner

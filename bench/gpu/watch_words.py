@@ -25,7 +25,7 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-from gputui.diagnose import diagnose  # noqa: E402
+from gputui.diagnose import Thresholds, diagnose  # noqa: E402
 from gputui.model import Severity  # noqa: E402
 from gputui.monitor.engine import Monitor  # noqa: E402
 from gputui.monitor.gpufeed import NvmlFeed  # noqa: E402
@@ -59,7 +59,11 @@ async def watch(args: argparse.Namespace) -> dict[str, object]:
             await asyncio.sleep(0.5)
             now = time.time()
             snap = mon.snapshot
-            fs = [f for f in diagnose(snap, now, args.stale_after) if f.severity != Severity.INFO]
+            fs = [
+                f
+                for f in diagnose(snap, now, Thresholds(stale_after=args.stale_after))
+                if f.severity != Severity.INFO
+            ]
             step_t = snap.metrics.last_step_time
             rec: dict[str, object] = {
                 "t": round(now, 2),

@@ -20,7 +20,7 @@ import shlex
 import stat
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ else:  # pragma: no cover - Python 3.10
 
 from gputui.collect.metrics import compile_user_regex
 from gputui.containers import FLAG_KINDS, Container, ProxmoxLXC, container_for
-from gputui.diagnose import PERCENT_THRESHOLDS, Thresholds
+from gputui.diagnose import DIAGNOSIS_KEYS, PERCENT_THRESHOLDS, Thresholds
 from gputui.errors import ConfigError
 from gputui.verbs import FIXED_KEYS, SCREEN_KEYS, VERB_BY_ID, key_clash
 
@@ -113,7 +113,6 @@ class Settings:
     session: str | None = None
     log: str | None = None
     interval: float = 1.0
-    stale_after: float | None = None  # None: adaptive (from the run's own step rhythm)
     read_only: bool = False
     local: bool = False
     demo: bool = False
@@ -138,7 +137,8 @@ class Settings:
     alert_quiet_period: float = 600.0
     alert_connection_down_after: float = 60.0
     alert_terminal: bool = True
-    diagnosis: Thresholds = field(default_factory=Thresholds)  # [diagnosis]
+    # [diagnosis], and [ui] stale_after / --stale-after as its stale_after
+    diagnosis: Thresholds = field(default_factory=Thresholds)
     keys: dict[str, str] = field(default_factory=dict)  # [keys]: verb id -> key, e.g. kill = "x"
     targets: list[HostTarget] = field(default_factory=list)  # [[targets]]: hosts to watch together
 
@@ -176,7 +176,7 @@ KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("ssh", "keepalive"): ("keepalive", _NUM),
     ("ssh", "accept_new_host_key"): ("accept_new_host_key", _BOOL),
     ("ui", "interval"): ("interval", _NUM),
-    ("ui", "stale_after"): ("stale_after", _NUM),
+    ("ui", "stale_after"): ("diagnosis.stale_after", _NUM),
     ("ui", "read_only"): ("read_only", _BOOL),
     ("gpu", "source"): ("gpu_source", _STR),
     ("metrics", "regexes"): ("metric_regexes", _STRLIST),
@@ -193,7 +193,7 @@ KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("alerts", "quiet_period"): ("alert_quiet_period", _NUM),
     ("alerts", "connection_down_after"): ("alert_connection_down_after", _NUM),
     ("alerts", "terminal"): ("alert_terminal", _BOOL),
-    **{("diagnosis", f.name): (f"diagnosis.{f.name}", _NUM) for f in fields(Thresholds)},
+    **{("diagnosis", name): (f"diagnosis.{name}", _NUM) for name in DIAGNOSIS_KEYS},
     **{("keys", b): (f"keys.{b}", _STR) for b in (*VERB_BY_ID, *SCREEN_KEYS)},
 }
 SECTIONS = {s for s, _ in KEYS if s}
@@ -501,7 +501,8 @@ def _validate_seconds(s: Settings, where: Callable[[str, str, str], str]) -> Non
             f"{where('ui', 'interval', '--interval')}: interval {s.interval:g} s is out of range",
             f"use {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g} seconds, e.g. 1.0",
         )
-    if s.stale_after is not None and not (math.isfinite(s.stale_after) and s.stale_after > 0):
+    stale = s.diagnosis.stale_after
+    if stale is not None and not (math.isfinite(stale) and stale > 0):
         raise ConfigError(
             f"{where('ui', 'stale_after', '--stale-after')}: must be a finite number of seconds > 0",
             "e.g. 120, or leave it out for adaptive",
@@ -535,14 +536,14 @@ def _validate_ranges(s: Settings, where: Callable[[str, str, str], str]) -> None
             f"must be 0 to {DAY_S:g} seconds",
             "e.g. 60",
         )
-    for f in fields(Thresholds):
-        v = getattr(s.diagnosis, f.name)
-        percent = f.name in PERCENT_THRESHOLDS
+    for name in DIAGNOSIS_KEYS:
+        v = getattr(s.diagnosis, name)
+        percent = name in PERCENT_THRESHOLDS
         if not math.isfinite(v) or v <= 0 or (percent and v > 100):
             raise ConfigError(
-                f"{where('diagnosis', f.name, 'diagnosis.' + f.name)}: "
+                f"{where('diagnosis', name, 'diagnosis.' + name)}: "
                 + ("must be a percentage above 0 and at most 100" if percent else "must be > 0"),
-                f"e.g. {getattr(Thresholds(), f.name):g} (the default; see `gputui config --example`)",
+                f"e.g. {getattr(Thresholds(), name):g} (the default; see `gputui config --example`)",
             )
 
 
@@ -682,7 +683,7 @@ def check_local_files(s: Settings) -> None:
             )
 
 
-# flag dest -> Settings attribute
+# flag dest -> Settings attribute (`diagnosis.X`: Settings.diagnosis.X)
 FLAG_FIELDS = {
     "host": "host",
     "port": "port",
@@ -693,7 +694,7 @@ FLAG_FIELDS = {
     "session": "session",
     "log": "log",
     "interval": "interval",
-    "stale_after": "stale_after",
+    "stale_after": "diagnosis.stale_after",
     "known_hosts": "known_hosts",
     "ssh_config": "ssh_config",
     "connect_timeout": "connect_timeout",
@@ -708,7 +709,7 @@ def settings_from(args: Any, base: Settings | None = None) -> Settings:
     for dest, attr in FLAG_FIELDS.items():
         value = getattr(args, dest, None)
         if value is not None:
-            setattr(s, attr, value)
+            _set(s, attr, value)
     for dest in FLAG_BOOLS:
         if getattr(args, dest, False):
             setattr(s, dest, True)

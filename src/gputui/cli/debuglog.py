@@ -50,7 +50,7 @@ TARGET_FIELDS = (
     "demo",
     "read_only",
     "interval",
-    "stale_after",
+    "diagnosis.stale_after",
     "gpu_source",
 )
 
@@ -105,7 +105,7 @@ class DebugLog:
             logger.setLevel(logging.DEBUG)
         _asyncssh_debug()
         depwarnings.start_debug_log()
-        said = {f: getattr(settings, f, None) for f in TARGET_FIELDS}
+        said = {f: _setting(settings, f) for f in TARGET_FIELDS}
         log.debug("target: %s", ", ".join(f"{k}={v!r}" for k, v in said.items() if v))
         return path
 
@@ -124,6 +124,13 @@ class DebugLog:
             "(it holds host names, paths and the commands run; no passwords or [run] env values)",
             file=sys.stderr,
         )
+
+
+def _setting(settings: Any, name: str) -> Any:
+    """A Settings field by name; `diagnosis.X`: Settings.diagnosis's X."""
+    part, _, rest = name.partition(".")
+    value = getattr(settings, part, None)
+    return getattr(value, rest, None) if rest else value
 
 
 def _asyncssh_debug() -> None:

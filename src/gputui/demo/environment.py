@@ -170,7 +170,10 @@ class DemoEnvironment:
             session=SESSION,
             log=str(self.log),
             interval=b.interval or DEFAULTS.interval,
-            stale_after=b.stale_after or STALE_AFTER_S,  # --stale-after still wins
+            # --stale-after still wins
+            diagnosis=dataclasses.replace(
+                b.diagnosis, stale_after=b.diagnosis.stale_after or STALE_AFTER_S
+            ),
             metric_regexes=[METRIC_REGEX],
             run=RunConfig(
                 command="python3 train.py",

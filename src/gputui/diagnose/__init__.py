@@ -103,6 +103,7 @@ from gputui.diagnose.registry import (
 from gputui.diagnose.thresholds import (
     BUSY_UTIL_PCT,
     DEFAULT_THRESHOLDS,
+    DIAGNOSIS_KEYS,
     GPU_FRESH_S,
     HELD_MIB,
     IDLE_AFTER_S,
@@ -129,17 +130,13 @@ SPECIFICITY: tuple[str, ...] = specificity()  # display order within one severit
 _OFFLINE = tuple(e.func for e in ENTRIES if e.offline)  # run while the connection is down
 
 
-def diagnose(
-    snap: Snapshot,
-    now: float,
-    stale_after: float | None = None,
-    thresholds: Thresholds | None = None,
-) -> list[Finding]:
+def diagnose(snap: Snapshot, now: float, thresholds: Thresholds | None = None) -> list[Finding]:
     """Everything wrong with the run in `snap` at time `now`, most severe and
-    most specific first. INFO findings are notes (loading, finished, tools)."""
+    most specific first, judged by the user's `thresholds` (--stale-after
+    among them). INFO findings are notes (loading, finished, tools)."""
     th = thresholds if isinstance(thresholds, Thresholds) else DEFAULT_THRESHOLDS
     try:
-        threshold = stale_threshold(snap, stale_after, th)
+        threshold = stale_threshold(snap, th)
     except Exception as err:  # a bug: judge by the default threshold, and say so
         _log.error("the stale threshold could not be computed", exc_info=err)
         threshold = th.stale_floor_s
@@ -184,10 +181,11 @@ def diagnosis_failed(err: BaseException, what: str = "the run", where: str = "")
 Diagnose = Callable[[Snapshot, float], list[Finding]]  # (snapshot, now) -> findings
 
 
-def diagnose_with(stale_after: float | None, thresholds: Thresholds | None = None) -> Diagnose:
-    """diagnose() with the user's --stale-after and [diagnosis] thresholds:
-    the dashboard, the host view, history and alerts all say the same."""
-    return lambda snap, now: diagnose(snap, now, stale_after=stale_after, thresholds=thresholds)
+def diagnose_with(thresholds: Thresholds | None) -> Diagnose:
+    """diagnose() with the user's thresholds (Settings.diagnosis: [diagnosis]
+    and --stale-after): the dashboard, the host view, history and alerts all
+    say the same."""
+    return lambda snap, now: diagnose(snap, now, thresholds)
 
 
 class SharedDiagnosis:
@@ -219,6 +217,7 @@ class SharedDiagnosis:
 __all__ = [
     "BUSY_UTIL_PCT",
     "DEFAULT_THRESHOLDS",
+    "DIAGNOSIS_KEYS",
     "GPU_FRESH_S",
     "HELD_MIB",
     "IDLE_AFTER_S",

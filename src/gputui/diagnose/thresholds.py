@@ -1,11 +1,12 @@
 """The numbers the rules judge by: the defaults (constants), `Thresholds`
-(the config's `[diagnosis]` section sets any of them) and the stale
-threshold, which adapts to the run's own cadence. Pure."""
+(the config's `[diagnosis]` section sets any of them, `[ui] stale_after` /
+--stale-after its `stale_after`) and the stale threshold: the user's
+stale_after, else adapted to the run's own cadence. Pure."""
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from gputui.model import LogState, Metrics, Snapshot
 
@@ -91,8 +92,11 @@ LEFTOVER_IDLE_S = 60.0  # a GPU holder with no live owner is a leftover once idl
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The numbers the rules judge by. `[diagnosis]` in the config sets any
-    of them (same names); config.example.toml documents each default."""
+    """The numbers the rules judge by: what the user set and the defaults,
+    one object from the config to every rule. `[diagnosis]` in the config
+    sets any of them (same names), but `stale_after`: `[ui] stale_after` and
+    --stale-after set it (the user's words); config.example.toml documents
+    each default."""
 
     step_overdue_factor: float = STALL_FACTOR
     gpu_idle_after_s: float = IDLE_AFTER_S
@@ -110,6 +114,9 @@ class Thresholds:
     orphan_grace_s: float = ORPHAN_GRACE_S
     disk_full_below_mib: float = DISK_FULL_BELOW_MIB
     disk_low_pct: float = DISK_LOW_PCT
+    # seconds of log silence that are "stale", whatever the run's rhythm;
+    # None: adaptive (stale_floor_s, stale_factor, stale_cap_s)
+    stale_after: float | None = None
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -118,20 +125,21 @@ DEFAULT_THRESHOLDS = Thresholds()
 # which Thresholds are percentages (0-100); every other one must be > 0
 PERCENT_THRESHOLDS = frozenset({"idle_util_pct", "busy_util_pct", "cpu_busy_pct", "disk_low_pct"})
 
+# the Thresholds the config's [diagnosis] section sets (stale_after is [ui]'s)
+DIAGNOSIS_KEYS = tuple(f.name for f in fields(Thresholds) if f.name != "stale_after")
 
-def stale_threshold(
-    snap: Snapshot, configured: float | None = None, th: Thresholds = DEFAULT_THRESHOLDS
-) -> float:
+
+def stale_threshold(snap: Snapshot, th: Thresholds = DEFAULT_THRESHOLDS) -> float:
     """Seconds of log silence that count as "silent".
 
-    A configured value (--stale-after / config) wins. Otherwise it adapts to
+    The user's `th.stale_after` (--stale-after / config) wins. Otherwise it adapts to
     the run's own cadence: max(stale_floor_s, stale_factor × the larger of the
     median gap between log lines and the median step interval), capped at
     stale_cap_s. Lines arriving in one burst (a buffer flush) count as gaps of
     0, so buffering does not stretch the threshold.
     """
-    if configured is not None and configured > 0:
-        return float(configured)
+    if th.stale_after is not None and th.stale_after > 0:
+        return float(th.stale_after)
     cadence = 0.0
     log = snap.log if isinstance(snap.log, LogState) else None
     gaps = list(getattr(log, "line_gaps", None) or [])

@@ -175,7 +175,7 @@ def buffering_said(snap: Snapshot, settings: Settings) -> bool:
     stale past the threshold while its GPUs are busy): the buffering watch has
     nothing left to wait for. Watching on let a hang's idle window pass on a
     stand-in GPU and a full disk's run, and the report named a stall instead."""
-    found = rules.diagnose(snap, time.time(), settings.stale_after, settings.diagnosis)
+    found = rules.diagnose(snap, time.time(), settings.diagnosis)
     return any(f.kind in BUFFERING_SAID for f in found)
 
 
@@ -365,7 +365,6 @@ def watch_incomplete(unseen: list[str]) -> Finding:
 async def inspect(
     settings: Settings,
     *,
-    stale_after: float | None = None,
     transport: Transport | None = None,
     gpu_feed: GpuFeed | None = None,
     settle_s: float = SETTLE_S,
@@ -376,8 +375,6 @@ async def inspect(
     Raises GputuiError (one line, exit 2) when the host cannot be reached,
     the container does not exist or is stopped, or the host lacks its tool — the
     target cannot be inspected then, as for `doctor.gather_facts`."""
-    if stale_after is None:
-        stale_after = settings.stale_after
     target = make_target(settings, transport)
     tr = target.transport
     t0 = time.perf_counter()
@@ -414,7 +411,7 @@ async def inspect(
         snap.time = now
         if settings.history:  # the run against its last one, from the history (issue 49)
             snap.vs_last = from_history(settings.history_path, target.label, snap)
-        findings = rules.diagnose(snap, now, stale_after, settings.diagnosis)
+        findings = rules.diagnose(snap, now, settings.diagnosis)
         if settings.config_exposed:
             findings = rules.sort_findings([*findings, config_exposed(settings.config_exposed)])
         # never "nothing wrong" while doctor does not know (issue 44)

@@ -93,7 +93,7 @@ class HostWatch:
         self.clock = clock
         self.list_period_s = list_period_s
         self.agent_python = agent_python
-        self.diagnose = diagnose or diagnose_with(settings.stale_after, settings.diagnosis)
+        self.diagnose = diagnose or diagnose_with(settings.diagnosis)
         self.feed = host_gpus(self.host)
         self.view = HostView(label=self.transport.label)
         self.listing: list[ContainerListing] | None = None  # None: no container host (or not yet)

@@ -203,7 +203,6 @@ class RunRecorder:
         writer: HistoryWriter | None,
         *,
         diagnose: Diagnose | None = None,
-        stale_after: float | None = None,
         thresholds: Thresholds | None = None,
         gate: AlertGate | None = None,
         sinks: list[AlertSink] | None = None,
@@ -218,9 +217,8 @@ class RunRecorder:
         self.writer = writer
         self.name: str = monitor.target.label
         self.given_name = _given_name(monitor)  # as the user named it: `gpu1/200`
-        self.diagnose = diagnose or diagnose_with(stale_after, thresholds)
-        self.stale_after = stale_after
         self.thresholds = thresholds or DEFAULT_THRESHOLDS
+        self.diagnose = diagnose or diagnose_with(self.thresholds)
         self.gate = gate or AlertGate(self.name)
         # sinks: this process's own (the terminal, watch's stdout); shared
         # sinks (notification URLs) get each alert once among every gputui
@@ -288,8 +286,8 @@ class RunRecorder:
         sinks: list[AlertSink] | None = None,
         shared_sinks: list[AlertSink] | None = None,
     ) -> RunRecorder:
-        """A recorder with the user's settings: [diagnosis] thresholds and
-        --stale-after, the alerts' quiet period and connection hold, how
+        """A recorder with the user's settings: [diagnosis] thresholds (with
+        --stale-after), the alerts' quiet period and connection hold, how
         often the log is sampled; actions come from the audit log."""
         gate = AlertGate(
             monitor.target.label,
@@ -299,7 +297,6 @@ class RunRecorder:
         return cls(
             monitor,
             writer,
-            stale_after=settings.stale_after,
             thresholds=settings.diagnosis,
             gate=gate,
             sinks=sinks,
@@ -717,7 +714,7 @@ class RunRecorder:
         new_run = sess is not None and any(
             p.pid is not None and p.pid not in act.pids for p in sess.panes
         )
-        quiet_for = stale_threshold(snap, self.stale_after, self.thresholds)
+        quiet_for = stale_threshold(snap, self.thresholds)
         out: set[str] = set()
         for f in findings:
             if not new_run:

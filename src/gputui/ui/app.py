@@ -135,7 +135,6 @@ class GputuiApp(App[int]):
         actions: ActionBackend | None = None,
         read_only: bool = False,
         can_launch: bool = False,
-        stale_after: float | None = None,
         thresholds: Thresholds | None = None,
         diagnose: Diagnose | None = None,
         clock: Callable[[], float] = time.time,
@@ -164,11 +163,10 @@ class GputuiApp(App[int]):
                 ]
             )
         self.can_launch = can_launch
-        # --stale-after and [diagnosis]: the log pane's "stale" and the findings' silence
+        # [diagnosis] and --stale-after: the log pane's "stale" and the findings' silence
         # come from one threshold (diagnose.stale_threshold), set or adaptive
-        self.stale_after = stale_after
         self.thresholds = thresholds or DEFAULT_THRESHOLDS
-        self.diagnose = diagnose or diagnose_with(stale_after, self.thresholds)
+        self.diagnose = diagnose or diagnose_with(self.thresholds)
         self.clock = clock
         self.live = live  # False in snapshot tests: no timers, one apply
         self.on_exit_hook = on_exit
@@ -511,7 +509,7 @@ class GputuiApp(App[int]):
         self._q(LogPanel).show_state(
             snap.log,
             self.clock(),
-            stale_threshold(snap, self.stale_after, self.thresholds),
+            stale_threshold(snap, self.thresholds),
             self._dropped_lines(),
             nothing_to_watch(snap),
         )
@@ -866,7 +864,7 @@ def run_app(settings: Settings) -> int:
 
     # the banner's diagnosis is the recorder's too (both read the same
     # snapshot once a second, with the same settings)
-    shared = SharedDiagnosis(diagnose_with(parts.settings.stale_after, parts.settings.diagnosis))
+    shared = SharedDiagnosis(diagnose_with(parts.settings.diagnosis))
     if parts.recorder is not None:
         parts.recorder.diagnose = shared.recent
     app = GputuiApp(
@@ -875,7 +873,6 @@ def run_app(settings: Settings) -> int:
         actions=parts.actions,
         read_only=parts.settings.read_only,
         can_launch=parts.can_launch,
-        stale_after=parts.settings.stale_after,
         thresholds=parts.settings.diagnosis,
         on_exit=parts.on_exit,
         start=start,

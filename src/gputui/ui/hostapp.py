@@ -638,7 +638,6 @@ async def run_view(
         borrowed,
         actions=actions,
         read_only=read_only,
-        stale_after=settings.stale_after,
         thresholds=settings.diagnosis,
         back=True,
     )
