@@ -4,6 +4,7 @@ timed out, no GPU reading, a session never seen alive. Whenever
 
 - the watched session is gone, dead or missing, or no tmux server runs
   where one is expected (a session was named and the listing was read),
+- a session was named and no listing came (the agent never answered),
 - the log is stale past the threshold while the run's GPUs hold memory,
 - or the run's process is gone (its pane is a shell again, the run's
   output on record),
@@ -88,6 +89,10 @@ def snapshot(p: Parts) -> Snapshot:
         snap.run_found_by = ""
     if p.listing == "timed_out":
         snap.tools = Tools()  # the agent never said hello
+        # what the monitor says of it once no listing came for LISTING_LATE_S
+        snap.listing_late_since = NOW - 30.0
+        snap.listing_problem = "first poll failed: AgentError: the agent did not answer"
+        snap.listing_session = snap.session_name
     if p.gpu == "none":
         snap.gpus = GpuState()
     elif p.gpu == "stale":
@@ -100,6 +105,8 @@ def must_warn(snap: Snapshot, p: Parts, threshold: float) -> str | None:
     """Why this snapshot must have a WARNING or worse (None: it need not)."""
     ctx = Context(snap, NOW, threshold, DEFAULT_THRESHOLDS)
     listed = bool(snap.sessions) or (snap.tools.probed and snap.tools.tmux is not None)
+    if p.listing == "timed_out" and snap.session_name:
+        return "the watched session is not known: the agent never answered"
     if snap.session_gone:
         return "the watched session is gone"
     s = ctx.session

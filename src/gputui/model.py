@@ -778,6 +778,12 @@ class Snapshot:
     # as the host lists them (read once at start): a GPU holder in another
     # container is named "CT 201 (eval-box)", "container trainer2".
     container_names: dict[str, str] = field(default_factory=dict)
+    # Since when (local time) the target's tmux sessions have not been listed
+    # although asked (the agent never answered, or stopped answering); None:
+    # listed lately. `listing_problem`: why, as the last failed ask said it.
+    listing_late_since: float | None = None
+    listing_problem: str = ""
+    listing_session: str | None = None  # the session the user named (--session), if any
     # The kernel log's OOM kills, read once when the run's process vanished
     # (collect/oomkills.py); None: not read (the run runs, or no read yet).
     kernel_oom: KernelOomRead | None = None

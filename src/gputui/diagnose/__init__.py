@@ -67,6 +67,7 @@ from gputui.diagnose import (  # noqa: F401
     hardware,
     host,
     killed,
+    listing,
     log,
     oomkill,
     ports,

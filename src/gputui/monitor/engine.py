@@ -83,6 +83,8 @@ LIST_PANES_EVERY_S = 5.0
 # it was last seen alive is its kill): read each poll while no Python process
 # of the run is seen, every OOM_READ_EVERY_S while it runs (the baseline).
 OOM_READ_EVERY_S = 5.0
+# no tmux listing for this long (the agent not answering): the session is unknown, said so
+LISTING_LATE_S = 15.0
 FALLBACK_PERIOD_S = 5.0
 CT_CHECK_MIN_S = 15.0  # `pct status` runs only after agent errors, not more often
 NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
@@ -225,6 +227,7 @@ class Monitor:
         self._oom_read_at = float("-inf")  # monotonic time of the last `oom` op
         self.ports = PortWatch()  # who holds a port the run's output says was taken
         self.oom_look = OomLook(target, clock)  # the kernel log, once a run vanished quietly
+        self._listed_at: float | None = None  # when the sessions were last listed (local)
         self.writers_searches = 0
         # The host's other containers named once (a host view gives its own list)
         self.neighbours_read = host_names is not None
@@ -396,6 +399,7 @@ class Monitor:
             # its time limit) is not the end of the monitor: the poll loop
             # below retries, as it does for every later poll
             self.agent_error = f"first poll failed: {type(err).__name__}: {err}"
+        self._note_listing(snap.started)
         self._tasks.append(asyncio.create_task(self._poll_loop(), name="monitor poll"))
         self._changed("connection", "ct")
 
@@ -592,6 +596,7 @@ class Monitor:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval)
             self._wake.clear()
+            asked = self.clock()
             try:
                 async with self._poll_lock:
                     await self._poll()
@@ -599,6 +604,21 @@ class Monitor:
                 raise
             except Exception as err:  # a poll must never kill the monitor
                 self.agent_error = f"poll failed: {type(err).__name__}: {err}"
+            self._note_listing(asked)
+
+    def _note_listing(self, asked: float) -> None:
+        """snapshot.listing_late_since: the sessions were not listed by the
+        poll asked at `asked`, and none came for LISTING_LATE_S — a `--session
+        NAME` the agent never answers about is said to be unknown, and why
+        (issue 44), not left to a dark banner."""
+        snap, now, listed = self.snapshot, self.clock(), self._listed_at
+        lately = listed is not None and (listed >= asked or now - listed < LISTING_LATE_S)
+        since = listed if listed is not None else snap.started
+        late = not lately and now - since >= LISTING_LATE_S
+        new = (since, self.agent_error or "", self._session_override) if late else (None, "", None)
+        if new != (snap.listing_late_since, snap.listing_problem, snap.listing_session):
+            snap.listing_late_since, snap.listing_problem, snap.listing_session = new
+            self._changed("procs")
 
     async def _poll(self) -> None:
         self.polls += 1
@@ -816,6 +836,9 @@ class Monitor:
 
     def _set_sessions(self, sessions: list[Session]) -> None:
         snap = self.snapshot
+        self._listed_at = self.clock()
+        if snap.listing_late_since is not None:
+            snap.listing_late_since, snap.listing_problem, snap.listing_session = None, "", None
         names = {s.name for s in sessions}
         seen = self._seen_session
         missing = seen is not None and seen not in names and not snap.session_gone
