@@ -33,6 +33,7 @@ class OomLook:
         self.looks = 0
         self._alive: frozenset[int] = frozenset()  # the run's Python PIDs last seen
         self._looked: frozenset[int] | None = None  # the vanishing already looked at
+        self._judged: object = None  # the state last judged not a quiet vanishing
 
     def _where(self) -> str:
         return "the host" if self.target.in_container else "the run's machine"
@@ -47,6 +48,18 @@ class OomLook:
             return False
         if self._looked == self._alive:
             return False
+        # what vanished_quietly reads, cheaply: unchanged, its answer is too
+        key = (
+            self._alive,
+            snap.log.lines_total,
+            tuple(snap.pane_tail[-1:]),
+            snap.session_gone,
+            tuple((s.name, tuple(p.dead for p in s.panes)) for s in snap.sessions),
+            tuple(p.pid for p in snap.procs),
+        )
+        if key == self._judged:
+            return False
+        self._judged = key
         if not vanished_quietly(Context(snap, self.clock(), 0.0, DEFAULT_THRESHOLDS)):
             return False
         self._looked = self._alive
