@@ -15,6 +15,7 @@ thresholds so each cycle takes seconds.
 from __future__ import annotations
 
 import asyncio
+import io
 import shlex
 import time
 from collections.abc import Iterator
@@ -121,7 +122,7 @@ def watch_for(testbed: Any, ct: int, session: str, hook: Hook, db: Path, **th: f
         history_log_every=1.0,
         diagnosis=Thresholds(stale_after=3.0, **th),
     )
-    watch = Watch([settings], out=open("/dev/null", "w"))  # noqa: SIM115
+    watch = Watch([settings], out=io.StringIO())
     watch.watched[0].recorder.settle_s = 3.0  # the new run is up within 3 s here
     return watch
 

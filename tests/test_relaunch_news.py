@@ -18,6 +18,7 @@ run), from the config's [run] section as a user sets it:
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import re
 import time
@@ -74,7 +75,7 @@ def watch_with_run(testbed: Any, ct: int, run: Any, hook: Hook, db: Path) -> Wat
         history_log_every=1.0,
         run=RunConfig(command="sh start.sh", cwd=str(run.dir)),
     )
-    return Watch([settings], out=open("/dev/null", "w"))
+    return Watch([settings], out=io.StringIO())
 
 
 def python_pid(rec: Any) -> int | None:
@@ -247,7 +248,7 @@ async def test_a_relaunch_into_a_run_that_hangs_at_once_is_told(
         history_log_every=1.0,
         diagnosis=Thresholds(hang_after_s=20.0, stale_after=10.0),
     )
-    watch = Watch([settings], out=open("/dev/null", "w"))  # noqa: SIM115
+    watch = Watch([settings], out=io.StringIO())
     task = asyncio.create_task(watch.run())
     rec = watch.watched[0].recorder
     try:
