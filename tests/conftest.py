@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import early
+import workload
 from testbed import Testbed
 
 _ct_numbers = itertools.count(200)
@@ -35,6 +36,12 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 def pytest_configure(config: pytest.Config) -> None:
     if not is_worker(config):
         early.configure()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first (tests/workload.py): pytest-xdist hands the
+    files out in this order (pyproject: --no-loadscope-reorder)."""
+    workload.order(items)
 
 
 @pytest.hookimpl(tryfirst=True)  # a worker's notes are written before xdist reports
@@ -62,12 +69,25 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     """Under pytest-xdist, a test marked `alone` (it loads every core on
     purpose) runs while no other worker runs a test, and waits for the one
     running; the other tests share. The lock is taken before the test's
-    timeout starts (pytest-timeout wraps this same hook, inside this one)."""
+    timeout starts (pytest-timeout wraps this same hook, inside this one).
+
+    A turnstile in front of the shared lock: once an `alone` test holds it,
+    no other worker starts a test, so it waits only for the tests already
+    running. (flock grants a shared lock beside a waiting exclusive one: with
+    three workers taking turns, the `alone` test and the files queued behind
+    it on its worker waited until the others ran out of tests.)"""
     if not is_worker(item.config):
         yield
         return
-    with open(early.session_dir() / "cores.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH)
+    root = early.session_dir()
+    with open(root / "turnstile.lock", "a") as gate, open(root / "cores.lock", "a") as lock:
+        if item.get_closest_marker("alone"):
+            fcntl.flock(gate, fcntl.LOCK_EX)  # held to the end: no test starts meanwhile
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        else:
+            fcntl.flock(gate, fcntl.LOCK_SH)  # passes at once unless an `alone` test holds it
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            fcntl.flock(gate, fcntl.LOCK_UN)
         yield
 
 
