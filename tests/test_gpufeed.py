@@ -454,3 +454,28 @@ def test_a_late_reading_starts_the_hang_clock_when_the_process_went_idle() -> No
     # nothing before the driver's first sample is made up
     late = util_points(fresh[18:], t0 - 20.0, t0 + 10.0)
     assert [round(t - t0) for t, _ in late] == [2, 4, 6, 8, 10]
+
+
+def test_a_health_listing_that_reads_the_same_tells_no_one() -> None:
+    """Issue 48: every compute-apps listing (a few seconds apart) told the
+    dashboard its GPUs changed, and it drew the whole screen again between
+    two samples' frames, though the health fields read the same. The new
+    readings are kept (their time moves on); a listing that says something
+    new is told at once."""
+    from gputui.collect.gpuhealth import HEALTH_TAG
+
+    clock = [1000.0]
+    feed = NvidiaSmiFeed(Target(LocalTransport(), None), where="host")
+    feed.clock = lambda: clock[0]
+    told: list[float] = []
+    feed.subscribe(lambda: told.append(clock[0]))
+    row = HEALTH_TAG + "0, 00000000:18:00.0, 95, {ecc}, 5, 5, 16, 16, 700.00, 700.00"
+    feed._apply_health([row.format(ecc=0)])
+    assert told == [1000.0] and feed.state.health[0].ecc_uncorrected == 0
+    clock[0] = 1005.0
+    feed._apply_health([row.format(ecc=0)])
+    assert told == [1000.0]  # the same readings: no one told
+    assert feed.state.health[0].time == 1005.0  # ... but taken
+    clock[0] = 1010.0
+    feed._apply_health([row.format(ecc=2)])
+    assert told == [1000.0, 1010.0] and feed.state.health[0].ecc_uncorrected == 2

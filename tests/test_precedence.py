@@ -141,3 +141,15 @@ def test_no_rule_stays_quiet_for_another_rules_sake() -> None:
 def test_the_families_are_imported_in_no_order_that_matters() -> None:
     src = inspect.getsource(diagnose_pkg)
     assert "isort: skip" not in src
+
+
+def test_the_table_is_kept_and_follows_a_kind_declared_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """hidden_by is asked by every diagnosis (issue 48: it was rebuilt each
+    time): kept, it still sees a kind declared after it was read."""
+    monkeypatch.setattr(registry, "KINDS", dict(KINDS))
+    assert hidden_by() is hidden_by()
+    assert "zz_late" not in hidden_by()
+    registry.declare(Kind("zz_late", specificity=10_010, cause="zz_late", defers_to=("loading",)))
+    assert hidden_by()["zz_late"] == frozenset({"loading"})

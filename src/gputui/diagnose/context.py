@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 from gputui.diagnose.buffering import Buffering, judge
 from gputui.diagnose.thresholds import (
@@ -50,6 +51,9 @@ def runs_a_script(p: Proc) -> bool:
     not an interactive one at its prompt (`bash`, `-bash`, `bash -l`)."""
     args = p.cmdline[1:]
     return "-c" in args or any(not a.startswith("-") for a in args)
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -119,6 +123,14 @@ class Context:
         self.sessions: list[Session] = [s for s in (snap.sessions or []) if isinstance(s, Session)]
         self._recent: dict[int, list[str]] = {}
         self._recent_text: dict[int, str] = {}
+        self._once: dict[str, object] = {}
+
+    def once(self, key: str, make: Callable[[], T]) -> T:
+        """`make()`, made once per diagnosis under `key`: what several rules
+        of one module read (the GPUs' issues: four hardware rules)."""
+        if key not in self._once:
+            self._once[key] = make()
+        return self._once[key]  # type: ignore[return-value]
 
     def recent_lines(self, n: int) -> list[str]:
         """The last `n` lines of the log (else of the pane), empty ones left

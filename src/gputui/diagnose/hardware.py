@@ -257,7 +257,8 @@ def _run_issues(ctx: Context, kind: str) -> list[GpuIssue]:
     """The issues of `kind` on the watched run's GPUs (all GPUs when the
     run's are not known)."""
     mine = {g.sample.index for g in ctx.gpu_views}
-    return [x for x in gpu_issues(ctx.gpus, ctx.now) if x.kind == kind and x.index in mine]
+    found = ctx.once("gpu_issues", lambda: gpu_issues(ctx.gpus, ctx.now))
+    return [x for x in found if x.kind == kind and x.index in mine]
 
 
 @rule(Kind("gpu_throttled", specificity=202, cause="gpu_throttled", alerts=True))

@@ -108,9 +108,19 @@ def declare(*kinds: Kind) -> None:
         KINDS[k.name] = k
 
 
+_HIDDEN: tuple[dict[str, Kind], int, dict[str, frozenset[str]]] | None = None
+
+
 def hidden_by() -> dict[str, frozenset[str]]:
     """kind -> the kinds that hide it (its `defers_to`, and every kind that
-    `supersedes` it)."""
+    `supersedes` it). Kept while no kind is declared (each diagnosis asks)."""
+    global _HIDDEN
+    if _HIDDEN is None or _HIDDEN[0] is not KINDS or _HIDDEN[1] != len(KINDS):
+        _HIDDEN = (KINDS, len(KINDS), _hidden_by())
+    return _HIDDEN[2]
+
+
+def _hidden_by() -> dict[str, frozenset[str]]:
     out: dict[str, set[str]] = {n: set(k.defers_to) for n, k in KINDS.items()}
     for n, k in KINDS.items():
         for low in k.supersedes:

@@ -376,8 +376,13 @@ class NvidiaSmiFeed(GpuFeed):
             return
         health, self.health_error = gpu_health.parse_health(lines, self.clock())
         if health:
+            # the same readings, newer: taken, and no one told — every listing
+            # (a few seconds apart) drew the whole dashboard again between two
+            # samples' frames; the next frame reads the new times anyway
+            same = _health_key(health) == _health_key(self.state.health)
             self.state.health = health
-            self._changed()
+            if not same:
+                self._changed()
 
     def _sides(self) -> list[str]:
         if self.where == "host" or (self.where == "auto" and not self.target.in_container):
@@ -588,6 +593,11 @@ def _procs_key(procs: list[GpuProcess]) -> list[tuple[Any, ...]]:
         )
         for p in procs
     ]
+
+
+def _health_key(health: dict[int, GpuHealth]) -> list[tuple[Any, ...]]:
+    """What the health readings say, less when they were read."""
+    return [tuple(v for k, v in vars(h).items() if k != "time") for _, h in sorted(health.items())]
 
 
 def _is_not_found(err: str) -> bool:

@@ -306,7 +306,7 @@ class GputuiApp(App[int]):
         self._drain_log()
         self._q(SessionList).focus()
         if self.live:
-            self.set_interval(TICK_INTERVAL, self._timed_tick)
+            self._every_second()
             self._start_monitor()
 
     @work(group="monitor", exit_on_error=False)
@@ -394,6 +394,34 @@ class GputuiApp(App[int]):
             frame = self._frame()
             self._q(GpuTable).draw(frame, {"gpus"})  # two GPUs a line, or one
             self._q(RunLine).draw(frame, {"sessions", "procs"})  # drawn only while tiny
+
+    def _every_second(self) -> None:
+        """`_timed_tick` once a second, on a bare timer of the event loop
+        (as `_soon`): a Textual interval runs each tick as a task through
+        its `invoke` (~0.1 ms), and while the GPU samples bring the tick
+        it nearly always finds nothing to do. Ends with the dashboard."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        count = 0
+
+        def fire() -> None:
+            nonlocal count
+            if self._stopped or self._closing or self._closed:
+                return
+            count += 1
+            try:
+                self._timed_tick()
+            except Exception as error:
+                self._handle_exception(error)
+            # at whole seconds from the start: no drift, no burst after a stall
+            due = start + TICK_INTERVAL * count
+            now = loop.time()
+            if due <= now:
+                count = int((now - start) / TICK_INTERVAL) + 1
+                due = start + TICK_INTERVAL * count
+            loop.call_at(due, fire)
+
+        loop.call_at(start + TICK_INTERVAL, fire)
 
     def _timed_tick(self) -> None:
         """The 1 Hz timer: redraw unless the GPU feed just did. While GPU

@@ -116,14 +116,19 @@ class RowsUpdate(CompositorUpdate):
 def paint(widget: Widget, place: Region, rows: list[int]) -> list[tuple[int, int, Strip]]:
     """The widget's rows `rows` (its own rows, border and padding included),
     rendered as the compositor would, for a `RowsUpdate`."""
-    out = []
     width = place.width
-    for y in sorted(set(rows)):
-        if 0 <= y < place.height:
-            line = Region(0, y, width, 1)
-            widget._styles_cache.set_dirty(line)
-            out.append((place.x, place.y + y, widget.render_lines(line)[0]))
-    return out
+    ys = sorted({y for y in rows if 0 <= y < place.height})
+    if not ys:
+        return []
+    cache = widget._styles_cache
+    for y in ys:
+        cache.set_dirty(Region(0, y, width, 1))
+    # one call for the widget's rows (the rows between come from the styles
+    # cache as the compositor's would): each call walks the widget's
+    # ancestors for its colours and opacity, and a second's GPU rows are 8
+    top = ys[0]
+    strips = widget.render_lines(Region(0, top, width, ys[-1] - top + 1))
+    return [(place.x, place.y + y, strips[y - top]) for y in ys]
 
 
 class RowPainter:
