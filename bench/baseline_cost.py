@@ -17,7 +17,8 @@ few seconds: noise that is no part of the H200's NVML reads).
 Each --src (a source tree holding gputui/, default this checkout's src/) is
 measured --runs times, the trees taking turns window by window, so a busy
 machine weighs on all of them alike; prints each window and the medians,
-and each tree's main process and main+agent against the first tree's.
+and each tree's main thread (issue 48's measure, from the scheduler's
+nanoseconds), main process and main+agent against the first tree's.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def _is_agent(pid: int) -> bool:
 def parts(root: int) -> dict[str, float]:
     """CPU seconds so far of gputui's main process, its agent (with the
     `tmux` commands it ran and reaped) and the rest of its tree (the log
-    relay, the GPU feed's commands: the stand-in nvidia-smi here)."""
+    relay, the GPU feed's commands: the stand-in nvidia-smi here); and
+    `thread`, the main process's main thread alone."""
     out = {"main": 0.0, "agent": 0.0, "rest": 0.0}
     for pid in tree(root):
         f = _stat(pid)
@@ -77,7 +79,20 @@ def parts(root: int) -> dict[str, float]:
             out["agent"] += sum(int(x) for x in f[11:15])
         else:
             out["rest"] += int(f[11]) + int(f[12])
-    return {k: v / TICK for k, v in out.items()}
+    res = {k: v / TICK for k, v in out.items()}
+    res["thread"] = _thread_s(root)
+    return res
+
+
+def _thread_s(pid: int) -> float:
+    """CPU seconds of the process's main thread alone (the issue's measure),
+    in nanoseconds from the scheduler (/proc/PID/task/PID/schedstat), not
+    in clock ticks: a 30-s window at 1 % of a core is 30 ticks."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat", "rb") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def window(src: Path, log: Path, seconds: float) -> dict[str, float]:
@@ -100,8 +115,8 @@ def window(src: Path, log: Path, seconds: float) -> dict[str, float]:
         time.sleep(seconds)
         end = parts(pid)
         wall = time.monotonic() - t0
-        out = {k: round(100 * (end[k] - start[k]) / wall, 2) for k in end}
-        out["main+agent"] = round(out["main"] + out["agent"], 2)
+        out = {k: round(100 * (end[k] - start[k]) / wall, 3) for k in end}
+        out["main+agent"] = round(out["main"] + out["agent"], 3)
         return out
     finally:
         tmux("kill-session", "-t", "cpu-gputui", check=False)
@@ -160,15 +175,24 @@ def main() -> int:
 
 def report(srcs: list[Path], figures: dict[Path, list[dict[str, float]]]) -> str:
     """Medians by part, % of a core, and each tree against the first."""
-    keys = ["main", "agent", "main+agent", "rest"]
-    rows = [["tree", *[f"{k} %" for k in keys], "main vs first", "main+agent vs first"]]
+    keys = ["thread", "main", "agent", "main+agent", "rest"]
+    rows = [
+        [
+            "tree",
+            *[f"{k} %" for k in keys],
+            "thread vs first",
+            "main vs first",
+            "main+agent vs first",
+        ]
+    ]
     first = {k: statistics.median(f[k] for f in figures[srcs[0]]) for k in keys}
     for s in srcs:
         med = {k: statistics.median(f[k] for f in figures[s]) for k in keys}
         rows.append(
             [
                 str(s),
-                *[f"{med[k]:.2f}" for k in keys],
+                *[f"{med[k]:.3f}" for k in keys],
+                f"{med['thread'] / first['thread']:.2f}×",
                 f"{med['main'] / first['main']:.2f}×",
                 f"{med['main+agent'] / first['main+agent']:.2f}×",
             ]

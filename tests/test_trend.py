@@ -14,6 +14,7 @@ from gputui.ui.trend import (
     robust_top,
     series_buckets,
     series_spark,
+    series_values,
     spark,
     time_buckets,
     trend_pct,
@@ -174,3 +175,21 @@ def test_a_kept_spark_equals_a_fresh_one_second_after_second() -> None:
         span, cells = (5.0, 30) if k < 400 else (10.0, 40)
         expected = spark(time_buckets(ring.points(), now, span, cells), 100.0)
         assert series_spark(ring, now, span, cells, 100.0) == expected, k
+
+
+def test_kept_bucket_values_equal_a_fresh_count_second_after_second() -> None:
+    """series_values (a metric row's buckets, issue 48) keeps the finished
+    buckets and counts each new point into the newest two: the values equal
+    a fresh count's, with gaps, points ahead of the clock, bursts of many
+    points a second (a log at 40 lines/s) and a change of bucket width."""
+    rng = random.Random(4848)
+    ring = Ring(600)
+    t = T - 200.0
+    for k in range(600):
+        now = T + k * 0.7
+        while t < now + 0.3:
+            ring.append(t, None if rng.random() < 0.05 else rng.uniform(0, 3))
+            t += rng.choice([0.025, 0.025, 0.5, 1.0, 7.0])
+        span, cells = (5.0, 77) if k < 350 else (10.0, 40)
+        expected = time_buckets(ring.points(), now, span, cells)
+        assert series_values(ring, now, span, cells) == expected, k

@@ -11,7 +11,6 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual._compositor import LayoutUpdate
 from textual.app import ComposeResult
 from textual.cache import LRUCache
 from textual.containers import Vertical
@@ -25,7 +24,7 @@ from typing_extensions import Self
 from gputui.model import LogState
 from gputui.text.untrusted import visible
 from gputui.text.words import dur
-from gputui.ui.directpaint import place_of
+from gputui.ui.directpaint import RowsUpdate, place_of
 from gputui.ui.logstyle import TrainingLogHighlighter, line_segments
 from gputui.ui.widgets.pane import Placed
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
@@ -428,7 +427,9 @@ class TailLog(Log):
         `App._display` as any update is (synchronized output, the cursor
         put back)."""
         strips = self.render_lines(Region(0, 0, region.width, region.height))
-        self.app._display(self.screen, LayoutUpdate([[strip] for strip in strips], region))
+        x, top = region.x, region.y
+        rows = [(x, top + y, strip) for y, strip in enumerate(strips)]
+        self.app._display(self.screen, RowsUpdate(rows))
         self._repaint_required = False
         self._dirty_regions.clear()
         self._repaint_regions.clear()

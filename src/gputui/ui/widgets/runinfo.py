@@ -24,10 +24,10 @@ from gputui.ui.format import (
     stdout_route,
 )
 from gputui.ui.trend import (
-    TimeSeries,
+    TimeRing,
     pick_span,
     robust_top,
-    series_buckets,
+    series_values,
     spark,
     time_buckets,
     trend_pct,
@@ -104,7 +104,7 @@ class MetricLine:
     def __init__(
         self,
         name: str,
-        points: TimeSeries | list[tuple[float, float | None]],
+        points: TimeRing | list[tuple[float, float | None]],
         now: float,
         value: Text,
     ) -> None:
@@ -119,7 +119,7 @@ class MetricLine:
         if isinstance(self.points, list):
             buckets = time_buckets(self.points, self.now, span, cells)
         else:
-            buckets = series_buckets(self.points, self.now, span, cells)
+            buckets = series_values(self.points, self.now, span, cells)
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(self.name[: self.NAME_W - 1].ljust(self.NAME_W), style="dim")
         t.append(spark(buckets, robust_top(buckets)), style="cyan")
