@@ -22,6 +22,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -327,3 +328,34 @@ def test_doctor_names_a_real_sigkill_behind_tee_from_the_kernels_line(tmp_path: 
         assert said[0][0] == "run_killed", said
     finally:
         bed.stop()
+
+
+@pytest.mark.timeout(120)
+def test_on_the_test_bed_the_host_kernel_log_names_the_cts_run(testbed: Any, ct: int) -> None:
+    """Through ssh and the stand-in pct: a run in CT N behind `| tee`, its
+    pane back at bash after a real SIGKILL; the host's kernel log (read on
+    the host, where gputui's transport lands) names its host PID in CT N's
+    cgroup — doctor says kernel_oom_kill, with "dmesg on the host"."""
+    import scenarios as sc
+
+    testbed.kernel_permits()  # dmesg readable on the host (another test may have refused it)
+    run = sc.prepare(testbed, ct, "oomkill", "oom")
+    (run.dir / "bar.py").write_text(TRAIN)
+    sc.launch(testbed, run, "bash -c 'python3 -u bar.py 2>&1 | tee train.log; exec bash'")
+    pid = sc.wait_python(run, "bar.py")
+    deadline = time.monotonic() + 30
+    while b"117/700" not in (run.log.read_bytes() if run.log.exists() else b""):
+        assert time.monotonic() < deadline, "the run never reached its bar"
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    for line in GLOBAL:
+        text = (
+            line.split("] ", 1)[1].replace("1440763", str(pid)).replace("/lxc/200/", f"/lxc/{ct}/")
+        )
+        testbed.kernel_says(text)
+    time.sleep(0.5)
+    r = sc.finish_doctor(sc.start_doctor(testbed, ct, "--session", "oom", "--json"), timeout=60)
+    f = r.finding("kernel_oom_kill")
+    assert r.kinds()[0] == "kernel_oom_kill", r.kinds()
+    assert f"PID {pid} (python)" in f["title"] and "(host RAM)" in f["title"], f["title"]
+    assert any("dmesg on the host" in e for e in f["evidence"]), f["evidence"]
