@@ -19,7 +19,7 @@ import pytest
 
 from gputui.config import DEFAULTS, KEYS, Settings, parse_config
 from gputui.demo.scenes import SCENES, T0
-from gputui.diagnose import Thresholds, diagnose, stale_threshold
+from gputui.diagnose import Thresholds, diagnose, diagnose_with, stale_threshold
 from gputui.remote.ssh import SshTransport
 from gputui.remote.target import make_transport
 from gputui.ui.app import GputuiApp
@@ -69,6 +69,32 @@ async def test_unset_stale_after_the_log_pane_and_diagnosis_share_one_threshold(
     assert diagnose(snap, last_line + before) == []  # diagnosis: quiet before
     assert [f.kind for f in diagnose(snap, last_line + after)] == ["progress_stalled"]
     assert await pane_says_stale(None, [before, after]) == [False, True]
+
+
+async def test_a_set_stale_after_is_stale_to_the_pane_and_the_rules_at_once() -> None:
+    """--stale-after 5 on a run stepping every second: a log silent past 5 s
+    is stale to the rules too, whatever the step interval. The pane said
+    "◼ stale" at 6 s while the rules waited for a step overdue at 10 ×
+    the median (10 s), the banner empty between (issue 44's leftover)."""
+    snap, _lines, _ = SCENES["healthy"](T0)
+    last_line = snap.log.last_line_time
+    assert last_line is not None and snap.metrics.median_step_interval == 1.0
+    th = Thresholds(stale_after=5.0)
+    before, after = 4.0, 6.0
+    assert diagnose(snap, last_line + before, th) == []
+    assert [f.kind for f in diagnose(snap, last_line + after, th)] == ["progress_stalled"]
+    assert await pane_says_stale(th, [before, after]) == [False, True]
+
+
+def test_the_configs_stale_after_is_the_one_the_rules_read() -> None:
+    """`[ui] stale_after` lands in Settings.diagnosis, the one object every
+    reader (dashboard, recorder, doctor, host view) hands to the rules."""
+    s = parse_config("[ui]\nstale_after = 5\n", Path("gputui.toml"))
+    assert s.diagnosis == Thresholds(stale_after=5.0)
+    snap, _lines, _ = SCENES["healthy"](T0)
+    assert snap.log.last_line_time is not None
+    found = diagnose_with(s.diagnosis)(snap, snap.log.last_line_time + 6.0)
+    assert [f.kind for f in found] == ["progress_stalled"]
 
 
 async def test_the_pane_takes_the_configs_diagnosis_thresholds() -> None:

@@ -1388,11 +1388,33 @@ EDGES = [
         "progress_stalled",
         th={"gpu_idle_after_s": 10.0},
     ),
-    # k × median wins over a shorter stale threshold: median 2 s → overdue after 20 s
+    # while the log still moves, k × median wins over a shorter stale
+    # threshold: median 2 s → overdue after 20 s
     Edge(
-        "median 2 s, no step for 19 s: not overdue (k × median = 20 s)",
-        {**fast(19.0, 19), "step_interval": 2.0},
+        "median 2 s, no step for 19 s, a line 1 s ago: not overdue (k × median = 20 s)",
+        {**fast(19.0, 19), "step_interval": 2.0, "silent": 1.0},
         None,
+    ),
+    # a log silent past the user's --stale-after is stale, whatever the
+    # step interval (issue 44: the pane said "stale", the rules waited)
+    Edge(
+        "--stale-after 10, median 2 s, log silent 11 s, GPUs idle 11 s: stalled",
+        {**fast(11.0, 11), "step_interval": 2.0},
+        "held_but_idle",
+        Severity.WARNING,
+        ("stalled: no step for 11 s, median 2 s; GPUs idle 11 s",),
+    ),
+    Edge(
+        "--stale-after 10, median 5 s, log silent 9 s, GPUs busy: not stale yet",
+        {**fast(9.0, 0), "util": 96.0, "step_interval": 5.0, "line_gaps": (5.0,) * 20},
+        None,
+    ),
+    Edge(
+        "--stale-after 10, median 5 s, log silent 15 s, GPUs busy: stalled",
+        {**fast(15.0, 0), "util": 96.0, "step_interval": 5.0, "line_gaps": (5.0,) * 20},
+        "progress_stalled",
+        Severity.WARNING,
+        ("stalled: no step for 15 s, median 5 s",),
     ),
     Edge(
         "median 2 s, no step for 20 s: stalled",

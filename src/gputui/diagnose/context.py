@@ -350,9 +350,19 @@ class Context:
         return None
 
     @property
+    def stale_as_set(self) -> bool:
+        """The user set --stale-after ([ui] stale_after) and the log has been
+        silent past it: "stale after N s" means stale to the rules too,
+        whatever the run's step interval (the log pane says "stale" then)."""
+        return self.th.stale_after is not None and self.log_silent
+
+    @property
     def overdue_after(self) -> float:
         """A step is overdue after k × the median step interval, and never
-        before the stale threshold."""
+        before the stale threshold; once the log is silent past the user's
+        own --stale-after, at that threshold."""
+        if self.stale_as_set:
+            return self.threshold
         c = self.cadence
         return max(self.threshold, self.th.step_overdue_factor * (c[0] if c else 0.0))
 

@@ -31,6 +31,19 @@ def _no_step_words(ctx: Context) -> str:
     )
 
 
+def _overdue_words(ctx: Context) -> str:
+    """When a step counts as overdue, and why then."""
+    if ctx.stale_as_set:
+        return (
+            f"a step is overdue once the log is silent past the stale_after you set "
+            f"({dur(ctx.threshold)}), whatever the step time"
+        )
+    return (
+        f"a step is overdue after {dur(ctx.overdue_after)} ({ctx.th.step_overdue_factor:g} × "
+        f"the median step time, at least the stale threshold {dur(ctx.threshold)})"
+    )
+
+
 @rule(Kind("loading", specificity=230, cause="loading", silence=True))
 def rule_loading(ctx: Context) -> Finding | None:
     if not ctx.ct_usable or not ctx.loading:
@@ -72,11 +85,7 @@ def _hang_evidence(
         ev.append(f"last step {m.last_step} arrived {dur(ctx.now - m.last_step_time)} ago")
     else:
         ev.append("no step seen in the log")
-    ev.append(
-        f"a step is overdue after {dur(ctx.overdue_after)} ({th.step_overdue_factor:g} × the "
-        f"median step time, at least the stale threshold {dur(ctx.threshold)}); "
-        f"probably hung after {dur(th.hang_after_s)} idle"
-    )
+    ev.append(f"{_overdue_words(ctx)}; probably hung after {dur(th.hang_after_s)} idle")
     state = f"state {p.state}" if p.state else "state unknown"
     cpu = f", CPU {p.cpu_pct:.0f} %" if p.cpu_pct is not None else ""
     ev.append(f"PID {p.pid} ({short(p.command, 60)}): {state}{cpu}")
@@ -254,8 +263,7 @@ def rule_progress_stalled(ctx: Context) -> Finding | None:
         evidence=[
             f"log {ctx.log.path or '(none)'}: no new line for {dur(ctx.log_silent_s or 0)} "
             f"(stale after {dur(ctx.threshold)}); stdout is not buffered",
-            f"a step is overdue after {dur(ctx.overdue_after)} ({th.step_overdue_factor:g} × "
-            f"the median step time, at least the stale threshold)",
+            _overdue_words(ctx),
             *[g.line() for g in ctx.gpu_views],
         ],
         action="dump",
