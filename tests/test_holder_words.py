@@ -84,7 +84,7 @@ def test_a_docker_process_on_a_plain_host_is_the_containers_not_a_leftover() -> 
     gp.container = f"docker:{DOCKER_ID}"
     names = {f"docker:{DOCKER_ID}": "trainer2"}
     (h,) = holders_of(snap_with(gp, container_names=names), T)
-    assert (h.kind, h.owner) == ("ct", "container trainer2")
+    assert (h.kind, h.owner) == ("container", "container trainer2")
 
 
 def test_the_gpu_row_line_names_this_run_and_the_other_session() -> None:

@@ -28,8 +28,9 @@ def own_idle_for(gp: GpuProcess, now: float, idle_pct: float) -> float | None:
 class Holder:
     """Who owns a process that holds GPU memory.
 
-    kind: "run" (the watched run) · "session" (another tmux session) · "ct"
-    (another container) · "host" (a host process, outside the CT) ·
+    kind: "run" (the watched run) · "session" (another tmux session) ·
+    "container" (another container) · "host" (a host process, outside the
+    watched container) ·
     "process" (a live process with a live parent, not in tmux) · "orphan"
     (no live owner: a zombie, or its parent is gone) · "unknown"."""
 
@@ -46,7 +47,7 @@ class Holder:
     @property
     def live_other(self) -> bool:
         """A live process of another run: never advice to kill it."""
-        return self.kind in ("session", "ct", "host", "process")
+        return self.kind in ("session", "container", "host", "process")
 
     def words(self) -> str:
         """'held by session eval (PID 491)'."""
@@ -65,7 +66,7 @@ def gpu_holder(ctx: Context, gp: GpuProcess) -> Holder:
     where = container_words(gp, ctx.snap.container_names)
     if gp.in_container is False:
         if where:
-            return Holder(gp, "ct", where)
+            return Holder(gp, "container", where)
         if ctx.snap.container is not None:
             return Holder(gp, "host", "a host process")
         return Holder(gp, "unknown", "a process outside the watched run")
@@ -81,7 +82,7 @@ def gpu_holder(ctx: Context, gp: GpuProcess) -> Holder:
             who = f" (tmux of {s.owner})" if s.owner and s.owner != "root" else ""
             return Holder(gp, "session", f"session {s.name}{who}")
     if where and (ctx.snap.container is None or not ctx.snap.container.kind):
-        return Holder(gp, "ct", where)  # a plain host: a Docker container's process
+        return Holder(gp, "container", where)  # a plain host: a Docker container's process
     if gp.in_container is None:
         return Holder(gp, "unknown", "an unknown process")
     idle = own_idle_for(gp, ctx.now, ctx.th.idle_util_pct)
