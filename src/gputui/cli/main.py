@@ -107,12 +107,12 @@ class HostsAction(argparse.Action):
 
 # Which flags each command shows and takes (parts of add_target_flags).
 ALL_PARTS = frozenset(
-    {"config", "host", "ssh", "ct", "run", "interval", "stale", "read_only", "local", "demo"}
+    {"config", "host", "ssh", "container", "run", "interval", "stale", "read_only", "local", "demo"}
 )
 DOCTOR_PARTS = frozenset(
-    {"config", "host", "ssh", "ct", "run", "interval", "stale", "local", "demo"}
+    {"config", "host", "ssh", "container", "run", "interval", "stale", "local", "demo"}
 )
-VERB_PARTS = frozenset({"config", "host", "ssh", "ct", "run", "local"})
+VERB_PARTS = frozenset({"config", "host", "ssh", "container", "run", "local"})
 TARGET_HELP = (
     f"{TARGET_GRAMMAR}: the same as --host [USER@]HOST[:PORT] --ct N (host may be "
     "an ~/.ssh/config alias)"
@@ -140,7 +140,7 @@ def add_target_flags(
         g.add_argument("-l", "--user", help="ssh user", **d)
     if "ssh" in parts:
         _ssh_flags(g, d, b)
-    if "ct" in parts:
+    if "container" in parts:
         _container_flags(g, d)
     if "run" in parts:
         g.add_argument("--session", metavar="NAME", help="tmux session of the run", **d)

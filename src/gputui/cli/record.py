@@ -13,8 +13,8 @@ from gputui.errors import GputuiError
 from gputui.remote.target import TARGET_GRAMMAR
 
 # the flags each command takes (cli.add_target_flags parts)
-WATCH_PARTS = frozenset({"config", "host", "ssh", "ct", "run", "interval", "stale", "local"})
-HISTORY_PARTS = frozenset({"config", "host", "ct"})
+WATCH_PARTS = frozenset({"config", "host", "ssh", "container", "run", "interval", "stale", "local"})
+HISTORY_PARTS = frozenset({"config", "host", "container"})
 ALERT_PARTS = frozenset({"config"})
 
 COMMANDS = ("watch", "history", "alert-test")
