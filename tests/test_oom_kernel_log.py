@@ -359,3 +359,27 @@ def test_on_the_test_bed_the_host_kernel_log_names_the_cts_run(testbed: Any, ct:
     assert r.kinds()[0] == "kernel_oom_kill", r.kinds()
     assert f"PID {pid} (python)" in f["title"] and "(host RAM)" in f["title"], f["title"]
     assert any("dmesg on the host" in e for e in f["evidence"]), f["evidence"]
+
+
+async def test_a_run_found_by_its_log_is_looked_for_once_its_python_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No tmux (a nohup'd run, found by the process writing its log): once
+    the Python seen writing it is gone with no error, the same look, the
+    same word; a run never seen alive is not looked for."""
+    from gputui.model import Proc
+    from gputui.monitor.oomlook import OomLook
+
+    standin_env(tmp_path, monkeypatch)
+    snap = vanished(None)
+    snap.session_name, snap.sessions, snap.pane_tail, snap.procs = None, [], [], []
+    snap.run_found_by = ""
+    look = OomLook(Target(LocalTransport()), clock=lambda: NOW)
+    assert not await look.after_poll(snap) and look.looks == 0  # nothing seen alive
+    snap.run_found_by = "log"
+    snap.procs = [Proc(pid=1440763, cmdline=["python", "train.py"], is_python=True)]
+    assert not await look.after_poll(snap)
+    snap.procs, snap.run_found_by = [], ""
+    assert await look.after_poll(snap) and look.looks == 1
+    f = diagnose(snap, NOW)[0]
+    assert f.kind == "kernel_oom_kill" and "PID 1440763 (python)" in f.title, f

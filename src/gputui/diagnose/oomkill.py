@@ -37,15 +37,19 @@ SLACK_S = 5.0
 UNTIMED_WINDOW_S = 600.0
 
 
-def vanished_quietly(ctx: Context) -> bool:
-    """The run's process is gone (the session dead or gone, or its pane back
-    at a shell with no Python left) and neither the log nor the pane holds
-    an error line: nothing the run wrote says how it ended."""
+def vanished_quietly(ctx: Context, seen_alive: bool = False) -> bool:
+    """The run's process is gone (the session dead or gone, its pane back
+    at a shell with no Python left, or — `seen_alive`: its Python seen
+    before — a run found by its log with no Python left) and neither the log
+    nor the pane holds an error line: nothing the run wrote says how it ended."""
     if not ctx.ct_usable:
         return False
     alive_pane = ctx.session is not None and not ctx.session_dead
-    gone = ctx.session_dead or (
-        alive_pane and bool(ctx.procs) and not any(p.is_python for p in ctx.procs)
+    no_python = not any(p.is_python for p in ctx.procs)
+    gone = (
+        ctx.session_dead
+        or (alive_pane and bool(ctx.procs) and no_python)
+        or (seen_alive and ctx.session is None and no_python)
     )
     if not gone:
         return False
@@ -114,10 +118,10 @@ def _rss(k: OomKill) -> str:
 )
 def rule_kernel_oom_kill(ctx: Context) -> Finding | None:
     """The run vanished with no word, and the kernel log names its kill."""
-    if not vanished_quietly(ctx):
+    read = ctx.snap.kernel_oom
+    if not vanished_quietly(ctx, seen_alive=read is not None and bool(read.run_pids)):
         return None
     k = run_kill(ctx)
-    read = ctx.snap.kernel_oom
     if k is None or read is None:
         return None
     name = ctx.snap.session_name or "the run"

@@ -60,7 +60,8 @@ class OomLook:
         if key == self._judged:
             return False
         self._judged = key
-        if not vanished_quietly(Context(snap, self.clock(), 0.0, DEFAULT_THRESHOLDS)):
+        ctx = Context(snap, self.clock(), 0.0, DEFAULT_THRESHOLDS)
+        if not vanished_quietly(ctx, seen_alive=bool(self._alive)):
             return False
         self._looked = self._alive
         snap.kernel_oom = await self.read()
