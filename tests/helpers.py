@@ -154,11 +154,20 @@ def monitor_settings(**kw: Any) -> Settings:
 
 
 def run_on_a_terminal(
-    argv: list[str], env: dict[str, str], timeout: float, **kw: Any
+    argv: list[str], env: dict[str, str], timeout: float, *, join_s: float = 5.0, **kw: Any
 ) -> subprocess.CompletedProcess[str]:
     """Run argv with stdout on a pseudo-terminal (so gputui draws its
     dashboard, as in a real terminal: a pipe gets doctor's text) and stderr
-    captured; the screen's bytes are read off and dropped."""
+    captured; the screen's bytes are read off and dropped.
+
+    The reader thread owns the pty's master side and closes it itself when
+    its read ends (EIO: the last holder of the slave side closed it). It
+    was closed here after a 5 s join: a reader still in its read (a process
+    left holding the terminal, or a thread not scheduled on a loaded
+    machine) then read the same descriptor number again — by then another
+    file of this worker's next test (shown: 60,000 bytes written into a
+    pipe opened after it were all taken by this thread). A relay test's
+    pipe lost a piece of a line that way: JSONDecodeError under load."""
     import os
     import pty
     import threading
@@ -171,6 +180,8 @@ def run_on_a_terminal(
                 pass
         except OSError:  # EIO: the last holder of the slave side closed it
             pass
+        finally:
+            os.close(master)
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
@@ -180,8 +191,7 @@ def run_on_a_terminal(
         )
     finally:
         os.close(slave)
-        reader.join(5)
-        os.close(master)
+        reader.join(join_s)  # still reading: a process holds the terminal; the thread closes it
 
 
 def flush_cannot_work_here(result: Any) -> str | None:
