@@ -281,7 +281,7 @@ async def one_cycle(
     f = mon.follower
     st = f.state
     panel = app.screen.query_one(LogPanel)
-    before = (probe.shown, panel.skipped, mon.dropped_log_lines, st.lines_total, resumes(st))
+    before = (probe.shown, panel.skipped, app._dropped_lines(), st.lines_total, resumes(st))
     streams_before = f.streams_opened
     texts_from = len(probe.texts)
     pad = "x" * 56
@@ -327,7 +327,7 @@ async def one_cycle(
     c.lines_written = n + trickle
     c.shown = probe.shown - before[0]
     c.skipped = panel.skipped - before[1]
-    c.dropped = mon.dropped_log_lines - before[2]
+    c.dropped = app._dropped_lines() - before[2]
     c.followed = st.lines_total - before[3]
     c.resumes = resumes(st) - before[4]
     c.streams = f.streams_opened - streams_before

@@ -223,7 +223,7 @@ async def rate_phase(
     t_begin = time.monotonic()
     cpu_begin = time.process_time()
     pct0 = pct_calls(cfg["pct_log"])
-    dropped0 = app.monitor.dropped_log_lines  # type: ignore[attr-defined]
+    dropped0 = app._dropped_lines()  # the monitor's and the view's
     ch0 = tr.runs + tr.opens
     rcpu0 = remote_cpu(cfg)
     markers = ph.get("gpu_markers") and cfg["has_smi"]
@@ -258,7 +258,7 @@ async def rate_phase(
         "latency_s": summary(probe.lat),
         "screen_latency_s": summary(probe.screen_lat),
         "log_frame_s": getattr(getattr(app, "_log_pacer", None), "cost", None),
-        "dropped_lines": app.monitor.dropped_log_lines - dropped0,  # type: ignore[attr-defined]
+        "dropped_lines": app._dropped_lines() - dropped0,
         "pct_exec_per_min": (pct_calls(cfg["pct_log"]) - pct0) / minutes,
         "channels_per_min": (tr.runs + tr.opens - ch0) / minutes,
         "remote_cpu_s_per_min": (remote_cpu(cfg) - rcpu0) / minutes,
@@ -311,7 +311,7 @@ async def burst_phase(app: GputuiApp, probe: Probe, cfg: dict[str, Any], n: int)
     await asyncio.sleep(2.0)
     rss_before = rss_mb()[0]
     keys_idle = [await key_response(app) for _ in range(4)]  # pause, resume, pause, resume
-    dropped0 = app.monitor.dropped_log_lines  # type: ignore[attr-defined]
+    dropped0 = app._dropped_lines()  # the monitor's and the view's
     bid = 7
     t0 = time.time()
     write_control(cfg["ctl"], {"rate": 10, "burst": n, "burst_id": bid})
@@ -339,7 +339,7 @@ async def burst_phase(app: GputuiApp, probe: Probe, cfg: dict[str, Any], n: int)
         "key_during_s": summary([k for k, paused in keys if paused]),
         "resume_during_s": summary([k for k, paused in keys if not paused]),
         "key_after_s": summary([k for k, paused in keys_after if paused]),
-        "dropped_lines": app.monitor.dropped_log_lines - dropped0,  # type: ignore[attr-defined]
+        "dropped_lines": app._dropped_lines() - dropped0,
         "log_lines_in_widget": probe.log_lines,
     }
 
@@ -388,7 +388,7 @@ async def main(cfg: dict[str, Any]) -> dict[str, Any]:
             else:
                 out["phases"].append(await rate_phase(app, probe, cfg, tr, ph))
         out["agent_starts"] = mon.agent_starts
-        out["dropped_log_lines"] = mon.dropped_log_lines
+        out["dropped_log_lines"] = app._dropped_lines()
         out["connects"] = tr.connects
         write_control(cfg["ctl"], {"rate": 0})
         if recorder is not None:

@@ -4,47 +4,53 @@ not shipped in the package)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from gputui.actions import ActionPlan, ActionResult, plan_watch_log
 from gputui.errors import GputuiError
 from gputui.model import PARTS, LogState, Snapshot
+from gputui.monitor import Listener, news_of
 
 
 class SceneMonitor:
-    """The Monitor API over a Snapshot you control. `set()` publishes a change."""
+    """The Monitor API over a Snapshot you control. `set()` publishes a
+    change, `push_lines()` new log lines (`log_lines`: those the first
+    listener hears of at once)."""
 
     def __init__(self, snap: Snapshot, log_lines: list[str] | None = None) -> None:
         self.snapshot = snap
-        self._pending: list[str] = list(log_lines or [])
-        self._listeners: list[Callable[[Snapshot, set[str]], None]] = []
+        self._first_lines: list[str] = list(log_lines or [])
+        self._listeners: list[Listener] = []
+        self.pushed: list[str] = []  # every line pushed
         self.started = False
         self.stopped = False
         self.watched: list[str] = []
         self.followed: list[str] = []
         self.refreshes = 0
 
-    def subscribe(self, cb: Callable[[Snapshot, set[str]], None]) -> None:
+    def subscribe(self, cb: Listener) -> None:
         self._listeners.append(cb)
+        first, self._first_lines = self._first_lines, []
+        if first:
+            cb(self.snapshot, news_of((), first))
 
-    def unsubscribe(self, cb: Callable[[Snapshot, set[str]], None]) -> None:
+    def unsubscribe(self, cb: Listener) -> None:
         if cb in self._listeners:
             self._listeners.remove(cb)
 
     def publish(self, parts: set[str]) -> None:
+        news = news_of(parts)
         for cb in list(self._listeners):
-            cb(self.snapshot, set(parts))
+            cb(self.snapshot, news)
 
     def set(self, snap: Snapshot, parts: set[str] | None = None) -> None:
         self.snapshot = snap
         self.publish(parts or set(PARTS))
 
-    def push_lines(self, lines: list[str]) -> None:
-        self._pending.extend(lines)
-
-    def drain_log_lines(self) -> list[str]:
-        out, self._pending = self._pending, []
-        return out
+    def push_lines(self, lines: list[str], dropped: int = 0) -> None:
+        """New lines of the log (`dropped`: lines the monitor let go before them)."""
+        self.pushed.extend(lines)
+        news = news_of((), lines, dropped)
+        for cb in list(self._listeners):
+            cb(self.snapshot, news)
 
     async def start(self) -> None:
         self.started = True

@@ -21,6 +21,7 @@ import helpers
 from gputui.containers import ProxmoxLXC
 from gputui.errors import ContainerError
 from gputui.model import ConnectionState, CtStatus, Snapshot
+from gputui.monitor import News, new_lines, parts_of
 from gputui.monitor.engine import (
     LIST_PANES_EVERY_S,
     OOM_READ_EVERY_S,
@@ -138,18 +139,29 @@ def test_stdout_log_files_prefers_python_and_skips_ttys() -> None:
     assert stdout_log_files([sh]) == []
 
 
-async def test_drain_log_lines_is_bounded() -> None:
+async def test_a_turns_log_lines_come_as_one_bounded_batch() -> None:
+    """The lines of one event-loop turn reach each listener once, as one
+    LogLines update carrying them (no drain), at most PENDING_LINES_MAX of
+    them: the older ones of a burst are counted as dropped."""
     tr = LocalTransport()
     mon = Monitor(Target(tr), settings(), gpu_feed=SimulatedGpus(1, lambda: 0.0))
+    heard: list[News] = []
+    mon.subscribe(lambda _snap, news: heard.append(news))
     mon._on_log_lines([f"line {i}" for i in range(3000)])
     mon._on_log_lines([f"more {i}" for i in range(9000)])
-    out = mon.drain_log_lines()
-    assert len(out) == PENDING_LINES_MAX
-    assert out[-1] == "more 8999" and out[0] == f"more {9000 - PENDING_LINES_MAX}"
-    assert mon.dropped_log_lines == 12000 - PENDING_LINES_MAX
-    assert mon.drain_log_lines() == []
+    await asyncio.sleep(0)  # the turn ends: its news goes out
+    assert len(heard) == 1
+    batch = new_lines(heard[0])
+    assert batch is not None and len(batch.lines) == PENDING_LINES_MAX
+    assert batch.lines[-1] == "more 8999" and batch.lines[0] == f"more {9000 - PENDING_LINES_MAX}"
+    assert batch.dropped == mon.dropped_log_lines == 12000 - PENDING_LINES_MAX
+    assert parts_of(heard[0]) == {"log"}
     mon._on_log_lines(["step 7 loss 0.5 tok/s 1000"])
-    assert mon.drain_log_lines() == ["step 7 loss 0.5 tok/s 1000"]
+    await asyncio.sleep(0)
+    batch = new_lines(heard[-1])
+    assert len(heard) == 2 and batch is not None
+    assert batch.lines == ("step 7 loss 0.5 tok/s 1000",) and batch.dropped == 0
+    assert parts_of(heard[-1]) == {"log", "metrics"}
     assert mon.snapshot.metrics.last_step == 7
 
 
@@ -165,7 +177,14 @@ async def test_buffered_run_behind_tee(
     gpus = SimulatedGpus(2, lambda: 1.0, period_s=0.2)
     mon = Monitor(Target(counting, ct), settings(), gpu_feed=gpus)
     parts_seen: set[str] = set()
-    mon.subscribe(lambda snap, parts: parts_seen.update(parts))
+    drained: list[str] = []
+
+    def heard(_snap: Snapshot, news: News) -> None:
+        parts_seen.update(parts_of(news))
+        batch = new_lines(news)
+        drained.extend(batch.lines if batch is not None else ())
+
+    mon.subscribe(heard)
     await mon.start()
     try:
         snap = mon.snapshot
@@ -189,7 +208,6 @@ async def test_buffered_run_behind_tee(
         assert snap.metrics.throughput_unit == "tok/s"
         assert snap.metrics.loss.last() is not None
         assert snap.metrics.preset
-        drained = mon.drain_log_lines()
         assert drained and all(line.startswith("step ") for line in drained)
         steps = [int(line.split()[1]) for line in drained]
         assert steps == list(range(steps[0], steps[0] + len(steps)))  # no gap, no repeat
@@ -427,6 +445,15 @@ async def test_burst_through_the_monitor_stays_bounded(
         Target(counting, ct), settings(log=str(log)), gpu_feed=SimulatedGpus(1, lambda: 1.0)
     )
     n = 1_000_000
+    heard = [0, 0]  # lines heard of, the largest batch
+
+    def count(_snap: Snapshot, news: News) -> None:
+        batch = new_lines(news)
+        if batch is not None:
+            heard[0] += len(batch.lines)
+            heard[1] = max(heard[1], len(batch.lines))
+
+    mon.subscribe(count)
     tracemalloc.start()
     await mon.start()
     try:
@@ -446,9 +473,8 @@ async def test_burst_through_the_monitor_stays_bounded(
     assert f is not None
     assert snap.log.lines_total == n
     assert len(snap.log_tail) == snap.log_tail.maxlen == 200
-    pending = mon.drain_log_lines()
-    assert len(pending) <= PENDING_LINES_MAX
-    assert mon.dropped_log_lines + len(pending) == n
+    assert heard[1] <= PENDING_LINES_MAX
+    assert mon.dropped_log_lines + heard[0] == n
     assert len(snap.metrics.step) <= 600 and snap.metrics.last_step == n
     assert peak < 24 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
 
@@ -494,7 +520,7 @@ async def test_start_is_concurrent_and_skips_pct_status_when_the_agent_runs(
         Target(counting, ct), settings(log=str(log)), gpu_feed=SimulatedGpus(1, lambda: 0.0)
     )
     seen: list[set[str]] = []
-    mon.subscribe(lambda snap, parts: seen.append(set(parts)))
+    mon.subscribe(lambda snap, news: seen.append(parts_of(news)))
     agent_up_at_follow: list[bool] = []
     inner_open = counting.open
 
@@ -721,9 +747,10 @@ async def test_log_resumes_after_the_ssh_connection_is_cut(testbed: Any, ct: int
     states: list[ConnectionState] = []
     at_cut: list[int] = []
 
-    def on_change(snap: Snapshot, parts: set[str]) -> None:
-        got.extend(mon.drain_log_lines())
-        if "connection" in parts:
+    def on_change(snap: Snapshot, news: News) -> None:
+        batch = new_lines(news)
+        got.extend(batch.lines if batch is not None else ())
+        if "connection" in parts_of(news):
             states.append(snap.connection)
 
     mon.subscribe(on_change)
@@ -747,7 +774,6 @@ async def test_log_resumes_after_the_ssh_connection_is_cut(testbed: Any, ct: int
         n = len(log.read_text().splitlines())
         await until(lambda: len(got) >= n, timeout=30, what="all lines")
         await asyncio.sleep(0.3)
-        got.extend(mon.drain_log_lines())
     finally:
         stop.touch()
         await mon.stop()
@@ -770,7 +796,9 @@ async def test_connection_failed_is_published_at_once() -> None:
     the monitor's public method, not by reaching into its listeners."""
     mon = Monitor(Target(LocalTransport()), settings(), gpu_feed=SimulatedGpus(1, lambda: 0.0))
     seen: list[tuple[ConnectionState, str | None, set[str]]] = []
-    mon.subscribe(lambda snap, parts: seen.append((snap.connection, snap.connection_error, parts)))
+    mon.subscribe(
+        lambda snap, news: seen.append((snap.connection, snap.connection_error, parts_of(news)))
+    )
     mon.connection_failed("connection refused by 127.0.0.1 port 1")
     assert seen == [
         (ConnectionState.FAILED, "connection refused by 127.0.0.1 port 1", {"connection"})

@@ -188,8 +188,7 @@ async def test_a_burst_shows_its_last_lines_and_says_how_many_were_skipped() -> 
     async with app.run_test(size=SIZE) as pilot:
         log = app.query_one("#log", Log)
         burst = [f"burst {i}" for i in range(3000)]
-        mon.push_lines(burst)
-        mon.dropped_log_lines = 7  # type: ignore[attr-defined]  # the monitor let 7 go
+        mon.push_lines(burst, dropped=7)  # the monitor let 7 go
         app._drain_log()
         app._tick()
         await pilot.pause()

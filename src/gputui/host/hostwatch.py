@@ -32,7 +32,8 @@ import contextlib
 import dataclasses
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from gputui.collect.nvidiasmi import parse_apps_listing
@@ -50,7 +51,15 @@ from gputui.host.view import (
     host_row,
 )
 from gputui.model import ConnectionState, Finding, Snapshot
-from gputui.monitor import WatchedRun, host_gpus, shared_gpus, stdout_log_files, watch_run
+from gputui.monitor import (
+    News,
+    WatchedRun,
+    host_gpus,
+    new_lines,
+    shared_gpus,
+    stdout_log_files,
+    watch_run,
+)
 from gputui.remote.base import Transport
 from gputui.remote.relay_client import RelayTransport
 from gputui.remote.target import Target, make_transport
@@ -127,6 +136,14 @@ class HostWatch:
     def unsubscribe(self, listener: Listener) -> None:
         if listener in self._listeners:
             self._listeners.remove(listener)
+
+    def _heard(self, ct: Place, snap: Snapshot, news: News) -> None:
+        """A container's run moved: its new log lines kept (a run view opened
+        later starts with them), the view rebuilt soon."""
+        lines = new_lines(news)
+        if lines is not None:
+            self._keep_lines(ct, snap.log.path, lines.lines)
+        self._changed()
 
     def _changed(self, *_: Any) -> None:
         """Something moved: rebuild the view soon (at most every REBUILD_MIN_S)."""
@@ -307,7 +324,7 @@ class HostWatch:
             interval=pace,
             host_names=self.names,  # the host's list, kept current
         )
-        mon.subscribe(self._changed)
+        mon.subscribe(partial(self._heard, ct))
         self.monitors[ct] = mon
 
         async def run() -> None:
@@ -338,8 +355,6 @@ class HostWatch:
         runs = RunIndex()
         for ct, mon in list(self.monitors.items()):
             snap = mon.snapshot
-            if ct not in self.lent:  # nobody reads them here: kept, not "dropped" later
-                self._keep_lines(ct, snap.log.path, mon.drain_log_lines())
             log = snap.log.path or next(iter(stdout_log_files(snap.procs)), None)
             runs.add(ct, [p.pid for p in snap.procs], snap.session_name, log)
             agent = mon.agent_facts
@@ -357,7 +372,7 @@ class HostWatch:
                     runs.add(ct, [p.pid for p in procs], s.name, other)
         self.runs = runs
 
-    def _keep_lines(self, ct: Place, path: str | None, lines: list[str]) -> None:
+    def _keep_lines(self, ct: Place, path: str | None, lines: Sequence[str]) -> None:
         kept_path, kept = self.kept_lines.get(ct, (path, deque(maxlen=KEPT_LINES)))
         if kept_path != path:  # another log now: its lines only
             kept = deque(maxlen=KEPT_LINES)

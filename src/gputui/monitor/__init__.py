@@ -15,7 +15,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from gputui.monitor.door import AgentFacts, Listener, RunFeed, WatchedRun
+from gputui.monitor.door import (
+    PENDING_LINES_MAX,
+    AgentFacts,
+    ConnectionChanged,
+    CtChanged,
+    GpusRead,
+    Listener,
+    LogChanged,
+    LogLines,
+    MetricsChanged,
+    News,
+    ProcsChanged,
+    RunFeed,
+    SessionsChanged,
+    Update,
+    WatchedRun,
+    new_lines,
+    news_of,
+    parts_of,
+)
 from gputui.monitor.gpufeed import (
     GpuFeed,
     NvidiaSmiFeed,
@@ -35,16 +54,30 @@ if TYPE_CHECKING:
     from gputui.remote.target import Target
 
 __all__ = [
+    "PENDING_LINES_MAX",
     "AgentFacts",
+    "ConnectionChanged",
+    "CtChanged",
     "GpuFeed",
+    "GpusRead",
     "Listener",
+    "LogChanged",
+    "LogLines",
+    "MetricsChanged",
+    "News",
+    "ProcsChanged",
     "RunFeed",
+    "SessionsChanged",
+    "Update",
     "WatchedRun",
     "apps_once_argv",
     "host_gpus",
     "named_log_problem",
+    "new_lines",
+    "news_of",
     "nvidia_smi_gpus",
     "parse_apps_block",
+    "parts_of",
     "ports_named",
     "probe_tools",
     "shared_gpus",

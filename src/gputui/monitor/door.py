@@ -6,9 +6,11 @@ screenshots, a host view's monitor lent to a run view). The package
 its modules (the `monitor-door` contract in pyproject.toml).
 
 Through it a user reads the latest `Snapshot` (the monitor's: read it, do
-not write it), hears of each change (`subscribe`, and `unsubscribe` when it
-no longer listens), takes the new log lines, and asks for what it wants
-watched (`watch_session`, `watch_log`) or polled now (`refresh`). Nothing
+not write it), hears of each change as typed news (`subscribe`, and
+`unsubscribe` when it no longer listens: once per event-loop turn, a tuple
+of `Update`s — `GpusRead`, `SessionsChanged`, ..., and `LogLines`, which
+carries the new lines themselves), and asks for what it wants watched
+(`watch_session`, `watch_log`) or polled now (`refresh`). Nothing
 outside monitor/ writes a monitor's attributes: what its owner sets is a
 parameter of `watch_run(...)`, or a method (`poll_every`).
 
@@ -20,17 +22,131 @@ parts (its agent, its follower, its GPU feed).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from gputui.config import Settings
 from gputui.errors import ConfigError
 from gputui.model import Proc, Snapshot
 from gputui.remote.target import Target
 
-# (the snapshot, the parts of it that changed: "gpus", "log", ...)
-Listener = Callable[[Snapshot, set[str]], None]
+# Lines a listener holds at most between two writes (the monitor in one
+# event-loop turn, the dashboard between two paced writes); older ones are
+# counted as dropped ("N lines skipped during burst").
+PENDING_LINES_MAX = 5000
+
+
+@dataclass(frozen=True)
+class Update:
+    """One kind of news of a watched run. `part`: the part of the Snapshot
+    it moved (a pane draws when one of its parts did)."""
+
+    part: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class ConnectionChanged(Update):
+    """The link to the host: up, down, failed, its round trip."""
+
+    part: ClassVar[str] = "connection"
+
+
+@dataclass(frozen=True)
+class GpusRead(Update):
+    """New GPU readings, processes or health (about once a second)."""
+
+    part: ClassVar[str] = "gpus"
+
+
+@dataclass(frozen=True)
+class SessionsChanged(Update):
+    """tmux's sessions and panes, the one watched."""
+
+    part: ClassVar[str] = "sessions"
+
+
+@dataclass(frozen=True)
+class ProcsChanged(Update):
+    """The watched run's process tree."""
+
+    part: ClassVar[str] = "procs"
+
+
+@dataclass(frozen=True)
+class LogChanged(Update):
+    """The followed log's state: its size, a rotation, another file."""
+
+    part: ClassVar[str] = "log"
+
+
+@dataclass(frozen=True)
+class LogLines(Update):
+    """New lines of the followed log, oldest first: the lines themselves
+    (nothing is kept for a later drain). `dropped`: lines of this turn let
+    go before these (a burst over PENDING_LINES_MAX in one event-loop turn)."""
+
+    part: ClassVar[str] = "log"
+    lines: tuple[str, ...]
+    dropped: int = 0
+
+
+@dataclass(frozen=True)
+class MetricsChanged(Update):
+    """Steps, loss, throughput parsed from the log."""
+
+    part: ClassVar[str] = "metrics"
+
+
+@dataclass(frozen=True)
+class CtChanged(Update):
+    """The container: its status, its tools, its neighbours' names."""
+
+    part: ClassVar[str] = "ct"
+
+
+# The news of one event-loop turn: each kind of update at most once, in
+# this order (LogLines last).
+News = tuple[Update, ...]
+# (the snapshot, the news since the listener's last call)
+Listener = Callable[[Snapshot, News], None]
+
+_BY_PART: dict[str, Update] = {
+    u.part: u
+    for u in (
+        ConnectionChanged(),
+        GpusRead(),
+        SessionsChanged(),
+        ProcsChanged(),
+        LogChanged(),
+        MetricsChanged(),
+        CtChanged(),
+    )
+}
+
+
+def news_of(parts: Iterable[str], lines: Iterable[str] = (), dropped: int = 0) -> News:
+    """The news that these parts of the snapshot changed (and, when any
+    came, these new log lines): one update per part, in a fixed order."""
+    wanted = set(parts)
+    news: list[Update] = [u for p, u in _BY_PART.items() if p in wanted]
+    batch = tuple(lines)
+    if batch or dropped:
+        news.append(LogLines(batch, dropped))
+    return tuple(news)
+
+
+def parts_of(news: News) -> set[str]:
+    """The parts of the snapshot the news moved ("gpus", "log", ...)."""
+    return {u.part for u in news}
+
+
+def new_lines(news: News) -> LogLines | None:
+    """The news's log lines (None: none came)."""
+    for u in news:
+        if isinstance(u, LogLines):
+            return u
+    return None
 
 
 @dataclass(frozen=True)
@@ -46,7 +162,7 @@ class AgentFacts:
 
 
 class RunFeed(Protocol):
-    """What the dashboard needs: the run's news, its log lines, and asks."""
+    """What the dashboard needs: the run's news (its log lines in it), and asks."""
 
     @property
     def snapshot(self) -> Snapshot: ...
@@ -54,8 +170,6 @@ class RunFeed(Protocol):
     def subscribe(self, cb: Listener) -> None: ...
 
     def unsubscribe(self, cb: Listener) -> None: ...
-
-    def drain_log_lines(self) -> list[str]: ...
 
     async def start(self) -> None: ...
 
@@ -78,9 +192,6 @@ class WatchedRun(RunFeed, Protocol):
 
     @property
     def settings(self) -> Settings: ...
-
-    @property
-    def dropped_log_lines(self) -> int: ...
 
     @property
     def interval(self) -> float:

@@ -18,8 +18,9 @@ Without python3 in the CT, a long-lived shell loop lists the tmux panes
 instead (no process tree then; `tools.python3` says why).
 
 Each poll finishes before the next is scheduled (no pile-up on a slow
-link). Subscribers are called on the event loop with the changed parts,
-a subset of {"connection", "gpus", "sessions", "procs", "log", "metrics", "ct"}.
+link). Subscribers are called on the event loop once per turn with that
+turn's news (monitor/door.py): an update per changed part (`GpusRead`,
+`SessionsChanged`, ...) and the log's new lines themselves (`LogLines`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from gputui.model import (
     Snapshot,
 )
 from gputui.monitor.coalesce import OncePerTurn
-from gputui.monitor.door import AgentFacts, Listener
+from gputui.monitor.door import PENDING_LINES_MAX, AgentFacts, Listener, news_of
 from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed, SharedGpus
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
 from gputui.monitor.logfollow import FileStat, LogFollower, file_stat_from_words
@@ -65,7 +66,6 @@ from gputui.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)  # `gputui -v` (cli/debuglog.py)
 
-PENDING_LINES_MAX = 5000  # drain_log_lines keeps at most this many; older are counted as dropped
 METRIC_BATCH_MAX = 200  # lines of one batch parsed for metrics; a burst parses its newest
 PANE_TAIL_LINES = 50
 # A live pane whose process tree is unchanged is captured every few seconds,
@@ -145,7 +145,7 @@ def is_own(session: Session, own: frozenset[int]) -> bool:
 
 class Monitor:
     """See the module docstring. Its door (monitor/door.py, `WatchedRun`):
-    snapshot, subscribe, unsubscribe, drain_log_lines, start, stop, refresh,
+    snapshot, subscribe, unsubscribe, start, stop, refresh,
     watch_session, watch_log, target, settings, interval, poll_every and
     the typed questions (agent_facts, log_followed, ...).
 
@@ -190,7 +190,8 @@ class Monitor:
         self.dropped_log_lines = 0
         self.metric_lines_skipped = 0
         self._listeners: list[Listener] = []
-        self._pending_lines: deque[str] = deque(maxlen=PENDING_LINES_MAX)
+        self._turn_lines: deque[str] = deque(maxlen=PENDING_LINES_MAX)  # this turn's
+        self._turn_dropped = 0
         self._dirty: set[str] = set()
         self._publish = OncePerTurn(self._flush)
         self._session_override: str | None = self.settings.session
@@ -324,22 +325,21 @@ class Monitor:
         self._publish.request()
 
     def _flush(self) -> None:
+        """This turn's news to every listener: an update per changed part,
+        and the lines that came (LogLines)."""
         parts, self._dirty = self._dirty & PARTS, set()
-        if not parts:
+        lines, dropped = tuple(self._turn_lines), self._turn_dropped
+        self._turn_lines.clear()
+        self._turn_dropped = 0
+        if not parts and not lines:
             return
+        news = news_of(parts, lines, dropped)
         self.snapshot.time = self.clock()
         for cb in list(self._listeners):
             try:
-                cb(self.snapshot, set(parts))
+                cb(self.snapshot, news)
             except Exception:  # one listener's bug must not starve the others (the recorder)
                 log.exception("a listener of the monitor failed on %s", sorted(parts))
-
-    def drain_log_lines(self) -> list[str]:
-        """New log lines since the last call (at most PENDING_LINES_MAX; older
-        ones that piled up are counted in `dropped_log_lines`)."""
-        out = list(self._pending_lines)
-        self._pending_lines.clear()
-        return out
 
     # ------------------------------------------------------------ lifecycle
 
@@ -901,10 +901,11 @@ class Monitor:
 
     def _on_log_lines(self, lines: list[str]) -> None:
         n = len(lines)
-        overflow = len(self._pending_lines) + n - PENDING_LINES_MAX
+        overflow = len(self._turn_lines) + n - PENDING_LINES_MAX
         if overflow > 0:
             self.dropped_log_lines += overflow
-        self._pending_lines.extend(lines if n <= PENDING_LINES_MAX else lines[-PENDING_LINES_MAX:])
+            self._turn_dropped += overflow
+        self._turn_lines.extend(lines if n <= PENDING_LINES_MAX else lines[-PENDING_LINES_MAX:])
         f = self.follower
         backlog = f is not None and f.batch_is_backlog
         now = f.batch_time if f is not None and f.batch_time else self.clock()

@@ -36,7 +36,7 @@ from gputui.diagnose.compare import (
 from gputui.diagnose.registry import kinds_that
 from gputui.errors import GputuiError
 from gputui.model import ConnectionState, Finding, Snapshot, VsLast
-from gputui.monitor import WatchedRun
+from gputui.monitor import GpusRead, News, WatchedRun
 from gputui.record.alerts import Alert, AlertGate
 from gputui.record.history import (
     EventRow,
@@ -359,9 +359,11 @@ class RunRecorder:
 
     # ------------------------------------------------------------ GPU samples
 
-    def _on_monitor(self, snap: Snapshot, parts: set[str]) -> None:
+    def _on_monitor(self, snap: Snapshot, news: News) -> None:
         w = self.writer
-        if "gpus" not in parts or w is None or w.closed or self.target_id is None:
+        if w is None or w.closed or self.target_id is None:
+            return
+        if not any(isinstance(u, GpusRead) for u in news):
             return
         rows = []
         for s in list(snap.gpus.latest.values()):

@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -49,7 +50,7 @@ from gputui.diagnose import (
 )
 from gputui.errors import ConfigError, GputuiError
 from gputui.model import PARTS, ConnectionState, Finding, Snapshot
-from gputui.monitor import RunFeed
+from gputui.monitor import PENDING_LINES_MAX, LogLines, News, RunFeed, new_lines, parts_of
 from gputui.text.untrusted import visible
 from gputui.ui.commands import ActionCommands
 from gputui.ui.compositor import LeanScreen
@@ -178,7 +179,9 @@ class GputuiApp(App[int]):
         self._last_log_write = -1e9  # time.monotonic() of the last write to the log view
         self._log_pacer = WritePacer()
         self._log_flush_pending = False
-        self._dropped_base = 0  # monitor's dropped_log_lines when this log's view began
+        # the log's lines as they came (LogLines), until the pacer lets them be written
+        self._new_lines: deque[str] = deque(maxlen=PENDING_LINES_MAX)
+        self._dropped = 0  # lines let go since this log's view began (a burst outran it)
         self._availability: tuple[str | None, ...] = ()
         self._stopped = False
         self._last_tick = -1e9  # time.monotonic() of the last full redraw
@@ -315,11 +318,17 @@ class GputuiApp(App[int]):
 
     # ------------------------------------------------------------ live data
 
-    def _on_monitor(self, snap: Snapshot, parts: set[str]) -> None:
-        """Monitor callback; may come from another thread. Coalesces updates."""
+    def _on_monitor(self, snap: Snapshot, news: News) -> None:
+        """Monitor callback; may come from another thread. Coalesces updates:
+        the lines are held until the pacer writes them, the parts the news
+        moved until the next frame."""
         if self._thread_id != threading.get_ident():
-            self.call_from_thread(self._on_monitor, snap, parts)
+            self.call_from_thread(self._on_monitor, snap, news)
             return
+        parts = parts_of(news)
+        batch = new_lines(news)
+        if batch is not None:
+            self._hold_lines(batch)
         if "log" in parts:
             self._log_arrived()
         self._dirty |= parts - {"log", "metrics"}  # metrics: with the next redraw
@@ -488,9 +497,15 @@ class GputuiApp(App[int]):
         return hints
 
     def _dropped_lines(self) -> int:
-        """Lines of the followed log the monitor dropped (a burst outran the view)."""
-        dropped = getattr(self.monitor, "dropped_log_lines", 0)
-        return dropped - self._dropped_base if isinstance(dropped, int) else 0
+        """Lines of the followed log let go (a burst outran the view)."""
+        return self._dropped
+
+    def _hold_lines(self, batch: LogLines) -> None:
+        """Keep a batch's lines for the next write (at most PENDING_LINES_MAX:
+        the older ones of a burst are counted, then let go)."""
+        lines, held = batch.lines, self._new_lines
+        self._dropped += batch.dropped + max(0, len(held) + len(lines) - PENDING_LINES_MAX)
+        held.extend(lines if len(lines) <= PENDING_LINES_MAX else lines[-PENDING_LINES_MAX:])
 
     def _log_arrived(self) -> None:
         """Lines arrived: write them now, or in the batch the pacer allows next
@@ -515,9 +530,10 @@ class GputuiApp(App[int]):
         if snap.log.path != self._log_path:
             if self._log_path:
                 panel.restart(f"── now following {snap.log.path or '(nothing)'} ──")
-                self._dropped_base += self._dropped_lines()
+                self._dropped = 0
             self._log_path = snap.log.path
-        lines = self.monitor.drain_log_lines()
+        lines = list(self._new_lines)
+        self._new_lines.clear()
         if lines:
             now = time.monotonic()
             quiet_before = now - self._last_log_write > TICK_INTERVAL

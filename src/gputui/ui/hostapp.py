@@ -40,7 +40,7 @@ from gputui.config import DEFAULTS, Settings
 from gputui.errors import GputuiError
 from gputui.host.view import ContainerRow, GpuRow, Holder, HostView
 from gputui.model import Snapshot
-from gputui.monitor import Listener, WatchedRun
+from gputui.monitor import Listener, News, WatchedRun, news_of
 from gputui.text.untrusted import remote_text, visible
 from gputui.text.words import gib
 from gputui.ui.app import (
@@ -562,20 +562,21 @@ class BorrowedMonitor:
     def snapshot(self) -> Snapshot:
         return self._monitor.snapshot
 
-    @property
-    def dropped_log_lines(self) -> int:
-        return self._monitor.dropped_log_lines
-
     def subscribe(self, cb: Listener) -> None:
         """The monitor's tasks run outside the app (the host watch started
-        them): its news reaches the view as a message to the app."""
+        them): its news reaches the view as a message to the app. The first
+        news is the lines the host view kept of this log (the run view shows
+        the log's end at once, not after the run writes again)."""
 
-        def deliver(snap: Snapshot, parts: set[str]) -> None:
+        def deliver(snap: Snapshot, news: News) -> None:
             if self.app is not None:
-                self.app.call_later(cb, snap, parts)
+                self.app.call_later(cb, snap, news)
 
         self._delivering[cb] = deliver
         self._monitor.subscribe(deliver)
+        earlier, self._earlier = self._earlier, []
+        if earlier:
+            deliver(self._monitor.snapshot, news_of({"log"}, earlier))
 
     def unsubscribe(self, cb: Listener) -> None:
         deliver = self._delivering.pop(cb, None)
@@ -586,13 +587,6 @@ class BorrowedMonitor:
         """The view closed: no more news to it."""
         for cb in list(self._delivering):
             self.unsubscribe(cb)
-
-    def drain_log_lines(self) -> list[str]:
-        """The first call starts with the lines the host view kept of this
-        log (the run view shows the log's end at once, not after the run
-        writes again); then the monitor's new ones."""
-        earlier, self._earlier = self._earlier, []
-        return earlier + self._monitor.drain_log_lines()
 
     async def refresh(self) -> None:
         await self._monitor.refresh()
