@@ -166,7 +166,7 @@ AGENT_NOT_RUN_PATHS = {
     "env_value": "/proc/PID/environ",
     "written_fds": "/proc/PID/fd",
     "file_writers": "/proc/PID/fd",
-    "_scan_pipe_readers": "/proc/PID/fd",
+    "_reads_pipe": "/proc/PID/fd",
     "stdout_target": "/proc/PID and /proc/PID/fd",
     "_children": "/proc/PID/task",
     "_fds": "/proc/PID/fd",
