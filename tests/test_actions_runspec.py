@@ -257,7 +257,7 @@ def test_attach_argv_ssh_and_local(monkeypatch: pytest.MonkeyPatch) -> None:
         port=2222,
         user="root",
         identity_file="/k/id",
-        ct=200,
+        ct_id=200,
         session="my run;",
     )
     argv = attach_argv(make_target(s), s.session)
@@ -304,7 +304,7 @@ def test_read_only_attaches_with_tmuxs_read_only_client(tmp_path: Path) -> None:
 
 
 def test_attach_argv_through_a_jump_host() -> None:
-    s = Settings(host="h", user="me", ct=200, jump="j@bastion:2222")
+    s = Settings(host="h", user="me", ct_id=200, jump="j@bastion:2222")
     argv = attach_argv(make_target(s), "run")
     assert argv[:6] == ["ssh", "-t", "-J", "j@bastion:2222", "me@h", "--"]
     assert shlex.split(argv[-1])[-4:] == ["tmux", "attach-session", "-t", "=run"]

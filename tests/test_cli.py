@@ -25,7 +25,7 @@ def test_no_target_says_how_to_start(capsys, monkeypatch, tmp_path) -> None:
 def test_flags_before_and_after_the_subcommand(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr("gputui.config.DEFAULT_CONFIG", tmp_path / "none.toml")
     args, s = cli.parse(["--host", "h1", "--ct", "200", "doctor", "--session", "run", "--json"])
-    assert (s.host, s.ct, s.session, args.json) == ("h1", 200, "run", True)
+    assert (s.host, s.ct_id, s.session, args.json) == ("h1", 200, "run", True)
     args, s = cli.parse(["doctor", "--host", "h2", "--port", "2222", "-i", "k"])
     assert (s.host, s.port, s.identity_file) == ("h2", 2222, "k")
 
@@ -34,7 +34,7 @@ def test_config_then_flags(tmp_path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text('host = "from-file"\nct = 201\n[ui]\ninterval = 3.0\n')
     _, s = cli.parse(["--config", str(cfg), "--interval", "0.5"])
-    assert (s.host, s.ct, s.interval) == ("from-file", 201, 0.5)
+    assert (s.host, s.ct_id, s.interval) == ("from-file", 201, 0.5)
     _, s = cli.parse(["--config", str(cfg), "--host", "flag"])
     assert s.host == "flag"
 
@@ -58,7 +58,7 @@ def test_dashboard_gets_the_settings(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(app, "run_app", lambda s: seen.append(s) or 0)
     monkeypatch.setattr(cli, "draws_screen", lambda: True)  # as on a terminal
     assert cli.main(["--host", "h", "--ct", "200", "--stale-after", "60"]) == 0
-    assert seen[0].host == "h" and seen[0].ct == 200 and seen[0].diagnosis.stale_after == 60.0
+    assert seen[0].host == "h" and seen[0].ct_id == 200 and seen[0].diagnosis.stale_after == 60.0
 
 
 def test_actions_dispatch(monkeypatch, tmp_path) -> None:
@@ -75,7 +75,7 @@ def test_actions_dispatch(monkeypatch, tmp_path) -> None:
     )
     command, args, s = calls[0]
     assert command == "dump" and args.native and args.locals_ and args.pids == [42] and args.yes
-    assert s.ct == 200
+    assert s.ct_id == 200
     assert cli.main(["kill", "--local", "--force"]) == 0
     assert calls[1][0] == "kill" and calls[1][1].force and calls[1][2].local
 
@@ -168,14 +168,14 @@ def test_one_target_string_on_every_command(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr("gputui.config.DEFAULT_CONFIG", tmp_path / "none.toml")
     for argv in ([TARGET], ["--host", TARGET], ["doctor", TARGET], ["kill", TARGET, "--yes"]):
         _, s = cli.parse(argv)
-        assert (s.user, s.host, s.port, s.ct) == SAME, argv
+        assert (s.user, s.host, s.port, s.ct_id) == SAME, argv
     _, s = cli.parse(["dump", "--host", TARGET])
-    assert (s.user, s.host, s.port, s.ct) == SAME
+    assert (s.user, s.host, s.port, s.ct_id) == SAME
     _, s = cli.parse(["-l", "root", "-p", "2222", "--ct", "200", "127.0.0.1"])  # the flags
-    assert (s.user, s.host, s.port, s.ct) == SAME
+    assert (s.user, s.host, s.port, s.ct_id) == SAME
     args, s = cli.parse(["watch", TARGET])
     w = target_settings(args.targets[0], s)
-    assert (w.user, w.host, w.port, w.ct) == SAME
+    assert (w.user, w.host, w.port, w.ct_id) == SAME
     args, _ = cli.parse(["history", TARGET])
     assert target_query(args) == TARGET
     args, _ = cli.parse(["history", "--host", "root@127.0.0.1:2222", "--ct", "200"])
@@ -222,7 +222,7 @@ def test_ssh_dash_o_sets_the_options_gputui_honours(monkeypatch, tmp_path) -> No
     opts = ["Port=2222", "User=root", "IdentityFile=/k", "ConnectTimeout=5"]
     opts += ["StrictHostKeyChecking=accept-new", "ProxyJump=j:22", "ServerAliveInterval 7"]
     _, s = cli.parse([x for o in opts for x in ("-o", o)] + ["-F", "/cfg", "127.0.0.1/200"])
-    assert (s.user, s.host, s.port, s.ct, s.identity_file) == (*SAME, "/k")
+    assert (s.user, s.host, s.port, s.ct_id, s.identity_file) == (*SAME, "/k")
     assert (s.connect_timeout, s.accept_new_host_key, s.jump, s.keepalive) == (5, True, "j:22", 7)
     assert s.ssh_config == "/cfg"
 

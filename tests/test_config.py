@@ -42,7 +42,7 @@ def test_the_example_copied_as_it_is_names_no_machine_and_no_run() -> None:
     secrets (issue 46). Every value naming a machine or a run is commented
     out — and each is still there to uncomment, and parses when it is."""
     s = load_config(EXAMPLE)
-    assert (s.host, s.user, s.ct, s.session, s.log) == (None, None, None, None, None)
+    assert (s.host, s.user, s.ct_id, s.session, s.log) == (None, None, None, None, None)
     assert not s.run.command and not s.run.env and not s.alert_urls
     text = EXAMPLE.read_text()
     for line in ('# host = "10.1.2.6"', "# ct = 200", '# session = "dflash"',
@@ -52,7 +52,7 @@ def test_the_example_copied_as_it_is_names_no_machine_and_no_run() -> None:
     uncommented = re.sub(r"^# ((?:host|user|ct|session|log|command|cwd|env) = )", r"\1",
                          head, flags=re.M)  # fmt: skip
     full = load_config(write_text_file(uncommented + cut + tail))
-    assert (full.host, full.ct, full.session, full.log) == (
+    assert (full.host, full.ct_id, full.session, full.log) == (
         "10.1.2.6", 200, "dflash", "/workspace/train.log",
     )  # fmt: skip
     assert full.run.command == "bash /root/start_training.sh"
@@ -114,7 +114,7 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
         "A", (), {"config": str(p), "host": "b", "ct": None, "interval": 0.5, "read_only": True}
     )()
     s = settings_from(args)
-    assert (s.host, s.ct, s.session, s.interval, s.read_only) == ("b", 200, "s", 0.5, True)
+    assert (s.host, s.ct_id, s.session, s.interval, s.read_only) == ("b", 200, "s", 0.5, True)
     assert s.config_path == str(p)
 
 
@@ -168,7 +168,7 @@ def test_host_flag_carries_user_and_port_and_refuses_two_different_ones(tmp_path
     empty.write_text("")
 
     _, s = parse(["--config", str(empty), "--host", "root@10.1.2.6:2222", "--ct", "200"])
-    assert (s.user, s.host, s.port, s.ct) == ("root", "10.1.2.6", 2222, 200)
+    assert (s.user, s.host, s.port, s.ct_id) == ("root", "10.1.2.6", 2222, 200)
     _, s = parse(["--config", str(empty), "--host", "h", "-p", "2200", "-l", "me", "-J", "j@b:22"])
     assert (s.user, s.host, s.port, s.jump) == ("me", "h", 2200, "j@b:22")
     _, s = parse(["--config", str(empty), "--host", "me@h", "-l", "me"])  # the same twice: fine

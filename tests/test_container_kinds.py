@@ -91,15 +91,15 @@ def test_a_nested_container_is_the_outer_ones() -> None:
 def test_settings_name_each_kind_through_its_own_field(where: Container) -> None:
     """settings_naming is settings_container's inverse; the other kinds'
     fields are cleared (a host's config `ct` does not follow a Docker run)."""
-    named = settings_naming(Settings(ct=201, docker="other"), where)
+    named = settings_naming(Settings(ct_id=201, docker="other"), where)
     assert settings_container(named) == where
-    set_fields = {k.SETTING for k in KINDS if getattr(named, k.SETTING) is not None}
+    set_fields = {k.SETTING for k in KINDS if getattr(named, k.FIELD) is not None}
     assert set_fields == ({type(where).SETTING} if where != Host() else set())
 
 
 def test_two_kinds_named_is_one_line_naming_both() -> None:
     with pytest.raises(ValueError) as err:
-        settings_container(Settings(ct=200, podman="trainer"))
+        settings_container(Settings(ct_id=200, podman="trainer"))
     assert str(err.value) == "--ct 200 and --podman trainer both say where the run is: give one"
 
 
@@ -125,7 +125,7 @@ def test_a_kinds_flag_and_config_key_come_from_its_declaration(kind: type[Contai
     assert getattr(args, kind.SETTING) == kind.read_setting(value)
     helptext = build_parser().format_help()
     assert f"--{kind.SETTING} {kind.FLAG_METAVAR}" in helptext and kind.FLAG_HELP[:20] in helptext
-    assert KEYS[("", kind.SETTING)][0] == kind.SETTING
+    assert KEYS[("", kind.SETTING)][0] == kind.FIELD  # ct -> Settings.ct_id, docker -> docker
     assert KEYS[("", kind.SETTING)][1][0] == (kind.SETTING_TYPE,)
     assert load_config  # the config reads KEYS (test_bad_values checks each key's type)
 

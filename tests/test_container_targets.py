@@ -106,8 +106,8 @@ def test_watch_and_targets_take_the_other_kinds() -> None:
     assert settings_container(s) == Podman("job")
     # the target names the container: a config's `ct` does not make it two
     # (the old code: "--ct 200 and --pod ml/p both say where the run is")
-    s = target_settings("gpu2/k8s:ml/p", Settings(ct=200))
-    assert (s.ct, settings_container(s)) == (None, KubePod("p", "ml"))
+    s = target_settings("gpu2/k8s:ml/p", Settings(ct_id=200))
+    assert (s.ct_id, settings_container(s)) == (None, KubePod("p", "ml"))
 
 
 def test_history_looks_for_the_container_named() -> None:

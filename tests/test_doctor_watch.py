@@ -224,7 +224,7 @@ async def test_the_doctor_reports_what_its_watch_did_not_see(
     monkeypatch.setattr(doctor_run, "WATCH_MAX_S", 1.0)
     feed = SimulatedGpus(1, lambda: 0.9)
     feed.state.processes_pending = True  # nvidia-smi never lists the processes
-    s = Settings(**testbed.transport_kwargs(), ct=ct)
+    s = Settings(**testbed.transport_kwargs(), ct_id=ct)
     facts, snap, findings, inspected = await doctor_run.inspect(s, gpu_feed=feed, settle_s=0.5)
     assert facts["not_seen"] == ["nvidia-smi's list of GPU processes"]
     f = next(f for f in findings if f.kind == "watch_incomplete")

@@ -286,7 +286,7 @@ def test_host_flags_win_over_targets_and_pick_the_view() -> None:
     with pytest.raises(GputuiError):
         host_settings(s, ["a", "a"])
     assert wants_host_view([Settings(host="h")])
-    assert not wants_host_view([Settings(host="h", ct=200)])
+    assert not wants_host_view([Settings(host="h", ct_id=200)])
     assert not wants_host_view([Settings(host="h", session="train")])
     assert not wants_host_view([Settings(local=True)])
 

@@ -144,7 +144,7 @@ async def test_cli_confirm_text_hides_env_values(
     run = RunConfig(
         command="true", cwd="/root", session="cli-sec", log="/root/x.log", env={"API_KEY": secret}
     )
-    settings = Settings(read_only=False, session=None, log=None, run=run, ct=ct)
+    settings = Settings(read_only=False, session=None, log=None, run=run, ct_id=ct)
     out = io.StringIO()
     rc = await actions_cli.run_async(
         "launch",

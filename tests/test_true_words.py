@@ -38,7 +38,7 @@ def test_a_missing_tool_on_a_machine_with_no_container_is_not_sent_into_one() ->
     said = str(err.value)
     assert "container" not in said, said
     assert f"install it on {target.label}: pip install py-spy" in said, said
-    ct = make_target(Settings(host="gpu1.invalid", ct=200))
+    ct = make_target(Settings(host="gpu1.invalid", ct_id=200))
     assert install_where(ct) == "inside CT 200"
     docker = make_target(Settings(host="gpu1.invalid", docker="trainer"))
     assert install_where(docker) == "inside docker container trainer"

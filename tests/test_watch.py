@@ -194,12 +194,12 @@ def test_watch_stops_cleanly_when_its_terminal_closes_and_not_under_nohup(
 def test_target_specs() -> None:
     base = Settings(user="me", log="/l")
     s = target_settings("root@10.1.2.6/200", base)
-    assert (s.host, s.user, s.ct, s.log) == ("10.1.2.6", "root", 200, "/l")
+    assert (s.host, s.user, s.ct_id, s.log) == ("10.1.2.6", "root", 200, "/l")
     s = target_settings("gpu2", base)
-    assert (s.host, s.user, s.ct) == ("gpu2", "me", None)
+    assert (s.host, s.user, s.ct_id) == ("gpu2", "me", None)
     assert target_settings("local", base).local is True
     s = target_settings("root@10.1.2.6:2222/200", base)  # the grammar of every command
-    assert (s.host, s.user, s.port, s.ct) == ("10.1.2.6", "root", 2222, 200)
+    assert (s.host, s.user, s.port, s.ct_id) == ("10.1.2.6", "root", 2222, 200)
     with pytest.raises(GputuiError, match="not \\[user@\\]host\\[:port\\]\\[/ct\\]"):
         target_settings("a b", base)
 

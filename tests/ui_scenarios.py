@@ -116,7 +116,7 @@ def settings_for(testbed: Any, ct: int, **kw: Any) -> Settings:
         user=testbed.user,
         identity_file=str(testbed.key_path),
         known_hosts=str(testbed.known_hosts_path),
-        ct=ct,
+        ct_id=ct,
         connect_timeout=10.0,
     )
     base.update(kw)

@@ -104,7 +104,7 @@ class Settings:
     port: int | None = None
     user: str | None = None
     identity_file: str | None = None
-    ct: int | None = None
+    ct_id: int | None = None  # a Proxmox CT's number: --ct N, the config's `ct`
     # other kinds of container (gputui/containers/): a name, or [NS/]POD[/C]
     docker: str | None = None
     podman: str | None = None
@@ -165,7 +165,7 @@ KEYS: dict[tuple[str, str], tuple[str, tuple[tuple[type, ...], str]]] = {
     ("", "user"): ("user", _STR),
     ("", "identity_file"): ("identity_file", _STR),
     # each container kind's key, as it declares it: ct, docker, podman, pod
-    **{("", k.SETTING): (k.SETTING, _INT if k.SETTING_TYPE is int else _STR) for k in FLAG_KINDS},
+    **{("", k.SETTING): (k.FIELD, _INT if k.SETTING_TYPE is int else _STR) for k in FLAG_KINDS},
     ("", "kube_context"): ("kube_context", _STR),
     ("", "session"): ("session", _STR),
     ("", "log"): ("log", _STR),
@@ -454,9 +454,9 @@ def _validate(s: Settings, text: str = "", path: Path | None = None) -> None:
         raise ConfigError(
             f"{where('', 'port', '--port')}: port {s.port} is out of range", "use 1-65535"
         )
-    if s.ct is not None and not 1 <= s.ct <= MAX_VMID:
+    if s.ct_id is not None and not 1 <= s.ct_id <= MAX_VMID:
         raise ConfigError(
-            f"{where('', 'ct', '--ct')}: CT number {s.ct} is invalid",
+            f"{where('', 'ct', '--ct')}: CT number {s.ct_id} is invalid",
             f"use the CT id from {ProxmoxLXC.HOW_TO_LIST}, e.g. 200",
         )
     _validate_container(s, where)
@@ -554,7 +554,7 @@ def settings_container(settings: Settings) -> Container:
     given = [
         (kind, value)
         for kind in FLAG_KINDS  # each kind's field: ct, docker, podman, pod
-        if (value := getattr(settings, kind.SETTING)) is not None
+        if (value := getattr(settings, kind.FIELD)) is not None
     ]
     if len(given) > 1:
         both = " and ".join(f"--{k.SETTING} {v}" for k, v in given)
@@ -568,7 +568,7 @@ def settings_container(settings: Settings) -> Container:
 def settings_naming(settings: Settings, container: Container) -> Settings:
     """The settings with the run in `container` (its kind's field set, every
     other kind's cleared): what `settings_container` reads back."""
-    fields: dict[str, Any] = {kind.SETTING: None for kind in FLAG_KINDS}
+    fields: dict[str, Any] = {kind.FIELD: None for kind in FLAG_KINDS}
     fields.update(container.settings_fields())
     return dataclasses.replace(settings, **fields)
 
@@ -579,7 +579,7 @@ def _validate_container(s: Settings, where: Callable[[str, str, str], str]) -> N
     try:
         settings_container(s)
     except ValueError as err:
-        named = [k.SETTING for k in FLAG_KINDS if getattr(s, k.SETTING) is not None]
+        named = [k.SETTING for k in FLAG_KINDS if getattr(s, k.FIELD) is not None]
         key = named[-1] if named else "ct"
         raise ConfigError(
             f"{where('', key, f'--{key}')}: {err}",
@@ -689,7 +689,7 @@ FLAG_FIELDS = {
     "port": "port",
     "user": "user",
     "identity_file": "identity_file",
-    **{kind.SETTING: kind.SETTING for kind in FLAG_KINDS},  # --ct, --docker, --podman, --pod
+    **{kind.SETTING: kind.FIELD for kind in FLAG_KINDS},  # --ct, --docker, --podman, --pod
     "kube_context": "kube_context",
     "session": "session",
     "log": "log",

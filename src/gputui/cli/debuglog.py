@@ -38,7 +38,7 @@ TARGET_FIELDS = (
     "host",
     "port",
     "user",
-    *(kind.SETTING for kind in FLAG_KINDS),  # --ct, --docker, ...: where the run lives
+    *(kind.FIELD for kind in FLAG_KINDS),  # --ct, --docker, ...: where the run lives
     "kube_context",
     "jump",
     "ssh_config",

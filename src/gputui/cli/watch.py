@@ -52,7 +52,7 @@ def target_settings(spec: str, base: Settings) -> Settings:
     """`[user@]host[:port][/ct]` (the grammar of every command) or `local` ->
     a copy of the settings for that target."""
     if spec == "local":
-        return dataclasses.replace(base, local=True, host=None, ct=None)
+        return dataclasses.replace(base, local=True, host=None, ct_id=None)
     try:
         t = parse_target(spec)
     except ValueError as err:
@@ -65,7 +65,7 @@ def target_settings(spec: str, base: Settings) -> Settings:
         host=t.host,
         user=t.user or base.user,
         port=t.port if t.port is not None else base.port,
-        ct=t.ct if t.ct is not None else base.ct,
+        ct_id=t.ct if t.ct is not None else base.ct_id,
         local=False,
     )
     if t.place is not None:  # host/docker:NAME (podman:, pod:): its kind's field

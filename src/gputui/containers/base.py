@@ -95,9 +95,17 @@ class Container(abc.ABC):
     # ("docker" for docker:NAME), and the spec's grammar for the error line.
     SPEC_PREFIXES: ClassVar[tuple[str, ...]] = ()
     GRAMMAR: ClassVar[str] = ""
-    # The Settings field, config key and flag (--SETTING) that name a
-    # container of this kind: "ct" for --ct N, "docker" for --docker NAME.
+    # The config key and flag (--SETTING) that name a container of this
+    # kind: "ct" for --ct N, "docker" for --docker NAME; FIELD: the Settings
+    # field that holds it, SETTING's own name unless the kind says another
+    # ("ct_id": a CT's number).
     SETTING: ClassVar[str] = ""
+    FIELD: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kw: object) -> None:
+        super().__init_subclass__(**kw)
+        if "SETTING" in cls.__dict__ and "FIELD" not in cls.__dict__:
+            cls.FIELD = cls.SETTING
     # The flag's words in `gputui --help` and its value's type (also the
     # config key's): cli/main.py and config.py make both from KINDS.
     FLAG_HELP: ClassVar[str] = ""
@@ -148,7 +156,7 @@ class Container(abc.ABC):
         return found
 
     def settings_fields(self) -> dict[str, object]:
-        """The Settings fields that name this container ({"docker": NAME});
+        """The Settings fields that name this container ({FIELD: NAME});
         none for the host. `from_setting` reads them back."""
         return {}
 

@@ -56,7 +56,7 @@ class Docker(Container):
         return cls(name)
 
     def settings_fields(self) -> dict[str, object]:
-        return {self.SETTING: self.name}
+        return {self.FIELD: self.name}
 
     @property
     def how_to_list(self) -> str:

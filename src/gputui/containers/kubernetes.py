@@ -54,7 +54,7 @@ class KubePod(Container):
 
     def settings_fields(self) -> dict[str, object]:
         context = {"kube_context": self.context} if self.context else {}
-        return {"pod": self.spec.partition(":")[2], **context}
+        return {self.FIELD: self.spec.partition(":")[2], **context}
 
     @classmethod
     def read_cgroup(cls, path: str) -> CgroupOwner | None:

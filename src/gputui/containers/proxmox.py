@@ -29,6 +29,7 @@ class ProxmoxLXC(Container):
     kind = "lxc"
     GRAMMAR = "N (a Proxmox CT)"
     SETTING = "ct"
+    FIELD = "ct_id"
     FLAG_HELP = "Proxmox LXC container of the run"
     FLAG_METAVAR = "N"
     SETTING_TYPE = int
@@ -57,10 +58,10 @@ class ProxmoxLXC(Container):
 
     @classmethod
     def from_setting(cls, value: object, context: str = "") -> ProxmoxLXC:
-        return cls(int(value))  # type: ignore[call-overload]  # Settings.ct: an int
+        return cls(int(value))  # type: ignore[call-overload]  # Settings.ct_id: an int
 
     def settings_fields(self) -> dict[str, object]:
-        return {"ct": self.id}
+        return {self.FIELD: self.id}
 
     @classmethod
     def from_spec(cls, spec: str, context: str = "") -> ProxmoxLXC | None:

@@ -164,7 +164,7 @@ class DemoEnvironment:
         return dataclasses.replace(
             b,
             host=None,
-            ct=None,
+            ct_id=None,
             local=True,
             demo=True,
             session=SESSION,

@@ -49,7 +49,7 @@ def _for_host(settings: Settings, t: HostTarget, where: str) -> Settings:
         targets=[],
     )
     if spec.ct is not None:
-        s.ct = spec.ct
+        s.ct_id = spec.ct
     if spec.place is not None:  # host/docker:NAME (podman:, pod:)
         kind, _, name = spec.place.partition(":")
         setattr(s, kind, name)
@@ -65,7 +65,7 @@ def wants_host_view(hosts: list[Settings]) -> bool:
     if s.local or s.demo or not s.host:
         return False
     run_log = getattr(s.run, "log", None)
-    named = [getattr(s, kind.SETTING) for kind in FLAG_KINDS]  # --ct, --docker, ...
+    named = [getattr(s, kind.FIELD) for kind in FLAG_KINDS]  # --ct, --docker, ...
     return all(c is None for c in named) and not s.session and not s.log and not run_log
 
 

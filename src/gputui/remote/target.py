@@ -97,8 +97,8 @@ def spec_of(settings: Settings) -> TargetSpec | None:
     resolves it); None for this machine."""
     if settings.local or settings.demo or not settings.host:
         return None
-    place = settings_container(settings).spec if settings.ct is None else ""
-    return TargetSpec(settings.host, settings.user, settings.port, settings.ct, place or None)
+    place = settings_container(settings).spec if settings.ct_id is None else ""
+    return TargetSpec(settings.host, settings.user, settings.port, settings.ct_id, place or None)
 
 
 def in_container(ct: Container | int | None, argv: list[str]) -> list[str]:
