@@ -24,7 +24,6 @@ from gputui.model import ConnectionState, CtStatus, Snapshot
 from gputui.monitor import News, new_lines, parts_of
 from gputui.monitor.engine import (
     LIST_PANES_EVERY_S,
-    OOM_READ_EVERY_S,
     PANE_CAPTURE_EVERY_S,
     PANES_LOOP_SCRIPT,
     PENDING_LINES_MAX,
@@ -35,6 +34,7 @@ from gputui.monitor.engine import (
 )
 from gputui.monitor.gpufeed import SimulatedGpus
 from gputui.monitor.logchoice import stdout_log_files
+from gputui.monitor.oomcount import READ_EVERY_S as OOM_READ_EVERY_S
 from gputui.remote.agent_client import AgentError
 from gputui.remote.base import RemoteProcess
 from gputui.remote.local import LocalTransport

@@ -52,6 +52,7 @@ from gputui.monitor.door import PENDING_LINES_MAX, AgentFacts, Listener, news_of
 from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed, SharedGpus
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
 from gputui.monitor.logfollow import FileStat, LogFollower, file_stat_from_words
+from gputui.monitor.oomcount import OomCount
 from gputui.monitor.oomlook import OomLook
 from gputui.monitor.portwatch import PortWatch
 from gputui.monitor.supervisor import AgentSupervisor
@@ -79,10 +80,6 @@ PANE_CAPTURE_EVERY_S = 5.0
 # did: agent.TmuxWatch): a session that ends is seen in the same poll; a
 # rename or a pane's new command within this long.
 LIST_PANES_EVERY_S = 5.0
-# The run's cgroup OOM-kill count matters once the run is gone (a rise since
-# it was last seen alive is its kill): read each poll while no Python process
-# of the run is seen, every OOM_READ_EVERY_S while it runs (the baseline).
-OOM_READ_EVERY_S = 5.0
 # no tmux listing for this long (the agent not answering): the session is unknown, said so
 LISTING_LATE_S = 15.0
 FALLBACK_PERIOD_S = 5.0
@@ -224,8 +221,7 @@ class Monitor:
         # (pid, tmux target, tmux socket) of the pane last polled
         self._polled_pane: tuple[int, str, str | None] | None = None
         self._captured_at = float("-inf")  # monotonic time of the last pane capture
-        self._oom_files: list[str] = []  # the run's memory cgroup files (the agent's `oom` op)
-        self._oom_read_at = float("-inf")  # monotonic time of the last `oom` op
+        self.oom_count = OomCount()  # the run's cgroup OOM-kill count (the agent's `oom` op)
         self.ports = PortWatch()  # who holds a port the run's output says was taken
         self.oom_look = OomLook(target, clock)  # the kernel log, once a run vanished quietly
         self._listed_at: float | None = None  # when the sessions were last listed (local)
@@ -635,24 +631,12 @@ class Monitor:
         if await self.oom_look.after_poll(self.snapshot):  # the run vanished without a word
             self._changed("procs")
 
-    def _oom_call(self, pane_pid: int) -> tuple[str, dict[str, Any]] | None:
-        """The agent's `oom` op for this poll, or None: each poll while no
-        Python process of the run is seen, every OOM_READ_EVERY_S while it runs."""
-        run_seen = any(p.is_python for p in self.snapshot.procs)
-        if run_seen and time.monotonic() - self._oom_read_at < OOM_READ_EVERY_S:
-            return None
-        self._oom_read_at = time.monotonic()
-        args: dict[str, Any] = {"files": self._oom_files}
-        if pane_pid:
-            args["pid"] = pane_pid
-        return ("oom", args)
-
     def _now_and_then_calls(self, pane_pid: int) -> dict[str, tuple[str, dict[str, Any]]]:
         """The poll's batch's requests that are not in every poll: the OOM-kill
-        count (`_oom_call`) and who holds a port the run's output says was
+        count (`OomCount.call`) and who holds a port the run's output says was
         taken (`PortWatch.call`)."""
         calls = {}
-        oom = self._oom_call(pane_pid)
+        oom = self.oom_count.call(self.snapshot, pane_pid)
         if oom is not None:
             calls["oom"] = oom
         listeners = self.ports.call(self.snapshot)
@@ -660,27 +644,13 @@ class Monitor:
             calls["listeners"] = listeners
         return calls
 
-    def _set_oom(self, answer: Any, run_alive: bool) -> None:
-        """The OOM-kill count of the run's cgroups (the agent's `oom` op) ->
-        snapshot.oom: (count while the run was last seen alive, count now,
-        when it rose). A rise after the run was last seen alive is its kill."""
-        count = answer.get("oom_kill") if isinstance(answer, dict) else None
-        files = answer.get("files") if isinstance(answer, dict) else None
-        if run_alive and isinstance(files, list) and files:
-            self._oom_files = [str(f) for f in files]  # asked for again once the run is gone
-        if not isinstance(count, int):
-            return
-        old = self.snapshot.oom
-        new: tuple[int, int, float | None]
-        if old is None or run_alive:
-            new = (count, count, None)
-        elif count > old[1]:
-            new = (old[0], count, time.time())
-        else:
-            new = old
-        if new != old:
-            self.snapshot.oom = new
-            self._changed("procs")
+    def _apply_now_and_then(self, answers: dict[str, Any], procs: list[Proc]) -> None:
+        """The answers to `_now_and_then_calls`' requests into the snapshot."""
+        snap = self.snapshot
+        if self.oom_count.apply(answers.get("oom"), snap, any(p.is_python for p in procs)):
+            self._changed(self.oom_count.emits.part)
+        if self.ports.apply(answers.get("listeners"), snap, time.time()):
+            self._changed("procs")  # who holds the port the run could not take
 
     async def _poll_agent(self, agent: AgentClient) -> None:
         """One poll, in one round trip when the watched pane and the log are
@@ -734,9 +704,7 @@ class Monitor:
             self._changed("procs", "sessions")
         snap.procs = procs
         snap.run_found_by = found_by
-        self._set_oom(answers.get("oom"), any(p.is_python for p in procs))
-        if self.ports.apply(answers.get("listeners"), snap, time.time()):
-            self._changed("procs")  # who holds the port the run could not take
+        self._apply_now_and_then(answers, procs)
         # The log path may come from these processes' stdout: open its stream
         # now, so it starts while the pane is captured.
         await self._choose_log()
