@@ -1758,3 +1758,21 @@ def test_the_recorder_takes_the_dashboards_diagnosis_of_the_last_second() -> Non
     got = shared.recent(other, 100.5)
     got.clear()  # the caller's own list: the kept findings stay whole
     assert shared.recent(other, 100.5)[0].title == "at 100.0"
+
+
+def test_the_tail_read_again_each_second_follows_each_new_line() -> None:
+    """Issue 48: the recent lines' texts and the words found in them are kept
+    from one diagnosis to the next while the tail is the same (a buffered
+    run writes nothing new for seconds). A line appended in place to a full
+    tail — its length and the log's count unchanged, as a test may do — is
+    still read: the newest line is part of what keeps them."""
+    lines = tuple(f"step {i} loss 1.0" for i in range(200))
+    snap = run(log_tail=lines)
+    assert snap.log_tail.maxlen == len(snap.log_tail) == 200
+    assert "cuda_oom" not in {f.kind for f in diagnose(snap, NOW)}
+    assert "cuda_oom" not in {f.kind for f in diagnose(snap, NOW + 1)}  # kept
+    snap.log_tail.append("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert len(snap.log_tail) == 200
+    assert "cuda_oom" in {f.kind for f in diagnose(snap, NOW + 2)}
+    other = run(log_tail=lines)  # another run's tail (a host view's next monitor)
+    assert "cuda_oom" not in {f.kind for f in diagnose(other, NOW + 3)}

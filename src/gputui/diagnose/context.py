@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import statistics
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -54,6 +55,51 @@ def runs_a_script(p: Proc) -> bool:
 
 
 T = TypeVar("T")
+
+# The tail's lines and texts by `n`, and the words found in them, kept from
+# one diagnosis to the next while the tail is the same (issue 48: a run that
+# writes nothing new for seconds — a buffered one — was scanned for ~60
+# words across its last 200 lines every second): (the tail's key, lines by
+# n, texts by n, (n, words) -> held).
+_Kept = tuple[
+    tuple[object, ...],
+    dict[int, list[str]],
+    dict[int, str],
+    dict[tuple[int, tuple[str, ...]], bool],
+]
+_KEPT: list[_Kept] = []
+
+
+def _tail_key(snap: Snapshot) -> tuple[object, ...]:
+    """What the recent lines are read from: the log's tail (the follower's
+    deque, appended in place: its length, newest line and the log's line
+    count move with each line) and the pane's (a new list when it changes)."""
+    log, pane = snap.log_tail, snap.pane_tail
+    total = snap.log.lines_total if isinstance(snap.log, LogState) else None
+    return (
+        log,
+        len(log) if isinstance(log, deque | list) else None,
+        log[-1] if isinstance(log, deque | list) and log else None,
+        total,
+        pane,
+        len(pane) if isinstance(pane, list) else None,
+    )
+
+
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """The same objects (ints: the same numbers)."""
+    return all(x is y or (type(x) is int and x == y) for x, y in zip(a, b, strict=True))
+
+
+def _kept_tail(
+    snap: Snapshot,
+) -> tuple[dict[int, list[str]], dict[int, str], dict[tuple[int, tuple[str, ...]], bool]]:
+    """The kept lines, texts and words of `snap`'s tail, or new empty ones."""
+    key = _tail_key(snap)
+    if not _KEPT or not _same(_KEPT[0][0], key):
+        _KEPT[:] = [(key, {}, {}, {})]
+    _, lines, texts, holds = _KEPT[0]
+    return lines, texts, holds
 
 
 @dataclass
@@ -121,8 +167,7 @@ class Context:
         self.tools: Tools = snap.tools if isinstance(snap.tools, Tools) else Tools()
         self.procs: list[Proc] = [p for p in (snap.procs or []) if isinstance(p, Proc)]
         self.sessions: list[Session] = [s for s in (snap.sessions or []) if isinstance(s, Session)]
-        self._recent: dict[int, list[str]] = {}
-        self._recent_text: dict[int, str] = {}
+        self._recent, self._recent_text, self._holds = _kept_tail(snap)
         self._once: dict[str, object] = {}
 
     def once(self, key: str, make: Callable[[], T]) -> T:
@@ -150,10 +195,13 @@ class Context:
         nearly no line holds one, and a regex (or even a word test) per line
         of the tail, for every rule, twice a second, was a third of a
         diagnosis."""
-        text = self._recent_text.get(n)
-        if text is None:
-            text = self._recent_text[n] = "\n".join(self.recent_lines(n))
-        return any(word in text for word in words)
+        held = self._holds.get((n, words))
+        if held is None:
+            text = self._recent_text.get(n)
+            if text is None:
+                text = self._recent_text[n] = "\n".join(self.recent_lines(n))
+            held = self._holds[(n, words)] = any(word in text for word in words)
+        return held
 
     # -- connection / container ------------------------------------------
     @property

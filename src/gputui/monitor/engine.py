@@ -589,8 +589,7 @@ class Monitor:
 
     async def _poll_loop(self) -> None:
         while self._running:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval)
+            await self._pause()
             self._wake.clear()
             asked = self.clock()
             try:
@@ -601,6 +600,16 @@ class Monitor:
             except Exception as err:  # a poll must never kill the monitor
                 self.agent_error = f"poll failed: {type(err).__name__}: {err}"
             self._note_listing(asked)
+
+    async def _pause(self) -> None:
+        """`interval` seconds, or less when `_wake` is set: a bare timer sets
+        it (`asyncio.wait_for` wrapped the wait in a task of its own and a
+        timeout of its own, ~6 event-loop callbacks a poll, every second)."""
+        timer = asyncio.get_running_loop().call_later(self.interval, self._wake.set)
+        try:
+            await self._wake.wait()
+        finally:
+            timer.cancel()
 
     def _note_listing(self, asked: float) -> None:
         """snapshot.listing_late_since: the sessions were not listed by the
