@@ -60,13 +60,8 @@ T = TypeVar("T")
 # one diagnosis to the next while the tail is the same (issue 48: a run that
 # writes nothing new for seconds — a buffered one — was scanned for ~60
 # words across its last 200 lines every second): (the tail's key, lines by
-# n, texts by n, (n, words) -> held).
-_Kept = tuple[
-    tuple[object, ...],
-    dict[int, list[str]],
-    dict[int, str],
-    dict[tuple[int, tuple[str, ...]], bool],
-]
+# n, texts by n, what was read from them: `Context.tail_once`).
+_Kept = tuple[tuple[object, ...], dict[int, list[str]], dict[int, str], dict[object, object]]
 _KEPT: list[_Kept] = []
 
 
@@ -91,15 +86,13 @@ def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     return all(x is y or (type(x) is int and x == y) for x, y in zip(a, b, strict=True))
 
 
-def _kept_tail(
-    snap: Snapshot,
-) -> tuple[dict[int, list[str]], dict[int, str], dict[tuple[int, tuple[str, ...]], bool]]:
+def _kept_tail(snap: Snapshot) -> tuple[dict[int, list[str]], dict[int, str], dict[object, object]]:
     """The kept lines, texts and words of `snap`'s tail, or new empty ones."""
     key = _tail_key(snap)
     if not _KEPT or not _same(_KEPT[0][0], key):
         _KEPT[:] = [(key, {}, {}, {})]
-    _, lines, texts, holds = _KEPT[0]
-    return lines, texts, holds
+    _, lines, texts, memo = _KEPT[0]
+    return lines, texts, memo
 
 
 @dataclass
@@ -167,7 +160,7 @@ class Context:
         self.tools: Tools = snap.tools if isinstance(snap.tools, Tools) else Tools()
         self.procs: list[Proc] = [p for p in (snap.procs or []) if isinstance(p, Proc)]
         self.sessions: list[Session] = [s for s in (snap.sessions or []) if isinstance(s, Session)]
-        self._recent, self._recent_text, self._holds = _kept_tail(snap)
+        self._recent, self._recent_text, self._tail_memo = _kept_tail(snap)
         self._once: dict[str, object] = {}
 
     def once(self, key: str, make: Callable[[], T]) -> T:
@@ -195,13 +188,20 @@ class Context:
         nearly no line holds one, and a regex (or even a word test) per line
         of the tail, for every rule, twice a second, was a third of a
         diagnosis."""
-        held = self._holds.get((n, words))
-        if held is None:
-            text = self._recent_text.get(n)
-            if text is None:
-                text = self._recent_text[n] = "\n".join(self.recent_lines(n))
-            held = self._holds[(n, words)] = any(word in text for word in words)
-        return held
+        return self.tail_once((n, words), lambda: any(word in self._text(n) for word in words))
+
+    def _text(self, n: int) -> str:
+        text = self._recent_text.get(n)
+        if text is None:
+            text = self._recent_text[n] = "\n".join(self.recent_lines(n))
+        return text
+
+    def tail_once(self, key: object, make: Callable[[], T]) -> T:
+        """`make()` of what the tails (log and pane) hold, kept under `key`
+        from one diagnosis to the next until they change (`_kept_tail`)."""
+        if key not in self._tail_memo:
+            self._tail_memo[key] = make()
+        return self._tail_memo[key]  # type: ignore[return-value]
 
     # -- connection / container ------------------------------------------
     @property
@@ -341,7 +341,11 @@ class Context:
     @cached_property
     def enospc(self) -> tuple[str, str] | None:
         """(where, line): the last line of the pane (tee says it there) or
-        the log (Python's OSError) that says a write failed for lack of space."""
+        the log (Python's OSError) that says a write failed for lack of space
+        (read again only when the tails changed)."""
+        return self.tail_once("enospc", self._enospc)
+
+    def _enospc(self) -> tuple[str, str] | None:
         for src, lines in (("pane", self.snap.pane_tail), ("log", self.snap.log_tail)):
             # one substring scan of the whole tail first: a regex per line
             # of a 200-line tail, every tick, was a tenth of gputui's CPU

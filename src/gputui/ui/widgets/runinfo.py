@@ -246,13 +246,14 @@ class RunPanel(Pane, Vertical):
             self.show_metrics(frame.snap.metrics, frame.now, frame.snap.vs_last)
 
     def compose(self) -> ComposeResult:
-        yield QuietStatic(id="proc")
+        self._proc = QuietStatic(id="proc")  # (a query each second found it again)
+        yield self._proc
         self._rows = {f"#{id}": MetricRow(id=id) for id in ("m-throughput", "m-loss", "m-step")}
         yield from self._rows.values()
 
     def show_proc(self, snap: Snapshot, holders: Sequence[Holder] = ()) -> None:
         # three rows high (app.tcss): repaint only, and only on change
-        self.query_one("#proc", QuietStatic).show_text(proc_text(snap, holders))
+        self._proc.show_text(proc_text(snap, holders))
 
     def show_metrics(self, m: Metrics, now: float, vs: VsLast | None = None) -> None:
         bucket = int(now // 5)  # the narrowest bucket a metric line uses at these widths
