@@ -727,9 +727,9 @@ class Monitor:
                     pane_tail = await agent.capture(target, PANE_TAIL_LINES, socket)
                 if pane_tail is not snap.pane_tail:
                     self._captured_at = time.monotonic()
-        if pane_tail != snap.pane_tail:
-            self._changed("procs")
-        snap.pane_tail = pane_tail
+        if pane_tail != snap.pane_tail:  # (the same lines: the same list, which
+            self._changed("procs")  # the diagnosis keeps what it read from)
+            snap.pane_tail = pane_tail
         now_path = self.follower.read_path if self.follower is not None else None
         if now_path:
             if now_path == path:
