@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from gputui.model import Pane, Session
-from gputui.monitor.engine import choose_session
+from gputui.monitor.sessionwatch import choose_session
 from gputui.remote.local import own_ancestry
 
 LOOP = "import time\nwhile True:\n    print('step 1 | loss 1.0', flush=True)\n    time.sleep(0.5)"

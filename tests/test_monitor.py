@@ -23,18 +23,17 @@ from gputui.errors import ContainerError
 from gputui.model import ConnectionState, CtStatus, Snapshot
 from gputui.monitor import News, new_lines, parts_of
 from gputui.monitor.engine import (
-    LIST_PANES_EVERY_S,
     PANE_CAPTURE_EVERY_S,
     PANES_LOOP_SCRIPT,
     PENDING_LINES_MAX,
     Monitor,
-    choose_session,
     collect_snapshot,
     space_from_words,
 )
 from gputui.monitor.gpufeed import SimulatedGpus
 from gputui.monitor.logchoice import stdout_log_files
 from gputui.monitor.oomcount import READ_EVERY_S as OOM_READ_EVERY_S
+from gputui.monitor.sessionwatch import LIST_PANES_EVERY_S, choose_session
 from gputui.remote.agent_client import AgentError
 from gputui.remote.base import RemoteProcess
 from gputui.remote.local import LocalTransport
@@ -918,9 +917,9 @@ def test_one_listing_without_the_session_is_not_gone_until_the_next_agrees() -> 
     assert snap.session_name == "train" and not snap.session_gone
     mon._set_sessions([])  # one listing misses it
     assert not snap.session_gone and [s.name for s in snap.sessions] == ["train"]
-    assert mon._missing_unconfirmed  # the next poll asks tmux afresh (reuse_s 0)
+    assert mon.session_watch.missing_unconfirmed  # the next poll asks tmux afresh (reuse_s 0)
     mon._set_sessions(_listing(("train", 127)))  # the next has it: it was never gone
-    assert not snap.session_gone and mon.missed_listings == 1
+    assert not snap.session_gone and mon.session_watch.missed_listings == 1
     mon._set_sessions([])
     mon._set_sessions([])  # two in a row: gone
     assert snap.session_gone and snap.session_name == "train" and snap.sessions == []

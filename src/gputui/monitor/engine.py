@@ -55,6 +55,7 @@ from gputui.monitor.logfollow import FileStat, LogFollower, file_stat_from_words
 from gputui.monitor.oomcount import OomCount
 from gputui.monitor.oomlook import OomLook
 from gputui.monitor.portwatch import PortWatch
+from gputui.monitor.sessionwatch import SessionWatch
 from gputui.monitor.supervisor import AgentSupervisor
 from gputui.monitor.tools import probe_tools
 from gputui.remote.agent_client import AgentClient, AgentError
@@ -74,14 +75,6 @@ PANE_TAIL_LINES = 50
 # while a run streamed, issue 24); a dead pane, a new pane or a changed tree
 # is captured in the same poll.
 PANE_CAPTURE_EVERY_S = 5.0
-# `tmux list-panes` runs in the agent about this often while no pane's
-# process came, went or was reparented and no server's open files changed
-# (the agent watches those in /proc each poll and lists at once when one
-# did: agent.TmuxWatch): a session that ends is seen in the same poll; a
-# rename or a pane's new command within this long.
-LIST_PANES_EVERY_S = 5.0
-# no tmux listing for this long (the agent not answering): the session is unknown, said so
-LISTING_LATE_S = 15.0
 FALLBACK_PERIOD_S = 5.0
 CT_CHECK_MIN_S = 15.0  # `pct status` runs only after agent errors, not more often
 NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
@@ -114,30 +107,6 @@ while :; do
 done
 """
 )
-
-
-def choose_session(
-    sessions: list[Session], wanted: str | None, own: frozenset[int] = frozenset()
-) -> str | None:
-    """`wanted` if given, else the only session, else the most recently
-    created — never, unasked, one whose main pane is gputui's own (`own`:
-    this process and its ancestors, under `--local` inside tmux: its
-    "training process" was gputui)."""
-    if wanted:
-        return wanted
-    sessions = [s for s in sessions if not is_own(s, own)]
-    if not sessions:
-        return None
-    if len(sessions) == 1:
-        return sessions[0].name
-    return max(sessions, key=lambda s: (s.created or 0.0, s.name)).name
-
-
-def is_own(session: Session, own: frozenset[int]) -> bool:
-    """gputui runs in this session's main pane (the pane's process is this
-    process or one of its ancestors)."""
-    pane = session.main_pane
-    return pane is not None and pane.pid is not None and pane.pid in own
 
 
 class Monitor:
@@ -191,17 +160,9 @@ class Monitor:
         self._turn_dropped = 0
         self._dirty: set[str] = set()
         self._publish = OncePerTurn(self._flush)
-        self._session_override: str | None = self.settings.session
         # under --local, the panes gputui itself runs in: never chosen unasked
-        self.own = own_ancestry() if self.settings.local else frozenset()
-        self._seen_session: str | None = None
-        self._names_when_gone: set[str] | None = None
-        # The first listing without the watched session is confirmed by the
-        # next (a fresh one, not the agent's reused answer) before it is said
-        # gone: one listing that missed it, under load, put "session gone"
-        # in the banner while the run went on (loaded CI runs j, q, r).
-        self._missing_unconfirmed = False
-        self.missed_listings = 0  # listings that lacked the session, the next had it
+        own = own_ancestry() if self.settings.local else frozenset()
+        self.session_watch = SessionWatch(self.settings.session, own)
         self._poll_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -224,7 +185,6 @@ class Monitor:
         self.oom_count = OomCount()  # the run's cgroup OOM-kill count (the agent's `oom` op)
         self.ports = PortWatch()  # who holds a port the run's output says was taken
         self.oom_look = OomLook(target, clock)  # the kernel log, once a run vanished quietly
-        self._listed_at: float | None = None  # when the sessions were last listed (local)
         self.writers_searches = 0
         # The host's other containers named once (a host view gives its own list)
         self.neighbours_read = host_names is not None
@@ -447,11 +407,7 @@ class Monitor:
 
     def watch_session(self, name: str | None) -> None:
         """Watch this tmux session (None: the only / most recent one)."""
-        self._session_override = name or None
-        self._seen_session = None
-        self._names_when_gone = None
-        self._missing_unconfirmed = False
-        self.snapshot.session_gone = False
+        self.session_watch.watch(name, self.snapshot)
         self._wake.set()
 
     def watch_log(self, path: str) -> None:
@@ -612,17 +568,8 @@ class Monitor:
             timer.cancel()
 
     def _note_listing(self, asked: float) -> None:
-        """snapshot.listing_late_since: the sessions were not listed by the
-        poll asked at `asked`, and none came for LISTING_LATE_S — a `--session
-        NAME` the agent never answers about is said to be unknown, and why
-        (issue 44), not left to a dark banner."""
-        snap, now, listed = self.snapshot, self.clock(), self._listed_at
-        lately = listed is not None and (listed >= asked or now - listed < LISTING_LATE_S)
-        since = listed if listed is not None else snap.started
-        late = not lately and now - since >= LISTING_LATE_S
-        new = (since, self.agent_error or "", self._session_override) if late else (None, "", None)
-        if new != (snap.listing_late_since, snap.listing_problem, snap.listing_session):
-            snap.listing_late_since, snap.listing_problem, snap.listing_session = new
+        snap, problem = self.snapshot, self.agent_error or ""
+        if self.session_watch.note_listing(snap, asked, self.clock(), problem):
             self._changed("procs")
 
     async def _poll(self) -> None:
@@ -671,8 +618,7 @@ class Monitor:
         guess = self._polled_pane  # (pane pid, tmux target, socket) of the last poll
         path = self.follower.read_path if self.follower is not None else None
         offset_before = self.follower.state.offset if self.follower is not None else None
-        reuse = 0.0 if self._missing_unconfirmed else LIST_PANES_EVERY_S
-        calls = {"sessions": agent.sessions_request(reuse_s=reuse)}
+        calls = {"sessions": self.session_watch.call(agent)}
         if guess is not None:
             if time.monotonic() - self._captured_at >= PANE_CAPTURE_EVERY_S:
                 calls["capture"] = agent.capture_request(guess[1], PANE_TAIL_LINES, guess[2])
@@ -812,45 +758,8 @@ class Monitor:
         return out
 
     def _set_sessions(self, sessions: list[Session]) -> None:
-        snap = self.snapshot
-        self._listed_at = self.clock()
-        if snap.listing_late_since is not None:
-            snap.listing_late_since, snap.listing_problem, snap.listing_session = None, "", None
-        names = {s.name for s in sessions}
-        seen = self._seen_session
-        missing = seen is not None and seen not in names and not snap.session_gone
-        if missing and not self._missing_unconfirmed:
-            self._missing_unconfirmed = True  # said gone only if the next listing agrees
-            return
-        if self._missing_unconfirmed and not missing:
-            self.missed_listings += 1
-        self._missing_unconfirmed = False
-        changed = _sessions_key(sessions) != _sessions_key(snap.sessions)
-        snap.sessions = sessions
-        wanted = self._session_override
-        if wanted is None and seen is not None and seen not in names:
-            # The watched session is gone: say so, unless a new session
-            # appeared since (a relaunch under another name).
-            if self._names_when_gone is None:
-                self._names_when_gone = names
-            fresh = [s for s in sessions if s.name not in self._names_when_gone]
-            name: str | None = choose_session(fresh, None, self.own) if fresh else seen
-        elif wanted is None and snap.session_name in names and seen:
-            name = snap.session_name  # keep watching the one we chose
-        else:
-            name = choose_session(sessions, wanted, self.own)
-        if name in names:
-            self._seen_session = name
-            self._names_when_gone = None
-            gone = False
-        else:
-            gone = seen is not None and seen == name
-        if name != snap.session_name or gone != snap.session_gone:
-            snap.session_name = name
-            snap.session_gone = gone
-            changed = True
-        if changed:
-            self._changed("sessions")
+        if self.session_watch.apply(sessions, self.snapshot, self.clock()):
+            self._changed(self.session_watch.emits.part)
 
     # ------------------------------------------------------------ the log
 
@@ -1021,21 +930,6 @@ def space_from_words(words: list[str]) -> tuple[int, int] | None:
 
 def _mib(n: int | None) -> int | None:
     return None if n is None else n >> 20
-
-
-def _sessions_key(sessions: list[Session]) -> list[tuple[Any, ...]]:
-    return [
-        (
-            s.name,
-            s.socket,
-            s.windows,
-            s.attached,
-            tuple(
-                (p.pid, p.dead, p.dead_status, p.dead_signal, p.current_command) for p in s.panes
-            ),
-        )
-        for s in sessions
-    ]
 
 
 def _file_stat(st: dict[str, Any]) -> FileStat | None:
