@@ -1066,7 +1066,7 @@ async def test_agent_in_container_and_pidmap_on_host(
     )
     r = testbed.ct_exec(ct, ["tmux", "new-session", "-d", "-s", "dflash", f"bash {ws}/start.sh"])
     assert r.returncode == 0, r.stderr
-    target = Target(ct_transport, ct=ct)
+    target = Target(ct_transport, container=ct)
     client = await AgentClient.start(target)
     host = await AgentClient.start(target, on_host=True)
     ct_ns = str(client.hello["pid_ns"])

@@ -85,7 +85,7 @@ async def test_a_new_kind_of_container_is_one_class() -> None:
     assert res.ok and res.out.strip() == "trainer"
     host = await target.run_host([py, "-c", "import os; print(os.environ.get('GPUTUI_INSIDE'))"])
     assert host.out.strip() == "None"  # the host itself is not entered
-    assert target.label.endswith(" docker trainer") and target.ct is None
+    assert target.label.endswith(" docker trainer") and target.ct_id is None
     assert await target.container_status() == CtStatus.NONE  # it has nothing to ask
     attach = target.attach_argv(["tmux", "attach-session", "-t", "=run"])
     assert attach[-5:] == ["GPUTUI_INSIDE=trainer", "tmux", "attach-session", "-t", "=run"]

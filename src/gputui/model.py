@@ -789,8 +789,8 @@ class Snapshot:
     kernel_oom: KernelOomRead | None = None
 
     @property
-    def ct(self) -> int | None:
-        """The container's number; None on a plain host."""
+    def ct_id(self) -> int | None:
+        """The Proxmox CT's number; None on a plain host and other kinds."""
         return self.container.id if self.container is not None else None
 
     @property

@@ -61,7 +61,7 @@ def plan_attach(
         title=f"Attach {how}to tmux session {name or ''!r}",
         target=" ".join(argv[-1:]),
         session=name,
-        ct=target.ct,
+        ct=target.ct_id,
         commands=[argv],
         notes=notes,
         params={"owner": owner} if owner is not None else {},

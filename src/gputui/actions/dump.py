@@ -224,7 +224,7 @@ async def plan_dump(
         title=f"py-spy dump of {len(pids)} Python process(es){in_session(name)}?",
         target=pids_target(target, name, pids),
         session=name,
-        ct=target.ct,
+        ct=target.ct_id,
         pids=[int(p) for p in pids],
         commands=commands,
         notes=["Reads the stacks with ptrace (pauses each process for a moment):", *listing, *how],

@@ -82,7 +82,7 @@ async def plan_flush(
         title=f"Flush stdout of {len(pids)} Python process(es) live{in_session(name)}?",
         target=pids_target(target, name, pids),
         session=name,
-        ct=target.ct,
+        ct=target.ct_id,
         pids=[int(p) for p in pids],
         commands=[gdb_argv(exe, p) for p in pids],
         notes=[

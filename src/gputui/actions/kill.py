@@ -100,7 +100,7 @@ def plan_kill_from(
         + "?",
         target=f"{target.label} · session {info.session!r} · pgid {', '.join(map(str, pgids))}",
         session=info.session,
-        ct=target.ct,
+        ct=target.ct_id,
         pids=pids,
         commands=[argv],
         notes=[steps, "Processes:", *describe_procs(info)],

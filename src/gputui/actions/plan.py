@@ -49,7 +49,7 @@ class ActionPlan:
     title: str  # one line: "Kill run in session 'train' (CT 200)?"
     target: str  # e.g. "root@10.1.2.6 ct 200 · session 'train' · pgid 4242"
     session: str | None = None
-    ct: int | None = None
+    ct: int | None = None  # the Proxmox CT's number (as --json and the audit log say it)
     pids: list[int] = field(default_factory=list)
     commands: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the confirm box says besides argv

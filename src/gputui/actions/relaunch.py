@@ -361,7 +361,7 @@ def _plan_start(
         target=f"{target.label} · session {spec.session!r}"
         + (f" · pids {' '.join(map(str, pids))}" if pids else ""),
         session=spec.session,
-        ct=target.ct,
+        ct=target.ct_id,
         pids=pids,
         commands=commands,
         notes=notes,

@@ -137,15 +137,15 @@ def _take_place(args: argparse.Namespace, spec: TargetSpec, given: str) -> None:
 
 def _take_ct(args: argparse.Namespace, spec: TargetSpec, given: str) -> None:
     _take_place(args, spec, given)
-    if spec.ct is None:
+    if spec.ct_id is None:
         return
     ct = getattr(args, "ct", None)
-    if ct is not None and ct != spec.ct:
+    if ct is not None and ct != spec.ct_id:
         raise GputuiError(
-            f"{given} names CT {spec.ct}, but --ct {ct} is given too",
+            f"{given} names CT {spec.ct_id}, but --ct {ct} is given too",
             "give the CT once: host/CT, or --ct N",
         )
-    args.ct = spec.ct
+    args.ct = spec.ct_id
 
 
 def _parses(text: str) -> bool:
@@ -182,7 +182,7 @@ def settle_target(args: argparse.Namespace) -> None:
     specs = [_spec(h, f"--host {h}") for h in hosts]
     if len(specs) > 1:
         for h, spec in zip(hosts, specs, strict=True):
-            if spec.ct is not None or spec.place is not None:
+            if spec.ct_id is not None or spec.place is not None:
                 raise GputuiError(
                     f"--host {h} names a CT, but {len(hosts)} hosts are given",
                     "give one --host with its CT, or drop the CT to see every host",

@@ -65,7 +65,7 @@ def target_settings(spec: str, base: Settings) -> Settings:
         host=t.host,
         user=t.user or base.user,
         port=t.port if t.port is not None else base.port,
-        ct_id=t.ct if t.ct is not None else base.ct_id,
+        ct_id=t.ct_id if t.ct_id is not None else base.ct_id,
         local=False,
     )
     if t.place is not None:  # host/docker:NAME (podman:, pod:): its kind's field

@@ -44,7 +44,7 @@ def _container_words(ctx: Context) -> str:
     """'container 200' for a Proxmox CT (as before); 'docker container trainer', 'pod ml/p'."""
     c = ctx.snap.container
     if c is None or c.id is not None or not c.kind:
-        return f"container {ctx.snap.ct}"
+        return f"container {ctx.snap.ct_id}"
     return c.words
 
 

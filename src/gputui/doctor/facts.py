@@ -29,8 +29,8 @@ def connection_facts(target: Target, settings: Settings, connect_ms: float) -> d
         },
         "ct": None,
     }
-    if target.ct is not None:
-        facts["ct"] = {"number": target.ct, "status": CtStatus.RUNNING.value}
+    if target.ct_id is not None:
+        facts["ct"] = {"number": target.ct_id, "status": CtStatus.RUNNING.value}
     elif target.in_container:  # docker, podman, pod: by kind and name
         c = target.container
         facts["container"] = {"kind": c.kind, "spec": c.spec, "status": CtStatus.RUNNING.value}

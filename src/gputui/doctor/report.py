@@ -111,7 +111,7 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
             "error": snap.connection_error,
             "rtt_ms": _num(snap.rtt_ms),
         },
-        "ct": {"id": snap.ct, "status": _enum(snap.ct_status)},
+        "ct": {"id": snap.ct_id, "status": _enum(snap.ct_status)},
         "container": _container_dict(snap),
         "tools": {
             "tmux": snap.tools.tmux,
@@ -476,7 +476,7 @@ def _container_dict(snap: Snapshot) -> dict[str, str] | None:
 
 
 def _ct_line(facts: dict[str, Any], snap: Snapshot | None) -> str:
-    ct = snap.ct if snap is not None else facts.get("ct")
+    ct = snap.ct_id if snap is not None else facts.get("ct")
     status = _enum(snap.ct_status) if snap is not None else facts.get("ct_status")
     other = snap.container if snap is not None else None
     if ct is None and other is not None and other.kind:  # docker, podman, pod

@@ -251,7 +251,7 @@ def unseen_pieces(monitor: WatchedRun) -> list[str]:
     elif gpus.latest and gpus.processes_pending:
         out.append("nvidia-smi's list of GPU processes")  # the apps loop starts after
     elif (
-        snap.ct is not None
+        snap.ct_id is not None
         and monitor.ct_pids_pending
         and any(gp.in_container is None for gp in gpus.processes or [])
     ):

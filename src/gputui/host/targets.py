@@ -48,8 +48,8 @@ def _for_host(settings: Settings, t: HostTarget, where: str) -> Settings:
         known_hosts=t.known_hosts or settings.known_hosts,
         targets=[],
     )
-    if spec.ct is not None:
-        s.ct_id = spec.ct
+    if spec.ct_id is not None:
+        s.ct_id = spec.ct_id
     if spec.place is not None:  # host/docker:NAME (podman:, pod:)
         kind, _, name = spec.place.partition(":")
         setattr(s, kind, name)

@@ -37,7 +37,7 @@ class TargetSpec:
     host: str
     user: str | None = None
     port: int | None = None
-    ct: int | None = None
+    ct_id: int | None = None  # a Proxmox CT's number: host/200
     place: str | None = None  # another kind of container: "docker:NAME", "pod:NS/POD/C"
 
     @property
@@ -48,7 +48,7 @@ class TargetSpec:
         return f"{self.user}@{host}{port}" if self.user else f"{host}{port}"
 
     def __str__(self) -> str:
-        where = str(self.ct) if self.ct is not None else self.place
+        where = str(self.ct_id) if self.ct_id is not None else self.place
         return self.destination + (f"/{where}" if where else "")
 
     def matches(self, other: TargetSpec) -> bool:
@@ -56,7 +56,7 @@ class TargetSpec:
         side leaves out matches any)."""
         if self.host.lower() != other.host.lower():
             return False
-        pairs = ((self.user, other.user), (self.port, other.port), (self.ct, other.ct))
+        pairs = ((self.user, other.user), (self.port, other.port), (self.ct_id, other.ct_id))
         places = (self.place, other.place)
         return all(a is None or b is None or a == b for a, b in (*pairs, places))
 
@@ -75,7 +75,7 @@ def parse_target(text: str) -> TargetSpec:
         raise ValueError(f"{text!r}: a host name cannot start with '-'")
     if port is not None and not 1 <= port <= 65535:
         raise ValueError(f"{text!r}: port {port} is out of range 1-65535")
-    return TargetSpec(host=host, user=user, port=port, ct=ct, place=place)
+    return TargetSpec(host=host, user=user, port=port, ct_id=ct, place=place)
 
 
 def _place(text: str, after: str) -> tuple[int | None, str | None]:
@@ -101,22 +101,22 @@ def spec_of(settings: Settings) -> TargetSpec | None:
     return TargetSpec(settings.host, settings.user, settings.port, settings.ct_id, place or None)
 
 
-def in_container(ct: Container | int | None, argv: list[str]) -> list[str]:
+def in_container(container: Container | int | None, argv: list[str]) -> list[str]:
     """argv as the host must run it to reach the container."""
-    return container_for(ct).wrap(argv)
+    return container_for(container).wrap(argv)
 
 
 class Target:
     """A transport plus the container the run lives in (Host() for none).
-    `ct` may be given as a Container or, for a Proxmox CT, its number."""
+    `container` may be given as a Container or, for a Proxmox CT, its number."""
 
-    def __init__(self, transport: Transport, ct: Container | int | None = None) -> None:
+    def __init__(self, transport: Transport, container: Container | int | None = None) -> None:
         self.transport = transport
-        self.container: Container = container_for(ct)
+        self.container: Container = container_for(container)
 
     @property
-    def ct(self) -> int | None:
-        """The container's number; None on a plain host."""
+    def ct_id(self) -> int | None:
+        """The Proxmox CT's number; None on a plain host and other kinds."""
         return self.container.id
 
     @property
@@ -129,7 +129,7 @@ class Target:
         """What `gpufeed.parse_apps_block` takes as `ct`: the CT number; 0
         for a container of another kind (no `/lxc/N` cgroup is its: its PID
         namespace tells); None on the host itself."""
-        return self.ct if self.ct is not None else (0 if self.in_container else None)
+        return self.ct_id if self.ct_id is not None else (0 if self.in_container else None)
 
     @property
     def label(self) -> str:
