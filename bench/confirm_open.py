@@ -8,15 +8,25 @@ tests/terminal.py does). For r, k and f at 80×24 and 120×36, `--runs` times
 each: post the key, stamp the first frame drawn with the box on top; Escape;
 settle. Prints median / p90 / max per key and size.
 
+`--testbed`: key → PLAN painted instead (the box's `shown` state: the frame
+with the plan drawn, Run live), the real app wired as `gputui --host … --ct N`
+on the SSH test bed (real sshd, the stand-in `pct` at its usual 0.3 s a
+call, real tmux, a block-buffered python3 run through `| tee`), for f, k, r
+and d, `--runs` opens each, interleaved. A plan that cannot be made (d with
+no py-spy in the CT) is timed to its answer in the box, and says so.
+
     python bench/confirm_open.py [--runs 20]
+    python bench/confirm_open.py --testbed [--runs 7]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +39,7 @@ from gputui.demo.scenes import SCENES, T0
 from gputui.model import Snapshot
 from gputui.ui.app import GputuiApp
 from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.verbs import VERB_BY_ID
 from scene_fakes import SceneMonitor
 
 KEYS = ("r", "k", "f")
@@ -80,6 +91,70 @@ async def one_size(size: tuple[int, int], runs: int) -> dict[str, list[float]]:
     return times
 
 
+PLAN_KEYS = ("f", "k", "r", "d")
+VERB_OF = {"f": "flush", "k": "kill", "r": "relaunch", "d": "dump"}
+
+
+async def plan_times(runs: int) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Key → the box's plan painted (state `shown`) per key on the test bed."""
+    from testbed import Testbed
+    from ui_scenarios import make_app, prepare_run, settings_for, start_buffered, until
+
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="gputui-confirm-")  # history, audit
+    bed = Testbed().start()
+    ct = 200
+    times: dict[str, list[float]] = {k: [] for k in PLAN_KEYS}
+    ended: dict[str, str] = {}
+    try:
+        bed.ct_create(ct, running=True)
+        run = prepare_run(bed, ct, "bench")
+        start_buffered(bed, run, count=100000, period=0.2)
+        app, parts = make_app(settings_for(bed, ct, interval=0.5, session="bench"))
+        snap = parts.monitor.snapshot
+        try:
+            async with app.run_test(size=(120, 36)) as pilot:
+                await until(lambda: snap.training_proc is not None, 60, "the run's process")
+                await until(lambda: app.why_not("flush") is None, 30, "f available")
+                await pilot.pause(2.0)
+                keys = [
+                    k
+                    for k in PLAN_KEYS
+                    if app.why_not(VERB_OF[k]) is None and VERB_BY_ID[VERB_OF[k]].confirm
+                ]
+                ended.update(
+                    {
+                        k: f"not offered: {app.why_not(VERB_OF[k]) or 'runs unconfirmed'}"
+                        for k in PLAN_KEYS
+                        if k not in keys
+                    }
+                )
+                for _ in range(runs):
+                    for key in keys:
+                        t0 = time.perf_counter()
+                        app.post_message(events.Key(key, key))
+                        await until(
+                            lambda: (
+                                isinstance(app.screen, ConfirmScreen)
+                                and app.screen.state != "reading"
+                            ),
+                            60,
+                            f"{key}: the plan",
+                        )
+                        times[key].append((time.perf_counter() - t0) * 1000)
+                        box = app.screen
+                        assert isinstance(box, ConfirmScreen)
+                        ended[key] = box.state
+                        await pilot.press("escape")
+                        await until(lambda: not isinstance(app.screen, ConfirmScreen), 5, "closed")
+                        await pilot.pause(0.5)
+                await pilot.press("q")
+        finally:
+            await parts.on_exit()
+    finally:
+        bed.stop()
+    return times, ended
+
+
 def row(label: str, ms: list[float]) -> str:
     ms = sorted(ms)
     p90 = ms[min(len(ms) - 1, int(0.9 * len(ms)))]
@@ -89,7 +164,22 @@ def row(label: str, ms: list[float]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--testbed", action="store_true", help="key → plan painted on the test bed")
     args = ap.parse_args()
+    if args.testbed:
+        load0 = os.getloadavg()
+        times, ended = asyncio.run(plan_times(args.runs))
+        load1 = os.getloadavg()
+        print("| key → plan painted | median ms | p90 ms | max ms | opens |")
+        print("| --- | --- | --- | --- | --- |")
+        for key, ms in times.items():
+            if not ms:
+                print(f"| {key}: {ended.get(key)} | - | - | - | 0 |")
+                continue
+            what = "" if ended.get(key) == "shown" else f" (box {ended.get(key)})"
+            print(row(f"{key}{what}", ms))
+        print(f"load average before {load0[0]:.1f}, after {load1[0]:.1f} (1 min)")
+        return
     print("| key, size | median ms | p90 ms | max ms | runs |\n| --- | --- | --- | --- | --- |")
     for size in SIZES:
         times = asyncio.run(one_size(size, args.runs))

@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 
 from gputui.actions.attach import attach_argv, plan_attach
 from gputui.actions.dump import execute_dump, plan_dump
+from gputui.actions.facts import FactsReader
 from gputui.actions.flush import execute_flush, plan_flush
 from gputui.actions.follow import plan_watch_log
 from gputui.actions.kill import GpuProcessReader, execute_kill, plan_kill
@@ -77,13 +78,15 @@ class RunSeen:
     session (None: the config's), and from the dashboard's snapshot the tmux
     command reaching the session's server when it is not the default one,
     the log followed, the run's Python process and the files its stdout
-    reaches."""
+    reaches; and how to ask the agent the monitor keeps in the target for a
+    plan's facts in one request (actions/facts.py; None: by commands)."""
 
     session: str | None = None
     tmux: list[str] | None = None
     log: str | None = None
     pid: int | None = None
     stdout_files: tuple[str, ...] = ()
+    facts: FactsReader | None = None
 
 
 Opts = TypeVar("Opts")
@@ -118,7 +121,7 @@ async def _plan_relaunch(t: Target, s: Settings, seen: RunSeen, o: NoOptions) ->
     container's main process: restart the container (actions/restart.py)."""
     if is_main_process_relaunch(t, s, seen.session):
         return await plan_restart_container(t, s)
-    return await plan_relaunch(t, s, seen.session, tmux=seen.tmux)
+    return await plan_relaunch(t, s, seen.session, tmux=seen.tmux, facts=seen.facts)
 
 
 async def _execute_relaunch(
@@ -134,11 +137,11 @@ async def _execute_relaunch(
 
 
 async def _plan_launch(t: Target, s: Settings, seen: RunSeen, o: NoOptions) -> ActionPlan:
-    return await plan_launch(t, s, seen.session)
+    return await plan_launch(t, s, seen.session, facts=seen.facts)
 
 
 async def _plan_kill(t: Target, s: Settings, seen: RunSeen, o: KillOptions) -> ActionPlan:
-    return await plan_kill(t, s, seen.session, force=o.force, tmux=seen.tmux)
+    return await plan_kill(t, s, seen.session, force=o.force, tmux=seen.tmux, facts=seen.facts)
 
 
 async def _plan_dump(t: Target, s: Settings, seen: RunSeen, o: DumpOptions) -> ActionPlan:
@@ -151,12 +154,19 @@ async def _plan_dump(t: Target, s: Settings, seen: RunSeen, o: DumpOptions) -> A
         locals_=o.locals_,
         py_spy=o.py_spy,
         tmux=seen.tmux,
+        facts=seen.facts,
     )
 
 
 async def _plan_flush(t: Target, s: Settings, seen: RunSeen, o: FlushOptions) -> ActionPlan:
     return await plan_flush(
-        t, s, seen.session, pids=list(o.pids) or None, log=seen.log, tmux=seen.tmux
+        t,
+        s,
+        seen.session,
+        pids=list(o.pids) or None,
+        log=seen.log,
+        tmux=seen.tmux,
+        facts=seen.facts,
     )
 
 

@@ -5,6 +5,7 @@ processes). The dashboard renders the ActionPlan / ActionResult as they are."""
 
 from __future__ import annotations
 
+from gputui.actions.facts import FactsReader
 from gputui.actions.plan import ActionPlan, ActionResult, Progress
 from gputui.config import Settings
 from gputui.model import GpuProcess, Snapshot
@@ -20,11 +21,21 @@ class ActionBackend:
     `execute(plan)` for the target `monitor` watches. `progress`, when set,
     hears each step of a running action."""
 
-    def __init__(self, target: Target, settings: Settings, monitor: RunFeed) -> None:
+    def __init__(
+        self,
+        target: Target,
+        settings: Settings,
+        monitor: RunFeed,
+        facts: FactsReader | None = None,
+    ) -> None:
         self.target = target
         self.settings = settings
         self.monitor = monitor
         self.progress: Progress = None
+        # the monitor's question to the agent it keeps in the target
+        # (WatchedRun.run_facts): a plan reads the run in one request
+        # (actions/facts.py); None: by commands
+        self.facts = facts
 
     async def plan(self, verb: str, snap: Snapshot, options: object | None = None) -> ActionPlan:
         """`options`: the verb's options dataclass (the palette's entry for
@@ -41,6 +52,7 @@ class ActionBackend:
             log=snap.log.path or None,
             pid=proc.pid if proc is not None else None,
             stdout_files=tuple(proc.stdout.files) if proc is not None else (),
+            facts=self.facts,
         )
         return await actions.plan(verb, self.target, self.settings, seen, options)
 

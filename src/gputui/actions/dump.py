@@ -6,6 +6,7 @@ import re
 import time
 from pathlib import Path
 
+from gputui.actions.facts import FactsReader, Looked, look
 from gputui.actions.inspect import RunInfo, check_owned, find_run
 from gputui.actions.plan import (
     ActionError,
@@ -41,14 +42,20 @@ def install_where(target: Target) -> str:
     return f"inside {target.container.words}"
 
 
-async def require_tool(target: Target, candidates: list[str], tool: str, install: str) -> str:
+async def require_tool(
+    target: Target, candidates: list[str], tool: str, install: str, seen: Looked | None = None
+) -> str:
     """The first candidate that root owns alone (the file and every
     directory above it root's, ROOT_OWNED_SCRIPT), or ActionError: not
     installed, or installed only where others than root can change it —
-    root never runs that one (a `gdb` planted in a user's directory on PATH)."""
-    find = ["sh", "-c", ROOT_TOOLS_SCRIPT, "gputui-which", ROOT_OWNED_SCRIPT]
-    res = await target.run([*find, *candidates], timeout=15.0)
-    exe, why = parse_root_tools(res.out)
+    root never runs that one (a `gdb` planted in a user's directory on PATH).
+    `seen`: the candidates already looked up by the agent (the same check)."""
+    if seen is not None:  # looked up with the run, in the same request
+        exe, why = seen.root_tool()
+    else:
+        find = ["sh", "-c", ROOT_TOOLS_SCRIPT, "gputui-which", ROOT_OWNED_SCRIPT]
+        res = await target.run([*find, *candidates], timeout=15.0)
+        exe, why = parse_root_tools(res.out)
     if exe is not None:
         return exe
     if not why:
@@ -132,15 +139,23 @@ def _safe_mode(mode: str) -> bool:
 
 
 async def pick_py_spy(
-    target: Target, extra: list[str], argv0s: list[str], owners: set[tuple[int, int]]
+    target: Target,
+    extra: list[str],
+    argv0s: list[str],
+    owners: set[tuple[int, int]],
+    seen: Looked | None = None,
 ) -> tuple[list[str], list[str]]:
     """(argv prefix that runs py-spy, notes). Root runs only a py-spy root
     owns (the file and every directory above it root's); a py-spy next to
     the run's Python that the run's owner owns runs as that owner (setpriv),
-    never as root; anything else is refused, with what to install."""
-    find = ["sh", "-c", ROOT_TOOLS_SCRIPT, "gputui-which", ROOT_OWNED_SCRIPT]
-    res = await target.run([*find, *extra, *PY_SPY_CANDIDATES], timeout=15.0)
-    exe, why = parse_root_tools(res.out)
+    never as root; anything else is refused, with what to install. `seen`:
+    the candidates already looked up by the agent (the same check)."""
+    if seen is not None:
+        exe, why = seen.root_tool()
+    else:
+        find = ["sh", "-c", ROOT_TOOLS_SCRIPT, "gputui-which", ROOT_OWNED_SCRIPT]
+        res = await target.run([*find, *extra, *PY_SPY_CANDIDATES], timeout=15.0)
+        exe, why = parse_root_tools(res.out)
     if exe is not None:
         return [exe], []
     near = _next_to(extra, argv0s)
@@ -168,15 +183,23 @@ async def pick_py_spy(
 
 
 async def session_pythons(
-    target: Target, name: str | None, tmux: list[str] | None, verb: str
-) -> RunInfo:
+    target: Target,
+    name: str | None,
+    tmux: list[str] | None,
+    verb: str,
+    facts: FactsReader | None = None,
+    tools: list[str] | None = None,
+) -> tuple[RunInfo, Looked | None]:
     """The run in tmux session `name`, for an action (`verb`) on its Python
     processes: refused in one line when no session was named, none has that
-    name, no Python runs in it, or one of them is not the session owner's."""
+    name, no Python runs in it, or one of them is not the session owner's.
+    Through `facts`, in one request with `tools` looked up (the Looked; None
+    when read by commands)."""
     if not name:
         raise ActionError("no tmux session given", "pass --session NAME or --pid PID")
     tmux = await tmux_as_socket_owner(target, tmux)  # never root's hands on a user's server
-    info = await find_run(target, name, tmux)
+    seen = await look(facts, name, tmux, tools)
+    info = seen.info if seen is not None else await find_run(target, name, tmux)
     if not info.exists:
         raise ActionError(
             f"no tmux session named {name!r} on {target.label}",
@@ -188,7 +211,7 @@ async def session_pythons(
             f"the run has ended or is not Python; nothing to {verb}",
         )
     check_owned(info, target.label, [p.pid for p in info.pythons])
-    return info
+    return info, seen
 
 
 async def plan_dump(
@@ -201,11 +224,16 @@ async def plan_dump(
     locals_: bool = False,
     py_spy: str | None = None,
     tmux: list[str] | None = None,
+    facts: FactsReader | None = None,
 ) -> ActionPlan:
     check_allowed(settings)
     name = session or settings.session
+    extra = [py_spy] if py_spy else []
+    seen: Looked | None = None
     if pids is None:
-        info = await session_pythons(target, name, tmux, "dump")
+        info, seen = await session_pythons(
+            target, name, tmux, "dump", facts, [*extra, *PY_SPY_CANDIDATES]
+        )
         pys = info.pythons
         pids = [p.pid for p in pys]
         argv0s = [(info.argvs.get(p.pid) or [p.args.split(" ", 1)[0]])[0] for p in pys]
@@ -215,8 +243,7 @@ async def plan_dump(
         argv0s, listing = [], [f"  pid {p}" for p in pids]
         ids = await read_proc_ids(target, [int(p) for p in pids])
     owners = {(ids[p].uid, ids[p].gid) for p in pids if p in ids}
-    extra = [py_spy] if py_spy else []
-    exe, how = await pick_py_spy(target, extra, argv0s, owners)
+    exe, how = await pick_py_spy(target, extra, argv0s, owners, seen)
     flags = (["--native"] if native else []) + (["--locals"] if locals_ else [])
     commands = [[*exe, "dump", "--pid", str(int(p)), *flags] for p in pids]
     return ActionPlan(

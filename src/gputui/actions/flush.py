@@ -14,6 +14,7 @@ from gputui.actions.dump import (
     require_tool,
     session_pythons,
 )
+from gputui.actions.facts import FactsReader, Looked
 from gputui.actions.inspect import file_size
 from gputui.actions.plan import (
     ActionError,
@@ -60,12 +61,15 @@ async def plan_flush(
     log: str | None = None,
     gdb: str | None = None,
     tmux: list[str] | None = None,
+    facts: FactsReader | None = None,
 ) -> ActionPlan:
     check_allowed(settings)
     name = session or settings.session
     logs: list[str] = [log] if log else []
-    if pids is None:
-        info = await session_pythons(target, name, tmux, "flush")
+    gdbs = [gdb] if gdb else GDB_CANDIDATES
+    seen: Looked | None = None
+    if pids is None:  # through the agent: the run, gdb and the canary's Python in one request
+        info, seen = await session_pythons(target, name, tmux, "flush", facts, gdbs)
         pids = [p.pid for p in info.pythons]
         logs = logs or info.log_files()
         ids = info.ids
@@ -73,10 +77,10 @@ async def plan_flush(
         ids = await read_proc_ids(target, [int(p) for p in pids])
     if not logs and settings.log:
         logs = [settings.log]
-    exe = await require_tool(target, [gdb] if gdb else GDB_CANDIDATES, "gdb", GDB_INSTALL)
+    exe = await require_tool(target, gdbs, "gdb", GDB_INSTALL, seen)
     if not pids:
         raise ActionError("no process given to flush", "pass --session NAME or --pid PID")
-    canary, who = await plan_canary(target, int(pids[0]), ids.get(int(pids[0])))
+    canary, who = await plan_canary(target, int(pids[0]), ids.get(int(pids[0])), seen)
     return ActionPlan(
         action="flush",
         title=f"Flush stdout of {len(pids)} Python process(es) live{in_session(name)}?",
@@ -102,11 +106,14 @@ async def plan_flush(
     )
 
 
-async def plan_canary(target: Target, pid: int, run: ProcId | None) -> tuple[list[str], str]:
+async def plan_canary(
+    target: Target, pid: int, run: ProcId | None, seen: Looked | None = None
+) -> tuple[list[str], str]:
     """The canary's argv and whose identity it has: the run's interpreter
     (resolved now, when the box opens) started as the run's owner; as root
     only when the run is root's and the interpreter is root's alone. A
-    user's interpreter runs the user's code at start-up (a .pth file)."""
+    user's interpreter runs the user's code at start-up (a .pth file).
+    `seen`: the agent's answer, which checked a root run's interpreter too."""
     if run is None or not run.exe.startswith("/") or run.exe.endswith(" (deleted)"):
         raise ActionError(
             f"cannot tell which Python pid {pid} runs (it has ended, or its executable is "
@@ -116,8 +123,12 @@ async def plan_canary(target: Target, pid: int, run: ProcId | None) -> tuple[lis
     command = [run.exe, "-c", CANARY_CODE]
     if run.uid != 0:
         return as_owner(run.uid, run.gid, command), identity_words(run.uid)
-    res = await target.run(root_owned_argv(run.exe))
-    resolved, why = parse_root_owned(res.out)
+    if seen is not None and run.exe in seen.root_exes:
+        ok, why = seen.root_exes[run.exe]
+        resolved = run.exe if ok else None
+    else:
+        res = await target.run(root_owned_argv(run.exe))
+        resolved, why = parse_root_owned(res.out)
     if resolved is None:
         raise ActionError(
             f"flush not planned: the run's Python {run.exe} is not root's alone ({why}), "

@@ -306,11 +306,18 @@ async def read_links(
     target: Target, pids: list[int]
 ) -> tuple[dict[int, str], dict[int, list[str]], dict[int, dict[int, str]]]:
     """(cwds, exact argvs, fd links) of these processes, in one command."""
+    links = await target.run(["sh", "-c", LINKS_SCRIPT, "sh", *map(str, pids)], timeout=10.0)
+    return links_of(links.stdout)
+
+
+def links_of(
+    out: bytes,
+) -> tuple[dict[int, str], dict[int, list[str]], dict[int, dict[int, str]]]:
+    """LINKS_SCRIPT's answer -> (cwds, exact argvs, fd links)."""
     cwds: dict[int, str] = {}
     argvs: dict[int, list[str]] = {}
     fds: dict[int, dict[int, str]] = {}
-    links = await target.run(["sh", "-c", LINKS_SCRIPT, "sh", *map(str, pids)], timeout=10.0)
-    for pid, what, link in link_records(links.stdout):
+    for pid, what, link in link_records(out):
         if what == "cwd":
             cwds[pid] = link
         elif what == "cmdline":

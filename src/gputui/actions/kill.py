@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from gputui.actions.facts import FactsReader, look
 from gputui.actions.inspect import RunInfo, check_owned, find_run
 from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
 from gputui.actions.scripts import KILL_SCRIPT
@@ -139,9 +140,12 @@ async def plan_kill(
     int_wait: float | None = None,
     term_wait: float | None = None,
     tmux: list[str] | None = None,
+    facts: FactsReader | None = None,
 ) -> ActionPlan:
     """SIGINT (skipped with force), SIGTERM, SIGKILL; waits default to
-    10 s / 5 s (force: SIGTERM then SIGKILL after 1 s)."""
+    10 s / 5 s (force: SIGTERM then SIGKILL after 1 s). `facts`: asks the
+    agent in the target, to read the run in one request (actions/facts.py);
+    without it, commands."""
     check_allowed(settings)
     name = session or settings.session
     if not name:
@@ -149,7 +153,8 @@ async def plan_kill(
             "no tmux session given", "pass --session NAME or set session in the config"
         )
     tmux = await tmux_as_socket_owner(target, tmux)  # never root's hands on a user's server
-    info = await find_run(target, name, tmux)
+    seen = await look(facts, name, tmux)
+    info = seen.info if seen is not None else await find_run(target, name, tmux)
     return plan_kill_from(
         target, info, force=force, int_wait=int_wait, term_wait=term_wait, tmux=tmux
     )

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.actions.facts import FactsReader, look
 from gputui.actions.inspect import RunInfo, find_run, list_panes_argv, server_socket
 from gputui.actions.kill import (
     GpuProcessReader,
@@ -247,6 +248,7 @@ async def plan_relaunch(
     session: str | None = None,
     *,
     tmux: list[str] | None = None,
+    facts: FactsReader | None = None,
 ) -> ActionPlan:
     check_allowed(settings)
     name = session or settings.session or settings.run.session
@@ -255,7 +257,8 @@ async def plan_relaunch(
             "no tmux session given", "pass --session NAME or set session in the config"
         )
     tmux = await tmux_as_socket_owner(target, tmux)  # never a server of root's on a user's socket
-    info = await find_run(target, name, tmux)
+    seen = await look(facts, name, tmux)  # one request (actions/facts.py), else commands
+    info = seen.info if seen is not None else await find_run(target, name, tmux)
     spec = spec_from_settings(settings, name)
     if spec is None:
         if not info.exists:
@@ -274,6 +277,7 @@ async def plan_launch(
     session: str | None = None,
     *,
     tmux: list[str] | None = None,
+    facts: FactsReader | None = None,
 ) -> ActionPlan:
     check_allowed(settings)
     spec = spec_from_settings(settings, session)
@@ -283,7 +287,8 @@ async def plan_launch(
             "add command, cwd, session and log to the config's [run] section",
         )
     tmux = await tmux_as_socket_owner(target, tmux)  # never a server of root's on a user's socket
-    info = await find_run(target, spec.session, tmux)
+    seen = await look(facts, spec.session, tmux)
+    info = seen.info if seen is not None else await find_run(target, spec.session, tmux)
     if info.alive:
         raise ActionError(
             f"session {spec.session!r} is already running",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from gputui.config import Settings
 from gputui.errors import ConfigError
@@ -238,4 +238,11 @@ class WatchedRun(RunFeed, Protocol):
     async def processes_of(self, pid: int) -> list[Proc] | None:
         """The process tree under `pid` in the container, asked of the agent
         over its open channel; None while no agent answers."""
+        ...
+
+    async def run_facts(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """What a plan reads of a run (the agent's `facts` op: a session's
+        panes, its processes' links and identities, tools), asked of the
+        agent over its open channel; None while no agent answers. Raises
+        GputuiError when the agent fails or does not answer in time."""
         ...

@@ -85,6 +85,8 @@ WRITERS_RETRY_S = 3.0  # with no tmux run, who writes the log is searched at mos
 # followed, its `stat` — the log stream's watchdog, which the agent's stat is
 # elsewhere — after the space of its file system (`stat -f`, coreutils and
 # busybox; none of df's mount-table walks). $3… is the tmux argv.
+FACTS_TIMEOUT_S = 10.0  # a plan's facts (run_facts): the box says it is reading meanwhile
+
 PANES_LOOP_SCRIPT = (
     HANDS_SH
     + r"""n=$1; log=$2; shift 2
@@ -245,6 +247,13 @@ class Monitor:
         if agent is None or not agent.alive:
             return None
         return await agent.processes(pid, sources=False)
+
+    async def run_facts(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        agent = self.agent
+        if agent is None or not agent.alive:
+            return None
+        answer = await agent.call("facts", timeout=FACTS_TIMEOUT_S, **request)
+        return answer if isinstance(answer, dict) else None
 
     def _default_gpu_feed(self) -> GpuFeed | None:
         source = self.settings.gpu_source or "auto"

@@ -1798,6 +1798,173 @@ def port_listeners(ports, limit: int = MAX_SCAN) -> dict:
     return {"listeners": held, "unseen": unseen, "uid": os.geteuid()}
 
 
+# ------------------------------------------------------------------ a plan's facts
+
+PS_ARGV = ["ps", "-ww", "-eo", "pid=,ppid=,pgid=,stat=,args="]  # gputui.actions.inspect's
+MAX_FACT_ROOTS = 8  # panes of one session whose processes a `facts` answer holds
+
+
+def _ps_tree(out: str, root: int) -> "list[int]":
+    """root and its descendants, from `ps -eo pid=,ppid=,…` lines."""
+    kids = {}  # type: dict
+    seen = set()  # type: set
+    for line in out.splitlines():
+        f = line.split(None, 2)
+        if len(f) >= 2 and f[0].isdigit() and f[1].isdigit():
+            kids.setdefault(int(f[1]), []).append(int(f[0]))
+            seen.add(int(f[0]))
+    if root not in seen:
+        return []
+    out_pids = [root]
+    i = 0
+    while i < len(out_pids) and len(out_pids) < MAX_TREE:
+        out_pids.extend(sorted(kids.get(out_pids[i], [])))
+        i += 1
+    return out_pids[:MAX_TREE]
+
+
+def _readlink_bytes(path: str) -> bytes:
+    try:
+        return os.readlink(path.encode()) + b"\n"  # as readlink(1) prints it
+    except OSError:
+        return b""
+
+
+def links_hex(pids: "list[int]") -> str:
+    """gputui.actions.scripts.LINKS_SCRIPT's answer, read here: each pid's
+    cwd, its cmdline (hex) and each fd's link, as NUL-ended records, hex."""
+    out = []
+    for p in pids:
+        out.append(b"%d\tcwd\t" % p + _readlink_bytes("/proc/%d/cwd" % p) + b"\0")
+        cmd = _read_bytes("/proc/%d/cmdline" % p) or b""
+        out.append(b"%d\tcmdline\t" % p + base64.b16encode(cmd).lower() + b"\0")
+        try:
+            fds = sorted(os.listdir("/proc/%d/fd" % p), key=lambda n: int(n) if n.isdigit() else -1)
+        except OSError:
+            fds = []
+        for fd in fds:
+            link = _readlink_bytes("/proc/%d/fd/%s" % (p, fd))
+            out.append(b"%d\t%s\t" % (p, fd.encode()) + link + b"\0")
+    return base64.b16encode(b"".join(out)).decode("ascii").lower()
+
+
+def proc_ids_text(pids: "list[int]") -> str:
+    """gputui.actions.procid.PROC_ID_SCRIPT's answer, read here: per pid
+    "PID<TAB>START<TAB>UID<TAB>GID<TAB>EXE-HEX" or "PID<TAB>gone"."""
+    lines = []
+    for p in pids:
+        st = read_stat(p)
+        status = _read_bytes("/proc/%d/status" % p, 16384)
+        if st is None or status is None:
+            lines.append("%d\tgone" % p)
+            continue
+        ids = {}
+        for line in status.decode("utf-8", "replace").splitlines():
+            if line.startswith(("Uid:", "Gid:")):
+                ids[line[:3]] = line.split()[1]
+        try:
+            exe = os.readlink(("/proc/%d/exe" % p).encode())
+        except OSError:
+            exe = b""
+        lines.append(
+            "%d\t%d\t%s\t%s\t%s"
+            % (
+                p,
+                st["starttime"],
+                ids.get("Uid", ""),
+                ids.get("Gid", ""),
+                base64.b16encode(exe).decode("ascii").lower(),
+            )
+        )
+    return "".join(line + "\n" for line in lines)
+
+
+def _pane_pids(listing: str, session: str, name_at: int, pid_at: int, sep: str) -> "list[int]":
+    """The pids of `session`'s panes in a list-panes answer (the client's
+    format: fields split by `sep`, records ended by a newline). Every record
+    naming the session counts, a forged one too: the client parses the same
+    answer with its own checks and uses these facts only when its pane is
+    one of these (gputui.actions.facts)."""
+    out = []  # type: list[int]
+    for record in listing.split("\n"):
+        f = record.rstrip("\x1e").split(sep)
+        ok = len(f) > max(name_at, pid_at) and f[name_at] == session and f[pid_at].isdigit()
+        if ok and int(f[pid_at]) not in out:
+            out.append(int(f[pid_at]))
+    return out[:MAX_FACT_ROOTS]
+
+
+def root_tools(candidates: "list[str]") -> "list[list]":
+    """Each candidate found on PATH: [found, its real path when root owns it
+    alone (root_owned) else null, why not]."""
+    out = []
+    for c in candidates:
+        found = shutil.which(c)
+        if found:
+            real, why = root_owned(found)
+            out.append([found, real, why])
+    return out
+
+
+def root_exes(pids: "list[int]") -> dict:
+    """For each executable a root process of `pids` runs: {exe (hex): [root
+    owns it alone, why not]} (root_owned) — flush's test process starts it."""
+    out = {}  # type: dict
+    for p in pids:
+        status = _read_bytes("/proc/%d/status" % p, 16384) or b""
+        uid = next((ln.split()[1] for ln in status.splitlines() if ln.startswith(b"Uid:")), None)
+        try:
+            exe = os.readlink(("/proc/%d/exe" % p).encode())
+        except OSError:
+            continue
+        key = base64.b16encode(exe).decode("ascii").lower()
+        if uid == b"0" and key not in out:
+            real, why = root_owned(os.fsdecode(exe))
+            out[key] = [real is not None, why]
+    return out
+
+
+def _ps_exe() -> str:
+    """`ps` as root runs it: a copy root owns alone (ValueError otherwise)."""
+    exe = shutil.which("ps")
+    if exe is None or os.geteuid() != 0:
+        return exe or "ps"
+    real, why = root_owned(exe)
+    if real is None:
+        raise ValueError("ps %s not run as root: %s" % (exe, why))
+    return real
+
+
+def run_facts(args: dict) -> dict:
+    """What a plan reads of a tmux session's run, in one answer (gputui.
+    actions.inspect.find_run's facts, the same text each of its commands
+    prints): the session's panes, then — with a live pane — every process's
+    `ps` line, the links and identities of the pane's process and its
+    descendants; the tools asked for (root_tools); for `-S` servers the
+    socket's owner."""
+    out = {"panes": run_argv(_tmux_base(args) + [str(a) for a in args["list_panes"]])}
+    sock = args.get("socket")
+    if sock:
+        try:
+            out["socket_uid"] = os.stat(str(sock)).st_uid
+        except OSError:
+            out["socket_uid"] = None
+    out["tools"] = root_tools([str(c) for c in args.get("tools") or []])
+    fields = args["fields"]  # [session_name index, pane_pid index, separator]
+    roots = _pane_pids(out["panes"]["stdout"] or "", str(args["session"]), *fields)
+    if not roots:
+        return out
+    ps = run_argv([_ps_exe()] + PS_ARGV[1:], timeout=10.0)
+    out["ps"], out["roots"] = ps, roots
+    pids = []  # type: list[int]
+    for root in roots:
+        pids += [p for p in _ps_tree(ps["stdout"] or "", root) if p not in pids]
+    out["links"] = links_hex(pids)
+    out["ids"] = proc_ids_text(pids)
+    out["root_exes"] = root_exes(pids)
+    return out
+
+
 class Agent:
     def __init__(self) -> None:
         self.procs = ProcReader()
@@ -1989,6 +2156,10 @@ class Agent:
         except Exception as e:  # a bad request must never kill the agent
             return {"id": rid, "ok": False, "error": "%s: %s" % (type(e).__name__, e)}
 
+    def op_facts(self, args: dict) -> dict:
+        """Every fact a plan on a tmux session's run needs (run_facts)."""
+        return run_facts(args)
+
     def op_batch(self, args: dict) -> list:
         """Several requests in one round trip (one packet each way, where
         four were eight), answered in order: [{ok, result | error}]."""
@@ -2020,6 +2191,10 @@ OPS = {
     " files') cgroups, or null; files: pid's cgroup files, to ask for once it is gone}",
     "listeners": "ports (TCP) -> {listeners: [{port, pid, uid, user, cmdline, ancestors,"
     " starttime}], unseen: [ports whose listener this agent may not look into]}",
+    "facts": "session, list_panes (argv after tmux), fields ([name at, pid at, separator]),"
+    " socket?, socket_name?, tools? -> panes, socket_uid?, tools [[found, root's real path"
+    " | null, why]], and with a live pane: ps, roots (the panes' pids read), links (hex),"
+    " ids (text), root_exes: a plan's facts",
     "batch": "calls (a list of requests without id) -> [{ok, result | error}] in order",
 }
 

@@ -627,7 +627,8 @@ async def run_view(
     settings = monitor.settings
     background = monitor.interval
     monitor.poll_every(float(settings.interval or DEFAULTS.interval))
-    actions = ActionBackend(monitor.target, settings, monitor)  # --read-only: Verb.changes greys
+    # --read-only: Verb.changes greys; plans read the run through the monitor's agent
+    actions = ActionBackend(monitor.target, settings, monitor, monitor.run_facts)
     app = GputuiApp(
         borrowed,
         actions=actions,

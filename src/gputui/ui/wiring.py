@@ -73,7 +73,8 @@ def build(settings: Settings) -> Parts:
     target = make_target(settings)
     transport = target.transport
     monitor = watch_run(target, settings, gpu_feed)
-    actions = ActionBackend(target, settings, monitor)  # --read-only: Verb.changes greys
+    # --read-only: Verb.changes greys; plans read the run through the monitor's agent
+    actions = ActionBackend(target, settings, monitor, monitor.run_facts)
     recorder, history_error = build_recorder(monitor, settings)
 
     async def start() -> None:

@@ -1,0 +1,138 @@
+"""What a plan reads of a run, in one round trip: the agent already running
+in the target (the monitor's, asked through WatchedRun.run_facts) answers
+its `facts` op with the same text each
+of find_run's commands prints — the session's panes, `ps`, the processes'
+links and identities — and the tools the verb needs, so a confirm box's plan
+waits for one request on an open channel, not for four to six `pct exec`s in
+a row (issue 46: 2.2–4.5 s on the test bed, each a new channel and container
+entry).
+
+Nothing here is cached: the facts are read when the key is pressed, and the
+executors check again what they act on (PID and start time) before acting.
+With no agent, a tmux argv the agent cannot reach the same way, or an agent
+that fails, `look` answers None and the planners run their commands as before.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputui.actions.inspect import (
+    RunInfo,
+    descendants,
+    links_of,
+    parse_panes,
+    parse_ps,
+    server_socket,
+)
+from gputui.actions.procid import parse_proc_ids
+from gputui.collect import tmux as tmux_parse
+from gputui.errors import GputuiError
+
+# The monitor's question to its agent (WatchedRun.run_facts): the `facts`
+# op's arguments -> its answer, or None while no agent answers.
+FactsReader = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+@dataclass
+class Looked:
+    """A run as one `facts` answer tells it."""
+
+    info: RunInfo
+    # each tool candidate found: (path, root owns it alone, why not)
+    tools: list[tuple[str, bool, str]] = field(default_factory=list)
+    # executables of the run's root processes (decoded as ProcId.exe): root's alone?, why not
+    root_exes: dict[str, tuple[bool, str]] = field(default_factory=dict)
+
+    def root_tool(self) -> tuple[str | None, list[str]]:
+        """The first tool found that root owns alone, and why each before it is not
+        (dump.parse_root_tools' answer)."""
+        why: list[str] = []
+        for found, ok, reason in self.tools:
+            if ok:
+                return found, why
+            why.append(f"{found}: {reason}")
+        return None, why
+
+
+def reach(tmux: list[str] | None) -> dict[str, str] | None:
+    """The agent's arguments that reach the tmux server `tmux` reaches (the
+    agent then reaches it as its owner, as the snapshot's argv does); None
+    for an argv it cannot read the same way."""
+    if not tmux or tmux == ["tmux"]:
+        return {}
+    sock = server_socket(tmux)
+    if sock is not None:
+        return {"socket": sock}
+    at = max((i for i, a in enumerate(tmux) if os.path.basename(a) == "tmux"), default=-1)
+    rest = tmux[at + 1 :] if at >= 0 else []
+    if at >= 0 and len(rest) == 2 and rest[0] == "-L":
+        return {"socket_name": rest[1]}
+    return None
+
+
+async def look(
+    facts: FactsReader | None,
+    session: str,
+    tmux: list[str] | None,
+    tools: list[str] | None = None,
+) -> Looked | None:
+    """The run in `session` (and `tools` looked up) in one agent request;
+    None when that cannot be asked (see the module's doc)."""
+    where = reach(tmux)
+    if facts is None or where is None:
+        return None
+    from gputui.actions.inspect import list_panes_argv
+
+    fields = [
+        tmux_parse.PANE_FIELDS.index("session_name"),
+        tmux_parse.PANE_FIELDS.index("pane_pid"),
+        tmux_parse.FIELD_SEP,
+    ]
+    request: dict[str, Any] = {
+        "session": session,
+        "list_panes": list_panes_argv(session, ["tmux"])[1:],
+        "fields": fields,
+        "tools": list(tools or []),
+        **where,
+    }
+    try:
+        answer = await facts(request)
+    except GputuiError:
+        return None
+    return None if answer is None else looked(answer, session, "socket" in where)
+
+
+def looked(answer: dict[str, Any], session: str, socket: bool) -> Looked | None:
+    """A `facts` answer -> the RunInfo find_run would have built from the
+    same commands' output; None when the pane this side's parser takes
+    (collect.tmux's checks) is not one whose processes the agent read."""
+    panes = answer.get("panes") or {}
+    found = parse_panes(panes.get("stdout") or "", session) if panes.get("exit") == 0 else []
+    info = RunInfo(session=session, pane=found[0] if found else None)
+    out = Looked(
+        info,
+        tools=[(str(f), real is not None, str(why)) for f, real, why in answer.get("tools") or []],
+    )
+    if info.pane is None or info.pane.pid is None:
+        return out
+    if "ps" not in answer or info.pane.pid not in (answer.get("roots") or []):
+        return None  # find_run's commands read it
+    if socket:
+        uid = answer.get("socket_uid")
+        info.server_uid = -1 if not isinstance(uid, int) else (uid or None)
+    ps = answer["ps"]
+    info.procs = descendants(
+        parse_ps(ps.get("stdout") or "") if ps.get("exit") == 0 else [], info.pane.pid
+    )
+    mine = {p.pid for p in info.procs}
+    info.cwds, info.argvs, info.fds = links_of(str(answer.get("links") or "").encode("ascii"))
+    ids = parse_proc_ids(str(answer.get("ids") or ""))
+    info.ids = {p: i for p, i in ids.items() if p in mine}
+    for exe_hex, (ok, why) in (answer.get("root_exes") or {}).items():
+        exe = bytes.fromhex(exe_hex).decode("utf-8", "surrogateescape")
+        out.root_exes[exe] = (bool(ok), str(why))
+    return out
