@@ -3,8 +3,9 @@ with the facts slowed (issue 37: `k` read the processes' identity before
 drawing anything, 1.8 s on a Proxmox-like host).
 
 The real app on the real sshd, a real run in tmux in the stand-in CT; `pct`
-then takes 2 s a call (a busy Proxmox host), so reading what a verb would
-act on takes seconds. The box must be on the terminal (read off the app's
+then takes 2 s a call (a busy Proxmox host), and the plans are read by
+commands (as with no agent in the CT), so reading what a verb would act on
+takes seconds. The box must be on the terminal (read off the app's
 real output, tests/terminal.py) before the first of those reads could have
 answered — within half a `pct` call, stretched by the load this machine
 measured meanwhile (tests/slowdown.py) — saying what was asked and that it
@@ -42,6 +43,9 @@ async def test_kill_and_relaunch_boxes_open_before_the_facts_arrive(testbed: Any
         async with app.run_test(size=SIZE) as pilot:
             await until(lambda: snap.training_proc is not None, 30, "the run's process")
             await until(lambda: app.why_not("kill") is None, 10, "k available")
+            # the plans read by the planners' commands, each `pct` 2 s (through
+            # the monitor's agent a plan takes a fraction of a second: facts.py)
+            app.actions.agent = lambda: None
             testbed.set_pct_delay(FACTS_DELAY_S)
             term = attach(app)
             for key, asked in (("k", "Kill session 'train'?"), ("r", "Relaunch session 'train'?")):
