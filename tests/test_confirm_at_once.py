@@ -45,7 +45,7 @@ async def test_kill_and_relaunch_boxes_open_before_the_facts_arrive(testbed: Any
             await until(lambda: app.why_not("kill") is None, 10, "k available")
             # the plans read by the planners' commands, each `pct` 2 s (through
             # the monitor's agent a plan takes a fraction of a second: facts.py)
-            app.actions.agent = lambda: None
+            app.actions.facts = None
             testbed.set_pct_delay(FACTS_DELAY_S)
             term = attach(app)
             for key, asked in (("k", "Kill session 'train'?"), ("r", "Relaunch session 'train'?")):

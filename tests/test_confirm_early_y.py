@@ -80,7 +80,7 @@ async def test_a_y_before_the_plan_is_said_and_runs_nothing(testbed: Any, ct: in
             # through the monitor's agent a plan takes a fraction of a second
             # (actions/facts.py): the planners' commands, each `pct` 3 s, keep
             # the box reading long enough for the early keys
-            app.actions.agent = lambda: None
+            app.actions.facts = None
             testbed.set_pct_delay(FACTS_DELAY_S)
             term = attach(app)
             for key in ("f", "k", "r"):
