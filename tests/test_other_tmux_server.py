@@ -97,7 +97,7 @@ async def test_a_run_in_another_users_tmux_is_watched_and_can_be_stopped(
         await helpers.until(lambda: snap.log.path == str(other_server / "job.log"), 10, "log")
         python = next(p for p in snap.procs if p.is_python)
 
-        backend = ActionBackend(target, settings, mon)
+        backend = ActionBackend(target, settings, mon, mon.run_facts)  # as the dashboard wires it
         attach = await backend.plan("attach", snap)
         assert attach.commands[0][:8] == session.tmux
         assert_nothing_done_as_root(hostile_server)
