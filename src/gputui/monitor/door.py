@@ -16,7 +16,8 @@ parameter of `watch_run(...)`, or a method (`poll_every`).
 
 What doctor, the host view and `watch` ask besides the Snapshot are typed
 questions here (`agent_facts`, `log_followed`, `plain_loop_pending`,
-`ct_pids_pending`, `named_log_error`, `processes_of`), never the monitor's
+`ct_pids_pending`, `named_log_error`, `processes_of`, `run_facts` — a plan's
+facts in one request), never the monitor's
 parts (its agent, its follower, its GPU feed).
 """
 
