@@ -80,9 +80,9 @@ LISTING = [
 def test_gpu_processes_are_placed_by_cgroup_else_by_pid_namespace() -> None:
     procs = host_gpu_processes(parse_apps_listing(LISTING), {"pid:[4026532999]": 205})
     by_pid = {p.host_pid: p for p in procs}
-    assert (by_pid[4242].ct, by_pid[4242].ct_pid, by_pid[4242].alive) == (203, 8, True)
-    assert (by_pid[5151].ct, by_pid[5151].ct_pid) == (205, 12)
-    assert (by_pid[6161].ct, by_pid[6161].ct_pid) == (None, None)  # a host process
+    assert (by_pid[4242].place, by_pid[4242].ct_pid, by_pid[4242].alive) == (203, 8, True)
+    assert (by_pid[5151].place, by_pid[5151].ct_pid) == (205, 12)
+    assert (by_pid[6161].place, by_pid[6161].ct_pid) == (None, None)  # a host process
     assert by_pid[777].alive is False  # nvidia-smi still lists it; /proc has no such PID
 
 
@@ -110,9 +110,15 @@ def test_each_gpu_names_its_holders_session_and_log_and_flags_orphaned_memory() 
     rows = gpu_rows(st, procs, runs, plain_host=False)
     a, b, c = rows
     (h,) = a.holders
-    assert (h.ct, h.ct_pid, h.host_pid, h.session, h.log) == (203, 8, 4242, "train", "/w/train.log")
+    assert (h.place, h.ct_pid, h.host_pid, h.session, h.log) == (
+        203,
+        8,
+        4242,
+        "train",
+        "/w/train.log",
+    )
     assert not a.orphaned
-    assert [x.ct for x in b.holders] == [205, None]
+    assert [x.place for x in b.holders] == [205, None]
     assert b.holders[0].session is None  # CT 205's run tree is unknown
     assert c.orphaned and c.unowned_mib == 20480  # its only process is gone
     assert [x.alive for x in c.holders] == [False]
@@ -126,7 +132,7 @@ def test_on_a_plain_server_the_host_pid_is_the_run_pid() -> None:
     runs.add(None, [99], "train", "/w/log")
     (row,) = gpu_rows(_state((0, "GPU-a", 1500, 90)), host_gpu_processes(listing), runs, True)
     (h,) = row.holders
-    assert (h.ct, h.ct_pid, h.session) == (None, 99, "train")
+    assert (h.place, h.ct_pid, h.session) == (None, 99, "train")
 
 
 def _finding(kind: str, severity: Severity = Severity.WARNING) -> Finding:

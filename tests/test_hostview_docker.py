@@ -96,7 +96,7 @@ async def test_a_docker_host_lists_its_containers_and_their_gpus(
         assert rows["docker:idle"].status == "exited"
         assert rows["docker:trainer"].status == "running"
         await until(
-            lambda: [h.ct for h in watch.view.gpus[0].holders] == ["docker:trainer"],
+            lambda: [h.place for h in watch.view.gpus[0].holders] == ["docker:trainer"],
             timeout=30,
             what="GPU 0 held by the trainer container",
         )

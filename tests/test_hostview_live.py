@@ -143,7 +143,7 @@ async def test_three_containers_every_gpu_and_who_holds_it(
         assert len(gpus) == hostscene.GPUS
         for index, run in ((0, healthy), (1, healthy), (2, buffered), (3, buffered)):
             (h,) = gpus[index].holders
-            assert (h.ct, h.host_pid, h.session, h.log) == (
+            assert (h.place, h.host_pid, h.session, h.log) == (
                 run.ct,
                 run.host_pid,
                 run.session,
@@ -265,7 +265,7 @@ async def test_a_plain_server_shows_its_sessions_and_gpu_processes(
         assert (row.id, row.sessions, row.health, row.gpus) == (None, ["job"], "ok", [0])
         await until(lambda: watch.view.gpus[0].holders[0].session, timeout=30, what="the session")
         (h,) = watch.view.gpus[0].holders
-        assert (h.ct, h.ct_pid, h.host_pid, h.session, h.log) == (
+        assert (h.place, h.ct_pid, h.host_pid, h.session, h.log) == (
             None,
             run.host_pid,
             run.host_pid,

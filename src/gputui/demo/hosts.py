@@ -18,8 +18,8 @@ def _gpu(index: int, mem: float, util: float, power: float, *holders: Holder) ->
     return row
 
 
-def _holder(ct: int, pid: int, host_pid: int, session: str, log: str) -> Holder:
-    return Holder(host_pid, ct, pid, "python3", 60500.0, True, session, log)
+def _holder(place: int, pid: int, host_pid: int, session: str, log: str) -> Holder:
+    return Holder(host_pid, place, pid, "python3", 60500.0, True, session, log)
 
 
 def proxmox_view() -> HostView:

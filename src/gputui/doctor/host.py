@@ -77,7 +77,7 @@ async def watch_host(
 def _holders_placed(view: HostView) -> bool:
     """Every live process holding a GPU in a container has its tmux session
     (the session index is asked every few seconds)."""
-    return all(h.session for g in view.gpus for h in g.holders if h.alive and h.ct is not None)
+    return all(h.session for g in view.gpus for h in g.holders if h.alive and h.place is not None)
 
 
 def main(settings: Settings, as_json: bool = False) -> int:

@@ -85,6 +85,10 @@ def _container(c: ContainerRow) -> dict[str, Any]:
 def _gpu(g: GpuRow) -> dict[str, Any]:
     doc = asdict(g)
     doc["orphaned"] = g.orphaned
+    # a holder's container is `ct` in the document (docs/doctor-json.md), as ever
+    doc["holders"] = [
+        {("ct" if k == "place" else k): v for k, v in h.items()} for h in doc["holders"]
+    ]
     return doc
 
 
@@ -130,7 +134,7 @@ def _gpu_line(g: GpuRow) -> str:
     holders = []
     for h in g.holders:
         pid = h.ct_pid if h.ct_pid is not None else h.host_pid
-        who = f"{where(h.ct)} pid {pid} {visible(h.process)}"
+        who = f"{where(h.place)} pid {pid} {visible(h.process)}"
         if h.used_mib is not None:  # how much each holds: a shared GPU reads as the host view's
             who += f" {gib(h.used_mib)}"
         if h.session:

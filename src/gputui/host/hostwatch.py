@@ -137,12 +137,12 @@ class HostWatch:
         if listener in self._listeners:
             self._listeners.remove(listener)
 
-    def _heard(self, ct: Place, snap: Snapshot, news: News) -> None:
+    def _heard(self, place: Place, snap: Snapshot, news: News) -> None:
         """A container's run moved: its new log lines kept (a run view opened
         later starts with them), the view rebuilt soon."""
         lines = new_lines(news)
         if lines is not None:
-            self._keep_lines(ct, snap.log.path, lines.lines)
+            self._keep_lines(place, snap.log.path, lines.lines)
         self._changed()
 
     def _changed(self, *_: Any) -> None:
@@ -175,10 +175,10 @@ class HostWatch:
         view.containers_known = None if self.plain is None else not self.plain
         view.gpu_error = self.feed.state.error
         namespaces: dict[str, int | str] = {}
-        for ct, mon in self.monitors.items():
+        for place, mon in self.monitors.items():
             agent = mon.agent_facts
-            if ct is not None and agent is not None and agent.pid_ns:
-                namespaces[agent.pid_ns] = ct
+            if place is not None and agent is not None and agent.pid_ns:
+                namespaces[agent.pid_ns] = place
         lines = self.feed.last_listing
         view.holders_known = lines is not None
         ids = {c.id: self._key(c) for c in self.listing or [] if isinstance(c.id, str)}
@@ -187,14 +187,14 @@ class HostWatch:
         view.gpus = gpu_rows(self.feed.state, procs, self.runs, plain_host=bool(self.plain))
         snaps: dict[int | str, tuple[Snapshot, list[Finding]]] = {}
         host_snap: tuple[Snapshot, list[Finding]] | None = None
-        for ct, mon in self.monitors.items():
-            if ct not in self.ready:
+        for place, mon in self.monitors.items():
+            if place not in self.ready:
                 continue
             pair = (mon.snapshot, self.diagnose(mon.snapshot, now))
-            if ct is None:
+            if place is None:
                 host_snap = pair
             else:
-                snaps[ct] = pair
+                snaps[place] = pair
         if self.plain:
             snap, findings = host_snap if host_snap is not None else (None, [])
             view.containers = [host_row(snap, findings, view.gpus)]
@@ -275,8 +275,8 @@ class HostWatch:
         running: set[Place] = {self._key(c) for c in self.listing if c.status == "running"}
         if self.kind is not None and self.kind.HOST_RUNS_TOO:
             running.add(None)  # a Docker host may run the run on itself too
-        for ct in running - set(self.monitors):
-            self._start_monitor(ct)
+        for place in running - set(self.monitors):
+            self._start_monitor(place)
         for gone in [c for c in self.monitors if c not in running]:
             await self._stop_monitor(gone)
 
@@ -305,15 +305,15 @@ class HostWatch:
         """A listed container's key: a CT's number, else "docker:NAME"."""
         return self.kind.place(c) if self.kind is not None else c.id
 
-    def _start_monitor(self, ct: Place) -> None:
+    def _start_monitor(self, place: Place) -> None:
         # the run's fields (session, log, [run]) are per CT: none from the host's settings
-        container = container_for(ct)
+        container = container_for(place)
         settings = dataclasses.replace(
             settings_naming(self.settings, container), session=None, log=None, run=RunConfig()
         )
         # the container's processes among the host's GPU readings: the
         # monitor maps them with its agent's PID namespace once it says hello
-        feed = shared_gpus(self.feed, ct)
+        feed = shared_gpus(self.feed, place)
         target = Target(self.relay, container)
         pace = max(float(settings.interval or DEFAULTS.interval), BACKGROUND_POLL_S)
         mon = watch_run(
@@ -324,21 +324,21 @@ class HostWatch:
             interval=pace,
             host_names=self.names,  # the host's list, kept current
         )
-        mon.subscribe(partial(self._heard, ct))
-        self.monitors[ct] = mon
+        mon.subscribe(partial(self._heard, place))
+        self.monitors[place] = mon
 
         async def run() -> None:
             with contextlib.suppress(Exception):
                 await mon.start()
-            self.ready.add(ct)
+            self.ready.add(place)
             self._changed()
 
-        self._monitor_tasks[ct] = asyncio.create_task(run(), name=f"monitor {ct}")
+        self._monitor_tasks[place] = asyncio.create_task(run(), name=f"monitor {place}")
 
-    async def _stop_monitor(self, ct: Place) -> None:
-        mon = self.monitors.pop(ct, None)
-        task = self._monitor_tasks.pop(ct, None)
-        self.ready.discard(ct)
+    async def _stop_monitor(self, place: Place) -> None:
+        mon = self.monitors.pop(place, None)
+        task = self._monitor_tasks.pop(place, None)
+        self.ready.discard(place)
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -346,17 +346,17 @@ class HostWatch:
         if mon is not None:
             with contextlib.suppress(Exception):
                 await mon.stop()
-        self.runs.by_pid.pop(ct, None)
+        self.runs.by_pid.pop(place, None)
 
     async def _index_sessions(self) -> None:
         """Which session (and log) each process of each container belongs to:
         the watched session from the monitor's tree, the others asked of the
         container's agent over its open channel (no new command)."""
         runs = RunIndex()
-        for ct, mon in list(self.monitors.items()):
+        for place, mon in list(self.monitors.items()):
             snap = mon.snapshot
             log = snap.log.path or next(iter(stdout_log_files(snap.procs)), None)
-            runs.add(ct, [p.pid for p in snap.procs], snap.session_name, log)
+            runs.add(place, [p.pid for p in snap.procs], snap.session_name, log)
             agent = mon.agent_facts
             if agent is None or not agent.alive:
                 continue
@@ -369,24 +369,24 @@ class HostWatch:
                     if procs is None:
                         break  # the agent went away meanwhile
                     other = next(iter(stdout_log_files(procs)), None)
-                    runs.add(ct, [p.pid for p in procs], s.name, other)
+                    runs.add(place, [p.pid for p in procs], s.name, other)
         self.runs = runs
 
-    def _keep_lines(self, ct: Place, path: str | None, lines: Sequence[str]) -> None:
-        kept_path, kept = self.kept_lines.get(ct, (path, deque(maxlen=KEPT_LINES)))
+    def _keep_lines(self, place: Place, path: str | None, lines: Sequence[str]) -> None:
+        kept_path, kept = self.kept_lines.get(place, (path, deque(maxlen=KEPT_LINES)))
         if kept_path != path:  # another log now: its lines only
             kept = deque(maxlen=KEPT_LINES)
         kept.extend(lines)
-        self.kept_lines[ct] = (path, kept)
+        self.kept_lines[place] = (path, kept)
 
-    def lines_of(self, ct: Place, path: str | None) -> list[str]:
+    def lines_of(self, place: Place, path: str | None) -> list[str]:
         """The last lines kept of `path` in this container (a run view opens
         with them); [] when they came from another log."""
-        kept_path, kept = self.kept_lines.get(ct, (None, deque()))
+        kept_path, kept = self.kept_lines.get(place, (None, deque()))
         return list(kept) if path is not None and kept_path == path else []
 
-    def monitor_for(self, ct: Place) -> WatchedRun | None:
-        return self.monitors.get(ct)
+    def monitor_for(self, place: Place) -> WatchedRun | None:
+        return self.monitors.get(place)
 
     @property
     def channels(self) -> int:
@@ -401,8 +401,8 @@ class HostWatch:
             self._rebuild_handle = None
         tasks, self._tasks = self._tasks, []
         await cancel_and_wait(tasks)
-        for ct in list(self.monitors):
-            await self._stop_monitor(ct)
+        for place in list(self.monitors):
+            await self._stop_monitor(place)
         await self.relay.close()
         await self.feed.stop()
         with contextlib.suppress(Exception):

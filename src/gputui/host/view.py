@@ -57,7 +57,7 @@ class HostGpuProcess:
     used_mib: float | None
     name: str
     alive: bool  # the host still has /proc/PID
-    ct: Place = None  # the container it runs in (None: the host, or unknown)
+    place: Place = None  # the container it runs in (None: the host, or unknown)
     ct_pid: int | None = None  # its PID inside that container (NSpid's last field)
     pid_ns: str | None = None  # its PID namespace, e.g. "pid:[4026532281]"
 
@@ -67,7 +67,7 @@ class Holder:
     """Who holds a GPU: a process, where it runs, the run it belongs to."""
 
     host_pid: int
-    ct: Place
+    place: Place
     ct_pid: int | None
     process: str
     used_mib: float | None
@@ -182,13 +182,13 @@ def host_gpu_processes(
     out: list[HostGpuProcess] = []
     for p in parse_compute_apps(listing.text):
         cg, pns, nspids = listing.pids.get(p.host_pid, ("-", "-", []))
-        ct: Place = container_of_cgroup(cg)
-        if ct is None and container_ids:  # docker-<id>.scope: the listed container of that ID
+        place: Place = container_of_cgroup(cg)
+        if place is None and container_ids:  # docker-<id>.scope: the listed container of that ID
             owner = cgroup_owner(cg)
-            ct = container_ids.get(owner.ident) if owner is not None else None
-        if ct is None and pns != "-":
-            ct = spaces.get(pns)
-        ct_pid = nspids[-1] if ct is not None and len(nspids) > 1 else None
+            place = container_ids.get(owner.ident) if owner is not None else None
+        if place is None and pns != "-":
+            place = spaces.get(pns)
+        ct_pid = nspids[-1] if place is not None and len(nspids) > 1 else None
         out.append(
             HostGpuProcess(
                 host_pid=p.host_pid,
@@ -196,7 +196,7 @@ def host_gpu_processes(
                 used_mib=p.used_mib,
                 name=p.name,
                 alive=bool(nspids),
-                ct=ct,
+                place=place,
                 ct_pid=ct_pid,
                 pid_ns=None if pns == "-" else pns,
             )
@@ -207,19 +207,19 @@ def host_gpu_processes(
 @dataclass
 class RunIndex:
     """Which session and log a PID belongs to, per container (None: the host):
-    {ct: {pid as seen there: (session, log)}}."""
+    {place: {pid as seen there: (session, log)}}."""
 
     by_pid: dict[Place, dict[int, tuple[str | None, str | None]]] = field(default_factory=dict)
 
-    def add(self, ct: Place, pids: Iterable[int], session: str | None, log: str | None) -> None:
-        table = self.by_pid.setdefault(ct, {})
+    def add(self, place: Place, pids: Iterable[int], session: str | None, log: str | None) -> None:
+        table = self.by_pid.setdefault(place, {})
         for pid in pids:
             table.setdefault(pid, (session, log))
 
-    def find(self, ct: Place, pid: int | None) -> tuple[str | None, str | None]:
+    def find(self, place: Place, pid: int | None) -> tuple[str | None, str | None]:
         if pid is None:
             return (None, None)
-        return self.by_pid.get(ct, {}).get(pid, (None, None))
+        return self.by_pid.get(place, {}).get(pid, (None, None))
 
 
 def gpu_rows(
@@ -250,11 +250,11 @@ def gpu_rows(
             if p.gpu_uuid != s.uuid:
                 continue
             pid_there = p.host_pid if plain_host else p.ct_pid
-            session, log = runs.find(None if plain_host else p.ct, pid_there)
+            session, log = runs.find(None if plain_host else p.place, pid_there)
             row.holders.append(
                 Holder(
                     host_pid=p.host_pid,
-                    ct=p.ct,
+                    place=p.place,
                     ct_pid=pid_there,
                     process=p.name,
                     used_mib=p.used_mib,
@@ -298,8 +298,8 @@ def health_word(findings: list[Finding], snap: Snapshot) -> tuple[str, str]:
     return "ok", ""
 
 
-def _gpus_of(ct: Place, rows: list[GpuRow]) -> list[int]:
-    return [r.index for r in rows if any(h.ct == ct and h.alive for h in r.holders)]
+def _gpus_of(place: Place, rows: list[GpuRow]) -> list[int]:
+    return [r.index for r in rows if any(h.place == place and h.alive for h in r.holders)]
 
 
 def container_rows(

@@ -92,7 +92,7 @@ class RunChoice:
     number `host`, watching `session` when given."""
 
     host: int
-    ct: int | str | None  # a CT number, "docker:NAME", None: the host
+    place: int | str | None  # a CT number, "docker:NAME", None: the host
     session: str | None = None
 
 
@@ -103,12 +103,12 @@ def cell(value: object, style: str = "") -> Text:
     return text
 
 
-def where_words(ct: int | str | None, host_is_plain: bool) -> str:
-    if ct is None:
+def where_words(place: int | str | None, host_is_plain: bool) -> str:
+    if place is None:
         return "host" if host_is_plain else "host (no CT)"
-    if isinstance(ct, str):  # docker:NAME -> "docker NAME"
-        return ct.replace(":", " ", 1)
-    return f"CT {ct}"
+    if isinstance(place, str):  # docker:NAME -> "docker NAME"
+        return place.replace(":", " ", 1)
+    return f"CT {place}"
 
 
 def _size(mib: float | None, short: bool) -> str:
@@ -129,18 +129,18 @@ def shared_parts(
         if not h.alive:
             gone.append((f"gone pid {h.host_pid} {_size(h.used_mib, short)}", "bold red"))
             continue
-        key = (h.ct, h.session)
+        key = (h.place, h.session)
         groups[key] = groups.get(key, 0.0) + (h.used_mib or 0.0)
     if len(groups) + len(gone) < 2:
         return []
-    cts = [ct for ct, _ in groups]
+    places = [place for place, _ in groups]
     parts = []
-    for (ct, session), mib in groups.items():
-        label = where_words(ct, plain_host)
-        if cts.count(ct) > 1:
+    for (place, session), mib in groups.items():
+        label = where_words(place, plain_host)
+        if places.count(place) > 1:
             label += f" {session or 'no session'}"
-        elif names.get(ct) and not short:
-            label += f" ({names[ct]})"
+        elif names.get(place) and not short:
+            label += f" ({names[place]})"
         parts.append((f"{label} {_size(mib, short)}", ""))
     return parts + gone
 
@@ -176,7 +176,7 @@ def holder_text(
 
 def _holder_bits(h: Holder, plain_host: bool) -> list[str]:
     """'CT 203', 'train', 'pid 8 (host 4242)', 'python3', '/w/train.log'."""
-    bits = [where_words(h.ct, plain_host)]
+    bits = [where_words(h.place, plain_host)]
     if h.session:
         bits.append(h.session)
     pid = f"pid {h.ct_pid}" if h.ct_pid is not None else "pid ?"
@@ -460,7 +460,7 @@ class HostApp(App[Any]):
             live = [h for h in row.holders if h.alive]
             if why is not None or not live:
                 return None, why or f"GPU {row.index}: no run to open"
-            return RunChoice(self.selected, live[0].ct, live[0].session), ""
+            return RunChoice(self.selected, live[0].place, live[0].session), ""
         if isinstance(focused, DataTable) and focused.id == "ct-table" and view.containers:
             c = view.containers[min(focused.cursor_row, len(view.containers) - 1)]
             why = why_no_run_in(c)
@@ -609,7 +609,7 @@ def borrow(watch: HostWatch, monitor: WatchedRun, choice: RunChoice) -> Borrowed
     log's last lines the watch kept — those of the log the monitor follows,
     when the view watches the session the monitor watched."""
     same = not choice.session or choice.session == monitor.snapshot.session_name
-    earlier = watch.lines_of(choice.ct, monitor.snapshot.log.path) if same else []
+    earlier = watch.lines_of(choice.place, monitor.snapshot.log.path) if same else []
     if choice.session:
         monitor.watch_session(choice.session)
     return BorrowedMonitor(monitor, earlier)
@@ -620,7 +620,7 @@ async def run_view(
 ) -> int:
     """Today's run view for one container of a host watch; BACK on Esc.
     `showing` gets the app while it runs (run_host_view's signal handler)."""
-    monitor = watch.monitor_for(choice.ct)
+    monitor = watch.monitor_for(choice.place)
     if monitor is None:  # it stopped since the host view drew it (run_host_view says so)
         return BACK
     borrowed = borrow(watch, monitor, choice)
@@ -640,12 +640,12 @@ async def run_view(
     borrowed.app = app
     if showing is not None:
         showing[:] = [app]
-    watch.lent.add(choice.ct)
+    watch.lent.add(choice.place)
     try:
         rc = await app.run_async()
     finally:
         borrowed.close()
-        watch.lent.discard(choice.ct)
+        watch.lent.discard(choice.place)
         monitor.poll_every(background)  # back to the host view's pace
     if app.crashed_with is not None:
         raise app.crashed_with
@@ -694,8 +694,8 @@ def run_host_view(watches: Sequence[HostWatch], read_only: bool = False) -> int:
                 if not isinstance(result, RunChoice):
                     return int(result or 0)
                 selected, note = result.host, ""
-                if watches[result.host].monitor_for(result.ct) is None:
-                    place = where_words(result.ct, result.ct is None)
+                if watches[result.host].monitor_for(result.place) is None:
+                    place = where_words(result.place, result.place is None)
                     note = f"{place} is no longer running: no run in it to open"
                     continue
                 rc = await run_view(watches[result.host], result, read_only, showing)
