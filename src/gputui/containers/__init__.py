@@ -110,13 +110,14 @@ def log_tools() -> frozenset[str]:
     return frozenset(k.TOOL for k in KINDS if k.KEEPS_LOGS)
 
 
-def container_for(ct: Container | int | str | None) -> Container:
-    """The container a --ct value (or config `ct`) names: a number is a
-    Proxmox CT, a spec text (`docker:NAME`, ...) its kind."""
-    if isinstance(ct, Container):
-        return ct
-    if ct is None:
+def container_for(place: Container | int | str | None) -> Container:
+    """The container a place names (a --ct value, the config's `ct`, a host
+    view's key): a number is a Proxmox CT, a spec text (`docker:NAME`, ...)
+    its kind, None the host."""
+    if isinstance(place, Container):
+        return place
+    if place is None:
         return Host()
-    if isinstance(ct, str) and ProxmoxLXC.number(ct) is None:
-        return parse_container(ct)  # `²00`, like any other text: one line ValueError
-    return ProxmoxLXC(int(ct))
+    if isinstance(place, str) and ProxmoxLXC.number(place) is None:
+        return parse_container(place)  # `²00`, like any other text: one line ValueError
+    return ProxmoxLXC(int(place))

@@ -106,6 +106,7 @@ class Container(abc.ABC):
         super().__init_subclass__(**kw)
         if "SETTING" in cls.__dict__ and "FIELD" not in cls.__dict__:
             cls.FIELD = cls.SETTING
+
     # The flag's words in `gputui --help` and its value's type (also the
     # config key's): cli/main.py and config.py make both from KINDS.
     FLAG_HELP: ClassVar[str] = ""

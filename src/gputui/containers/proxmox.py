@@ -40,8 +40,8 @@ class ProxmoxLXC(Container):
     LIST_ORDER = 10  # a host with `pct` is a Proxmox host
     TOOL_DECIDES_HOST = True
 
-    def __init__(self, ct: int) -> None:
-        self.id = int(ct)
+    def __init__(self, number: int) -> None:
+        self.id = int(number)
 
     @classmethod
     def read_setting(cls, text: str) -> int:

@@ -69,7 +69,7 @@ def run_kill(ctx: Context) -> OomKill | None:
         if k.pid in read.run_pids:
             return k
     last_write = ctx.log.mtime
-    ct = ctx.snap.container
+    container = ctx.snap.container
     for k in reversed(read.kills):
         if not _RUN_NAMES.fullmatch(k.name):
             continue
@@ -79,7 +79,12 @@ def run_kill(ctx: Context) -> OomKill | None:
             continue
         if last_write is None and k.t < read.at - UNTIMED_WINDOW_S:
             continue
-        if ct is not None and ct.id is not None and k.memcg and not in_cgroups([k.memcg], ct):
+        if (
+            container is not None
+            and container.id is not None
+            and k.memcg
+            and not in_cgroups([k.memcg], container)
+        ):
             continue  # another container's process
         return k
     return None

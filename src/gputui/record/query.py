@@ -60,15 +60,15 @@ def parse_since(text: str) -> float:
 
 def _label_spec(label: str) -> TargetSpec | None:
     """A recorded target (`root@10.1.2.6:2222 ct 200`) in the target grammar."""
-    dest, _, ct = label.partition(" ct ")
+    dest, _, ct_id = label.partition(" ct ")
     try:
         spec = parse_target(dest)
     except ValueError:
         return None
-    if ct:
-        if not ct.isdigit():
+    if ct_id:
+        if not ct_id.isdigit():
             return None
-        return TargetSpec(spec.host, spec.user, spec.port, int(ct))
+        return TargetSpec(spec.host, spec.user, spec.port, int(ct_id))
     return spec
 
 

@@ -37,9 +37,9 @@ def container_words(gp: GpuProcess, names: Mapping[str, str]) -> str:
     'docker container 3f2a9c0d1e2b' (its short ID); '' when its cgroup names no
     container."""
     if gp.ct_id is not None:
-        ct = container_for(gp.ct_id)  # a numbered container: a Proxmox CT
-        name = names.get(ct.listing_key, "")
-        return f"{ct.words} ({visible(name)})" if name else ct.words
+        lxc = container_for(gp.ct_id)  # a numbered container: a Proxmox CT
+        name = names.get(lxc.listing_key, "")
+        return f"{lxc.words} ({visible(name)})" if name else lxc.words
     if not gp.container:
         return ""
     kind, _, ident = gp.container.partition(":")
