@@ -284,8 +284,9 @@ def standin_env(testbed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_monitor_finds_a_nohup_run_by_its_log_and_diagnoses_buffering(
     testbed: Any, ct: int, standin_env: None
 ) -> None:
-    from gputui.monitor.engine import WRITERS_RETRY_S, Monitor
+    from gputui.monitor.engine import Monitor
     from gputui.monitor.gpufeed import NvidiaSmiFeed
+    from gputui.monitor.runprocs import WRITERS_RETRY_S
 
     ws = Path(testbed.workspace) / f"disc-{ct}"
     ws.mkdir(exist_ok=True)
@@ -328,10 +329,10 @@ async def test_monitor_finds_a_nohup_run_by_its_log_and_diagnoses_buffering(
         assert p.block_buffered is True
         assert snap.log.path == str(log)
         # steady state: no new pct exec per poll, and no new search once found
-        searches, t0 = mon.writers_searches, time.monotonic()
+        searches, t0 = mon.run_procs.writers_searches, time.monotonic()
         polls = mon.polls
         await helpers.until(lambda: mon.polls >= polls + 4, what="four more polls")
-        assert mon.writers_searches == searches == 1
+        assert mon.run_procs.writers_searches == searches == 1
         assert tr.pct_execs(since=t0) == []
         # the diagnosis, once the log has been silent past a 2 s threshold
         await helpers.until(
@@ -355,11 +356,11 @@ async def test_monitor_finds_a_nohup_run_by_its_log_and_diagnoses_buffering(
         assert f.action == "relaunch"
         # a log nobody writes: searched again at most every WRITERS_RETRY_S
         mon.watch_log(str(ws / "nobody.log"))
-        polls, searches, t1 = mon.polls, mon.writers_searches, time.monotonic()
+        polls, searches, t1 = mon.polls, mon.run_procs.writers_searches, time.monotonic()
         await helpers.until(lambda: mon.polls >= polls + 6, what="six more polls")
         assert snap.procs == [] and snap.run_found_by == ""
         elapsed = time.monotonic() - t1
-        assert 1 <= mon.writers_searches - searches <= 1 + elapsed / WRITERS_RETRY_S
+        assert 1 <= mon.run_procs.writers_searches - searches <= 1 + elapsed / WRITERS_RETRY_S
     finally:
         await mon.stop()
         await tr.close()

@@ -55,6 +55,7 @@ from gputui.monitor.logfollow import FileStat, LogFollower, file_stat_from_words
 from gputui.monitor.oomcount import OomCount
 from gputui.monitor.oomlook import OomLook
 from gputui.monitor.portwatch import PortWatch
+from gputui.monitor.runprocs import RunProcs
 from gputui.monitor.sessionwatch import SessionWatch
 from gputui.monitor.supervisor import AgentSupervisor
 from gputui.monitor.tools import probe_tools
@@ -62,23 +63,15 @@ from gputui.remote.agent_client import AgentClient, AgentError
 from gputui.remote.base import RemoteProcess
 from gputui.remote.identity import HANDS_SH
 from gputui.remote.local import own_ancestry
-from gputui.remote.mainproc import is_log_source
 from gputui.remote.target import Target
 from gputui.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)  # `gputui -v` (cli/debuglog.py)
 
 METRIC_BATCH_MAX = 200  # lines of one batch parsed for metrics; a burst parses its newest
-PANE_TAIL_LINES = 50
-# A live pane whose process tree is unchanged is captured every few seconds,
-# not every poll (a tmux subprocess a second was a sixth of the agent's CPU
-# while a run streamed, issue 24); a dead pane, a new pane or a changed tree
-# is captured in the same poll.
-PANE_CAPTURE_EVERY_S = 5.0
 FALLBACK_PERIOD_S = 5.0
 CT_CHECK_MIN_S = 15.0  # `pct status` runs only after agent errors, not more often
 NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
-WRITERS_RETRY_S = 3.0  # with no tmux run, who writes the log is searched at most this often
 
 # The plain-command fallback (no python3 in the CT): one long-lived loop that
 # prints `tmux list-panes -a -F …` every $1 seconds and, when $2 names the log
@@ -165,6 +158,7 @@ class Monitor:
         # under --local, the panes gputui itself runs in: never chosen unasked
         own = own_ancestry() if self.settings.local else frozenset()
         self.session_watch = SessionWatch(self.settings.session, own)
+        self.run_procs = RunProcs(self._changed, self.log_choice.known)
         self._poll_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -176,18 +170,9 @@ class Monitor:
         self._ct_checked_at: float | None = None
         self._start_task: asyncio.Task[None] | None = None
         self._stopping = False
-        # The run found by its log when no tmux session is watched: (log path,
-        # root PIDs), and when the next search may run (monotonic).
-        self._log_run: tuple[str, list[int]] | None = None
-        self._writers_next = 0.0
-        self._writers_path: str | None = None
-        # (pid, tmux target, tmux socket) of the pane last polled
-        self._polled_pane: tuple[int, str, str | None] | None = None
-        self._captured_at = float("-inf")  # monotonic time of the last pane capture
         self.oom_count = OomCount()  # the run's cgroup OOM-kill count (the agent's `oom` op)
         self.ports = PortWatch()  # who holds a port the run's output says was taken
         self.oom_look = OomLook(target, clock)  # the kernel log, once a run vanished quietly
-        self.writers_searches = 0
         # The host's other containers named once (a host view gives its own list)
         self.neighbours_read = host_names is not None
 
@@ -623,68 +608,22 @@ class Monitor:
         process tree and last lines and a stat of the log go in one `batch`
         (4 requests were 8 packets a second). A pane or log that changed is
         asked for again on its own."""
-        snap = self.snapshot
-        guess = self._polled_pane  # (pane pid, tmux target, socket) of the last poll
+        snap, run = self.snapshot, self.run_procs
         path = self.follower.read_path if self.follower is not None else None
         offset_before = self.follower.state.offset if self.follower is not None else None
         calls = {"sessions": self.session_watch.call(agent)}
-        if guess is not None:
-            if time.monotonic() - self._captured_at >= PANE_CAPTURE_EVERY_S:
-                calls["capture"] = agent.capture_request(guess[1], PANE_TAIL_LINES, guess[2])
-            if guess[0]:
-                calls["procs"] = agent.processes_request(guess[0])
+        calls.update(run.calls(agent))
         if path:
             calls["stat"] = agent.stat_request([path])
-        calls.update(self._now_and_then_calls(guess[0] if guess is not None else 0))
+        calls.update(self._now_and_then_calls(run.pane_pid))
         answers = dict(zip(calls, await agent.batch(list(calls.values())), strict=True))
         self._set_sessions(agent.sessions_result(answers["sessions"]))
-        pane = snap.session.main_pane if snap.session is not None else None
-        target = (
-            tmux_parse.pane_target(pane.session, pane.window_index, pane.pane_index)
-            if pane is not None
-            else None
-        )
-        socket = snap.session.socket if snap.session is not None else None
-        now_pane = (pane.pid or 0, target, socket) if pane is not None and target else None
-        same = guess is not None and guess == now_pane
-        self._polled_pane = now_pane
-        procs: list[Proc] = []
-        pane_tail: list[str] = []
-        found_by = ""
-        if pane is not None and not pane.dead and pane.pid:
-            if same and "procs" in answers:
-                procs = agent.processes_result(answers["procs"])
-            else:
-                procs = await agent.processes(pane.pid)
-            found_by = "session"
-            self._log_run = None
-        elif snap.session is None and not snap.session_gone:
-            procs = await self._procs_by_log(agent)
-            found_by = "log" if procs else ""
-        tree_same = [p.pid for p in procs] == [p.pid for p in snap.procs]  # no process came or went
-        if procs or _procs_key(procs) != _procs_key(snap.procs):
-            self._changed("procs")  # cpu %, rss and fd 1 pos move every poll
-        if found_by != snap.run_found_by:
-            self._changed("procs", "sessions")
-        snap.procs = procs
-        snap.run_found_by = found_by
+        procs = await run.read(agent, answers, snap)
         self._apply_now_and_then(answers, procs)
         # The log path may come from these processes' stdout: open its stream
         # now, so it starts while the pane is captured.
         await self._choose_log()
-        if pane is not None and target:
-            with contextlib.suppress(AgentError):
-                if same and "capture" in answers:
-                    pane_tail = agent.capture_result(answers["capture"], target, PANE_TAIL_LINES)
-                elif same and tree_same and not pane.dead:
-                    pane_tail = snap.pane_tail  # captured at most PANE_CAPTURE_EVERY_S ago
-                else:
-                    pane_tail = await agent.capture(target, PANE_TAIL_LINES, socket)
-                if pane_tail is not snap.pane_tail:
-                    self._captured_at = time.monotonic()
-        if pane_tail != snap.pane_tail:  # (the same lines: the same list, which
-            self._changed("procs")  # the diagnosis keeps what it read from)
-            snap.pane_tail = pane_tail
+        await run.capture(agent, answers, snap)
         now_path = self.follower.read_path if self.follower is not None else None
         if now_path:
             if now_path == path:
@@ -720,51 +659,6 @@ class Monitor:
         if (log.size, log.mtime, log.exists, _mib(log.fs_free), _mib(log.fs_total)) != before:
             self._changed("log")
         return True
-
-    async def _procs_by_log(self, agent: AgentClient) -> list[Proc]:
-        """No tmux session watched: the process trees of the run that writes
-        the log (`nohup python train.py > log &`, `python | tee log` from a
-        shell that is gone). Once found, each poll costs one `procs` call per
-        root, as with tmux; the search itself (a scan of every process's fds)
-        runs at most every WRITERS_RETRY_S while nothing is found."""
-        path = self.log_choice.known()
-        if not path:
-            self._log_run = None
-            return []
-        if is_log_source(path):  # `docker logs`: the run is the container's main process
-            return await self._trees(agent, [1])
-        if self._log_run is not None and self._log_run[0] == path:
-            procs = await self._trees(agent, self._log_run[1])
-            if procs:
-                return procs
-        self._log_run = None
-        now = time.monotonic()
-        if now < self._writers_next and path == self._writers_path:
-            return []  # a new log path is searched at once
-        self._writers_next = now + WRITERS_RETRY_S
-        self._writers_path = path
-        self.writers_searches += 1
-        found = await agent.writers(path)
-        roots = [int(p) for p in found.get("roots") or []]
-        if not roots:
-            return []
-        procs = await self._trees(agent, roots)
-        if procs:
-            self._log_run = (path, roots)
-        return procs
-
-    @staticmethod
-    async def _trees(agent: AgentClient, roots: list[int]) -> list[Proc]:
-        out: list[Proc] = []
-        seen: set[int] = set()
-        for root in roots:
-            if root in seen:
-                continue
-            for p in await agent.processes(root):
-                if p.pid not in seen:
-                    seen.add(p.pid)
-                    out.append(p)
-        return out
 
     def _set_sessions(self, sessions: list[Session]) -> None:
         if self.session_watch.apply(sessions, self.snapshot, self.clock()):
@@ -946,10 +840,6 @@ def _file_stat(st: dict[str, Any]) -> FileStat | None:
     if not st.get("exists") or st.get("size") is None:
         return None
     return FileStat(int(st["size"]), float(st.get("mtime") or 0.0), int(st.get("inode") or 0))
-
-
-def _procs_key(procs: list[Proc]) -> list[tuple[Any, ...]]:
-    return [(p.pid, p.state, tuple(p.cmdline), p.stdout.kind, p.stdout.path) for p in procs]
 
 
 async def collect_snapshot(
