@@ -289,7 +289,7 @@ def test_the_host_view_knows_a_docker_container_by_its_cgroup_id() -> None:
 
     procs = host_gpu_processes(parse_apps_listing(APPS), {}, {DOCKER_ID: "docker:trainer"})
     by = {p.host_pid: p for p in procs}
-    assert (by[4242].ct, by[5151].ct, by[6161].ct, by[7171].ct) == (
+    assert (by[4242].place, by[5151].place, by[6161].place, by[7171].place) == (
         200,
         "docker:trainer",
         None,
