@@ -181,6 +181,28 @@ async def test_usage_errors(testbed: Testbed, ct: int, no_delay: None) -> None:
     assert "vmid: invalid format" in str(bad.stderr)
 
 
+async def test_a_hold_ends_every_call_after_it_once_not_per_call(testbed: Testbed, ct: int) -> None:
+    """hold_pct(s): a host busy for s seconds — a call started meanwhile ends
+    after it; the calls after it are not held again; the test bed's own
+    calls (GPUTUI_PCT_DELAY=0) are never held."""
+    hold = 3.0
+    async with asyncssh.connect(**testbed.ssh_options()) as conn:
+        t0 = time.monotonic()
+        testbed.hold_pct(hold)
+        try:
+            testbed.ct_exec(ct, ["true"])
+            own = time.monotonic() - t0
+            ends = []
+            for _ in range(3):
+                await conn.run(shlex.join(["pct", "status", str(ct)]), check=True)
+                ends.append(time.monotonic() - t0)
+        finally:
+            testbed.hold_pct(0)
+    assert own < hold, own
+    assert ends[0] >= hold, ends
+    assert ends[1] - ends[0] < hold and ends[2] - ends[1] < hold, ends  # held once, not per call
+
+
 async def test_start_up_delay_like_perl(testbed: Testbed, ct: int) -> None:
     async with asyncssh.connect(**testbed.ssh_options()) as conn:
         t0 = time.monotonic()

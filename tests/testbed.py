@@ -448,6 +448,13 @@ class Testbed:
         """Start-up delay of every `pct` call made through ssh (default 0.3 s)."""
         self._atomic_write(self.state_dir / "pct-delay", f"{seconds}\n")
 
+    def hold_pct(self, seconds: float) -> None:
+        """No `pct` call made through ssh ends before `seconds` from now (each
+        sleeps until then, after its start-up delay): a host busy for a
+        while, however many calls a reader makes meanwhile. 0 lifts it."""
+        until = time.time() + seconds if seconds > 0 else 0.0
+        self._atomic_write(self.state_dir / "pct-hold-until", f"{until}\n")
+
     # ---------------------------------------------------------------- docker, podman, kubectl
 
     def _tool(
