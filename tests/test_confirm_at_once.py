@@ -7,11 +7,12 @@ The real app on the real sshd, a real run in tmux in the stand-in CT; no
 testbed.hold_pct), and the plans are read by commands (as with no agent in
 the CT), so reading what a verb would act on takes seconds. The box must
 be on the terminal (read off the app's real output, tests/terminal.py)
-before the first of those reads could have answered — within half a `pct` call, stretched by the load this machine
-measured meanwhile (tests/slowdown.py) — saying what was asked and that it
-is reading; the plan fills it in when it arrives; y before that runs
-nothing; n cancels. (The issue's ≤ 200 ms is a speed figure: bench/RESULTS.md
-has the measured times; a timed unit test on a shared 2-core machine
+before the first of those reads could have answered — within half the
+hold, stretched by the load this machine measured meanwhile
+(tests/slowdown.py) — saying what was asked and that it is reading; the
+plan fills it in when it arrives; y before that runs nothing; n cancels.
+(The issue's ≤ 200 ms is a speed figure: bench/RESULTS.md has the measured
+times; a timed unit test on a shared 2-core machine
 would only measure the machine.)
 """
 
