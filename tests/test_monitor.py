@@ -23,15 +23,14 @@ from gputui.errors import ContainerError
 from gputui.model import ConnectionState, CtStatus, Snapshot
 from gputui.monitor import News, new_lines, parts_of
 from gputui.monitor.engine import (
-    PANES_LOOP_SCRIPT,
     PENDING_LINES_MAX,
     Monitor,
     collect_snapshot,
-    space_from_words,
 )
 from gputui.monitor.gpufeed import SimulatedGpus
 from gputui.monitor.logchoice import stdout_log_files
 from gputui.monitor.oomcount import READ_EVERY_S as OOM_READ_EVERY_S
+from gputui.monitor.plainloop import PANES_LOOP_SCRIPT, space_from_words
 from gputui.monitor.runprocs import PANE_CAPTURE_EVERY_S
 from gputui.monitor.sessionwatch import LIST_PANES_EVERY_S, choose_session
 from gputui.remote.agent_client import AgentError

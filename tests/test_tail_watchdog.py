@@ -134,7 +134,7 @@ async def stall_then_resume(
         assert f is not None
         await helpers.until(lambda: f.positioned, 10, "first header")
         if mon.agent is None:  # the plain-command loop must stat this log
-            await helpers.until(lambda: mon._fallback_log == str(log), 10, "the loop's stat")
+            await helpers.until(lambda: mon.plain_loop.log == str(log), 10, "the loop's stat")
         with open(log, "a") as w:
             w.write(lines(0, 2000))
         await helpers.until(lambda: f.state.offset == 20_000, 10, "the stall")
@@ -169,7 +169,7 @@ async def test_without_python3_the_shell_loops_stat_resumes_a_stuck_stream(
 ) -> None:
     """No agent (python3 missing in the target): the plain-command loop that
     lists tmux also stats the log, and that stat is the watchdog (every
-    FALLBACK_PERIOD_S, 5 s: hence the longer bound)."""
+    plainloop.PERIOD_S, 5 s: hence the longer bound)."""
     await stall_then_resume(stalling, tmp_path, agent_python="python3-missing", resume_within=15)
 
 

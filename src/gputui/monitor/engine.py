@@ -33,7 +33,6 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from gputui.collect import tmux as tmux_parse
 from gputui.collect.metrics import MetricParser
 from gputui.config import DEFAULTS, Settings
 from gputui.errors import CommandTimeout, ConfigError, GputuiError
@@ -51,17 +50,16 @@ from gputui.monitor.coalesce import OncePerTurn
 from gputui.monitor.door import PENDING_LINES_MAX, AgentFacts, Listener, news_of
 from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed, SharedGpus
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
-from gputui.monitor.logfollow import FileStat, LogFollower, file_stat_from_words
+from gputui.monitor.logfollow import FileStat, LogFollower
 from gputui.monitor.oomcount import OomCount
 from gputui.monitor.oomlook import OomLook
+from gputui.monitor.plainloop import PlainLoop
 from gputui.monitor.portwatch import PortWatch
 from gputui.monitor.runprocs import RunProcs
 from gputui.monitor.sessionwatch import SessionWatch
 from gputui.monitor.supervisor import AgentSupervisor
 from gputui.monitor.tools import probe_tools
 from gputui.remote.agent_client import AgentClient, AgentError
-from gputui.remote.base import RemoteProcess
-from gputui.remote.identity import HANDS_SH
 from gputui.remote.local import own_ancestry
 from gputui.remote.target import Target
 from gputui.tasks import cancel_and_wait
@@ -69,39 +67,10 @@ from gputui.tasks import cancel_and_wait
 log = logging.getLogger(__name__)  # `gputui -v` (cli/debuglog.py)
 
 METRIC_BATCH_MAX = 200  # lines of one batch parsed for metrics; a burst parses its newest
-FALLBACK_PERIOD_S = 5.0
 CT_CHECK_MIN_S = 15.0  # `pct status` runs only after agent errors, not more often
 NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
 
-# The plain-command fallback (no python3 in the CT): one long-lived loop that
-# prints `tmux list-panes -a -F …` every $1 seconds and, when $2 names the log
-# followed, its `stat` — the log stream's watchdog, which the agent's stat is
-# elsewhere — after the space of its file system (`stat -f`, coreutils and
-# busybox; none of df's mount-table walks). $3… is the tmux argv.
 FACTS_TIMEOUT_S = 10.0  # a plan's facts (run_facts): the box says it is reading meanwhile
-
-PANES_LOOP_SCRIPT = (
-    HANDS_SH
-    + r"""n=$1; log=$2; shift 2
-while :; do
-  "$@" 2>&1; echo "@gputui rc $?"
-  if [ -n "$log" ]; then
-    h=$(gputui_hands "$log")  # the run's path: root's hands only where nobody else can swap it
-    if fs=$(hands_run stat -f -L -c '%a %S %b' -- "$log" 2>/dev/null ||
-            hands_run stat -f -L -c '%a %S %b' -- "${log%/*}/" 2>/dev/null); then
-      echo "@gputui fs $fs"
-    fi
-    if st=$(hands_run stat -L -c '%s %Y %i' -- "$log" 2>/dev/null); then
-      echo "@gputui stat $st"
-    else
-      echo "@gputui stat -"
-    fi
-  fi
-  echo "@gputui end"
-  sleep "$n"
-done
-"""
-)
 
 
 class Monitor:
@@ -163,10 +132,10 @@ class Monitor:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
-        self._fallback_proc: RemoteProcess | None = None
-        self._fallback_log = ""  # the log the fallback loop stats ("" none)
-        self._fallback_offset: int | None = None  # the stream's offset at the last stat
-        self._fallback_rounds = 0  # rounds (panes listed, log stat'ed) the current loop delivered
+        # no python3 in the CT: a shell loop lists the panes and stats the log
+        self.plain_loop = PlainLoop(
+            target, self._set_sessions, self._observe_stat, lambda: self.follower, self._spawn
+        )
         self._ct_checked_at: float | None = None
         self._start_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -392,7 +361,7 @@ class Monitor:
         if self.gpu_feed is not None:
             await self.gpu_feed.stop()
         await self.agents.stop()
-        await self._close_fallback()
+        await self.plain_loop.close()
 
     async def refresh(self) -> None:
         """Poll now (waits for a poll already running)."""
@@ -417,7 +386,7 @@ class Monitor:
             n += 1
         if self.follower is not None and self.follower.running:
             n += 1
-        if self._fallback_proc is not None:
+        if self.plain_loop.proc is not None:
             n += 1
         if self.gpu_feed is not None:
             n += self.gpu_feed.channels
@@ -508,7 +477,7 @@ class Monitor:
                 await self._ensure_fallback()
             return
         agent = started.agent
-        await self._close_fallback()
+        await self.plain_loop.close()
         snap = self.snapshot
         gpu_tools = (snap.tools.nvidia_smi_host,)
         snap.tools = agent.tools()
@@ -576,7 +545,7 @@ class Monitor:
             except (AgentError, CommandTimeout) as err:
                 await self.agents.lost(agent, str(err))
         await self._choose_log()
-        if self.agent is None and self._fallback_proc is not None:
+        if self.agent is None and self.plain_loop.proc is not None:
             await self._ensure_fallback()  # the log it stats may have changed
         if await self.oom_look.after_poll(self.snapshot):  # the run vanished without a word
             self._changed("procs")
@@ -717,97 +686,23 @@ class Monitor:
         else:
             self._changed("log")
 
-    # ------------------------------------------------------------ fallback
+    # ------------------------------------------------------------ the plain-command loop
 
     async def _ensure_fallback(self) -> None:
-        """No python3 in the CT: list tmux panes, and stat the log followed,
-        with a long-lived shell loop (started again when the log changes)."""
+        """No python3 in the CT: the plain-command loop lists the panes and
+        stats the log followed (plainloop.py)."""
         log = self.follower.read_path if self.follower is not None else ""
-        if self._fallback_proc is not None:
-            if log == self._fallback_log:
-                return
-            await self._close_fallback()
-        self._fallback_log = log
-        self._fallback_offset = None
-        self._fallback_rounds = 0
-        argv = [
-            "sh",
-            "-c",
-            PANES_LOOP_SCRIPT,
-            "gputui-panes",
-            f"{max(self.interval, FALLBACK_PERIOD_S):g}",
-            log,
-            *tmux_parse.list_panes_argv(),
-        ]
-        try:
-            proc = await self.target.open(argv)
-        except GputuiError as err:
+        err = await self.plain_loop.ensure(log, self.interval)
+        if err is not None:
             self.agent_error = f"{self.agent_error}; {err}"
-            return
-        self._fallback_proc = proc
-        self._tasks.append(asyncio.create_task(self._fallback_reader(proc), name="panes loop"))
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Run `work` as the monitor's task: stop() ends it."""
+        self._tasks.append(asyncio.create_task(work, name=name))
 
     @property
     def plain_loop_pending(self) -> bool:
-        """The plain-command loop (no python3 in the CT) runs and has not
-        delivered its first round yet: tmux's panes and the log's stat and
-        disk space are still to come."""
-        return self._fallback_proc is not None and self._fallback_rounds == 0
-
-    async def _fallback_reader(self, proc: RemoteProcess) -> None:
-        block: list[str] = []
-        space: tuple[int, int] | None = None  # the `@gputui fs` line before a stat
-        try:
-            while True:
-                raw = await proc.readline()
-                if not raw:
-                    break
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                if line.startswith("@gputui fs "):
-                    space = space_from_words(line.split()[2:])
-                elif line.startswith("@gputui stat "):
-                    self._fallback_stat(line, space)
-                    space = None
-                elif line == "@gputui end":
-                    rc: int | None = None
-                    if block and block[-1].startswith("@gputui rc "):
-                        with contextlib.suppress(ValueError, IndexError):
-                            rc = int(block.pop().split()[2])
-                    text = "\n".join(block) + "\n"
-                    block = []
-                    sessions = tmux_parse.sessions_from_result(
-                        rc, text if rc == 0 else "", "" if rc == 0 else text
-                    )
-                    self._set_sessions(sessions)
-                    if self._fallback_proc is proc:
-                        self._fallback_rounds += 1
-                elif len(block) < 10_000:
-                    block.append(line)
-        finally:
-            if self._fallback_proc is proc:
-                self._fallback_proc = None
-            with contextlib.suppress(Exception):
-                await proc.close()
-
-    def _fallback_stat(self, line: str, space: tuple[int, int] | None = None) -> None:
-        """The loop's stat of the log: the same watchdog the agent's stat
-        drives (a stream that stops delivering while the file grows is
-        resumed from its offset). The stat was taken after the previous one
-        arrived, so the offset then is a floor of the file's size."""
-        f = self.follower
-        if f is None:
-            return
-        fs = file_stat_from_words(line.split()[2:])
-        if fs is not None:
-            fs = FileStat(fs.size, fs.mtime + f.clock_offset, fs.inode)
-        if self._observe_stat(self._fallback_log, fs, self._fallback_offset, space):
-            self._fallback_offset = f.state.offset
-
-    async def _close_fallback(self) -> None:
-        proc, self._fallback_proc = self._fallback_proc, None
-        if proc is not None:
-            with contextlib.suppress(Exception):
-                await proc.close()
+        return self.plain_loop.pending
 
 
 def _space(st: dict[str, Any]) -> tuple[int, int] | None:
@@ -817,18 +712,6 @@ def _space(st: dict[str, Any]) -> tuple[int, int] | None:
         return (int(free), int(total)) if free is not None and total is not None else None
     except (TypeError, ValueError):
         return None
-
-
-def space_from_words(words: list[str]) -> tuple[int, int] | None:
-    """`stat -f -c '%a %S %b'` (blocks available, block size, blocks) as
-    words -> (free, total) bytes; None for anything else."""
-    if len(words) != 3:
-        return None
-    try:
-        avail, size, blocks = (int(w) for w in words)
-    except ValueError:
-        return None
-    return avail * size, blocks * size
 
 
 def _mib(n: int | None) -> int | None:
