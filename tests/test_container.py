@@ -270,13 +270,13 @@ def test_the_apps_listing_maps_full_cgroup_paths_of_every_kind() -> None:
     `/lxc/200/ns/.lxc` is CT 200, a Docker scope is in no CT, `/lxc/²00` is no CT."""
     from gputui.monitor.gpufeed import parse_apps_block
 
-    procs, _, _ = parse_apps_block(APPS, ct=200)
+    procs, _, _ = parse_apps_block(APPS, ct_id=200)
     by = {p.host_pid: p for p in procs}
     assert (by[4242].in_container, by[4242].ct_pid, by[4242].ct_id) == (True, 17, 200)
     assert by[5151].in_container is False and by[5151].ct_id is None
     assert by[6161].ct_id is None
     # watching a Docker container (ct 0): its agent's PID namespace says which
-    procs, _, _ = parse_apps_block(APPS, ct=0, ct_pid_ns="pid:[4026532002]")
+    procs, _, _ = parse_apps_block(APPS, ct_id=0, ct_pid_ns="pid:[4026532002]")
     by = {p.host_pid: p for p in procs}
     assert [by[pid].in_container for pid in (4242, 5151, 7171)] == [False, True, True]
     assert by[5151].ct_pid == 9

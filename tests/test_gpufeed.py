@@ -159,7 +159,7 @@ def test_parse_apps_block_maps_host_pids_to_the_ct() -> None:
         "@gputui pid 5151 /lxc/201 pid:[4026532002] 5151\t9",
         "@gputui pid 6161 - pid:[4026531836] 6161",
     ]
-    procs, rc, err = parse_apps_block(lines, ct=200)
+    procs, rc, err = parse_apps_block(lines, ct_id=200)
     assert rc == 0 and err == ""
     by = {p.host_pid: p for p in procs}
     assert by[4242].in_container is True and by[4242].ct_pid == 17
@@ -177,17 +177,17 @@ def test_parse_apps_block_by_pid_namespace() -> None:
         "@gputui pid 700 - pid:[4026532999] 700 12",
         "@gputui pid 800 - pid:[4026532888] 800 3",
     ]
-    procs, _, _ = parse_apps_block(lines, ct=200, ct_pid_ns="pid:[4026532999]")
+    procs, _, _ = parse_apps_block(lines, ct_id=200, ct_pid_ns="pid:[4026532999]")
     assert [(p.host_pid, p.in_container, p.ct_pid) for p in procs] == [
         (700, True, 12),
         (800, False, None),
     ]
-    procs, _, _ = parse_apps_block(lines, ct=200)  # namespace unknown: cannot tell
+    procs, _, _ = parse_apps_block(lines, ct_id=200)  # namespace unknown: cannot tell
     assert [(p.in_container, p.ct_pid) for p in procs] == [(None, None), (None, None)]
 
 
 def test_parse_apps_block_failure() -> None:
-    procs, rc, err = parse_apps_block(["No devices were found", "@gputui rc 6"], ct=200)
+    procs, rc, err = parse_apps_block(["No devices were found", "@gputui rc 6"], ct_id=200)
     assert procs == [] and rc == 6 and err == "No devices were found"
 
 
@@ -212,7 +212,7 @@ async def test_apps_loop_script_reads_real_proc(local: LocalTransport) -> None:
             block.append(line)
     finally:
         await proc.close()
-    procs, rc, _ = parse_apps_block(block, ct=200)
+    procs, rc, _ = parse_apps_block(block, ct_id=200)
     assert rc == 0 and [p.host_pid for p in procs] == [me]
     assert procs[0].in_container is False and procs[0].ct_pid is None
 

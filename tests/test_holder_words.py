@@ -64,7 +64,7 @@ def test_a_docker_container_is_named_by_its_cgroup_id() -> None:
         "@gputui rc 0",
         f"@gputui pid 5151 /system.slice/docker-{DOCKER_ID}.scope pid:[4026532002] 5151\t9",
     ]
-    (gp,), _, _ = parse_apps_block(lines, ct=200)
+    (gp,), _, _ = parse_apps_block(lines, ct_id=200)
     assert gp.container == f"docker:{DOCKER_ID}" and gp.in_container is False
     names = Docker("trainer").read_neighbours(DOCKER_PS)
     assert container_words(gp, names) == "container trainer2"

@@ -116,7 +116,7 @@ def apps_once_argv() -> list[str]:
 
 def parse_apps_block(
     lines: list[str],
-    ct: int | None,
+    ct_id: int | None,
     ct_pid_ns: str | None = None,
     before: list[GpuProcess] | None = None,
     t: float | None = None,
@@ -124,10 +124,10 @@ def parse_apps_block(
     """One listing of the apps loop -> (processes, nvidia-smi exit, its text
     when it failed). Pure.
 
-    A host PID is in container `ct` when its cgroup is under `/lxc/<ct>/`
+    A host PID is in CT `ct_id` when its cgroup is under `/lxc/<ct_id>/`
     (containers.cgroup_owner reads the path; a Docker, Podman or
     kubepods cgroup is in no CT), or (no such cgroup, e.g. cgroup v1
-    layouts, the test bed; or `ct` 0, a container of another kind) when its PID
+    layouts, the test bed; or `ct_id` 0, a container of another kind) when its PID
     namespace is the CT's (`ct_pid_ns`, from the in-CT agent's hello); its
     PID inside the CT is then the last `NSpid` field. Each process gets its
     state, CPU time, parents and CT number (`/lxc/<n>/`); with `t`, its own
@@ -140,11 +140,11 @@ def parse_apps_block(
         owner = cgroup_owner(cg) if cg.startswith("/") else None
         lxc = owner.number if owner is not None else None
         in_ct: bool | None = None
-        if ct is None:  # a plain host (or --local): its PIDs are the run's PIDs
+        if ct_id is None:  # a plain host (or --local): its PIDs are the run's PIDs
             in_ct, nspids = True, [p.host_pid, p.host_pid]
         elif lxc is not None:  # `/lxc/<n>/...`: CT n (`/lxc/²00` is no CT)
-            in_ct = lxc == ct
-        elif owner is not None and ct > 0:  # a Docker/pod process is in no CT
+            in_ct = lxc == ct_id
+        elif owner is not None and ct_id > 0:  # a Docker/pod process is in no CT
             in_ct = False
         elif ct_pid_ns and pns != "-":
             in_ct = pns == ct_pid_ns
@@ -879,15 +879,15 @@ class SimulatedGpus(GpuFeed):
 class SharedGpus(GpuFeed):
     """The host's GPU feed as one container's monitor sees it (the host
     view): the same readings and history (shared, not copied), and the
-    processes of that container only (`ct`: a CT's number, "docker:NAME",
+    processes of that container only (`place`: a CT's number, "docker:NAME",
     None for the host itself). Starting or stopping it does nothing: the
     host watch owns the streams. The monitor gives it the container's PID
     namespace when the agent says hello."""
 
-    def __init__(self, host_feed: NvidiaSmiFeed, ct: int | str | None) -> None:
+    def __init__(self, host_feed: NvidiaSmiFeed, place: int | str | None) -> None:
         super().__init__()
         self.host_feed = host_feed
-        self.ct = ct
+        self.place = place
         self._ct_pid_ns: str | None = None
         hs = host_feed.state
         self.state.latest = hs.latest
@@ -918,8 +918,8 @@ class SharedGpus(GpuFeed):
         lines = self.host_feed.last_listing
         self.state.processes_pending = hs.processes_pending
         if lines is not None:
-            ct = 0 if isinstance(self.ct, str) else self.ct  # 0: by PID namespace only
-            procs, rc, _ = parse_apps_block(lines, ct, self._ct_pid_ns)
+            ct_id = 0 if isinstance(self.place, str) else self.place  # 0: by PID namespace only
+            procs, rc, _ = parse_apps_block(lines, ct_id, self._ct_pid_ns)
             if rc == 0 or rc is None:
                 self.state.processes = procs
         self._changed()

@@ -126,7 +126,7 @@ class Target:
 
     @property
     def apps_ct(self) -> int | None:
-        """What `gpufeed.parse_apps_block` takes as `ct`: the CT number; 0
+        """What `gpufeed.parse_apps_block` takes as `ct_id`: the CT number; 0
         for a container of another kind (no `/lxc/N` cgroup is its: its PID
         namespace tells); None on the host itself."""
         return self.ct_id if self.ct_id is not None else (0 if self.in_container else None)
