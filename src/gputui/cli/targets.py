@@ -139,10 +139,10 @@ def _take_ct(args: argparse.Namespace, spec: TargetSpec, given: str) -> None:
     _take_place(args, spec, given)
     if spec.ct_id is None:
         return
-    ct = getattr(args, "ct", None)
-    if ct is not None and ct != spec.ct_id:
+    ct_id = getattr(args, "ct", None)  # --ct N
+    if ct_id is not None and ct_id != spec.ct_id:
         raise GputuiError(
-            f"{given} names CT {spec.ct_id}, but --ct {ct} is given too",
+            f"{given} names CT {spec.ct_id}, but --ct {ct_id} is given too",
             "give the CT once: host/CT, or --ct N",
         )
     args.ct = spec.ct_id
@@ -196,23 +196,23 @@ def settle_target(args: argparse.Namespace) -> None:
 def target_query(args: argparse.Namespace) -> str | None:
     """What `history` looks for: the TARGET or --host/--ct, as the user wrote it."""
     host = getattr(args, "host", None)
-    ct = getattr(args, "ct", None)
+    ct_id = getattr(args, "ct", None)  # --ct N
     target = getattr(args, "target", None)
     if target is not None and not _parses(target):
         return str(target)
     if not host:
-        if ct is not None:
-            raise GputuiError(f"--ct {ct} without a host", "name it: gputui history HOST/CT")
+        if ct_id is not None:
+            raise GputuiError(f"--ct {ct_id} without a host", "name it: gputui history HOST/CT")
         return None
     spec = parse_target(host)
     user, port = getattr(args, "user", None), getattr(args, "port", None)
     place = next(
-        (  # --docker NAME: "docker:NAME" (a CT is `ct` above)
+        (  # --docker NAME: "docker:NAME" (a CT is `ct_id` above)
             f"{k.SPEC_PREFIXES[0]}:{getattr(args, k.SETTING)}"
             for k in FLAG_KINDS
             if k.SPEC_PREFIXES and getattr(args, k.SETTING, None)
         ),
         None,
     )
-    spec = TargetSpec(spec.host, spec.user or user, spec.port or port, ct, place)
+    spec = TargetSpec(spec.host, spec.user or user, spec.port or port, ct_id, place)
     return str(spec)

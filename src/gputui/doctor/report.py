@@ -476,14 +476,14 @@ def _container_dict(snap: Snapshot) -> dict[str, str] | None:
 
 
 def _ct_line(facts: dict[str, Any], snap: Snapshot | None) -> str:
-    ct = snap.ct_id if snap is not None else facts.get("ct")
+    ct_id = snap.ct_id if snap is not None else facts.get("ct")
     status = _enum(snap.ct_status) if snap is not None else facts.get("ct_status")
     other = snap.container if snap is not None else None
-    if ct is None and other is not None and other.kind:  # docker, podman, pod
+    if ct_id is None and other is not None and other.kind:  # docker, podman, pod
         return f"{other.words} {status}"
-    if ct is None:
+    if ct_id is None:
         return "none (plain host)" if status in (None, "none", "unknown") else str(status)
-    return f"CT {ct} {status}"
+    return f"CT {ct_id} {status}"
 
 
 def _gpu_rows(snap: Snapshot) -> list[tuple[str, str]]:

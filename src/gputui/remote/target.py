@@ -69,13 +69,13 @@ def parse_target(text: str) -> TargetSpec:
     if not t or any(c.isspace() for c in t):
         raise ValueError(f"{text!r} is not {TARGET_GRAMMAR}")
     rest, slash, ct_text = t.partition("/")
-    ct, place = _place(text, ct_text) if slash else (None, None)
+    ct_id, place = _place(text, ct_text) if slash else (None, None)
     user, host, port = split_destination(rest)
     if host.startswith("-"):
         raise ValueError(f"{text!r}: a host name cannot start with '-'")
     if port is not None and not 1 <= port <= 65535:
         raise ValueError(f"{text!r}: port {port} is out of range 1-65535")
-    return TargetSpec(host=host, user=user, port=port, ct_id=ct, place=place)
+    return TargetSpec(host=host, user=user, port=port, ct_id=ct_id, place=place)
 
 
 def _place(text: str, after: str) -> tuple[int | None, str | None]:
