@@ -35,7 +35,7 @@ from typing import Any
 
 from gputui.collect.metrics import MetricParser
 from gputui.config import DEFAULTS, Settings
-from gputui.errors import CommandTimeout, ConfigError, GputuiError
+from gputui.errors import CommandTimeout, ConfigError
 from gputui.model import (
     PARTS,
     ConnectionState,
@@ -47,6 +47,7 @@ from gputui.model import (
     Snapshot,
 )
 from gputui.monitor.coalesce import OncePerTurn
+from gputui.monitor.containerwatch import ContainerWatch
 from gputui.monitor.door import PENDING_LINES_MAX, AgentFacts, Listener, news_of
 from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed, SharedGpus
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
@@ -58,7 +59,6 @@ from gputui.monitor.portwatch import PortWatch
 from gputui.monitor.runprocs import RunProcs
 from gputui.monitor.sessionwatch import SessionWatch
 from gputui.monitor.supervisor import AgentSupervisor
-from gputui.monitor.tools import probe_tools
 from gputui.remote.agent_client import AgentClient, AgentError
 from gputui.remote.local import own_ancestry
 from gputui.remote.target import Target
@@ -67,7 +67,6 @@ from gputui.tasks import cancel_and_wait
 log = logging.getLogger(__name__)  # `gputui -v` (cli/debuglog.py)
 
 METRIC_BATCH_MAX = 200  # lines of one batch parsed for metrics; a burst parses its newest
-CT_CHECK_MIN_S = 15.0  # `pct status` runs only after agent errors, not more often
 NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
 
 FACTS_TIMEOUT_S = 10.0  # a plan's facts (run_facts): the box says it is reading meanwhile
@@ -136,14 +135,15 @@ class Monitor:
         self.plain_loop = PlainLoop(
             target, self._set_sessions, self._observe_stat, lambda: self.follower, self._spawn
         )
-        self._ct_checked_at: float | None = None
         self._start_task: asyncio.Task[None] | None = None
         self._stopping = False
         self.oom_count = OomCount()  # the run's cgroup OOM-kill count (the agent's `oom` op)
         self.ports = PortWatch()  # who holds a port the run's output says was taken
+        # the container's status, tools and neighbours (the host view names its own)
+        self.container_watch = ContainerWatch(
+            target, self.snapshot, clock, self._changed, neighbours_read=host_names is not None
+        )
         self.oom_look = OomLook(target, clock)  # the kernel log, once a run vanished quietly
-        # The host's other containers named once (a host view gives its own list)
-        self.neighbours_read = host_names is not None
 
     @property
     def agent(self) -> AgentClient | None:
@@ -307,8 +307,8 @@ class Monitor:
         if self.gpu_feed is not None:
             self.gpu_feed.subscribe(self._on_gpus)
             await self.gpu_feed.start()
-        if not self.neighbours_read:
-            self._tasks.append(asyncio.create_task(self._read_neighbours(), name="neighbours"))
+        if not self.container_watch.neighbours_read:
+            self._spawn(self.container_watch.read_neighbours(), "neighbours")
         if self.log_choice.wanted(self.snapshot.procs) is not None:
             await self._choose_log()
         try:
@@ -422,46 +422,6 @@ class Monitor:
                 tools.nvidia_smi_host = False if feed.where != "ct" else tools.nvidia_smi_host
         self._changed("gpus")
 
-    async def _check_ct(self, error_text: str = "") -> None:
-        """The CT's state: read from an error's text when it says (`CT 200 not
-        running`, `... does not exist`), else asked of the host (the
-        container's status command) — at start and after errors, at most once
-        per CT_CHECK_MIN_S."""
-        container = self.target.container
-        status_argv = container.status_argv()
-        if status_argv is None:
-            return
-        status = container.read_status(error_text) if error_text else None
-        if status is None:
-            now = self.clock()
-            if self._ct_checked_at is not None and now - self._ct_checked_at < CT_CHECK_MIN_S:
-                return
-            self._ct_checked_at = now
-            try:
-                res = await self.target.run_host(status_argv, timeout=15.0)
-            except GputuiError:
-                return
-            status = container.read_status(res.out + res.err) or CtStatus.UNKNOWN
-        if status != self.snapshot.ct_status:
-            self.snapshot.ct_status = status
-            self._changed("ct")
-
-    async def _read_neighbours(self) -> None:
-        """The host's containers by name, read once: a GPU process in another
-        one is named 'CT 201 (eval-box)'; nothing when the host cannot say."""
-        self.neighbours_read = True
-        container = self.target.container
-        argv = container.neighbours_argv()
-        if argv is None:
-            return
-        try:
-            res = await self.target.run_host(argv, timeout=15.0)
-        except GputuiError:
-            return
-        if res.ok:
-            self.snapshot.container_names.update(container.read_neighbours(res.out))
-            self._changed("gpus")
-
     # ------------------------------------------------------------ the agent
 
     async def _ensure_agent(self) -> None:
@@ -471,38 +431,18 @@ class Monitor:
         if started is None:
             return
         if started.agent is None:
-            await self._check_ct(started.problem)
+            await self.container_watch.check(started.problem)
             if started.no_python:
-                await self._probe_tools()
+                await self.container_watch.probe_tools()
                 await self._ensure_fallback()
             return
         agent = started.agent
         await self.plain_loop.close()
-        snap = self.snapshot
-        gpu_tools = (snap.tools.nvidia_smi_host,)
-        snap.tools = agent.tools()
-        snap.tools.nvidia_smi_host = gpu_tools[0]
+        self.container_watch.agent_up(agent)
         if self.follower is not None:
             self.follower.clock_offset = agent.clock_offset
         if isinstance(self.gpu_feed, NvidiaSmiFeed | SharedGpus) and self.target.in_container:
             self.gpu_feed.ct_pid_ns = agent.hello.get("pid_ns")
-        if self.target.in_container and snap.ct_status != CtStatus.RUNNING:
-            snap.ct_status = CtStatus.RUNNING
-            self._changed("ct")
-        self._changed("ct")
-
-    async def _probe_tools(self) -> None:
-        """No agent to say which tools the CT has: ask once with a plain
-        command, so a missing tmux is named (not "nothing wrong")."""
-        if self.snapshot.tools.probed:
-            return
-        try:
-            tools = await probe_tools(self.target)
-        except GputuiError:
-            return
-        tools.nvidia_smi_host = self.snapshot.tools.nvidia_smi_host  # the GPU feed knows best
-        self.snapshot.tools = tools
-        self._changed("ct")
 
     # ------------------------------------------------------------ polling
 
