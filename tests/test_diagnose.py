@@ -776,7 +776,10 @@ CASES = [
         "gpu_memory_orphaned",
         Severity.WARNING,
         title_has=("PID 77",),
-        extra={"fix_has": "pct exec 200 -- kill 77"},
+        # whose it is not known (no `owners` answer): how to check, never a kill (issue 45)
+        extra={
+            "fix_has": "its owner unknown: check `pct exec 200 -- ps -o pid,user,etime,cmd -p 77`"
+        },
     ),
     Case(
         "run exited 9 s ago (log quiet 9 s), memory still in the last reading: not orphaned yet",

@@ -13,6 +13,7 @@ from gputui.diagnose import KINDS, diagnose
 from gputui.host.view import health_word
 from gputui.model import (
     Finding,
+    GpuOwners,
     GpuProcess,
     MetricPoint,
     Pane,
@@ -279,7 +280,9 @@ def test_an_oom_on_a_gpu_a_leftover_holds_says_so_before_the_batch_size() -> Non
     left = GpuProcess(UUID + "0", 5777, 120_000, "python", ct_pid=777, in_container=True)
     left.ancestors, left.state = [], "S"  # its parent is gone
     left.util = _readings(0.0, 120.0)  # idle on its GPU for two minutes: a leftover
-    f = next(f for f in diagnose(_taken_by(left), NOW) if f.kind == "cuda_oom")
+    snap = _taken_by(left)
+    snap.gpu_owners = GpuOwners({777: (0, "root")}, me=0)  # root's, as gputui's own tmux server
+    f = next(f for f in diagnose(snap, NOW) if f.kind == "cuda_oom")
     assert f.title.endswith("— leftover PID 777 holds 117.2 GiB of GPU memory"), f.title
     assert f.fix.startswith("the GPU memory the run needed is held by"), f.fix
     assert "`pct exec 200 -- kill 777`" in f.fix and "batch size" in f.fix

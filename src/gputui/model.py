@@ -421,6 +421,19 @@ class PortsTaken:
     me: int | None = None
 
 
+@dataclass
+class GpuOwners:
+    """Whose each GPU holder in the watched container (or on the plain host)
+    is, as the agent there reads it (/proc/PID/status Uid:, the container's
+    own uid — in an unprivileged LXC the host sees it + 100000): by its PID
+    as the container sees it (GpuProcess.ct_pid) -> (uid, user name; None:
+    not known — gone, unreadable, no passwd entry)."""
+
+    owners: dict[int, tuple[int | None, str | None]] = field(default_factory=dict)
+    me: int | None = None  # the uid the agent runs as (whose gputui's own tmux server is)
+    at: float = 0.0  # local time of the reading
+
+
 # ---------------------------------------------------------------- the log
 
 
@@ -771,6 +784,9 @@ class Snapshot:
     # while such a line is among the last ones); None: not asked (no agent,
     # or no such line).
     ports_taken: PortsTaken | None = None
+    # Whose each GPU holder in the watched container is (the agent's `owners`
+    # op, asked for the holders not of the run); None: not asked (no agent).
+    gpu_owners: GpuOwners | None = None
     # The watched run against the last run of the same program (issue 49):
     # set by whoever reads the history (the recorder, doctor); None: none known.
     vs_last: VsLast | None = None

@@ -16,7 +16,13 @@ import statistics
 
 from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import short
-from gputui.diagnose.holders import Holder, gpu_holders, holder_line
+from gputui.diagnose.holders import (
+    Holder,
+    gpu_holders,
+    holder_line,
+    leftover_is_mine,
+    leftover_words,
+)
 from gputui.diagnose.registry import Kind, rule
 from gputui.model import Finding, Severity
 from gputui.text.numbers import bounded_float, bounded_int
@@ -131,8 +137,10 @@ def others_on_the_gpus(ctx: Context) -> list[Holder]:
 
 def _taken_fix(ctx: Context, others: list[Holder]) -> str:
     h = others[0]
-    if h.leftover:  # never a live run: one whose parent is gone may still work
+    if h.leftover and leftover_is_mine(ctx, h):  # never a live run, nor another user's
         free = f"it is a leftover: `{ctx.in_ct(f'kill {h.pid}')}`, then relaunch (r)"
+    elif h.leftover:  # whose it is named, or how to check: never a bare kill (issue 45)
+        free = f"it is a leftover: {leftover_words(ctx, h)}; then relaunch (r)"
     elif h.kind == "session":
         free = f"if {h.owner}'s run is done with, stop it (select it, k), then relaunch (r)"
     else:

@@ -10,7 +10,13 @@ from __future__ import annotations
 from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import short
 from gputui.diagnose.hardware import recent_xids, xid_finding
-from gputui.diagnose.holders import Holder, gpu_holders, holder_line
+from gputui.diagnose.holders import (
+    Holder,
+    gpu_holders,
+    holder_line,
+    leftover_is_mine,
+    leftover_words,
+)
 from gputui.diagnose.host import _nvidia_smi_missing
 from gputui.diagnose.registry import Kind, rule
 from gputui.diagnose.thresholds import LEFTOVER_IDLE_S, RECENT_EVENT_S
@@ -108,8 +114,22 @@ def _leftover_finding(ctx: Context, leftovers: list[Holder]) -> Finding:
             "no live owner, idle on the GPU"
         ),
         evidence=ev,
-        fix=ctx.in_ct("kill " + " ".join(map(str, pids))) + "  (after checking they are leftovers)",
+        fix=_leftover_fix(ctx, leftovers),
     )
+
+
+def _leftover_fix(ctx: Context, leftovers: list[Holder]) -> str:
+    """`kill PID` in the container for the run user's own leftovers only;
+    another user's is named with its owner, one of an unknown owner gets the
+    command that says whose it is (issue 45: never a bare kill of a process
+    the run's user does not own)."""
+    mine = [h.pid for h in leftovers if leftover_is_mine(ctx, h)]
+    parts = []
+    if mine:
+        kill = ctx.in_ct("kill " + " ".join(map(str, mine)))
+        parts.append(f"{kill}  (after checking they are leftovers)")
+    parts += [leftover_words(ctx, h) for h in leftovers if not leftover_is_mine(ctx, h)]
+    return "; ".join(parts)
 
 
 def _gp_line(gp: GpuProcess) -> str:

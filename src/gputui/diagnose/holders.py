@@ -4,10 +4,11 @@ container, the host, or no live owner (a leftover). Pure."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gputui.diagnose.context import Context
 from gputui.diagnose.thresholds import DEFAULT_THRESHOLDS, LEFTOVER_IDLE_S
+from gputui.diagnose.whose import run_owner, same_user
 from gputui.model import GpuProcess, Session, Snapshot
 from gputui.text.owners import container_words
 from gputui.text.words import dur, gib
@@ -38,6 +39,10 @@ class Holder:
     kind: str
     owner: str  # in words: "session eval", "CT 201", "a host process", ...
     leftover: bool = False  # no live owner, idle on its GPU a while (or a zombie)
+    # whose process it is, as its container sees it (the agent's `owners`
+    # op: the CT's uid, never the host's uid + 100000); None: not known
+    uid: int | None = None
+    user: str | None = None
 
     @property
     def pid(self) -> int:
@@ -53,12 +58,30 @@ class Holder:
         """'held by session eval (PID 491)'."""
         return f"held by {self.owner} (PID {self.pid})"
 
+    @property
+    def whose(self) -> str:
+        """'uid 1001 (alice)', 'uid 0 (root)', 'uid 1001'; '' when not known."""
+        if self.uid is None:
+            return ""
+        return f"uid {self.uid}" + (f" ({self.user})" if self.user else "")
+
 
 def pane_sessions(sessions: Iterable[Session]) -> dict[int, Session]:
     return {pane.pid: s for s in sessions for pane in s.panes if pane.pid and not pane.dead}
 
 
 def gpu_holder(ctx: Context, gp: GpuProcess) -> Holder:
+    """Who holds one GPU process (`_holder`), with whose process it is when
+    the agent in its container said (Snapshot.gpu_owners, by its CT PID)."""
+    h = _holder(ctx, gp)
+    known = ctx.snap.gpu_owners
+    if known is None or gp.ct_pid is None or not gp.in_container:
+        return h
+    uid, user = known.owners.get(gp.ct_pid, (None, None))
+    return replace(h, uid=uid, user=user) if uid is not None else h
+
+
+def _holder(ctx: Context, gp: GpuProcess) -> Holder:
     """Name the owner of one GPU process from its parents (`ancestors`),
     its container and the tmux sessions' pane PIDs."""
     if gp.ct_pid is not None and gp.ct_pid in ctx.run_pids:
@@ -115,8 +138,43 @@ def holder_line(h: Holder, now: float, idle_pct: float) -> str:
         bits.append(f"state {gp.state}")
     if gp.cpu_s is not None:
         bits.append(f"CPU {dur(gp.cpu_s)}")
+    if h.whose:
+        bits.append(f"{h.whose}'s")
     name = f" {gp.name}" if gp.name else ""
     return f"{h.words()}{name}: " + ", ".join(bits)
+
+
+def gpu_words(ctx: Context, uuid: str) -> str:
+    """'GPU 0' (its index, as nvidia-smi numbers it), else its UUID."""
+    idx = next((s.index for s in ctx.gpus.latest.values() if s.uuid == uuid), None)
+    return f"GPU {idx}" if idx is not None else (uuid or "a GPU")
+
+
+def leftover_is_mine(ctx: Context, h: Holder) -> bool | None:
+    """Whether a leftover is the run's own user's (a `kill PID` in the
+    container is the advice); False: another uid's; None: not known whose
+    it is (or whose the run is)."""
+    return same_user(h.uid, h.user, run_owner(ctx)) if h.uid is not None else None
+
+
+def leftover_words(ctx: Context, h: Holder) -> str:
+    """What to do with a leftover that is not known to be the run user's
+    (never a bare kill): 'uid 1001 (alice)'s PID 4242 holds 30 GiB on GPU 0
+    — not this run's user; ask them or, as root, kill it', or how to check
+    whose it is."""
+    held = f"holds {gib(h.gp.used_mib)} on {gpu_words(ctx, h.gp.gpu_uuid)}"
+    check = f"`{ctx.in_ct(f'ps -o pid,user,etime,cmd -p {h.pid}')}`"
+    mine = leftover_is_mine(ctx, h)
+    if mine is False:
+        return (
+            f"{h.whose}'s PID {h.pid} {held} — not this run's user; ask them or, as root, kill it"
+        )
+    if h.uid is None:
+        return f"PID {h.pid} {held}, its owner unknown: check {check}; kill it only if it is this run's user's"
+    return (
+        f"{h.whose}'s PID {h.pid} {held}, and whose the run is is not known: check {check}; "
+        "kill it only if it is this run's user's"
+    )
 
 
 def holders_of(snap: Snapshot, now: float) -> list[Holder]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import short
 from gputui.diagnose.registry import Kind, rule
+from gputui.diagnose.whose import RunOwner, run_owner, same_user
 from gputui.model import Finding, PortHolder, Severity
 from gputui.text.numbers import bounded_int
 from gputui.text.untrusted import one_line
@@ -89,30 +90,12 @@ def ports_taken(lines: Iterable[str]) -> list[PortTaken]:
     return named or out
 
 
-def run_owner(ctx: Context) -> tuple[set[int], set[str]]:
-    """Whose the run is: the uids of its processes; with none left, its
-    tmux server's owner (a name) or, for gputui's own server, the uid the
-    agent runs as. Both empty: not known."""
-    uids = {p.uid for p in ctx.procs if p.uid is not None}
-    if uids:
-        return uids, set()
-    session = ctx.session
-    if session is not None and session.owner:
-        return set(), {session.owner}
-    me = ctx.snap.ports_taken.me if ctx.snap.ports_taken is not None else None
-    return ({me} if me is not None else set()), set()
-
-
-def is_owners(h: PortHolder, owner: tuple[set[int], set[str]]) -> bool:
+def is_owners(h: PortHolder, owner: RunOwner) -> bool:
     """Whether holder `h` is the run owner's process (may be stopped on
     their behalf); True when neither side is known (an agent that did not
     say: the words keep "if it is yours")."""
-    uids, names = owner
-    if uids and h.uid is not None:
-        return h.uid in uids
-    if names and h.user is not None:
-        return h.user in names
-    return True
+    same = same_user(h.uid, h.user, owner)
+    return True if same is None else same
 
 
 def whose(h: PortHolder) -> str:

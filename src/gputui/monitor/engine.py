@@ -50,6 +50,7 @@ from gputui.monitor.coalesce import OncePerTurn
 from gputui.monitor.containerwatch import ContainerWatch
 from gputui.monitor.door import PENDING_LINES_MAX, AgentFacts, Listener, news_of
 from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed, SharedGpus
+from gputui.monitor.gpuowners import GpuOwnerWatch
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
 from gputui.monitor.logfollow import FileStat, LogFollower
 from gputui.monitor.oomcount import OomCount
@@ -143,6 +144,7 @@ class Monitor:
         self.container_watch = ContainerWatch(
             target, self.snapshot, clock, self._changed, neighbours_read=host_names is not None
         )
+        self.gpu_owners = GpuOwnerWatch()  # whose each GPU holder is (the agent's `owners` op)
         self.oom_look = OomLook(target, clock)  # the kernel log, once a run vanished quietly
 
     @property
@@ -501,6 +503,8 @@ class Monitor:
         listeners = self.ports.call(self.snapshot)
         if listeners is not None:
             calls["listeners"] = listeners
+        if (owners := self.gpu_owners.call(self.snapshot)) is not None:
+            calls["owners"] = owners
         return calls
 
     def _apply_now_and_then(self, answers: dict[str, Any], procs: list[Proc]) -> None:
@@ -510,6 +514,8 @@ class Monitor:
             self._changed(self.oom_count.emits.part)
         if self.ports.apply(answers.get("listeners"), snap, time.time()):
             self._changed("procs")  # who holds the port the run could not take
+        if self.gpu_owners.apply(answers.get("owners"), snap, time.time()):
+            self._changed(self.gpu_owners.emits.part)
 
     async def _poll_agent(self, agent: AgentClient) -> None:
         """One poll, in one round trip when the watched pane and the log are

@@ -1721,6 +1721,7 @@ def fs_space(path: str) -> dict:
 
 
 MAX_PORT_HOLDERS = 16  # processes reported by the `listeners` op
+MAX_GPU_OWNERS = 64  # PIDs the `owners` op answers for
 
 
 def listening_inodes(ports, proc="/proc") -> dict:
@@ -1761,6 +1762,31 @@ def _owner_uid(pid: int) -> "int | None":
         return os.stat("/proc/%d" % pid).st_uid
     except OSError:
         return None
+
+
+def status_uid(data: str) -> "int | None":
+    """The real uid (first field of Uid:) from /proc/PID/status: whose the
+    process is and who may signal it (root's /proc/PID of a non-dumpable
+    process says nothing of it)."""
+    for line in data.splitlines():
+        if line.startswith("Uid:"):
+            parts = line.split()[1:]
+            return int(parts[0]) if parts and parts[0].isdigit() else None
+    return None
+
+
+def pid_owners(pids) -> dict:
+    """Whose each of `pids` is, as this agent's PID namespace and user
+    namespace see them (in an unprivileged CT: the CT's uid, not the host's
+    uid + 100000): {owners: [{pid, uid, user}] (uid null: gone or
+    unreadable), uid: the uid this agent runs as}."""
+    out = []
+    for pid in pids:
+        data = _read_bytes("/proc/%d/status" % int(pid), 16384)
+        uid = status_uid(data.decode("utf-8", "replace")) if data is not None else None
+        name = _user_name(uid) if uid is not None else None
+        out.append({"pid": int(pid), "uid": uid, "user": name if name != str(uid) else None})
+    return {"owners": out, "uid": os.geteuid()}
 
 
 def port_listeners(ports, limit: int = MAX_SCAN) -> dict:
@@ -2080,6 +2106,9 @@ class Agent:
     def op_listeners(self, args: dict) -> dict:
         return port_listeners([int(p) for p in args["ports"]][:8])
 
+    def op_owners(self, args: dict) -> dict:
+        return pid_owners([int(p) for p in args["pids"]][:MAX_GPU_OWNERS])
+
     def op_read(self, args: dict) -> dict:
         path = str(args["path"])
         offset = max(0, int(args.get("offset", 0)))
@@ -2195,6 +2224,8 @@ OPS = {
     " socket?, socket_name?, tools? -> panes, socket_uid?, tools [[found, root's real path"
     " | null, why]], and with a live pane: ps, roots (the panes' pids read), links (hex),"
     " ids (text), root_exes: a plan's facts",
+    "owners": "pids -> {owners: [{pid, uid (Uid: of /proc/PID/status, as this agent's"
+    " namespace sees it; null: gone), user}], uid: the agent's own}",
     "batch": "calls (a list of requests without id) -> [{ok, result | error}] in order",
 }
 

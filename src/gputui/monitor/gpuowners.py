@@ -1,0 +1,86 @@
+"""Whose each GPU holder in the watched container is: the agent's `owners`
+op in a poll's batch, `Snapshot.gpu_owners` and a `GpusRead` when it moved.
+
+The GPU listing comes from the host (nvidia-smi's host PIDs, matched to the
+container's PIDs through NSpid: GpuProcess.ct_pid); the host sees an
+unprivileged LXC's uids + 100000, so the owner is asked of the agent inside
+the container, by the container's PID, and its answer is the container's
+uid and user name — what the advice shows and compares with the run's owner
+(diagnose/holders.py, issue 45). Asked when the set of holders changed, and
+every READ_EVERY_S while the same ones hold memory (a PID reused)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from gputui.model import GpuOwners, Snapshot
+from gputui.monitor.door import GpusRead, Update
+
+READ_EVERY_S = 10.0
+MAX_PIDS = 64  # as the agent's MAX_GPU_OWNERS
+
+
+def holder_pids(snap: Snapshot) -> list[int]:
+    """The container PIDs of the GPU processes in the watched container (or
+    on the plain host), sorted."""
+    pids = {
+        gp.ct_pid
+        for gp in snap.gpus.processes or []
+        if gp.in_container and gp.ct_pid is not None and gp.ct_pid > 0
+    }
+    return sorted(pids)[:MAX_PIDS]
+
+
+def owners_from(answer: Any) -> tuple[dict[int, tuple[int | None, str | None]], int | None] | None:
+    """The agent's `owners` answer -> ({PID: (uid, user)}, the agent's uid);
+    None for an answer that is not one (an error, an older agent)."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("owners"), list):
+        return None
+    out: dict[int, tuple[int | None, str | None]] = {}
+    for d in answer["owners"]:
+        if not isinstance(d, dict) or not isinstance(d.get("pid"), int):
+            continue
+        uid = d.get("uid") if isinstance(d.get("uid"), int) else None
+        user = d.get("user") if isinstance(d.get("user"), str) and uid is not None else None
+        out[d["pid"]] = (uid, user)
+    me = answer.get("uid") if isinstance(answer.get("uid"), int) else None
+    return out, me
+
+
+class GpuOwnerWatch:
+    """The `owners` call of a poll, and its answer into the snapshot."""
+
+    emits: ClassVar[type[Update]] = GpusRead
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._read_at = float("-inf")
+        self._asked: list[int] = []
+
+    def call(self, snap: Snapshot) -> tuple[str, dict[str, Any]] | None:
+        """("owners", args) when this poll should ask, else None."""
+        pids = holder_pids(snap)
+        known = snap.gpu_owners
+        same = pids == self._asked and known is not None and set(pids) <= set(known.owners)
+        if not pids or (same and self.clock() - self._read_at < READ_EVERY_S):
+            self._asked = pids if not pids else self._asked
+            return None
+        self._asked = pids
+        self._read_at = self.clock()
+        return ("owners", {"pids": pids})
+
+    def apply(self, answer: Any, snap: Snapshot, now: float) -> bool:
+        """Put this poll's answer (None: not asked) in `snap`; True when
+        what the snapshot says changed."""
+        before = snap.gpu_owners
+        if not self._asked:
+            snap.gpu_owners = None
+            return before is not None
+        got = owners_from(answer) if answer is not None else None
+        if got is None:
+            return False  # not asked this poll (or an error): the last answer stands
+        owners, me = got
+        snap.gpu_owners = GpuOwners(owners, me, now)
+        return before is None or (before.owners, before.me) != (owners, me)
