@@ -126,6 +126,9 @@ def test_the_poll_asks_whose_the_ct_holders_are_and_keeps_the_answer() -> None:
     assert watch.apply(answer, snap, NOW)
     assert snap.gpu_owners is not None and snap.gpu_owners.owners[LEFT] == (1001, "alice")
     assert watch.call(snap) is not None  # the run's PID unanswered: asked again
+    odd = {"owners": [{"pid": LEFT, "uid": 1002, "user": "\x1b]52;c;eA==\x07@here"}]}
+    watch.apply(odd, snap, NOW)  # the CT's /etc/passwd: a name with escapes is dropped
+    assert snap.gpu_owners is not None and snap.gpu_owners.owners[LEFT] == (1002, None)
     watch.apply(
         {"owners": [{"pid": RUN_PID, "uid": 0, "user": "root"}, answer["owners"][0]]}, snap, NOW
     )
@@ -133,7 +136,18 @@ def test_the_poll_asks_whose_the_ct_holders_are_and_keeps_the_answer() -> None:
     assert not watch.apply(None, snap, NOW) and snap.gpu_owners is not None
     t[0] = 11.0
     assert watch.call(snap) is not None  # every READ_EVERY_S: a PID may be reused
-    assert not watch.apply({"error": "no such op"}, snap, NOW)  # an older agent: the last stands
+    watch.apply({"error": "no such op"}, snap, NOW)  # an older agent: what was known stands
+    assert snap.gpu_owners is not None and snap.gpu_owners.owners[LEFT] == (1001, "alice")
+    fresh = GpuOwnerWatch(clock=lambda: t[0])
+    snap.gpu_owners = None
+    fresh.call(snap)
+    assert fresh.apply(
+        {"error": "no such op"}, snap, NOW
+    )  # asked: not known (doctor waits no more)
+    assert snap.gpu_owners is not None and snap.gpu_owners.owners == {
+        RUN_PID: (None, None),
+        LEFT: (None, None),
+    }
     snap.gpus.processes = []
     assert watch.call(snap) is None and watch.apply(None, snap, NOW) and snap.gpu_owners is None
 
@@ -153,7 +167,7 @@ def test_the_agent_reads_the_uid_from_proc_status() -> None:
     )  # fmt: skip
     try:
         helpers.wait_for(
-            lambda: b"sleep" in Path(f"/proc/{p.pid}/cmdline").read_bytes(), 10, "exec"
+            lambda: Path(f"/proc/{p.pid}/comm").read_text().strip() != "setpriv", 10, "exec"
         )
         (o,) = agent_mod.pid_owners([p.pid])["owners"]
         assert o["uid"] == 65534 and o["user"] in ("nobody", None), o

@@ -18,7 +18,7 @@ from gputui.diagnose import buffering_words, signal_name, snapshot_holders, stdo
 from gputui.diagnose.buffering import BUFFERED, FLUSHES, UNBUFFERED, UNKNOWN, judge
 from gputui.diagnose.compare import summary, vs_last_dict
 from gputui.diagnose.hardware import health_facts, health_summary
-from gputui.model import Finding, LogState, Proc, Severity, Snapshot
+from gputui.model import Finding, GpuProcess, LogState, Proc, Severity, Snapshot
 from gputui.text.untrusted import json_text, visible
 from gputui.text.words import dur, gib, size_words
 from gputui.verbs import keyed
@@ -162,10 +162,19 @@ def _ports_dict(snap: Snapshot) -> dict[str, Any] | None:
     }
 
 
+def _owner(owners: dict[int, tuple[int | None, str | None]], p: GpuProcess) -> tuple[Any, Any]:
+    """(uid, user) of a GPU process in the watched container, as the agent
+    there read it; (None, None): not known."""
+    if not p.in_container or p.ct_pid is None:
+        return None, None
+    return owners.get(p.ct_pid, (None, None))
+
+
 def _gpus_dict(snap: Snapshot, now: float) -> dict[str, Any]:
     """The snapshot's "gpus": each device's latest reading, the GPU processes
-    (with who holds each) and the feed's events."""
+    (with who holds each, and whose process it is) and the feed's events."""
     g = snap.gpus
+    owners = snap.gpu_owners.owners if snap.gpu_owners is not None else {}
     held_by = snapshot_holders(snap, now)
     devices = []
     for idx in sorted(g.latest):
@@ -204,6 +213,8 @@ def _gpus_dict(snap: Snapshot, now: float) -> dict[str, Any]:
                 "ancestors": p.ancestors,
                 "ct_id": p.ct_id,
                 "held_by": held_by.get((p.gpu_uuid, p.host_pid), ""),
+                "uid": _owner(owners, p)[0],
+                "user": _owner(owners, p)[1],
             }
             for p in g.processes
         ],

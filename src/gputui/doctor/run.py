@@ -44,6 +44,7 @@ from gputui.model import ConnectionState, CtStatus, Finding, Severity, Snapshot
 from gputui.monitor import (
     GpuFeed,
     WatchedRun,
+    holder_pids,
     named_log_problem,
     nvidia_smi_gpus,
     ports_named,
@@ -271,6 +272,9 @@ def unseen_pieces(monitor: WatchedRun) -> list[str]:
         named = ports_named(snap)  # a port the run could not listen on: who holds it
         if named and (snap.ports_taken is None or snap.ports_taken.ports != named):
             out.append("who listens on the port the run could not take")  # the next poll
+        owners = snap.gpu_owners.owners if snap.gpu_owners is not None else {}
+        if any(p not in owners for p in holder_pids(snap)):
+            out.append("whose the GPU processes are")  # the next poll: kill advice is the owner's
     return out
 
 

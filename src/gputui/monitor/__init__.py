@@ -43,6 +43,7 @@ from gputui.monitor.gpufeed import (
     apps_once_argv,
     parse_apps_block,
 )
+from gputui.monitor.gpuowners import holder_pids
 from gputui.monitor.logchoice import stdout_log_files
 from gputui.monitor.logfollow import log_kind, named_log, not_a_file_error
 from gputui.monitor.portwatch import ports_named
@@ -71,6 +72,7 @@ __all__ = [
     "Update",
     "WatchedRun",
     "apps_once_argv",
+    "holder_pids",
     "host_gpus",
     "named_log_problem",
     "new_lines",

@@ -11,6 +11,7 @@ every READ_EVERY_S while the same ones hold memory (a PID reused)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -20,6 +21,10 @@ from gputui.monitor.door import GpusRead, Update
 
 READ_EVERY_S = 10.0
 MAX_PIDS = 64  # as the agent's MAX_GPU_OWNERS
+# A user name as useradd allows it: the container's /etc/passwd is the
+# container's to write, and the name goes into advice, alerts and reports
+# (any other is dropped: the uid alone names the owner).
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?")
 
 
 def holder_pids(snap: Snapshot) -> list[int]:
@@ -44,6 +49,7 @@ def owners_from(answer: Any) -> tuple[dict[int, tuple[int | None, str | None]], 
             continue
         uid = d.get("uid") if isinstance(d.get("uid"), int) else None
         user = d.get("user") if isinstance(d.get("user"), str) and uid is not None else None
+        user = user if user is not None and _NAME.fullmatch(user) else None
         out[d["pid"]] = (uid, user)
     me = answer.get("uid") if isinstance(answer.get("uid"), int) else None
     return out, me
@@ -78,9 +84,12 @@ class GpuOwnerWatch:
         if not self._asked:
             snap.gpu_owners = None
             return before is not None
-        got = owners_from(answer) if answer is not None else None
-        if got is None:
-            return False  # not asked this poll (or an error): the last answer stands
+        if answer is None:
+            return False  # not asked this poll: the last answer stands
+        got = owners_from(answer)
+        if got is None:  # an error (an older agent): asked, and not known
+            known = before.owners if before is not None else {}
+            got = {p: known.get(p, (None, None)) for p in self._asked}, None
         owners, me = got
         snap.gpu_owners = GpuOwners(owners, me, now)
         return before is None or (before.owners, before.me) != (owners, me)
