@@ -13,9 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import helpers
 from gputui.diagnose import diagnose
 from gputui.model import Finding, GpuOwners, GpuProcess, Snapshot
 from gputui.monitor.gpuowners import GpuOwnerWatch, holder_pids
@@ -163,12 +161,11 @@ def test_the_agent_reads_the_uid_from_proc_status() -> None:
         return
     p = subprocess.Popen(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
-         "import time; time.sleep(30)"]
+         "import time; print('up', flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE,
     )  # fmt: skip
     try:
-        helpers.wait_for(
-            lambda: Path(f"/proc/{p.pid}/comm").read_text().strip() != "setpriv", 10, "exec"
-        )
+        assert p.stdout is not None and p.stdout.readline() == b"up\n"  # setpriv is done
         (o,) = agent_mod.pid_owners([p.pid])["owners"]
         assert o["uid"] == 65534 and o["user"] in ("nobody", None), o
     finally:
