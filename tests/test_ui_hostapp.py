@@ -34,7 +34,7 @@ async def test_every_gpu_and_container_of_the_host_under_the_cursor() -> None:
         assert len(gpus) == 8
         assert "CT 201 · train · pid 812 (host 48213) · python3 · /workspace/train.log" in gpus[0]
         assert "gone pid 39911" in gpus[4] and "held by no live process" in gpus[4]
-        cts = table_text(app, "#ct-table")
+        cts = table_text(app, "#container-table")
         assert [row.split(" | ")[3] for row in cts] == ["ok", "buffered", "dead", "stopped"]
         # the second host: down, with why
         await pilot.press("shift+tab", "shift+tab", "down")
@@ -116,7 +116,7 @@ async def test_a_short_terminal_keeps_the_containers_and_their_why() -> None:
             c.why = whys[c.id]
         app._apply()
         await pilot.pause()
-        table = app.query_one("#ct-table", DataTable)
+        table = app.query_one("#container-table", DataTable)
         assert table.size.height >= 6  # its header and 5 rows
         assert table.columns[list(table.columns)[-1]].content_width >= max(
             len(w) for w in whys.values()

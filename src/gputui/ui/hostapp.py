@@ -238,7 +238,7 @@ class HostApp(App[Any]):
     CSS = """
     #hosts { height: auto; max-height: 8; border: round $primary 50%; }
     #gpu-table { height: auto; max-height: 12; border: round $primary 50%; }
-    #ct-table { height: 1fr; border: round $primary 50%; }
+    #container-table { height: 1fr; border: round $primary 50%; }
     #host-error { height: auto; color: $error; padding: 0 1; display: none; }
     #host-error.-shown { display: block; }
     DataTable:focus { border: round $accent; }
@@ -297,10 +297,10 @@ class HostApp(App[Any]):
         gpus.border_title = "GPUs"
         gpus.border_subtitle = "enter: the run holding it"
         yield gpus
-        cts: DataTable[Text] = OpenTable(id="ct-table", cursor_type="row")
-        cts.border_title = "containers"
-        cts.border_subtitle = "enter: its run view · esc there: back here"
-        yield cts
+        containers: DataTable[Text] = OpenTable(id="container-table", cursor_type="row")
+        containers.border_title = "containers"
+        containers.border_subtitle = "enter: its run view · esc there: back here"
+        yield containers
         yield Footer()
 
     def on_mount(self) -> None:
@@ -310,7 +310,7 @@ class HostApp(App[Any]):
         self.query_one("#gpu-table", DataTable).add_columns(
             "GPU", "util", "memory", "power", "held by"
         )
-        self.query_one("#ct-table", DataTable).add_columns(
+        self.query_one("#container-table", DataTable).add_columns(
             "CT", "name", "status", "health", "sessions", "GPUs", "why"
         )
         for h in self.hosts:
@@ -319,7 +319,7 @@ class HostApp(App[Any]):
         hosts = self.query_one("#hosts", DataTable)
         if self.selected < hosts.row_count:
             hosts.move_cursor(row=self.selected)
-        self.query_one("#ct-table", DataTable).focus()
+        self.query_one("#container-table", DataTable).focus()
         if self.note:
             self.notify(self.note, title="nothing to open", severity="warning", timeout=8)
         if self.live:
@@ -373,9 +373,9 @@ class HostApp(App[Any]):
             v = h.view
             busy = sum(1 for g in v.gpus if (g.util_pct or 0) >= 50)
             running = sum(1 for c in v.containers if c.status in ("running", "host"))
-            cts = f"{running} running / {len(v.containers)}" if v.containers else ""
+            counts = f"{running} running / {len(v.containers)}" if v.containers else ""
             if v.containers_known is False:
-                cts = "plain GPU server"
+                counts = "plain GPU server"
             health = v.health if v.containers or v.health == "down" else "…"
             rows.append(
                 (
@@ -385,7 +385,7 @@ class HostApp(App[Any]):
                         cell(v.connection.value),
                         cell(health, HEALTH_STYLE.get(health, "")),
                         cell(f"{busy}/{len(v.gpus)}" if v.gpus else "–"),
-                        cell(cts),
+                        cell(counts),
                     ],
                 )
             )
@@ -404,7 +404,7 @@ class HostApp(App[Any]):
             [(str(g.index), self._gpu_cells(g, plain_host, names, short)) for g in view.gpus],
         )
         _replace_rows(
-            self.query_one("#ct-table", DataTable),
+            self.query_one("#container-table", DataTable),
             [(_ct_key(c), self._ct_cells(c)) for c in view.containers],
         )
 
@@ -461,7 +461,7 @@ class HostApp(App[Any]):
             if why is not None or not live:
                 return None, why or f"GPU {row.index}: no run to open"
             return RunChoice(self.selected, live[0].place, live[0].session), ""
-        if isinstance(focused, DataTable) and focused.id == "ct-table" and view.containers:
+        if isinstance(focused, DataTable) and focused.id == "container-table" and view.containers:
             c = view.containers[min(focused.cursor_row, len(view.containers) - 1)]
             why = why_no_run_in(c)
             if why is not None:
@@ -480,9 +480,9 @@ class HostApp(App[Any]):
 
     def open_container(self, index: int) -> None:
         """The palette's 'open CT N': that container of the selected host."""
-        cts = self.query_one("#ct-table", DataTable)
-        cts.focus()
-        cts.move_cursor(row=index)
+        table = self.query_one("#container-table", DataTable)
+        table.focus()
+        table.move_cursor(row=index)
         self.call_after_refresh(self.action_open)
 
     def action_help(self) -> None:
@@ -506,7 +506,7 @@ class HostApp(App[Any]):
         )
 
     @on(DataTable.RowSelected, "#gpu-table")
-    @on(DataTable.RowSelected, "#ct-table")
+    @on(DataTable.RowSelected, "#container-table")
     def _row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_open()
 
