@@ -218,7 +218,7 @@ async def test_a_stream_that_stops_delivering_is_resumed_from_its_offset(
         f.observe_stat(stat_of(log), f.state.offset)
         assert f.state.stuck and f.state.resumes == 1
         # said as gputui's fault, never as the run being silent or stale
-        text = log_state_text(f.state, clock[0], stale_after=1.0).plain
+        text = log_state_text(f.state, clock[0], stale_s=1.0).plain
         assert "gputui" in text and "20,000" in text
         assert "stale" not in text and "silent" not in text
         size = log.stat().st_size
@@ -254,7 +254,7 @@ async def test_a_stream_behind_but_delivering_is_not_resumed(tmp_path: Path) -> 
             f.observe_stat(ahead, f.state.offset)
             assert f.state.behind and not f.state.stuck
         assert f.state.resumes == 0 and f.streams_opened == 1
-        text = log_state_text(f.state, clock[0], stale_after=1.0).plain
+        text = log_state_text(f.state, clock[0], stale_s=1.0).plain
         assert "catching up" in text and " of " in text  # delivered of file size
     finally:
         await f.stop()
@@ -299,15 +299,15 @@ def test_behind_is_never_silence() -> None:
     now = scenes.T0
     assert "busy_but_silent" in {x.kind for x in diagnose(snap, now)}
     st = snap.log
-    assert "stale" in log_state_text(st, now, stale_after=20).plain
+    assert "stale" in log_state_text(st, now, stale_s=20).plain
     # the same run, but the file holds bytes gputui has not delivered yet
     st.size, st.mtime, st.behind_since = 22_289_042, now - 0.5, now - 54
     assert st.silent_for(now) == pytest.approx(0.5)
     assert "busy_but_silent" not in {x.kind for x in diagnose(snap, now)}
-    text = log_state_text(st, now, stale_after=20).plain
+    text = log_state_text(st, now, stale_s=20).plain
     assert "stale" not in text and "61 of 22,289,042 bytes" in text
     st.stuck = True
-    text = log_state_text(st, now, stale_after=20).plain
+    text = log_state_text(st, now, stale_s=20).plain
     assert "gputui's tail stopped" in text and "stale" not in text
 
 

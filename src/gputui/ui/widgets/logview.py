@@ -43,11 +43,11 @@ BURST_BATCH = 1000
 BURST_KEEP = 200
 
 
-def log_state_text(
-    log: LogState, now: float, stale_after: float, why_none: str | None = None
-) -> Text:
-    """`why_none`: why there is no run to take a log from (the CT is down, no
-    tmux), said instead of "select a session" when there is none to select."""
+def log_state_text(log: LogState, now: float, stale_s: float, why_none: str | None = None) -> Text:
+    """`stale_s`: the stale threshold the rules judge by
+    (diagnose.stale_threshold: --stale-after, else adaptive). `why_none`:
+    why there is no run to take a log from (the CT is down, no tmux), said
+    instead of "select a session" when there is none to select."""
     t = Text(no_wrap=True, overflow="ellipsis")
     if not log.path:
         if why_none:
@@ -68,7 +68,7 @@ def log_state_text(
         t.append("⇣ catching up", style="cyan")
     else:
         silent = log.silent_for(now)
-        if silent is not None and silent > stale_after:
+        if silent is not None and silent > stale_s:
             t.append(f"◼ stale {dur(silent)}", style="bold yellow")
         elif log.lines_total and silent is not None and silent >= QUIET_AFTER_S:
             t.append(f"◻ quiet {dur(silent)}", style="dim")  # not yet stale: no alarm
@@ -468,13 +468,13 @@ class LogPanel(Placed, Vertical):
         self,
         log: LogState,
         now: float,
-        stale_after: float,
+        stale_s: float,
         dropped: int = 0,
         why_none: str | None = None,
     ) -> None:
         """`dropped`: lines the monitor let go before the view asked for them;
         `why_none`: why there is no run to take a log from."""
-        t = log_state_text(log, now, stale_after, why_none)
+        t = log_state_text(log, now, stale_s, why_none)
         if self.skipped + dropped:
             t.append(f"  ⋯ {self.skipped + dropped:,} lines skipped during burst", style="yellow")
         if self.paused:
