@@ -33,7 +33,6 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from gputui.collect.metrics import MetricParser
 from gputui.config import DEFAULTS, Settings
 from gputui.errors import CommandTimeout, ConfigError
 from gputui.model import (
@@ -53,6 +52,7 @@ from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed, SharedGpus
 from gputui.monitor.gpuowners import GpuOwnerWatch
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
 from gputui.monitor.logfollow import FileStat, LogFollower
+from gputui.monitor.metricsread import MetricsRead
 from gputui.monitor.oomcount import OomCount
 from gputui.monitor.oomlook import OomLook
 from gputui.monitor.plainloop import PlainLoop
@@ -67,7 +67,6 @@ from gputui.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)  # `gputui -v` (cli/debuglog.py)
 
-METRIC_BATCH_MAX = 200  # lines of one batch parsed for metrics; a burst parses its newest
 NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
 
 FACTS_TIMEOUT_S = 10.0  # a plan's facts (run_facts): the box says it is reading meanwhile
@@ -106,7 +105,7 @@ class Monitor:
         self.gpu_feed = gpu_feed if gpu_feed is not None else self._default_gpu_feed()
         if self.gpu_feed is not None:
             self.snapshot.gpus = self.gpu_feed.state
-        self.metric_parser = MetricParser(list(self.settings.metric_regexes))
+        self.metrics_read = MetricsRead(self.settings)  # steps, loss, throughput from the log
         self.agents = AgentSupervisor(target, python=agent_python, clock=clock)
         self.log_choice = LogChoice(
             target,
@@ -118,7 +117,6 @@ class Monitor:
         )
         self.polls = 0
         self.dropped_log_lines = 0
-        self.metric_lines_skipped = 0
         self._listeners: list[Listener] = []
         self._turn_lines: deque[str] = deque(maxlen=PENDING_LINES_MAX)  # this turn's
         self._turn_dropped = 0
@@ -613,22 +611,8 @@ class Monitor:
         f = self.follower
         backlog = f is not None and f.batch_is_backlog
         now = f.batch_time if f is not None and f.batch_time else self.clock()
-        metrics = self.snapshot.metrics
-        parse = self.metric_parser.parse
-        got = False
-        if n > METRIC_BATCH_MAX:  # a burst: the newest lines say where the run is
-            self.metric_lines_skipped += n - METRIC_BATCH_MAX
-            lines = lines[-METRIC_BATCH_MAX:]
-        for line in lines:
-            p = parse(line, now)
-            if p is not None:
-                metrics.add(p)
-                got = True
-        if got:
-            if backlog:  # lines written before we started: no step rhythm in them
-                metrics.step_intervals.clear()
-            metrics.preset = self.metric_parser.preset_name
-            self._changed("log", "metrics")
+        if self.metrics_read.read(lines, self.snapshot.metrics, now, backlog):
+            self._changed("log", self.metrics_read.emits.part)
         else:
             self._changed("log")
 
