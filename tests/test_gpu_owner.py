@@ -171,3 +171,19 @@ def test_the_agent_reads_the_uid_from_proc_status() -> None:
     finally:
         p.kill()
         p.wait()
+
+
+def test_memory_held_with_no_run_alive_names_another_users_holder() -> None:
+    """The run is gone (its session dead, the log quiet), a process of uid
+    1001 in the CT still holds GPU memory: the host-side check stays, and
+    that process is named as not this run's user's (root's: gputui's own
+    tmux server)."""
+    snap = _snap(None, (1001, "alice"), session="dead", dead_status=0, util=0.0, silent=10.0)
+    snap.gpus.processes = [p for p in snap.gpus.processes if p.ct_pid == LEFT]
+    (f,) = [f for f in diagnose(snap, NOW) if f.kind == "gpu_memory_orphaned"]
+    assert "-o pid,etime,cmd` on the host, then kill the leftovers of this run's user only" in f.fix
+    assert f"uid 1001 (alice)'s PID {LEFT} in CT 200 is not this run's user's" in f.fix, f.fix
+    assert snap.gpu_owners is not None
+    snap.gpu_owners.owners[LEFT] = (0, "root")  # root's, as the run: the fix as before
+    (f,) = [f for f in diagnose(snap, NOW) if f.kind == "gpu_memory_orphaned"]
+    assert f.fix.endswith("on the host, then kill the leftovers"), f.fix

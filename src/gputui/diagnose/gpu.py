@@ -78,6 +78,7 @@ def rule_gpu_memory_orphaned(ctx: Context) -> Finding | None:
         host_pids = sorted({gp.host_pid for gp in gprocs})
         title = f"{gib(ctx.held_mib)} of GPU memory held by PID {', '.join(map(str, host_pids))}, and no run is alive"
         fix = f"check them with `ps -p {','.join(map(str, host_pids))} -o pid,etime,cmd` on the host, then kill the leftovers"
+        fix += _others_words(ctx, gprocs)
     else:
         ev.append("nvidia-smi lists no process holding it")
         title = f"{gib(ctx.held_mib)} of GPU memory held with no process listed and no run alive"
@@ -130,6 +131,24 @@ def _leftover_fix(ctx: Context, leftovers: list[Holder]) -> str:
         parts.append(f"{kill}  (after checking they are leftovers)")
     parts += [leftover_words(ctx, h) for h in leftovers if not leftover_is_mine(ctx, h)]
     return "; ".join(parts)
+
+
+def _others_words(ctx: Context, gprocs: list[GpuProcess]) -> str:
+    """'' when no holder is known to be another user's; else that only the
+    run user's are to be killed, and whose the others are (issue 45)."""
+    listed = {(gp.gpu_uuid, gp.host_pid) for gp in gprocs}
+    theirs = [
+        h
+        for h in gpu_holders(ctx)
+        if (h.gp.gpu_uuid, h.gp.host_pid) in listed and leftover_is_mine(ctx, h) is False
+    ]
+    if not theirs:
+        return ""
+    named = "; ".join(
+        f"{h.whose}'s PID {h.pid} in {ctx.ct_words} is not this run's user's: ask them or, as root, kill it"
+        for h in theirs
+    )
+    return f" of this run's user only — {named}"
 
 
 def _gp_line(gp: GpuProcess) -> str:
