@@ -51,7 +51,8 @@ from gputui.monitor.door import PENDING_LINES_MAX, AgentFacts, Listener, news_of
 from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed, SharedGpus
 from gputui.monitor.gpuowners import GpuOwnerWatch
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
-from gputui.monitor.logfollow import FileStat, LogFollower
+from gputui.monitor.logfollow import LogFollower
+from gputui.monitor.logstat import LogStat
 from gputui.monitor.metricsread import MetricsRead
 from gputui.monitor.oomcount import OomCount
 from gputui.monitor.oomlook import OomLook
@@ -130,9 +131,11 @@ class Monitor:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
+        # the log's stat (its stream's watchdog, its file system's space)
+        self.log_stat = LogStat(self.snapshot, lambda: self.follower, self._changed)
         # no python3 in the CT: a shell loop lists the panes and stats the log
         self.plain_loop = PlainLoop(
-            target, self._set_sessions, self._observe_stat, lambda: self.follower, self._spawn
+            target, self._set_sessions, self.log_stat.observe, lambda: self.follower, self._spawn
         )
         self._start_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -522,12 +525,9 @@ class Monitor:
         (4 requests were 8 packets a second). A pane or log that changed is
         asked for again on its own."""
         snap, run = self.snapshot, self.run_procs
-        path = self.follower.read_path if self.follower is not None else None
-        offset_before = self.follower.state.offset if self.follower is not None else None
         calls = {"sessions": self.session_watch.call(agent)}
         calls.update(run.calls(agent))
-        if path:
-            calls["stat"] = agent.stat_request([path])
+        calls.update(self.log_stat.call(agent))
         calls.update(self._now_and_then_calls(run.pane_pid))
         answers = dict(zip(calls, await agent.batch(list(calls.values())), strict=True))
         self._set_sessions(agent.sessions_result(answers["sessions"]))
@@ -537,41 +537,7 @@ class Monitor:
         # now, so it starts while the pane is captured.
         await self._choose_log()
         await run.capture(agent, answers, snap)
-        now_path = self.follower.read_path if self.follower is not None else None
-        if now_path:
-            if now_path == path:
-                stat = agent.stat_result(answers["stat"])
-            else:  # a new log was chosen during this poll
-                offset_before = self.follower.state.offset if self.follower is not None else None
-                stat = await agent.stat([now_path])
-            st = stat.get(now_path) or {}
-            self._observe_stat(now_path, _file_stat(st), offset_before, _space(st))
-
-    def _observe_stat(
-        self,
-        path: str,
-        fs: FileStat | None,
-        offset_before: int | None,
-        space: tuple[int, int] | None = None,
-    ) -> bool:
-        """A stat of the log followed (the agent's, or the plain-command
-        loop's) drives its stream's watchdog; a change of size, mtime or
-        existence is published, and so is the space (free, total bytes) of
-        its file system when the stat said it. False when `path` is no
-        longer followed."""
-        f = self.follower
-        if f is None or f.read_path != path:
-            return False
-        log = self.snapshot.log
-        before = (log.size, log.mtime, log.exists, _mib(log.fs_free), _mib(log.fs_total))
-        f.observe_stat(fs, offset_before)
-        log = self.snapshot.log
-        if space is not None:
-            log.fs_free, log.fs_total = space
-        # free space moves with every write of anyone: published by the MiB
-        if (log.size, log.mtime, log.exists, _mib(log.fs_free), _mib(log.fs_total)) != before:
-            self._changed("log")
-        return True
+        await self.log_stat.apply(agent, answers)
 
     def _set_sessions(self, sessions: list[Session]) -> None:
         if self.session_watch.apply(sessions, self.snapshot, self.clock()):
@@ -633,26 +599,6 @@ class Monitor:
     @property
     def plain_loop_pending(self) -> bool:
         return self.plain_loop.pending
-
-
-def _space(st: dict[str, Any]) -> tuple[int, int] | None:
-    """(free, total) bytes of the log's file system from an agent stat reply."""
-    try:
-        free, total = st.get("fs_free"), st.get("fs_total")
-        return (int(free), int(total)) if free is not None and total is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _mib(n: int | None) -> int | None:
-    return None if n is None else n >> 20
-
-
-def _file_stat(st: dict[str, Any]) -> FileStat | None:
-    """The agent's stat answer for one path -> FileStat, or None when absent."""
-    if not st.get("exists") or st.get("size") is None:
-        return None
-    return FileStat(int(st["size"]), float(st.get("mtime") or 0.0), int(st.get("inode") or 0))
 
 
 async def collect_snapshot(
