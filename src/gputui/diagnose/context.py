@@ -89,10 +89,11 @@ def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
 def _kept_tail(snap: Snapshot) -> tuple[dict[int, list[str]], dict[int, str], dict[object, object]]:
     """The kept lines, texts and words of `snap`'s tail, or new empty ones."""
     key = _tail_key(snap)
-    if not _KEPT or not _same(_KEPT[0][0], key):
-        _KEPT[:] = [(key, {}, {}, {})]
-    _, lines, texts, memo = _KEPT[0]
-    return lines, texts, memo
+    kept = _KEPT[0] if _KEPT else None  # (read once: what is returned is this key's)
+    if kept is None or not _same(kept[0], key):
+        kept = (key, {}, {}, {})
+        _KEPT[:] = [kept]
+    return kept[1], kept[2], kept[3]
 
 
 @dataclass
