@@ -227,3 +227,14 @@ async def yes_once_shown(pilot: Any, timeout: float = 30.0) -> None:
 
     await until(shown, timeout, "the confirm box's plan shown")
     await pilot.press("y")
+
+
+def facts_of(agent: Any) -> Any:
+    """The monitor's question to its agent (Monitor.run_facts), asked of
+    this real AgentClient: what ActionBackend gives a plan (actions/facts.py)."""
+
+    async def facts(request: dict[str, Any]) -> dict[str, Any] | None:
+        answer = await agent.call("facts", timeout=10.0, **request)
+        return answer if isinstance(answer, dict) else None
+
+    return facts

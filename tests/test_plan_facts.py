@@ -6,8 +6,9 @@ Real parts: the real sshd, the stand-in CT, real tmux, a real block-buffered
 Python run through `| tee` (the run of tests/test_actions_live.py), the real
 agent started in the CT as the monitor starts it. Every command the planners
 start goes through a CountingTransport: with the agent, kill, flush and dump
-start none (their one request travels on the agent's open channel) and
-relaunch one (the old log looked at with its owner's hands); the plans are
+and relaunch start none (their one request travels on the agent's open
+channel; relaunch's old log is looked at in it, with the run owner's
+hands); the plans are
 the ones the commands give, and an executor still refuses a run that changed
 since the box showed it.
 """
@@ -24,7 +25,6 @@ import pytest
 
 import helpers
 from gputui.actions import ActionPlan, RunSeen, execute, plan
-from gputui.actions.facts import FactsReader
 from gputui.config import Settings
 from gputui.remote.agent_client import AgentClient
 from gputui.remote.target import Target
@@ -32,7 +32,7 @@ from gputui.verbs import DumpOptions
 from test_actions_live import py_spy, start_buffered, work  # noqa: F401 (fixtures)
 
 # what each planner may still start besides its one agent request
-COMMANDS_AT_MOST = {"kill": 0, "flush": 0, "dump": 0, "relaunch": 1}
+COMMANDS_AT_MOST = {"kill": 0, "flush": 0, "dump": 0, "relaunch": 0}
 
 
 @pytest.fixture
@@ -50,16 +50,6 @@ async def counted(
         await transport.close()
 
 
-def asked(agent: AgentClient) -> FactsReader:
-    """The monitor's question to its agent (Monitor.run_facts), of this agent."""
-
-    async def facts(request: dict[str, Any]) -> dict[str, Any] | None:
-        answer = await agent.call("facts", timeout=10.0, **request)
-        return answer if isinstance(answer, dict) else None
-
-    return facts
-
-
 def same(a: ActionPlan, b: ActionPlan) -> dict[str, Any]:
     """What differs between two plans of the same run (not their time)."""
     keys = ("action", "title", "target", "session", "ct", "pids", "commands", "notes", "params")
@@ -74,17 +64,21 @@ async def test_each_plan_reads_the_run_in_one_agent_request(
     py_spy: str,  # noqa: F811
 ) -> None:
     transport, target, agent = counted
-    start_buffered(testbed, ct, "facts", work)
+    log = str(start_buffered(testbed, ct, "facts", work))  # the log the dashboard follows
     options = {"dump": DumpOptions(py_spy=py_spy)}
     verbs = ["kill", "dump", "relaunch"] + (["flush"] if shutil.which("gdb") else [])
     for verb in verbs:
         before = len(transport.calls)
         fast = await plan(
-            verb, target, Settings(), RunSeen("facts", facts=asked(agent)), options.get(verb)
+            verb,
+            target,
+            Settings(),
+            RunSeen("facts", log=log, facts=helpers.facts_of(agent)),
+            options.get(verb),
         )
         started = [argv for _, _, argv in transport.calls[before:]]
         assert len(started) <= COMMANDS_AT_MOST[verb], (verb, started)
-        slow = await plan(verb, target, Settings(), RunSeen("facts"), options.get(verb))
+        slow = await plan(verb, target, Settings(), RunSeen("facts", log=log), options.get(verb))
         assert len(transport.calls) - before - len(started) >= 4, f"{verb}: commands, as before"
         assert not same(fast, slow), (verb, same(fast, slow))
         assert fast.pids and fast.params.get("procs", True), (verb, fast.params)
@@ -101,7 +95,7 @@ async def test_a_run_changed_after_an_agent_plan_is_refused(
     PIDs, another pane) is not stopped, and nothing is done."""
     _transport, target, agent = counted
     start_buffered(testbed, ct, "again", work)
-    kill = await plan("kill", target, Settings(), RunSeen("again", facts=asked(agent)))
+    kill = await plan("kill", target, Settings(), RunSeen("again", facts=helpers.facts_of(agent)))
     testbed.ct_exec(ct, ["tmux", "kill-session", "-t", "=again"])
     time.sleep(0.5)
     start_buffered(testbed, ct, "again", work)
@@ -123,5 +117,5 @@ async def test_without_the_agent_the_plan_comes_from_commands(
     start_buffered(testbed, ct, "gone", work)
     await agent.close()
     before = len(transport.calls)
-    kill = await plan("kill", target, Settings(), RunSeen("gone", facts=asked(agent)))
+    kill = await plan("kill", target, Settings(), RunSeen("gone", facts=helpers.facts_of(agent)))
     assert kill.pids and len(transport.calls) - before >= 4

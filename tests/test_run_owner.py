@@ -33,6 +33,7 @@ from gputui.actions import (
 from gputui.actions import plan as actions_plan
 from gputui.actions.plan import ActionError
 from gputui.config import RunConfig, Settings
+from gputui.remote.agent_client import AgentClient
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 
@@ -75,6 +76,21 @@ async def target(testbed_commands: None, ct: int) -> AsyncIterator[Target]:
         yield Target(tr, ct)
     finally:
         await tr.close()
+
+
+@pytest.fixture(params=["commands", "agent"])
+async def facts(request: Any, target: Target) -> AsyncIterator[Any]:
+    """How a plan reads the run: by commands, or in one request to the agent
+    in the CT (actions/facts.py: the dashboard's way), which looks at the old
+    log with the owner's hands too."""
+    if request.param == "commands":
+        yield None
+        return
+    agent = await AgentClient.start(target, timeout=30)
+    try:
+        yield helpers.facts_of(agent)
+    finally:
+        await agent.close()
 
 
 @pytest.fixture
@@ -262,7 +278,7 @@ def victim() -> Iterator[Path]:
 
 
 async def test_relaunch_refuses_to_move_a_file_the_start_command_names(
-    target: Target, testbed: Any, owned: Owned, victim: Path
+    target: Target, testbed: Any, owned: Owned, victim: Path, facts: Any
 ) -> None:
     """`… > ../../etc/VICTIM` in the user's start command: relaunch, as
     root, moved /etc/VICTIM aside. Now it refuses, says why, and stops nothing."""
@@ -270,7 +286,9 @@ async def test_relaunch_refuses_to_move_a_file_the_start_command_names(
     helpers.wait_for(lambda: ct_pids(testbed, owned.ct, "sleep 600"), 10, "the run")
     refusal = ""
     try:
-        plan = await plan_relaunch(target, Settings(), "job", tmux=owned.tmux)
+        plan = await plan_relaunch(
+            target, Settings(), "job", tmux=owned.tmux, facts=facts, log=str(victim)
+        )
     except ActionError as err:
         refusal = str(err)
     else:
@@ -284,12 +302,14 @@ async def test_relaunch_refuses_to_move_a_file_the_start_command_names(
 
 
 async def test_relaunch_moves_the_users_own_log_as_the_user(
-    target: Target, testbed: Any, owned: Owned
+    target: Target, testbed: Any, owned: Owned, facts: Any
 ) -> None:
     log = owned.dir / "job.log"
     start(testbed, owned, f"{owned.python} -u loop.py > job.log 2>&1")
     helpers.wait_for(lambda: log.exists() and b"step 1" in log.read_bytes(), 20, "the run")
-    plan = await plan_relaunch(target, Settings(), "job", tmux=owned.tmux)
+    plan = await plan_relaunch(
+        target, Settings(), "job", tmux=owned.tmux, facts=facts, log=str(log)
+    )
     move = plan.params["move_log"]
     assert move[0] == "setpriv" and f"--reuid={UID}" in move and move in plan.commands
     assert f"as uid {UID}" in plan.display

@@ -169,6 +169,8 @@ AGENT_NOT_RUN_PATHS = {
     "_reads_pipe": "/proc/PID/fd",
     "stdout_target": "/proc/PID and /proc/PID/fd",
     "_children": "/proc/PID/task",
+    "links_hex": "/proc/PID/fd",
+    "run_facts": "lstat of the tmux socket tmux_server_argv checked (links refused)",
     "_fds": "/proc/PID/fd",
     "sockets": "/proc/PID/fd",
     "fixed": "/proc/PID/environ",

@@ -121,7 +121,7 @@ async def _plan_relaunch(t: Target, s: Settings, seen: RunSeen, o: NoOptions) ->
     container's main process: restart the container (actions/restart.py)."""
     if is_main_process_relaunch(t, s, seen.session):
         return await plan_restart_container(t, s)
-    return await plan_relaunch(t, s, seen.session, tmux=seen.tmux, facts=seen.facts)
+    return await plan_relaunch(t, s, seen.session, tmux=seen.tmux, facts=seen.facts, log=seen.log)
 
 
 async def _execute_relaunch(

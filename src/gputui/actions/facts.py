@@ -31,6 +31,7 @@ from gputui.actions.inspect import (
 from gputui.actions.procid import parse_proc_ids
 from gputui.collect import tmux as tmux_parse
 from gputui.errors import GputuiError
+from gputui.remote.identity import SETPRIV
 
 # The monitor's question to its agent (WatchedRun.run_facts): the `facts`
 # op's arguments -> its answer, or None while no agent answers.
@@ -46,6 +47,10 @@ class Looked:
     tools: list[tuple[str, bool, str]] = field(default_factory=list)
     # executables of the run's root processes (decoded as ProcId.exe): root's alone?, why not
     root_exes: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    # the `-S` socket's (uid, gid); None: no socket asked, or unreadable
+    socket_ids: tuple[int, int] | None = None
+    # LOG_CHECK_SCRIPT's answer for (log, uid, gid): looked at with those hands
+    log_checks: dict[tuple[str, int, int], str] = field(default_factory=dict)
 
     def root_tool(self) -> tuple[str | None, list[str]]:
         """The first tool found that root owns alone, and why each before it is not
@@ -79,9 +84,11 @@ async def look(
     session: str,
     tmux: list[str] | None,
     tools: list[str] | None = None,
+    logs: list[str] | None = None,
 ) -> Looked | None:
-    """The run in `session` (and `tools` looked up) in one agent request;
-    None when that cannot be asked (see the module's doc)."""
+    """The run in `session` (and `tools` looked up, `logs` looked at with
+    the run owner's hands: relaunch's old log) in one agent request; None
+    when that cannot be asked (see the module's doc)."""
     where = reach(tmux)
     if facts is None or where is None:
         return None
@@ -97,6 +104,8 @@ async def look(
         "list_panes": list_panes_argv(session, ["tmux"])[1:],
         "fields": fields,
         "tools": list(tools or []),
+        "logs": list(dict.fromkeys(lg for lg in logs or [] if lg)),
+        "setpriv": SETPRIV,  # the agent drops to the owner as identity.as_owner does
         **where,
     }
     try:
@@ -117,13 +126,18 @@ def looked(answer: dict[str, Any], session: str, socket: bool) -> Looked | None:
         info,
         tools=[(str(f), real is not None, str(why)) for f, real, why in answer.get("tools") or []],
     )
+    ids2 = answer.get("socket_ids")
+    if isinstance(ids2, list) and len(ids2) == 2 and all(isinstance(x, int) for x in ids2):
+        out.socket_ids = (ids2[0], ids2[1])
+    for row in answer.get("log_checks") or []:
+        if len(row) == 4 and isinstance(row[3], str):
+            out.log_checks[(str(row[0]), int(row[1]), int(row[2]))] = row[3]
     if info.pane is None or info.pane.pid is None:
         return out
     if "ps" not in answer or info.pane.pid not in (answer.get("roots") or []):
         return None  # find_run's commands read it
-    if socket:
-        uid = answer.get("socket_uid")
-        info.server_uid = -1 if not isinstance(uid, int) else (uid or None)
+    if socket:  # inspect.server_uid's answer: root's -> None, unreadable -> -1
+        info.server_uid = -1 if out.socket_ids is None else (out.socket_ids[0] or None)
     ps = answer["ps"]
     info.procs = descendants(
         parse_ps(ps.get("stdout") or "") if ps.get("exit") == 0 else [], info.pane.pid

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.actions.facts import FactsReader, look
+from gputui.actions.facts import FactsReader, Looked, look
 from gputui.actions.inspect import RunInfo, find_run, list_panes_argv, server_socket
 from gputui.actions.kill import (
     GpuProcessReader,
@@ -50,6 +50,7 @@ from gputui.actions.scripts import MOVE_SCRIPT, VERIFY_SCRIPT
 from gputui.actions.server import tmux_as_socket_owner
 from gputui.collect import tmux as tmux_parse
 from gputui.config import Settings
+from gputui.remote import agent as agent_script
 from gputui.remote.base import CommandResult
 from gputui.remote.identity import as_owner, identity_words
 from gputui.remote.target import Target
@@ -99,12 +100,9 @@ def move_log_argv(log: str) -> list[str]:
     return ["sh", "-c", MOVE_SCRIPT, "gputui-move-log", log]
 
 
-# $1 = log: "none", "link", or "TYPE|UID|LINKS<TAB>its directory, links resolved".
-LOG_CHECK_SCRIPT = """log=$1
-if [ -L "$log" ]; then echo link; exit 0; fi
-[ -e "$log" ] || { echo none; exit 0; }
-printf '%s\\t%s\\n' "$(stat -c '%F|%u|%h' -- "$log")" "$(readlink -f -- "$(dirname -- "$log")")"
-"""
+# $1 = log: "none", "link", or "TYPE|UID|LINKS<TAB>its directory, links
+# resolved". The agent's (it runs it for a plan's facts, actions/facts.py).
+LOG_CHECK_SCRIPT = agent_script.LOG_CHECK_SCRIPT
 
 # A log is never moved out of these (a start command's `> ../../etc/passwd`).
 SYSTEM_DIRS = (
@@ -139,16 +137,23 @@ def log_refusal(log: str, answer: str, owner: int) -> str | None:
     return None
 
 
-async def run_owner(target: Target, info: RunInfo, tmux: list[str] | None) -> tuple[int, int]:
+async def run_owner(
+    target: Target, info: RunInfo, tmux: list[str] | None, seen: Looked | None = None
+) -> tuple[int, int]:
     """(uid, gid) the run belongs to: the owner of its tmux server's socket
     when that is another user's (that server is believed about its owner
     only, never about whose process its pane is: issue 34); in root's own
-    server its pane's process; else root."""
+    server its pane's process; else root. `seen`: the agent's answer, which
+    read the socket's owner too."""
     sock = server_socket(tmux)
     if sock is not None:
-        res = await target.run(["stat", "-c", "%u %g", "--", sock])
-        ids = res.out.split()
-        if not res.ok or len(ids) != 2 or not all(x.isdigit() for x in ids):
+        if seen is not None and seen.socket_ids is not None:
+            ids = [str(x) for x in seen.socket_ids]
+            ok = True
+        else:
+            res = await target.run(["stat", "-c", "%u %g", "--", sock])
+            ids, ok = res.out.split(), res.ok
+        if not ok or len(ids) != 2 or not all(x.isdigit() for x in ids):
             raise ActionError(
                 f"cannot tell who owns the tmux server {sock}", "check that it still runs"
             )
@@ -161,17 +166,27 @@ async def run_owner(target: Target, info: RunInfo, tmux: list[str] | None) -> tu
 
 
 async def plan_move_log(
-    target: Target, log: str, info: RunInfo, tmux: list[str] | None, action: str
+    target: Target,
+    log: str,
+    info: RunInfo,
+    tmux: list[str] | None,
+    action: str,
+    seen: Looked | None = None,
 ) -> tuple[list[str], str]:
     """The argv that moves the old log aside, with the run owner's identity
     (root's only for root's own run), and whose identity that is; ActionError,
-    worded for the user, when the path is not the run's own log file."""
-    uid, gid = await run_owner(target, info, tmux)
+    worded for the user, when the path is not the run's own log file.
+    `seen`: the agent's answer, which looked at the logs it was asked about
+    with the hands it took for the owner's (used when they are these)."""
+    uid, gid = await run_owner(target, info, tmux, seen)
     # a path the run supplied: looked at with its owner's hands, as it is moved
-    res = await target.run(
-        as_owner(uid, gid, ["sh", "-c", LOG_CHECK_SCRIPT, "gputui-log-check", log])
-    )
-    why = log_refusal(log, res.out, uid)
+    answer = seen.log_checks.get((log, uid, gid)) if seen is not None else None
+    if answer is None:
+        res = await target.run(
+            as_owner(uid, gid, ["sh", "-c", LOG_CHECK_SCRIPT, "gputui-log-check", log])
+        )
+        answer = res.out
+    why = log_refusal(log, answer, uid)
     if why is not None:
         raise ActionError(
             f"{action} refused: the old log {log} is {why}; gputui moves aside only the "
@@ -249,7 +264,11 @@ async def plan_relaunch(
     *,
     tmux: list[str] | None = None,
     facts: FactsReader | None = None,
+    log: str | None = None,
 ) -> ActionPlan:
+    """`facts`: the run, and the old log, read in one agent request
+    (actions/facts.py); `log`: the log the dashboard follows, the likely
+    old log to look at in that request."""
     check_allowed(settings)
     name = session or settings.session or settings.run.session
     if not name:
@@ -257,9 +276,10 @@ async def plan_relaunch(
             "no tmux session given", "pass --session NAME or set session in the config"
         )
     tmux = await tmux_as_socket_owner(target, tmux)  # never a server of root's on a user's socket
-    seen = await look(facts, name, tmux)  # one request (actions/facts.py), else commands
-    info = seen.info if seen is not None else await find_run(target, name, tmux)
     spec = spec_from_settings(settings, name)
+    logs = [spec.log if spec is not None else "", log or "", settings.log or ""]
+    seen = await look(facts, name, tmux, logs=logs)  # one request, else commands
+    info = seen.info if seen is not None else await find_run(target, name, tmux)
     if spec is None:
         if not info.exists:
             raise ActionError(
@@ -267,7 +287,7 @@ async def plan_relaunch(
                 "add command, cwd and log to the config's [run] section, then launch",
             )
         spec = spec_from_run(info, settings)
-    move = await plan_move_log(target, spec.log, info, tmux, "relaunch")
+    move = await plan_move_log(target, spec.log, info, tmux, "relaunch", seen)
     return _plan_start(target, spec, info, "relaunch", tmux, move)
 
 
@@ -287,14 +307,14 @@ async def plan_launch(
             "add command, cwd, session and log to the config's [run] section",
         )
     tmux = await tmux_as_socket_owner(target, tmux)  # never a server of root's on a user's socket
-    seen = await look(facts, spec.session, tmux)
+    seen = await look(facts, spec.session, tmux, logs=[spec.log])
     info = seen.info if seen is not None else await find_run(target, spec.session, tmux)
     if info.alive:
         raise ActionError(
             f"session {spec.session!r} is already running",
             "use relaunch (r) to restart it, or kill (k) it first",
         )
-    move = await plan_move_log(target, spec.log, info, tmux, "launch")
+    move = await plan_move_log(target, spec.log, info, tmux, "launch", seen)
     return _plan_start(target, spec, info, "launch", tmux, move)
 
 

@@ -1967,27 +1967,72 @@ def run_facts(args: dict) -> dict:
     prints): the session's panes, then — with a live pane — every process's
     `ps` line, the links and identities of the pane's process and its
     descendants; the tools asked for (root_tools); for `-S` servers the
-    socket's owner."""
+    socket's owner; the logs asked for looked at as the run's owner would
+    (log_checks)."""
     out = {"panes": run_argv(_tmux_base(args) + [str(a) for a in args["list_panes"]])}
     sock = args.get("socket")
+    owners = []  # type: list  # whose hands look at the logs (relaunch.run_owner's answer)
     if sock:
         try:
-            out["socket_uid"] = os.stat(str(sock)).st_uid
+            st = os.lstat(str(sock))  # tmux_server_argv refused a link above
+            out["socket_ids"] = [st.st_uid, st.st_gid]
+            owners = [(st.st_uid, st.st_gid)] if st.st_uid != 0 else []
         except OSError:
-            out["socket_uid"] = None
+            out["socket_ids"] = None
     out["tools"] = root_tools([str(c) for c in args.get("tools") or []])
     fields = args["fields"]  # [session_name index, pane_pid index, separator]
     roots = _pane_pids(out["panes"]["stdout"] or "", str(args["session"]), *fields)
-    if not roots:
-        return out
-    ps = run_argv([_ps_exe()] + PS_ARGV[1:], timeout=10.0)
-    out["ps"], out["roots"] = ps, roots
-    pids = []  # type: list[int]
-    for root in roots:
-        pids += [p for p in _ps_tree(ps["stdout"] or "", root) if p not in pids]
-    out["links"] = links_hex(pids)
-    out["ids"] = proc_ids_text(pids)
-    out["root_exes"] = root_exes(pids)
+    if roots:
+        ps = run_argv([_ps_exe()] + PS_ARGV[1:], timeout=10.0)
+        out["ps"], out["roots"] = ps, roots
+        pids = []  # type: list[int]
+        for root in roots:
+            pids += [p for p in _ps_tree(ps["stdout"] or "", root) if p not in pids]
+        out["links"] = links_hex(pids)
+        out["ids"] = proc_ids_text(pids)
+        out["root_exes"] = root_exes(pids)
+    if not owners:
+        owners = [_ids_of(r) for r in roots if _ids_of(r) is not None] or [(0, 0)]
+    logs = [str(x) for x in args.get("logs") or [] if str(x).startswith("/")]
+    out["log_checks"] = log_checks(logs[:MAX_LOG_CHECKS], owners, str(args.get("setpriv") or ""))
+    return out
+
+
+def _ids_of(pid: int) -> "tuple | None":
+    """(real uid, real gid) of a process; None when it is gone."""
+    status = _read_bytes("/proc/%d/status" % pid, 16384)
+    ids = {}
+    for line in (status or b"").decode("utf-8", "replace").splitlines():
+        if line.startswith(("Uid:", "Gid:")) and len(line.split()) > 1:
+            ids[line[:3]] = line.split()[1]
+    if not (ids.get("Uid", "").isdigit() and ids.get("Gid", "").isdigit()):
+        return None
+    return int(ids["Uid"]), int(ids["Gid"])
+
+
+# $1 = log: "none", "link", or "TYPE|UID|LINKS<TAB>its directory, links
+# resolved" (gputui.actions.relaunch reads it: log_refusal).
+LOG_CHECK_SCRIPT = """log=$1
+if [ -L "$log" ]; then echo link; exit 0; fi
+[ -e "$log" ] || { echo none; exit 0; }
+printf '%s\\t%s\\n' "$(stat -c '%F|%u|%h' -- "$log")" "$(readlink -f -- "$(dirname -- "$log")")"
+"""
+MAX_LOG_CHECKS = 4
+
+
+def log_checks(paths: "list[str]", owners: list, setpriv: str) -> list:
+    """LOG_CHECK_SCRIPT on each path with each owner's hands (`setpriv`
+    drops root to uid/gid with no other group, as gputui.remote.identity.
+    as_owner does; root's own run: root's) -> [[path, uid, gid, answer | null]]."""
+    out = []
+    for uid, gid in owners[:2]:
+        hands = [] if uid == 0 else [setpriv, "--reuid=%d" % uid, "--regid=%d" % gid]
+        hands += ["--clear-groups", "--"] if hands else []
+        if hands and not setpriv:
+            continue
+        for path in paths:
+            r = run_argv(hands + ["sh", "-c", LOG_CHECK_SCRIPT, "gputui-log-check", path], 5.0)
+            out.append([path, uid, gid, r["stdout"] if r["exit"] == 0 else None])
     return out
 
 
@@ -2221,9 +2266,9 @@ OPS = {
     "listeners": "ports (TCP) -> {listeners: [{port, pid, uid, user, cmdline, ancestors,"
     " starttime}], unseen: [ports whose listener this agent may not look into]}",
     "facts": "session, list_panes (argv after tmux), fields ([name at, pid at, separator]),"
-    " socket?, socket_name?, tools? -> panes, socket_uid?, tools [[found, root's real path"
-    " | null, why]], and with a live pane: ps, roots (the panes' pids read), links (hex),"
-    " ids (text), root_exes: a plan's facts",
+    " socket?, socket_name?, tools? -> panes, socket_ids?, tools [[found, root's real path"
+    " | null, why]], logs?, setpriv? -> log_checks [[path, uid, gid, answer]], and with a"
+    " live pane: ps, roots (the panes' pids read), links (hex), ids (text), root_exes",
     "owners": "pids -> {owners: [{pid, uid (Uid: of /proc/PID/status, as this agent's"
     " namespace sees it; null: gone), user}], uid: the agent's own}",
     "batch": "calls (a list of requests without id) -> [{ok, result | error}] in order",
