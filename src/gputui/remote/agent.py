@@ -1950,6 +1950,26 @@ def root_exes(pids: "list[int]") -> dict:
     return out
 
 
+def _int_or(word: str) -> int:
+    return int(word) if word.isdigit() else -1
+
+
+def _ps_all() -> dict:
+    """`ps` of every process, its whole output (run_argv caps what it keeps)."""
+    try:
+        argv = [_ps_exe()] + PS_ARGV[1:]
+        p = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=10.0,
+        )
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+        return {"exit": None, "stdout": "", "stderr": "ps: %s" % e}
+    return {"exit": p.returncode, "stdout": p.stdout.decode("utf-8", "replace"), "stderr": ""}
+
+
 def _ps_exe() -> str:
     """`ps` as root runs it: a copy root owns alone (ValueError otherwise)."""
     exe = shutil.which("ps")
@@ -1983,11 +2003,16 @@ def run_facts(args: dict) -> dict:
     fields = args["fields"]  # [session_name index, pane_pid index, separator]
     roots = _pane_pids(out["panes"]["stdout"] or "", str(args["session"]), *fields)
     if roots:
-        ps = run_argv([_ps_exe()] + PS_ARGV[1:], timeout=10.0)
-        out["ps"], out["roots"] = ps, roots
+        listing = _ps_all()
         pids = []  # type: list[int]
         for root in roots:
-            pids += [p for p in _ps_tree(ps["stdout"] or "", root) if p not in pids]
+            pids += [p for p in _ps_tree(listing.get("stdout") or "", root) if p not in pids]
+        # only the trees' lines: a host's whole `ps` may pass the answer's size
+        mine = set(pids)
+        lines = (listing.get("stdout") or "").splitlines()
+        kept = [ln for ln in lines if ln.split(None, 1)[:1] and _int_or(ln.split()[0]) in mine]
+        out["ps"] = dict(listing, stdout="".join(ln + "\n" for ln in kept))
+        out["roots"] = roots
         out["links"] = links_hex(pids)
         out["ids"] = proc_ids_text(pids)
         out["root_exes"] = root_exes(pids)
