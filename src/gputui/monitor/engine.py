@@ -70,7 +70,7 @@ log = logging.getLogger(__name__)  # `gputui -v` (cli/debuglog.py)
 
 NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
 
-FACTS_TIMEOUT_S = 10.0  # a plan's facts (run_facts): the box says it is reading meanwhile
+FACTS_TIMEOUT_S = 5.0  # a plan's facts (run_facts); past it, the planners run their commands
 
 
 class Monitor:
