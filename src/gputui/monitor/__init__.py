@@ -1,7 +1,12 @@
 """The run engine behind one door: one target's run kept current in a
-Snapshot (`engine.py`), fed by the GPU readings (`gpufeed.py`), the followed
-log (`logfollow.py`, `logchoice.py`), the ports the run could not take
-(`portwatch.py`) and the in-container agent (`supervisor.py`).
+Snapshot (`engine.py`, the composer), fed by a module per source — the GPU
+readings (`gpufeed.py`), the followed log (`logfollow.py`, `logchoice.py`,
+its stat `logstat.py`, its metrics `metricsread.py`), tmux's sessions
+(`sessionwatch.py`), the run's processes (`runprocs.py`), the container
+(`containerwatch.py`), the OOM kills (`oomcount.py`, `oomlook.py`), the
+ports the run could not take (`portwatch.py`), the GPU holders' owners
+(`gpuowners.py`), the plain-command loop without python3 (`plainloop.py`)
+— and the in-container agent (`supervisor.py`).
 
 This package is the door: outside monitor/ a module imports `gputui.monitor`
 and nothing under it (the `monitor-door` contract in pyproject.toml). It

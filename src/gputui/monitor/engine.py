@@ -1,21 +1,25 @@
-"""The monitor: one target's run, kept current in a Snapshot.
+"""The monitor: one target's run, kept current in a Snapshot — the composer
+of its feeds, each a module beside this one with its agent op, its part of
+the Snapshot and the update it emits.
 
 Steady state holds a handful of long-lived remote commands and starts no
 new command in the container per poll:
 
 - the agent in the CT (`AgentClient`, kept running by `AgentSupervisor`):
-  tmux sessions, the watched pane's process tree and tail, and a stat of
-  the log, every `interval` seconds; with no tmux session to watch, the
-  process tree of the run that writes the log (found by the agent's
-  `writers` op, re-searched at most every WRITERS_RETRY_S while none is
-  found);
+  every `interval` seconds one `batch` of the feeds' requests — tmux's
+  sessions (sessionwatch.py), the watched pane's process tree and tail, or
+  with no tmux session the run that writes the log (runprocs.py), a stat
+  of the log (logstat.py), now and then the OOM-kill count (oomcount.py),
+  who holds a port (portwatch.py) and whose each GPU holder is
+  (gpuowners.py);
 - one log stream (`LogFollower`: `tail -c +OFFSET -F`, by byte offset), on
-  the file `LogChoice` picks;
+  the file `LogChoice` picks, its lines read for metrics (metricsread.py);
 - the GPU feed (`NvidiaSmiFeed`: `nvidia-smi -lms` + a compute-apps loop on
   the host; or NVML locally; or simulated).
 
 Without python3 in the CT, a long-lived shell loop lists the tmux panes
-instead (no process tree then; `tools.python3` says why).
+instead (plainloop.py: no process tree then; `tools.python3` says why).
+The container's status, tools and neighbours: containerwatch.py.
 
 Each poll finishes before the next is scheduled (no pile-up on a slow
 link). Subscribers are called on the event loop once per turn with that
