@@ -221,3 +221,18 @@ def test_a_log_gputui_has_not_read_says_last_written_not_last_line() -> None:
     text = render_text(FACTS, snap, diagnose(snap, NOW), now=NOW)
     assert "last written 3 s ago" in text and "last line" not in text
     assert "permission denied" in text
+
+
+def test_the_container_line_without_a_snapshot_reads_the_connection_facts() -> None:
+    """doctor with no snapshot (the run never read) prints the connection's
+    facts: a CT's number and status came as a dict and were printed as
+    one ("CT {'number': 200, …} None")."""
+    ct = {"target": "h/200", "ct": {"number": 200, "status": "running"}}
+    assert "CT 200 running" in render_text(ct, None, [], now=0.0)
+    docker = {
+        "target": "h",
+        "ct": None,
+        "container": {"kind": "docker", "spec": "trainer", "status": "running"},
+    }
+    assert "docker trainer running" in render_text(docker, None, [], now=0.0)
+    assert "none (plain host)" in render_text({"target": "h", "ct": None}, None, [], now=0.0)

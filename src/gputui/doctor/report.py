@@ -487,9 +487,16 @@ def _container_dict(snap: Snapshot) -> dict[str, str] | None:
 
 
 def _ct_line(facts: dict[str, Any], snap: Snapshot | None) -> str:
-    ct_id = snap.ct_id if snap is not None else facts.get("ct")
-    status = _enum(snap.ct_status) if snap is not None else facts.get("ct_status")
-    other = snap.container if snap is not None else None
+    if snap is None:  # connection_facts: {"ct": {"number", "status"}} or {"container": …}
+        ct = facts.get("ct") or {}
+        other_facts = facts.get("container") or {}
+        if other_facts:
+            return (
+                f"{other_facts.get('kind')} {other_facts.get('spec')} {other_facts.get('status')}"
+            )
+        ct_id, status, other = ct.get("number"), ct.get("status"), None
+    else:
+        ct_id, status, other = snap.ct_id, _enum(snap.ct_status), snap.container
     if ct_id is None and other is not None and other.kind:  # docker, podman, pod
         return f"{other.words} {status}"
     if ct_id is None:
