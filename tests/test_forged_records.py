@@ -28,6 +28,7 @@ from gputui.remote.target import Target
 from test_run_owner import DROP, Owned
 
 owned, target = test_run_owner.owned, test_run_owner.target  # the fixtures
+facts = test_run_owner.facts
 US, RS = tmux_parse.FIELD_SEP, tmux_parse.RECORD_END
 # tmux 3.3a prints argv[0] up to its first space, after its last '/': the
 # forged record has neither; the pane's real path becomes its last field.
@@ -80,12 +81,17 @@ def start_train(testbed: Any, o: Owned, victim: int) -> None:
 
 
 async def test_a_forged_pane_record_never_moves_kill_onto_roots_process(
-    target: Target, testbed: Any, owned: Owned
+    target: Target, testbed: Any, owned: Owned, facts: Any
 ) -> None:
+    """By commands, and in one request to the agent (actions/facts.py: it
+    reads every pane record naming the session; the planner uses its facts
+    only for the pane its own parser takes)."""
     victim = root_victim(testbed, owned.ct)
     start_train(testbed, owned, victim)
     try:
-        plan = await plan_kill(target, Settings(), "train", force=True, tmux=owned.tmux)
+        plan = await plan_kill(
+            target, Settings(), "train", force=True, tmux=owned.tmux, facts=facts
+        )
         assert victim not in plan.pids, plan.notes
         assert f"pid {victim} " not in "\n".join(plan.notes)
         result = await execute(target, plan)

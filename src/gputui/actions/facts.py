@@ -65,16 +65,19 @@ class Looked:
 
 def reach(tmux: list[str] | None) -> dict[str, str] | None:
     """The agent's arguments that reach the tmux server `tmux` reaches (the
-    agent then reaches it as its owner, as the snapshot's argv does); None
-    for an argv it cannot read the same way."""
+    agent then reaches it as its owner, with its own root-owned tmux, as the
+    snapshot's argv it built does); None for an argv it cannot read the same
+    way — another tmux binary than `tmux` on PATH among them."""
     if not tmux or tmux == ["tmux"]:
         return {}
-    sock = server_socket(tmux)
-    if sock is not None:
-        return {"socket": sock}
     at = max((i for i, a in enumerate(tmux) if os.path.basename(a) == "tmux"), default=-1)
     rest = tmux[at + 1 :] if at >= 0 else []
-    if at >= 0 and len(rest) == 2 and rest[0] == "-L":
+    if at < 0 or tmux[at] != "tmux" or len(rest) != 2:
+        return None
+    sock = server_socket(tmux)
+    if rest[0] == "-S" and sock is not None:
+        return {"socket": sock}
+    if rest[0] == "-L":
         return {"socket_name": rest[1]}
     return None
 
