@@ -51,8 +51,14 @@ from gputui.model import (
 )
 from gputui.monitor.coalesce import OncePerTurn
 from gputui.monitor.containerwatch import ContainerWatch
-from gputui.monitor.door import PENDING_LINES_MAX, AgentFacts, Listener, news_of
-from gputui.monitor.gpufeed import GpuFeed, NvidiaSmiFeed, NvmlFeed, SharedGpus
+from gputui.monitor.door import PENDING_LINES_MAX, AgentFacts, GpusRead, Listener, news_of
+from gputui.monitor.gpufeed import (
+    GpuFeed,
+    NvidiaSmiFeed,
+    SharedGpus,
+    default_gpu_feed,
+    note_gpu_tools,
+)
 from gputui.monitor.gpuowners import GpuOwnerWatch
 from gputui.monitor.logchoice import LOG_TAIL_KEEP, LogChoice
 from gputui.monitor.logfollow import LogFollower
@@ -107,7 +113,9 @@ class Monitor:
             self.snapshot.container_names = host_names
         if not target.in_container:
             self.snapshot.ct_status = CtStatus.NONE
-        self.gpu_feed = gpu_feed if gpu_feed is not None else self._default_gpu_feed()
+        self.gpu_feed = (
+            gpu_feed if gpu_feed is not None else default_gpu_feed(target, self.settings)
+        )
         if self.gpu_feed is not None:
             self.snapshot.gpus = self.gpu_feed.state
         self.metrics_read = MetricsRead(self.settings)  # steps, loss, throughput from the log
@@ -215,13 +223,6 @@ class Monitor:
             return None
         answer = await agent.call("facts", timeout=FACTS_TIMEOUT_S, **request)
         return answer if isinstance(answer, dict) else None
-
-    def _default_gpu_feed(self) -> GpuFeed | None:
-        source = self.settings.gpu_source or "auto"
-        if source == "nvml" or (self.settings.local and source == "auto"):
-            # NVML reads this machine's GPUs: --local follows this machine's kernel log
-            return NvmlFeed(kernel_log=self.target if self.settings.local else None)
-        return NvidiaSmiFeed(self.target, where=source)
 
     # ------------------------------------------------------------ publishing
 
@@ -416,18 +417,8 @@ class Monitor:
         self._changed("connection")
 
     def _on_gpus(self) -> None:
-        feed = self.gpu_feed
-        if isinstance(feed, NvidiaSmiFeed):
-            tools = self.snapshot.tools
-            if feed.side == "host":
-                tools.nvidia_smi_host = True
-            elif feed.side == "ct":
-                tools.nvidia_smi_ct = True
-                if feed.where == "auto":
-                    tools.nvidia_smi_host = False
-            elif feed.state.error and "not found" in feed.state.error:
-                tools.nvidia_smi_host = False if feed.where != "ct" else tools.nvidia_smi_host
-        self._changed("gpus")
+        note_gpu_tools(self.gpu_feed, self.snapshot.tools)
+        self._changed(GpusRead.part)
 
     # ------------------------------------------------------------ the agent
 

@@ -28,9 +28,10 @@ from typing import Any
 
 from gputui.collect import gpuhealth as gpu_health
 from gputui.collect import nvidiasmi as gpu_parse
+from gputui.config import Settings
 from gputui.containers import cgroup_owner
 from gputui.errors import GputuiError
-from gputui.model import GpuEvent, GpuHealth, GpuProcess, GpuSample, GpuState
+from gputui.model import GpuEvent, GpuHealth, GpuProcess, GpuSample, GpuState, Tools
 from gputui.monitor.coalesce import OncePerTurn
 from gputui.remote.base import RemoteProcess
 from gputui.remote.target import Target
@@ -929,3 +930,27 @@ class SharedGpus(GpuFeed):
 
     async def stop(self) -> None:
         return None
+
+
+def default_gpu_feed(target: Target, settings: Settings) -> GpuFeed:
+    """The GPU feed the settings ask for: NVML (`gpu_source = "nvml"`, or
+    --local: this machine's GPUs), else nvidia-smi where `gpu_source` says."""
+    source = settings.gpu_source or "auto"
+    if source == "nvml" or (settings.local and source == "auto"):
+        # NVML reads this machine's GPUs: --local follows this machine's kernel log
+        return NvmlFeed(kernel_log=target if settings.local else None)
+    return NvidiaSmiFeed(target, where=source)
+
+
+def note_gpu_tools(feed: GpuFeed | None, tools: Tools) -> None:
+    """Where the feed found nvidia-smi (the host, the CT) or did not, into
+    the snapshot's tools — the GPU feed knows best."""
+    if isinstance(feed, NvidiaSmiFeed):
+        if feed.side == "host":
+            tools.nvidia_smi_host = True
+        elif feed.side == "ct":
+            tools.nvidia_smi_ct = True
+            if feed.where == "auto":
+                tools.nvidia_smi_host = False
+        elif feed.state.error and "not found" in feed.state.error:
+            tools.nvidia_smi_host = False if feed.where != "ct" else tools.nvidia_smi_host
