@@ -236,3 +236,9 @@ def test_the_container_line_without_a_snapshot_reads_the_connection_facts() -> N
     }
     assert "docker trainer running" in render_text(docker, None, [], now=0.0)
     assert "none (plain host)" in render_text({"target": "h", "ct": None}, None, [], now=0.0)
+
+
+def test_with_nothing_read_the_doctor_never_says_nothing_wrong() -> None:
+    text = render_text({"target": "h/200", "connection": "failed"}, None, [], now=0.0)
+    assert "nothing wrong" not in text
+    assert "? not known: nothing was read from the run" in text

@@ -413,7 +413,9 @@ def render_text(
     lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
     lines.append("")
     wrong = [f for f in findings if f.severity != Severity.INFO]
-    if not wrong:
+    if not wrong and snap is None:  # nothing was read: never a ✓ (issue 44)
+        lines.append("? not known: nothing was read from the run")
+    elif not wrong:
         lines.append("✓ nothing wrong")
     for i, f in enumerate(findings):
         if i:
