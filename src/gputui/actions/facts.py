@@ -3,7 +3,7 @@ in the target (the monitor's, asked through WatchedRun.run_facts) answers
 its `facts` op with the same text each
 of find_run's commands prints — the session's panes, `ps`, the processes'
 links and identities — and the tools the verb needs, so a confirm box's plan
-waits for one request on an open channel, not for four to six `pct exec`s in
+waits for one request on an open channel, not for four to six container entries in
 a row (issue 46: 2.2–4.5 s on the test bed, each a new channel and container
 entry).
 
