@@ -1,4 +1,4 @@
-"""The container a run is in: its status (`pct status` or its kind's
+"""The container a run is in: its status (its kind's status
 command, asked of the host only after the agent failed, read from an
 error's words when they say), the tools in it (the agent's hello, or one
 plain probe without python3) and the host's other containers by name —
