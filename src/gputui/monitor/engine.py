@@ -80,8 +80,6 @@ log = logging.getLogger(__name__)  # `gputui -v` (cli/debuglog.py)
 
 NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
 
-FACTS_TIMEOUT_S = 5.0  # a plan's facts (run_facts); past it, the planners run their commands
-
 
 class Monitor:
     """See the module docstring. Its door (monitor/door.py, `WatchedRun`):
@@ -188,15 +186,7 @@ class Monitor:
     @property
     def agent_facts(self) -> AgentFacts | None:
         """What the agent said of itself (None: none started yet)."""
-        agent = self.agent
-        if agent is None:
-            return None
-        pid_ns = agent.hello.get("pid_ns")
-        return AgentFacts(
-            alive=agent.alive,
-            pid_ns=str(pid_ns) if pid_ns else None,
-            tmux_skipped=tuple(agent.tmux_skipped),
-        )
+        return self.agents.facts
 
     @property
     def log_followed(self) -> bool:
@@ -212,17 +202,10 @@ class Monitor:
         return self.agent_error is None
 
     async def processes_of(self, pid: int) -> list[Proc] | None:
-        agent = self.agent
-        if agent is None or not agent.alive:
-            return None
-        return await agent.processes(pid, sources=False)
+        return await self.agents.processes_of(pid)
 
     async def run_facts(self, request: dict[str, Any]) -> dict[str, Any] | None:
-        agent = self.agent
-        if agent is None or not agent.alive:
-            return None
-        answer = await agent.call("facts", timeout=FACTS_TIMEOUT_S, **request)
-        return answer if isinstance(answer, dict) else None
+        return await self.agents.run_facts(request)
 
     # ------------------------------------------------------------ publishing
 

@@ -4,8 +4,10 @@ doubling to 2 min; 10 min when python3 is missing or too old, where the
 monitor falls back to plain commands). A stop() while an agent starts
 (q during start-up) never leaves it running: it is closed once it is up.
 
-The supervisor only starts and closes; what a start means for the run view
-(tools, the CT's state, the fallback) is the monitor's.
+The supervisor starts and closes, and answers what the door asks of the
+agent over its open channel (its facts, a process tree, a plan's facts);
+what a start means for the run view (tools, the CT's state, the fallback)
+is the monitor's and its feeds'.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.errors import GputuiError
+from gputui.model import Proc
+from gputui.monitor.door import AgentFacts
 from gputui.remote.agent_client import AgentClient, AgentUnavailable
 from gputui.remote.target import Target
 
@@ -24,6 +28,7 @@ RETRY_START_S = 2.0
 RETRY_MAX_S = 120.0  # a broken agent costs at most one container exec per 2 min
 NO_PYTHON_RETRY_S = RETRY_MAX_S * 5  # python3 missing or too old: the fallback runs meanwhile
 STOP_WAIT_S = 1.0  # close() waits this long for an agent still starting, to close it
+FACTS_TIMEOUT_S = 5.0  # a plan's facts (run_facts); past it, the planners run their commands
 
 
 @dataclass
@@ -107,6 +112,34 @@ class AgentSupervisor:
         if not agent.alive:
             await self.close()
             self.retry_at = self.clock() + self.backoff
+
+    @property
+    def facts(self) -> AgentFacts | None:
+        """What the agent said of itself (None: none started yet)."""
+        agent = self.agent
+        if agent is None:
+            return None
+        pid_ns = agent.hello.get("pid_ns")
+        return AgentFacts(
+            alive=agent.alive,
+            pid_ns=str(pid_ns) if pid_ns else None,
+            tmux_skipped=tuple(agent.tmux_skipped),
+        )
+
+    async def processes_of(self, pid: int) -> list[Proc] | None:
+        """The process tree under `pid`, asked of the running agent (None: none)."""
+        agent = self.agent
+        if agent is None or not agent.alive:
+            return None
+        return await agent.processes(pid, sources=False)
+
+    async def run_facts(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """A plan's facts (the agent's `facts` op), None while no agent answers."""
+        agent = self.agent
+        if agent is None or not agent.alive:
+            return None
+        answer = await agent.call("facts", timeout=FACTS_TIMEOUT_S, **request)
+        return answer if isinstance(answer, dict) else None
 
     async def close(self) -> None:
         agent, self.agent = self.agent, None
