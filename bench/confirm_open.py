@@ -15,8 +15,14 @@ call, real tmux, a block-buffered python3 run through `| tee`), for f, k, r
 and d, `--runs` opens each, interleaved. A plan that cannot be made (d with
 no py-spy in the CT) is timed to its answer in the box, and says so.
 
+`--planners`: the planners alone (no UI) on the same test bed, each verb's
+plan made `--runs` times by commands and through the agent's one request
+(actions/facts.py), interleaved — d (py-spy dump) included, which asks no
+confirmation and so has no box to time above.
+
     python bench/confirm_open.py [--runs 20]
     python bench/confirm_open.py --testbed [--runs 7]
+    python bench/confirm_open.py --planners [--runs 7]
 """
 
 from __future__ import annotations
@@ -155,6 +161,53 @@ async def plan_times(runs: int) -> tuple[dict[str, list[float]], dict[str, str]]
     return times, ended
 
 
+async def planner_times(runs: int) -> dict[str, list[float]]:
+    """Each verb's plan, by commands and through the agent, on the test bed."""
+    import shutil
+
+    from gputui.actions import RunSeen, plan
+    from gputui.config import Settings
+    from gputui.remote.agent_client import AgentClient
+    from gputui.remote.target import Target
+    from gputui.verbs import DumpOptions
+    from helpers import facts_of
+    from testbed import Testbed
+    from ui_scenarios import prepare_run, start_buffered
+
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="gputui-planners-")
+    bed = Testbed().start()
+    ct = 200
+    out: dict[str, list[float]] = {}
+    try:
+        bed.ct_create(ct, running=True)
+        run = prepare_run(bed, ct, "bench")
+        start_buffered(bed, run, count=100000, period=0.2)
+        spy = Path(bed.root) / "tools" / "py-spy"  # root's alone, where the CT sees it
+        spy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(shutil.which("py-spy", path=os.path.dirname(sys.executable)) or "py-spy", spy)
+        tr = bed.transport()
+        await tr.connect()
+        target = Target(tr, ct)
+        agent = await AgentClient.start(target, timeout=30)
+        await asyncio.sleep(2.0)
+        verbs = {"f": "flush", "k": "kill", "r": "relaunch", "d": "dump"}
+        options = {"dump": DumpOptions(py_spy=str(spy))}
+        for _ in range(runs):
+            for key, verb in verbs.items():
+                for how, facts in (("commands", None), ("agent", facts_of(agent))):
+                    seen = RunSeen("bench", log=str(run.log), facts=facts)
+                    t0 = time.perf_counter()
+                    await plan(verb, target, Settings(), seen, options.get(verb))
+                    out.setdefault(f"{key} {verb}, {how}", []).append(
+                        (time.perf_counter() - t0) * 1000
+                    )
+        await agent.close()
+        await tr.close()
+    finally:
+        bed.stop()
+    return out
+
+
 def row(label: str, ms: list[float]) -> str:
     ms = sorted(ms)
     p90 = ms[min(len(ms) - 1, int(0.9 * len(ms)))]
@@ -165,7 +218,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--testbed", action="store_true", help="key → plan painted on the test bed")
+    ap.add_argument("--planners", action="store_true", help="each plan, commands vs the agent")
     args = ap.parse_args()
+    if args.planners:
+        load0 = os.getloadavg()
+        times = asyncio.run(planner_times(args.runs))
+        load1 = os.getloadavg()
+        print(
+            "| plan made | median ms | p90 ms | max ms | plans |\n| --- | --- | --- | --- | --- |"
+        )
+        for label, ms in times.items():
+            print(row(label, ms))
+        print(f"load average before {load0[0]:.1f}, after {load1[0]:.1f} (1 min)")
+        return
     if args.testbed:
         load0 = os.getloadavg()
         times, ended = asyncio.run(plan_times(args.runs))
