@@ -10,8 +10,8 @@ renders the cuts (issue 37: about as much again as the rows themselves).
 
 Here the rows are the widget's own (`Widget.render_lines`, as the
 compositor asks a widget that is wholly in view) at the widget's place on
-the screen, written with `App._display` as any update is (synchronized
-output, the cursor put back). Only where it is the same as the
+the screen, written as `App._display` writes any update (synchronized
+output, the cursor put back), in one write (`display`). Only where it is the same as the
 compositor's picture (`place_of`): the widget's screen is the one shown,
 no layout or repaint is pending, the widget is wholly in view, and no
 widget but its own ancestors overlaps it — a toast, a tooltip, a box, a
@@ -25,6 +25,7 @@ grid and compares them with a fresh render of the screen.
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.control import Control
+from textual._ansi_sequences import SYNC_END, SYNC_START
 from textual._compositor import CompositorUpdate
 from textual.geometry import Region
 from textual.strip import Strip
@@ -124,6 +126,39 @@ class RowsUpdate(CompositorUpdate):
         return "".join(move_to(x, y) + strip.render(console) for x, y, strip in self.rows)
 
 
+def display(app: Any, screen: Any, update: RowsUpdate) -> None:
+    """Write `update` to the terminal as `App._display` does (synchronized
+    output, the cursor put back), in one write: `_display` hands the writer
+    thread three (the sync's start, the rows, its end), and each wakes that
+    thread and asks the main thread for the GIL back — most of a tick's
+    painting on a busy machine. The same bytes; where `_display` would do
+    anything else (headless, inline, a batch, not running) it is asked."""
+    driver = app._driver
+    if (
+        driver is None
+        or app.is_headless
+        or driver.is_inline
+        or app._batch_count
+        or not app._running
+        or app._closed
+        or sys.platform == "win32"  # (Textual writes in chunks there)
+    ):
+        app._display(screen, update)
+        return
+    try:
+        cursor = app.screen.outer_size.clamp_offset(app.cursor_position)
+        text = update.render_segments(app.console) + move_to(*cursor)
+    except Exception as error:
+        app._handle_exception(error)
+        return
+    app._previous_cursor_position = cursor
+    if app._sync_available:
+        text = SYNC_START + text + SYNC_END
+    driver.write(text)
+    driver.flush()
+    app.post_display_hook()
+
+
 def paint(widget: Widget, place: Region, rows: list[int]) -> list[tuple[int, int, Strip]]:
     """The widget's rows `rows` (its own rows, border and padding included),
     rendered as the compositor would, for a `RowsUpdate`."""
@@ -187,7 +222,7 @@ class RowPainter:
             top = widget.styles.gutter.top  # the content's first row in the widget's own
             rows.extend(paint(widget, place, [y + top for y in ys]))
         if rows and screen is not None:
-            self.app._display(screen, RowsUpdate(rows))
+            display(self.app, screen, RowsUpdate(rows))
 
 
-__all__ = ["RowPainter", "RowsUpdate", "move_to", "paint", "place_of"]
+__all__ = ["RowPainter", "RowsUpdate", "display", "move_to", "paint", "place_of"]

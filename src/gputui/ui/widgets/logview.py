@@ -24,7 +24,7 @@ from typing_extensions import Self
 from gputui.model import LogState
 from gputui.text.untrusted import visible
 from gputui.text.words import dur
-from gputui.ui.directpaint import RowsUpdate, place_of
+from gputui.ui.directpaint import RowsUpdate, display, place_of
 from gputui.ui.logstyle import TrainingLogHighlighter, line_segments
 from gputui.ui.widgets.pane import Placed
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
@@ -423,13 +423,13 @@ class TailLog(Log):
         than the rows themselves (issue 37: the log is drawn ~5 times a
         second under a stream). Here the rows are the compositor's own
         (`render_lines` over the whole widget, which is how it asks a
-        widget that is wholly in view) at the widget's place, written by
-        `App._display` as any update is (synchronized output, the cursor
-        put back)."""
+        widget that is wholly in view) at the widget's place, written as
+        `App._display` writes any update (synchronized output, the cursor
+        put back), in one write (`directpaint.display`)."""
         strips = self.render_lines(Region(0, 0, region.width, region.height))
         x, top = region.x, region.y
         rows = [(x, top + y, strip) for y, strip in enumerate(strips)]
-        self.app._display(self.screen, RowsUpdate(rows))
+        display(self.app, self.screen, RowsUpdate(rows))
         self._repaint_required = False
         self._dirty_regions.clear()
         self._repaint_regions.clear()
