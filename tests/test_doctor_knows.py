@@ -65,7 +65,8 @@ def test_buffering_not_yet_known_while_gpus_busy_is_no_check_mark(testbed: Any, 
     own = {**sc.app(pid, 0, 44_800), "sm": 100.0}  # pmon: the run itself keeps it busy
     testbed.set_gpus({"gpus": [sc.gpu(0, 45_000, 100)], "apps": [own]})
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and run.log.stat().st_size < 100:
+    # the python is up before tee has opened (created) the log: no file yet is 0 bytes
+    while time.monotonic() < deadline and (not run.log.exists() or run.log.stat().st_size < 100):
         time.sleep(0.1)
     flags = ["--session", "early", "--log", str(run.log), "--stale-after", "120"]
     r = sc.finish_doctor(sc.start_doctor(testbed, ct, *flags, "--buffer-watch", "3", "--json"))
