@@ -63,6 +63,7 @@ class StandInMonitor:
         self.agent_facts = None  # no pane watched here: its processes are not waited for
         self.log_followed = False  # no log named
         self.plain_loop_pending = False  # the agent runs (or nothing lists panes)
+        self.sessions_pending = False  # tmux's sessions listed (none here)
         self.snapshot = Snapshot(
             time=NOW,
             target="root@127.0.0.1 ct 200",
@@ -213,6 +214,29 @@ async def test_without_python3_the_plain_loops_first_round_is_waited_for() -> No
     clock2 = Clock()
     await watch_once(mon2, clock=clock2, unseen=unseen)  # type: ignore[arg-type]
     assert unseen == ["tmux's panes and the log's stat (plain commands)"]
+
+
+async def test_the_first_session_listing_is_waited_for() -> None:
+    """CI under load (a full pass at load 14): the agent's first listing of
+    tmux's sessions came after the 2-s settle; with no pane, its processes
+    were not waited for, a held-and-idle GPU's run was not seen as one,
+    the hang watch did not run, and a deadlocked run was "nothing wrong".
+    The listing is a piece the watch waits for while the agent runs."""
+    mon = StandInMonitor(busy_gpu_feed([]))
+    mon.sessions_pending = True
+
+    def listed() -> None:
+        mon.sessions_pending = False
+
+    clock = Clock(at={6: listed})
+    unseen: list[str] = []
+    await watch_once(mon, clock=clock, unseen=unseen)  # type: ignore[arg-type]
+    assert unseen == [] and 6 <= clock.reads <= 6 + 2
+    mon2 = StandInMonitor(busy_gpu_feed([]))
+    mon2.sessions_pending = True  # it never lists them
+    clock2 = Clock()
+    await watch_once(mon2, clock=clock2, unseen=unseen)  # type: ignore[arg-type]
+    assert unseen == ["tmux's session listing"]
 
 
 async def test_the_doctor_reports_what_its_watch_did_not_see(

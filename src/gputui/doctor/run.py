@@ -266,6 +266,8 @@ def unseen_pieces(monitor: WatchedRun) -> list[str]:
     pane = snap.session.main_pane if snap.session is not None else None
     agent = monitor.agent_facts
     agent_alive = agent is not None and agent.alive
+    if monitor.sessions_pending:  # no pane yet, so its processes were not waited for
+        out.append("tmux's session listing")
     if pane is not None and pane.pid and not pane.dead and not snap.procs and agent_alive:
         out.append("the processes of the session's pane")  # a poll timed out: the next one
     if agent_alive:

@@ -227,6 +227,12 @@ class WatchedRun(RunFeed, Protocol):
         ...
 
     @property
+    def sessions_pending(self) -> bool:
+        """The agent runs and has not listed tmux's sessions yet (a loaded
+        host: the first listing came after doctor's settle time)."""
+        ...
+
+    @property
     def ct_pids_pending(self) -> bool:
         """The container's PID namespace, which maps the host's GPU processes
         into it, may still come (its agent has neither answered nor failed)."""

@@ -578,6 +578,10 @@ class Monitor:
     def plain_loop_pending(self) -> bool:
         return self.plain_loop.pending
 
+    @property
+    def sessions_pending(self) -> bool:
+        return self.agent_error is None and self.session_watch.listed_at is None
+
 
 async def collect_snapshot(
     target: Target,
