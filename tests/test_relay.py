@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -226,3 +227,27 @@ def test_a_bad_ack_is_ignored(bad: dict[str, object]) -> None:
         assert bytes(pipe.got[1]) == b"ok\n" and pipe.exits[1] == 0
     finally:
         pipe.close()
+
+
+def test_a_line_reaches_a_slow_reader_whole_through_a_non_blocking_stdout() -> None:
+    """The relay's stdout may be non-blocking (O_NONBLOCK lives on the open
+    file, shared with whoever set it): a line longer than the pipe holds
+    was written in part, BlockingIOError was swallowed, and the reader got
+    a cut line (JSONDecodeError). Now the relay waits and writes the rest."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    out = os.fdopen(w, "wb")
+    big = {"id": 7, "out": "x" * 300_000}  # over a pipe's 64 KiB
+    got: list[bytes] = []
+
+    def read_slowly() -> None:
+        time.sleep(0.3)  # the pipe fills before anything is read
+        with os.fdopen(r, "rb") as f:
+            got.append(f.readline())
+
+    reader = threading.Thread(target=read_slowly)
+    reader.start()
+    relay.Relay(out).send(big)
+    out.close()
+    reader.join(10)
+    assert json.loads(got[0]) == big

@@ -34,6 +34,7 @@ only, self-contained, Python 3.6.
 import base64
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -75,6 +76,25 @@ class Credit:
             self.cond.notify_all()
 
 
+def write_all(out, data: bytes) -> None:
+    """Write the whole line: a non-blocking stdout (its open file shared
+    with a process that set O_NONBLOCK) took part of a line and raised
+    BlockingIOError, and the rest was lost — the reader got a cut line."""
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError):  # not a file (a test's buffer)
+        out.write(data)
+        out.flush()
+        return
+    out.flush()
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            select.select([], [fd], [], 1.0)
+
+
 class Relay:
     def __init__(self, out, window: int = WINDOW) -> None:
         self.out = out
@@ -87,8 +107,7 @@ class Relay:
         data = (json.dumps(msg) + "\n").encode()
         with self.lock:
             try:
-                self.out.write(data)
-                self.out.flush()
+                write_all(self.out, data)
             except (OSError, ValueError):
                 pass
 
