@@ -259,6 +259,9 @@ class RunRecorder:
         self._actions: dict[float, UserAction] = {}  # by plan time
         self._connection: ConnectionState | None = None
         self._task: asyncio.Task[None] | None = None
+        self._next: asyncio.Future[None] | None = None  # the loop's wait for its next tick
+        self._driven = False  # a dashboard's tick brings the recorder's (kick)
+        self._ticked = 0.0  # monotonic time of the last tick begun
         self._pending: set[asyncio.Future[Any]] = set()
         self._last_send: asyncio.Future[Any] | None = None
         # the new run against the last one (issue 49)
@@ -338,9 +341,37 @@ class RunRecorder:
         if self.writer is not None:
             await asyncio.wrap_future(self.writer.flush())
 
+    def kick(self) -> None:
+        """The dashboard's once-a-second tick: the recorder's comes right
+        after it, in the same wake of the event loop — one 1 Hz timer for
+        both, not two, and the banner's diagnosis is always fresh for it.
+        A kick under half a tick after the last tick is left for the next;
+        without kicks (watch, doctor, a dashboard gone) the recorder's own
+        timer ticks, after 1.5 ticks once it has been kicked."""
+        self._driven = True
+        nxt = self._next
+        if (
+            nxt is not None
+            and not nxt.done()
+            and time.monotonic() - self._ticked >= self.tick_s / 2
+        ):
+            nxt.set_result(None)
+
+    async def _wait_tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._next = nxt = loop.create_future()
+        wait = self.tick_s * (1.5 if self._driven else 1.0)
+        timer = loop.call_later(wait, _settle, nxt)
+        try:
+            await nxt
+        finally:
+            timer.cancel()
+            self._next = None
+        self._ticked = time.monotonic()
+
     async def _loop(self) -> None:
         while True:
-            await asyncio.sleep(self.tick_s)
+            await self._wait_tick()
             try:
                 await self.tick()
             except asyncio.CancelledError:
@@ -843,6 +874,11 @@ async def _after(previous: asyncio.Future[Any] | None, send: Any) -> Any:
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await asyncio.shield(previous)
     return await send
+
+
+def _settle(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _read_text(p: Path) -> str:

@@ -470,6 +470,8 @@ class GputuiApp(App[int]):
             self.findings = self._diagnosis(snap, now)
             self._q(Banner).show(self.findings, self._banner_hints())
         self._refresh_availability(snap)
+        if self.recorder is not None:  # its tick in this wake, with this diagnosis
+            self.recorder.kick()
 
     def _diagnosis(self, snap: Snapshot, now: float) -> list[Finding]:
         """What the banner shows: the findings (each rule isolated: diagnose
