@@ -513,3 +513,36 @@ def test_the_dashboards_own_plan_is_no_news_before_the_audit_log_is_read(tmp_pat
     audit.write_text(json.dumps({**ended, "epoch": now + 2, "pids": [4242]}) + "\n")
     assert not rec.is_news(missing, now + 2.5)
     assert [a.end for a in rec._actions.values()] == [now + 2]
+
+
+async def test_dashboard_tick_brings_the_recorders(tmp_path: Path) -> None:
+    """The dashboard's 1 Hz tick kicks the recorder's (one timer a second for
+    both): a kick ticks it at once, not on its own timer (30 s here); a second
+    kick under half a tick after it is left for the next."""
+    import asyncio
+
+    from gputui.record.recorder import RunRecorder
+
+    log = tmp_path / "train.log"
+    log.write_text("")
+    ticks: list[float] = []
+    w = HistoryWriter(tmp_path / "h.sqlite")
+    rec = RunRecorder(
+        LogOnlyMonitor(log),
+        w,
+        diagnose=lambda s, n: ticks.append(time.monotonic()) or [],
+        gate=AlertGate("box", quiet_s=300),
+        tick_s=30,  # its own timer: never within the test
+    )
+    await rec.start()
+    try:
+        await until(lambda: rec._next is not None, 10, "the recorder waiting for its tick")
+        rec.kick()
+        await until(lambda: len(ticks) >= 1, 10, "the kicked tick")
+        await until(lambda: rec._next is not None, 10, "the recorder waiting again")
+        rec.kick()  # under half a tick after the last: left for the next
+        await asyncio.sleep(0.2)
+        assert len(ticks) == 1, ticks
+    finally:
+        await rec.stop()
+        w.close()
