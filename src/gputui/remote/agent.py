@@ -580,10 +580,11 @@ def pipe_readers(link: str, writer: int, pids: "list[int] | None" = None) -> "li
     return list(readers)
 
 
-def _reads_pipe(pid: int, link: str) -> bool:
+def _reads_pipe(pid: int, link: str, fd0_read: bool = False) -> bool:
     """Whether pid holds the pipe `link` open for reading: as its fd 0 (one
-    readlink), else on another fd opened read-only."""
-    if _readlink("/proc/%d/fd/0" % pid) == link:
+    readlink; `fd0_read`: already looked at, not it), else on another fd
+    opened read-only."""
+    if not fd0_read and _readlink("/proc/%d/fd/0" % pid) == link:
         return True
     try:
         fds = os.listdir("/proc/%d/fd" % pid)
@@ -604,7 +605,7 @@ def _scan_pipe_readers(link: str, writer: int, pids: "list[int]") -> "list[int]"
     readers = [p for p in pids if _readlink("/proc/%d/fd/0" % p) == link]
     if readers:
         return readers
-    return [p for p in pids if _reads_pipe(p, link)]
+    return [p for p in pids if _reads_pipe(p, link, fd0_read=True)]
 
 
 def stdout_target(
