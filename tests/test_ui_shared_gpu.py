@@ -3,9 +3,9 @@
 Real tmux sessions "dflash" (watched) and "eval" in the stand-in CT, real
 python3 processes, the stand-in nvidia-smi listing both on GPU 0 with their
 own SM utilization, the real app over real ssh: the GPU row says who holds
-what ('held by this run (10.6 GiB) · session eval (PID N, 5.1 GiB)'), the
-training-process panel says the GPU is shared, and no word anywhere advises
-killing the other run.
+what ('held by this run (10.6 GiB) · session eval (PID N root, 5.1 GiB)',
+its user as the agent in the CT reads it), the training-process panel says
+the GPU is shared, and no word anywhere advises killing the other run.
 """
 
 from __future__ import annotations
@@ -65,14 +65,20 @@ async def test_a_gpu_shared_by_two_runs_names_the_other_session_and_no_kill(
             assert eval_ct_pid is not None and eval_ct_pid != eval_pid
             # the host's `pct list`, read once at start, names the CTs
             await until(lambda: f"lxc:{ct}" in snap.container_names, 15, "the CTs' names")
+            # whose it is, as the agent in the CT reads it: root's (the
+            # stand-in CT's processes are the test's, root's), not marked
+            await until(
+                lambda: f"session eval (PID {eval_ct_pid} root" in screen_text(app),
+                30,
+                "the GPU row to name the other run's user",
+                lambda: f"{screen_text(app)}\nowners: {snap.gpu_owners}",
+            )
             text = screen_text(app)
             print(text)  # shown with -s: how the rows read at this size
             row = _line(text, "held by").strip("│ ")
             assert row.startswith("0 held by this run (10.6 GiB)"), text
             if size[0] >= 100:  # 80 columns: the row may end in an ellipsis
-                assert f"session eval (PID {eval_ct_pid}, 5.1 GiB)" in row, text
-            else:
-                assert f"session eval (PID {eval_ct_pid}" in row, text
+                assert f"session eval (PID {eval_ct_pid} root, 5.1 GiB)" in row, text
             if size[1] >= 30:  # the training-process panel is shown
                 # it names the run's GPU share once the poll has found the run's
                 # Python process (the GPU row can name the run before, from the

@@ -15,6 +15,7 @@ from gputui.model import (
     ConnectionState,
     CtStatus,
     Finding,
+    GpuOwners,
     GpuProcess,
     GpuSample,
     GpuState,
@@ -242,8 +243,8 @@ def dead(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
 
 
 def shared(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
-    """The healthy run on 8 GPUs, sharing GPU 0 with the eval run in another
-    session of the same CT and GPU 7 with a run in CT 201 (eval-box)."""
+    """The healthy run on 8 GPUs (root's), sharing GPU 0 with alice's eval run
+    in another session of the same CT and GPU 7 with a run in CT 201 (eval-box)."""
     s, lines, findings = healthy(t0)
     ct200, ct201 = ProxmoxLXC(200).listing_key, ProxmoxLXC(201).listing_key
     s.container_names = {ct200: "train-box", ct201: "eval-box"}
@@ -260,6 +261,9 @@ def shared(t0: float = T0) -> tuple[Snapshot, list[str], list[Finding]]:
         GpuProcess("GPU-00000007", 91822, 10_035, "python3", in_container=False, ct_id=201),
     ]
     s.gpus.processes[8].ancestors = [5300]
+    s.procs[0].uid = 0
+    # whose each holder in CT 200 is, as the agent there reads it (CT 201's is not its to read)
+    s.gpu_owners = GpuOwners({4242: (0, "root"), 5310: (1001, "alice")}, me=0, at=t0)
     return s, lines, findings
 
 

@@ -43,6 +43,9 @@ class Holder:
     # op: the CT's uid, never the host's uid + 100000); None: not known
     uid: int | None = None
     user: str | None = None
+    # known to be another uid's than the watched run's (issue 45): the GPU
+    # pane marks it apart from the run user's own processes
+    other_user: bool = False
 
     @property
     def pid(self) -> int:
@@ -59,6 +62,14 @@ class Holder:
         return f"held by {self.owner} (PID {self.pid})"
 
     @property
+    def user_words(self) -> str:
+        """Its owner as nvitop's USER column says it: 'alice', 'uid 1001'
+        (no passwd entry); '' when not known."""
+        if self.uid is None:
+            return ""
+        return self.user or f"uid {self.uid}"
+
+    @property
     def whose(self) -> str:
         """'uid 1001 (alice)', 'uid 0 (root)', 'uid 1001'; '' when not known."""
         if self.uid is None:
@@ -72,13 +83,17 @@ def pane_sessions(sessions: Iterable[Session]) -> dict[int, Session]:
 
 def gpu_holder(ctx: Context, gp: GpuProcess) -> Holder:
     """Who holds one GPU process (`_holder`), with whose process it is when
-    the agent in its container said (Snapshot.gpu_owners, by its CT PID)."""
+    the agent in its container said (Snapshot.gpu_owners, by its CT PID),
+    and whether that is another user than the run's."""
     h = _holder(ctx, gp)
     known = ctx.snap.gpu_owners
     if known is None or gp.ct_pid is None or not gp.in_container:
         return h
     uid, user = known.owners.get(gp.ct_pid, (None, None))
-    return replace(h, uid=uid, user=user) if uid is not None else h
+    if uid is None:
+        return h
+    other = same_user(uid, user, run_owner(ctx)) is False
+    return replace(h, uid=uid, user=user, other_user=other)
 
 
 def _holder(ctx: Context, gp: GpuProcess) -> Holder:

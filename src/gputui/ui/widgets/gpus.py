@@ -235,30 +235,48 @@ def _gib(mib: float | None, short: bool = False) -> str:
     return f"?{unit}" if mib is None else f"{mib / 1024:.1f}{unit}"
 
 
-def _holder_part(h: Holder, short: bool) -> tuple[str, str]:
-    """One holder of a GPU in words and its style: 'session eval (PID 491, 5.1 GiB)'."""
+OTHER_USER_STYLE = "bold magenta"  # a holder of another uid than the run's (issue 45)
+
+Part = list[tuple[str, str]]  # a holder's words, each piece with its style
+
+
+def _user_part(h: Holder, style: str) -> Part:
+    """' alice' after the PID, as nvitop's USER column: another user's than
+    the run's marked apart; nothing when the owner is not known."""
+    who = h.user_words
+    if not who:
+        return []
+    return [(" ", style), (visible(who), OTHER_USER_STYLE if h.other_user else style)]
+
+
+def _holder_part(h: Holder, short: bool) -> Part:
+    """One holder of a GPU in words: 'session eval (PID 491 alice, 5.1 GiB)'."""
     size = _gib(h.gp.used_mib, short)
     if h.kind == "orphan":
         what = "zombie" if h.gp.state == "Z" else "no live owner"
-        return f"PID {h.pid} ({size}, {what})", "bold red" if h.leftover else "yellow"
-    return f"{visible(h.owner)} (PID {h.pid}, {size})", "yellow" if h.live_other else ""
+        style = "bold red" if h.leftover else "yellow"
+        return [(f"PID {h.pid}", style), *_user_part(h, style), (f" ({size}, {what})", style)]
+    style = "yellow" if h.live_other else ""
+    head = f"{visible(h.owner)} (PID {h.pid}"
+    return [(head, style), *_user_part(h, style), (f", {size})", style)]
 
 
 def holders_text(idx: int, mine: Sequence[Holder], short: bool = False) -> Text:
-    """'0 held by this run (12.1 GiB) · session eval (PID 491, 5.1 GiB)';
-    short (two GPUs a line): '0 also session eval (PID 491, 5.1G)'."""
+    """'0 held by this run (12.1 GiB) · session eval (PID 491 alice, 5.1 GiB)';
+    short (two GPUs a line): '0 also session eval (PID 491 alice, 5.1G)'."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"{idx} ", style="bold")
-    parts: list[tuple[str, str]] = []
+    parts: list[Part] = []
     run = [h for h in mine if h.kind == "run"]
     t.append("also " if run and short else "held by ", style="dim")
     if run and not short:
-        parts.append((f"this run ({_gib(sum(h.gp.used_mib or 0.0 for h in run))})", ""))
+        parts.append([(f"this run ({_gib(sum(h.gp.used_mib or 0.0 for h in run))})", "")])
     parts += [_holder_part(h, short) for h in mine if h.kind != "run"]
-    for k, (words, style) in enumerate(parts):
+    for k, part in enumerate(parts):
         if k:
             t.append(" · ", style="dim")
-        t.append(words, style=style)
+        for words, style in part:
+            t.append(words, style=style)
     return t
 
 
