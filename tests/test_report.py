@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from gputui.containers import ProxmoxLXC
+from gputui.config import Settings
+from gputui.containers import Container, Docker, Podman, ProxmoxLXC, parse_container
 from gputui.diagnose import diagnose
+from gputui.doctor.facts import connection_facts
 from gputui.doctor.report import (
     EXIT_OK,
     EXIT_PROBLEM,
@@ -23,7 +25,9 @@ from gputui.doctor.report import (
     render_text,
     snapshot_to_dict,
 )
-from gputui.model import ConnectionState, Finding, Severity, Snapshot
+from gputui.model import ConnectionState, CtStatus, Finding, Severity, Snapshot
+from gputui.remote.local import LocalTransport
+from gputui.remote.target import Target
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_diagnose import IMPORT_TB, NOW, partial_snapshots, run
@@ -232,10 +236,44 @@ def test_the_container_line_without_a_snapshot_reads_the_connection_facts() -> N
     docker = {
         "target": "h",
         "ct": None,
-        "container": {"kind": "docker", "spec": "trainer", "status": "running"},
+        "container": {"kind": "docker", "spec": "docker:trainer", "status": "running"},
     }
-    assert "docker trainer running" in render_text(docker, None, [], now=0.0)
+    assert "docker container trainer running" in render_text(docker, None, [], now=0.0)
     assert "none (plain host)" in render_text({"target": "h", "ct": None}, None, [], now=0.0)
+    odd = {"target": "h", "container": {"kind": "box", "spec": "box:x", "status": "running"}}
+    assert "box box:x running" in render_text(odd, None, [], now=0.0)  # a spec no kind reads
+
+
+PLACES = [
+    None,
+    ProxmoxLXC(200),
+    Docker("trainer"),
+    Podman("trainer"),
+    parse_container("pod:ml/trainer-0/main"),
+]
+
+
+@pytest.mark.parametrize("place", PLACES, ids=lambda c: c.spec if c else "host")
+def test_the_container_line_reads_the_same_with_and_without_a_snapshot(
+    place: Container | None,
+) -> None:
+    """Both paths say the container in its own words (Container.words): the
+    facts' path wrote 'docker docker:trainer running' from the connection's
+    facts, the snapshot's 'docker container trainer running'."""
+    target = Target(LocalTransport(), place)
+    facts = connection_facts(target, Settings(local=True), connect_ms=1.0)
+    snap = Snapshot(time=NOW, target=target.label, container=place)
+    snap.ct_status = CtStatus.RUNNING if place is not None else None
+    with_snap = _container_line(render_text(facts, snap, [], now=NOW))
+    without = _container_line(render_text(facts, None, [], now=NOW))
+    assert without == with_snap, (without, with_snap)
+    words = place.words + " running" if place is not None else "none (plain host)"
+    assert with_snap == words, with_snap
+
+
+def _container_line(text: str) -> str:
+    line = next(x for x in text.splitlines() if x.startswith("container"))
+    return line.removeprefix("container").strip()
 
 
 def test_with_nothing_read_the_doctor_never_says_nothing_wrong() -> None:

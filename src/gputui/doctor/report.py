@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from gputui.containers import container_for
 from gputui.diagnose import buffering_words, signal_name, snapshot_holders, stdout_words
 from gputui.diagnose.buffering import BUFFERED, FLUSHES, UNBUFFERED, UNKNOWN, judge
 from gputui.diagnose.compare import summary, vs_last_dict
@@ -488,22 +489,36 @@ def _container_dict(snap: Snapshot) -> dict[str, str] | None:
     return {"kind": c.kind, "spec": c.spec} if c is not None and c.kind else None
 
 
+def _facts_place(facts: dict[str, Any]) -> tuple[str | None, Any]:
+    """The container connection_facts name ({"ct": {"number", "status"}} or
+    {"container": {"kind", "spec", "status"}}) in its own words and its
+    status: the Container is built from the number or spec, as the
+    snapshot's is, so both lines read the same. None: the plain host."""
+    ct, other = facts.get("ct"), facts.get("container")
+    ct = ct if isinstance(ct, dict) else {}
+    other = other if isinstance(other, dict) else {}
+    place, status = (
+        (other.get("spec"), other.get("status")) if other else (ct.get("number"), ct.get("status"))
+    )
+    if place is None or place == "" or isinstance(place, bool):
+        return None, status
+    try:
+        return container_for(place).words, status
+    except (ValueError, TypeError):  # a spec this version does not read: said as it came
+        return visible(f"{other.get('kind')} {place}"), status
+
+
 def _ct_line(facts: dict[str, Any], snap: Snapshot | None) -> str:
-    if snap is None:  # connection_facts: {"ct": {"number", "status"}} or {"container": …}
-        ct = facts.get("ct") or {}
-        other_facts = facts.get("container") or {}
-        if other_facts:
-            return (
-                f"{other_facts.get('kind')} {other_facts.get('spec')} {other_facts.get('status')}"
-            )
-        ct_id, status, other = ct.get("number"), ct.get("status"), None
+    """'CT 200 running', 'docker container trainer running', 'none (plain
+    host)': the container's `words` with or without a snapshot."""
+    if snap is None:
+        where, status = _facts_place(facts)
     else:
-        ct_id, status, other = snap.ct_id, _enum(snap.ct_status), snap.container
-    if ct_id is None and other is not None and other.kind:  # docker, podman, pod
-        return f"{other.words} {status}"
-    if ct_id is None:
+        c = snap.container
+        where, status = (c.words if c is not None and c.kind else None), _enum(snap.ct_status)
+    if where is None:
         return "none (plain host)" if status in (None, "none", "unknown") else str(status)
-    return f"CT {ct_id} {status}"
+    return f"{where} {status}"
 
 
 def _gpu_rows(snap: Snapshot) -> list[tuple[str, str]]:
