@@ -134,6 +134,20 @@ def ct(testbed: Testbed) -> Iterator[int]:
 
 
 @pytest.fixture
+def unprivileged_ct(testbed: Testbed) -> Iterator[int]:
+    """A fresh running unprivileged container (`unprivileged: 1`): a user
+    namespace of its own, its uid 0 the host's 100000."""
+    number = next(_ct_numbers)
+    while testbed.ct_conf_path(number).exists():
+        number = next(_ct_numbers)
+    testbed.ct_create(number, running=True, unprivileged=True)
+    try:
+        yield number
+    finally:
+        testbed.ct_destroy(number)
+
+
+@pytest.fixture
 def pct_without_delay(testbed: Testbed) -> Iterator[None]:
     """`pct` called through ssh starts at once instead of after the 0.3 s the
     Perl original takes: for tests of what actions do, not of how long they

@@ -364,10 +364,13 @@ class Testbed:
         node = os.uname().nodename.split(".")[0]
         return self.state_dir / "pve" / "nodes" / node / "lxc" / f"{ct}.conf"
 
-    def ct_create(self, ct: int, running: bool = True) -> int:
+    def ct_create(self, ct: int, running: bool = True, unprivileged: bool = False) -> int:
+        """A CT; unprivileged: in a user namespace of its own, its uid 0 the
+        host's 100000 (the stand-in pct's `unprivileged: 1`)."""
         conf = self.ct_conf_path(ct)
         conf.parent.mkdir(parents=True, exist_ok=True)
-        conf.write_text(f"arch: amd64\nhostname: ct{ct}\nmemory: 2048\nostype: debian\n")
+        unpriv = "unprivileged: 1\n" if unprivileged else ""
+        conf.write_text(f"arch: amd64\nhostname: ct{ct}\nmemory: 2048\nostype: debian\n{unpriv}")
         self._cts.add(ct)
         if running:
             self.ct_start(ct)
