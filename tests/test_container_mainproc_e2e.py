@@ -9,7 +9,9 @@ monitor follows the container's log and finds the run as PID 1's tree."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import json
 import os
 import sys
 import time
@@ -129,6 +131,52 @@ async def test_the_containers_log_is_followed_across_a_reconnect(target: Target)
     assert f.state.exists and f.state.error is None and f.streams_opened >= 2
 
 
+def json_log_record(text: str, stream: str, ns: int) -> str:
+    """One line of the json-file log driver's file, as dockerd writes it."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 10**9)) + f".{ns % 10**9:09d}Z"
+    return json.dumps({"log": text + "\n", "stream": stream, "time": stamp}) + "\n"
+
+
+async def test_a_stderr_line_stamped_before_the_stdout_line_ahead_of_it_is_shown(
+    testbed: Any, testbed_commands: None
+) -> None:
+    """dockerd stamps each pipe's line as it reads it, and the two copiers
+    race for the log: the file can hold a stderr line stamped before the
+    stdout line written ahead of it, or with the same stamp. Each is shown
+    once, in the stream and across a reopen (`--since`), none dropped as
+    'not after the last stamp seen'."""
+    name = f"order{os.getpid() % 10000}-{next(_n)}"
+    testbed.container_create("docker", name, PY, "-c", "import time; time.sleep(600)")
+    log = testbed.state_dir / "containers" / "docker" / f"{name}.log"
+    t = time.time_ns() - 60 * 10**9  # a minute ago: all of it backlog
+    first = [("a", "stdout", t + 3000), ("b", "stderr", t + 1000), ("c", "stdout", t + 4000)]
+    first += [("x", "stdout", t + 5000), ("x", "stderr", t + 5000), ("y", "stderr", t + 5000)]
+    then = [("d", "stderr", t + 4500), ("e", "stdout", t + 6000), ("f", "stderr", t + 5500)]
+    with log.open("a") as f:
+        f.writelines(json_log_record(*r) for r in first)
+    transport = testbed.transport()
+    await transport.connect()
+    seen = Lines()
+    f = ContainerLogFollower(Target(transport, Docker(name)), seen.on_lines, None, clock=time.time)
+    try:
+        await f.start()
+        await helpers.until(lambda: "y" in seen.lines, 30, "the first lines")
+        await asyncio.sleep(0.5)  # a line dropped would not come later: none is asked for
+        assert seen.lines == ["a", "b", "c", "x", "x", "y"]
+        await f.stop()  # the stream ends; these come while it is down
+        with log.open("a") as out:
+            out.writelines(json_log_record(*r) for r in then)
+        await f.start()  # reopened --since: each line once, none lost
+        await helpers.until(lambda: "f" in seen.lines, 30, "the lines after the reopen")
+        await asyncio.sleep(0.5)
+        assert seen.lines == ["a", "b", "c", "x", "x", "y", "d", "e", "f"]
+        assert f.streams_opened == 2 and f.state.error is None
+    finally:
+        await f.stop()
+        await transport.close()
+        testbed.container_stop("docker", name)
+
+
 async def test_relaunch_is_docker_restart_with_the_log_kept(
     box: Box, target: Target, testbed: Any, tmp_path: Path
 ) -> None:
@@ -246,21 +294,27 @@ async def test_the_dashboard_relaunches_a_main_process_container(
 
 
 def restarted_after_old_steps(tail: list[str]) -> bool:
-    """The tail holds a step of the old run past its first, then the new
-    run's "step 0". (Its "started", on stderr, is not asked: `docker logs`
-    sends it down another pipe, and a stamp older than the stdout line read
-    before it is dropped as already seen.)"""
+    """The tail holds a step of the old run, then the new run's "started"
+    (its stderr) and "step 0", in either order: the two pipes race for the
+    log, and the stderr line, stamped first, may be written after the
+    stdout one (it was dropped as already seen, db41eea)."""
+    old = -1  # the last step seen, so far: the old run's
     for i, line in enumerate(tail):
-        if line.startswith("step ") and line != "step 0":
-            return "step 0" in tail[i + 1 :]
+        if line == "step 0" and old >= 0:
+            return "started" in tail[old + 1 :]
+        if line.startswith("step "):
+            old = i
     return False
 
 
 def test_restarted_after_old_steps_reads_the_order() -> None:
     assert restarted_after_old_steps(["step 41", "step 42", "started", "step 0"])
-    assert restarted_after_old_steps(["step 41", "step 42", "step 0", "step 1"])
+    assert restarted_after_old_steps(["step 41", "step 42", "step 0", "started", "step 1"])
+    assert not restarted_after_old_steps(["step 41", "step 42", "step 0", "step 1"])  # no stderr
     assert not restarted_after_old_steps(["started", "step 0", "step 1"])  # the old run only
     assert not restarted_after_old_steps(["step 41", "started"])  # no step of the new run yet
+    # the old run's own "started", late after its first steps, is not the new run's
+    assert not restarted_after_old_steps(["step 0", "step 1", "started", "step 2", "step 0"])
 
 
 @pytest.mark.timeout(150)

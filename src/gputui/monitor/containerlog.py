@@ -3,13 +3,16 @@ container's main process, as `docker logs -f -t` (podman, `kubectl logs -f
 --timestamps`) prints it on the host.
 
 A LogFollower whose stream is the host's logs command instead of `tail`
-of a file. Each line carries its time stamp; the follower keeps the last
-one handed on and reopens a stream that ended (the link dropped, the
-container stopped or was restarted) with `--since` that stamp, dropping
-the lines it has already seen: no gap, no repeat. Lines from before the
-follower started (the first stream's `--tail`) count as backlog, timed by
-their own stamps. A line with no stamp is the tool's own word (`No such
-container`), shown as the stream's error, not as the run's output.
+of a file. Each line carries its time stamp; the follower reopens a stream
+that ended (the link dropped, the container stopped or was restarted) with
+`--since` a stamp a little before the newest it handed on, and drops the
+lines it has already shown by their stamps and texts (seenlines.py: the
+container's stderr may come stamped before a stdout line ahead of it, so
+"not after the last stamp" does not mean seen): no gap, no repeat. Lines
+from before the follower started (the first stream's `--tail`) count as
+backlog, timed by their own stamps. A line with no stamp is the tool's
+own word (`No such container`), shown as the stream's error, not as the
+run's output.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from gputui.diagnose.buffering import note_stamped
 from gputui.errors import GputuiError
 from gputui.model import LogState
 from gputui.monitor.logfollow import READ_CHUNK, FileStat, LogFollower
+from gputui.monitor.seenlines import SeenLines
 from gputui.remote.mainproc import (
     BACKLOG_LINES,
+    key_stamp,
     log_source,
     logs_argv,
     stamp_key,
@@ -53,8 +58,7 @@ class ContainerLogFollower(LogFollower):
         )
         self.container = target.container
         self.backlog_lines = backlog_lines
-        self.last_stamp: str | None = None  # the stamp of the last line handed on
-        self._last_key: tuple[int, int] | None = None
+        self.seen = SeenLines()  # the lines handed on lately, by stamp and text
         self._started_at = clock()
         self.state.exists = None
 
@@ -65,7 +69,8 @@ class ContainerLogFollower(LogFollower):
         """Open `logs -f` on the host, hand on its new lines until it ends.
         True if it got going (a line came, or it ran a while)."""
         self._delivered_at = opened = self.clock()
-        argv = logs_argv(self.container, self.last_stamp, self.backlog_lines)
+        since = self.seen.reopen()
+        argv = logs_argv(self.container, since and key_stamp(since), self.backlog_lines)
         try:
             proc = await self.target.open_host(argv)
         except GputuiError as err:
@@ -88,15 +93,15 @@ class ContainerLogFollower(LogFollower):
                     got |= self._lines(pending[:cut].decode("utf-8", "replace").splitlines())
                     pending = pending[cut:]
                 await asyncio.sleep(0)
-        except Exception as err:  # a broken link: reopen from the last stamp
+        except Exception as err:  # a broken link: reopen, --since the lines shown lately
             self._set_error(f"{self.path} broke: {err}")
         finally:
             await self._close_proc()
         return got or self.clock() - opened >= LIVED_S
 
     def _lines(self, raw: list[str]) -> bool:
-        """Hand on the stamped lines after the last one seen; a line with no
-        stamp is the tool's error. True if the tool answered with lines."""
+        """Hand on the stamped lines not shown yet; a line with no stamp is
+        the tool's error. True if the tool answered with lines."""
         fresh: list[tuple[float, str]] = []
         said: str | None = None
         for line in raw:
@@ -105,10 +110,8 @@ class ContainerLogFollower(LogFollower):
                 said = line.strip() or said
                 continue
             stamp, text = parts
-            key = stamp_key(stamp)
-            if self._last_key is not None and key <= self._last_key:
-                continue  # seen before the stream was reopened
-            self._last_key, self.last_stamp = key, stamp
+            if not self.seen.is_new(stamp_key(stamp), text):
+                continue  # shown before the stream was reopened
             fresh.append((stamp_time(stamp) + self.clock_offset, text))
         st = self.state
         if said and not fresh:

@@ -82,6 +82,13 @@ def stamp_key(stamp: str) -> tuple[int, int]:
     return secs, int((m.group(2) or "0").ljust(9, "0"))
 
 
+def key_stamp(key: tuple[int, int]) -> str:
+    """(UTC seconds, nanoseconds) -> the stamp `--since` takes:
+    '2026-12-02T18:00:00.123456789Z'."""
+    head = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(key[0]))
+    return f"{head}.{key[1]:09d}Z"
+
+
 def stamp_time(stamp: str) -> float:
     """A stamp -> Unix time (the host's clock)."""
     secs, ns = stamp_key(stamp)
