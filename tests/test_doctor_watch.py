@@ -64,6 +64,7 @@ class StandInMonitor:
         self.log_followed = False  # no log named
         self.plain_loop_pending = False  # the agent runs (or nothing lists panes)
         self.sessions_pending = False  # tmux's sessions listed (none here)
+        self.kernel_log_pending = False  # no kernel-log read under way
         self.snapshot = Snapshot(
             time=NOW,
             target="root@127.0.0.1 ct 200",
@@ -237,6 +238,27 @@ async def test_the_first_session_listing_is_waited_for() -> None:
     clock2 = Clock()
     await watch_once(mon2, clock=clock2, unseen=unseen)  # type: ignore[arg-type]
     assert unseen == ["tmux's session listing"]
+
+
+async def test_the_kernel_logs_read_is_waited_for() -> None:
+    """A run that vanished quietly: the kernel log's OOM lines are its word
+    (kernel_oom_kill over session_missing). The look is one command after
+    the poll that saw the run gone; a report made in between said only
+    "no tmux session" — the read under way is a piece the watch waits for."""
+    mon = StandInMonitor(busy_gpu_feed([]))
+    mon.kernel_log_pending = True
+
+    def read() -> None:
+        mon.kernel_log_pending = False
+
+    clock = Clock(at={5: read})
+    unseen: list[str] = []
+    await watch_once(mon, clock=clock, unseen=unseen)  # type: ignore[arg-type]
+    assert unseen == [] and 5 <= clock.reads <= 5 + 2
+    mon2 = StandInMonitor(busy_gpu_feed([]))
+    mon2.kernel_log_pending = True  # it never ends (its command times out: a failed read)
+    await watch_once(mon2, clock=Clock(), unseen=unseen)  # type: ignore[arg-type]
+    assert unseen == ["the kernel log's OOM kills"]
 
 
 async def test_the_doctor_reports_what_its_watch_did_not_see(

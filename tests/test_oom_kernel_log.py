@@ -383,3 +383,93 @@ async def test_a_run_found_by_its_log_is_looked_for_once_its_python_is_gone(
     assert await look.after_poll(snap) and look.looks == 1
     f = diagnose(snap, NOW)[0]
     assert f.kind == "kernel_oom_kill" and "PID 1440763 (python)" in f.title, f
+
+
+def gone_before_looked(read: KernelOomRead | None, log_ago: float) -> Snapshot:
+    """`tmux new -s train "python … | tee log"`: the command ended with the
+    run, so did its session — gputui, started after, finds no session named
+    train (another one there), no process, and the log last written
+    `log_ago` seconds ago with no error in it."""
+    snap = vanished(read)
+    snap.session_name = "train"
+    snap.sessions = [s for s in snap.sessions if s.name != "train"]
+    snap.procs, snap.pane_tail = [], []
+    snap.log.mtime = NOW - log_ago
+    snap.log.last_line_time = NOW - log_ago
+    return snap
+
+
+def test_a_session_gone_before_gputui_looked_is_named_from_the_kernels_line() -> None:
+    """Seen on a real kernel (bench/gpu/oom_kill.sh, an H100, a cgroup's OOM
+    kill): the session ended with its run, and doctor said only "no tmux
+    session named train". The log written 3 s ago, no error in it, the kill
+    1 s ago: the kernel's line names it, over session_missing."""
+    found = diagnose(gone_before_looked(read_of(MEMCG, 1.0), log_ago=3.0), NOW)
+    f = found[0]
+    assert f.kind == "kernel_oom_kill", [x.kind for x in found]
+    assert "the run in session train was killed by the kernel's OOM killer" in f.title, f.title
+    assert "session_missing" not in [x.kind for x in found]
+    # a log of last week under a mistyped session name: no look, no OOM word
+    old = gone_before_looked(read_of(MEMCG, 1.0), log_ago=7200.0)
+    kinds = [x.kind for x in diagnose(old, NOW)]
+    assert "kernel_oom_kill" not in kinds and kinds[0] == "session_missing", kinds
+    # a kill from before the log's last line is not this run's end
+    early = diagnose(gone_before_looked(read_of(MEMCG, 60.0), log_ago=3.0), NOW)
+    assert "kernel_oom_kill" not in [x.kind for x in early]
+
+
+async def test_the_monitor_looks_once_for_a_session_gone_before_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gputui.monitor.oomlook import OomLook
+
+    standin_env(tmp_path, monkeypatch)
+    look = OomLook(Target(LocalTransport()), clock=lambda: NOW)
+    assert not await look.after_poll(gone_before_looked(None, log_ago=7200.0))
+    assert look.looks == 0  # an old log: nothing to look for
+    snap = gone_before_looked(None, log_ago=3.0)
+    assert await look.after_poll(snap) and look.looks == 1
+    assert snap.kernel_oom is not None and snap.kernel_oom.readable
+    assert not await look.after_poll(snap) and look.looks == 1  # once
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="no tmux")
+def test_doctor_names_a_run_whose_session_ended_with_it(tmp_path: Path) -> None:
+    """The field shape: `tmux new -d -s run "python3 -u train.py 2>&1 | tee
+    LOG"`, a real SIGKILL to the Python: tee and the session end with it.
+    `gputui doctor --local --session run` after: kernel_oom_kill from the
+    (stand-in) kernel's line — before, session_missing."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import corpus as bc
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "kernel.json").write_text("{}")
+    (tmp_path / "train.py").write_text(TRAIN)
+    log = tmp_path / "train.log"
+    bed = bc.Bed()
+    bed.env["PATH"] = f"{STANDINS}{os.pathsep}{bed.env['PATH']}"
+    bed.env["GPUTUI_STANDIN_STATE"] = str(state)
+    src = Path(__file__).resolve().parent.parent / "src"
+    try:
+        bed.tmux("new-session", "-d", "-s", "other", "-x", "80", "-y", "24", "bash --norc")
+        cmd = f"python3 -u {tmp_path / 'train.py'} 2>&1 | tee {log}"
+        bed.tmux("new-session", "-d", "-s", "run", "-x", "200", "-y", "50", cmd)
+        assert bc._wait(lambda: log.exists() and b"117/700" in log.read_bytes(), 60)
+        out = subprocess.run(["pgrep", "-f", f"{tmp_path / 'train.py'}"], capture_output=True)
+        pid = int(out.stdout.split()[0])
+        os.kill(pid, 9)
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+        kill = [ln.replace("1440763", str(pid)) for ln in GLOBAL]
+        (state / "kmsg").write_text(kmsg(kill, UP - up) + "\n")
+        gone = bc._wait(lambda: "run" not in bed.tmux("ls", "-F", "#S").stdout.split(), 15)
+        assert gone, "the session outlived its command"
+        said = bc.doctor(bed, src, "run", log)
+        assert said[0][0] == "kernel_oom_kill", said
+        assert f"PID {pid} (python)" in said[0][2], said
+    finally:
+        bed.stop()

@@ -50,12 +50,29 @@ def vanished_quietly(ctx: Context, seen_alive: bool = False) -> bool:
         ctx.session_dead
         or (alive_pane and bool(ctx.procs) and no_python)
         or (seen_alive and ctx.session is None and no_python)
+        or _gone_before_looked(ctx)
     )
     if not gone:
         return False
     return (
         last_error_line(list(ctx.snap.pane_tail or [])) is None
         and last_error_line(list(ctx.snap.log_tail or [])) is None
+    )
+
+
+def _gone_before_looked(ctx: Context) -> bool:
+    """The watched session is not there, no process writes its log, and the
+    log was written in the last UNTIMED_WINDOW_S: a run started as `tmux new
+    -s train "python … | tee log"` that the OOM killer took before gputui
+    looked — its session ended with its command (seen on a real kernel: a
+    cgroup's OOM kill, doctor said only "no tmux session named train")."""
+    mtime = ctx.log.mtime
+    return (
+        ctx.run_known_gone
+        and ctx.session is None
+        and not ctx.procs
+        and mtime is not None
+        and 0.0 <= ctx.now - mtime <= UNTIMED_WINDOW_S
     )
 
 
@@ -118,6 +135,7 @@ def _rss(k: OomKill) -> str:
             "run_finished",
             "run_exited",
             "session_dead",
+            "session_missing",
         ),
     )
 )

@@ -268,6 +268,8 @@ def unseen_pieces(monitor: WatchedRun) -> list[str]:
     agent_alive = agent is not None and agent.alive
     if monitor.sessions_pending:  # no pane yet, so its processes were not waited for
         out.append("tmux's session listing")
+    if monitor.kernel_log_pending:  # the run vanished quietly: the kernel's OOM lines
+        out.append("the kernel log's OOM kills")
     if pane is not None and pane.pid and not pane.dead and not snap.procs and agent_alive:
         out.append("the processes of the session's pane")  # a poll timed out: the next one
     if agent_alive:

@@ -233,6 +233,12 @@ class WatchedRun(RunFeed, Protocol):
         ...
 
     @property
+    def kernel_log_pending(self) -> bool:
+        """The run vanished without a word and the kernel log's OOM kills
+        are being read (one short command): its answer is the run's word."""
+        ...
+
+    @property
     def ct_pids_pending(self) -> bool:
         """The container's PID namespace, which maps the host's GPU processes
         into it, may still come (its agent has neither answered nor failed)."""

@@ -582,6 +582,10 @@ class Monitor:
     def sessions_pending(self) -> bool:
         return self.agent_error is None and self.session_watch.listed_at is None
 
+    @property
+    def kernel_log_pending(self) -> bool:
+        return self.oom_look.reading
+
 
 async def collect_snapshot(
     target: Target,

@@ -31,6 +31,7 @@ class OomLook:
         self.target = target
         self.clock = clock
         self.looks = 0
+        self.reading = False  # a read is under way
         self._alive: frozenset[int] = frozenset()  # the run's Python PIDs last seen
         self._looked: frozenset[int] | None = None  # the vanishing already looked at
         self._judged: object = None  # the state last judged not a quiet vanishing
@@ -52,6 +53,7 @@ class OomLook:
         key = (
             self._alive,
             snap.log.lines_total,
+            snap.log.mtime,
             tuple(snap.pane_tail[-1:]),
             snap.session_gone,
             tuple((s.name, tuple(p.dead for p in s.panes)) for s in snap.sessions),
@@ -64,7 +66,11 @@ class OomLook:
         if not vanished_quietly(ctx, seen_alive=bool(self._alive)):
             return False
         self._looked = self._alive
-        snap.kernel_oom = await self.read()
+        self.reading = True
+        try:
+            snap.kernel_oom = await self.read()
+        finally:
+            self.reading = False
         snap.kernel_oom.run_pids = self._alive
         return True
 
