@@ -66,9 +66,10 @@ PY
 
 step "the run, in the cgroup, behind tee in tmux"
 # the tmux server started from a shell already in the cgroup: its children are in it
+ORIG=$(sed -n 's/^0:://p' /proc/self/cgroup)
 echo $$ > $CG/cgroup.procs
 tmux new -d -s train -c "$RUN" "python3 grow.py 2>&1 | tee $RUN/train.log"
-echo $$ > "$(dirname $CG)/gputui-rest/cgroup.procs" 2>/dev/null || echo $$ > $R/cgroup.procs 2>/dev/null || true
+echo $$ > "$R$ORIG/cgroup.procs" 2>/dev/null || true  # back where it was: only the run is limited
 for i in $(seq 1 40); do
   sleep 1
   pgrep -f "python3 grow.py" > /dev/null || break
