@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import itertools
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,17 @@ def unprivileged_ct(testbed: Testbed) -> Iterator[int]:
     number = next(_ct_numbers)
     while testbed.ct_conf_path(number).exists():
         number = next(_ct_numbers)
-    testbed.ct_create(number, running=True, unprivileged=True)
+    try:
+        testbed.ct_create(number, running=True, unprivileged=True)
+        probe = testbed.ct_exec(number, ["id", "-u"], timeout=30)
+    except (RuntimeError, subprocess.TimeoutExpired) as err:
+        testbed.ct_destroy(number)
+        pytest.skip(f"this machine cannot run the stand-in's unprivileged CT: {err}")
+    if probe.returncode != 0 and any(
+        w in probe.stderr for w in ("user namespace", "idmap", "mount_setattr", "open_tree")
+    ):  # a kernel or filesystem without user namespaces or idmapped mounts
+        testbed.ct_destroy(number)
+        pytest.skip(f"no unprivileged CT on this machine: {probe.stderr.strip()[:300]}")
     try:
         yield number
     finally:
