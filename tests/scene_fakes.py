@@ -6,8 +6,16 @@ from __future__ import annotations
 
 from gputui.actions import ActionPlan, ActionResult, plan_watch_log
 from gputui.errors import GputuiError
-from gputui.model import PARTS, LogState, Snapshot
-from gputui.monitor import Listener, news_of
+from gputui.model import LogState, Snapshot
+from gputui.monitor import (
+    UPDATES,
+    Listener,
+    LogChanged,
+    ProcsChanged,
+    SessionsChanged,
+    Update,
+    news_of,
+)
 
 
 class SceneMonitor:
@@ -36,14 +44,14 @@ class SceneMonitor:
         if cb in self._listeners:
             self._listeners.remove(cb)
 
-    def publish(self, parts: set[str]) -> None:
-        news = news_of(parts)
+    def publish(self, kinds: set[type[Update]]) -> None:
+        news = news_of(kinds)
         for cb in list(self._listeners):
             cb(self.snapshot, news)
 
-    def set(self, snap: Snapshot, parts: set[str] | None = None) -> None:
+    def set(self, snap: Snapshot, kinds: set[type[Update]] | None = None) -> None:
         self.snapshot = snap
-        self.publish(parts or set(PARTS))
+        self.publish(kinds or set(UPDATES))
 
     def push_lines(self, lines: list[str], dropped: int = 0) -> None:
         """New lines of the log (`dropped`: lines the monitor let go before them)."""
@@ -64,12 +72,12 @@ class SceneMonitor:
     def watch_session(self, name: str) -> None:
         self.watched.append(name)
         self.snapshot.session_name = name
-        self.publish({"sessions", "procs"})
+        self.publish({SessionsChanged, ProcsChanged})
 
     def watch_log(self, path: str) -> None:
         self.followed.append(path)
         self.snapshot.log = LogState(path=path, exists=True)
-        self.publish({"log"})
+        self.publish({LogChanged})
 
 
 class RecordingActions:

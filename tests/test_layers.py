@@ -99,3 +99,43 @@ def test_only_the_ui_names_keys() -> None:
         if hits
     }
     assert offenders == {}
+
+
+def test_news_is_picked_by_its_type_outside_monitor() -> None:
+    """The monitor's news reaches the UI, the recorder and the host view as
+    typed updates (`GpusRead`, `SessionsChanged`, ...): nothing outside
+    monitor/ names a part of the snapshot by a string (`.part`,
+    `parts_of`, a set of part words), and a pane says the kinds of update
+    it is drawn on."""
+    import ast
+
+    from gputui import monitor
+    from gputui.ui.widgets.pane import PANE_UPDATES, Pane
+
+    offenders = []
+    for p in SRC.rglob("*.py"):
+        if p.relative_to(SRC).parts[0] == "monitor":
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("part", "PARTS"):
+                offenders.append(f"{p.relative_to(SRC)}:{node.lineno} .{node.attr}")
+            elif isinstance(node, ast.Name | ast.alias) and "parts_of" in ast.unparse(node):
+                offenders.append(f"{p.relative_to(SRC)}:{node.lineno} parts_of")
+    assert offenders == []
+    assert not hasattr(monitor, "parts_of")
+    assert all(not hasattr(kind, "part") for kind in monitor.UPDATES)
+    panes = [cls for cls in _subclasses(Pane) if "DRAWN_ON" in vars(cls)]
+    assert panes, "no pane found"
+    for cls in panes:
+        assert cls.DRAWN_ON and cls.DRAWN_ON <= PANE_UPDATES, cls
+
+
+def _subclasses(cls: type) -> list[type]:
+    import gputui.ui.app  # noqa: F401  (every pane of the dashboard's LAYOUT)
+
+    out, todo = [], [cls]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            out.append(sub)
+            todo.append(sub)
+    return out

@@ -21,7 +21,20 @@ import helpers
 from gputui.containers import ProxmoxLXC
 from gputui.errors import ContainerError
 from gputui.model import ConnectionState, CtStatus, Snapshot
-from gputui.monitor import News, new_lines, parts_of
+from gputui.monitor import (
+    ConnectionChanged,
+    CtChanged,
+    GpusRead,
+    LogChanged,
+    LogLines,
+    MetricsChanged,
+    News,
+    ProcsChanged,
+    SessionsChanged,
+    Update,
+    kinds_of,
+    new_lines,
+)
 from gputui.monitor.engine import (
     PENDING_LINES_MAX,
     Monitor,
@@ -153,13 +166,13 @@ async def test_a_turns_log_lines_come_as_one_bounded_batch() -> None:
     assert batch is not None and len(batch.lines) == PENDING_LINES_MAX
     assert batch.lines[-1] == "more 8999" and batch.lines[0] == f"more {9000 - PENDING_LINES_MAX}"
     assert batch.dropped == mon.dropped_log_lines == 12000 - PENDING_LINES_MAX
-    assert parts_of(heard[0]) == {"log"}
+    assert kinds_of(heard[0]) == {LogChanged, LogLines}
     mon._on_log_lines(["step 7 loss 0.5 tok/s 1000"])
     await asyncio.sleep(0)
     batch = new_lines(heard[-1])
     assert len(heard) == 2 and batch is not None
     assert batch.lines == ("step 7 loss 0.5 tok/s 1000",) and batch.dropped == 0
-    assert parts_of(heard[-1]) == {"log", "metrics"}
+    assert kinds_of(heard[-1]) == {LogChanged, MetricsChanged, LogLines}
     assert mon.snapshot.metrics.last_step == 7
 
 
@@ -174,11 +187,11 @@ async def test_buffered_run_behind_tee(
     tmux_in_ct(testbed, ct, "new", "-d", "-s", "dflash", cmd)
     gpus = SimulatedGpus(2, lambda: 1.0, period_s=0.2)
     mon = Monitor(Target(counting, ct), settings(), gpu_feed=gpus)
-    parts_seen: set[str] = set()
+    kinds_seen: set[type[Update]] = set()
     drained: list[str] = []
 
     def heard(_snap: Snapshot, news: News) -> None:
-        parts_seen.update(parts_of(news))
+        kinds_seen.update(kinds_of(news))
         batch = new_lines(news)
         drained.extend(batch.lines if batch is not None else ())
 
@@ -210,7 +223,14 @@ async def test_buffered_run_behind_tee(
         steps = [int(line.split()[1]) for line in drained]
         assert steps == list(range(steps[0], steps[0] + len(steps)))  # no gap, no repeat
         assert snap.gpus.source == "simulated" and len(snap.gpus.latest) == 2
-        assert {"sessions", "procs", "log", "metrics", "gpus", "ct"} <= parts_seen
+        assert {
+            SessionsChanged,
+            ProcsChanged,
+            LogChanged,
+            MetricsChanged,
+            GpusRead,
+            CtChanged,
+        } <= kinds_seen
         assert snap.sessions[0].panes[0].pid is not None
         assert snap.tools.tmux
     finally:
@@ -517,8 +537,8 @@ async def test_start_is_concurrent_and_skips_pct_status_when_the_agent_runs(
     mon = Monitor(
         Target(counting, ct), settings(log=str(log)), gpu_feed=SimulatedGpus(1, lambda: 0.0)
     )
-    seen: list[set[str]] = []
-    mon.subscribe(lambda snap, news: seen.append(parts_of(news)))
+    seen: list[set[type[Update]]] = []
+    mon.subscribe(lambda snap, news: seen.append(kinds_of(news)))
     agent_up_at_follow: list[bool] = []
     inner_open = counting.open
 
@@ -748,7 +768,7 @@ async def test_log_resumes_after_the_ssh_connection_is_cut(testbed: Any, ct: int
     def on_change(snap: Snapshot, news: News) -> None:
         batch = new_lines(news)
         got.extend(batch.lines if batch is not None else ())
-        if "connection" in parts_of(news):
+        if ConnectionChanged in kinds_of(news):
             states.append(snap.connection)
 
     mon.subscribe(on_change)
@@ -793,13 +813,13 @@ async def test_connection_failed_is_published_at_once() -> None:
     """A first connect that fails (before start) reaches subscribers through
     the monitor's public method, not by reaching into its listeners."""
     mon = Monitor(Target(LocalTransport()), settings(), gpu_feed=SimulatedGpus(1, lambda: 0.0))
-    seen: list[tuple[ConnectionState, str | None, set[str]]] = []
+    seen: list[tuple[ConnectionState, str | None, set[type[Update]]]] = []
     mon.subscribe(
-        lambda snap, news: seen.append((snap.connection, snap.connection_error, parts_of(news)))
+        lambda snap, news: seen.append((snap.connection, snap.connection_error, kinds_of(news)))
     )
     mon.connection_failed("connection refused by 127.0.0.1 port 1")
     assert seen == [
-        (ConnectionState.FAILED, "connection refused by 127.0.0.1 port 1", {"connection"})
+        (ConnectionState.FAILED, "connection refused by 127.0.0.1 port 1", {ConnectionChanged})
     ]
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from gputui.config import Settings
 from gputui.model import Snapshot
-from gputui.monitor import News, parts_of
+from gputui.monitor import GpusRead, News, Update, kinds_of
 from gputui.monitor.engine import Monitor
 from gputui.monitor.gpufeed import SimulatedGpus
 from gputui.remote.local import LocalTransport
@@ -64,17 +64,17 @@ async def test_the_dashboard_draws_in_a_terminal_a_few_cells_wide(
 
 async def test_one_listener_that_fails_does_not_starve_the_others() -> None:
     mon = Monitor(Target(LocalTransport()), settings(), gpu_feed=SimulatedGpus(1, lambda: 0.0))
-    heard: list[set[str]] = []
+    heard: list[set[type[Update]]] = []
 
     def broken(_snap: Snapshot, _news: News) -> None:
         raise ValueError("range() arg 3 must not be zero")
 
     mon.subscribe(broken)
-    mon.subscribe(lambda _snap, news: heard.append(parts_of(news)))
-    mon._changed("gpus")
+    mon.subscribe(lambda _snap, news: heard.append(kinds_of(news)))
+    mon._changed(GpusRead)
     await asyncio.sleep(0)  # the publication runs on the next turn
     await asyncio.sleep(0)
-    assert heard == [{"gpus"}]
+    assert heard == [{GpusRead}]
 
 
 @pytest.mark.timeout(120)

@@ -8,6 +8,7 @@ from textual.widgets import Log
 from gputui.actions import ActionResult
 from gputui.demo.scenes import SCENES, T0
 from gputui.model import Finding
+from gputui.monitor import GpusRead, LogChanged, SessionsChanged
 from gputui.ui.app import GputuiApp
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen
@@ -101,7 +102,7 @@ async def test_confirmed_plan_is_the_one_shown_when_box_opened() -> None:
         await pilot.pause()
         shown = app.screen.plan  # type: ignore[attr-defined]
         mon.snapshot.session_name = "other"  # the world changes while the box is open
-        mon.publish({"sessions"})
+        mon.publish({SessionsChanged})
         await yes_once_shown(pilot)
         await app.workers.wait_for_complete()
         assert actions.executed == [shown]
@@ -325,7 +326,7 @@ async def test_lines_and_a_tick_during_textuals_teardown_are_let_go() -> None:
         async def lines_while_closing() -> None:
             await close_all()
             mon.push_lines(["a line that arrives while the dashboard goes"])
-            mon.publish({"log", "gpus"})
+            mon.publish({LogChanged, GpusRead})
             app._drain_log()
             app._tick()
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from gputui.actions import ActionPlan, ActionResult
 from gputui.model import GpuSample
+from gputui.monitor import GpusRead, LogChanged
 from gputui.ui.screens.result import ResultScreen
 from helpers import yes_once_shown
 from scene_fakes import RecordingActions
@@ -183,7 +184,7 @@ async def test_the_terminal_shows_what_a_fresh_render_shows() -> None:
         for _ in range(3):
             step[0] += 1
             monitor.push_lines([f"step {step[0]} | loss {rng.random():.4f}"])
-        monitor.publish({"gpus", "log"})
+        monitor.publish({GpusRead, LogChanged})
         app._tick()
 
     async with app.run_test(size=SIZE) as pilot:
@@ -264,7 +265,7 @@ async def test_the_ticks_rows_are_painted_past_the_compositor_and_stay_under_a_c
     def second() -> None:
         now[0] += 1
         busy_gpus(monitor, now[0], rng)
-        monitor.publish({"gpus"})
+        monitor.publish({GpusRead})
         app._tick()
 
     async with app.run_test(size=SIZE) as pilot:

@@ -13,9 +13,19 @@ import pytest
 from textual.pilot import Pilot
 
 from gputui.demo.scenes import SCENES, T0
+from gputui.monitor import (
+    UPDATES,
+    ConnectionChanged,
+    CtChanged,
+    GpusRead,
+    LogLines,
+    ProcsChanged,
+    SessionsChanged,
+    Update,
+)
 from gputui.ui import app as app_module
 from gputui.ui.app import GputuiApp
-from gputui.ui.widgets.pane import TICK, Frame, Pane, Row
+from gputui.ui.widgets.pane import Frame, Pane, Row, Tick
 from gputui.ui.widgets.quiet import QuietStatic
 from scene_fakes import SceneMonitor
 from ui_scenarios import screen_text
@@ -27,14 +37,14 @@ class SessionCount(Pane, QuietStatic):
     """A pane that shows one part of the snapshot: the number of sessions."""
 
     ID = "session-count"
-    PARTS = frozenset({"sessions"})
+    DRAWN_ON = frozenset({SessionsChanged})
     DEFAULT_CSS = "SessionCount { height: 1; }"
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
-        self.drawn: list[set[str]] = []
+        self.drawn: list[set[type[Update]]] = []
 
-    def draw(self, frame: Frame, changed: Set[str]) -> None:
+    def draw(self, frame: Frame, changed: Set[type[Update]]) -> None:
         self.drawn.append(set(changed))
         self.show_text(f"{len(frame.snap.sessions)} tmux sessions here")
 
@@ -43,14 +53,14 @@ class Clock(Pane, QuietStatic):
     """A pane that follows the clock only."""
 
     ID = "clock"
-    PARTS = frozenset({TICK})
+    DRAWN_ON = frozenset({Tick})
     DEFAULT_CSS = "Clock { height: 1; }"
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.drawn = 0
 
-    def draw(self, frame: Frame, changed: Set[str]) -> None:
+    def draw(self, frame: Frame, changed: Set[type[Update]]) -> None:
         self.drawn += 1
 
 
@@ -79,38 +89,38 @@ async def test_a_registered_pane_is_placed_and_drawn_on_its_parts_only() -> None
     async with app.run_test(size=SIZE) as pilot:
         count = app.query_one(SessionCount)
         clock = app.query_one(Clock)
-        assert count.drawn == [{"connection", "gpus", "sessions", "procs", "log", "metrics", "ct"}]
+        assert count.drawn == [set(UPDATES)]
         n = len(mon.snapshot.sessions)
         assert f"{n} tmux sessions here" in screen_text(app)  # placed: on screen
 
         # new GPU samples, a connection change: a redraw, not of this pane
         ticks = clock.drawn
-        mon.publish({"gpus"})
+        mon.publish({GpusRead})
         await wait_for(pilot, lambda: clock.drawn > ticks, "the redraw the GPU samples bring")
-        mon.publish({"connection", "ct", "procs"})
+        mon.publish({ConnectionChanged, CtChanged, ProcsChanged})
         await wait_for(pilot, lambda: clock.drawn > ticks + 1, "the redraw a connection brings")
         app._tick()  # the once-a-second redraw, nothing changed
         assert len(count.drawn) == 1
 
         # sessions change: drawn with the next redraw, once, told what changed
-        mon.set(replace(mon.snapshot, sessions=mon.snapshot.sessions[:1]), {"sessions"})
+        mon.set(replace(mon.snapshot, sessions=mon.snapshot.sessions[:1]), {SessionsChanged})
         await pilot.pause()
         assert len(count.drawn) == 1  # sessions wait for the GPU samples' frame
         ticks = clock.drawn
-        mon.publish({"gpus"})
+        mon.publish({GpusRead})
         await wait_for(pilot, lambda: clock.drawn > ticks, "the redraw the GPU samples bring")
-        assert count.drawn[1:] == [{"sessions", "gpus", TICK}]
+        assert count.drawn[1:] == [{SessionsChanged, GpusRead, Tick}]
         await wait_for(pilot, lambda: "1 tmux sessions here" in screen_text(app), "the new count")
         app._tick()
         assert len(count.drawn) == 2
 
 
 def test_a_misspelt_part_is_refused_at_once() -> None:
-    with pytest.raises(TypeError, match=r"PARTS names \['session'\]: a pane is drawn on"):
+    with pytest.raises(TypeError, match=r"DRAWN_ON names \['LogLines'\]: a pane is drawn on"):
 
         class Typo(Pane, QuietStatic):
             ID = "typo"
-            PARTS = frozenset({"session"})
+            DRAWN_ON = frozenset({LogLines})  # the log panel's: never handed to a pane
 
 
 def test_the_dashboard_layout_places_each_widget_once_top_to_bottom() -> None:
@@ -138,5 +148,5 @@ async def test_the_run_panel_follows_who_shares_its_gpus() -> None:
         await pilot.pause()
         assert "shared with" not in screen_text(app)
         snap.gpus.processes = held
-        mon.publish({"gpus"})
+        mon.publish({GpusRead})
         await wait_for(pilot, lambda: "shared with CT 201" in screen_text(app), "the panel")

@@ -13,6 +13,7 @@ from textual.geometry import Offset, Region
 from textual.widgets import Log
 
 from gputui.demo.scenes import SCENES, T0
+from gputui.monitor import LogChanged
 from gputui.ui.app import GputuiApp
 from gputui.ui.pacing import WRITES_PER_S
 from gputui.ui.widgets.banner import Banner
@@ -172,11 +173,11 @@ async def test_log_lines_show_on_arrival_then_in_paced_batches() -> None:
         log.write_lines = counted  # type: ignore[method-assign]
         await pilot.pause(1.0)  # a quiet spell
         mon.push_lines(["first"])
-        mon.publish({"log"})
+        mon.publish({LogChanged})
         assert log.lines[-1] == "first"  # at once: no timer in the way
         for i in range(8):  # a flood right after: one more at once, then held
             mon.push_lines([f"more {i}"])
-            mon.publish({"log"})
+            mon.publish({LogChanged})
         assert writes == [["first"], ["more 0"]]
         await pilot.pause(1 / WRITES_PER_S + 0.15)
         assert log.lines[-8:] == [f"more {i}" for i in range(8)]

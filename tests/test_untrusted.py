@@ -39,6 +39,7 @@ from gputui.model import (
     Severity,
     StdoutTarget,
 )
+from gputui.monitor import ConnectionChanged, GpusRead, LogChanged, ProcsChanged, SessionsChanged
 from gputui.text.untrusted import (
     is_visible,
     plain_utf8,
@@ -367,7 +368,7 @@ async def drive_hostile_dashboard(name: str, command: str, path: str, error: str
         mon.snapshot.connection = ConnectionState.RECONNECTING
         mon.watch_log(path)
         mon.push_lines([error, command])
-        mon.publish({"connection", "sessions", "procs", "log", "gpus"})
+        mon.publish({ConnectionChanged, SessionsChanged, ProcsChanged, LogChanged, GpusRead})
         app._tick()
         await check_screen(app, pilot, "after the monitor changed")
         await pilot.press("ctrl+p")

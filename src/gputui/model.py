@@ -690,9 +690,6 @@ class Finding:
 
 # ---------------------------------------------------------------- snapshot
 
-# The parts of a Snapshot a monitor says changed (its subscribers get a subset).
-PARTS = frozenset({"connection", "gpus", "sessions", "procs", "log", "metrics", "ct"})
-
 
 @dataclass
 class Tools:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from gputui.monitor.door import (
     PENDING_LINES_MAX,
+    UPDATES,
     AgentFacts,
     ConnectionChanged,
     CtChanged,
@@ -36,9 +37,9 @@ from gputui.monitor.door import (
     SessionsChanged,
     Update,
     WatchedRun,
+    kinds_of,
     new_lines,
     news_of,
-    parts_of,
 )
 from gputui.monitor.gpufeed import (
     GpuFeed,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PENDING_LINES_MAX",
+    "UPDATES",
     "AgentFacts",
     "ConnectionChanged",
     "CtChanged",
@@ -79,12 +81,12 @@ __all__ = [
     "apps_once_argv",
     "holder_pids",
     "host_gpus",
+    "kinds_of",
     "named_log_problem",
     "new_lines",
     "news_of",
     "nvidia_smi_gpus",
     "parse_apps_block",
-    "parts_of",
     "ports_named",
     "probe_tools",
     "shared_gpus",

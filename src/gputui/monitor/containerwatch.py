@@ -13,7 +13,8 @@ from typing import ClassVar
 
 from gputui.errors import GputuiError
 from gputui.model import CtStatus, Snapshot
-from gputui.monitor.door import CtChanged, Update
+from gputui.monitor.door import CtChanged, GpusRead, Update
+from gputui.monitor.feed import Changed
 from gputui.monitor.tools import probe_tools
 from gputui.remote.agent_client import AgentClient
 from gputui.remote.target import Target
@@ -21,9 +22,13 @@ from gputui.remote.target import Target
 CHECK_MIN_S = 15.0  # `pct status` runs only after agent errors, not more often
 
 
+def _unheard(*kinds: type[Update]) -> None:
+    """No monitor listens (a watch made on its own, in tests)."""
+
+
 class ContainerWatch:
-    """See the module docstring. `changed(*parts)`: the monitor's, told of
-    the parts moved; `neighbours_read`: the names are known already (a
+    """See the module docstring. `changed(*kinds)`: the monitor's, told of
+    the kinds of update that came; `neighbours_read`: the names are known already (a
     host view's monitor: its owner keeps them)."""
 
     emits: ClassVar[type[Update]] = CtChanged
@@ -33,14 +38,14 @@ class ContainerWatch:
         target: Target,
         snapshot: Snapshot,
         clock: Callable[[], float] = time.time,
-        changed: Callable[..., None] = lambda *parts: None,
+        changed: Changed | None = None,
         *,
         neighbours_read: bool = False,
     ) -> None:
         self.target = target
         self.snapshot = snapshot
         self.clock = clock
-        self.changed = changed
+        self.changed: Changed = changed if changed is not None else _unheard
         self._checked_at: float | None = None
         self.neighbours_read = neighbours_read
 
@@ -52,8 +57,8 @@ class ContainerWatch:
         snap.tools.nvidia_smi_host = gpu_tools[0]
         if self.target.in_container and snap.ct_status != CtStatus.RUNNING:
             snap.ct_status = CtStatus.RUNNING
-            self.changed("ct")
-        self.changed("ct")
+            self.changed(CtChanged)
+        self.changed(CtChanged)
 
     async def check(self, error_text: str = "") -> None:
         """The CT's state: read from an error's text when it says (`CT 200 not
@@ -77,7 +82,7 @@ class ContainerWatch:
             status = container.read_status(res.out + res.err) or CtStatus.UNKNOWN
         if status != self.snapshot.ct_status:
             self.snapshot.ct_status = status
-            self.changed("ct")
+            self.changed(CtChanged)
 
     async def read_neighbours(self) -> None:
         """The host's containers by name, read once: a GPU process in another
@@ -93,7 +98,7 @@ class ContainerWatch:
             return
         if res.ok:
             self.snapshot.container_names.update(container.read_neighbours(res.out))
-            self.changed("gpus")
+            self.changed(GpusRead)
 
     async def probe_tools(self) -> None:
         """No agent to say which tools the CT has: ask once with a plain
@@ -106,4 +111,4 @@ class ContainerWatch:
             return
         tools.nvidia_smi_host = self.snapshot.tools.nvidia_smi_host  # the GPU feed knows best
         self.snapshot.tools = tools
-        self.changed("ct")
+        self.changed(CtChanged)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from gputui.config import Settings
 from gputui.errors import ConfigError
@@ -40,45 +40,33 @@ PENDING_LINES_MAX = 5000
 
 @dataclass(frozen=True)
 class Update:
-    """One kind of news of a watched run. `part`: the part of the Snapshot
-    it moved (a pane draws when one of its parts did)."""
-
-    part: ClassVar[str] = ""
+    """One kind of news of a watched run: its class says which part of the
+    Snapshot moved (a pane draws when one of the kinds it names came)."""
 
 
 @dataclass(frozen=True)
 class ConnectionChanged(Update):
     """The link to the host: up, down, failed, its round trip."""
 
-    part: ClassVar[str] = "connection"
-
 
 @dataclass(frozen=True)
 class GpusRead(Update):
     """New GPU readings, processes or health (about once a second)."""
-
-    part: ClassVar[str] = "gpus"
 
 
 @dataclass(frozen=True)
 class SessionsChanged(Update):
     """tmux's sessions and panes, the one watched."""
 
-    part: ClassVar[str] = "sessions"
-
 
 @dataclass(frozen=True)
 class ProcsChanged(Update):
     """The watched run's process tree."""
 
-    part: ClassVar[str] = "procs"
-
 
 @dataclass(frozen=True)
 class LogChanged(Update):
     """The followed log's state: its size, a rotation, another file."""
-
-    part: ClassVar[str] = "log"
 
 
 @dataclass(frozen=True)
@@ -87,7 +75,6 @@ class LogLines(Update):
     (nothing is kept for a later drain). `dropped`: lines of this turn let
     go before these (a burst over PENDING_LINES_MAX in one event-loop turn)."""
 
-    part: ClassVar[str] = "log"
     lines: tuple[str, ...]
     dropped: int = 0
 
@@ -96,14 +83,10 @@ class LogLines(Update):
 class MetricsChanged(Update):
     """Steps, loss, throughput parsed from the log."""
 
-    part: ClassVar[str] = "metrics"
-
 
 @dataclass(frozen=True)
 class CtChanged(Update):
     """The container: its status, its tools, its neighbours' names."""
-
-    part: ClassVar[str] = "ct"
 
 
 # The news of one event-loop turn: each kind of update at most once, in
@@ -112,34 +95,33 @@ News = tuple[Update, ...]
 # (the snapshot, the news since the listener's last call)
 Listener = Callable[[Snapshot, News], None]
 
-_BY_PART: dict[str, Update] = {
-    u.part: u
-    for u in (
-        ConnectionChanged(),
-        GpusRead(),
-        SessionsChanged(),
-        ProcsChanged(),
-        LogChanged(),
-        MetricsChanged(),
-        CtChanged(),
-    )
-}
+# Every kind of news but the lines, in the order a turn's news lists them.
+UPDATES: tuple[type[Update], ...] = (
+    ConnectionChanged,
+    GpusRead,
+    SessionsChanged,
+    ProcsChanged,
+    LogChanged,
+    MetricsChanged,
+    CtChanged,
+)
+_ONE: dict[type[Update], Update] = {kind: kind() for kind in UPDATES}
 
 
-def news_of(parts: Iterable[str], lines: Iterable[str] = (), dropped: int = 0) -> News:
-    """The news that these parts of the snapshot changed (and, when any
-    came, these new log lines): one update per part, in a fixed order."""
-    wanted = set(parts)
-    news: list[Update] = [u for p, u in _BY_PART.items() if p in wanted]
+def news_of(kinds: Iterable[type[Update]], lines: Iterable[str] = (), dropped: int = 0) -> News:
+    """The news that these kinds of update came (and, when any came, these
+    new log lines): one update per kind, in a fixed order (UPDATES)."""
+    wanted = set(kinds)
+    news: list[Update] = [u for kind, u in _ONE.items() if kind in wanted]
     batch = tuple(lines)
     if batch or dropped:
         news.append(LogLines(batch, dropped))
     return tuple(news)
 
 
-def parts_of(news: News) -> set[str]:
-    """The parts of the snapshot the news moved ("gpus", "log", ...)."""
-    return {u.part for u in news}
+def kinds_of(news: News) -> set[type[Update]]:
+    """The kinds of update in the news (GpusRead, LogLines, ...)."""
+    return {type(u) for u in news}
 
 
 def new_lines(news: News) -> LogLines | None:

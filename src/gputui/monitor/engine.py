@@ -40,7 +40,6 @@ from typing import Any
 from gputui.config import DEFAULTS, Settings
 from gputui.errors import CommandTimeout, ConfigError
 from gputui.model import (
-    PARTS,
     ConnectionState,
     CtStatus,
     LogState,
@@ -51,7 +50,19 @@ from gputui.model import (
 )
 from gputui.monitor.coalesce import OncePerTurn
 from gputui.monitor.containerwatch import ContainerWatch
-from gputui.monitor.door import PENDING_LINES_MAX, AgentFacts, GpusRead, Listener, news_of
+from gputui.monitor.door import (
+    PENDING_LINES_MAX,
+    AgentFacts,
+    ConnectionChanged,
+    CtChanged,
+    GpusRead,
+    Listener,
+    LogChanged,
+    MetricsChanged,
+    ProcsChanged,
+    Update,
+    news_of,
+)
 from gputui.monitor.gpufeed import (
     GpuFeed,
     NvidiaSmiFeed,
@@ -122,7 +133,7 @@ class Monitor:
             target,
             self.settings,
             on_lines=self._on_log_lines,
-            on_state=lambda _st: self._changed("log"),
+            on_state=lambda _st: self._changed(LogChanged),
             on_switch=self._log_switched,
             clock=clock,
         )
@@ -131,7 +142,7 @@ class Monitor:
         self._listeners: list[Listener] = []
         self._turn_lines: deque[str] = deque(maxlen=PENDING_LINES_MAX)  # this turn's
         self._turn_dropped = 0
-        self._dirty: set[str] = set()
+        self._dirty: set[type[Update]] = set()
         self._publish = OncePerTurn(self._flush)
         # under --local, the panes gputui itself runs in: never chosen unasked
         own = own_ancestry() if self.settings.local else frozenset()
@@ -227,29 +238,32 @@ class Monitor:
         it at once, like any change of the connection."""
         self.snapshot.connection = ConnectionState.FAILED
         self.snapshot.connection_error = error
-        self._dirty.add("connection")
+        self._dirty.add(ConnectionChanged)
         self._flush()
 
-    def _changed(self, *parts: str) -> None:
-        self._dirty.update(parts)
+    def _changed(self, *kinds: type[Update]) -> None:
+        """These kinds of update go out with this event-loop turn's news."""
+        self._dirty.update(kinds)
         self._publish.request()
 
     def _flush(self) -> None:
-        """This turn's news to every listener: an update per changed part,
+        """This turn's news to every listener: an update per kind that came,
         and the lines that came (LogLines)."""
-        parts, self._dirty = self._dirty & PARTS, set()
+        kinds, self._dirty = self._dirty, set()
         lines, dropped = tuple(self._turn_lines), self._turn_dropped
         self._turn_lines.clear()
         self._turn_dropped = 0
-        if not parts and not lines:
+        if not kinds and not lines:
             return
-        news = news_of(parts, lines, dropped)
+        news = news_of(kinds, lines, dropped)
         self.snapshot.time = self.clock()
         for cb in list(self._listeners):
             try:
                 cb(self.snapshot, news)
             except Exception:  # one listener's bug must not starve the others (the recorder)
-                log.exception("a listener of the monitor failed on %s", sorted(parts))
+                log.exception(
+                    "a listener of the monitor failed on %s", [type(u).__name__ for u in news]
+                )
 
     # ------------------------------------------------------------ lifecycle
 
@@ -289,7 +303,7 @@ class Monitor:
         snap.connection = tr.state
         snap.connection_error = tr.state_detail
         snap.rtt_ms = tr.rtt_ms
-        self._changed("connection")
+        self._changed(ConnectionChanged)
         # Everything at once, each part published as it lands: the GPU feed
         # and (when the log path is known from --log / the config) the log
         # stream run as their own tasks while the agent starts. No `pct
@@ -311,7 +325,7 @@ class Monitor:
             self.agent_error = f"first poll failed: {type(err).__name__}: {err}"
         self._note_listing(snap.started)
         self._tasks.append(asyncio.create_task(self._poll_loop(), name="monitor poll"))
-        self._changed("connection", "ct")
+        self._changed(ConnectionChanged, CtChanged)
 
     async def _ensure_agent_and_refresh(self) -> None:
         await self._ensure_agent()
@@ -397,11 +411,11 @@ class Monitor:
                 self.follower.kick()
             if self.gpu_feed is not None:
                 self.gpu_feed.kick()
-        self._changed("connection")
+        self._changed(ConnectionChanged)
 
     def _on_gpus(self) -> None:
         note_gpu_tools(self.gpu_feed, self.snapshot.tools)
-        self._changed(GpusRead.part)
+        self._changed(GpusRead)
 
     # ------------------------------------------------------------ the agent
 
@@ -454,7 +468,7 @@ class Monitor:
     def _note_listing(self, asked: float) -> None:
         snap, problem = self.snapshot, self.agent_error or ""
         if self.session_watch.note_listing(snap, asked, self.clock(), problem):
-            self._changed("procs")
+            self._changed(ProcsChanged)
 
     async def _poll(self) -> None:
         self.polls += 1
@@ -469,7 +483,7 @@ class Monitor:
         if self.agent is None and self.plain_loop.proc is not None:
             await self._ensure_fallback()  # the log it stats may have changed
         if await self.oom_look.after_poll(self.snapshot):  # the run vanished without a word
-            self._changed("procs")
+            self._changed(ProcsChanged)
 
     def _now_and_then_calls(self, pane_pid: int) -> dict[str, tuple[str, dict[str, Any]]]:
         """The poll's batch's requests that are not in every poll: the OOM-kill
@@ -490,11 +504,11 @@ class Monitor:
         """The answers to `_now_and_then_calls`' requests into the snapshot."""
         snap = self.snapshot
         if self.oom_count.apply(answers.get("oom"), snap, any(p.is_python for p in procs)):
-            self._changed(self.oom_count.emits.part)
+            self._changed(self.oom_count.emits)
         if self.ports.apply(answers.get("listeners"), snap, time.time()):
-            self._changed("procs")  # who holds the port the run could not take
+            self._changed(ProcsChanged)  # who holds the port the run could not take
         if self.gpu_owners.apply(answers.get("owners"), snap, time.time()):
-            self._changed(self.gpu_owners.emits.part)
+            self._changed(self.gpu_owners.emits)
 
     async def _poll_agent(self, agent: AgentClient) -> None:
         """One poll, in one round trip when the watched pane and the log are
@@ -519,7 +533,7 @@ class Monitor:
 
     def _set_sessions(self, sessions: list[Session]) -> None:
         if self.session_watch.apply(sessions, self.snapshot, self.clock()):
-            self._changed(self.session_watch.emits.part)
+            self._changed(self.session_watch.emits)
 
     # ------------------------------------------------------------ the log
 
@@ -529,7 +543,7 @@ class Monitor:
 
     async def _choose_log(self) -> None:
         if await self.log_choice.choose(self.snapshot.procs):
-            self._changed("log", "metrics")
+            self._changed(LogChanged, MetricsChanged)
 
     def _log_switched(self, f: LogFollower | None) -> None:
         """Another log is followed from now on: the snapshot shows its state,
@@ -556,9 +570,9 @@ class Monitor:
         backlog = f is not None and f.batch_is_backlog
         now = f.batch_time if f is not None and f.batch_time else self.clock()
         if self.metrics_read.read(lines, self.snapshot.metrics, now, backlog):
-            self._changed("log", self.metrics_read.emits.part)
+            self._changed(LogChanged, self.metrics_read.emits)
         else:
-            self._changed("log")
+            self._changed(LogChanged)
 
     # ------------------------------------------------------------ the plain-command loop
 

@@ -12,13 +12,14 @@ from typing import Any, ClassVar
 
 from gputui.model import Snapshot
 from gputui.monitor.door import LogChanged, Update
+from gputui.monitor.feed import Changed
 from gputui.monitor.logfollow import FileStat, LogFollower
 from gputui.remote.agent_client import AgentClient, Request
 
 
 class LogStat:
     """See the module docstring. `follower()`: the log's stream now;
-    `changed(*parts)`: the monitor's, told of the parts moved."""
+    `changed(*kinds)`: the monitor's, told of the kinds of update that came."""
 
     emits: ClassVar[type[Update]] = LogChanged
 
@@ -26,7 +27,7 @@ class LogStat:
         self,
         snapshot: Snapshot,
         follower: Callable[[], LogFollower | None],
-        changed: Callable[..., None],
+        changed: Changed,
     ) -> None:
         self.snapshot = snapshot
         self.follower = follower
@@ -78,7 +79,7 @@ class LogStat:
             log.fs_free, log.fs_total = space
         # free space moves with every write of anyone: published by the MiB
         if (log.size, log.mtime, log.exists, _mib(log.fs_free), _mib(log.fs_total)) != before:
-            self.changed("log")
+            self.changed(LogChanged)
         return True
 
 

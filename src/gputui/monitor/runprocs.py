@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 
 from gputui.collect import tmux as tmux_parse
 from gputui.model import Pane, Proc, Snapshot
-from gputui.monitor.door import ProcsChanged, Update
+from gputui.monitor.door import ProcsChanged, SessionsChanged, Update
+from gputui.monitor.feed import Changed
 from gputui.remote.agent_client import AgentClient, AgentError, Request
 from gputui.remote.mainproc import is_log_source
 
@@ -35,12 +36,12 @@ PolledPane = tuple[int, str, str | None]
 
 
 class RunProcs:
-    """See the module docstring. `changed(*parts)`: the monitor's, told of
-    the parts this poll moved; `known_log()`: the log path known now."""
+    """See the module docstring. `changed(*kinds)`: the monitor's, told of
+    the kinds of update this poll brought; `known_log()`: the log path known now."""
 
     emits: ClassVar[type[Update]] = ProcsChanged
 
-    def __init__(self, changed: Callable[..., None], known_log: Callable[[], str | None]) -> None:
+    def __init__(self, changed: Changed, known_log: Callable[[], str | None]) -> None:
         self.changed = changed
         self.known_log = known_log
         # (pid, tmux target, tmux socket) of the pane last polled
@@ -107,9 +108,9 @@ class RunProcs:
             found_by = "log" if procs else ""
         tree_same = [p.pid for p in procs] == [p.pid for p in snap.procs]  # no process came or went
         if procs or _procs_key(procs) != _procs_key(snap.procs):
-            self.changed("procs")  # cpu %, rss and fd 1 pos move every poll
+            self.changed(ProcsChanged)  # cpu %, rss and fd 1 pos move every poll
         if found_by != snap.run_found_by:
-            self.changed("procs", "sessions")
+            self.changed(ProcsChanged, SessionsChanged)
         snap.procs = procs
         snap.run_found_by = found_by
         self._this_poll = (pane, target, socket, same, tree_same)
@@ -131,7 +132,7 @@ class RunProcs:
                 if pane_tail is not snap.pane_tail:
                     self._captured_at = time.monotonic()
         if pane_tail != snap.pane_tail:  # (the same lines: the same list, which
-            self.changed("procs")  # the diagnosis keeps what it read from)
+            self.changed(ProcsChanged)  # the diagnosis keeps what it read from)
             snap.pane_tail = pane_tail
 
     async def _procs_by_log(self, agent: AgentClient) -> list[Proc]:

@@ -1,8 +1,9 @@
 """The dashboard app: one screen fed by a monitor, verbs behind a confirm box.
 
-Live data never recomposes: a monitor callback marks parts dirty, one
-coalesced apply updates the widgets in place, each pane only when a part
-it names changed (`LAYOUT`, ui/widgets/pane.py). The once-a-second redraw (GPU
+Live data never recomposes: a monitor callback marks the kinds of news
+that came (`GpusRead`, `SessionsChanged`, ...) dirty, one coalesced apply
+updates the widgets in place, each pane only when a kind it names came
+(`LAYOUT`, ui/widgets/pane.py). The once-a-second redraw (GPU
 rows, ages, metrics, banner) rides on the GPU samples' arrival, so one frame
 carries them all; a 1 Hz timer covers a feed that went quiet. Log lines move
 in as soon as the monitor says they arrived: under a stream the target's
@@ -49,8 +50,21 @@ from gputui.diagnose import (
     stale_threshold,
 )
 from gputui.errors import ConfigError, GputuiError
-from gputui.model import PARTS, ConnectionState, Finding, Snapshot
-from gputui.monitor import PENDING_LINES_MAX, LogLines, News, RunFeed, new_lines, parts_of
+from gputui.model import ConnectionState, Finding, Snapshot
+from gputui.monitor import (
+    PENDING_LINES_MAX,
+    UPDATES,
+    ConnectionChanged,
+    CtChanged,
+    GpusRead,
+    LogChanged,
+    LogLines,
+    News,
+    RunFeed,
+    Update,
+    kinds_of,
+    new_lines,
+)
 from gputui.text.untrusted import visible
 from gputui.ui.commands import ActionCommands
 from gputui.ui.compositor import LeanScreen
@@ -67,7 +81,7 @@ from gputui.ui.scrollbars import use_whole_cell_scroll_bars
 from gputui.ui.widgets.banner import Banner
 from gputui.ui.widgets.gpus import GpuTable
 from gputui.ui.widgets.logview import LogPanel
-from gputui.ui.widgets.pane import TICK, Frame, Pane, Placed, Row
+from gputui.ui.widgets.pane import PANE_UPDATES, Frame, Pane, Placed, Row, Tick
 from gputui.ui.widgets.runinfo import RunLine, RunPanel
 from gputui.ui.widgets.sessions import SessionList, session_name
 from gputui.ui.widgets.status import StatusLine
@@ -78,6 +92,9 @@ if TYPE_CHECKING:
 
 BACK = -1  # exit code of a run view opened from the host view: go back to it
 TICK_INTERVAL = 1.0  # s; GPU rows, ages, metrics and the banner
+_LOG_NEWS = frozenset({LogChanged, LogLines})  # the log panel's: its state, its lines
+# new GPU samples (about once a second) or a connection change: drawn at once
+_DRAWN_AT_ONCE = frozenset({GpusRead, ConnectionChanged, CtChanged})
 TINY_HEIGHT = 30  # rows: below, GPUs two a line, the run in one line, no sessions list
 SHORT_HEIGHT = 34  # rows: below, one-line banner evidence, no s/step row
 TALL_HEIGHT = 50  # rows: at or above, a taller sessions/run panel
@@ -113,8 +130,8 @@ class GputuiApp(App[int]):
     ]
 
     # The dashboard, top to bottom, one line a pane; a Row is panes side by
-    # side. Each Pane (ui/widgets/pane.py) names the snapshot parts it draws
-    # and is drawn by `_draw_panes` only when one changed; the banner
+    # side. Each Pane (ui/widgets/pane.py) names the kinds of news it draws
+    # on (DRAWN_ON) and is drawn by `_draw_panes` only when one came; the banner
     # (findings) and the log panel (its own pacing) are drawn by the app.
     LAYOUT: ClassVar[tuple[type[Placed] | Row, ...]] = (
         StatusLine,
@@ -173,7 +190,7 @@ class GputuiApp(App[int]):
         self.on_exit_hook = on_exit
         self.start_hook = start or monitor.start  # e.g. connect the transport first
         self.findings: list[Finding] = []
-        self._dirty: set[str] = set()
+        self._dirty: set[type[Update]] = set()
         self._apply_pending = False
         self._log_path: str | None = None
         self._last_log_write = -1e9  # time.monotonic() of the last write to the log view
@@ -304,7 +321,7 @@ class GputuiApp(App[int]):
         self.monitor.subscribe(self._on_monitor)
         if self.recorder is not None:
             self.recorder.toast_sinks.append(self._alert)
-        self._apply(set(PARTS))
+        self._apply(set(UPDATES))
         self._tick()
         self._drain_log()
         self._q(SessionList).focus()
@@ -320,21 +337,21 @@ class GputuiApp(App[int]):
 
     def _on_monitor(self, snap: Snapshot, news: News) -> None:
         """Monitor callback; may come from another thread. Coalesces updates:
-        the lines are held until the pacer writes them, the parts the news
-        moved until the next frame."""
+        the lines are held until the pacer writes them, the kinds of news
+        that came until the next frame."""
         if self._thread_id != threading.get_ident():
             self.call_from_thread(self._on_monitor, snap, news)
             return
-        parts = parts_of(news)
+        kinds = kinds_of(news)
         batch = new_lines(news)
         if batch is not None:
             self._hold_lines(batch)
-        if "log" in parts:
+        if kinds & _LOG_NEWS:
             self._log_arrived()
-        self._dirty |= parts - {"log", "metrics"}  # metrics: with the next redraw
+        self._dirty |= kinds & PANE_UPDATES  # MetricsChanged: with the next redraw
         # new GPU samples (about once a second) or a connection change: redraw
         # now, everything in one frame; sessions and processes wait for it
-        if parts & {"gpus", "connection", "ct"} and not self._apply_pending:
+        if kinds & _DRAWN_AT_ONCE and not self._apply_pending:
             self._apply_pending = True
             self._soon(0.05, self._apply_dirty)
 
@@ -359,9 +376,9 @@ class GputuiApp(App[int]):
         self._timer_ticks = False  # the GPU samples bring the tick
         self._tick()
 
-    def _apply(self, parts: set[str]) -> None:
+    def _apply(self, kinds: set[type[Update]]) -> None:
         frame = self._frame()
-        self._draw_panes(frame, parts)
+        self._draw_panes(frame, kinds)
         # metrics change with nearly every log batch: the 1 Hz tick shows them
         self._refresh_availability(frame.snap)
 
@@ -373,10 +390,10 @@ class GputuiApp(App[int]):
             tiny=self.has_class("-tiny"),
         )
 
-    def _draw_panes(self, frame: Frame, changed: set[str]) -> None:
-        """Draw each pane one of whose parts changed, and no other."""
+    def _draw_panes(self, frame: Frame, changed: set[type[Update]]) -> None:
+        """Draw each pane one of whose kinds of news came, and no other."""
         for pane in self._panes:
-            if pane.PARTS & changed:
+            if pane.DRAWN_ON & changed:
                 pane.draw(frame, changed)
 
     def on_resize(self, event: Any) -> None:
@@ -401,8 +418,8 @@ class GputuiApp(App[int]):
             self._q(Banner).compact = classes["-short"]
             self._q(Banner).show(self.findings, self._banner_hints(), force=True)
             frame = self._frame()
-            self._q(GpuTable).draw(frame, {"gpus"})  # two GPUs a line, or one
-            self._q(RunLine).draw(frame, {"sessions", "procs"})  # drawn only while tiny
+            self._q(GpuTable).draw(frame, {GpusRead})  # two GPUs a line, or one
+            self._q(RunLine).draw(frame, RunLine.DRAWN_ON - {Tick})  # drawn only while tiny
 
     def _every_second(self) -> None:
         """`_timed_tick` once a second, on a bare timer of the event loop
@@ -457,13 +474,13 @@ class GputuiApp(App[int]):
         self._last_tick = time.monotonic()
         if not self._log_flush_pending:  # a monitor that never says "log" still shows lines
             self._drain_log()
-        parts, self._dirty = self._dirty, set()
+        kinds, self._dirty = self._dirty, set()
         frame = self._frame()
         snap, now = frame.snap, frame.now
         # the rows the panes change are painted at the end, in one write
         # past the compositor, where nothing covers them (ui/directpaint.py)
         with self.row_painter.batch():
-            self._draw_panes(frame, parts | {TICK})
+            self._draw_panes(frame, kinds | {Tick})
             self._show_log_state()  # counts, and a quiet log's age, move once a second
             if isinstance(self.screen, GpuGraphsScreen):
                 self.screen.show(snap.gpus, now)

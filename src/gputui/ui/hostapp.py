@@ -40,7 +40,7 @@ from gputui.config import DEFAULTS, Settings
 from gputui.errors import GputuiError
 from gputui.host.view import ContainerRow, GpuRow, Holder, HostView
 from gputui.model import Snapshot
-from gputui.monitor import Listener, News, WatchedRun, news_of
+from gputui.monitor import Listener, LogChanged, News, WatchedRun, news_of
 from gputui.text.untrusted import remote_text, visible
 from gputui.text.words import gib
 from gputui.ui.app import (
@@ -576,7 +576,7 @@ class BorrowedMonitor:
         self._monitor.subscribe(deliver)
         earlier, self._earlier = self._earlier, []
         if earlier:
-            deliver(self._monitor.snapshot, news_of({"log"}, earlier))
+            deliver(self._monitor.snapshot, news_of({LogChanged}, earlier))
 
     def unsubscribe(self, cb: Listener) -> None:
         deliver = self._delivering.pop(cb, None)

@@ -15,10 +15,11 @@ from rich.text import Text
 
 from gputui.diagnose.hardware import gpu_marks
 from gputui.model import GpuSample, GpuState, Ring
+from gputui.monitor import GpusRead, Update
 from gputui.text.untrusted import remote_text, visible
 from gputui.ui.trend import pick_span, series_spark, spark, window_label
 from gputui.ui.widgets.lines import TextLines
-from gputui.ui.widgets.pane import TICK, Frame, Pane
+from gputui.ui.widgets.pane import Frame, Pane, Tick
 from gputui.ui.widgets.quiet import set_border_text
 
 if TYPE_CHECKING:
@@ -316,7 +317,7 @@ class GpuTable(Pane, TextLines):
 
     ID = "gpus"
     BORDER_TITLE = "GPUs"
-    PARTS = frozenset({"gpus", TICK})  # TICK: the time buckets; a GPU whose readings stopped
+    DRAWN_ON = frozenset({GpusRead, Tick})  # Tick: the time buckets; a GPU whose readings stopped
 
     _key: tuple[object, ...] | None = None
     _shown: tuple[GpuState, float, Sequence[Holder]] | None = None
@@ -328,7 +329,7 @@ class GpuTable(Pane, TextLines):
             self._key = None
             self.show(*self._shown)
 
-    def draw(self, frame: Frame, changed: Set[str]) -> None:
+    def draw(self, frame: Frame, changed: Set[type[Update]]) -> None:
         gpus = frame.snap.gpus
         self.show(gpus, frame.now, frame.holders)
         # the table's height: its rows (GPUs, then who holds a shared one),

@@ -6,16 +6,17 @@ one line a pane, in screen order) does the rest:
 
 - `ID`: its DOM id; `ui/app.tcss` sizes it by that id (or the pane's own
   `DEFAULT_CSS`).
-- `PARTS`: the parts of the snapshot it draws (words of `gputui.model.PARTS`),
-  plus `TICK` when it also follows the clock once a second (ages, metrics).
-  It is drawn only when one of them changed: the dashboard redraws only what
-  changed (issue 24).
+- `DRAWN_ON`: the kinds of the monitor's news it draws (`GpusRead`,
+  `SessionsChanged`, ...: gputui.monitor's `Update`s), plus `Tick` when it
+  also follows the clock once a second (ages, metrics). It is drawn only
+  when one of them came: the dashboard redraws only what changed (issue 24).
 - `draw(frame, changed)`: draw from `frame` (the snapshot, the clock's now,
-  who holds the GPUs, ...); `changed` is every part that changed, so a pane
+  who holds the GPUs, ...); `changed` is every kind that came, so a pane
   that draws two things may redraw only the one that changed.
 
-"metrics" never reaches a pane on its own: the metrics change with nearly
-every log batch and are shown with the next `TICK`. The banner (findings)
+`MetricsChanged` never reaches a pane on its own: the metrics change with
+nearly every log batch and are shown with the next `Tick`; the log's news
+(`LogChanged`, `LogLines`) is the log panel's. The banner (findings)
 and the log panel (its own drain and pacing) are placed by `LAYOUT` too
 (`Placed`) but drawn by the app itself.
 """
@@ -28,14 +29,22 @@ from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar
 
 from gputui.diagnose.holders import holders_of
-from gputui.model import PARTS, Snapshot
+from gputui.model import Snapshot
+from gputui.monitor import UPDATES, LogChanged, MetricsChanged, Update
 
 if TYPE_CHECKING:
     from gputui.diagnose import Holder
 
-TICK = "tick"  # a pseudo-part: a second went by (ages, metrics, the log's age)
-# what a pane may name in PARTS: "log" is the log panel's own, "metrics" comes with TICK
-DRAWN_ON = (PARTS - {"log", "metrics"}) | {TICK}
+
+@dataclass(frozen=True)
+class Tick(Update):
+    """The dashboard's own, not the monitor's: a second went by (ages,
+    metrics, the log's age)."""
+
+
+# what a pane may be drawn on: the log's news is the log panel's own, the
+# metrics come with the Tick
+PANE_UPDATES: frozenset[type[Update]] = (frozenset(UPDATES) - {LogChanged, MetricsChanged}) | {Tick}
 
 
 @dataclass(frozen=True)
@@ -60,19 +69,20 @@ class Placed:
 
 
 class Pane(Placed):
-    """A widget the dashboard draws from the snapshot when its `PARTS` change."""
+    """A widget the dashboard draws from the snapshot when one of the kinds
+    of news in its `DRAWN_ON` came."""
 
-    PARTS: ClassVar[frozenset[str]] = frozenset()
+    DRAWN_ON: ClassVar[frozenset[type[Update]]] = frozenset()
 
     def __init_subclass__(cls, **kw: object) -> None:
         super().__init_subclass__(**kw)
-        if not cls.PARTS <= DRAWN_ON:  # a misspelt part would never draw the pane
+        if not cls.DRAWN_ON <= PANE_UPDATES:  # one the dashboard never hands a pane
             raise TypeError(
-                f"{cls.__name__}.PARTS names {sorted(cls.PARTS - DRAWN_ON)}: "
-                f"a pane is drawn on {sorted(DRAWN_ON)}"
+                f"{cls.__name__}.DRAWN_ON names {_names(cls.DRAWN_ON - PANE_UPDATES)}: "
+                f"a pane is drawn on {_names(PANE_UPDATES)}"
             )
 
-    def draw(self, frame: Frame, changed: Set[str]) -> None:
+    def draw(self, frame: Frame, changed: Set[type[Update]]) -> None:
         raise NotImplementedError
 
 
@@ -84,4 +94,8 @@ class Row:
     panes: tuple[type[Placed], ...]
 
 
-__all__ = ["DRAWN_ON", "TICK", "Frame", "Pane", "Placed", "Row"]
+def _names(kinds: Set[type]) -> list[str]:
+    return sorted(k.__name__ for k in kinds)
+
+
+__all__ = ["PANE_UPDATES", "Frame", "Pane", "Placed", "Row", "Tick"]

@@ -14,6 +14,7 @@ from textual.containers import Vertical
 
 from gputui.diagnose.compare import headline, pct_words
 from gputui.model import Metrics, Proc, Ring, Snapshot, Versus, VsLast
+from gputui.monitor import GpusRead, ProcsChanged, SessionsChanged, Update
 from gputui.text.untrusted import visible
 from gputui.ui.format import (
     buffering_verdict,
@@ -34,7 +35,7 @@ from gputui.ui.trend import (
     trend_word,
 )
 from gputui.ui.widgets.lines import TextLines
-from gputui.ui.widgets.pane import TICK, Frame, Pane
+from gputui.ui.widgets.pane import Frame, Pane, Tick
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
 
 if TYPE_CHECKING:
@@ -235,14 +236,14 @@ class RunPanel(Pane, Vertical):
 
     ID = "run"
     BORDER_TITLE = "training process"
-    # "gpus": who holds the run's GPUs comes with the GPU samples (the text
+    # GpusRead: who holds the run's GPUs comes with the GPU samples (the text
     # is rebuilt each second, repainted only when it changed)
-    PARTS = frozenset({"sessions", "procs", "gpus", TICK})
+    DRAWN_ON = frozenset({SessionsChanged, ProcsChanged, GpusRead, Tick})
 
-    def draw(self, frame: Frame, changed: Set[str]) -> None:
-        if changed & {"sessions", "procs", "gpus"}:
+    def draw(self, frame: Frame, changed: Set[type[Update]]) -> None:
+        if changed & {SessionsChanged, ProcsChanged, GpusRead}:
             self.show_proc(frame.snap, frame.holders)
-        if TICK in changed:
+        if Tick in changed:
             self.show_metrics(frame.snap.metrics, frame.now, frame.snap.vs_last)
 
     def compose(self) -> ComposeResult:
@@ -301,12 +302,12 @@ class RunLine(Pane, QuietStatic):
     carries the metrics too, so it follows the tick."""
 
     ID = "runline"
-    PARTS = frozenset({"sessions", "procs", TICK})
+    DRAWN_ON = frozenset({SessionsChanged, ProcsChanged, Tick})
 
-    def draw(self, frame: Frame, changed: Set[str]) -> None:
+    def draw(self, frame: Frame, changed: Set[type[Update]]) -> None:
         # hidden unless tiny: not written at all (the processes change with
         # every poll); the dashboard draws it when the terminal turns tiny
-        if frame.tiny and changed & {"sessions", "procs", TICK}:
+        if frame.tiny and changed & {SessionsChanged, ProcsChanged, Tick}:
             self.show_text(run_line_text(frame.snap))
 
 

@@ -9,9 +9,10 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from gputui.model import Session
+from gputui.monitor import ProcsChanged, SessionsChanged, Update
 from gputui.text.untrusted import remote_text
 from gputui.text.words import dur
-from gputui.ui.widgets.pane import TICK, Frame, Pane
+from gputui.ui.widgets.pane import Frame, Pane, Tick
 from gputui.ui.widgets.quiet import set_border_text
 
 COLUMNS = ("session", "state", "exit", "command", "age")
@@ -110,7 +111,7 @@ class SessionList(Pane, DataTable[Text | str]):
 
     ID = "sessions"
     BORDER_TITLE = "sessions"
-    PARTS = frozenset({"sessions", "procs", TICK})  # TICK: the ages
+    DRAWN_ON = frozenset({SessionsChanged, ProcsChanged, Tick})  # Tick: the ages
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -121,7 +122,7 @@ class SessionList(Pane, DataTable[Text | str]):
         self._shown: tuple[list[Session], float, str | None] | None = None
         self._key: tuple[object, ...] | None = None
 
-    def draw(self, frame: Frame, changed: Set[str]) -> None:
+    def draw(self, frame: Frame, changed: Set[type[Update]]) -> None:
         self.show(frame.snap.sessions, frame.now, frame.snap.session_name)
 
     def on_resize(self) -> None:

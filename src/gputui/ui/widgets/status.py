@@ -10,8 +10,9 @@ from typing import Any
 from rich.text import Text
 
 from gputui.model import ConnectionState, CtStatus, Snapshot
+from gputui.monitor import ConnectionChanged, CtChanged, Update
 from gputui.text.untrusted import one_line, safe_text
-from gputui.ui.widgets.pane import TICK, Frame, Pane
+from gputui.ui.widgets.pane import Frame, Pane, Tick
 from gputui.ui.widgets.quiet import QuietStatic
 
 
@@ -123,7 +124,9 @@ class StatusLine(Pane, QuietStatic):
     (gputui.ui.screens.notices.NoticesScreen)."""
 
     ID = "status"
-    PARTS = frozenset({"connection", "ct", TICK})  # TICK: the round trip, measured each poll
+    DRAWN_ON = frozenset(
+        {ConnectionChanged, CtChanged, Tick}
+    )  # Tick: the round trip, measured each poll
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
@@ -131,7 +134,7 @@ class StatusLine(Pane, QuietStatic):
         self._head = Text()
         self._head_key: tuple[object, ...] | None = None
 
-    def draw(self, frame: Frame, changed: Set[str]) -> None:
+    def draw(self, frame: Frame, changed: Set[type[Update]]) -> None:
         self.show(frame.snap, read_only=frame.read_only)
 
     def show(self, snap: Snapshot, *, read_only: bool) -> None:
