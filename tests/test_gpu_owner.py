@@ -16,6 +16,7 @@ import sys
 
 from gputui.diagnose import diagnose
 from gputui.model import Finding, GpuOwners, GpuProcess, Snapshot
+from gputui.monitor.feed import Poll
 from gputui.monitor.gpuowners import GpuOwnerWatch, holder_pids
 from gputui.remote import agent as agent_mod
 from test_diagnose import NOW, UUID, run
@@ -114,40 +115,45 @@ def test_an_oom_beside_another_users_leftover_names_it_without_a_kill() -> None:
     assert f"`pct exec 200 -- kill {LEFT}`, then relaunch (r)" in f.fix, f.fix
 
 
+POLL = Poll(now=NOW)
+
+
 def test_the_poll_asks_whose_the_ct_holders_are_and_keeps_the_answer() -> None:
     snap = run(gpu_procs=_processes())
     t = [0.0]
     watch = GpuOwnerWatch(clock=lambda: t[0])
     assert holder_pids(snap) == [RUN_PID, LEFT]
-    assert watch.call(snap) == ("owners", {"pids": [RUN_PID, LEFT]})
+    assert watch.call(snap, POLL) == {"pids": [RUN_PID, LEFT]}
     answer = {"owners": [{"pid": LEFT, "uid": 1001, "user": "alice"}], "uid": 0}
-    assert watch.apply(answer, snap, NOW)
+    assert watch.apply(answer, snap, POLL)
     assert snap.gpu_owners is not None and snap.gpu_owners.owners[LEFT] == (1001, "alice")
-    assert watch.call(snap) is not None  # the run's PID unanswered: asked again
+    assert watch.call(snap, POLL) is not None  # the run's PID unanswered: asked again
     odd = {"owners": [{"pid": LEFT, "uid": 1002, "user": "\x1b]52;c;eA==\x07@here"}]}
-    watch.apply(odd, snap, NOW)  # the CT's /etc/passwd: a name with escapes is dropped
+    watch.apply(odd, snap, POLL)  # the CT's /etc/passwd: a name with escapes is dropped
     assert snap.gpu_owners is not None and snap.gpu_owners.owners[LEFT] == (1002, None)
     watch.apply(
-        {"owners": [{"pid": RUN_PID, "uid": 0, "user": "root"}, answer["owners"][0]]}, snap, NOW
+        {"owners": [{"pid": RUN_PID, "uid": 0, "user": "root"}, answer["owners"][0]]}, snap, POLL
     )
-    assert watch.call(snap) is None  # all known, fresh
-    assert not watch.apply(None, snap, NOW) and snap.gpu_owners is not None
+    assert watch.call(snap, POLL) is None  # all known, fresh
+    assert not watch.apply(None, snap, POLL) and snap.gpu_owners is not None
     t[0] = 11.0
-    assert watch.call(snap) is not None  # every READ_EVERY_S: a PID may be reused
-    watch.apply({"error": "no such op"}, snap, NOW)  # an older agent: what was known stands
+    assert watch.call(snap, POLL) is not None  # every READ_EVERY_S: a PID may be reused
+    watch.apply({"error": "no such op"}, snap, POLL)  # an older agent: what was known stands
     assert snap.gpu_owners is not None and snap.gpu_owners.owners[LEFT] == (1001, "alice")
     fresh = GpuOwnerWatch(clock=lambda: t[0])
     snap.gpu_owners = None
-    fresh.call(snap)
+    fresh.call(snap, POLL)
     assert fresh.apply(
-        {"error": "no such op"}, snap, NOW
+        {"error": "no such op"}, snap, POLL
     )  # asked: not known (doctor waits no more)
     assert snap.gpu_owners is not None and snap.gpu_owners.owners == {
         RUN_PID: (None, None),
         LEFT: (None, None),
     }
     snap.gpus.processes = []
-    assert watch.call(snap) is None and watch.apply(None, snap, NOW) and snap.gpu_owners is None
+    assert (
+        watch.call(snap, POLL) is None and watch.apply(None, snap, POLL) and snap.gpu_owners is None
+    )
 
 
 def test_the_agent_reads_the_uid_from_proc_status() -> None:

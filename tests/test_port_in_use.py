@@ -23,6 +23,7 @@ import scenarios as sc
 from gputui.diagnose import KINDS, diagnose
 from gputui.diagnose.ports import port_taken, ports_taken
 from gputui.model import Pane, PortHolder, PortsTaken, Session, Severity, Snapshot
+from gputui.monitor.feed import Poll
 from gputui.monitor.portwatch import READ_EVERY_S, PortWatch, holders_from
 from gputui.remote import agent
 from helpers import wait_for
@@ -146,24 +147,24 @@ def test_the_monitor_asks_only_while_a_line_says_so_and_drops_the_answer_after()
     watch = PortWatch(clock=lambda: t[0])
     snap = Snapshot(time=0.0, target="t")
     snap.sessions = [Session("old-run", panes=[Pane("old-run", 0, 0, pid=700)])]
-    assert watch.call(snap) is None and not watch.apply(None, snap, 1.0)
+    assert watch.call(snap, Poll()) is None and not watch.apply(None, snap, Poll(now=1.0))
     snap.log_tail.extend(["step 1", LIBUV])
-    assert watch.call(snap) == ("listeners", {"ports": [29500]})
+    assert watch.call(snap, Poll()) == {"ports": [29500]}
     answer = {
         "listeners": [
             {"port": 29500, "pid": 812, "user": "root", "cmdline": ["torchrun"], "ancestors": [700]}
         ],
         "unseen": [],
     }
-    assert watch.apply(answer, snap, 5.0)
+    assert watch.apply(answer, snap, Poll(now=5.0))
     assert snap.ports_taken is not None and snap.ports_taken.holders[0].session == "old-run"
-    assert watch.call(snap) is None  # asked a moment ago
+    assert watch.call(snap, Poll()) is None  # asked a moment ago
     t[0] += READ_EVERY_S
-    assert watch.call(snap) is not None
-    assert not watch.apply(answer, snap, 6.0)  # the same answer: nothing changed
+    assert watch.call(snap, Poll()) is not None
+    assert not watch.apply(answer, snap, Poll(now=6.0))  # the same answer: nothing changed
     snap.log_tail.clear()
     snap.log_tail.extend(f"step {n}" for n in range(100))
-    assert watch.call(snap) is None and watch.apply(None, snap, 7.0)
+    assert watch.call(snap, Poll()) is None and watch.apply(None, snap, Poll(now=7.0))
     assert snap.ports_taken is None
 
 

@@ -6,7 +6,8 @@ its stat `logstat.py`, its metrics `metricsread.py`), tmux's sessions
 (`containerwatch.py`), the OOM kills (`oomcount.py`, `oomlook.py`), the
 ports the run could not take (`portwatch.py`), the GPU holders' owners
 (`gpuowners.py`), the plain-command loop without python3 (`plainloop.py`)
-— and the in-container agent (`supervisor.py`).
+— and the in-container agent (`supervisor.py`). `feed.py` is the shape
+the now-and-then feeds share (`NowAndThen`).
 
 This package is the door: outside monitor/ a module imports `gputui.monitor`
 and nothing under it (the `monitor-door` contract in pyproject.toml). It

@@ -9,9 +9,9 @@ new command in the container per poll:
   every `interval` seconds one `batch` of the feeds' requests — tmux's
   sessions (sessionwatch.py), the watched pane's process tree and tail, or
   with no tmux session the run that writes the log (runprocs.py), a stat
-  of the log (logstat.py), now and then the OOM-kill count (oomcount.py),
-  who holds a port (portwatch.py) and whose each GPU holder is
-  (gpuowners.py);
+  of the log (logstat.py), and now and then (`NOW_AND_THEN`, feed.py's
+  `NowAndThen`) the OOM-kill count (oomcount.py), who holds a port
+  (portwatch.py) and whose each GPU holder is (gpuowners.py);
 - one log stream (`LogFollower`: `tail -c +OFFSET -F`, by byte offset), on
   the file `LogChoice` picks, its lines read for metrics (metricsread.py);
 - the GPU feed (`NvidiaSmiFeed`: `nvidia-smi -lms` + a compute-apps loop on
@@ -63,6 +63,7 @@ from gputui.monitor.door import (
     Update,
     news_of,
 )
+from gputui.monitor.feed import NowAndThen, Poll
 from gputui.monitor.gpufeed import (
     GpuFeed,
     NvidiaSmiFeed,
@@ -90,6 +91,14 @@ from gputui.tasks import cancel_and_wait
 log = logging.getLogger(__name__)  # `gputui -v` (cli/debuglog.py)
 
 NAMED_LOG_WAIT_S = 1.0  # start-up waits this long more for the named log's first header
+
+# The feeds asked now and then in a poll's batch (monitor/feed.py): a new one
+# is its module and its line here.
+NOW_AND_THEN: tuple[type[NowAndThen], ...] = (
+    OomCount,  # the run's cgroup OOM-kill count (the agent's `oom` op)
+    PortWatch,  # who holds a port the run's output says was taken (`listeners`)
+    GpuOwnerWatch,  # whose each GPU holder is (`owners`)
+)
 
 
 class Monitor:
@@ -160,13 +169,11 @@ class Monitor:
         )
         self._start_task: asyncio.Task[None] | None = None
         self._stopping = False
-        self.oom_count = OomCount()  # the run's cgroup OOM-kill count (the agent's `oom` op)
-        self.ports = PortWatch()  # who holds a port the run's output says was taken
+        self.now_and_then = [feed() for feed in NOW_AND_THEN]
         # the container's status, tools and neighbours (the host view names its own)
         self.container_watch = ContainerWatch(
             target, self.snapshot, clock, self._changed, neighbours_read=host_names is not None
         )
-        self.gpu_owners = GpuOwnerWatch()  # whose each GPU holder is (the agent's `owners` op)
         self.oom_look = OomLook(target, clock)  # the kernel log, once a run vanished quietly
 
     @property
@@ -485,30 +492,21 @@ class Monitor:
         if await self.oom_look.after_poll(self.snapshot):  # the run vanished without a word
             self._changed(ProcsChanged)
 
-    def _now_and_then_calls(self, pane_pid: int) -> dict[str, tuple[str, dict[str, Any]]]:
-        """The poll's batch's requests that are not in every poll: the OOM-kill
-        count (`OomCount.call`) and who holds a port the run's output says was
-        taken (`PortWatch.call`)."""
+    def _now_and_then_calls(self, poll: Poll) -> dict[str, tuple[str, dict[str, Any]]]:
+        """The poll's batch's requests that are not in every poll: each
+        now-and-then feed's op, when it asks (NOW_AND_THEN)."""
         calls = {}
-        oom = self.oom_count.call(self.snapshot, pane_pid)
-        if oom is not None:
-            calls["oom"] = oom
-        listeners = self.ports.call(self.snapshot)
-        if listeners is not None:
-            calls["listeners"] = listeners
-        if (owners := self.gpu_owners.call(self.snapshot)) is not None:
-            calls["owners"] = owners
+        for feed in self.now_and_then:
+            if (args := feed.call(self.snapshot, poll)) is not None:
+                calls[feed.op] = (feed.op, args)
         return calls
 
-    def _apply_now_and_then(self, answers: dict[str, Any], procs: list[Proc]) -> None:
+    def _apply_now_and_then(self, answers: dict[str, Any]) -> None:
         """The answers to `_now_and_then_calls`' requests into the snapshot."""
-        snap = self.snapshot
-        if self.oom_count.apply(answers.get("oom"), snap, any(p.is_python for p in procs)):
-            self._changed(self.oom_count.emits)
-        if self.ports.apply(answers.get("listeners"), snap, time.time()):
-            self._changed(ProcsChanged)  # who holds the port the run could not take
-        if self.gpu_owners.apply(answers.get("owners"), snap, time.time()):
-            self._changed(self.gpu_owners.emits)
+        poll = Poll(self.run_procs.pane_pid, time.time())
+        for feed in self.now_and_then:
+            if (kind := feed.apply(answers.get(feed.op), self.snapshot, poll)) is not None:
+                self._changed(kind)
 
     async def _poll_agent(self, agent: AgentClient) -> None:
         """One poll, in one round trip when the watched pane and the log are
@@ -520,11 +518,11 @@ class Monitor:
         calls = {"sessions": self.session_watch.call(agent)}
         calls.update(run.calls(agent))
         calls.update(self.log_stat.call(agent))
-        calls.update(self._now_and_then_calls(run.pane_pid))
+        calls.update(self._now_and_then_calls(Poll(run.pane_pid)))
         answers = dict(zip(calls, await agent.batch(list(calls.values())), strict=True))
         self._set_sessions(agent.sessions_result(answers["sessions"]))
-        procs = await run.read(agent, answers, snap)
-        self._apply_now_and_then(answers, procs)
+        await run.read(agent, answers, snap)
+        self._apply_now_and_then(answers)
         # The log path may come from these processes' stdout: open its stream
         # now, so it starts while the pane is captured.
         await self._choose_log()

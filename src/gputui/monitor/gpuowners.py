@@ -14,10 +14,11 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 from gputui.model import GpuOwners, Snapshot
 from gputui.monitor.door import GpusRead, Update
+from gputui.monitor.feed import NowAndThen, Poll
 
 READ_EVERY_S = 10.0
 MAX_PIDS = 64  # as the agent's MAX_GPU_OWNERS
@@ -55,41 +56,41 @@ def owners_from(answer: Any) -> tuple[dict[int, tuple[int | None, str | None]], 
     return out, me
 
 
-class GpuOwnerWatch:
+class GpuOwnerWatch(NowAndThen):
     """The `owners` call of a poll, and its answer into the snapshot."""
 
-    emits: ClassVar[type[Update]] = GpusRead
+    op = "owners"
+    every_s = READ_EVERY_S
+    owns = "gpu_owners"
+    emits = GpusRead
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self._read_at = float("-inf")
+        super().__init__(clock)
         self._asked: list[int] = []
 
-    def call(self, snap: Snapshot) -> tuple[str, dict[str, Any]] | None:
-        """("owners", args) when this poll should ask, else None."""
+    def call(self, snap: Snapshot, poll: Poll) -> dict[str, Any] | None:
+        """The `owners` op's args when this poll should ask, else None."""
         pids = holder_pids(snap)
         known = snap.gpu_owners
         same = pids == self._asked and known is not None and set(pids) <= set(known.owners)
-        if not pids or (same and self.clock() - self._read_at < READ_EVERY_S):
+        if not pids or (same and self.fresh()):
             self._asked = pids if not pids else self._asked
             return None
         self._asked = pids
-        self._read_at = self.clock()
-        return ("owners", {"pids": pids})
+        return self.asking({"pids": pids})
 
-    def apply(self, answer: Any, snap: Snapshot, now: float) -> bool:
-        """Put this poll's answer (None: not asked) in `snap`; True when
-        what the snapshot says changed."""
+    def apply(self, answer: Any, snap: Snapshot, poll: Poll) -> type[Update] | None:
         before = snap.gpu_owners
         if not self._asked:
             snap.gpu_owners = None
-            return before is not None
+            return self.emits if before is not None else None
         if answer is None:
-            return False  # not asked this poll: the last answer stands
+            return None  # not asked this poll: the last answer stands
         got = owners_from(answer)
         if got is None:  # an error (an older agent): asked, and not known
             known = before.owners if before is not None else {}
             got = {p: known.get(p, (None, None)) for p in self._asked}, None
         owners, me = got
-        snap.gpu_owners = GpuOwners(owners, me, now)
-        return before is None or (before.owners, before.me) != (owners, me)
+        snap.gpu_owners = GpuOwners(owners, me, poll.now)
+        moved = before is None or (before.owners, before.me) != (owners, me)
+        return self.emits if moved else None

@@ -16,6 +16,8 @@ from typing import Any
 from gputui.diagnose.holders import pane_sessions
 from gputui.diagnose.ports import RECENT_LINES, WORDS, ports_taken
 from gputui.model import PortHolder, PortsTaken, Snapshot
+from gputui.monitor.door import ProcsChanged, Update
+from gputui.monitor.feed import NowAndThen, Poll
 
 READ_EVERY_S = 5.0
 
@@ -61,38 +63,40 @@ def holders_from(answer: Any, snap: Snapshot) -> tuple[list[PortHolder], list[in
     return holders, unseen
 
 
-class PortWatch:
-    """The `listeners` call of a poll, and its answer into the snapshot."""
+class PortWatch(NowAndThen):
+    """The `listeners` call of a poll, and its answer into the snapshot
+    (the run's part: who holds the port it could not take)."""
+
+    op = "listeners"
+    every_s = READ_EVERY_S
+    owns = "ports_taken"
+    emits = ProcsChanged
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self._read_at = float("-inf")
+        super().__init__(clock)
         self._asked: list[int] = []
 
-    def call(self, snap: Snapshot) -> tuple[str, dict[str, Any]] | None:
-        """("listeners", args) when this poll should ask, else None."""
+    def call(self, snap: Snapshot, poll: Poll) -> dict[str, Any] | None:
+        """The `listeners` op's args when this poll should ask, else None."""
         ports = ports_named(snap)
         self._asked = ports
         if not ports:
             return None
         known = snap.ports_taken
-        fresh = self.clock() - self._read_at < READ_EVERY_S
-        if known is not None and known.ports == ports and fresh:
+        if known is not None and known.ports == ports and self.fresh():
             return None
-        self._read_at = self.clock()
-        return ("listeners", {"ports": ports})
+        return self.asking({"ports": ports})
 
-    def apply(self, answer: Any, snap: Snapshot, now: float) -> bool:
-        """Put this poll's answer (None: not asked) in `snap`; True when
-        what the snapshot says changed."""
+    def apply(self, answer: Any, snap: Snapshot, poll: Poll) -> type[Update] | None:
         before = snap.ports_taken
         if not self._asked:
             snap.ports_taken = None
-            return before is not None
+            return self.emits if before is not None else None
         got = holders_from(answer, snap) if answer is not None else None
         if got is None:
-            return False  # not asked this poll (or an error): the last answer stands
+            return None  # not asked this poll (or an error): the last answer stands
         holders, unseen = got
         me = answer.get("uid") if isinstance(answer.get("uid"), int) else None
-        snap.ports_taken = PortsTaken(list(self._asked), holders, unseen, now, me)
-        return before is None or (before.holders, before.unseen) != (holders, unseen)
+        snap.ports_taken = PortsTaken(list(self._asked), holders, unseen, poll.now, me)
+        moved = before is None or (before.holders, before.unseen) != (holders, unseen)
+        return self.emits if moved else None
