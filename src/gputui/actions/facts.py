@@ -11,12 +11,20 @@ Nothing here is cached: the facts are read when the key is pressed, and the
 executors check again what they act on (PID and start time) before acting.
 With no agent, a tmux argv the agent cannot reach the same way, or an agent
 that fails, `look` answers None and the planners run their commands as before.
+
+A process that keeps no agent (the CLI verbs: `gputui kill|relaunch|dump|
+flush|launch`) asks through `agent_for_plan`: the agent started at the
+plan's first question, on the connection already open (one container entry,
+then one request), and closed once the plan is made; where it cannot start
+(no python3 in the container, too old, no answer) the commands, as the
+dashboard does with no agent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,10 +40,16 @@ from gputui.actions.procid import parse_proc_ids
 from gputui.collect import tmux as tmux_parse
 from gputui.errors import GputuiError
 from gputui.remote.identity import SETPRIV
+from gputui.remote.target import Target
 
 # The monitor's question to its agent (WatchedRun.run_facts): the `facts`
 # op's arguments -> its answer, or None while no agent answers.
 FactsReader = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+# agent_for_plan: past these, the planners run their commands (a start is one
+# container entry and python3's; the facts the monitor's agent answers in 5 s)
+PLAN_AGENT_START_S = 10.0
+PLAN_FACTS_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -118,6 +132,23 @@ async def look(
     return None if answer is None else looked(answer, session, "socket" in where)
 
 
+async def look_at_log(facts: FactsReader | None, log: str, uid: int, gid: int) -> str | None:
+    """LOG_CHECK_SCRIPT's answer for `log` looked at with (uid, gid)'s hands,
+    in one more request (a log the first answer told of: the one relaunch
+    finds the run writing); None when that cannot be asked."""
+    if facts is None or not log.startswith("/"):
+        return None
+    request = {"logs": [log], "owners": [[uid, gid]], "setpriv": SETPRIV}
+    try:
+        answer = await facts(request)
+    except GputuiError:
+        return None
+    for row in (answer or {}).get("log_checks") or []:
+        if len(row) == 4 and row[:3] == [log, uid, gid] and isinstance(row[3], str):
+            return row[3]
+    return None
+
+
 def looked(answer: dict[str, Any], session: str, socket: bool) -> Looked | None:
     """A `facts` answer -> the RunInfo find_run would have built from the
     same commands' output; None when the pane this side's parser takes
@@ -153,3 +184,36 @@ def looked(answer: dict[str, Any], session: str, socket: bool) -> Looked | None:
         exe = bytes.fromhex(exe_hex).decode("utf-8", "surrogateescape")
         out.root_exes[exe] = (bool(ok), str(why))
     return out
+
+
+@contextlib.asynccontextmanager
+async def agent_for_plan(target: Target) -> AsyncIterator[FactsReader]:
+    """A FactsReader for a plan made once, by a process that keeps no agent
+    (see the module's doc): the agent is started in `target` at the first
+    question and closed on exit; None answers (the commands) once it could
+    not start. Nothing is started for a plan that asks nothing."""
+    from gputui.remote.agent_client import AgentClient
+
+    agent: AgentClient | None = None
+    tried = False
+
+    async def facts(request: dict[str, Any]) -> dict[str, Any] | None:
+        nonlocal agent, tried
+        if not tried:
+            tried = True
+            try:
+                agent = await AgentClient.start(
+                    target, timeout=PLAN_AGENT_START_S, clock_samples=0, probe_tools=False
+                )
+            except GputuiError:  # AgentUnavailable: no python3, too old, a stopped CT
+                return None
+        if agent is None or not agent.alive:
+            return None
+        answer = await agent.call("facts", timeout=PLAN_FACTS_TIMEOUT_S, **request)
+        return answer if isinstance(answer, dict) else None
+
+    try:
+        yield facts
+    finally:
+        if agent is not None:
+            await agent.close()

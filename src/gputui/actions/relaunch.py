@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.actions.facts import FactsReader, Looked, look
+from gputui.actions.facts import FactsReader, Looked, look, look_at_log
 from gputui.actions.inspect import RunInfo, find_run, list_panes_argv, server_socket
 from gputui.actions.kill import (
     GpuProcessReader,
@@ -172,15 +172,20 @@ async def plan_move_log(
     tmux: list[str] | None,
     action: str,
     seen: Looked | None = None,
+    facts: FactsReader | None = None,
 ) -> tuple[list[str], str]:
     """The argv that moves the old log aside, with the run owner's identity
     (root's only for root's own run), and whose identity that is; ActionError,
     worded for the user, when the path is not the run's own log file.
     `seen`: the agent's answer, which looked at the logs it was asked about
-    with the hands it took for the owner's (used when they are these)."""
+    with the hands it took for the owner's (used when they are these); a log
+    it was not asked about (found from the run: the CLI's relaunch) is
+    looked at in one more request through `facts`."""
     uid, gid = await run_owner(target, info, tmux, seen)
     # a path the run supplied: looked at with its owner's hands, as it is moved
     answer = seen.log_checks.get((log, uid, gid)) if seen is not None else None
+    if answer is None and seen is not None:
+        answer = await look_at_log(facts, log, uid, gid)
     if answer is None:
         res = await target.run(
             as_owner(uid, gid, ["sh", "-c", LOG_CHECK_SCRIPT, "gputui-log-check", log])
@@ -287,7 +292,7 @@ async def plan_relaunch(
                 "add command, cwd and log to the config's [run] section, then launch",
             )
         spec = spec_from_run(info, settings)
-    move = await plan_move_log(target, spec.log, info, tmux, "relaunch", seen)
+    move = await plan_move_log(target, spec.log, info, tmux, "relaunch", seen, facts)
     return _plan_start(target, spec, info, "relaunch", tmux, move)
 
 

@@ -4,7 +4,10 @@ Each verb's flags are its declared options (gputui.verbs: `Verb.options`,
 added by add_arguments, read back by options_from); cli.py parses them and
 calls `run(command, args, settings)`. The plan
 (exact target and commands) is always printed first; it runs only after a
-`y` on a terminal, or with `--yes`. Every remote value is printed through
+`y` on a terminal, or with `--yes`. The plan reads the run as the
+dashboard's does: in one request to gputui's agent, started in the target
+for it on the connection already open (actions/facts.py: agent_for_plan),
+else — no python3 there — by the commands. Every remote value is printed through
 `untrusted.visible`: no escape sequence from it reaches the terminal.
 """
 
@@ -19,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from gputui.actions import ActionPlan, ActionResult, RunSeen, execute, plan
+from gputui.actions.facts import agent_for_plan
 from gputui.config import Settings
 from gputui.errors import GputuiError
 from gputui.remote.target import Target, make_target
@@ -49,9 +53,9 @@ async def make_plan(
     session = getattr(args, "session", None) or settings.session
     if command not in COMMANDS:
         raise GputuiError(f"unknown action {command!r}", f"use one of: {', '.join(COMMANDS)}")
-    return await plan(
-        command, target, settings, RunSeen(session=session), options_from(command, args)
-    )
+    async with agent_for_plan(target) as facts:  # closed before the question is asked
+        seen = RunSeen(session=session, facts=facts)
+        return await plan(command, target, settings, seen, options_from(command, args))
 
 
 def confirm(plan: ActionPlan, out: TextIO, ask: Callable[[str], str] | None) -> bool:

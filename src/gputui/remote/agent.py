@@ -1989,7 +1989,14 @@ def run_facts(args: dict) -> dict:
     `ps` line, the links and identities of the pane's process and its
     descendants; the tools asked for (root_tools); for `-S` servers the
     socket's owner; the logs asked for looked at as the run's owner would
-    (log_checks)."""
+    (log_checks). With no `session`: only the `logs` looked at with the
+    `owners`' hands given (a log the plan found in the first answer)."""
+    logs = [str(x) for x in args.get("logs") or [] if str(x).startswith("/")]
+    if "session" not in args:
+        owners = [(int(u), int(g)) for u, g in args.get("owners") or []]
+        return {
+            "log_checks": log_checks(logs[:MAX_LOG_CHECKS], owners, str(args.get("setpriv") or ""))
+        }
     out = {"panes": run_argv(_tmux_base(args) + [str(a) for a in args["list_panes"]])}
     sock = args.get("socket")
     owners = []  # type: list  # whose hands look at the logs (relaunch.run_owner's answer)
@@ -2019,7 +2026,6 @@ def run_facts(args: dict) -> dict:
         out["root_exes"] = root_exes(pids)
     if not owners:
         owners = [_ids_of(r) for r in roots if _ids_of(r) is not None] or [(0, 0)]
-    logs = [str(x) for x in args.get("logs") or [] if str(x).startswith("/")]
     out["log_checks"] = log_checks(logs[:MAX_LOG_CHECKS], owners, str(args.get("setpriv") or ""))
     return out
 
@@ -2069,14 +2075,17 @@ class Agent:
         self.listings = ReusedListing()
 
     def op_hello(self, args: dict) -> dict:
-        tools = {
-            "tmux": tool_version(["tmux", "-V"], root_only=True),
-            "py-spy": tool_version(["py-spy", "--version"], root_only=True),
-            "gdb": tool_version(["gdb", "--version"], root_only=True),
-            "nvidia-smi": shutil.which("nvidia-smi"),
-            "tee": shutil.which("tee"),
-        }
+        out = {}  # type: dict
+        if args.get("tools", True):  # off: three programs not started (a plan's agent)
+            out["tools"] = {
+                "tmux": tool_version(["tmux", "-V"], root_only=True),
+                "py-spy": tool_version(["py-spy", "--version"], root_only=True),
+                "gdb": tool_version(["gdb", "--version"], root_only=True),
+                "nvidia-smi": shutil.which("nvidia-smi"),
+                "tee": shutil.which("tee"),
+            }
         return {
+            **out,
             "agent_version": AGENT_VERSION,
             "python": sys.version.split()[0],
             "pid": os.getpid(),
@@ -2089,7 +2098,6 @@ class Agent:
             "clock": time.time(),
             "clk_tck": CLK_TCK,
             "pid_ns": _readlink("/proc/self/ns/pid"),
-            "tools": tools,
         }
 
     def op_ping(self, args: dict) -> dict:
@@ -2275,7 +2283,8 @@ class Agent:
 
 
 OPS = {
-    "hello": "-> agent_version, python, pid, uid, hostname, boot_time, clock, clk_tck, pid_ns, tools",
+    "hello": "tools=true -> agent_version, python, pid, uid, hostname, boot_time, clock, clk_tck,"
+    " pid_ns, tools (when asked)",
     "ping": "-> clock",
     "procs": "root_pid, sources=true -> [proc dict] (root first, breadth first; "
     "write_files: files each has open for writing)",
@@ -2294,7 +2303,8 @@ OPS = {
     "facts": "session, list_panes (argv after tmux), fields ([name at, pid at, separator]),"
     " socket?, socket_name?, tools? -> panes, socket_ids?, tools [[found, root's real path"
     " | null, why]], logs?, setpriv? -> log_checks [[path, uid, gid, answer]], and with a"
-    " live pane: ps, roots (the panes' pids read), links (hex), ids (text), root_exes",
+    " live pane: ps, roots (the panes' pids read), links (hex), ids (text), root_exes;"
+    " without session: logs, owners [[uid, gid]], setpriv? -> log_checks alone",
     "owners": "pids -> {owners: [{pid, uid (Uid: of /proc/PID/status, as this agent's"
     " namespace sees it; null: gone), user}], uid: the agent's own}",
     "batch": "calls (a list of requests without id) -> [{ok, result | error}] in order",

@@ -129,8 +129,13 @@ class AgentClient:
         *,
         python: str = "python3",
         timeout: float = START_TIMEOUT_S,
+        clock_samples: int = CLOCK_SAMPLES,
+        probe_tools: bool = True,
     ) -> AgentClient:
-        """Start the agent in the CT (or on the host) and say hello.
+        """Start the agent in the CT (or on the host) and say hello;
+        `clock_samples` pings after it set clock_offset, and the hello
+        probes the tools (`tools()`) unless `probe_tools` is off — a caller
+        that needs neither, such as a plan's facts, waits for none.
 
         Raises AgentUnavailable (python3 missing or too old, CT not running)
         with the fix; the caller falls back to plain commands."""
@@ -147,7 +152,7 @@ class AgentClient:
         client._reader = asyncio.ensure_future(client._read_loop())
         try:
             await proc.write(source_line())
-            await client._say_hello(timeout)
+            await client._say_hello(timeout, clock_samples, probe_tools)
         except (AgentError, CommandTimeout, OSError, ConnectionError) as err:
             stderr, status = "", None
             with contextlib.suppress(Exception):
@@ -170,14 +175,16 @@ class AgentClient:
             raise _why_not_started(stderr, status, where, python) from None
         return client
 
-    async def _say_hello(self, timeout: float) -> None:
+    async def _say_hello(
+        self, timeout: float, clock_samples: int = CLOCK_SAMPLES, probe_tools: bool = True
+    ) -> None:
         t0 = time.time()
-        hello = await self.call("hello", timeout=timeout)
+        hello = await self.call("hello", timeout=timeout, tools=probe_tools)
         t1 = time.time()
         self.hello = hello
         self.rtt_ms = (t1 - t0) * 1000.0
         self.clock_offset = (t0 + t1) / 2.0 - float(hello["clock"])
-        await self.sync_clock()
+        await self.sync_clock(clock_samples)
 
     async def sync_clock(self, samples: int = CLOCK_SAMPLES) -> None:
         """Refine clock_offset from pings, keeping the one with the shortest
@@ -294,7 +301,7 @@ class AgentClient:
             py_spy=t.get("py-spy"),
             gdb=t.get("gdb"),
             nvidia_smi_ct=bool(t.get("nvidia-smi")),
-            probed=True,
+            probed="tools" in self.hello,
         )
 
     async def ping(self, timeout: float = 5.0) -> float:
