@@ -12,7 +12,10 @@ terminal to confirm on" and exits 1 — nothing is ever acted on. Its stdout
 is read unbuffered: the plan printed is stamped when that line arrives,
 the command's end when it exits. `--old REV` runs REV's src/ (taken out
 with `git archive`) beside this checkout's, interleaved verb by verb, so
-both see the same load; `--runs` times each.
+both see the same load; `--runs` times each. `--without-python`: the CT's
+python3 taken away once the run is up (as a minimal template lacks it), so
+the new code's agent cannot start and its plans come by the commands (no
+flush: its plan checks the run's Python, which went with python3).
 
     python bench/cli_plan.py --old main --runs 7 --pct-delay 0.3,1.0
 """
@@ -73,8 +76,10 @@ def one(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     return (printed - t0) * 1000, (ended - t0) * 1000, "".join(seen)
 
 
-def rounds(srcs: dict[str, Path], runs: int, delays: list[float]) -> dict[str, list[float]]:
-    from scenarios import config_file, doctor_env
+def rounds(
+    srcs: dict[str, Path], runs: int, delays: list[float], no_python: bool = False
+) -> dict[str, list[float]]:
+    from scenarios import config_file, doctor_env, without_commands
     from testbed import Testbed
     from ui_scenarios import prepare_run, start_buffered
 
@@ -85,12 +90,17 @@ def rounds(srcs: dict[str, Path], runs: int, delays: list[float]) -> dict[str, l
         bed.ct_create(ct, running=True)
         run = prepare_run(bed, ct, "bench")
         start_buffered(bed, run, count=100000, period=0.2)
+        if no_python:
+            time.sleep(2.0)  # the run's python3 started
+            without_commands(bed, ct, "python3*")
         spy = Path(bed.root) / "tools" / "py-spy"  # root's alone, where the CT sees it
         spy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(shutil.which("py-spy", path=os.path.dirname(sys.executable)) or "py-spy", spy)
         where = ["--host", "gpuhost", "--ct", str(ct), "--config", str(config_file(bed))]
         flags = {"dump": ["--py-spy", str(spy)]}
-        verbs = [v for v in VERBS if v != "flush" or shutil.which("gdb")]
+        # flush: gdb, and the run's Python checked root's — gone with python3
+        no_flush = no_python or not shutil.which("gdb")
+        verbs = [v for v in VERBS if v != "flush" or not no_flush]
         time.sleep(2.0)
         for delay in delays:
             bed.set_pct_delay(delay)
@@ -122,12 +132,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--old", metavar="REV", help="also time REV's src/ (e.g. main)")
     ap.add_argument("--pct-delay", default="0.3", help="pct start-up delays, comma-separated")
+    ap.add_argument("--without-python", action="store_true", help="no python3 in the CT")
     args = ap.parse_args()
     srcs = {"old": old_src(args.old)} if args.old else {}
     srcs["new"] = ROOT / "src"
     delays = [float(d) for d in args.pct_delay.split(",")]
     load0 = os.getloadavg()
-    times = rounds(srcs, args.runs, delays)
+    times = rounds(srcs, args.runs, delays, args.without_python)
     load1 = os.getloadavg()
     names = list(srcs)
     head = " | ".join(f"{n}: plan printed | {n}: exit" for n in names)

@@ -760,6 +760,8 @@ def test_protocol_bad_input_gets_errors_and_agent_survives(
     assert hello["id"] == 1 and hello["ok"] and hello["result"]["pid"] == agent_proc.pid
     assert abs(hello["result"]["clock"] - time.time()) < 5
     assert hello["result"]["tools"]["tmux"].startswith("tmux ")
+    bare = ask(agent_proc, b'{"id": 2, "op": "hello", "tools": false}')  # a plan's agent
+    assert bare["ok"] and "tools" not in bare["result"] and bare["result"]["pid_ns"]
     cases = [
         (b"not json", None, "JSONDecodeError"),
         (b"[1, 2]", None, "JSON object"),

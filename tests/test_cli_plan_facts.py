@@ -19,7 +19,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import scenarios
+from gputui.actions import facts
 from gputui.cli.actions import run_async
 from gputui.config import Settings
 from gputui.remote.identity import PYTHON_SCRIPT
@@ -55,12 +58,16 @@ def execs(calls: list[str], ct: int) -> list[str]:
 
 
 async def test_cli_plans_in_one_agent_request_and_by_commands_without_python(
+    monkeypatch: pytest.MonkeyPatch,
     testbed_commands: None,
     testbed: Any,
     ct: int,
     work: Path,  # noqa: F811
     py_spy: str,  # noqa: F811
 ) -> None:
+    # which way the plan is read, not how fast: a loaded machine's slow answer
+    # must not turn this into the commands' way
+    monkeypatch.setattr(facts, "PLAN_FACTS_TIMEOUT_S", 60.0)
     start_buffered(testbed, ct, "clif", work)
     verbs: dict[str, dict[str, Any]] = {
         "kill": {"force": False},

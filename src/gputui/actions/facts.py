@@ -46,9 +46,8 @@ from gputui.remote.target import Target
 # op's arguments -> its answer, or None while no agent answers.
 FactsReader = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
-# agent_for_plan: past these, the planners run their commands (a start is one
-# container entry and python3's; the facts the monitor's agent answers in 5 s)
-PLAN_AGENT_START_S = 10.0
+# agent_for_plan's facts: past this, the planners run their commands (as past
+# the monitor's FACTS_TIMEOUT_S; its start waits as the monitor's does, 20 s)
 PLAN_FACTS_TIMEOUT_S = 5.0
 
 
@@ -202,9 +201,7 @@ async def agent_for_plan(target: Target) -> AsyncIterator[FactsReader]:
         if not tried:
             tried = True
             try:
-                agent = await AgentClient.start(
-                    target, timeout=PLAN_AGENT_START_S, clock_samples=0, probe_tools=False
-                )
+                agent = await AgentClient.start(target, clock_samples=0, probe_tools=False)
             except GputuiError:  # AgentUnavailable: no python3, too old, a stopped CT
                 return None
         if agent is None or not agent.alive:
