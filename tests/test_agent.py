@@ -23,6 +23,7 @@ import pytest
 from gputui.collect import tmux
 from gputui.collect.procs import proc_from_agent
 from gputui.containers import ProxmoxLXC
+from gputui.errors import CommandTimeout
 from gputui.remote.agent import Agent, ProcReader
 from gputui.remote.agent_client import (
     AGENT_MARKER,
@@ -32,6 +33,7 @@ from gputui.remote.agent_client import (
     agent_argv,
     source_line,
 )
+from gputui.remote.base import RemoteProcess
 from gputui.remote.local import LocalTransport
 from gputui.remote.target import Target
 from helpers import wait_for
@@ -1189,3 +1191,81 @@ async def test_clock_offset_is_not_skewed_by_slow_tool_probes(
     async with await AgentClient.start(Target(transport)) as client:
         assert client.tools().tmux == "tmux 3.3a"  # the slow probe did run
         assert abs(client.clock_offset) < 0.3, client.clock_offset
+
+
+class _Answers(RemoteProcess):
+    """The agent's pipe: what the client writes is kept, and a line put in
+    `answers` is what the client reads next."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.answers: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    async def readline(self) -> bytes:
+        return await self.answers.get()
+
+    async def read(self, n: int = 65536) -> bytes:
+        return await self.readline()
+
+    async def stderr_text(self) -> str:
+        return ""
+
+    async def wait(self) -> int | None:
+        return 0
+
+    async def close(self) -> None:
+        self.answers.put_nowait(b"")
+
+
+async def test_an_answer_reaches_its_caller_in_the_turn_after_it_is_read() -> None:
+    """The poll's answer each second: read in one turn of the event loop, its
+    caller goes on in the next (asyncio.wait_for took a turn more: its own
+    future, released from the answer's callback)."""
+    pipe = _Answers()
+    client = AgentClient(pipe, "here")
+    client._reader = asyncio.ensure_future(client._read_loop())
+    try:
+        call = asyncio.ensure_future(client.call("ping", timeout=30))
+        while not pipe.written:
+            await asyncio.sleep(0)
+        rid = json.loads(pipe.written[0])["id"]
+        pipe.answers.put_nowait(json.dumps({"id": rid, "ok": True, "result": "pong"}).encode())
+        turns = 0
+        while not call.done():
+            await asyncio.sleep(0)
+            turns += 1
+        assert call.result() == "pong"
+        assert turns == 2  # the reader's turn, then the caller's
+        # no time limit is left behind to wake the event loop
+        assert not client._pending
+    finally:
+        await client.close()
+
+
+async def test_an_agent_that_does_not_answer_is_a_timeout_and_its_answer_later_is_let_go() -> None:
+    transport = LocalTransport()
+    await transport.connect()
+    proc = await transport.open(
+        [PY, "-c", "import sys, time; sys.stdin.readline(); time.sleep(30)"]
+    )
+    client = AgentClient(proc, "here")
+    client._reader = asyncio.ensure_future(client._read_loop())
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(CommandTimeout, match=r"did not answer `ping` within 0\.3 s"):
+            await client.call("ping", timeout=0.3)
+        assert time.monotonic() - t0 >= 0.3
+        assert not client._pending
+        # a call cancelled while it waits is cancelled, and leaves nothing behind
+        task = asyncio.ensure_future(client.call("ping", timeout=30))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not client._pending
+    finally:
+        await client.close()
+        await transport.close()

@@ -176,6 +176,27 @@ async def test_a_turns_log_lines_come_as_one_bounded_batch() -> None:
     assert mon.snapshot.metrics.last_step == 7
 
 
+async def test_a_gpu_sample_reaches_the_listeners_in_the_feeds_own_turn() -> None:
+    """The feed coalesced its sample's lines in one turn of the event loop;
+    the monitor tells its listeners in that turn, not one more later (a
+    wake of the event loop each second, for nothing), with what else
+    changed by then."""
+    gpus = SimulatedGpus(2, lambda: 1.0)
+    mon = Monitor(Target(LocalTransport()), settings(), gpu_feed=gpus)
+    heard: list[set[type[Update]]] = []
+    mon.subscribe(lambda _snap, news: heard.append(kinds_of(news)))
+    gpus.subscribe(mon._on_gpus)  # as start() does
+    gpus.tick()
+    await asyncio.sleep(0)  # the feed's turn
+    assert heard == [{GpusRead}]
+    assert mon.snapshot.gpus.latest and len(mon.snapshot.gpus.latest) == 2
+    gpus.tick()
+    mon._changed(ProcsChanged)  # due to be told in the next turn too: told with it
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert heard == [{GpusRead}, {GpusRead, ProcsChanged}]  # together, once
+
+
 # ------------------------------------------------------------ on the test bed
 
 

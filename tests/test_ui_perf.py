@@ -3,17 +3,19 @@ the screen; lines still arrive in order, none lost."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from rich.style import Style
 from textual.geometry import Offset, Region
 from textual.widgets import Log
 
 from gputui.demo.scenes import SCENES, T0
-from gputui.monitor import LogChanged
+from gputui.monitor import GpusRead, LogChanged
 from gputui.ui.app import GputuiApp
 from gputui.ui.pacing import WRITES_PER_S
 from gputui.ui.widgets.banner import Banner
@@ -618,3 +620,47 @@ async def test_a_followed_frame_asks_no_repaint_and_the_view_still_scrolls() -> 
         log.write_lines(["d 2"])
         await pilot.pause()
         assert log.is_vertical_scroll_end and log.lines[-1] == "d 2"
+
+
+async def test_gpu_samples_that_bring_the_tick_keep_the_1hz_timer_from_waking() -> None:
+    """While the GPU samples bring the tick, each pushes the 1 Hz timer back to
+    1.3 s after it: the timer never wakes the event loop for a second
+    already drawn. With no sample in time it ticks, then each whole second
+    from then on."""
+    app, mon = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        loop = asyncio.get_running_loop()
+        ticks: list[float] = []
+        orig = app._tick
+
+        def counted() -> None:
+            ticks.append(loop.time())
+            orig()
+
+        app._tick = counted  # type: ignore[method-assign]
+        app._every_second()
+        first = app._tick_timer
+        assert first is not None and first.when() - loop.time() == pytest.approx(1.0, abs=0.2)
+        mon.publish({GpusRead})  # a sample: its tick comes after a short hold
+        await pilot.pause(0.3)
+        assert len(ticks) == 1 and first.cancelled()
+        pushed = app._tick_timer
+        assert pushed is not None and not pushed.cancelled()
+        assert pushed.when() - ticks[0] == pytest.approx(1.3, abs=0.05)
+        mon.publish({GpusRead})  # the next sample pushes it again
+        await pilot.pause(0.3)
+        assert len(ticks) == 2 and pushed.cancelled()
+        again = app._tick_timer
+        assert again is not None and again.when() - ticks[1] == pytest.approx(1.3, abs=0.05)
+        # no sample in time: the timer ticks, and from then on each second
+        again.cancel()
+        app._timer_fired()
+        assert len(ticks) == 3 and app._timer_ticks
+        nxt = app._tick_timer
+        assert nxt is not None and nxt.when() - again.when() == pytest.approx(1.0)
+        nxt.cancel()
+        app._timer_fired()  # a timer tick drawn under 0.9 s ago is left out
+        assert len(ticks) == 3
+        last = app._tick_timer
+        assert last is not None and last.when() - nxt.when() == pytest.approx(1.0)
+        last.cancel()

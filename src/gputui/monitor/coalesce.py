@@ -23,6 +23,12 @@ class OncePerTurn:
         except RuntimeError:
             self._run()
 
+    def now(self) -> None:
+        """`fn` at once, in this turn, unless a run is already due on the next
+        turn (that one takes whatever changed)."""
+        if not self._pending:
+            self._fn()
+
     def _run(self) -> None:
         self._pending = False
         self._fn()

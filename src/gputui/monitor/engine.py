@@ -421,8 +421,13 @@ class Monitor:
         self._changed(ConnectionChanged)
 
     def _on_gpus(self) -> None:
+        """The GPU feed's news, told to the listeners in the feed's own turn
+        of the event loop: the feed already coalesced its sample's lines
+        (`_changed` would wait one turn more — a wake of the event loop
+        each second, for nothing)."""
         note_gpu_tools(self.gpu_feed, self.snapshot.tools)
-        self._changed(GpusRead)
+        self._dirty.add(GpusRead)
+        self._publish.now()
 
     # ------------------------------------------------------------ the agent
 

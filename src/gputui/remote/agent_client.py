@@ -56,6 +56,15 @@ class AgentError(GputuiError):
 Request = tuple[str, dict[str, Any]]  # (op, its arguments)
 
 
+class _Expired(Exception):
+    """An agent's answer did not come within its time limit."""
+
+
+def _expire(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_exception(_Expired())
+
+
 def _raised(res: Any) -> Any:
     """A `batch` answer: the result, or the AgentError it got raised."""
     if isinstance(res, AgentError):
@@ -270,22 +279,31 @@ class AgentClient:
                 f"{self._gone or 'the agent was closed'} ({self.where})", "gputui restarts it"
             )
         rid = next(self._ids)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
         self._pending[rid] = fut
         line = json.dumps({"id": rid, "op": op, **args}).encode() + b"\n"
+        timer: asyncio.TimerHandle | None = None
         try:
             try:
                 await self._proc.write(line)
             except (OSError, ConnectionError) as err:
                 self._gone = self._gone or f"the agent went away: {err}"
                 raise AgentError(f"{self._gone} ({self.where})", "gputui restarts it") from None
-            return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+            # the answer's future is awaited as it is, with a bare timer for
+            # the time limit: `asyncio.wait_for` waits on a second future of
+            # its own, released from the first one's callback — a turn of the
+            # event loop more for every answer (the poll's, each second)
+            timer = loop.call_later(timeout, _expire, fut)
+            return await fut
+        except _Expired:
             raise CommandTimeout(
                 f"the gputui agent {self.where} did not answer `{op}` within {timeout:g} s",
                 "the machine may be overloaded; gputui retries",
             ) from None
         finally:
+            if timer is not None:
+                timer.cancel()
             self._pending.pop(rid, None)
 
     # ------------------------------------------------------------ helpers

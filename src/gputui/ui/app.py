@@ -203,6 +203,9 @@ class GputuiApp(App[int]):
         self._stopped = False
         self._last_tick = -1e9  # time.monotonic() of the last full redraw
         self._timer_ticks = True  # the 1 Hz timer draws (no GPU samples are coming)
+        self._timer_on = False  # live: the 1 Hz timer runs (`_every_second`)
+        self._tick_timer: asyncio.TimerHandle | None = None
+        self._tick_due = 0.0  # when the 1 Hz timer fires next (the event loop's clock)
         self.executed: list[ActionPlan] = []  # every action that really ran
         self.recorder = recorder  # history + alerts
         self.row_painter = RowPainter(self)  # the tick's rows, past the compositor
@@ -422,42 +425,43 @@ class GputuiApp(App[int]):
             self._q(RunLine).draw(frame, RunLine.DRAWN_ON - {Tick})  # drawn only while tiny
 
     def _every_second(self) -> None:
-        """`_timed_tick` once a second, on a bare timer of the event loop
-        (as `_soon`): a Textual interval runs each tick as a task through
-        its `invoke` (~0.1 ms), and while the GPU samples bring the tick
-        it nearly always finds nothing to do. Ends with the dashboard."""
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        count = 0
+        """Tick once a second on a bare timer of the event loop (as `_soon`):
+        a Textual interval runs each tick as a task through its `invoke`
+        (~0.1 ms). The timer is armed for one tick at a time
+        (`_arm_timer`), and every tick the GPU samples bring pushes it back
+        (`_tick`): while they come about once a second it never fires —
+        before, it woke the event loop every second to find the second
+        drawn. Ends with the dashboard."""
+        self._timer_on = True
+        self._arm_timer(asyncio.get_running_loop().time() + TICK_INTERVAL)
 
-        def fire() -> None:
-            nonlocal count
-            if self._stopped or self._closing or self._closed:
-                return
-            count += 1
-            try:
-                self._timed_tick()
-            except Exception as error:
-                self._handle_exception(error)
-            # at whole seconds from the start: no drift, no burst after a stall
-            due = start + TICK_INTERVAL * count
-            now = loop.time()
-            if due <= now:
-                count = int((now - start) / TICK_INTERVAL) + 1
-                due = start + TICK_INTERVAL * count
-            loop.call_at(due, fire)
+    def _arm_timer(self, due: float) -> None:
+        """The 1 Hz timer's next firing, at `due` (the event loop's clock)."""
+        if self._tick_timer is not None:
+            self._tick_timer.cancel()  # (a cancelled timer wakes nothing)
+        self._tick_due = due
+        self._tick_timer = asyncio.get_running_loop().call_at(due, self._timer_fired)
 
-        loop.call_at(start + TICK_INTERVAL, fire)
-
-    def _timed_tick(self) -> None:
-        """The 1 Hz timer: redraw unless the GPU feed just did. While GPU
-        samples bring the tick (about once a second), a late one is waited
-        for a little: on a busy machine the timer's tick came a few ms
-        before the samples' own, and the second was drawn twice."""
-        wait = TICK_INTERVAL * (0.9 if self._timer_ticks else 1.3)
-        if time.monotonic() - self._last_tick >= wait:
-            self._timer_ticks = True
-            self._tick()
+    def _timer_fired(self) -> None:
+        """The 1 Hz timer: no GPU sample brought the tick in time. While the
+        timer draws, its ticks keep to whole seconds from its first (no
+        drift, no burst after a stall), and one it finds drawn under 0.9 s
+        ago (another cause drew it) is left out."""
+        self._tick_timer = None
+        if self._stopped or self._closing or self._closed:
+            return
+        try:
+            if not self._timer_ticks or time.monotonic() - self._last_tick >= 0.9 * TICK_INTERVAL:
+                self._timer_ticks = True
+                self._tick()
+        except Exception as error:
+            self._handle_exception(error)
+        if self._tick_timer is None:  # (the tick did not arm it)
+            loop = asyncio.get_running_loop()
+            due, now = self._tick_due + TICK_INTERVAL, loop.time()
+            if due <= now:  # a stall: the next whole second from now on
+                due += TICK_INTERVAL * (int((now - due) / TICK_INTERVAL) + 1)
+            self._arm_timer(due)
 
     @property
     def _going(self) -> bool:
@@ -472,6 +476,11 @@ class GputuiApp(App[int]):
         if self._going:
             return
         self._last_tick = time.monotonic()
+        if self._timer_on and not self._timer_ticks:
+            # the GPU samples bring the tick: the timer waits for a late one a
+            # little (on a busy machine the timer's tick came a few ms before
+            # the samples' own, and the second was drawn twice)
+            self._arm_timer(asyncio.get_running_loop().time() + 1.3 * TICK_INTERVAL)
         if not self._log_flush_pending:  # a monitor that never says "log" still shows lines
             self._drain_log()
         kinds, self._dirty = self._dirty, set()
