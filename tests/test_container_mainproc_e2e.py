@@ -177,6 +177,34 @@ async def test_a_stderr_line_stamped_before_the_stdout_line_ahead_of_it_is_shown
         testbed.container_stop("docker", name)
 
 
+async def test_a_stopped_containers_log_is_not_sent_again_at_each_reopen(
+    testbed: Any, testbed_commands: None
+) -> None:
+    """The run printed its lines and ended, the container stopped: `docker
+    logs -f` prints the log and exits, and the follower reopens it (every
+    0.5 s, to see a restart soon). The first reopen sends the last seconds
+    again (seenlines.py's window) and none is new, so the next ones start
+    from the newest stamp: a line or so each, not the run's last 10 s each
+    time (that was 200 lines here, twice a second, for as long as it stays
+    stopped)."""
+    name = f"ended{os.getpid() % 10000}-{next(_n)}"
+    run = "for i in range(200): print('line %d' % i, flush=True)"
+    testbed.container_create("docker", name, PY, "-c", run)
+    transport = testbed.transport()
+    await transport.connect()
+    seen = Lines()
+    f = ContainerLogFollower(Target(transport, Docker(name)), seen.on_lines, None, clock=time.time)
+    try:
+        await f.start()
+        await helpers.until(lambda: f.streams_opened >= 6, 60, "the reopens")
+        assert seen.lines == [f"line {i}" for i in range(200)]  # each once
+        assert f.seen.resent <= 200 + f.streams_opened, f.seen.resent
+    finally:
+        await f.stop()
+        await transport.close()
+        testbed.container_stop("docker", name)
+
+
 async def test_relaunch_is_docker_restart_with_the_log_kept(
     box: Box, target: Target, testbed: Any, tmp_path: Path
 ) -> None:

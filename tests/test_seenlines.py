@@ -59,3 +59,15 @@ def test_the_window_is_thinned_to_half_past_its_most_lines() -> None:
 def test_a_floor_as_a_stamp_reads_back() -> None:
     assert key_stamp(k(1500)) == "2023-11-14T22:13:21.500000000Z"
     assert stamp_key(key_stamp(k(1500))) == k(1500)
+
+
+def test_a_log_sent_to_its_end_with_nothing_new_settles_at_its_newest_stamp() -> None:
+    seen = SeenLines()
+    shown(seen, [(1000, "a"), (2000, "b"), (3000, "c")])
+    assert seen.reopen() == k(3000 - 10_000)  # the window: lines may still come stamped earlier
+    assert shown(seen, [(1000, "a"), (2000, "b"), (3000, "c")]) == [] and seen.resent == 3
+    seen.settle()  # the stream ended: the log holds nothing else (a stopped container)
+    assert seen.reopen() == k(3000)
+    assert shown(seen, [(3000, "c")]) == [] and seen.resent == 4  # its last line only
+    assert shown(seen, [(3000, "c2"), (4000, "d")]) == ["c2", "d"]  # a restart's lines
+    assert seen.shown == 5

@@ -82,6 +82,7 @@ class ContainerLogFollower(LogFollower):
         self._proc = proc
         self.streams_opened += 1
         got, pending = False, b""
+        shown, resent = self.seen.shown, self.seen.resent
         try:
             while True:
                 chunk = await proc.read(READ_CHUNK)
@@ -93,6 +94,8 @@ class ContainerLogFollower(LogFollower):
                     got |= self._lines(pending[:cut].decode("utf-8", "replace").splitlines())
                     pending = pending[cut:]
                 await asyncio.sleep(0)
+            if self.seen.shown == shown and self.seen.resent > resent:
+                self.seen.settle()  # the log to its end, all of it shown: a stopped container
         except Exception as err:  # a broken link: reopen, --since the lines shown lately
             self._set_error(f"{self.path} broke: {err}")
         finally:

@@ -16,6 +16,12 @@ nothing is dropped: the tool sends each line once.
 The one loss left: a line stamped more than the window before the newest
 one shown, not yet read when the stream broke (the two pipes' race is
 well under a second; a stream's own stamps run in order).
+
+A stream that sent the window again, nothing new, and ended (a stopped
+container's log: `logs -f` prints it and exits) has shown that the log
+holds nothing unseen: `settle()` raises the floor to the newest stamp, so
+the reopens while the container stays stopped send its last line again,
+not the window's lines (two reopens a second).
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ class SeenLines:
         self._floor: int | None = None  # every line shown stamped at or after it is in _shown
         self._again: Counter[Entry] = Counter()  # the window as the open stream may resend it
         self._since: int | None = None  # the open stream's floor
+        self.shown = 0  # lines found new, all told
+        self.resent = 0  # lines sent again and dropped, all told
 
     def reopen(self) -> Key | None:
         """A stream opens: -> its floor, as (seconds, nanoseconds); None
@@ -59,11 +67,20 @@ class SeenLines:
         entry = (ns, hash(text))
         if self._again[entry] > 0:
             self._again[entry] -= 1
+            self.resent += 1
             return False
         if self._since is not None and ns < self._since:
             return False  # before the stream's --since: the tool sent more than asked
         self._note(entry)
+        self.shown += 1
         return True
+
+    def settle(self) -> None:
+        """The open stream sent the log to its end, and nothing in it was
+        new: the next one starts from the newest stamp shown."""
+        if self._newest is not None and (self._floor is None or self._newest > self._floor):
+            self._floor = self._newest
+            self._shown = deque(e for e in self._shown if e[0] >= self._newest)
 
     def _note(self, entry: Entry) -> None:
         ns = entry[0]
