@@ -296,3 +296,22 @@ def test_a_live_verdict_is_said_once_it_holds_for_a_few_checks() -> None:
     assert [v.step for v in said] == list(range(len(raw)))  # the figures are each check's own
     # another run starts anew: nothing said until it holds
     assert steady.settle(VsLast(this_run=3, last_run=2, verdict="slower")).verdict == ""
+
+
+def test_steps_unread_when_neither_the_history_nor_the_rings_hold_them() -> None:
+    """The log is read before comparing only when the steps both runs
+    reached are missing: the rings at or past the last run's end, the
+    history short of it (once for a pair: after the read it holds them)."""
+    from gputui.diagnose.compare import steps_unread
+
+    def pts(a: int, b: int) -> list[RunPoint]:
+        return [RunPoint(s, float(s)) for s in range(a, b + 1)]
+
+    last = pts(1, 1047)
+    assert steps_unread([], pts(1161, 1760), last)  # the H100's doctor: nothing shared
+    assert steps_unread(pts(1, 200), pts(1047, 1646), last)  # 201-1046 in neither
+    assert not steps_unread(pts(1, 200), pts(300, 899), last)  # a hole; both have shared steps
+    assert not steps_unread([], pts(1, 600), last)  # the rings hold the run from its start
+    assert not steps_unread([], pts(400, 999), last)
+    assert not steps_unread(pts(1, 1047), pts(1161, 1760), last)  # all shared steps stored
+    assert not steps_unread([], [], last) and not steps_unread([], pts(900, 1000), [])

@@ -225,3 +225,73 @@ async def test_a_run_killed_in_its_first_minute_keeps_its_steps(tmp_path: Path) 
     first, *later = sorted(by_run)
     assert by_run[first] == list(range(30)), by_run
     assert later, "the next run was recorded as a run of its own"
+
+
+def _lines(first: int, last: int, rate: float, seed: int) -> str:
+    rnd = random.Random(seed)
+    return "".join(
+        f"step {s} loss {3.0 * 0.999**s:.4f} | {rate * (1 + rnd.gauss(0, 0.04)):.1f} tok/s\n"
+        for s in range(first, last + 1)
+    )
+
+
+async def test_doctor_compares_the_steps_the_history_has_not_read_yet(tmp_path: Path) -> None:
+    """On an H100, 35 s into a redeploy 2x slower: the history held the new
+    run's first read (before its first step: a model loading), doctor's
+    watch the log's last 600 steps (1,160–1,760), the last run steps 1–1,047
+    — no step in both, 'no step of this run matched the last one's yet',
+    readings 0 and 0. doctor reads the lines past the run's cursor (a real
+    file, read through a real target by the recorder's script) and says
+    slower."""
+    from gputui.collect.metrics import MetricParser
+    from gputui.model import LogState, MetricPoint, Proc, Snapshot
+    from gputui.record.runlog import parse_chunk
+    from gputui.record.unread import vs_last_now
+    from gputui.record.vslast import vs_of
+    from gputui.remote.local import LocalTransport
+    from gputui.remote.target import Target
+
+    log, db = tmp_path / "train.log", tmp_path / "h.sqlite"
+    target = Target(LocalTransport())
+    w = HistoryWriter(db)
+    argv = ("python3", "-u", "train.py")
+    prog = Program(argv, "/w", "train.py", 100.0, (), 1049.0)  # started: its Python's start
+    log.write_text(_lines(1, 1047, 360_000.0, seed=1))  # the last run, all of it read
+    ino, size = log.stat().st_ino, log.stat().st_size
+    last = w.new_run(target.label, str(log), ino, 1000.0).result()
+    w.set_program(last.id, prog, "train", 1000.0).result()
+    found, _ = parse_chunk(log.read_bytes(), 0, MetricParser([]))
+    rows = [PointRow(p.offset, 1000.0, False, p.step, p.loss, p.throughput) for p in found]
+    w.add_points(last.id, rows, size, 1040.0, "tok/s").result()
+    log.write_text("loading the model\n")  # the deploy: `| tee` truncates the log
+    this = w.new_run(target.label, str(log), ino, 1050.0, after=last.id).result()
+    w.set_program(this.id, prog, "train", 1050.0).result()
+    w.add_points(this.id, [], log.stat().st_size, 1051.0, "tok/s").result()  # its first read
+    with log.open("a") as f:
+        f.write(_lines(1, 1760, 145_000.0, seed=2))  # 35 s later: not read by the history
+    w.close()
+    snap = Snapshot(time=time.time(), target=target.label)
+    snap.log = LogState(path=str(log), exists=True)
+    snap.procs = [Proc(4242, 1, list(argv), start_time=1049.0, is_python=True)]
+    for p in parse_chunk(log.read_bytes(), 0, MetricParser([]))[0][-600:]:  # doctor's rings
+        snap.metrics.add(MetricPoint(snap.time, p.step, p.loss, p.throughput, "tok/s"))
+
+    conn = sqlite3.connect(db)
+    try:  # the history and the rings alone: no step in both (the old doctor)
+        old = vs_of(read_pair(conn, this.id), "tok/s", snap)
+    finally:
+        conn.close()
+    assert old is not None and old.window is None and (old.n_new, old.n_old) == (0, 0)
+
+    vs = await vs_last_now(db, target, snap)
+    assert vs is not None and (vs.this_run, vs.last_run) == (this.id, last.id)
+    assert vs.verdict == "slower", vs
+    assert vs.window is not None and vs.window[1] == 1047 and vs.n_new > 500, vs
+    assert vs.rate is not None and vs.rate.percent is not None and -65 < vs.rate.percent < -55
+    assert log.read_text().startswith("loading the model\n")  # read, never written
+
+    # no recorder running: a newer run the history never saw writes the log
+    log.write_text(_lines(1, 1300, 145_000.0, seed=3))
+    snap.procs = [Proc(4300, 1, list(argv), start_time=1100.0, is_python=True)]
+    vs = await vs_last_now(db, target, snap)
+    assert vs is not None and vs.this_run == this.id and vs.n_new == 0, vs  # not run 2's steps

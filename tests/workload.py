@@ -61,6 +61,7 @@ SECONDS = {
     "test_actions_live.py": 65,
     "test_bad_input.py": 65,
     "test_log_reading_bounds.py": 63,
+    "test_vslast_redeploy.py": 60,  # estimated: 33 s alone at load 7
     "test_confirm_80x24.py": 51,
     "test_logfollow.py": 48,
     "test_shared_gpu_e2e.py": 48,

@@ -190,6 +190,26 @@ def live_of_run(
     return list(live)
 
 
+def steps_unread(
+    stored: Sequence[RunPoint], live: Sequence[RunPoint], last: Sequence[RunPoint]
+) -> bool:
+    """Whether the steps both runs reached are in the run's log but neither
+    in the history (which reads the log once a minute) nor in the monitor's
+    rings (a run's last 600 points, `live`: this run's only): the rings
+    begin at or past the last run's last step, and the history holds this
+    run's steps only short of it. Then the log is to be read before
+    comparing — once for a pair of runs: the history holds every shared step
+    after it. On an H100, a run 600 steps past the last run's end in its
+    first minute shared no step with it: 'no step matched', readings 0 and 0."""
+    old = [p.step for p in last if p.step is not None]
+    new = [p.step for p in live if p.step is not None]
+    if not old or not new:
+        return False
+    end = max(old)
+    mine = [p.step for p in stored if p.step is not None]
+    return min(new) >= end and (not mine or mine[-1] < end)
+
+
 def merge_points(stored: Sequence[RunPoint], live: Sequence[RunPoint]) -> list[RunPoint]:
     """The stored points, then the live ones past the last stored step."""
     last = max((p.step for p in stored if p.step is not None), default=None)

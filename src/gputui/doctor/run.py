@@ -51,7 +51,7 @@ from gputui.monitor import (
     probe_tools,
     watch_run,
 )
-from gputui.record.vslast import from_history
+from gputui.record.unread import vs_last_now
 from gputui.remote.base import Transport
 from gputui.remote.target import Target, make_target
 from gputui.text.untrusted import visible
@@ -418,7 +418,9 @@ async def inspect(
         now = time.time()
         snap.time = now
         if settings.history:  # the run against its last one, from the history (issue 49)
-            snap.vs_last = from_history(settings.history_path, target.label, snap)
+            snap.vs_last = await vs_last_now(
+                settings.history_path, target, snap, settings.metric_regexes or ()
+            )
         findings = rules.diagnose(snap, now, settings.diagnosis)
         if settings.config_exposed:
             findings = rules.sort_findings([*findings, config_exposed(settings.config_exposed)])

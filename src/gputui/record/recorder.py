@@ -27,11 +27,13 @@ from gputui.collect.metrics import MetricParser
 from gputui.config import DEFAULTS, Settings
 from gputui.diagnose import DEFAULT_THRESHOLDS, Diagnose, Thresholds, diagnose_with, stale_threshold
 from gputui.diagnose.compare import (
+    RunPoint,
     SteadyVerdict,
     live_of_run,
     live_points,
     merge_points,
     program_of,
+    steps_unread,
 )
 from gputui.diagnose.registry import kinds_that
 from gputui.errors import GputuiError
@@ -648,7 +650,9 @@ class RunRecorder:
         """Record what the current run runs (once per run), and every
         COMPARE_EVERY_S compare it with its last run: `vs_last`, also on the
         snapshot, where the rules (slower_than_last, loss_above_last), the
-        run panel and doctor read it."""
+        run panel and doctor read it. When steps both runs reached are in
+        neither the history nor the monitor's rings (`steps_unread`: a fast
+        run in its first minute), the log is read first, not at log_every."""
         run, w = self._run, self.writer
         if run is None or w is None:
             return
@@ -663,6 +667,12 @@ class RunRecorder:
             return
         self._compare_due = now + COMPARE_EVERY_S
         pair = await asyncio.wrap_future(w.pair(run.id, self._last_cache))
+        if pair is not None and pair.last is not None:
+            live = self._live_of(pair, snap)
+            if steps_unread(pair.this.points, live, pair.last.points):
+                await self.import_log(now)  # the steps both runs reached, before comparing
+                if self._run is not None:
+                    pair = await asyncio.wrap_future(w.pair(self._run.id, self._last_cache))
         vs = self.against_last(pair, snap)
         self.vs_last = vs = self._steady.settle(vs) if vs is not None else None
         snap.vs_last = vs
@@ -675,15 +685,18 @@ class RunRecorder:
     def against_last(self, pair: RunPair | None, snap: Snapshot) -> VsLast | None:
         if pair is None or pair.last is None:
             return None
+        this = merge_points(pair.this.points, self._live_of(pair, snap))
+        return compare_pair(pair, this, snap.metrics.throughput_unit)
+
+    def _live_of(self, pair: RunPair, snap: Snapshot) -> list[RunPoint]:
+        """The monitor's points of the pair's run (its rings: the last 600)."""
         since = snap.started + LIVE_AFTER_S if snap.started else 0.0
-        live = live_of_run(
+        return live_of_run(
             pair.this.points,
             live_points(snap.metrics, since),
             snap.metrics.restarted_at,
             pair.this.first_seen,
         )
-        this = merge_points(pair.this.points, live)
-        return compare_pair(pair, this, snap.metrics.throughput_unit)
 
     # ------------------------------------------------------------ actions
 

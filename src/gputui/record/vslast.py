@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputui.diagnose.compare import (
+    RunPoint,
     compare,
     figures,
     live_points,
@@ -24,17 +25,23 @@ from gputui.diagnose.compare import (
 )
 from gputui.errors import GputuiError
 from gputui.model import Snapshot, VsLast
-from gputui.record.history import RunPair, RunSide, find_last_run, read_pair, read_side
+from gputui.record.history import RunPair, RunSide, find_last_run, read_side
 from gputui.record.query import HistoryReader
 from gputui.text.untrusted import visible
 
 
-def vs_of(pair: RunPair | None, unit: str = "", snap: Snapshot | None = None) -> VsLast | None:
-    """The comparison of a pair read from the history, the run's points the
-    monitor parsed since (`snap`) after the stored ones."""
+def vs_of(
+    pair: RunPair | None,
+    unit: str = "",
+    snap: Snapshot | None = None,
+    unread: Sequence[RunPoint] = (),
+) -> VsLast | None:
+    """The comparison of a pair read from the history: the stored points of
+    its run, then those of its log's lines the history has not read yet
+    (`unread`), then those the monitor parsed since (`snap`)."""
     if pair is None or pair.last is None:
         return None
-    this = pair.this.points
+    this = merge_points(pair.this.points, unread)
     if snap is not None:
         this = merge_points(this, live_points(snap.metrics, 0.0))
     return compare_pair(pair, this, unit)
@@ -206,24 +213,14 @@ def figures_line(vs: VsLast) -> str:
     return ", ".join(figures(vs))
 
 
-def from_history(path: Any, target: str, snap: Snapshot) -> VsLast | None:
-    """doctor's comparison: the newest run of the watched log on `target` in
-    the history (a dashboard or `watch` records it), with what doctor's own
-    watch read since, against its last run. None when there is no history,
-    no such run, or no last run: doctor says nothing then."""
-    try:
-        reader = HistoryReader(path)
-    except GputuiError:
-        return None
-    try:
-        row = reader.conn.execute(
-            "SELECT r.id FROM runs r JOIN targets t ON t.id = r.target_id"
-            " WHERE t.name=? AND (?='' OR r.log_path=?) ORDER BY r.first_seen DESC, r.id DESC"
-            " LIMIT 1",
-            (target, snap.log.path or "", snap.log.path or ""),
-        ).fetchone()
-        if row is None:
-            return None
-        return vs_of(read_pair(reader.conn, int(row[0])), snap.metrics.throughput_unit, snap)
-    finally:
-        reader.close()
+def newest_run(conn: Any, target: str, log_path: str) -> tuple[int, int, int] | None:
+    """(id, cursor, inode) of the newest run of the log `log_path` (any log
+    when empty) on `target` in the history: the run a dashboard or `watch`
+    records now."""
+    row = conn.execute(
+        "SELECT r.id, r.cursor, r.inode FROM runs r JOIN targets t ON t.id = r.target_id"
+        " WHERE t.name=? AND (?='' OR r.log_path=?) ORDER BY r.first_seen DESC, r.id DESC"
+        " LIMIT 1",
+        (target, log_path, log_path),
+    ).fetchone()
+    return (int(row[0]), int(row[1]), int(row[2])) if row is not None else None
