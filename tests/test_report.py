@@ -280,3 +280,32 @@ def test_with_nothing_read_the_doctor_never_says_nothing_wrong() -> None:
     text = render_text({"target": "h/200", "connection": "failed"}, None, [], now=0.0)
     assert "nothing wrong" not in text
     assert "? not known: nothing was read from the run" in text
+
+
+def _gpu_row(text: str, index: int) -> str:
+    return next(ln for ln in text.splitlines() if ln.startswith(f"GPU {index} "))
+
+
+def test_the_text_report_says_whose_each_holder_is_as_the_gpu_pane_does() -> None:
+    """doctor's GPU rows name each holder's user after its PID, as the GPU
+    pane does ('session eval (PID 5310 alice, 5.1 GiB)', issue 45): another
+    user's than the run's marked in words, the run user's own plain, none
+    when the container did not say; the JSON's held_by keeps its words (its
+    uid and user are fields of their own)."""
+    from gputui.demo.scenes import SCENES, T0
+    from gputui.model import GpuOwners
+
+    snap, _lines, _findings = SCENES["shared"](T0)  # root's run; alice's eval on GPU 0
+    text = render_text(FACTS, snap, [], now=T0)
+    assert "[5.1 GiB held by session eval (PID 5310 alice — not this run's user)]" in text, text
+    assert "held by CT 201 (eval-box) (PID 91822)]" in _gpu_row(text, 7), text  # not said: none
+    held = {p["ct_pid"]: p for p in snapshot_to_dict(snap, T0)["gpus"]["processes"]}
+    assert held[5310]["held_by"] == "held by session eval (PID 5310)", held
+    assert (held[5310]["uid"], held[5310]["user"]) == (1001, "alice"), held
+    snap.gpu_owners = GpuOwners({4242: (0, "root"), 5310: (0, "root")}, me=0, at=T0)
+    text = render_text(FACTS, snap, [], now=T0)
+    assert "[5.1 GiB held by session eval (PID 5310 root)]" in _gpu_row(text, 0), text
+    snap.gpu_owners = GpuOwners({4242: (0, "root"), 5310: (1002, None)}, me=0, at=T0)
+    text = render_text(FACTS, snap, [], now=T0)
+    row = _gpu_row(text, 0)
+    assert "held by session eval (PID 5310 uid 1002 — not this run's user)]" in row, text

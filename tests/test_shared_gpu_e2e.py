@@ -47,5 +47,9 @@ def test_two_runs_in_one_ct_the_other_is_named_by_its_session_never_killed(
     assert held[eval_pid]["held_by"] == f"held by session eval (PID {eval_ct_pid})", held
     assert held[pid]["held_by"] == "the watched run", held
     assert held[eval_pid]["sm_util"] == 38 and held[eval_pid]["state"], held
+    # the text says whose it is after the PID, as the GPU pane: the same user's as the run's
+    uid, user = held[eval_pid]["uid"], held[eval_pid]["user"]
+    whose = "" if uid is None else f" {user or f'uid {uid}'}"
     text = sc.finish_doctor(sc.start_doctor(testbed, ct, *flags))
-    assert f"held by session eval (PID {eval_ct_pid})" in text.stdout, text.stdout
+    assert f"held by session eval (PID {eval_ct_pid}{whose})" in text.stdout, text.stdout
+    assert "not this run's user" not in text.stdout, text.stdout

@@ -25,6 +25,9 @@ def own_idle_for(gp: GpuProcess, now: float, idle_pct: float) -> float | None:
     return None if start is None else max(0.0, now - start)
 
 
+OTHER_USER_WORDS = " — not this run's user"  # plain text's mark of another user's holder
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who owns a process that holds GPU memory.
@@ -57,9 +60,12 @@ class Holder:
         """A live process of another run: never advice to kill it."""
         return self.kind in ("session", "container", "host", "process")
 
-    def words(self) -> str:
-        """'held by session eval (PID 491)'."""
-        return f"held by {self.owner} (PID {self.pid})"
+    def words(self, users: bool = False) -> str:
+        """'held by session eval (PID 491)'; users: whose it is after the PID,
+        as the GPU pane says it (`user_said`): 'held by session eval (PID 491
+        alice — not this run's user)'."""
+        user = f" {self.user_said}" if users and self.user_said else ""
+        return f"held by {self.owner} (PID {self.pid}{user})"
 
     @property
     def user_words(self) -> str:
@@ -68,6 +74,15 @@ class Holder:
         if self.uid is None:
             return ""
         return self.user or f"uid {self.uid}"
+
+    @property
+    def user_said(self) -> str:
+        """`user_words` in plain text: another user's than the run's marked in
+        words, 'alice — not this run's user' (the GPU pane marks it with
+        OTHER_USER_STYLE instead); '' when not known."""
+        if not self.user_words:
+            return ""
+        return self.user_words + (OTHER_USER_WORDS if self.other_user else "")
 
     @property
     def whose(self) -> str:
@@ -199,10 +214,12 @@ def holders_of(snap: Snapshot, now: float) -> list[Holder]:
     return gpu_holders(Context(snap, now, DEFAULT_THRESHOLDS.stale_floor_s))
 
 
-def snapshot_holders(snap: Snapshot, now: float) -> dict[tuple[str, int], str]:
+def snapshot_holders(snap: Snapshot, now: float, users: bool = False) -> dict[tuple[str, int], str]:
     """(GPU uuid, host PID) -> who holds it in words ("the watched run",
-    "held by session eval (PID 491)"), for doctor's report."""
+    "held by session eval (PID 491)"), for doctor's report; users: with whose
+    it is, as the GPU pane says it ("held by session eval (PID 491 alice —
+    not this run's user)"; the JSON has `uid` and `user` apart)."""
     return {
-        (h.gp.gpu_uuid, h.gp.host_pid): (h.owner if h.kind == "run" else h.words())
+        (h.gp.gpu_uuid, h.gp.host_pid): (h.owner if h.kind == "run" else h.words(users))
         for h in holders_of(snap, now)
     }

@@ -523,7 +523,7 @@ def _ct_line(facts: dict[str, Any], snap: Snapshot | None) -> str:
 
 def _gpu_rows(snap: Snapshot) -> list[tuple[str, str]]:
     g = snap.gpus
-    held_by = snapshot_holders(snap, snap.time)
+    held_by = snapshot_holders(snap, snap.time, users=True)
     rows = []
     for idx in sorted(g.latest):
         s = g.latest[idx]
@@ -536,7 +536,7 @@ def _gpu_rows(snap: Snapshot) -> list[tuple[str, str]]:
         if s.power_w is not None:
             lim = f"/{s.power_limit_w:.0f}" if s.power_limit_w else ""
             parts.append(f"{s.power_w:.0f}{lim} W")
-        for p in g.processes or []:  # who holds it: "held by session eval (PID 491)"
+        for p in g.processes or []:  # who: "held by session eval (PID 491 alice)"
             who = held_by.get((p.gpu_uuid, p.host_pid))
             if p.gpu_uuid == s.uuid and who:
                 util = "" if p.sm_util is None else f", {p.sm_util:.0f} % SM"
