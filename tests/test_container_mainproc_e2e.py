@@ -170,7 +170,7 @@ async def test_a_stderr_line_stamped_before_the_stdout_line_ahead_of_it_is_shown
         await helpers.until(lambda: "f" in seen.lines, 30, "the lines after the reopen")
         await asyncio.sleep(0.5)
         assert seen.lines == ["a", "b", "c", "x", "x", "y", "d", "e", "f"]
-        assert f.streams_opened == 2 and f.state.error is None
+        assert f.streams_opened >= 2 and f.state.error is None
     finally:
         await f.stop()
         await transport.close()
@@ -196,9 +196,12 @@ async def test_a_stopped_containers_log_is_not_sent_again_at_each_reopen(
     f = ContainerLogFollower(Target(transport, Docker(name)), seen.on_lines, None, clock=time.time)
     try:
         await f.start()
-        await helpers.until(lambda: f.streams_opened >= 6, 60, "the reopens")
+        await helpers.until(lambda: f.streams_opened >= 5, 60, "the first reopens")
+        before = f.seen.resent  # the window was sent again once (or twice, where the
+        # first stream ended before the last lines were in the log: the next brought them)
+        await helpers.until(lambda: f.streams_opened >= 8, 60, "three reopens more")
         assert seen.lines == [f"line {i}" for i in range(200)]  # each once
-        assert f.seen.resent <= 200 + f.streams_opened, f.seen.resent
+        assert f.seen.resent - before <= 4, (before, f.seen.resent)  # its last line, each
     finally:
         await f.stop()
         await transport.close()
