@@ -47,6 +47,8 @@ def rich_segments(line: str, base: Style | None) -> list[Segment]:
 )
 @example("step 1 loss nan tok/s 5 WARNING ValueError", BASE)
 @example("", BASE)
+@example("xloss loss_ _step step1 éstep tok/step samples/s/step it/s:loss", BASE)
+@example("loss loss-loss steploss samples/samples/s", None)
 @example('  File "/x.py", line 3, in f', None)
 @example("Traceback (most recent call last):", BASE)
 def test_line_segments_equal_richs(line: str, base: Style | None) -> None:
