@@ -8,9 +8,12 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
+from rich.terminal_theme import MONOKAI
 from rich.text import Text
+from textual.color import Color
+from textual.filter import ANSIToTruecolor
 
-from gputui.ui.logstyle import HIGHLIGHTS, TrainingLogHighlighter, line_segments
+from gputui.ui.logstyle import HIGHLIGHTS, Restyle, TrainingLogHighlighter, line_segments
 from gputui.ui.widgets.logview import TailLog
 
 CONSOLE = Console()
@@ -54,6 +57,24 @@ def rich_segments(line: str, base: Style | None) -> list[Segment]:
 def test_line_segments_equal_richs(line: str, base: Style | None) -> None:
     line = TailLog._process_line(line)  # what the log draws: controls made visible
     assert line_segments(line, base) == rich_segments(line, base)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.one_of(st.sampled_from(WORDS), st.text(max_size=6)), max_size=14).map("".join),
+    st.sampled_from([BASE, None, Style(bold=True), Style(color="red", dim=True)]),
+)
+@example("rank 0: RuntimeError step 3 loss nan WARNING", BASE)
+def test_a_restyle_while_drawing_is_the_line_filter_after(line: str, base: Style | None) -> None:
+    """The log view's rows take Textual's ANSIToTruecolor filter (the
+    terminal's sixteen colours made the theme's) while their segments are
+    made: the same segments as the filter's pass over them after."""
+    line = TailLog._process_line(line)
+    truecolor = ANSIToTruecolor(MONOKAI)
+    background = Color.parse("#1e1e1e")
+    after = truecolor.apply(line_segments(line, base), background)
+    restyle = Restyle(lambda s: truecolor.truecolor_style(s, background.rich_color))
+    assert line_segments(line, base, restyle) == after
 
 
 def test_a_metrics_line_is_drawn_with_bold_names_only() -> None:

@@ -15,6 +15,7 @@ plain metrics line.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from itertools import pairwise
 from operator import itemgetter
 
@@ -124,6 +125,26 @@ def line_spans(line: str, base: Style | None = None) -> list[tuple[int, int, Sty
     return spans
 
 
+class Restyle(dict[Style, Style]):
+    """A style → the style a line filter makes of it, kept: `restyle[style]`.
+
+    Textual's line filters (`ANSIToTruecolor`: a theme's colours for the
+    terminal's sixteen) go over each row's segments once more, making each
+    segment again; a filter that changes each segment's style by the style
+    alone (`ANSIToTruecolor.truecolor_style(style, background)`) is applied
+    here while the segments are made, to the few styles the log's lines use."""
+
+    def __init__(self, restyle: Callable[[Style], Style]) -> None:
+        super().__init__()
+        self._restyle = restyle
+
+    def __missing__(self, style: Style) -> Style:
+        if len(self) > 512:  # a handful in practice; never unbounded
+            self.clear()
+        self[style] = made = self._restyle(style)
+        return made
+
+
 def _combine(key: tuple[Style, ...]) -> Style:
     style = _combined.get(key)
     if style is None:
@@ -134,7 +155,10 @@ def _combine(key: tuple[Style, ...]) -> Style:
 
 
 def _marked_segments(
-    line: str, plain: tuple[Style, ...], marks: list[tuple[int, int, Style]]
+    line: str,
+    plain: tuple[Style, ...],
+    marks: list[tuple[int, int, Style]],
+    restyle: Restyle | None = None,
 ) -> list[Segment] | None:
     """The usual line (one pattern's matches over the base, none
     overlapping another): its segments without sorting span events; None
@@ -142,6 +166,8 @@ def _marked_segments(
     out: list[Segment] = []
     pos = 0
     plain_style = _combine(plain)
+    if restyle is not None:
+        plain_style = restyle[plain_style]
     if len(marks) > 1:
         marks = sorted(marks, key=_by_offset)
     for start, end, style in marks:
@@ -149,22 +175,27 @@ def _marked_segments(
             return None
         if start > pos:
             out.append(_Segment(line[pos:start], plain_style))
-        out.append(_Segment(line[start:end], _combine((*plain, style))))
+        marked = _combine((*plain, style))
+        out.append(_Segment(line[start:end], marked if restyle is None else restyle[marked]))
         pos = end
     if pos < len(line):
         out.append(_Segment(line[pos:], plain_style))
     return out
 
 
-def line_segments(line: str, base: Style | None = None) -> list[Segment]:
-    """What `Text(line).stylize(base)`, highlighted, renders to."""
+def line_segments(
+    line: str, base: Style | None = None, restyle: Restyle | None = None
+) -> list[Segment]:
+    """What `Text(line).stylize(base)`, highlighted, renders to; with
+    `restyle`, each segment's style is then `restyle[style]` (a line
+    filter's work, done in the same pass: see `Restyle`)."""
     spans = line_spans(line, base)
     if not spans:
-        return [Segment(line)]
+        return [_Segment(line)]
     if base and line:
-        fast = _marked_segments(line, (_NULL, base), spans[1:])
+        fast = _marked_segments(line, (_NULL, base), spans[1:], restyle)
     else:
-        fast = _marked_segments(line, (_NULL,), spans)
+        fast = _marked_segments(line, (_NULL,), spans, restyle)
     if fast is not None:
         return fast
     styles = [_NULL, *(style for _s, _e, style in spans)]
@@ -183,6 +214,8 @@ def line_segments(line: str, base: Style | None = None) -> list[Segment]:
         else:
             stack.append(sid)
         if next_offset > offset:
-            key = tuple(styles[i] for i in sorted(stack))
-            out.append(Segment(line[offset:next_offset], _combine(key)))
+            style = _combine(tuple(styles[i] for i in sorted(stack)))
+            if restyle is not None:
+                style = restyle[style]
+            out.append(_Segment(line[offset:next_offset], style))
     return out

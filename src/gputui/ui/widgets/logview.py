@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from rich.cells import cell_len
@@ -13,7 +14,9 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.cache import LRUCache
+from textual.color import Color
 from textual.containers import Vertical
+from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region, Size
 from textual.selection import Selection
 from textual.strip import Strip
@@ -25,7 +28,7 @@ from gputui.model import LogState
 from gputui.text.untrusted import visible
 from gputui.text.words import dur
 from gputui.ui.directpaint import RowsUpdate, display, place_of
-from gputui.ui.logstyle import TrainingLogHighlighter, line_segments
+from gputui.ui.logstyle import Restyle, TrainingLogHighlighter, line_segments
 from gputui.ui.widgets.pane import Placed
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
 
@@ -262,22 +265,49 @@ class TailLog(Log):
     _drawn_key: tuple[object, ...] = ()
 
     def _row_segments(
-        self, n: int, scroll_x: int, width: int, style: Style
+        self, n: int, scroll_x: int, width: int, style: Style, restyle: Restyle | None = None
     ) -> list[Segment] | None:
         """Line `n` as `render_line` makes it (`style`: the widget's
         `rich_style`), padded to `width`, in one step — for the usual line
         (no horizontal scroll, not wider than the view, not empty; else
-        None: Textual's steps)."""
+        None: Textual's steps). `restyle`: the line filters' work, done
+        in the same step (`_restyle`)."""
         if scroll_x or self.highlight is False:
             return None
         line = self._process_line(self._lines[n])
         cells = cell_len(line)
         if not 0 < cells <= width or not isinstance(self.highlighter, TrainingLogHighlighter):
             return None
-        segments = line_segments(line, style)
+        segments = line_segments(line, style, restyle)
         if cells < width:
-            segments.append(Segment(" " * (width - cells), style))
+            segments.append(
+                Segment(" " * (width - cells), style if restyle is None else restyle[style])
+            )
         return segments
+
+    _restyled: Restyle | None = None
+
+    def _restyle(self, filters: Sequence[LineFilter], background: Color) -> Restyle | None:
+        """The line filters as a `Restyle`, when each is Textual's
+        `ANSIToTruecolor` (a style's new colours depend on the style and
+        the background alone); else None: they go over the rows after.
+        Kept while the drawn rows' key (filters and background in it) holds."""
+        if not filters or any(type(f) is not ANSIToTruecolor for f in filters):
+            return None
+        if self._restyled is None:
+            steps = [
+                partial(f.truecolor_style, background=background.rich_color)
+                for f in filters
+                if isinstance(f, ANSIToTruecolor)
+            ]
+
+            def restyle(style: Style) -> Style:
+                for step in steps:
+                    style = step(style)
+                return style
+
+            self._restyled = Restyle(restyle)
+        return self._restyled
 
     def _screen_rows(self, crop: Region) -> list[Strip]:
         """What `StylesCache.render_widget` gives for a plain widget
@@ -292,6 +322,8 @@ class TailLog(Log):
         if key != self._drawn_key:
             self._drawn.clear()
             self._drawn_key = key
+            self._restyled = None
+        restyle = self._restyle(filters, background)
         inner = self._styles_cache.get_inner_outer(base_background, background)[0].rich_style
         drawn = self._drawn
         count = len(self._lines)
@@ -301,11 +333,16 @@ class TailLog(Log):
             row_key = n + self._dropped if n < count else -1  # -1: a blank row
             strip = drawn.get(row_key)
             if strip is None:
-                segments = self._row_segments(n, scroll_x, width, style) if n < count else None
+                segments = (
+                    self._row_segments(n, scroll_x, width, style, restyle) if n < count else None
+                )
                 if segments is None:  # Textual's steps, a Strip each
                     segments = list(self.render_line(y).adjust_cell_length(width, inner))
-                for line_filter in filters:
-                    segments = line_filter.apply(segments, background)
+                    for line_filter in filters:
+                        segments = line_filter.apply(segments, background)
+                elif restyle is None:
+                    for line_filter in filters:
+                        segments = line_filter.apply(segments, background)
                 strip = Strip(segments, width)
                 drawn.set(row_key, strip)
             rows.append(strip)
