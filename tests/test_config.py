@@ -45,8 +45,13 @@ def test_the_example_copied_as_it_is_names_no_machine_and_no_run() -> None:
     assert (s.host, s.user, s.ct_id, s.session, s.log) == (None, None, None, None, None)
     assert not s.run.command and not s.run.env and not s.alert_urls
     text = EXAMPLE.read_text()
-    for line in ('# host = "10.1.2.6"', "# ct = 200", '# session = "dflash"',
-                 '# log = "/workspace/train.log"', '# env = { WANDB_MODE = "offline" }'):
+    for line in (
+        '# host = "10.1.2.6"',
+        "# ct = 200",
+        '# session = "dflash"',
+        '# log = "/workspace/train.log"',
+        '# env = { WANDB_MODE = "offline" }',
+    ):
         assert line in text.splitlines(), line  # fmt: skip
     head, cut, tail = text.partition("\n[history]")  # [[targets]]' own examples stay
     uncommented = re.sub(r"^# ((?:host|user|ct|session|log|command|cwd|env) = )", r"\1",

@@ -18,9 +18,7 @@ SPIN_PAST_TERM = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n
 
 
 async def ended(code: str, cpu_grace: float = 0.5) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", code, start_new_session=True
-    )
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, start_new_session=True)
     return await asyncio.wait_for(end_process(proc, cpu_grace, 2.0, quit_wall_max=60.0), 90)
 
 

@@ -135,6 +135,7 @@ async def test_enter_on_a_container_with_no_run_says_why() -> None:
     app = host_app()
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         term = attach(app)
+
         async def shows(words: str) -> str:
             for _ in range(100):  # a loaded machine draws late: wait for it, up to 5 s
                 if words in term.text():

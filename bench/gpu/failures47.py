@@ -29,7 +29,10 @@ for n in range(1, 100_000):
     opt.step()
     torch.cuda.synchronize()
     tok = 64 * 256 / max(time.time() - t0, 1e-6)
-    print(f"step {n} | loss {loss.item():.4f} | grad norm: {norm.item():.4f} | {tok:.0f} tok/s", flush=True)
+    print(
+        f"step {n} | loss {loss.item():.4f} | grad norm: {norm.item():.4f} | {tok:.0f} tok/s",
+        flush=True,
+    )
     if mode == "progress":
         sys.stdout.write(f"\rEpoch 0: {n % 100:3d}%|{'#' * (n % 100 // 10):<10}| {n}/100000")
         sys.stdout.flush()
