@@ -438,6 +438,8 @@ class GpuOwners:
 
 
 UNREADABLE = "file it may not read"  # LogState.not_a_file of a log this user may not read
+# LogState.not_a_file of a log gputui will not follow as root (its error says why and the fix)
+NOT_FOLLOWED = "log gputui does not follow as root"
 
 
 @dataclass

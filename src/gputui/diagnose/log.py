@@ -11,7 +11,7 @@ import shlex
 from gputui.diagnose.context import Context
 from gputui.diagnose.evidence import buffering_words, stdout_evidence, stdout_words
 from gputui.diagnose.registry import Kind, rule
-from gputui.model import UNREADABLE, Finding, Severity
+from gputui.model import NOT_FOLLOWED, UNREADABLE, Finding, Severity
 from gputui.text.untrusted import one_line
 from gputui.text.words import dur, unreadable_fix
 
@@ -294,6 +294,30 @@ def rule_log_unreadable(ctx: Context) -> Finding | None:
         title=f"cannot read log {path} (permission denied): its lines are not shown",
         evidence=ev,
         fix=f"{unreadable_fix(path)}; or run gputui as a user that can read it",
+    )
+
+
+@rule(Kind("log_not_followed", specificity=155, cause="log_not_followed"))
+def rule_log_not_followed(ctx: Context) -> Finding | None:
+    """A log found from the run's stdout that gputui will not follow as root
+    (a directory on its way others may write, or the owner's setpriv
+    missing): its log line said why, and the report "nothing wrong" — no
+    step, stall or buffering could ever be seen. (A named one is one line,
+    exit 2, at start.)"""
+    path = ctx.log.path
+    if ctx.log.not_a_file != NOT_FOLLOWED or not path:
+        return None
+    why, _, fix = (ctx.log.error or "").rpartition(" — ")
+    ev = [why or f"{path} not followed"]
+    p = ctx.proc
+    if p is not None and p.stdout is not None and path in p.stdout.files:
+        ev.append(stdout_evidence(p))
+    return Finding(
+        kind="log_not_followed",
+        severity=Severity.WARNING,
+        title=f"log {path} is not followed: its lines, steps and stalls are not shown",
+        evidence=ev,
+        fix=fix or "keep the log in a directory only its owner can write",
     )
 
 

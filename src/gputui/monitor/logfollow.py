@@ -55,7 +55,7 @@ from gputui.config import Settings
 from gputui.containers.base import FIXED_PATH
 from gputui.diagnose.buffering import note_append
 from gputui.errors import ConfigError, GputuiError
-from gputui.model import UNREADABLE, LogState
+from gputui.model import NOT_FOLLOWED, UNREADABLE, LogState
 from gputui.remote.base import RemoteProcess
 from gputui.remote.identity import HANDS_SH, path_reader_argv
 from gputui.remote.target import Target
@@ -276,10 +276,6 @@ async def log_kind(target: Target, path: str | None, timeout: float = 10.0) -> s
     if kind.startswith("@gputui "):
         return None  # not followed as root: the follower says why, in one line
     return UNREADABLE if kind == "unreadable" else kind or None
-
-
-# LogState.not_a_file of a log FOLLOW_SCRIPT will not follow as root.
-NOT_FOLLOWED = "log gputui does not follow as root"
 
 
 def refused(path: str, kind: str, what: str) -> tuple[str, str]:
