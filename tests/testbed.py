@@ -454,7 +454,8 @@ class Testbed:
     def hold_pct(self, seconds: float) -> None:
         """No `pct` call made through ssh ends before `seconds` from now (each
         sleeps until then, after its start-up delay): a host busy for a
-        while, however many calls a reader makes meanwhile. 0 lifts it."""
+        while, however many calls a reader makes meanwhile. 0 lifts it,
+        and the calls held now end at once."""
         until = time.time() + seconds if seconds > 0 else 0.0
         self._atomic_write(self.state_dir / "pct-hold-until", f"{until}\n")
 
