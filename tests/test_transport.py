@@ -135,7 +135,11 @@ async def test_closed_stream_leaves_nothing_behind(transport: Transport) -> None
     # children that write nothing: no SIGPIPE will ever end them, only the watchdog
     p = await transport.open(["sh", "-c", f"echo up; sleep {marker} & sleep {marker}"])
     assert await p.readline() == b"up\n"
-    assert len(host_procs(marker)) >= 2
+    # the sleeps start after "up" is written: on a loaded machine, after it is read
+    deadline = time.monotonic() + 10.0
+    while len(host_procs(marker)) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert len(host_procs(marker)) >= 3  # sh and its two sleeps
     await p.close()
     assert await gone(marker) == []
 
@@ -263,3 +267,34 @@ async def test_reconnect_after_sshd_child_is_killed(ssh: SshTransport, testbed) 
     assert await stream.read() == b""  # the old stream ended with its connection
     await stream.close()
     assert ssh.channels_in_use == 0
+
+
+async def test_a_local_commands_output_reaches_its_reader_in_the_turn_it_is_read(
+    tmp_path: Path,
+) -> None:
+    """The GPU samples, the agent's answers and the log's lines come a chunk
+    at a time: a chunk in the pipe is read in one turn of the event loop and
+    the reader goes on in the next (asyncio's subprocess pipes handed each
+    chunk on a turn later: a wake more for every chunk)."""
+    done = tmp_path / "written"
+    t = LocalTransport()
+    await t.connect()
+    p = await t.open(["sh", "-c", f'read -r _; echo hi; : > "{done}"; exec sleep 30'])
+    try:
+        await p.write(b"go\n")
+        deadline = time.monotonic() + 10.0
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)  # the loop does not run: "hi" waits in the pipe
+        assert done.exists()
+        line = asyncio.ensure_future(p.readline())
+        turns = 0
+        while not line.done():
+            await asyncio.sleep(0)
+            turns += 1
+        assert line.result() == b"hi\n"
+        # the turn that starts the read and reads the pipe, the reader's, and
+        # this loop's look after it (asyncio's subprocess pipes: 4)
+        assert turns == 3
+    finally:
+        await p.close()
+        await t.close()

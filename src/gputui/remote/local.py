@@ -13,12 +13,14 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Sequence
 
 from gputui.errors import CommandTimeout
 from gputui.model import ConnectionState
 from gputui.remote.base import CommandResult, RemoteProcess, Transport
 
 STDERR_LIMIT = 64 * 1024  # bytes of stderr kept for a long-lived process
+STREAM_LIMIT = 1024 * 1024  # bytes of a long-lived process's stdout line (readline)
 KILL_GRACE_S = 1.0  # between SIGTERM and SIGKILL on close
 
 
@@ -63,6 +65,36 @@ def _exit_status(code: int | None) -> int | None:
     return code
 
 
+async def _spawn(argv: Sequence[str | bytes], stdout_fd: int) -> asyncio.subprocess.Process:
+    """A long-lived command in a session of its own, its stdout on `stdout_fd`."""
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=stdout_fd,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+async def _read_stdout(fd: int) -> tuple[asyncio.StreamReader, asyncio.ReadTransport]:
+    """A command's stdout read straight from its pipe: each chunk reaches the
+    reader in the turn of the event loop that read it. asyncio's subprocess
+    pipes hand every chunk on a turn later (`call_soon`), and the GPU
+    samples, the agent's answers and the log's lines come a chunk at a time:
+    a wake of the event loop more for each."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=STREAM_LIMIT, loop=loop)
+    try:
+        pipe, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(fd, "rb", 0)
+        )
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+    return reader, pipe
+
+
 # The watchdog of a local command: its stdin is a pipe from gputui; EOF (gputui
 # is gone without closing the command: its terminal closed, a kill -9) ends
 # the command's process group. A `tail -F` of a quiet log would otherwise
@@ -86,15 +118,18 @@ async def _guard(pgid: int) -> asyncio.subprocess.Process:
 
 
 class LocalProcess(RemoteProcess):
-    """A long-lived local command over its subprocess pipes."""
+    """A long-lived local command over its pipes."""
 
     def __init__(
         self,
         proc: asyncio.subprocess.Process,
+        stdout: tuple[asyncio.StreamReader, asyncio.ReadTransport],
         registry: set[LocalProcess] | None = None,
         guard: asyncio.subprocess.Process | None = None,
     ) -> None:
+        """`stdout`: the command's stdout, read straight (`_read_stdout`), and its pipe."""
         self._proc = proc
+        self._stdout, self._stdout_pipe = stdout
         self._registry = registry
         self._stderr = bytearray()
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
@@ -133,15 +168,13 @@ class LocalProcess(RemoteProcess):
         await self._proc.stdin.drain()
 
     async def read(self, n: int = 65536) -> bytes:
-        assert self._proc.stdout is not None
-        return await self._proc.stdout.read(n)
+        return await self._stdout.read(n)
 
     async def readline(self) -> bytes:
-        assert self._proc.stdout is not None
         try:
-            return await self._proc.stdout.readline()
+            return await self._stdout.readline()
         except ValueError:  # a line longer than the stream limit: hand out a chunk
-            return await self._proc.stdout.read(65536)
+            return await self._stdout.read(65536)
 
     async def stderr_text(self) -> str:
         return bytes(self._stderr).decode("utf-8", "replace")
@@ -162,6 +195,7 @@ class LocalProcess(RemoteProcess):
             with contextlib.suppress(Exception):
                 self._proc.stdin.close()
         await _end(self._proc)
+        self._stdout_pipe.close()
         self._stderr_task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._stderr_task
@@ -228,31 +262,24 @@ class LocalTransport(Transport):
         # close() kills the whole process group; `watchdog` adds a guard
         # (GUARD_SCRIPT) for when gputui ends without a close.
         argv = list(argv)
+        out_r, out_w = os.pipe()  # stdout: read straight (`_read_stdout`)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                limit=1024 * 1024,
-            )
-        except OSError as err:
-            result = _not_found(argv, err)
-            proc = await asyncio.create_subprocess_exec(
-                "sh",
-                "-c",
-                'printf "%s" "$1" >&2; exit "$2"',
-                "sh",
-                result.err,
-                str(result.exit_status),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
+            try:
+                proc = await _spawn(argv, out_w)
+            except OSError as err:
+                result = _not_found(argv, err)
+                says = 'printf "%s" "$1" >&2; exit "$2"'
+                proc = await _spawn(
+                    ["sh", "-c", says, "sh", result.err, str(result.exit_status)], out_w
+                )
+        except BaseException:
+            os.close(out_r)
+            raise
+        finally:
+            os.close(out_w)  # the command holds it now
+        stdout, pipe = await _read_stdout(out_r)
         guard = await _guard(proc.pid) if watchdog and proc.returncode is None else None
-        p = LocalProcess(proc, self._procs, guard)
+        p = LocalProcess(proc, (stdout, pipe), self._procs, guard)
         self._procs.add(p)
         return p
 
