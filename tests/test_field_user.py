@@ -7,8 +7,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import scenarios as sc
-from helpers import wait_for
+from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.result import ResultScreen
+from helpers import wait_for, yes_once_shown
+from ui_scenarios import (
+    SIZE,
+    make_app,
+    prepare_run,
+    session_alive,
+    settings_for,
+    start_unbuffered,
+    until,
+)
 
 LOOP = "import time\nwhile True:\n    print('step 1 | loss 1.0', flush=True)\n    time.sleep(0.3)"
 
@@ -35,3 +48,43 @@ def test_a_log_gputui_will_not_follow_is_a_finding_not_nothing_wrong(testbed: An
     assert f"{d}/train.log" in f["title"], f["title"]
     assert any(f"directory {d} on its way may be changed" in e for e in f["evidence"]), f
     assert "keep the log in a directory only its owner can write" in f["fix"], f["fix"]
+
+
+@pytest.mark.timeout(90)
+async def test_r_after_k_says_why_nothing_is_relaunched(
+    testbed: Any, ct: int, pct_without_delay: None
+) -> None:
+    """The deploy loop a user types: k, y — the run stops and its session
+    (`tmux new -s train 'python …'`, no remain-on-exit) closes with it — then
+    r to start it again. r is greyed then, and Textual runs nothing for a
+    greyed key: the key looked dead, not a word. Now it says why and what
+    to do instead."""
+    run = prepare_run(testbed, ct, "train")
+    start_unbuffered(testbed, run, count=100000, period=0.2)
+    app, _parts = make_app(settings_for(testbed, ct, session="train", interval=0.5))
+    said: list[str] = []
+    notify = app.notify
+
+    def recording(message: str, *a: Any, **kw: Any) -> None:
+        said.append(str(message))
+        notify(message, *a, **kw)
+
+    app.notify = recording  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.why_not("kill") is None, 30, "k available")
+        await pilot.press("k")
+        await yes_once_shown(pilot)
+        await until(lambda: not session_alive(testbed, ct, "train"), 30, "the run stopped")
+        await until(lambda: app.why_not("relaunch") is not None, 30, "r greyed")
+        await app.workers.wait_for_complete()
+        while isinstance(app.screen, ResultScreen):
+            await pilot.press("escape")
+            await pilot.pause()
+        before = len(said)
+        await pilot.press("r")
+        await until(lambda: len(said) > before, 5, "a word on r", lambda: str(said))
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert said[before] == (
+            "relaunch: session train is gone, and its command with it — start it again in "
+            "the container, or put it in the config's [run] command for l to launch"
+        ), said[before:]

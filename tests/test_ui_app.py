@@ -112,6 +112,8 @@ async def test_confirmed_plan_is_the_one_shown_when_box_opened() -> None:
 async def test_read_only_greys_out_every_verb_and_runs_nothing() -> None:
     app, _mon, actions, _ = make_app("buffered", read_only=True)
     async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "READ-ONLY" in screen_text(app)
         for key, verb in (
             ("r", "relaunch"),
             ("k", "kill"),
@@ -125,7 +127,8 @@ async def test_read_only_greys_out_every_verb_and_runs_nothing() -> None:
             await pilot.pause()
             assert not isinstance(app.screen, ConfirmScreen)
         assert actions.planned == [] and actions.executed == []
-        assert "READ-ONLY" in screen_text(app)
+        # each key says why it ran nothing (the header's notices cover READ-ONLY a while)
+        assert "read-only mode (--read-only)" in screen_text(app)
 
 
 async def test_read_only_attaches_read_only_and_says_so() -> None:

@@ -193,7 +193,13 @@ def _relaunch(snap: Snapshot, can_launch: bool) -> str | None:
         return None
     # No tmux session: the run is its container's main process (actions/restart.py)
     container = snap.container if snap.container is not None else Host()
-    return container.why_no_restart() or None  # '': docker/podman restart
+    why = container.why_no_restart()  # '': docker/podman restart
+    if why == "no session selected" and snap.session_name:  # k, and it closed with its run
+        return (
+            f"session {snap.session_name} is gone, and its command with it — start it "
+            "again in the container, or put it in the config's [run] command for l to launch"
+        )
+    return why or None
 
 
 def _attach(snap: Snapshot, can_launch: bool) -> str | None:

@@ -765,6 +765,23 @@ class GputuiApp(App[int]):
             self._q(LogPanel).log.focus()
             self._show_log_state()
             event.stop()
+            return
+        self._say_why_not(event)
+
+    def _say_why_not(self, event: Any) -> None:
+        """A verb's key pressed while it does not apply: Textual runs nothing
+        for a greyed binding and said nothing either (r after k, the session
+        gone with its run: the key looked dead); now the reason, as the
+        palette's entry says it."""
+        active = self.screen.active_bindings.get(event.key)
+        if active is None or active.enabled or active.binding.id not in VERB_BY_ID:
+            return
+        if not self._dashboard_has_keys():
+            return
+        why = self.why_not(active.binding.id)
+        if why is not None:
+            self.notify(f"{VERB_BY_ID[active.binding.id].label}: {why}", severity="warning")
+            event.stop()
 
     def action_history(self) -> None:
         if self.recorder is None or self.recorder.writer is None:
