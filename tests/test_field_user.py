@@ -5,6 +5,7 @@ python3 runs writing real logs. Each case failed on the code before its fix."""
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
 import pytest
@@ -88,3 +89,40 @@ async def test_r_after_k_says_why_nothing_is_relaunched(
             "relaunch: session train is gone, and its command with it — start it again in "
             "the container, or put it in the config's [run] command for l to launch"
         ), said[before:]
+
+
+@pytest.mark.timeout(90)
+async def test_k_on_a_shared_gpu_does_not_call_a_neighbours_memory_still_held(
+    testbed: Any, ct: int, pct_without_delay: None
+) -> None:
+    """A Proxmox host's GPU is shared: another CT's job holds 39 GiB on it.
+    k, y on this run: the box said "ended by SIGINT; GPU memory freed" and,
+    under it, "still on GPU GPU-a0: host pid N python3 40000 MiB" — the
+    neighbour's, in the words of memory the stop left. Now it is said as
+    another's, not one of the run's."""
+    neighbour = subprocess.Popen(["sleep", "300"])  # another CT's job, as nvidia-smi lists it
+    try:
+        testbed.set_gpus(
+            {
+                "gpus": [{"index": 0, "uuid": "GPU-a0", "memory.used": 40000}],
+                "apps": [{"pid": neighbour.pid, "used_memory": 40000, "gpu_uuid": "GPU-a0"}],
+            }
+        )
+        run = prepare_run(testbed, ct, "train")
+        start_unbuffered(testbed, run, count=100000, period=0.2)
+        app, _parts = make_app(settings_for(testbed, ct, session="train", interval=0.5))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(lambda: app.why_not("kill") is None, 30, "k available")
+            await pilot.press("k")
+            await yes_once_shown(pilot)
+            await until(lambda: isinstance(app.screen, ResultScreen), 30, "the kill's result")
+            result = app.screen.result  # type: ignore[attr-defined]
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+        testbed.set_gpus({"gpus": [{"index": 0}]})
+    assert result.ok and "GPU memory freed" in result.summary, result.summary
+    mine = [d for d in result.details if str(neighbour.pid) in d]
+    assert len(mine) == 1, result.details
+    assert not mine[0].startswith("still on GPU"), mine
+    assert mine[0].endswith("40000 MiB: not one of the run's"), mine

@@ -309,8 +309,11 @@ async def gpu_after(
             else f"host pid {p.host_pid}"
         )
         mem = "" if p.used_mib is None else f" {p.used_mib:.0f} MiB"
-        mark = " (this run)" if p in holding else ""
-        lines.append(f"still on GPU {p.gpu_uuid[:12]}: {who} {p.name}{mem}{mark}")
+        what = " ".join(w for w in (who, p.name) if w) + mem
+        if p in holding:
+            lines.append(f"still on GPU {p.gpu_uuid[:12]}: {what} (this run)")
+        else:  # a neighbour's (another CT, another user): not what the stop left
+            lines.append(f"GPU {p.gpu_uuid[:12]} also holds {what}: not one of the run's")
     return (not holding), lines
 
 
