@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from rich.style import Style
 from textual.geometry import Offset, Region
+from textual.widget import Widget
 from textual.widgets import Log
 
 from gputui.demo.scenes import SCENES, T0
@@ -433,6 +434,42 @@ async def test_log_rows_after_writes_and_prunes_are_what_textual_renders() -> No
         log.clear()
         log.write_lines(["after clear"])
         await check()
+
+
+async def test_log_rows_after_a_theme_change_are_in_its_colours() -> None:
+    """The log keeps its rows' colours (and whether its styles add to a
+    row) until its styles change: a new theme (every colour, the
+    background behind the log) or the dashboard's size classes (a
+    shorter terminal) draws its rows in the new colours — every cell on
+    the background Textual computes afresh — and as Textual would."""
+
+    def backgrounds(log: TailLog) -> set[Any]:
+        rows = log._screen_rows(Region(0, 0, log.size.width, log.size.height))
+        return {seg.style.bgcolor.triplet for row in rows for seg in row if seg.style}
+
+    app, _mon = make_app("buffered")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(app, pilot)
+        log = app.query_one("#log", TailLog)
+        # an empty line and one wider than the view: Textual's own steps
+        wide = "w" * (log.size.width + 5)
+        lines = ["step 1 loss 0.5", "RuntimeError: boom", "", "WARNING: slow", wide, "plain"]
+        seen = []
+        for theme in ("textual-dark", "textual-light", "nord"):
+            app.theme = theme
+            await pilot.pause()
+            log.write_lines(lines)
+            await pilot.pause()
+            assert_rows_as_textual_renders(log)
+            fresh = Widget.background_colors.fget(log)[1]  # type: ignore[attr-defined]
+            assert backgrounds(log) == {fresh.rich_color.triplet}
+            seen.append(fresh)
+        assert len(set(seen)) == 3
+        await pilot.resize_terminal(80, 20)  # the dashboard's size classes
+        await pilot.pause()
+        log.write_lines(lines)
+        await pilot.pause()
+        assert_rows_as_textual_renders(log)
 
 
 async def test_a_selection_still_finds_its_place_in_the_log() -> None:

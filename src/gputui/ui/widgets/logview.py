@@ -189,8 +189,26 @@ class TailLog(Log):
             self._style = super().rich_style
         return self._style
 
+    # The rows' colours (`background_colors`, a walk up the DOM, and the
+    # inner background made of them) and whether the styles add anything
+    # to a row (`_plain`): kept, as `rich_style` is, until the styles
+    # change — a new theme or class restyles every widget below it
+    # (Textual's own style caches are kept the same way). ~50 µs a frame.
+    _colors: tuple[Color, Color, Style] | None = None
+    _plain_styles: bool | None = None
+
+    def _row_colors(self) -> tuple[Color, Color, Style]:
+        """(base background, background, the inner background's style)."""
+        if self._colors is None:
+            base_background, background = self.background_colors
+            inner = self._styles_cache.get_inner_outer(base_background, background)[0]
+            self._colors = (base_background, background, inner.rich_style)
+        return self._colors
+
     def notify_style_update(self) -> None:
         self._style = None
+        self._colors = None
+        self._plain_styles = None
         self._rows.clear()
         self._drawn.clear()
         super().notify_style_update()
@@ -242,15 +260,19 @@ class TailLog(Log):
         """Nothing Textual's styles cache would add to a row but the
         background: no border, padding, outline, tint, opacity, hatch,
         title, link hover and no selection (the dashboard's log)."""
-        styles = self.styles
+        if self._plain_styles is None:
+            styles = self.styles
+            self._plain_styles = (
+                not any(styles.gutter)
+                and not any(edge for edge, _ in styles.outline)
+                and not styles.tint.a
+                and self.opacity == 1.0
+                and styles.text_opacity == 1.0
+                and not styles.has_rule("hatch")
+            )
         return (
-            self.text_selection is None
-            and not any(styles.gutter)
-            and not any(edge for edge, _ in styles.outline)
-            and not styles.tint.a
-            and self.opacity == 1.0
-            and styles.text_opacity == 1.0
-            and not styles.has_rule("hatch")
+            self._plain_styles
+            and self.text_selection is None
             and self._border_title is None
             and self._border_subtitle is None
             # a link under the mouse restyles the rows (no log line has one)
@@ -314,7 +336,7 @@ class TailLog(Log):
         (`_plain`), from `_drawn`: tests/test_ui_perf.py compares the two."""
         width = self.size.width
         scroll_x, scroll_y = self.scroll_offset
-        base_background, background = self.background_colors
+        base_background, background, inner = self._row_colors()
         filters = self.get_line_filters()
         # (a walk up the DOM: once a frame, not twice a new line)
         style = self.rich_style
@@ -324,7 +346,6 @@ class TailLog(Log):
             self._drawn_key = key
             self._restyled = None
         restyle = self._restyle(filters, background)
-        inner = self._styles_cache.get_inner_outer(base_background, background)[0].rich_style
         drawn = self._drawn
         count = len(self._lines)
         rows = []
