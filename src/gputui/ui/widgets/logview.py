@@ -28,6 +28,7 @@ from gputui.model import LogState
 from gputui.text.untrusted import visible
 from gputui.text.words import dur
 from gputui.ui.directpaint import RowsUpdate, display, place_of
+from gputui.ui.leanstrip import lean_strip
 from gputui.ui.logstyle import Restyle, TrainingLogHighlighter, line_segments
 from gputui.ui.widgets.pane import Placed
 from gputui.ui.widgets.quiet import QuietStatic, set_border_text
@@ -234,7 +235,7 @@ class TailLog(Log):
         strip = self._rows.get(key)
         if strip is None:
             line = self._process_line(self._lines[y])
-            strip = Strip(line_segments(line, rich_style), cell_len(line))
+            strip = lean_strip(line_segments(line, rich_style), cell_len(line))
             self._rows.set(key, strip)
         return strip
 
@@ -364,7 +365,7 @@ class TailLog(Log):
                 elif restyle is None:
                     for line_filter in filters:
                         segments = line_filter.apply(segments, background)
-                strip = Strip(segments, width)
+                strip = lean_strip(segments, width)
                 drawn.set(row_key, strip)
             rows.append(strip)
         if crop.column_span != (0, width):
