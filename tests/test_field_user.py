@@ -5,12 +5,18 @@ python3 runs writing real logs. Each case failed on the code before its fix."""
 
 from __future__ import annotations
 
+import argparse
+import io
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import scenarios as sc
+from gputui.cli.actions import run_async
+from gputui.config import Settings
+from gputui.remote.target import Target
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.result import ResultScreen
 from helpers import wait_for, yes_once_shown
@@ -23,6 +29,11 @@ from ui_scenarios import (
     start_unbuffered,
     until,
 )
+
+
+def read(path: Path) -> bytes:
+    return path.read_bytes() if path.exists() else b""
+
 
 LOOP = "import time\nwhile True:\n    print('step 1 | loss 1.0', flush=True)\n    time.sleep(0.3)"
 
@@ -126,3 +137,35 @@ async def test_k_on_a_shared_gpu_does_not_call_a_neighbours_memory_still_held(
     assert len(mine) == 1, result.details
     assert not mine[0].startswith("still on GPU"), mine
     assert mine[0].endswith("40000 MiB: not one of the run's"), mine
+
+
+async def test_r_on_a_run_that_died_starts_it_again_where_it_was_started(
+    testbed: Any, ct: int, pct_without_delay: None
+) -> None:
+    """The README's own loop: `tmux new -s train -c DIR 'python3 train.py 2>&1
+    | tee train.log'` with remain-on-exit on, the run dies at its import
+    (ModuleNotFoundError), the user fixes train.py and relaunches. tmux has
+    no current path for a dead pane and there is no process left to read one
+    from: the plan said "start session 'train' in /root", moved /root/
+    train.log and ran `python3 train.py` there — "can't open file
+    '/root/train.py'". Now the pane's start path: DIR, DIR/train.log."""
+    run = prepare_run(testbed, ct, "train")
+    script = run.dir / "train.py"
+    script.write_text("import flash_attn\n")
+    command = "python3 train.py 2>&1 | tee train.log"
+    sc.tmux_in_ct(
+        testbed, ct, "new", "-d", "-s", "train", "-c", str(run.dir), command,
+        ";", "set", "-p", "-t", "train", "remain-on-exit", "on",
+    )  # fmt: skip
+    wait_for(lambda: b"ModuleNotFoundError" in read(run.log), 10, "the run's death")
+    script.write_text(LOOP)  # the fix
+    args = argparse.Namespace(yes=True, json=False, session="train")
+    out = io.StringIO()
+    rc = await run_async(
+        "relaunch", args, Settings(), target=Target(testbed.transport(), ct), out=out
+    )
+    said = out.getvalue()
+    assert rc == 0, said
+    assert f"start session 'train' in {run.dir}:" in said, said
+    wait_for(lambda: b"step 1 | loss 1.0" in read(run.log), 10, "the new run's steps")
+    assert [p.name for p in run.dir.glob("train.log.*")], "the old log moved aside beside it"

@@ -106,7 +106,7 @@ async def test_a_forged_pane_record_never_moves_kill_onto_roots_process(
 
 FAKE_TMUX = f"""#!/bin/sh
 # A tmux of the user's: every answer names root's process as the pane of `train`.
-printf 'train{US}1{US}0{US}0{US}0{US}0{US}%s{US}0{US}{US}{US}python3{US}python3{US}/{RS}\\n' "$VICTIM"
+printf 'train{US}1{US}0{US}0{US}0{US}0{US}%s{US}0{US}{US}{US}python3{US}python3{US}/{US}/{RS}\\n' "$VICTIM"
 """
 
 

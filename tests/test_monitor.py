@@ -939,7 +939,7 @@ def _listing(*sessions: tuple[str, int]) -> list[Any]:
 
     rows = [
         "\x1f".join(
-            [name, "1", "1700000000", "0", "0", "0", str(pid), "0", "", "", "sh", "sh", "/"]
+            [name, "1", "1700000000", "0", "0", "0", str(pid), "0", "", "", "sh", "sh", "/", "/"]
         )
         for name, pid in sessions
     ]

@@ -90,7 +90,7 @@ def list_panes_output(rows: list[dict[str, Any]]) -> str:
     out = []
     for r in rows:
         fields = [r["session"], "1", "1700000000", "0", "0", "0", str(r["pid"]),
-                  "1" if r["dead"] else "0", "", "", r["start"], r["command"], r["path"]]  # fmt: skip
+                  "1" if r["dead"] else "0", "", "", r["start"], r["command"], r["path"], r["path"]]  # fmt: skip
         out.append(US.join(fields) + RS + "\n")
     return "".join(out)
 

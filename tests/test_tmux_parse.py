@@ -243,16 +243,18 @@ def test_parse_synthetic_records() -> None:
         '"python train.py"',
         "python3",
         "/root",
+        "/work",
     ]
     text = "\x1f".join(fields) + "\x1e\n" + "garbage line\x1e\n"
     (s,) = parse_panes(text)
     assert s.attached and s.created == 1700000000.0
     p = s.panes[0]
-    assert (p.pid, p.start_command, p.current_command, p.current_path) == (
+    assert (p.pid, p.start_command, p.current_command, p.current_path, p.start_path) == (
         123,
         "python train.py",
         "python3",
         "/root",
+        "/work",
     )
     assert parse_panes("") == []
 
@@ -260,9 +262,9 @@ def test_parse_synthetic_records() -> None:
 def test_a_record_with_a_control_character_is_not_one_of_ours() -> None:
     """tmux replaces every control character of a text field with '?'
     (LIST_PANES_FORMAT): one in a record means the record is not ours."""
-    fields = ["s", "1", "1", "0", "0", "0", "5", "0", "", "", "bash", "bash", "/tmp/a\nb"]
+    fields = ["s", "1", "1", "0", "0", "0", "5", "0", "", "", "bash", "bash", "/tmp/a\nb", "/"]
     assert parse_panes("\x1f".join(fields) + "\x1e\n") == []
-    fields[-1] = "/tmp/a?b"
+    fields[-2] = "/tmp/a?b"
     (s,) = parse_panes("\x1f".join(fields) + "\x1e\n")
     assert s.panes[0].current_path == "/tmp/a?b"
 

@@ -248,6 +248,9 @@ class Pane:
     current_command: str = ""
     start_command: str = ""
     current_path: str = ""
+    # where the pane was started (`-c DIR`, else the creating client's cwd):
+    # the start command's cwd; tmux has no current path for a dead pane
+    start_path: str = ""
     start_command_raw: str = ""  # as tmux printed it (collect.tmux.split_start_command reads it)
     # The user's command when gputui's launch wrapper started the pane (it ran
     # with PYTHONUNBUFFERED=1 and `python -u`): "" for any other pane.

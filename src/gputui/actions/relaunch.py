@@ -227,7 +227,10 @@ def spec_from_run(info: RunInfo, settings: Settings) -> RunSpec:
     # tmux shows a control character in a path as '?' (collect.tmux): /proc has it exactly
     shown = pane.current_path if "?" not in pane.current_path else ""
     proc_cwd = info.cwds.get(main.pid, "") if main else ""
-    cwd = shown or proc_cwd or info.cwds.get(pane.pid or -1, "") or "/root"
+    # a dead pane (the run died, remain-on-exit) has no current path and no
+    # process: where it started, as tmux keeps it — not the ssh login's /root
+    started = pane.start_path if "?" not in pane.start_path else ""
+    cwd = shown or proc_cwd or info.cwds.get(pane.pid or -1, "") or started or "/root"
     env: dict[str, str] = {}
     command, log, source = "", None, ""
     if pane.start_command_raw:

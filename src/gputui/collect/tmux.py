@@ -44,12 +44,19 @@ PANE_FIELDS: tuple[str, ...] = (
     "pane_start_command",
     "pane_current_command",
     "pane_current_path",
+    "pane_start_path",  # where the pane started: its cwd once it is dead (no current path)
 )
 
 # Text fields: every control character (0x01-0x1f, 0x7f) becomes `?` inside
 # tmux, before it prints them; the other fields are numbers tmux prints itself.
 TEXT_FIELDS = frozenset(
-    {"session_name", "pane_start_command", "pane_current_command", "pane_current_path"}
+    {
+        "session_name",
+        "pane_start_command",
+        "pane_current_command",
+        "pane_current_path",
+        "pane_start_path",
+    }
 )
 CONTROL_TO_QUESTION = "s/[\x01-\x1f\x7f]/?/:"
 _NUMBER_FIELDS: tuple[str, ...] = (
@@ -267,6 +274,7 @@ def parse_pane_record(record: str) -> tuple[Session, Pane] | None:
         current_command=f["pane_current_command"],
         start_command=start_command_text(start),
         current_path=f["pane_current_path"],
+        start_path=f["pane_start_path"],
         start_command_raw=start,
         launched_command=launched_command(split_start_command(start)),
     )
