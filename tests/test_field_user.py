@@ -169,3 +169,41 @@ async def test_r_on_a_run_that_died_starts_it_again_where_it_was_started(
     assert f"start session 'train' in {run.dir}:" in said, said
     wait_for(lambda: b"step 1 | loss 1.0" in read(run.log), 10, "the new run's steps")
     assert [p.name for p in run.dir.glob("train.log.*")], "the old log moved aside beside it"
+
+
+async def test_the_cli_verbs_reach_a_run_in_another_users_tmux(
+    testbed: Any, ct: int, pct_without_delay: None
+) -> None:
+    """The run was started in the CT as its user (`su - alice -c 'tmux new
+    -d -s job …'`), gputui logs in as root. doctor and the dashboard find
+    the session on alice's tmux server and act on it through it, as alice;
+    `gputui kill --session job` said "no tmux session named 'job'". Now the
+    CLI verbs look for the session on every server as the dashboard does."""
+    home = "/tmp/nobody"  # in the CT's own /tmp, as its tmux socket (/tmp/tmux-65534)
+    drop = f"setpriv --reuid=65534 --regid=65534 --clear-groups env HOME={home} SHELL=/bin/sh"
+    script = (
+        f"mkdir -p {home} && cat > {home}/job.py && chown -R 65534:65534 {home} && cd {home} "
+        f"&& {drop} tmux new -d -s job 'python3 job.py | tee job.log'"
+    )
+    r = testbed.ct_exec(ct, ["env", "-i", f"PATH={sc.CLEAN_PATH}", "sh", "-c", script], input=LOOP)
+    assert r.returncode == 0, r.stderr
+    wait_for(
+        lambda: testbed.ct_exec(ct, ["test", "-s", f"{home}/job.log"]).returncode == 0,
+        10,
+        "the run's log",
+    )
+    args = argparse.Namespace(yes=False, json=False, session="job")
+    out = io.StringIO()
+    rc = await run_async(
+        "kill",
+        args,
+        Settings(),
+        target=Target(testbed.transport(), ct),
+        out=out,
+        ask=lambda prompt: "y",
+    )
+    said = out.getvalue()
+    assert rc == 0, said
+    assert "Stop the run in session 'job'" in said and "ended by SIGINT" in said, said
+    ps = testbed.ct_exec(ct, ["ps", "-eo", "args="]).stdout
+    assert "job.py" not in ps, ps

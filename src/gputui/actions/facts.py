@@ -185,32 +185,65 @@ def looked(answer: dict[str, Any], session: str, socket: bool) -> Looked | None:
     return out
 
 
-@contextlib.asynccontextmanager
-async def agent_for_plan(target: Target) -> AsyncIterator[FactsReader]:
-    """A FactsReader for a plan made once, by a process that keeps no agent
-    (see the module's doc): the agent is started in `target` at the first
-    question and closed on exit; None answers (the commands) once it could
-    not start. Nothing is started for a plan that asks nothing."""
-    from gputui.remote.agent_client import AgentClient
+class PlanAgent:
+    """The agent of one plan made by a process that keeps none (see the
+    module's doc): started in `target` at the first question, closed by
+    agent_for_plan; where it cannot start, None answers (the commands)."""
 
-    agent: AgentClient | None = None
-    tried = False
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.agent: Any = None  # AgentClient once started
+        self.tried = False
 
-    async def facts(request: dict[str, Any]) -> dict[str, Any] | None:
-        nonlocal agent, tried
-        if not tried:
-            tried = True
+    async def _started(self) -> Any:
+        from gputui.remote.agent_client import AgentClient
+
+        if not self.tried:
+            self.tried = True
             try:
-                agent = await AgentClient.start(target, clock_samples=0, probe_tools=False)
+                self.agent = await AgentClient.start(
+                    self.target, clock_samples=0, probe_tools=False
+                )
             except GputuiError:  # AgentUnavailable: no python3, too old, a stopped CT
                 return None
-        if agent is None or not agent.alive:
+        return self.agent if self.agent is not None and self.agent.alive else None
+
+    async def facts(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        agent = await self._started()
+        if agent is None:
             return None
         answer = await agent.call("facts", timeout=PLAN_FACTS_TIMEOUT_S, **request)
         return answer if isinstance(answer, dict) else None
 
+    async def server_of(self, session: str) -> list[str] | None:
+        """The tmux argv reaching the server that holds `session` when that
+        is not the default one — another user's (`su - alice -c 'tmux new
+        …'`), a `-L` one — as the dashboard's listing finds it; None: the
+        default server's, not found, or no agent to ask."""
+        agent = await self._started()
+        if agent is None:
+            return None
+        try:
+            sessions = await agent.sessions(timeout=PLAN_FACTS_TIMEOUT_S)
+        except GputuiError:
+            return None
+        named = [s for s in sessions if s.name == session]
+        if not named or any(s.socket is None for s in named):  # the default server's first
+            return None
+        return list(named[0].tmux)
+
+    async def close(self) -> None:
+        if self.agent is not None:
+            await self.agent.close()
+
+
+@contextlib.asynccontextmanager
+async def agent_for_plan(target: Target) -> AsyncIterator[PlanAgent]:
+    """A PlanAgent for a plan made once (its `facts` a FactsReader); the
+    agent, when one was started, is closed on exit. Nothing is started for
+    a plan that asks nothing."""
+    agent = PlanAgent(target)
     try:
-        yield facts
+        yield agent
     finally:
-        if agent is not None:
-            await agent.close()
+        await agent.close()

@@ -53,8 +53,10 @@ async def make_plan(
     session = getattr(args, "session", None) or settings.session
     if command not in COMMANDS:
         raise GputuiError(f"unknown action {command!r}", f"use one of: {', '.join(COMMANDS)}")
-    async with agent_for_plan(target) as facts:  # closed before the question is asked
-        seen = RunSeen(session=session, facts=facts)
+    async with agent_for_plan(target) as agent:  # closed before the question is asked
+        # a session of another user's tmux server is acted on through it, as its owner
+        tmux = await agent.server_of(session) if session else None
+        seen = RunSeen(session=session, tmux=tmux, facts=agent.facts)
         return await plan(command, target, settings, seen, options_from(command, args))
 
 
