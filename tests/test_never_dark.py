@@ -5,6 +5,8 @@ timed out, no GPU reading, a session never seen alive. Whenever
 - the watched session is gone, dead or missing, or no tmux server runs
   where one is expected (a session was named and the listing was read),
 - a session was named and no listing came (the agent never answered),
+- the run was read and no poll has read it since (the agent lost: what is
+  shown of it is old, and no rule judges it),
 - the log is stale past the threshold while the run's GPUs hold memory,
 - or the run's process is gone (its pane is a shell again, the run's
   output on record),
@@ -38,7 +40,9 @@ CUDA_TB = (
 @dataclass(frozen=True)
 class Parts:
     session: str  # alive · dead · gone · missing (never seen alive)
-    listing: str  # read · no_server (tmux there, no server) · timed_out (agent never answered)
+    # read · no_server (tmux there, no server) · timed_out (agent never answered)
+    # · lost (read, then the agent stopped answering: the old listing kept)
+    listing: str
     proc: str  # python · gone (the pane's shell alone) · zombie
     gpu: str  # busy · idle_held · free · none (no reading) · stale (old readings)
     silent: float  # seconds since the last log line
@@ -52,7 +56,7 @@ class Parts:
 parts = st.builds(
     Parts,
     session=st.sampled_from(["alive", "dead", "gone", "missing"]),
-    listing=st.sampled_from(["read", "no_server", "timed_out"]),
+    listing=st.sampled_from(["read", "no_server", "timed_out", "lost"]),
     proc=st.sampled_from(["python", "gone", "zombie"]),
     gpu=st.sampled_from(["busy", "idle_held", "free", "none", "stale"]),
     silent=st.sampled_from([1.0, 8.0, 15.0, 40.0, 130.0, 700.0]),
@@ -82,7 +86,10 @@ def snapshot(p: Parts) -> Snapshot:
         log_tail=(*(f"step {i} | loss 1.0" for i in range(5)), *tail),
         started_ago=p.started_ago,
     )
-    if p.listing != "read":
+    if p.listing == "lost":  # what the monitor says once a poll could not read the run
+        snap.run_read_at = NOW - 6.0
+        snap.run_unread = "gputui's agent in CT 200 is not answering; starting it again"
+    elif p.listing != "read":
         snap.sessions = []  # no server: nothing listed; or no listing came at all
         snap.procs = []
         snap.pane_tail = []
@@ -107,6 +114,8 @@ def must_warn(snap: Snapshot, p: Parts, threshold: float) -> str | None:
     listed = bool(snap.sessions) or (snap.tools.probed and snap.tools.tmux is not None)
     if p.listing == "timed_out" and snap.session_name:
         return "the watched session is not known: the agent never answered"
+    if p.listing == "lost":
+        return "the run is not read now: what is shown of it is old"
     if snap.session_gone:
         return "the watched session is gone"
     s = ctx.session

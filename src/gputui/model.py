@@ -805,6 +805,13 @@ class Snapshot:
     # The kernel log's OOM kills, read once when the run's process vanished
     # (collect/oomkills.py); None: not read (the run runs, or no read yet).
     kernel_oom: KernelOomRead | None = None
+    # When a poll last read the run's processes and tmux sessions (local
+    # time; None: none yet), and why none has since ("": the last poll did):
+    # the agent in the container stopped answering, the container stopped.
+    # Unread, `procs` and `sessions` are as of `run_read_at`, never live;
+    # a stopped container's are cleared (its processes ended with it).
+    run_read_at: float | None = None
+    run_unread: str = ""
 
     @property
     def ct_id(self) -> int | None:

@@ -129,6 +129,8 @@ declare(Kind("rule_failed", specificity=990, cause="rule_failed"))
 RULES: tuple[Rule, ...] = tuple(e.func for e in ENTRIES)  # evaluation order
 SPECIFICITY: tuple[str, ...] = specificity()  # display order within one severity
 _OFFLINE = tuple(e.func for e in ENTRIES if e.offline)  # run while the connection is down
+# run while the run is not read (Snapshot.run_unread): they judge no process of it
+_HOST_LEVEL = tuple(e.func for e in ENTRIES if all(k.host_level for k in e.kinds))
 
 
 def diagnose(snap: Snapshot, now: float, thresholds: Thresholds | None = None) -> list[Finding]:
@@ -146,6 +148,8 @@ def diagnose(snap: Snapshot, now: float, thresholds: Thresholds | None = None) -
     for entry in ENTRIES:
         if ctx.connection_down and entry.func not in _OFFLINE:
             continue  # everything else would be read from stale data
+        if ctx.run_unread and entry.func not in _HOST_LEVEL:
+            continue  # the run's processes as shown are old (listing.py's run_unread says so)
         f = run_rule(entry, ctx)
         if isinstance(f, Finding):
             findings.append(f)

@@ -210,6 +210,12 @@ class Context:
         return self.snap.connection in (ConnectionState.RECONNECTING, ConnectionState.FAILED)
 
     @property
+    def run_unread(self) -> bool:
+        """The run was read before and no poll has read it since (the agent
+        lost, the container stopped): what the snapshot holds of it is old."""
+        return bool(self.snap.run_unread) and self.snap.run_read_at is not None
+
+    @property
     def ct_usable(self) -> bool:
         return self.snap.ct_status not in (CtStatus.STOPPED, CtStatus.MISSING)
 

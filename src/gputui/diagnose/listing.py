@@ -3,6 +3,11 @@ target has not listed its tmux sessions for a while although asked — the
 agent in the container never answered, or stopped answering. Pure: reads
 `Snapshot.listing_late_since` and `listing_problem`, which the monitor sets.
 
+A run read before and not since (`run_unread`): the agent that read it
+stopped answering (a container stopped and started again, the agent
+killed). What is shown of its processes is as of that read: the rules that
+judge them do not run meanwhile (diagnose/__init__.py), this one says why.
+
 Without the listing nothing is known of the session: whether it exists,
 its panes, the run's processes. The rules that read them stay quiet, and
 before this word the banner said nothing of a `--session NAME` while the
@@ -54,5 +59,31 @@ def rule_session_unknown(ctx: Context) -> Finding | None:
         fix=(
             f"see whether {where} answers: `{ctx.in_ct('tmux ls')}`; a loaded or swapping "
             "machine answers late; `gputui -v` writes the agent's errors to the debug log"
+        ),
+    )
+
+
+@rule(Kind("run_unread", specificity=35, cause="run_unread", host_level=True))
+def rule_run_unread(ctx: Context) -> Finding | None:
+    """The run was read and no poll has read it since: its processes as shown are old."""
+    snap = ctx.snap
+    if not snap.run_unread or snap.run_read_at is None or ctx.connection_down:
+        return None
+    if not ctx.ct_usable:
+        return None  # the container's own word says it (ct_stopped, ct_missing)
+    ago = dur(max(0.0, ctx.now - snap.run_read_at))
+    what = f"session {snap.session_name}" if snap.session_name else "the run"
+    return Finding(
+        kind="run_unread",
+        severity=Severity.WARNING,
+        title=f"{what} not read for {ago}: {one_line(snap.run_unread, 200)}",
+        evidence=[
+            f"the run's processes and sessions were last read {ago} ago",
+            "what is shown of them is as of then, not live; nothing is judged from them "
+            "until the agent answers again (a container started again has none of them)",
+        ],
+        fix=(
+            f"wait: gputui starts its agent again by itself; if it does not, "
+            f"`{ctx.in_ct('python3 -V')}` shows whether {ctx.ct_words} can run it"
         ),
     )

@@ -81,8 +81,9 @@ from gputui.monitor.oomlook import OomLook
 from gputui.monitor.plainloop import PlainLoop
 from gputui.monitor.portwatch import PortWatch
 from gputui.monitor.runprocs import RunProcs
+from gputui.monitor.runread import RunRead
 from gputui.monitor.sessionwatch import SessionWatch
-from gputui.monitor.supervisor import AgentSupervisor
+from gputui.monitor.supervisor import CT_STOPPED_RETRY_S, AgentSupervisor
 from gputui.remote.agent_client import AgentClient, AgentError
 from gputui.remote.local import own_ancestry
 from gputui.remote.target import Target
@@ -157,6 +158,7 @@ class Monitor:
         own = own_ancestry() if self.settings.local else frozenset()
         self.session_watch = SessionWatch(self.settings.session, own)
         self.run_procs = RunProcs(self._changed, self.log_choice.known)
+        self.run_read = RunRead(self._changed, clock)  # whether procs/sessions are current
         self._poll_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -439,6 +441,8 @@ class Monitor:
             return
         if started.agent is None:
             await self.container_watch.check(started.problem)
+            if self.snapshot.ct_status == CtStatus.STOPPED:
+                self.agents.look_again_within(CT_STOPPED_RETRY_S)  # started again soon?
             if started.no_python:
                 await self.container_watch.probe_tools()
                 await self._ensure_fallback()
@@ -484,13 +488,18 @@ class Monitor:
 
     async def _poll(self) -> None:
         self.polls += 1
+        if self.agent is not None and not self.agent.alive:  # said while the next one starts
+            self.run_read.unread(self.snapshot, self.agent_error or "")
         await self._ensure_agent()
-        agent = self.agent
+        agent, read = self.agent, False
         if agent is not None:
             try:
                 await self._poll_agent(agent)
+                read = True
             except (AgentError, CommandTimeout) as err:
                 await self.agents.lost(agent, str(err))
+        if not read and self.plain_loop.proc is None:  # what is shown of the run is old
+            self.run_read.unread(self.snapshot, self.agent_error or "")
         await self._choose_log()
         if self.agent is None and self.plain_loop.proc is not None:
             await self._ensure_fallback()  # the log it stats may have changed
@@ -535,6 +544,7 @@ class Monitor:
         await self.log_stat.apply(agent, answers)
 
     def _set_sessions(self, sessions: list[Session]) -> None:
+        self.run_read.read(self.snapshot)
         if self.session_watch.apply(sessions, self.snapshot, self.clock()):
             self._changed(self.session_watch.emits)
 

@@ -28,6 +28,10 @@ RETRY_START_S = 2.0
 RETRY_MAX_S = 120.0  # a broken agent costs at most one container exec per 2 min
 NO_PYTHON_RETRY_S = RETRY_MAX_S * 5  # python3 missing or too old: the fallback runs meanwhile
 STOP_WAIT_S = 1.0  # close() waits this long for an agent still starting, to close it
+# The container is stopped: the next start is at most this far off, not the
+# doubling wait's (after a 20-s stop gputui said "stopped" for 12 s more
+# while the CT ran): one failing `pct exec` each time while it is down.
+CT_STOPPED_RETRY_S = 5.0
 FACTS_TIMEOUT_S = 5.0  # a plan's facts (run_facts); past it, the planners run their commands
 
 
@@ -99,6 +103,11 @@ class AgentSupervisor:
         self.error = None
         self.backoff = RETRY_START_S
         return AgentStart(self.agent)
+
+    def look_again_within(self, seconds: float) -> None:
+        """The next start is at most `seconds` from now (the doubling wait
+        goes on after it)."""
+        self.retry_at = min(self.retry_at, self.clock() + seconds)
 
     def _failed(self, error: str, now: float) -> None:
         self.error = error

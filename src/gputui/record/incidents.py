@@ -64,8 +64,9 @@ class Cause:
 
 
 # Causes that, while open, stand every other rule down (diagnose reads
-# nothing else while the connection is down; a stopped CT has no run).
-EVERYTHING_MASKED_BY = ("connection", "container")
+# nothing else while the connection is down; a stopped CT has no run; a run
+# not read since the agent was lost is not judged).
+EVERYTHING_MASKED_BY = ("connection", "container", "run_unread")
 # Causes whose open incident stands another cause's rules down.
 MASKED_BY: dict[str, tuple[str, ...]] = {
     "hang": ("disk",),

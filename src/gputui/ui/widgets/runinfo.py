@@ -5,6 +5,7 @@ current value, the trend and the median."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Sequence, Set
 from typing import TYPE_CHECKING
 
@@ -63,8 +64,24 @@ def run_gpu_words(snap: Snapshot, holders: Sequence[Holder]) -> str:
     return words + (", shared with " + ", ".join(others) if others else "")
 
 
+def unread_text(snap: Snapshot, p: Proc | None) -> Text:
+    """The run as last read, greyed, never as live: 'pid 4242 python3
+    train.py — not read since 10:02:11' and why (the agent lost)."""
+    t = Text(no_wrap=True, overflow="ellipsis", style="dim")
+    if p is not None:
+        t.append(f"pid {p.pid} ")
+        t.append(visible(" ".join(p.cmdline) or "?"))
+        t.append(" — ")
+    since = time.strftime("%H:%M:%S", time.localtime(snap.run_read_at or 0.0))
+    t.append(f"not read since {since}", style="bold yellow")
+    t.append(f"\n{visible(snap.run_unread)}")
+    return t
+
+
 def proc_text(snap: Snapshot, holders: Sequence[Holder] = ()) -> Text:
     p: Proc | None = snap.training_proc
+    if snap.run_unread and snap.run_read_at is not None and nothing_to_watch(snap) is None:
+        return unread_text(snap, p)  # as last read: no state, no CPU, nothing live
     t = Text(no_wrap=True, overflow="ellipsis")
     if p is None:
         why = nothing_to_watch(snap)
@@ -316,7 +333,7 @@ def run_line_text(snap: Snapshot) -> Text:
     'pid 4242 R · BLOCK-BUFFERED · 127,151 tok/s ↑2% · loss 2.310 · 0.12 s/step · step 1,234'."""
     p: Proc | None = snap.training_proc
     t = Text(no_wrap=True, overflow="ellipsis")
-    if p is None:
+    if p is None or snap.run_unread:
         return proc_text(snap)
     t.append(f"pid {p.pid}", style="bold")
     t.append(f" {visible(p.state or '?')}", style="bold red" if p.state in ("Z", "T", "D") else "")

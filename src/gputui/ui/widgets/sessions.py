@@ -39,7 +39,10 @@ def session_name(key: str) -> str:
     return key.split("\x00", 1)[0]
 
 
-def session_row(s: Session, now: float, watched: str | None) -> tuple[Text | str, ...]:
+def session_row(
+    s: Session, now: float, watched: str | None, unread: bool = False
+) -> tuple[Text | str, ...]:
+    """A session's cells; `unread`: as last read, not now (its state is "?")."""
     pane = s.main_pane
     name = remote_text(
         ("▶ " if s.name == watched else "  ") + s.name, style="bold" if s.name == watched else ""
@@ -47,6 +50,8 @@ def session_row(s: Session, now: float, watched: str | None) -> tuple[Text | str
     if s.owner is not None:  # another user's tmux server (or a `tmux -L` one)
         name.append_text(remote_text(f" ({s.owner})", style="dim"))
     state = Text("alive", style="green") if s.alive else Text("dead", style="bold red")
+    if unread:
+        state = Text("?", style="dim")
     exit_ = "–"
     if pane is not None and pane.dead:
         if pane.dead_signal:
@@ -119,11 +124,12 @@ class SessionList(Pane, DataTable[Text | str]):
         self._names: list[str] = []
         self._rows: dict[str, tuple[Text | str, ...]] = {}
         self._widths: dict[str, int] = {}
-        self._shown: tuple[list[Session], float, str | None] | None = None
+        self._shown: tuple[list[Session], float, str | None, str] | None = None
         self._key: tuple[object, ...] | None = None
 
     def draw(self, frame: Frame, changed: Set[type[Update]]) -> None:
-        self.show(frame.snap.sessions, frame.now, frame.snap.session_name)
+        snap = frame.snap
+        self.show(snap.sessions, frame.now, snap.session_name, snap.run_unread)
 
     def on_resize(self) -> None:
         if self._shown is not None:
@@ -137,10 +143,13 @@ class SessionList(Pane, DataTable[Text | str]):
         bar = self.styles.scrollbar_size_vertical if rows + 1 > inside.height else 0
         return max(0, inside.width - bar)
 
-    def show(self, sessions: list[Session], now: float, watched: str | None) -> None:
-        self._shown = (sessions, now, watched)
+    def show(
+        self, sessions: list[Session], now: float, watched: str | None, unread: str = ""
+    ) -> None:
+        """`unread`: why the sessions are as last read, not now ("": current)."""
+        self._shown = (sessions, now, watched, unread)
         names = [row_key(s) for s in sessions]
-        rows = {row_key(s): session_row(s, now, watched) for s in sessions}
+        rows = {row_key(s): session_row(s, now, watched, bool(unread)) for s in sessions}
         room = self._room(len(rows))
         # what the table shows, cell by cell: the same as last time (most
         # seconds: the ages are minutes), nothing to fit or compare again
@@ -174,4 +183,8 @@ class SessionList(Pane, DataTable[Text | str]):
                     if str(a) != str(b) or getattr(a, "style", None) != getattr(b, "style", None):
                         self.update_cell(n, col, b)
         self._rows = fitted
-        set_border_text(self, subtitle="" if sessions else "no tmux sessions")
+        if unread:
+            # "CT 200 is stopped", "gputui's agent in CT 200 is not answering"
+            set_border_text(self, subtitle="not read now: " + unread.split(";")[0].split(":")[0])
+        else:
+            set_border_text(self, subtitle="" if sessions else "no tmux sessions")
