@@ -309,3 +309,18 @@ def test_the_text_report_says_whose_each_holder_is_as_the_gpu_pane_does() -> Non
     text = render_text(FACTS, snap, [], now=T0)
     row = _gpu_row(text, 0)
     assert "held by session eval (PID 5310 uid 1002 — not this run's user)]" in row, text
+
+
+def test_a_run_not_read_now_is_never_said_alive() -> None:
+    """The agent lost (a CT stopped and started again): the session and its
+    processes as last read are not said alive, in the JSON or the text."""
+    snap = run()
+    assert snapshot_to_dict(snap, NOW)["session"]["alive"] is True
+    snap.run_read_at = NOW - 6.0
+    snap.run_unread = "gputui's agent in CT 200 is not answering; starting it again"
+    d = snapshot_to_dict(snap, NOW)
+    assert d["session"]["alive"] is None
+    assert d["run_read"] == {"at": NOW - 6.0, "unread": snap.run_unread}
+    text = render_text(FACTS, snap, diagnose(snap, NOW), now=NOW)
+    assert "not read now — gputui's agent in CT 200 is not answering" in text, text
+    assert ": alive" not in text and "(as last read, not now)" in text, text

@@ -104,6 +104,7 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
     now = snap.time if now is None else now
     session = snap.session
     proc = snap.training_proc
+    unread = getattr(snap, "run_unread", "") or None  # as last read: not known to be alive now
     return {
         "time": _num(snap.time),
         "target": snap.target,
@@ -127,7 +128,7 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
             "name": snap.session_name,
             "found": session is not None,
             "gone": snap.session_gone,
-            "alive": session.alive if session is not None else None,
+            "alive": session.alive if session is not None and not unread else None,
             "run_found_by": getattr(snap, "run_found_by", "") or "",
         },
         "sessions": _sessions_list(snap),
@@ -135,6 +136,7 @@ def snapshot_to_dict(snap: Snapshot, now: float | None = None) -> dict[str, Any]
         "log": _log_dict(snap, now),
         "process": proc_to_dict(proc, snap.log, now) if proc is not None else None,
         "processes": [proc_to_dict(p, snap.log, now) for p in snap.procs],
+        "run_read": {"at": _num(getattr(snap, "run_read_at", None)), "unread": unread},
         "metrics": _metrics_dict(snap),
         "ports_taken": _ports_dict(snap),
         "vs_last": vs_last_dict(snap.vs_last),
@@ -399,7 +401,8 @@ def render_text(
         rows.append(("log", _log_line(snap, now)))
         proc = snap.training_proc
         if proc is not None:
-            rows.append(("process", f"PID {proc.pid} {_short(proc.command, 70)}"))
+            old = " (as last read, not now)" if getattr(snap, "run_unread", "") else ""
+            rows.append(("process", f"PID {proc.pid} {_short(proc.command, 70)}{old}"))
             rows.append(("stdout", stdout_words(proc)))
             rows.append(("buffering", _buffering_verdict(proc, snap.log, now)))
         else:
@@ -559,6 +562,8 @@ def _session_line(snap: Snapshot) -> str:
         return "none watched"
     if snap.session_gone:
         return f"{name}: gone"
+    if getattr(snap, "run_unread", ""):  # as last read: never said alive
+        return f"{name}: not read now — {snap.run_unread}"
     s = snap.session
     if s is None:
         others = ", ".join(x.name for x in snap.sessions) or "none"
