@@ -19,6 +19,7 @@ from gputui.config import Settings
 from gputui.remote.target import Target
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.result import ResultScreen
+from gputui.ui.widgets.banner import Banner
 from helpers import wait_for, yes_once_shown
 from ui_scenarios import (
     SIZE,
@@ -207,3 +208,29 @@ async def test_the_cli_verbs_reach_a_run_in_another_users_tmux(
     assert "Stop the run in session 'job'" in said and "ended by SIGINT" in said, said
     ps = testbed.ct_exec(ct, ["ps", "-eo", "args="]).stdout
     assert "job.py" not in ps, ps
+
+
+@pytest.mark.timeout(90)
+async def test_a_ct_stopped_under_the_dashboard_offers_no_key_into_it(
+    testbed: Any, ct: int, pct_without_delay: None
+) -> None:
+    """`pct stop` (or a host's shutdown of the CT) while the dashboard
+    watches: the banner said "container N is stopped — fix: pct start N" and
+    beside it "[f] flush live [d] py-spy dump", and k opened a confirm box
+    for the run's processes — the sessions and processes last seen before
+    it stopped. Now no verb applies in a stopped CT, each says why."""
+    run = prepare_run(testbed, ct, "train")
+    start_unbuffered(testbed, run, count=100000, period=0.2)
+    app, _parts = make_app(settings_for(testbed, ct, session="train", interval=0.5))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(lambda: app.why_not("kill") is None, 30, "k available")
+        testbed.ct_stop(ct)
+        await until(lambda: any(f.kind == "ct_stopped" for f in app.findings), 30, "the stopped CT")
+        await pilot.pause(0.5)
+        for verb in ("kill", "dump", "flush", "attach", "relaunch"):
+            assert app.why_not(verb) == f"CT {ct} is stopped", (verb, app.why_not(verb))
+        banner = str(app.query_one(Banner).render())
+        assert f"pct start {ct}" in banner and "[f]" not in banner and "[d]" not in banner, banner
+        await pilot.press("k")
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, ConfirmScreen)

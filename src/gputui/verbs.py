@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputui.containers import Host
+from gputui.containers import CtStatus, Host
 from gputui.model import ConnectionState, Proc, Snapshot
 
 WhyNot = Callable[[Snapshot, bool], "str | None"]  # (snapshot, can_launch) -> reason or None
@@ -345,7 +345,20 @@ def why_not(verb: str, snap: Snapshot, *, read_only: bool, can_launch: bool = Fa
         return "read-only mode (--read-only)"
     if snap.connection != ConnectionState.CONNECTED:
         return f"not connected ({snap.connection.value})"
+    down = _container_down(snap)
+    if down and not (v.id == "relaunch" and snap.session is None):  # docker restart starts it
+        return down
     return v.why_not(snap, can_launch)
+
+
+def _container_down(snap: Snapshot) -> str | None:
+    """The run's container is stopped or gone: no verb reaches into it (the
+    sessions and processes shown are the last ones seen before it stopped)."""
+    if snap.ct_status not in (CtStatus.STOPPED, CtStatus.MISSING):
+        return None
+    c = snap.container
+    where = c.words if c is not None and (c.id is None and c.kind) else f"CT {snap.ct_id}"
+    return f"{where} is {snap.ct_status.value}"
 
 
 # The dashboard's other keys, by binding id (ui/app.py binds them from here):
