@@ -108,6 +108,11 @@ async def test_a_restarted_container_never_shows_the_old_run_as_live(testbed: An
         assert mon.agents.retry_at - mon.clock() <= CT_STOPPED_RETRY_S
 
         testbed.ct_start(ct)
+        # back: the banner says the session went with the CT, from a fresh listing
+        await until(lambda: snap.session_gone, timeout=30, what="the session said gone")
+        assert snap.ct_status == CtStatus.RUNNING and not snap.run_unread and not snap.procs
+        gone = next(f for f in diagnose(snap, time.time()) if f.kind == "session_dead")
+        assert "was stopped and started again" in gone.title, gone.title
         sc.launch(testbed, run, command)  # the deploy's relaunch, in the fresh CT
         new = await until(
             lambda: (p := snap.training_proc) is not None and p.start_time != old.start_time and p,

@@ -812,6 +812,10 @@ class Snapshot:
     # a stopped container's are cleared (its processes ended with it).
     run_read_at: float | None = None
     run_unread: str = ""
+    # When the container was seen running again after it was seen stopped
+    # (local time): the watched session, gone since, ended with it. None once
+    # the watched session is seen again (or no restart seen).
+    ct_restarted_at: float | None = None
 
     @property
     def ct_id(self) -> int | None:

@@ -121,6 +121,12 @@ def _session_gone(ctx: Context, error: str | None, quoted: list[str]) -> Finding
     if error:
         title += f": {error}"
     ev = [f"tmux session {name} no longer exists in {ctx.ct_words}"]
+    restarted = ctx.snap.ct_restarted_at
+    if restarted is not None:  # every process in it ended then
+        ago = dur(max(0.0, ctx.now - restarted))
+        ev.insert(0, f"{ctx.ct_words} was stopped and started again ({ago} ago): its run ended")
+        if not error:
+            title += f" — {ctx.ct_words} was stopped and started again"
     if not error:
         ev.append("no exit status: set remain-on-exit on the session to keep it")
     return Finding(

@@ -56,6 +56,8 @@ class ContainerWatch:
         snap.tools = agent.tools()
         snap.tools.nvidia_smi_host = gpu_tools[0]
         if self.target.in_container and snap.ct_status != CtStatus.RUNNING:
+            if snap.ct_status == CtStatus.STOPPED:  # its run ended with it
+                snap.ct_restarted_at = self.clock()
             snap.ct_status = CtStatus.RUNNING
             self.changed(CtChanged)
         self.changed(CtChanged)

@@ -120,6 +120,7 @@ class SessionWatch:
             self._seen = name
             self._names_when_gone = None
             gone = False
+            snap.ct_restarted_at = None  # seen since: a restart explains nothing of it
         else:
             gone = seen is not None and seen == name
         if name != snap.session_name or gone != snap.session_gone:
