@@ -150,6 +150,75 @@ def test_stdout_log_files_prefers_python_and_skips_ttys() -> None:
     assert stdout_log_files([sh]) == []
 
 
+class _ReadWatch(RemoteProcess):
+    """A real stream of the log whose each read notes how many lines the
+    monitor's listeners had heard when the follower asked for more."""
+
+    def __init__(self, inner: RemoteProcess, heard: list[str], seen: list[int]) -> None:
+        self.inner, self.heard, self.seen = inner, heard, seen
+
+    async def write(self, data: bytes) -> None:
+        await self.inner.write(data)
+
+    async def readline(self) -> bytes:
+        return await self.inner.readline()
+
+    async def read(self, n: int = 65536) -> bytes:
+        self.seen.append(len(self.heard))
+        return await self.inner.read(n)
+
+    async def stderr_text(self) -> str:
+        return await self.inner.stderr_text()
+
+    async def wait(self) -> int | None:
+        return await self.inner.wait()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+async def test_a_read_of_the_log_reaches_the_listeners_in_its_own_turn(tmp_path: Path) -> None:
+    """The lines of one read of the log's stream go to the listeners before
+    the follower reads again, as one LogLines: not one event-loop turn
+    later (a wake of the loop for each batch, ~5 a second while a log
+    streams)."""
+    log = tmp_path / "train.log"
+    log.write_text("")
+    heard: list[str] = []
+    seen: list[int] = []
+    batches: list[int] = []
+    inner = LocalTransport()
+
+    class Watched(LocalTransport):
+        async def open(self, argv: list[str], *, watchdog: bool = True) -> RemoteProcess:
+            proc = await inner.open(argv, watchdog=watchdog)
+            return _ReadWatch(proc, heard, seen) if "gputui-follow" in argv else proc
+
+    mon = Monitor(Target(Watched()), settings(log=str(log)), gpu_feed=SimulatedGpus(1, lambda: 0.0))
+
+    def listen(_snap: Snapshot, news: News) -> None:
+        batch = new_lines(news)
+        if batch is not None:
+            heard.extend(batch.lines)
+            batches.append(len(batch.lines))
+
+    mon.subscribe(listen)
+    await mon.log_choice.choose([])
+    try:
+        await helpers.until(lambda: len(seen) >= 1, timeout=10)
+        with log.open("a") as f:
+            f.write("step 1 loss 2.5\nstep 2 loss 2.4\nstep 3 loss 2.3\n")
+        await helpers.until(lambda: len(heard) >= 3, timeout=10)
+        await helpers.until(lambda: len(seen) >= 2, timeout=10)
+        # the read after the one that brought the lines: they were heard by then
+        assert seen[-1] == 3 and heard == ["step 1 loss 2.5", "step 2 loss 2.4", "step 3 loss 2.3"]
+        assert sum(batches) == 3  # (one read brings them all, but a loaded machine may cut it)
+    finally:
+        if mon.follower is not None:
+            await mon.follower.stop()
+        await inner.close()
+
+
 async def test_a_turns_log_lines_come_as_one_bounded_batch() -> None:
     """The lines of one event-loop turn reach each listener once, as one
     LogLines update carrying them (no drain), at most PENDING_LINES_MAX of

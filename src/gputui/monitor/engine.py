@@ -146,6 +146,7 @@ class Monitor:
             on_state=lambda _st: self._changed(LogChanged),
             on_switch=self._log_switched,
             clock=clock,
+            on_read=self._log_read,
         )
         self.polls = 0
         self.dropped_log_lines = 0
@@ -583,9 +584,22 @@ class Monitor:
         backlog = f is not None and f.batch_is_backlog
         now = f.batch_time if f is not None and f.batch_time else self.clock()
         if self.metrics_read.read(lines, self.snapshot.metrics, now, backlog):
-            self._changed(LogChanged, self.metrics_read.emits)
+            kinds: tuple[type[Update], ...] = (LogChanged, self.metrics_read.emits)
         else:
-            self._changed(LogChanged)
+            kinds = (LogChanged,)
+        if f is not None and f.consuming and f.on_read is not None:
+            self._dirty.update(kinds)  # told when the read is done (_log_read)
+        else:
+            self._changed(*kinds)
+
+    def _log_read(self) -> None:
+        """A read of the log's stream was handed out: its lines go to the
+        listeners now, in the read's own turn of the event loop, as one
+        batch (as the GPU feed's samples do) — `_changed` waited one turn
+        more, a wake of the event loop for each batch (~5 a second while a
+        log streams). A flush already due this turn takes them instead."""
+        if self._turn_lines or self._turn_dropped or self._dirty:
+            self._publish.now()
 
     # ------------------------------------------------------------ the plain-command loop
 

@@ -66,10 +66,12 @@ class LogChoice:
         on_state: Callable[[LogState], None],
         on_switch: Callable[[LogFollower | None], None],
         clock: Callable[[], float],
+        on_read: Callable[[], None] | None = None,
     ) -> None:
         self.target = target
         self.settings = settings
         self.on_lines = on_lines
+        self.on_read = on_read  # a file follower's read handed all its lines on
         self.on_state = on_state
         self.on_switch = on_switch
         self.clock = clock
@@ -131,6 +133,7 @@ class LogChoice:
                 keep=LOG_TAIL_KEEP,
                 clock=self.clock,
                 via=via,
+                on_read=self.on_read,
             )
         self.on_switch(self.follower)
         if self.follower is not None:

@@ -331,7 +331,9 @@ class LogFollower:
 
     `on_lines(batch)` gets the new complete lines (a list per chunk read);
     `on_state(state)` is called when the LogState changed (existence,
-    truncation, rotation, errors). Both run on the event loop.
+    truncation, rotation, errors); `on_read()`, when given, after each read
+    of the stream was handed out (`consuming` is True meanwhile). All run
+    on the event loop.
     """
 
     def __init__(
@@ -345,6 +347,7 @@ class LogFollower:
         clock: Callable[[], float] = time.time,
         backlog: int = BACKLOG_BYTES,
         via: str | None = None,
+        on_read: Callable[[], None] | None = None,
     ) -> None:
         self.target = target
         self.backlog = backlog
@@ -352,6 +355,12 @@ class LogFollower:
         self.via = via  # read through this instead (/proc/PID/fd/N of a deleted log)
         self.on_lines = on_lines
         self.on_state = on_state
+        self.on_read = on_read
+        # True while one read's data is handed out (`on_lines`, perhaps
+        # several times: a tail note cuts a read in two); `on_read()` then
+        # says the read is done, so a listener can tell all its lines on
+        # in the read's own turn of the event loop (engine: one batch a read)
+        self.consuming = False
         self.clock = clock
         self.state = LogState(path=path, read_via=via)
         self.tail: deque[str] = deque(maxlen=keep)
@@ -489,7 +498,13 @@ class LogFollower:
                 chunk = await proc.read(READ_CHUNK)
                 if not chunk:
                     break
-                self._consume(chunk)
+                self.consuming = True
+                try:
+                    self._consume(chunk)
+                finally:
+                    self.consuming = False
+                if self.on_read is not None:
+                    self.on_read()
                 if len(chunk) >= READ_CHUNK:  # more may be buffered: a read of
                     await asyncio.sleep(0)  # buffered data never yields by itself
         except Exception as err:  # a broken link: reopen at the offset
