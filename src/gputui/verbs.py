@@ -346,9 +346,17 @@ def why_not(verb: str, snap: Snapshot, *, read_only: bool, can_launch: bool = Fa
     if snap.connection != ConnectionState.CONNECTED:
         return f"not connected ({snap.connection.value})"
     down = _container_down(snap)
-    if down and not (v.id == "relaunch" and snap.session is None):  # docker restart starts it
+    if down and not (v.id == "relaunch" and _restart_starts_it(snap)):
         return down
     return v.why_not(snap, can_launch)
+
+
+def _restart_starts_it(snap: Snapshot) -> bool:
+    """The run is its container's main process, which a restart starts
+    (docker, podman): no tmux session — a stopped Proxmox CT has none
+    either, its sessions ended with it (monitor/runread.py)."""
+    container = snap.container if snap.container is not None else Host()
+    return snap.session is None and not container.why_no_restart()
 
 
 def _container_down(snap: Snapshot) -> str | None:
