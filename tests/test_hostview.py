@@ -165,6 +165,7 @@ RUNNING = Snapshot(
         ([_finding("session_dead", Severity.ERROR), _finding("disk_full", Severity.ERROR)], "dead"),
         ([_finding("disk_full"), _finding("buffered_output")], "stalled"),  # space freed since
         ([_finding("disk_low")], "ok"),
+        ([_finding("run_unread")], "starting"),  # its agent lost: not "ok" from old processes
     ],
 )
 def test_one_word_of_health_comes_from_the_run_views_findings(

@@ -63,7 +63,7 @@ def rule_session_unknown(ctx: Context) -> Finding | None:
     )
 
 
-@rule(Kind("run_unread", specificity=35, cause="run_unread", host_level=True))
+@rule(Kind("run_unread", specificity=35, cause="run_unread", host_level=True, host_word="starting"))
 def rule_run_unread(ctx: Context) -> Finding | None:
     """The run was read and no poll has read it since: its processes as shown are old."""
     snap = ctx.snap
