@@ -234,3 +234,33 @@ async def test_a_ct_stopped_under_the_dashboard_offers_no_key_into_it(
         await pilot.press("k")
         await pilot.pause(0.3)
         assert not isinstance(app.screen, ConfirmScreen)
+
+
+async def test_r_on_a_run_whose_command_changes_directory_starts_it_where_tmux_did(
+    testbed: Any, ct: int, pct_without_delay: None
+) -> None:
+    """`tmux new -s train -c DIR 'cd sub && python3 train.py 2>&1 | tee
+    ../train.log'`: the relaunch took the pane's current directory, DIR/sub
+    (where the shell went), and ran `cd sub && …` there — no DIR/sub/sub,
+    the new run never started. (The same for a `python3 train.py` that
+    moves itself, as hydra does, into outputs/….) Now the pane's start
+    path: the command runs where tmux ran it, its log the one the run wrote."""
+    run = prepare_run(testbed, ct, "train")
+    (run.dir / "sub").mkdir()
+    (run.dir / "sub" / "train.py").write_text(LOOP)
+    sc.tmux_in_ct(
+        testbed, ct, "new", "-d", "-s", "train", "-c", str(run.dir),
+        "cd sub && python3 train.py 2>&1 | tee ../train.log",
+    )  # fmt: skip
+    wait_for(lambda: b"step 1 " in read(run.log), 10, "the run's steps")
+    args = argparse.Namespace(yes=True, json=False, session="train")
+    out = io.StringIO()
+    rc = await run_async(
+        "relaunch", args, Settings(), target=Target(testbed.transport(), ct), out=out
+    )
+    said = out.getvalue()
+    assert rc == 0, said
+    assert f"start session 'train' in {run.dir}:" in said, said
+    assert f"tee -a -i {run.log}," in said, said
+    assert list(run.dir.glob("train.log.*")), "the old log moved aside"
+    wait_for(lambda: b"step 1 " in read(run.log), 10, "the new run's steps")

@@ -234,9 +234,16 @@ def spec_from_run(info: RunInfo, settings: Settings) -> RunSpec:
     env: dict[str, str] = {}
     command, log, source = "", None, ""
     if pane.start_command_raw:
+        # the start command runs again where tmux started it, not where the
+        # run went since (a `cd` in the command, hydra's chdir to outputs/…)
+        base = started or cwd
         command, log, env, source = spec_from_start_command(
-            pane.start_command_raw, info.session, cwd
+            pane.start_command_raw, info.session, base
         )
+        cwd = base if command else cwd
+        found = info.log_files()
+        if log and found and log not in found:  # `cd sub && … | tee ../x.log`: where it went
+            log = found[0]
     if not command and main is not None:
         argv = info.argvs.get(main.pid)
         if not argv:  # `ps` args are lossy (spaces joined, controls as '?'): never run them
