@@ -17,7 +17,9 @@ no layout or repaint is pending, the widget is wholly in view, and no
 widget but its own ancestors overlaps it — a toast, a tooltip, a box, a
 scrolled-off row: then the compositor draws, as before. Textual's private
 parts read here are those of Textual 8.2: if a newer Textual moves them,
-`place_of` says None and the compositor draws (a little dearer).
+`place_of` says None and the compositor draws (a little dearer). A row
+painted again is framed as Textual framed it the time before (`_Frames`),
+while Textual's styles cache still holds that row as it was.
 
 tests/test_ui_ghosts.py plays the bytes a terminal gets on a character
 grid and compares them with a fresh render of the screen.
@@ -28,14 +30,17 @@ from __future__ import annotations
 import sys
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import lru_cache
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.control import Control
+from rich.segment import Segment
 from textual._ansi_sequences import SYNC_END, SYNC_START
 from textual._compositor import CompositorUpdate
+from textual.color import Color
+from textual.filter import LineFilter
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -161,20 +166,120 @@ def display(app: Any, screen: Any, update: RowsUpdate) -> None:
 
 def paint(widget: Widget, place: Region, rows: list[int]) -> list[tuple[int, int, Strip]]:
     """The widget's rows `rows` (its own rows, border and padding included),
-    rendered as the compositor would, for a `RowsUpdate`."""
+    rendered as the compositor would, for a `RowsUpdate`. A content row
+    painted before comes from its kept frame (`_Frames`) where it still
+    holds; the others through Textual's styles cache."""
     width = place.width
     ys = sorted({y for y in rows if 0 <= y < place.height})
     if not ys:
         return []
-    cache = widget._styles_cache
+    frames = _frames.get(widget)
+    if frames is None:
+        frames = _frames[widget] = _Frames()
+    out: dict[int, Strip] = {}
+    slow = []
     for y in ys:
-        cache.set_dirty(Region(0, y, width, 1))
-    # one call for the widget's rows (the rows between come from the styles
-    # cache as the compositor's would): each call walks the widget's
-    # ancestors for its colours and opacity, and a second's GPU rows are 8
-    top = ys[0]
-    strips = widget.render_lines(Region(0, top, width, ys[-1] - top + 1))
-    return [(place.x, place.y + y, strips[y - top]) for y in ys]
+        try:
+            strip = frames.row(widget, y, width)
+        except Exception:  # another Textual's styles cache: rendered, as before
+            strip = None
+        if strip is None:
+            slow.append(y)
+        else:
+            out[y] = strip
+    if slow:
+        cache = widget._styles_cache
+        for y in slow:
+            cache.set_dirty(Region(0, y, width, 1))
+        # one call for the widget's rows (the rows between come from the
+        # styles cache as the compositor's would): each call walks the
+        # widget's ancestors for its colours and opacity, and a second's GPU
+        # rows are 8
+        top = slow[0]
+        strips = widget.render_lines(Region(0, top, width, slow[-1] - top + 1))
+        for y in slow:
+            out[y] = strips[y - top]
+            with suppress(Exception):  # (another Textual: nothing learnt)
+                frames.learn(widget, y, out[y])
+    return [(place.x, place.y + y, out[y]) for y in ys]
+
+
+class _Frames:
+    """A line-API widget's content rows as Textual's styles cache frames them:
+    the segments it puts before and after the widget's own line (a border,
+    the padding), learnt from a row it rendered, and the line filters it
+    ran the row through (the ANSI colours made true colours). While the row
+    it rendered is still the one its cache holds (a restyle, a resize, a
+    repaint clear or replace it), the row's next line is framed and
+    filtered the same — without the styles cache's walk over the widget's
+    ancestors for its colours, opacity and size (~0.1 ms a widget on a
+    loaded machine: the run's rows, the log's state line, the banner, once
+    a second). A row whose rendering is not the widget's line between kept
+    segments (a tint, an opacity, a link's hover style) is not learnt: it
+    is rendered each time."""
+
+    def __init__(self) -> None:
+        # row -> (segments before the line, after it, the line's cells, the cache's row)
+        self._rows: dict[int, tuple[tuple[Segment, ...], tuple[Segment, ...], int, Strip]] = {}
+        self._filters: tuple[LineFilter, ...] = ()
+        self._background: Color | None = None
+
+    def row(self, widget: Widget, y: int, width: int) -> Strip | None:
+        """Row `y` framed and filtered as learnt, or None where it must be rendered."""
+        kept = self._rows.get(y)
+        if kept is None:
+            return None
+        before, after, cells, cached = kept
+        cache = widget._styles_cache
+        line = None
+        if cache._width == width and cache._cache.get(y) is cached and not cache.is_dirty(y):
+            line = widget.render_line(y - widget.styles.gutter.top)
+        if line is None or line.cell_length != cells or self._filters != _filters_of(widget):
+            del self._rows[y]
+            return None
+        strip = cache._cache[y] = Strip([*before, *line, *after], width)  # as a render leaves it
+        self._rows[y] = (before, after, cells, strip)
+        for f in self._filters:
+            strip = strip.apply_filter(f, self._background)  # type: ignore[arg-type]
+        return strip
+
+    def learn(self, widget: Widget, y: int, shown: Strip) -> None:
+        """How row `y`, just rendered as `shown`, frames the widget's line."""
+        self._rows.pop(y, None)
+        styles = widget.styles
+        gutter = styles.gutter
+        cached = widget._styles_cache._cache.get(y)
+        if (
+            cached is None
+            or type(widget).render_line is Widget.render_line  # (not the line API)
+            or not gutter.top <= y < widget.outer_size.height - gutter.bottom  # a border row
+            or styles.text_opacity != 1.0  # the line's own colours changed: not kept
+            or styles.tint.a
+            or widget.opacity != 1.0
+            or (styles.has_rule("hatch") and styles.hatch != "none")
+        ):
+            return
+        filters, background = _filters_of(widget), widget.background_colors[1]
+        filtered = cached
+        for f in filters:
+            filtered = filtered.apply_filter(f, background)  # (Textual's own, kept by the strip)
+        if filtered is not shown:
+            return  # more than the filters (a link's hover style)
+        line = widget.render_line(y - gutter.top)
+        own, segments = list(line), list(cached)
+        for i in range(len(segments) - len(own) + 1):
+            if segments[i : i + len(own)] == own:
+                after = tuple(segments[i + len(own) :])
+                self._rows[y] = (tuple(segments[:i]), after, line.cell_length, cached)
+                self._filters, self._background = filters, background
+                return
+
+
+def _filters_of(widget: Widget) -> tuple[LineFilter, ...]:
+    return tuple(widget.get_line_filters())
+
+
+_frames: weakref.WeakKeyDictionary[Widget, _Frames] = weakref.WeakKeyDictionary()
 
 
 class RowPainter:
