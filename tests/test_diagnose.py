@@ -1137,6 +1137,43 @@ def test_stale_threshold(
     assert stale_threshold(snap, Thresholds(stale_after=configured)) == pytest.approx(expected)
 
 
+def test_the_stale_threshold_is_kept_while_its_lines_and_steps_are_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Asked three times a second (the diagnosis, the log's state line, the
+    recorder), it sorts its lines' gaps and steps once for each new line or
+    step, not for each asking — and it follows every new line and step."""
+    from gputui.diagnose import thresholds
+    from gputui.model import MetricPoint
+
+    made: list[float] = []
+    adaptive = thresholds._adaptive
+    monkeypatch.setattr(
+        thresholds, "_adaptive", lambda *a: made.append(1) or adaptive(*a)
+    )  # counted
+    snap, th = Snapshot(time=NOW, target="t"), Thresholds()
+    for t in range(0, 300, 30):
+        snap.log.note_line(float(t))
+    first = stale_threshold(snap, th)
+    assert first == pytest.approx(300.0)  # 10 × the 30-s gaps
+    assert [stale_threshold(snap, th) for _ in range(5)] == [first] * 5
+    assert len(made) == 1
+    snap.log.note_line(300.0 + 60.0)  # a new line: looked at again
+    snap.log.note_line(300.0 + 120.0)
+    snap.log.note_line(300.0 + 180.0)
+    assert stale_threshold(snap, th) == pytest.approx(300.0)  # (the median moved not)
+    for t in range(9):
+        snap.log.note_line(540.0 + 60.0 * (t + 1))
+    assert stale_threshold(snap, th) == pytest.approx(600.0)  # 10 × the 60-s gaps
+    snap.metrics.add(MetricPoint(time=1000.0, step=1))
+    snap.metrics.add(MetricPoint(time=1090.0, step=2))  # a 90-s step, larger than the gaps
+    assert stale_threshold(snap, th) == pytest.approx(900.0)
+    other = Snapshot(time=NOW, target="u")  # another run's: its own
+    assert stale_threshold(other, th) == pytest.approx(STALE_FLOOR_S)
+    assert stale_threshold(snap, Thresholds(stale_after=42.0)) == 42.0
+    assert len(made) == 5
+
+
 def test_log_note_line_records_gaps() -> None:
     log = LogState(path=LOG)
     for t in (10.0, 15.0, 15.0, 45.0):

@@ -140,12 +140,38 @@ def stale_threshold(snap: Snapshot, th: Thresholds = DEFAULT_THRESHOLDS) -> floa
     """
     if th.stale_after is not None and th.stale_after > 0:
         return float(th.stale_after)
-    cadence = 0.0
     log = snap.log if isinstance(snap.log, LogState) else None
+    metrics = snap.metrics if isinstance(snap.metrics, Metrics) else None
+    # asked three times a second (the diagnosis, the log's state line, the
+    # recorder), each sorting ~200 gaps and ~200 steps: kept while the
+    # lines and steps it is made of are the same (every new line counts in
+    # lines_total, every new step moves last_step_time)
+    key = (
+        None if log is None else (log.lines_total, len(log.line_gaps)),
+        None
+        if metrics is None
+        else (metrics.last_step_time, metrics.restarts, len(metrics.step_intervals)),
+    )
+    kept = _kept[0]
+    same = kept is not None and kept[0] is th and kept[1] is log and kept[2] is metrics
+    if same and kept is not None and kept[3] == key:
+        return kept[4]
+    value = _adaptive(log, metrics, th)
+    _kept[0] = (th, log, metrics, key, value)
+    return value
+
+
+# the last adaptive threshold: the thresholds, the log, the metrics, what of
+# them it was made of, and it
+_Kept = tuple[Thresholds, LogState | None, Metrics | None, tuple[object, ...], float]
+_kept: list[_Kept | None] = [None]
+
+
+def _adaptive(log: LogState | None, metrics: Metrics | None, th: Thresholds) -> float:
+    cadence = 0.0
     gaps = list(getattr(log, "line_gaps", None) or [])
     if gaps:
         cadence = max(cadence, statistics.median(gaps))
-    metrics = snap.metrics if isinstance(snap.metrics, Metrics) else None
     step_median = metrics.median_step_interval if metrics is not None else None
     if step_median is not None:
         cadence = max(cadence, step_median)
