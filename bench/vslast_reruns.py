@@ -18,6 +18,23 @@ noise): the pipeline's own false-slower rate. `--rate wall`: tok/s measured
 from the clock over each step's sleep (what a trainer prints), so the
 machine's load is in the readings too — on a shared 2-core machine that
 noise is the machine's, and a rerun that really ran slower is told so.
+
+`--between B`: each run, rerun or deploy, runs at (1 + N(0, B)) × its
+code's rate — the machine's between-run spread (on a lent H100 two reruns
+of one command read +3.5 %, another pair −5.8 %); the reruns leave the
+script alone (the run reads the machine's factor from a file), so the
+history holds them as reruns with nothing changed. Each deploy then
+modifies the script (rate F × the base) and is followed by the base script
+put back with its old mtime, so the next deploy's last run has the reruns
+as its own.
+
+    .venv/bin/python bench/vslast_reruns.py --sim 400      # no test bed: the pure comparison
+
+`--sim N`: N generated trials per case, no test bed: K earlier reruns of
+one program (the machine's spread B between runs, tok/s moving in
+stretches of ±15–20 % within a run as on the H100, or calm: 3 % a step),
+then a rerun, a deploy 10 % slower and one 20 % slower, each judged
+without the reruns (today's verdict) and with them.
 """
 
 from __future__ import annotations
@@ -25,7 +42,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import math
 import os
+import random
 import sys
 import tempfile
 import time
@@ -39,6 +58,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from gputui.actions import execute, plan_relaunch  # noqa: E402
 from gputui.cli.watch import Watch  # noqa: E402
 from gputui.config import Settings  # noqa: E402
+from gputui.diagnose.compare import RunPoint, compare  # noqa: E402
+from gputui.diagnose.reruns import spread_of  # noqa: E402
 from gputui.model import VsLast  # noqa: E402
 from gputui.remote.target import Target  # noqa: E402
 from testbed import Testbed  # noqa: E402
@@ -52,6 +73,10 @@ import random, sys, time
 RATE = {rate}
 WALL = {wall}
 rnd = random.Random()
+try:
+    RATE *= float(open("machine.txt").read())  # the machine's factor for this run
+except OSError:
+    pass
 step, t = 0, time.monotonic()
 while True:
     step += 1
@@ -150,6 +175,82 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         bed.stop()
 
 
+# ------------------------------------------------------------------ --sim
+
+SIM_STEPS = 600  # a run's points (tok/s lines)
+SIM_RATE = 150_000.0  # batch 4 on the H100: 154.7k and 149.4k
+STRETCH_SD, STRETCH_KEEP = 0.06, 0.98  # within a run: ±15-20 % stretches of ~50 steps
+LOSS_BETWEEN = 0.001  # the loss of a rerun at the same steps: ±0.1 %
+
+
+def sim_run(factor: float, rnd: random.Random, stretch: bool, loss_shift: float) -> list[RunPoint]:
+    """A run's lines as train_torch.py prints them on an H100: tok/s around
+    `factor` × SIM_RATE, its first 10 steps at half (warm-up), moving in
+    stretches (`stretch`) or 3 % a step alone; a loss on its plateau."""
+    pts, t, drift = [], 1000.0, 0.0
+    for s in range(SIM_STEPS):
+        if stretch:
+            drift = STRETCH_KEEP * drift + rnd.gauss(0, STRETCH_SD * math.sqrt(1 - STRETCH_KEEP**2))
+        r = SIM_RATE * factor * (1 + drift) * (1 + rnd.gauss(0, 0.03)) * (0.5 if s < 10 else 1)
+        t += 8192 / r
+        loss = 10.384 * (1 + loss_shift) + rnd.gauss(0, 0.006)
+        pts.append(RunPoint(s, t, round(loss, 4), round(r)))
+    return pts
+
+
+def sim_case(trials: int, reruns: int, between: float, stretch: bool, seed: int) -> dict[str, Any]:
+    """`trials` times: `reruns` + 1 runs of one program, then a rerun and
+    deploys at 0.9 and 0.8 × the rate, each judged against the last run
+    without the reruns' spread (before) and with it (after)."""
+    rnd = random.Random(seed)
+    counts: dict[str, dict[str, int]] = {}
+
+    def run(f: float) -> list[RunPoint]:
+        shift = rnd.gauss(0, LOSS_BETWEEN)
+        return sim_run(f * (1 + rnd.gauss(0, between)), rnd, stretch, shift)
+
+    for _ in range(trials):
+        base = [(i + 1, run(1.0)) for i in range(reruns + 1)]
+        spread = spread_of(base)
+        last = base[-1][1]
+        for name, f in (("rerun", 1.0), ("0.9x", 0.9), ("0.8x", 0.8)):
+            new = run(f)
+            for when, sp in (("before", None), ("after", spread)):
+                vs = compare(last, new, reruns=sp)
+                c = counts.setdefault(f"{name} {when}", {})
+                c[vs.verdict or "-"] = c.get(vs.verdict or "-", 0) + 1
+                if vs.loss_out:
+                    c["loss_out"] = c.get("loss_out", 0) + 1
+    return counts
+
+
+def sim_main(trials: int, between: float) -> None:
+    print(f"{trials} trials a case; between-run spread ±{between * 100:g} % (1 sd of a run's rate)")
+    print(
+        "| within a run | earlier reruns | reruns told slower / faster (loss out) | 0.9× told slower | 0.8× told slower |"
+    )
+    print("| --- | --- | --- | --- | --- |")
+    for stretch in (True, False):
+        for k in (2, 3, 5):
+            c = sim_case(trials, k, between, stretch, seed=1000 * k + stretch)
+            cells = []
+            for name in ("rerun", "0.9x", "0.8x"):
+                b, a = c.get(f"{name} before", {}), c.get(f"{name} after", {})
+                if name == "rerun":
+                    cells.append(
+                        f"{_pct(b, 'slower', trials)} / {_pct(b, 'faster', trials)} ({_pct(b, 'loss_out', trials)})"
+                        f" → **{_pct(a, 'slower', trials)} / {_pct(a, 'faster', trials)}** ({_pct(a, 'loss_out', trials)})"
+                    )
+                else:
+                    cells.append(f"{_pct(b, 'slower', trials)} → **{_pct(a, 'slower', trials)}**")
+            where = "±15–20 % stretches" if stretch else "3 % a step"
+            print(f"| {where} | {k} | " + " | ".join(cells) + " |", flush=True)
+
+
+def _pct(c: dict[str, int], key: str, n: int) -> str:
+    return f"{100 * c.get(key, 0) / n:.1f} %"
+
+
 def _row(vs: VsLast) -> dict[str, Any]:
     change = (
         vs.rate.percent if vs.rate is not None and vs.rate.percent is not None else float("nan")
@@ -167,7 +268,12 @@ def main() -> int:
     ap.add_argument("--reruns", type=int, default=20)
     ap.add_argument("--rate", choices=("model", "wall"), default="model")
     ap.add_argument("--slower", type=float, default=0.0, help="also N deploys at F × the rate")
+    ap.add_argument("--between", type=float, default=0.0, help="the machine's spread between runs")
+    ap.add_argument("--sim", type=int, default=0, help="N generated trials a case, no test bed")
     args = ap.parse_args()
+    if args.sim:
+        sim_main(args.sim, args.between or 0.025)
+        return 0
     t0 = time.monotonic()
     res = asyncio.run(main_async(args))
     words = [r["verdict"] for r in res["reruns"]]

@@ -315,3 +315,112 @@ def test_steps_unread_when_neither_the_history_nor_the_rings_hold_them() -> None
     assert not steps_unread([], pts(400, 999), last)
     assert not steps_unread(pts(1, 1047), pts(1161, 1760), last)  # all shared steps stored
     assert not steps_unread([], [], last) and not steps_unread([], pts(900, 1000), [])
+
+
+# ------------------------------------------------------------------ reruns' spread
+
+
+def h100_reruns(
+    rates: list[float], seed: int, losses: list[float] | None = None
+) -> list[tuple[int, list[RunPoint]]]:
+    """Runs of one unchanged command as the history holds them, oldest first
+    (ids 1, 2, …), each `plateau_run` at its own rate and loss (10.38)."""
+    losses = losses or [10.38] * len(rates)
+    return [
+        (i + 1, plateau_run(400, r, loss, 0.006, seed + i))
+        for i, (r, loss) in enumerate(zip(rates, losses, strict=True))
+    ]
+
+
+def test_a_rerun_within_the_reruns_spread_is_same_and_a_real_drop_is_told() -> None:
+    """This morning on an H100 two reruns of the same code (batch 4) read
+    154.7k vs 149.4k tok/s, +3.5 %: a run's own spread (3 % a step here)
+    calls that "faster" at t = +16. With three earlier reruns in the history
+    that moved ±2–4 % from one to the next, +3.5 % is within their spread —
+    "same", said so — and a deploy 20 % slower is still "slower"."""
+    from gputui.diagnose.reruns import spread_of
+
+    reruns = h100_reruns([151_000, 146_900, 152_300, 149_400], 10)
+    spread = spread_of(reruns)
+    assert spread is not None and spread.runs == (1, 2, 3, 4) and spread.n_rate == 3
+    assert spread.rate is not None and 0.015 < spread.rate < 0.05
+    last = reruns[-1][1]
+    rerun = plateau_run(400, 154_700, 10.38, 0.006, 99)
+    assert compare(last, rerun).verdict == "faster"  # the run's own noise alone
+    vs = compare(last, rerun, this_run=5, last_run=4, reruns=spread, unit="tok/s")
+    assert vs.verdict == "same", vs.test
+    assert "within the 3 reruns' spread ±10.0 %" in vs.test
+    from gputui.diagnose.compare import summary
+
+    assert summary(vs).endswith(", within the 3 reruns' spread ±10 %")
+    from pathlib import Path
+
+    from gputui.diagnose.compare import vs_last_dict
+
+    facts = vs_last_dict(vs)
+    assert facts is not None and facts["reruns"]["runs"] == [1, 2, 3, 4]
+    assert facts["reruns"]["rate_band_pct"] == 10.0
+    doc = (Path(__file__).parent.parent / "src/gputui/doctor/doctor-json.md").read_text()
+    assert [k for k in facts["reruns"] if f"`{k}`" not in doc] == []
+    for factor in (0.8, 1.2):  # ±20 %: beyond any rerun band (RERUN_BAND_MAX)
+        real = compare(last, plateau_run(400, 149_400 * factor, 10.38, 0.006, 98), reruns=spread)
+        assert real.verdict == ("slower" if factor < 1 else "faster"), real.test
+        assert "beyond the 3 reruns' spread" in real.test
+
+
+def test_reruns_of_the_same_code_with_the_machines_spread_are_same() -> None:
+    """Twenty trials: four runs of one program whose rate the machine moves
+    by ±2.5 % from run to run (each run's own noise 3 % a step), then a
+    rerun. The run's own spread calls most reruns slower or faster; with
+    the reruns' spread none is slower."""
+    from gputui.diagnose.reruns import spread_of
+
+    rnd = random.Random(7)
+    before, after = [], []
+    for i in range(RERUNS):
+        rates = [149_400 * (1 + rnd.gauss(0, 0.025)) for _ in range(5)]
+        runs = h100_reruns(rates[:4], 100 * i)
+        new = plateau_run(400, rates[4], 10.38, 0.006, 100 * i + 50)
+        before.append(compare(runs[-1][1], new).verdict)
+        after.append(compare(runs[-1][1], new, reruns=spread_of(runs)).verdict)
+    assert before.count("same") < RERUNS // 2, before
+    assert after.count("slower") == 0, after
+
+
+def test_fewer_than_two_reruns_keep_the_verdict_as_it_was() -> None:
+    """One earlier rerun (two runs of the same code) measures one change:
+    no spread — the verdict, its words and the loss band are as without."""
+    from gputui.diagnose.reruns import spread_of
+
+    runs = h100_reruns([151_000, 149_400], 10)
+    spread = spread_of(runs)
+    assert spread is not None and spread.rate is None and spread.n_rate == 1
+    assert spread_of(runs[:1]) is None
+    new = plateau_run(400, 154_700, 10.38, 0.006, 99)
+    a, b = compare(runs[-1][1], new), compare(runs[-1][1], new, reruns=spread)
+    assert (a.verdict, a.test, a.loss_band, a.loss_out) == (
+        b.verdict,
+        b.test,
+        b.loss_band,
+        b.loss_out,
+    )
+    assert a.verdict == "faster"
+
+
+def test_the_loss_band_is_the_reruns_spread_when_known() -> None:
+    """Without reruns the band is never narrower than ±1 % of the loss.
+    Reruns whose loss moved ±1.5 % from one to the next widen it: a loss
+    2 % higher is theirs. Reruns within ±0.05 % of each other narrow it
+    (to ±0.5 % at least): a loss 0.8 % higher is the deploy's."""
+    from gputui.diagnose.reruns import spread_of
+
+    wide = h100_reruns([150_000] * 4, 20, [10.38, 10.54, 10.38, 10.53])
+    up2 = plateau_run(400, 150_000, 10.53 * 1.02, 0.006, 77)
+    assert compare(wide[-1][1], up2).loss_out  # without reruns: past ±1 %
+    vs = compare(wide[-1][1], up2, reruns=spread_of(wide))
+    assert not vs.loss_out, vs.loss_band
+    calm = h100_reruns([150_000] * 4, 30)
+    up08 = plateau_run(400, 150_000, 10.38 * 1.008, 0.006, 78)
+    assert not compare(calm[-1][1], up08).loss_out  # without reruns: within ±1 %
+    vs = compare(calm[-1][1], up08, reruns=spread_of(calm))
+    assert vs.loss_out, vs.loss_band

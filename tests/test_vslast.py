@@ -295,3 +295,35 @@ async def test_doctor_compares_the_steps_the_history_has_not_read_yet(tmp_path: 
     snap.procs = [Proc(4300, 1, list(argv), start_time=1100.0, is_python=True)]
     vs = await vs_last_now(db, target, snap)
     assert vs is not None and vs.this_run == this.id and vs.n_new == 0, vs  # not run 2's steps
+
+
+def test_the_last_runs_reruns_and_their_spread_come_with_the_pair(db: Path, tmp_path: Path) -> None:
+    """Three runs of `train.py --bs 4` (a try of --bs 16 between them, passed
+    over), then a deploy: its pair carries the spread of the last run's
+    reruns, measured on runs 1, 3, 4; a run whose script was modified is
+    not a rerun. `history --compare` says them."""
+    w = HistoryWriter(db)
+    now = time.time() - 3600
+    bs4 = ("python", "train.py", "--bs", "4")
+    a = add_run(w, 1, now, bs4, 151_000, seed=1)
+    add_run(w, 2, now + 100, ("python", "train.py", "--bs", "16"), 366_000, seed=2)
+    b = add_run(w, 3, now + 200, bs4, 146_900, seed=3)
+    add_run(w, 4, now + 250, bs4, 160_000, seed=4, mtime=900.0)  # train.py modified
+    c = add_run(w, 5, now + 300, bs4, 149_400, seed=5, mtime=100.0)
+    d = add_run(w, 6, now + 400, ("python", "train.py", "--bs", "8"), 154_700, seed=6)
+    w.close()
+    conn = sqlite3.connect(db)
+    pair = read_pair(conn, d)
+    assert pair is not None and pair.last is not None and pair.last.run_id == c
+    assert pair.reruns is not None and pair.reruns.runs == (a, b, c)
+    assert pair.reruns.n_rate == 2 and pair.reruns.rate is not None
+    assert 0.01 < pair.reruns.rate < 0.06
+    first = read_pair(conn, b)  # its last run has one rerun before it: no spread
+    assert first is not None and first.reruns is None
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[history]\npath = "{db}"\n')
+    res = cli(cfg, "--compare", str(d))
+    assert res.returncode == 0, res.stderr
+    assert f"runs {a}, {b}, {c}: rate ±" in res.stdout, res.stdout
+    vs = json.loads(cli(cfg, "--compare", str(d), "--json").stdout)["vs_last"]
+    assert vs["reruns"]["runs"] == [a, b, c] and vs["reruns"]["rate_reruns"] == 2

@@ -631,6 +631,23 @@ class Versus:
 
 
 @dataclass(frozen=True)
+class RerunSpread:
+    """How much earlier reruns of the last run's program moved, with no
+    change between them (issue 49; diagnose/reruns.py measures it): each
+    rerun against the one before it at their matched steps, as
+    `compare` sees a new run against its last. `rate`, `loss`: the root
+    mean square of those changes (a fraction: 0.04 = ±4 %), None when
+    fewer than MIN_RERUNS of them could be measured; `n_rate`, `n_loss`:
+    how many were."""
+
+    runs: tuple[int, ...]  # the reruns' ids in the history, oldest first (the last run last)
+    rate: float | None = None
+    loss: float | None = None
+    n_rate: int = 0
+    n_loss: int = 0
+
+
+@dataclass(frozen=True)
 class VsLast:
     """The watched run against the last one, step for step (issue 49;
     diagnose/compare.py makes it). `verdict`: "faster", "slower", "same"
@@ -654,6 +671,7 @@ class VsLast:
     picked: bool = False  # the user picked the last run (else: found by its program)
     n_new: int = 0  # points of each run in the window
     n_old: int = 0
+    reruns: RerunSpread | None = None  # the last run's own reruns' spread, when known
 
 
 # ---------------------------------------------------------------- findings

@@ -28,6 +28,17 @@ and programs in, a `VsLast` out; no I/O.
   to four places: on an H100 two runs at 10.384 ± 0.003) a band of 3 sd is
   ± 0.01, 0.1 % of the loss — a rerun leaves it; a change of the loss by
   under 1 % at the same step is not a deploy's doing one can tell.
+- **The reruns' spread** (diagnose/reruns.py): where the history holds
+  earlier reruns of the last run's program with nothing changed between
+  them, how much each moved from the one before (tok/s and loss, at matched
+  steps) is the between-run noise one run cannot measure. A change of the
+  rate within `rerun_times` (RERUN_BAND_SD, or Student's t at 99 % for few
+  reruns) × that spread is "same" whatever Welch says (on
+  an H100 two reruns of one command read +3.5 %), one beyond it keeps
+  Welch's word; the band is never wider than RERUN_BAND_MAX, so a real
+  −20 % is told. The loss band's floor is then RERUN_BAND_SD × the reruns'
+  loss spread (at least LOSS_RERUN_FLOOR) instead of LOSS_BAND_REL. With fewer than MIN_RERUNS
+  measured reruns, all of this is as without them.
 """
 
 from __future__ import annotations
@@ -41,7 +52,7 @@ from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.model import Metrics, Program, Snapshot, Versus, VsLast
+from gputui.model import Metrics, Program, RerunSpread, Snapshot, Versus, VsLast
 
 ALPHA = 0.01  # two-sided: a rerun of the same code is called slower ~0.5 % of the time
 BLOCKS = 8  # block means per run for the test
@@ -52,6 +63,11 @@ MAX_POINTS = 2000  # the new run's points in the window, at most
 LOSS_TAIL = 20  # the new run's last points the loss is compared over
 LOSS_BAND_SD = 3.0
 LOSS_BAND_REL = 0.01  # the band's half-width at least 1 % of the last run's loss
+MIN_RERUNS = 2  # measured reruns (changes from one to the next) before their spread counts
+RERUN_BAND_SD = 3.0  # a change within this many times the reruns' spread is noise,
+RERUN_ALPHA = 0.02  # ... more with few reruns: Student's t at 1 - RERUN_ALPHA/2 for their count
+RERUN_BAND_MAX = 0.10  # ... but never a change past ±10 %: a real -20 % is told
+LOSS_RERUN_FLOOR = 0.005  # with reruns measured, the loss band at least ±0.5 % of the loss
 
 _PYTHONS = ("python", "pypy")
 _LAUNCHERS = {"torchrun", "accelerate", "deepspeed", "uv", "poetry", "env", "nohup", "stdbuf"}
@@ -449,11 +465,63 @@ def _sd(xs: Sequence[float]) -> float:
     return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
 
+def rerun_times(n: int) -> float:
+    """How many times the spread of `n` measured reruns a change may be and
+    still be their noise: RERUN_BAND_SD, or Student's t for n degrees of
+    freedom when more (2 reruns: 6.8, 3: 4.5, 5: 3.4) — a spread measured on
+    two reruns may be small by chance."""
+    return max(RERUN_BAND_SD, t_quantile(1 - RERUN_ALPHA / 2, n))
+
+
+def rerun_band(spread: float | None, n: int) -> float | None:
+    """The half-width (a fraction) within which a change is the reruns'
+    noise: rerun_times(n) × their spread, at most RERUN_BAND_MAX; None with
+    fewer than MIN_RERUNS measured reruns."""
+    if spread is None or n < MIN_RERUNS:
+        return None
+    return min(rerun_times(n) * spread, RERUN_BAND_MAX)
+
+
+def rerun_words(change_pct: float, spread: float, n: int) -> str:
+    """'+3.5 % within the 3 reruns' spread ±10.0 % (4.5 × ±2.2 % from one
+    rerun to the next)'."""
+    band = rerun_band(spread, n) or 0.0
+    inside = abs(change_pct) <= band * 100
+    times = rerun_times(n)
+    capped = f", at most ±{RERUN_BAND_MAX * 100:.0f} %" if times * spread > RERUN_BAND_MAX else ""
+    return (
+        f"{change_pct:+.1f} % {'within' if inside else 'beyond'} the {n} reruns' spread"
+        f" ±{band * 100:.1f} % ({times:.1f} × ±{spread * 100:.1f} % from one rerun"
+        f" to the next{capped})"
+    )
+
+
+def against_reruns(
+    word: str, test: str, rate: Versus, reruns: RerunSpread | None
+) -> tuple[str, str]:
+    """The verdict with the reruns' spread: a change within their band is
+    "same"; beyond it, Welch's word stands (named only past both the run's
+    own noise and the reruns')."""
+    change = rate.percent
+    if not word or change is None or reruns is None or reruns.rate is None:
+        return word, test
+    band = rerun_band(reruns.rate, reruns.n_rate)
+    if band is None:
+        return word, test
+    words = rerun_words(change, reruns.rate, reruns.n_rate)
+    return ("same" if abs(change) <= band * 100 else word), f"{test}; {words}"
+
+
 def loss_versus(
-    old: Sequence[RunPoint], new: Sequence[RunPoint], w: tuple[int, int]
+    old: Sequence[RunPoint],
+    new: Sequence[RunPoint],
+    w: tuple[int, int],
+    reruns: RerunSpread | None = None,
 ) -> tuple[Versus | None, tuple[float, float] | None, bool]:
     """The loss over the new run's last LOSS_TAIL points up to the window's
-    end, against the last run's over the same steps; its band; out of it."""
+    end, against the last run's over the same steps; its band (never
+    narrower than LOSS_BAND_REL of the loss, or with reruns measured, than
+    their band); out of it."""
     tail = [p for p in _in(new, w) if p.loss is not None][-LOSS_TAIL:]
     if not tail:
         return None, None, False
@@ -463,7 +531,9 @@ def loss_versus(
     if len(theirs) < 3 or len(mine) < 3:
         return Versus("loss", _mean(mine), _mean(theirs)), None, False
     m_old, m_new = statistics.fmean(theirs), statistics.fmean(mine)
-    half = max(LOSS_BAND_SD * max(_sd(theirs), _sd(mine)), LOSS_BAND_REL * abs(m_old), 1e-12)
+    floor = rerun_band(reruns.loss, reruns.n_loss) if reruns is not None else None
+    rel = LOSS_BAND_REL if floor is None else max(floor, LOSS_RERUN_FLOOR)
+    half = max(LOSS_BAND_SD * max(_sd(theirs), _sd(mine)), rel * abs(m_old), 1e-12)
     band = (m_old - half, m_old + half)
     return Versus("loss", m_new, m_old), band, m_new > band[1]
 
@@ -484,13 +554,17 @@ def compare(
     first_step: tuple[float | None, float | None] = (None, None),
     unit: str = "",
     picked: bool = False,
+    reruns: RerunSpread | None = None,
 ) -> VsLast:
     """The new run against the last at the same steps. `first_step`: the
-    (new, old) seconds from each run's start to its first step."""
+    (new, old) seconds from each run's start to its first step; `reruns`:
+    the spread of the last run's own earlier reruns (diagnose/reruns.py)."""
     o, n = _stepped(old_points), _stepped(new_points)
     changes = tuple(program_changes(old, new)) if old and new else ()
     ttfs = Versus("first step", *first_step) if any(x is not None for x in first_step) else None
-    base = VsLast(this_run, last_run, changes=changes, picked=picked, first_step=ttfs)
+    base = VsLast(
+        this_run, last_run, changes=changes, picked=picked, first_step=ttfs, reruns=reruns
+    )
     w = window(o, n)
     if w is None:
         return base
@@ -501,7 +575,9 @@ def compare(
     )
     r_new, r_old = rates(nw, use_thr), rates(ow, use_thr)
     word, test = verdict(r_new, r_old) if r_new and r_old else ("", "no rate to compare")
-    loss, band, out = loss_versus(o, n, w)
+    rate = Versus((unit or "tok/s") if use_thr else "steps/s", _mean(r_new), _mean(r_old))
+    word, test = against_reruns(word, test, rate, reruns)
+    loss, band, out = loss_versus(o, n, w, reruns)
     st_new, st_old = _median_step_time(nw), _median_step_time(ow)
     return VsLast(
         this_run,
@@ -511,7 +587,7 @@ def compare(
         verdict=word,
         enough=bool(word) and len(r_new) >= MIN_POINTS_ALERT and len(r_old) >= MIN_POINTS_ALERT,
         test=test,
-        rate=Versus((unit or "tok/s") if use_thr else "steps/s", _mean(r_new), _mean(r_old)),
+        rate=rate,
         loss=loss,
         step_time=Versus("s/step", st_new, st_old) if st_new or st_old else None,
         first_step=ttfs,
@@ -521,6 +597,7 @@ def compare(
         picked=picked,
         n_new=len(r_new),
         n_old=len(r_old),
+        reruns=reruns,
     )
 
 
@@ -577,11 +654,44 @@ def summary(vs: VsLast) -> str:
     which = "the run picked" if vs.picked else "its last run"
     word = vs.verdict or "too early to tell"
     line = f"run {vs.this_run} against {which} {vs.last_run}: {word} — {headline(vs)}"
+    if reruns := reruns_said(vs):
+        line += f", {reruns}"
     if vs.loss_out:
         line += ", loss above the last run's band"
     if vs.changes:
         line += "; what changed: " + "; ".join(vs.changes)
     return line
+
+
+def reruns_said(vs: VsLast) -> str:
+    """'within the 3 reruns' spread ±11 %' (or 'beyond'), when the reruns'
+    spread judged the rate; else ''."""
+    r, v = vs.reruns, vs.rate
+    if not vs.verdict or r is None or v is None or v.percent is None:
+        return ""
+    band = rerun_band(r.rate, r.n_rate)
+    if band is None:
+        return ""
+    inside = abs(v.percent) <= band * 100
+    return f"{'within' if inside else 'beyond'} the {r.n_rate} reruns' spread ±{band * 100:.0f} %"
+
+
+def _reruns_dict(r: RerunSpread | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    return {
+        "runs": list(r.runs),
+        "rate_spread_pct": _num(r.rate * 100) if r.rate is not None else None,
+        "loss_spread_pct": _num(r.loss * 100) if r.loss is not None else None,
+        "rate_reruns": r.n_rate,
+        "loss_reruns": r.n_loss,
+        "rate_band_pct": _pct(rerun_band(r.rate, r.n_rate)),
+        "loss_band_pct": _pct(rerun_band(r.loss, r.n_loss)),
+    }
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else _num(x * 100)
 
 
 def _num(x: float | None) -> float | None:
@@ -616,6 +726,7 @@ def vs_last_dict(vs: VsLast | None) -> dict[str, Any] | None:
         "loss_out": vs.loss_out,
         "changes": list(vs.changes),
         "readings": {"this": vs.n_new, "last": vs.n_old},
+        "reruns": _reruns_dict(vs.reruns),
     }
 
 

@@ -32,14 +32,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gputui.config import DEFAULTS
-from gputui.diagnose.compare import RunPoint, same_program, script_of
+from gputui.diagnose.compare import MIN_RERUNS, RunPoint, program_changes, same_program, script_of
+from gputui.diagnose.reruns import spread_of
 from gputui.errors import GputuiError
-from gputui.model import Program
+from gputui.model import Program, RerunSpread
 
 T = TypeVar("T")
 
@@ -572,10 +573,10 @@ class HistoryWriter:
             )
         )
 
-    def pair(self, run_id: int, cache: dict[int, tuple[int, RunSide]]) -> Future[RunPair | None]:
-        """Run `run_id` and its last run, each with its program and points
-        (`cache`: last runs already read, by id — a finished run's points do
-        not change)."""
+    def pair(self, run_id: int, cache: PairCache) -> Future[RunPair | None]:
+        """Run `run_id` and its last run, each with its program and points,
+        and the spread of the last run's reruns (`cache`: last runs and
+        reruns already read — a finished run's points do not change)."""
         return self._submit(read_pair, self.conn, run_id, cache)
 
     # -- batched
@@ -867,6 +868,7 @@ def _incident_is_news(c: sqlite3.Connection, target_id: int, ev: EventRow) -> bo
 # ------------------------------------------------------------------ runs compared (issue 49)
 
 MIN_STEPS = 2  # a run with fewer step points is no run to compare with
+MAX_RERUN_RUNS = 8  # the last run and its earlier reruns read for their spread, at most
 FIRST_TIMED = 5  # the time to the first step: from a timed line among the first this many
 
 
@@ -888,6 +890,7 @@ class RunPair:
     this: RunSide
     last: RunSide | None
     picked: bool
+    reruns: RerunSpread | None = None  # the last run's own reruns' spread
 
 
 def read_program(conn: sqlite3.Connection, run_id: int) -> Program | None:
@@ -954,10 +957,16 @@ def find_last_run(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, bo
         row = conn.execute("SELECT last_id FROM run_last WHERE run_id=?", (run_id,)).fetchone()
         if row is not None:
             return int(row[0]), True
+    return same_program_before(conn, run_id), False
+
+
+def same_program_before(conn: sqlite3.Connection, run_id: int) -> int | None:
+    """The most recent earlier run on the same target whose program has the
+    same script and which made steps (a pick aside)."""
     me = conn.execute("SELECT target_id, first_seen FROM runs WHERE id=?", (run_id,)).fetchone()
     mine = read_program(conn, run_id)
     if me is None or mine is None:
-        return None, False
+        return None
     for (other,) in conn.execute(
         "SELECT id FROM runs WHERE target_id=? AND id != ? AND (first_seen < ? OR"
         " (first_seen = ? AND id < ?)) ORDER BY first_seen DESC, id DESC LIMIT 50",
@@ -966,30 +975,93 @@ def find_last_run(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, bo
         theirs = read_program(conn, int(other))
         if theirs is None or not same_program(theirs, mine):
             continue
-        n = conn.execute(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM metric_points WHERE run_id=?"
-            " AND step IS NOT NULL LIMIT ?)",
-            (int(other), MIN_STEPS),
-        ).fetchone()[0]
-        if n >= MIN_STEPS:
-            return int(other), False
-    return None, False
+        if _has_steps(conn, int(other)):
+            return int(other)
+    return None
+
+
+def _has_steps(conn: sqlite3.Connection, run_id: int) -> bool:
+    n = conn.execute(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM metric_points WHERE run_id=?"
+        " AND step IS NOT NULL LIMIT ?)",
+        (run_id, MIN_STEPS),
+    ).fetchone()[0]
+    return bool(n >= MIN_STEPS)
+
+
+@dataclass
+class PairCache:
+    """What `read_pair` keeps between calls for one recorder: the last run
+    and its reruns, by id, with the cursor each was read at (a finished
+    run's points do not change); the reruns of each last run, by id; the
+    spread measured from them, with the (id, cursor) pairs it was measured on."""
+
+    sides: dict[int, tuple[int, RunSide]] = field(default_factory=dict)
+    groups: dict[int, list[int]] = field(default_factory=dict)
+    spread: tuple[tuple[tuple[int, int], ...], RerunSpread | None] = ((), None)
+
+
+def _cached_side(conn: sqlite3.Connection, run_id: int, cache: PairCache) -> RunSide:
+    row = conn.execute("SELECT cursor FROM runs WHERE id=?", (run_id,)).fetchone()
+    cursor = int(row[0]) if row else -1
+    if cache.sides.get(run_id, (None,))[0] != cursor:  # read again only when it grew
+        cache.sides[run_id] = (cursor, read_side(conn, run_id))
+    return cache.sides[run_id][1]
+
+
+def rerun_group(conn: sqlite3.Connection, last_id: int) -> list[int]:
+    """The last run and the earlier runs on its target that ran the same
+    program with nothing changed (`program_changes` empty: the same
+    arguments, environment, directory, script mtime) and made steps, oldest
+    first, at most MAX_RERUN_RUNS; runs of another config between them
+    (a deploy tried and undone) are passed over."""
+    me = conn.execute("SELECT target_id, first_seen FROM runs WHERE id=?", (last_id,)).fetchone()
+    prog = read_program(conn, last_id)
+    group = [last_id]
+    if me is None or prog is None:
+        return group
+    for (other,) in conn.execute(
+        "SELECT id FROM runs WHERE target_id=? AND id != ? AND (first_seen < ? OR"
+        " (first_seen = ? AND id < ?)) ORDER BY first_seen DESC, id DESC LIMIT 50",
+        (me[0], last_id, me[1], me[1], last_id),
+    ).fetchall():
+        theirs = read_program(conn, int(other))
+        if theirs is None or not same_program(theirs, prog) or program_changes(theirs, prog):
+            continue
+        if _has_steps(conn, int(other)):
+            group.append(int(other))
+        if len(group) >= MAX_RERUN_RUNS:
+            break
+    return group[::-1]
+
+
+def reruns_of(conn: sqlite3.Connection, last_id: int, cache: PairCache) -> RerunSpread | None:
+    """The spread of the last run's reruns (none: fewer than 3 runs in its group)."""
+    if last_id not in cache.groups:
+        cache.groups = {last_id: rerun_group(conn, last_id)}
+    group = cache.groups[last_id]
+    sides = [_cached_side(conn, i, cache) for i in group]
+    for gone in set(cache.sides) - set(group):
+        del cache.sides[gone]
+    if len(group) < MIN_RERUNS + 1:
+        return None
+    key = tuple((i, cache.sides[i][0]) for i in group)
+    if cache.spread[0] != key:
+        cache.spread = (key, spread_of([(s.run_id, s.points) for s in sides]))
+    return cache.spread[1]
 
 
 def read_pair(
-    conn: sqlite3.Connection, run_id: int, cache: dict[int, tuple[int, RunSide]] | None = None
+    conn: sqlite3.Connection, run_id: int, cache: PairCache | None = None
 ) -> RunPair | None:
-    """Run `run_id` and its last run (None when it has none)."""
+    """Run `run_id` and its last run (None when it has none), with the
+    spread of the last run's earlier reruns."""
     if conn.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is None:
         return None
     last_id, picked = find_last_run(conn, run_id)
     this = read_side(conn, run_id)
     if last_id is None:
         return RunPair(this, None, picked)
-    cache = cache if cache is not None else {}
-    row = conn.execute("SELECT cursor FROM runs WHERE id=?", (last_id,)).fetchone()
-    cursor = int(row[0]) if row else -1
-    if cache.get(last_id, (None,))[0] != cursor:  # read again only when it grew
-        cache.clear()
-        cache[last_id] = (cursor, read_side(conn, last_id))
-    return RunPair(this, cache[last_id][1], picked)
+    cache = cache if cache is not None else PairCache()
+    reruns = reruns_of(conn, last_id, cache)
+    return RunPair(this, _cached_side(conn, last_id, cache), picked, reruns)

@@ -44,10 +44,10 @@ from gputui.record.history import (
     EventRow,
     GpuRow,
     HistoryWriter,
+    PairCache,
     PointRow,
     RunInfo,
     RunPair,
-    RunSide,
     incident_key,
 )
 from gputui.record.incidents import SETTLE_S
@@ -270,7 +270,7 @@ class RunRecorder:
         self.vs_last: VsLast | None = None
         self._program_run: int | None = None  # the run whose program is recorded
         self._compare_due = 0.0
-        self._last_cache: dict[int, tuple[int, RunSide]] = {}
+        self._last_cache = PairCache()
         self._log_marks: tuple[int, int] | None = None
         self._log_soon = 0  # ticks left that read the log whatever log_every says
         self._run_pid: int | None = None  # the run's Python as last seen (its end reads the log)

@@ -25,7 +25,14 @@ from gputui.diagnose.compare import (
 )
 from gputui.errors import GputuiError
 from gputui.model import Snapshot, VsLast
-from gputui.record.history import RunPair, RunSide, find_last_run, read_side
+from gputui.record.history import (
+    PairCache,
+    RunPair,
+    RunSide,
+    find_last_run,
+    read_side,
+    reruns_of,
+)
 from gputui.record.query import HistoryReader
 from gputui.text.untrusted import visible
 
@@ -60,6 +67,7 @@ def compare_pair(pair: RunPair, this: Sequence[Any], unit: str = "") -> VsLast:
         first_step=(pair.this.first_step_s, pair.last.first_step_s),
         unit=pair.this.unit or pair.last.unit or unit,
         picked=pair.picked,
+        reruns=pair.reruns,
     )
 
 
@@ -84,7 +92,12 @@ def pair_of(reader: HistoryReader, last_id: int | None, this_id: int) -> RunPair
                 "name the two runs: gputui history --compare LAST_ID THIS_ID",
             )
     _run_exists(reader, last_id)
-    return RunPair(read_side(reader.conn, this_id), read_side(reader.conn, last_id), picked)
+    return RunPair(
+        read_side(reader.conn, this_id),
+        read_side(reader.conn, last_id),
+        picked,
+        reruns_of(reader.conn, last_id, PairCache()),
+    )
 
 
 def _when(t: float | None) -> str:
@@ -136,7 +149,7 @@ def render_compare(pair: RunPair, fmt: str, how: str = "") -> str:
     ]
     out.append(f"  {'':<14} {'last run':<{width}}  {'this run':<{width}}  change")
     for name, old, new, change in rows:
-        if name in ("verdict", "what changed", "test"):
+        if name in ("verdict", "what changed", "test", "reruns"):
             out.append(f"  {name:<14} {visible(new)}")
             continue
         old_s, new_s = visible(old)[:width], visible(new)[:width]
@@ -165,8 +178,21 @@ def _rows(pair: RunPair, vs: VsLast, *, raw: bool = False) -> list[tuple[str, st
         rows.append((v.name, short_number(v.old), short_number(v.new), change))
     rows.append(("verdict", "", vs.verdict or "too early to tell", ""))
     rows.append(("test", "", vs.test, ""))
+    rows.append(("reruns", "", _reruns_row(vs), ""))
     rows.append(("what changed", "", "; ".join(vs.changes) or "nothing gputui can see", ""))
     return rows
+
+
+def _reruns_row(vs: VsLast) -> str:
+    """The last run's earlier reruns and how much they moved, in words."""
+    r = vs.reruns
+    if r is None:
+        return "fewer than 2 earlier reruns of the last run, unchanged: their spread not known"
+    ids = ", ".join(str(i) for i in r.runs)
+    if r.rate is None:
+        return f"runs {ids}: too few measured to tell their spread"
+    loss = f", loss ±{r.loss * 100:.2f} %" if r.loss is not None else ""
+    return f"runs {ids}: rate ±{r.rate * 100:.1f} % from one to the next{loss}"
 
 
 def _raw(x: float | None) -> str:
