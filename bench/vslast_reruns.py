@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/vslast_reruns.py                  # 20 reruns, rate printed by the model
     .venv/bin/python bench/vslast_reruns.py --rate wall      # the rate measured from the clock
-    .venv/bin/python bench/vslast_reruns.py --reruns 20 --slower 0.9   # and 20 deploys 10 % slower
+    .venv/bin/python bench/vslast_reruns.py --reruns 20 --slower 0.9,0.8 --deploys 10 --between 0.025
 
 On a real test bed (tests/testbed.py: OpenSSH sshd on 127.0.0.1, a stand-in
 CT with its own PID and mount namespace, real tmux, real python3 runs writing
@@ -59,7 +59,6 @@ from gputui.actions import execute, plan_relaunch  # noqa: E402
 from gputui.cli.watch import Watch  # noqa: E402
 from gputui.config import Settings  # noqa: E402
 from gputui.diagnose.compare import RunPoint, compare  # noqa: E402
-from gputui.diagnose.reruns import spread_of  # noqa: E402
 from gputui.model import VsLast  # noqa: E402
 from gputui.remote.target import Target  # noqa: E402
 from testbed import Testbed  # noqa: E402
@@ -96,19 +95,29 @@ async def until(cond: Any, timeout: float, what: str) -> None:
         await asyncio.sleep(0.2)
 
 
-async def one(watch: Watch, target: Target, script: Path, rate: float, wall: bool) -> VsLast:
-    """Deploy `rate` (the same as before: a rerun), relaunch, wait for the
-    new run's verdict with 20 matched readings, then for its steps."""
+async def one(
+    watch: Watch, target: Target, script: Path, code: str | None, machine: float
+) -> VsLast:
+    """Deploy `code` (None: the script left alone — a rerun) on a machine
+    running it at `machine` × its rate, relaunch, wait for the new run's
+    verdict with 20 matched readings, then for its steps."""
     rec = watch.watched[0].recorder
     snap = watch.watched[0].monitor.snapshot
     before = rec._run.id if rec._run is not None else None
-    script.write_text(TRAIN.format(rate=rate, wall=wall))
+    (script.parent / "machine.txt").write_text(f"{machine:.6f}")
+    if code is not None:
+        script.write_text(code)
     plan = await plan_relaunch(target, Settings(), SESSION)
     result = await execute(target, plan)
     if not result.ok:
         raise SystemExit(f"relaunch failed: {result.summary}")
     await until(
-        lambda: rec.vs_last is not None and rec.vs_last.this_run != before and rec.vs_last.enough,
+        lambda: (
+            rec.vs_last is not None
+            and rec.vs_last.this_run != before
+            and rec.vs_last.enough
+            and bool(rec.vs_last.verdict)
+        ),
         120,
         "a verdict",
     )
@@ -154,18 +163,27 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         out: dict[str, Any] = {"rate": args.rate, "reruns": [], "slower_deploys": []}
         try:
             await until(lambda: (snap.metrics.last_step or 0) >= 100, 90, "the first run")
+            rnd = random.Random(args.seed)
+
+            def machine() -> float:
+                return 1 + rnd.gauss(0, args.between)
+
+            base, mtime = script.read_text(), script.stat().st_mtime
             for i in range(args.reruns):
-                vs = await one(watch, target, script, 1000.0, wall)
+                vs = await one(watch, target, script, None, machine())
                 out["reruns"].append(_row(vs))
                 print(f"rerun {i + 1:2}: {vs.verdict:6} {_row(vs)['change']:+6.1f} %  {vs.test}")
-            for i in range(args.reruns if args.slower else 0):
-                # each deploy F slower than the run it replaces: the rate goes down each time
-                rate = 1000.0 * args.slower ** (i + 1)
-                vs = await one(watch, target, script, rate, wall)
-                out["slower_deploys"].append(_row(vs))
-                print(
-                    f"deploy {i + 1:2} ({args.slower:g}×): {vs.verdict:6} {_row(vs)['change']:+6.1f} %"
-                )
+            for f in args.slower:
+                for i in range(args.deploys):
+                    slower = TRAIN.format(rate=1000.0 * f, wall=wall)
+                    vs = await one(watch, target, script, slower, machine())
+                    out["slower_deploys"].append({**_row(vs), "factor": f})
+                    print(
+                        f"deploy {i + 1:2} ({f:g}×): {vs.verdict:6} {_row(vs)['change']:+6.1f} %  {vs.test}"
+                    )
+                    script.write_text(base)  # undone: the base code, its mtime as before
+                    os.utime(script, (mtime, mtime))
+                    await one(watch, target, script, None, machine())
         finally:
             await tr.close()
             watch.stop()
@@ -202,6 +220,8 @@ def sim_case(trials: int, reruns: int, between: float, stretch: bool, seed: int)
     """`trials` times: `reruns` + 1 runs of one program, then a rerun and
     deploys at 0.9 and 0.8 × the rate, each judged against the last run
     without the reruns' spread (before) and with it (after)."""
+    from gputui.diagnose.reruns import spread_of  # not in the code before issue 49's reruns
+
     rnd = random.Random(seed)
     counts: dict[str, dict[str, int]] = {}
 
@@ -267,7 +287,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reruns", type=int, default=20)
     ap.add_argument("--rate", choices=("model", "wall"), default="model")
-    ap.add_argument("--slower", type=float, default=0.0, help="also N deploys at F × the rate")
+    ap.add_argument(
+        "--slower",
+        type=lambda s: [float(x) for x in s.split(",")],
+        default=[],
+        help="F[,F…]: deploys of code at F × the rate, each undone after",
+    )
+    ap.add_argument("--deploys", type=int, default=10, help="deploys of each F")
+    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--between", type=float, default=0.0, help="the machine's spread between runs")
     ap.add_argument("--sim", type=int, default=0, help="N generated trials a case, no test bed")
     args = ap.parse_args()
@@ -282,11 +309,9 @@ def main() -> int:
         + ", ".join(f"{w} {words.count(w)}" for w in ("same", "slower", "faster"))
         + f" — false slower {words.count('slower')}/{len(words)}"
     )
-    if res["slower_deploys"]:
-        got = [r["verdict"] for r in res["slower_deploys"]]
-        print(
-            f"{len(got)} deploys {args.slower:g}× the rate: slower {got.count('slower')}/{len(got)}"
-        )
+    for f in args.slower:
+        got = [r["verdict"] for r in res["slower_deploys"] if r["factor"] == f]
+        print(f"{len(got)} deploys {f:g}× the rate: slower {got.count('slower')}/{len(got)}")
     print(f"{time.monotonic() - t0:.0f} s")
     return 0
 

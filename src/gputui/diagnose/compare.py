@@ -29,16 +29,16 @@ and programs in, a `VsLast` out; no I/O.
   ± 0.01, 0.1 % of the loss — a rerun leaves it; a change of the loss by
   under 1 % at the same step is not a deploy's doing one can tell.
 - **The reruns' spread** (diagnose/reruns.py): where the history holds
-  earlier reruns of the last run's program with nothing changed between
-  them, how much each moved from the one before (tok/s and loss, at matched
-  steps) is the between-run noise one run cannot measure. A change of the
-  rate within `rerun_times` (RERUN_BAND_SD, or Student's t at 99 % for few
-  reruns) × that spread is "same" whatever Welch says (on
-  an H100 two reruns of one command read +3.5 %), one beyond it keeps
-  Welch's word; the band is never wider than RERUN_BAND_MAX, so a real
-  −20 % is told. The loss band's floor is then RERUN_BAND_SD × the reruns'
-  loss spread (at least LOSS_RERUN_FLOOR) instead of LOSS_BAND_REL. With fewer than MIN_RERUNS
-  measured reruns, all of this is as without them.
+  earlier runs of the last run's program with nothing changed, how much
+  each moved from the one before (tok/s and loss, at matched steps) is the
+  between-run noise one run cannot measure. A change of the rate within
+  `rerun_times` (RERUN_BAND_SD, or Student's t at 99 % for few reruns) ×
+  that spread is "same" whatever Welch says (on an H100 two reruns of one
+  command read +3.5 %); one beyond it keeps Welch's word. The band is never
+  wider than RERUN_BAND_MAX, so a real −20 % is told. The loss band's floor
+  is then the reruns' loss band (at least LOSS_RERUN_FLOOR) instead of
+  LOSS_BAND_REL. With fewer than MIN_RERUNS measured reruns, all of this is
+  as without them.
 """
 
 from __future__ import annotations

@@ -5,12 +5,13 @@ One run says nothing about the spread between runs: on a lent H100 two
 reruns of one command (batch 4, nothing changed) read 154.7k and 149.4k
 tok/s, +3.5 %, and in round 10 another pair −5.8 %; a run's tok/s moves in
 stretches of ±15–20 % within it, and each run's mean lands a few % from the
-last. Where the history holds earlier reruns of the last run's program with
-no change between them (`program_changes` empty), each is compared with
+last. Where the history holds earlier runs of the last run's program with
+nothing changed (`program_changes` empty; record/history.rerun_group finds
+them, passing over other configs tried in between), each is compared with
 the one before it exactly as a new run is compared with its last
 (`compare.compare`: the same matched window, the same rates, the same
 trailing loss), and the root mean square of those changes is the spread a
-rerun moves by. `compare` then calls a change within RERUN_BAND_SD × that
+rerun moves by. `compare` then calls a change within `rerun_times` × that
 spread "same" (at most RERUN_BAND_MAX: a real −20 % is never within it),
 and sets the loss band from the reruns' loss spread instead of the fixed
 ±1 % floor. Fewer than MIN_RERUNS measured changes: no spread, today's
@@ -34,8 +35,8 @@ def rms(xs: Sequence[float]) -> float:
 
 
 def spread_of(runs: Sequence[tuple[int, Sequence[RunPoint]]]) -> RerunSpread | None:
-    """The spread of `runs` (id, points; oldest first, each a rerun of the
-    one before with no change, the last run last): each against the one
+    """The spread of `runs` (id, points; oldest first, all of one program
+    with nothing changed, the last run last): each against the one
     before at their matched steps. A rate change counts once the pair has
     enough readings to alert on (MIN_POINTS_ALERT of each); a loss change
     once both have a loss over the same trailing steps. None with fewer than
