@@ -1174,6 +1174,41 @@ def test_the_stale_threshold_is_kept_while_its_lines_and_steps_are_the_same(
     assert len(made) == 5
 
 
+def test_gpu_views_walk_back_from_the_newest_readings_not_the_whole_history(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each GPU holds up to 600 readings (10 min); the rules judge the last
+    30 s, the idle streak and the loading window, read walking back from the
+    newest — a copy of every GPU's whole history, twice, each second was
+    most of a diagnosis on a long run (2.5 ms for 8 GPUs, here)."""
+    from gputui.diagnose.context import Context
+    from gputui.model import Ring
+
+    def whole(*_a: object) -> object:
+        raise AssertionError("a GPU's whole history was copied")
+
+    snap = Snapshot(time=NOW, target="t")
+    for k in range(700):  # busy, then the last 45 readings idle; memory rising lately
+        t = NOW - 699 + k
+        util = 95.0 if k < 655 else 2.0
+        for i in range(2):
+            mem = 60000.0 + (100.0 * (k - 680) if k > 680 else 0.0)
+            snap.gpus.add(
+                GpuSample(index=i, time=t, uuid=f"GPU-{i}", mem_used_mib=mem, util_pct=util)
+            )
+    assert len(snap.gpus.util_history[0]) == 600
+    monkeypatch.setattr(Ring, "points", whole)
+    monkeypatch.setattr(Ring, "since", whole)
+    views = Context(snap, NOW, 60.0, Thresholds()).gpu_views
+    assert len(views) == 2
+    v = views[0]
+    assert v.recent_util == [2.0] * 31  # the readings of the last 30 s
+    assert v.idle_for == pytest.approx(44.0) and v.idle_samples == 45
+    assert not v.idle_whole_history
+    assert v.span_s == pytest.approx(599.0)
+    assert v.mem_rise_mib == pytest.approx(1900.0)  # within the loading window
+
+
 def test_log_note_line_records_gaps() -> None:
     log = LogState(path=LOG)
     for t in (10.0, 15.0, 15.0, 45.0):

@@ -9,6 +9,7 @@ the machine running gputui unless a name says otherwise. `None` always means
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -140,6 +141,11 @@ class Ring:
 
     def points(self) -> list[tuple[float, float | None]]:
         return list(self._points)
+
+    def held(self) -> Sequence[tuple[float, float | None]]:
+        """The points as held, oldest first, not copied: read them at once
+        (appending changes them)."""
+        return self._points
 
     def last(self) -> float | None:
         return self._points[-1][1] if self._points else None

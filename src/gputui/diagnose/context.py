@@ -8,7 +8,7 @@ import os
 import re
 import statistics
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TypeVar
@@ -464,16 +464,18 @@ class Context:
         }
 
     def _view(self, idx: int, s: GpuSample) -> GpuView:
+        """A GPU's readings as the rules judge them. The histories hold up to
+        600 readings a GPU (10 min): they are walked back from the newest as
+        far as a judgement needs (the last 30 s, the idle streak, the loading
+        window), not copied whole for each GPU each second."""
         util_ring = (self.gpus.util_history or {}).get(idx)
-        pts: list[tuple[float, float | None]] = (
-            [(t, v) for t, v in util_ring.points()] if util_ring is not None else []
+        pts: Sequence[tuple[float, float | None]] = (
+            util_ring.held() if util_ring is not None and len(util_ring) else [(s.time, s.util_pct)]
         )
-        if not pts:
-            pts = [(s.time, s.util_pct)]
         own = run_own_util(self.gpus.processes or [], self.run_pids, s.uuid)
         if own:  # the run's own readings: what another run does on this GPU is not ours
-            pts = list(own)
-        recent = [v for t, v in pts if t >= self.now - BUSY_WINDOW_S and v is not None]
+            pts = own
+        recent = _newest_values(pts, self.now - BUSY_WINDOW_S)
         # the trailing streak of idle readings
         streak_start = None
         n = 0
@@ -487,9 +489,7 @@ class Context:
         mem_ring = (self.gpus.mem_history or {}).get(idx)
         rise = 0.0
         if mem_ring is not None:
-            window = [
-                v for t, v in mem_ring.since(self.now - self.th.loading_window_s) if v is not None
-            ]
+            window = _newest_values(mem_ring.held(), self.now - self.th.loading_window_s)
             if len(window) >= 2:
                 rise = window[-1] - min(window)
         span = max(0.0, self.now - pts[0][0]) if pts else 0.0
@@ -637,6 +637,19 @@ class Context:
         if self.log_written_by_run:
             return []
         return files
+
+
+def _newest_values(pts: Sequence[tuple[float, float | None]], t0: float) -> list[float]:
+    """The known values of the time-ordered `pts` from `t0` on, oldest
+    first, walking back from the newest."""
+    out = []
+    for t, v in reversed(pts):
+        if t < t0:
+            break
+        if v is not None:
+            out.append(v)
+    out.reverse()
+    return out
 
 
 def run_own_util(

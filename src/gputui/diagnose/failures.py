@@ -492,7 +492,7 @@ def _losses(ctx: Context, newest: int | None = None) -> list[tuple[float, float]
     ring holds thousands)."""
     since = ctx.metrics.restarted_at
     out: list[tuple[float, float]] = []
-    for t, v in reversed(ctx.metrics.loss.points()):
+    for t, v in reversed(ctx.metrics.loss.held()):
         if since is not None and t < since:
             break  # the ring is in time order
         if v is not None:
