@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 
 from gputui.model import Program
-from gputui.record.history import HistoryWriter, PointRow, find_last_run, read_pair
+from gputui.record.history import (
+    HistoryWriter,
+    PairCache,
+    PointRow,
+    find_last_run,
+    read_pair,
+)
 
 TARGET = "root@127.0.0.1:2222 ct 200"
 
@@ -318,6 +324,11 @@ def test_the_last_runs_reruns_and_their_spread_come_with_the_pair(db: Path, tmp_
     assert pair.reruns is not None and pair.reruns.runs == (a, b, c)
     assert pair.reruns.n_rate == 2 and pair.reruns.rate is not None
     assert 0.01 < pair.reruns.rate < 0.06
+    cache = PairCache()  # the recorder's: the spread measured once, the reruns' points not kept
+    again = [read_pair(conn, d, cache) for _ in range(2)]
+    assert again[0] is not None and again[1] is not None
+    assert again[0].reruns is again[1].reruns == pair.reruns
+    assert set(cache.sides) == {c}
     first = read_pair(conn, b)  # its last run has one rerun before it: no spread
     assert first is not None and first.reruns is None
     cfg = tmp_path / "config.toml"

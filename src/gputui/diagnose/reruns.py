@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from gputui.diagnose.compare import MIN_RERUNS, RunPoint, compare
 from gputui.model import RerunSpread
@@ -34,25 +34,33 @@ def rms(xs: Sequence[float]) -> float:
     return math.sqrt(sum(x * x for x in xs) / len(xs))
 
 
-def spread_of(runs: Sequence[tuple[int, Sequence[RunPoint]]]) -> RerunSpread | None:
+def spread_of(runs: Iterable[tuple[int, Sequence[RunPoint]]]) -> RerunSpread | None:
     """The spread of `runs` (id, points; oldest first, all of one program
     with nothing changed, the last run last): each against the one
     before at their matched steps. A rate change counts once the pair has
     enough readings to alert on (MIN_POINTS_ALERT of each); a loss change
     once both have a loss over the same trailing steps. None with fewer than
-    two runs."""
-    if len(runs) < 2:
-        return None
+    two runs. Two runs' points are held at a time (`runs` may read each
+    when asked)."""
+    ids: list[int] = []
     rate: list[float] = []
     loss: list[float] = []
-    for (_, before), (_, after) in itertools.pairwise(runs):
+
+    def counted() -> Iterator[Sequence[RunPoint]]:
+        for run_id, points in runs:
+            ids.append(run_id)
+            yield points
+
+    for before, after in itertools.pairwise(counted()):
         vs = compare(before, after)
         if vs.enough and vs.rate is not None and vs.rate.percent is not None:
             rate.append(vs.rate.percent / 100.0)
         if vs.loss_band is not None and vs.loss is not None and vs.loss.percent is not None:
             loss.append(vs.loss.percent / 100.0)
+    if len(ids) < 2:
+        return None
     return RerunSpread(
-        tuple(run_id for run_id, _ in runs),
+        tuple(ids),
         rms(rate) if len(rate) >= MIN_RERUNS else None,
         rms(loss) if len(loss) >= MIN_RERUNS else None,
         len(rate),

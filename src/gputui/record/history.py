@@ -991,21 +991,26 @@ def _has_steps(conn: sqlite3.Connection, run_id: int) -> bool:
 
 @dataclass
 class PairCache:
-    """What `read_pair` keeps between calls for one recorder: the last run
-    and its reruns, by id, with the cursor each was read at (a finished
-    run's points do not change); the reruns of each last run, by id; the
-    spread measured from them, with the (id, cursor) pairs it was measured on."""
+    """What `read_pair` keeps between calls for one recorder: the last run,
+    by id, with the cursor it was read at (a finished run's points do not
+    change); the reruns of each last run, by id; the spread measured from
+    them, with the (id, cursor) pairs it was measured on (their points are
+    not kept: a long run's reruns hold many)."""
 
     sides: dict[int, tuple[int, RunSide]] = field(default_factory=dict)
     groups: dict[int, list[int]] = field(default_factory=dict)
     spread: tuple[tuple[tuple[int, int], ...], RerunSpread | None] = ((), None)
 
 
-def _cached_side(conn: sqlite3.Connection, run_id: int, cache: PairCache) -> RunSide:
+def _cursor(conn: sqlite3.Connection, run_id: int) -> int:
     row = conn.execute("SELECT cursor FROM runs WHERE id=?", (run_id,)).fetchone()
-    cursor = int(row[0]) if row else -1
+    return int(row[0]) if row else -1
+
+
+def _cached_side(conn: sqlite3.Connection, run_id: int, cache: PairCache) -> RunSide:
+    cursor = _cursor(conn, run_id)
     if cache.sides.get(run_id, (None,))[0] != cursor:  # read again only when it grew
-        cache.sides[run_id] = (cursor, read_side(conn, run_id))
+        cache.sides = {run_id: (cursor, read_side(conn, run_id))}
     return cache.sides[run_id][1]
 
 
@@ -1035,19 +1040,21 @@ def rerun_group(conn: sqlite3.Connection, last_id: int) -> list[int]:
     return group[::-1]
 
 
-def reruns_of(conn: sqlite3.Connection, last_id: int, cache: PairCache) -> RerunSpread | None:
-    """The spread of the last run's reruns (none: fewer than 3 runs in its group)."""
+def reruns_of(
+    conn: sqlite3.Connection, last_id: int, cache: PairCache | None = None
+) -> RerunSpread | None:
+    """The spread of the last run's reruns (none: fewer than 3 runs in its
+    group), measured again only when one of them grew."""
+    cache = cache if cache is not None else PairCache()
     if last_id not in cache.groups:
         cache.groups = {last_id: rerun_group(conn, last_id)}
     group = cache.groups[last_id]
-    sides = [_cached_side(conn, i, cache) for i in group]
-    for gone in set(cache.sides) - set(group):
-        del cache.sides[gone]
     if len(group) < MIN_RERUNS + 1:
         return None
-    key = tuple((i, cache.sides[i][0]) for i in group)
+    key = tuple((i, _cursor(conn, i)) for i in group)
     if cache.spread[0] != key:
-        cache.spread = (key, spread_of([(s.run_id, s.points) for s in sides]))
+        runs = ((i, read_points(conn, i)) for i in group)  # two runs' points at a time
+        cache.spread = (key, spread_of(runs))
     return cache.spread[1]
 
 

@@ -26,7 +26,6 @@ from gputui.diagnose.compare import (
 from gputui.errors import GputuiError
 from gputui.model import Snapshot, VsLast
 from gputui.record.history import (
-    PairCache,
     RunPair,
     RunSide,
     find_last_run,
@@ -96,7 +95,7 @@ def pair_of(reader: HistoryReader, last_id: int | None, this_id: int) -> RunPair
         read_side(reader.conn, this_id),
         read_side(reader.conn, last_id),
         picked,
-        reruns_of(reader.conn, last_id, PairCache()),
+        reruns_of(reader.conn, last_id),
     )
 
 
