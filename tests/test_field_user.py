@@ -264,3 +264,55 @@ async def test_r_on_a_run_whose_command_changes_directory_starts_it_where_tmux_d
     assert f"tee -a -i {run.log}," in said, said
     assert list(run.dir.glob("train.log.*")), "the old log moved aside"
     wait_for(lambda: b"step 1 " in read(run.log), 10, "the new run's steps")
+
+
+COUNT = """import time
+for i in range(1, 100000):
+    print(f"step {i} | loss 1.0", flush=True)
+    time.sleep(0.05)
+"""
+
+
+async def relaunch_by_cli(testbed: Any, ct: int, session: str) -> str:
+    """`gputui relaunch --session S --yes` over ssh: what it printed."""
+    args = argparse.Namespace(yes=True, json=False, session=session)
+    out = io.StringIO()
+    rc = await run_async(
+        "relaunch", args, Settings(), target=Target(testbed.transport(), ct), out=out
+    )
+    assert rc == 0, out.getvalue()
+    return out.getvalue()
+
+
+async def test_r_on_a_start_script_that_tees_its_log_writes_each_line_once(
+    testbed: Any, ct: int, pct_without_delay: None
+) -> None:
+    """`tmux new -s train 'bash start.sh'`, start.sh running `python3
+    train.py 2>&1 | tee start.log`: the relaunch found the log from the
+    run's tee and piped the script's output into a tee of its own on the
+    same file — two writers at two offsets: lines twice, lines cut ('0
+    tok/s'), gputui's own start line overwritten. Now a command that writes
+    its log itself is left to write it alone; and so again on the next r."""
+    run = prepare_run(testbed, ct, "train", log="start.log")
+    (run.dir / "train.py").write_text(COUNT)
+    (run.dir / "start.sh").write_text("python3 train.py 2>&1 | tee start.log\n")
+    sc.tmux_in_ct(testbed, ct, "new", "-d", "-s", "train", "-c", str(run.dir), "bash start.sh")
+    wait_for(lambda: b"step 5 " in read(run.log), 10, "the run's steps")
+    for _ in range(2):  # the second r relaunches what the first started
+        said = await relaunch_by_cli(testbed, ct, "train")
+        assert f"{run.log} written by the command itself" in said, said
+        wait_for(lambda: b"step 40 " in read(run.log), 15, "the new run's steps")
+        assert writers(testbed, ct, str(run.log)) == ["tee"], "one writer of the log"
+        lines = read(run.log).decode().splitlines()
+        steps = [int(x.split()[1]) for x in lines[:-1]]  # the last may be half-written
+        assert steps == list(range(1, len(steps) + 1)), lines[:50]
+
+
+def writers(testbed: Any, ct: int, path: str) -> list[str]:
+    """The programs in the CT that hold `path` open (their comm)."""
+    script = (
+        'for p in /proc/[0-9]*; do for f in "$p"/fd/*; do '
+        '[ "$(readlink "$f")" = "$1" ] && cat "$p/comm"; done; done 2>/dev/null; true'
+    )
+    r = testbed.ct_exec(ct, ["sh", "-c", script, "-", path])
+    return sorted(r.stdout.split())

@@ -244,6 +244,9 @@ def spec_from_run(info: RunInfo, settings: Settings) -> RunSpec:
         found = info.log_files()
         if log and found and log not in found:  # `cd sub && … | tee ../x.log`: where it went
             log = found[0]
+        own = bool(command) and log is None and bool(found)  # `bash start.sh` tees itself
+    else:
+        own = False
     if not command and main is not None:
         argv = info.argvs.get(main.pid)
         if not argv:  # `ps` args are lossy (spaces joined, controls as '?'): never run them
@@ -269,7 +272,9 @@ def spec_from_run(info: RunInfo, settings: Settings) -> RunSpec:
     log = log or settings.log or (found[0] if found else None)
     if not log:
         log = f"{cwd.rstrip('/')}/gputui-{info.session.replace('/', '_')}.log"
-    return RunSpec(info.session, cwd, command, abs_log(log, cwd), env, source)
+    log = abs_log(log, cwd)
+    own = own and log in found and source != "process command line"
+    return RunSpec(info.session, cwd, command, log, env, source, writes_own_log=own)
 
 
 async def plan_relaunch(
@@ -375,10 +380,14 @@ def _plan_start(
         commands.append(write_env_argv(env_file))
     start = new_session_argv(spec, tmux, env_file)
     commands.append(start)
+    output = (
+        f"{spec.log} written by the command itself as before"
+        if spec.writes_own_log
+        else f"output | tee -a -i {spec.log}, exit code recorded"
+    )
     notes.append(
         f"4. start session {spec.session!r} in {spec.cwd}: {spec.effective_command}"
-        f"  (PYTHONUNBUFFERED=1, output | tee -a -i {spec.log}, exit code recorded, "
-        "remain-on-exit on)"
+        f"  (PYTHONUNBUFFERED=1, {output}, remain-on-exit on)"
     )
     if spec.env:
         notes.append(

@@ -62,6 +62,10 @@ class RunSpec:
     source: str = (
         ""  # "config [run]" | "pane start command" | "process command line" | "gputui wrapper"
     )
+    # the command writes `log` itself (`bash start.sh` whose script tees into
+    # it): the wrapper adds no tee of its own, which would write every line
+    # into the file a second time, at its own offset
+    writes_own_log: bool = False
 
     @property
     def effective_command(self) -> str:
@@ -232,12 +236,16 @@ def shown_env(env: dict[str, str]) -> str:
     return " ".join(f"{k}=…" for k in env)
 
 
+OWN_LOG = "-"  # the wrapper's log argument for a command that writes its log itself
+
+
 def wrapper_argv(spec: RunSpec, env_file: str = "") -> list[str]:
     """The argv the tmux pane runs (before tmux escaping): names, never values."""
     if spec.env and not env_file:
         raise ValueError("a run with env needs its env file (write_env_argv)")
     names = list(spec.env) if env_file else []
-    return ["bash", "-c", WRAPPER, WRAPPER_NAME, spec.log, spec.effective_command, env_file, *names]
+    log = OWN_LOG if spec.writes_own_log else spec.log
+    return ["bash", "-c", WRAPPER, WRAPPER_NAME, log, spec.effective_command, env_file, *names]
 
 
 def new_session_argv(spec: RunSpec, tmux: list[str] | None = None, env_file: str = "") -> list[str]:
@@ -271,7 +279,8 @@ def spec_from_start_command(
     if len(argv) >= 6 and argv[:2] == ["bash", "-c"] and argv[2] == WRAPPER:
         names = argv[7:]  # the env's values are in no command line: not carried over
         note = f" (env {', '.join(names)} not carried over: set it in [run] env)" if names else ""
-        return argv[5], argv[4], {}, "gputui wrapper" + note
+        log = None if argv[4] == OWN_LOG else argv[4]  # the command's own: found from its run
+        return argv[5], log, {}, "gputui wrapper" + note
     if len(argv) == 1:
         command = argv[0]  # tmux new "CMD STRING": one argument, run by sh -c
     elif len(argv) >= 3 and argv[0] in ("sh", "bash", "/bin/sh", "/bin/bash") and argv[1] == "-c":

@@ -32,6 +32,10 @@ if [ -n "$envfile" ]; then
   rm -f -- "$envfile"
 fi
 export PYTHONUNBUFFERED=1
+if [ "$log" = - ]; then  # the command writes its log itself: a second writer would garble it
+  bash -c "$cmd"
+  exit "$?"
+fi
 trap 'printf "[gputui] SIGINT\\n" >> "$log"' INT
 mkdir -p -- "$(dirname -- "$log")"
 printf '[gputui] start %s in %s: %s\\n' "$(date '+%Y-%m-%d %H:%M:%S')" "$PWD" "$cmd" >> "$log"
