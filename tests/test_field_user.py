@@ -15,7 +15,7 @@ import pytest
 
 import scenarios as sc
 from gputui.cli.actions import run_async
-from gputui.config import Settings
+from gputui.config import RunConfig, Settings
 from gputui.remote.target import Target
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.result import ResultScreen
@@ -316,3 +316,26 @@ def writers(testbed: Any, ct: int, path: str) -> list[str]:
     )
     r = testbed.ct_exec(ct, ["sh", "-c", script, "-", path])
     return sorted(r.stdout.split())
+
+
+async def test_a_launch_into_a_directory_others_may_write_says_why_its_log_was_not_read(
+    testbed: Any, ct: int, pct_without_delay: None
+) -> None:
+    """[run] writes its log in a directory every user may write (a shared
+    0777 /workspace): the launch ran and its log grew, but the verify may
+    not read it as root and said "running; no log at … yet after 3 s" — a
+    run that writes nothing. Now it says the log was not read, and why."""
+    d = "/tmp/shared"  # the CT's own /tmp (sticky); the directory in it is not
+    r = testbed.ct_exec(ct, ["sh", "-c", f"mkdir -p {d} && chmod 777 {d}"], input=LOOP)
+    assert r.returncode == 0, r.stderr
+    testbed.ct_exec(ct, ["sh", "-c", f"cat > {d}/train.py"], input=LOOP)
+    run = RunConfig(command="python3 train.py", cwd=d, session="job", log=f"{d}/train.log")
+    args = argparse.Namespace(yes=True, json=False, session=None)
+    out = io.StringIO()
+    rc = await run_async(
+        "launch", args, Settings(run=run), target=Target(testbed.transport(), ct), out=out
+    )
+    said = out.getvalue()
+    assert rc == 0, said
+    assert f"ok: launched 'job': running; log {d}/train.log not read: directory {d} " in said
+    assert "no log at" not in said, said

@@ -481,7 +481,7 @@ async def execute_start(
     new_run = await _verify_new_run(target, plan, spec, progress)  # 5. verify
     mark("verify")
     mem1 = await _mem(gpu_memory)
-    log_words = _new_log_words(spec.log, new_run.size1, new_run.waited, new_run.first_growth)
+    log_words = _new_log_words(spec.log, new_run)
     details += _new_run_details(new_run, spec.log, log_words, mem0, mem1)
     return ActionResult(
         ok=new_run.alive,
@@ -583,6 +583,7 @@ class _NewRun:
     size1: int | None  # and when it ended
     first_growth: float | None  # seconds until the log first grew
     waited: float
+    refused: str = ""  # why the log was not read at all (HANDS_SH: "unsafe DIR", "nosetpriv UID")
 
     @property
     def alive(self) -> bool:
@@ -604,12 +605,14 @@ async def _verify_new_run(
     )
     sizes, pane_list = parse_verify(res.out)
     size0 = sizes[0][1] if sizes else None
+    head = res.out.partition("panes\n")[0].splitlines()
     return _NewRun(
         panes=pane_list,
         size0=size0,
         size1=sizes[-1][1] if sizes else None,
         first_growth=next((t for t, n in sizes if size0 is not None and n > size0), None),
         waited=sizes[-1][0] if sizes else 0.0,
+        refused=next((x[8:] for x in head if x.startswith("refused ")), ""),
     )
 
 
@@ -662,8 +665,23 @@ def _freed_words(before: float | None, after: float | None) -> str:
     return f"GPU memory unchanged by the stop ({gib(after)} in use)"
 
 
-def _new_log_words(log: str, size: int | None, waited: float, first: float | None) -> str:
-    """'new log 84 bytes after 3 s (first line at 0.4 s)' / 'no new log yet'."""
+def _refused_words(log: str, refused: str) -> str:
+    """Why the new log was not read as root (HANDS_SH's answer)."""
+    kind, _, what = refused.partition(" ")
+    if kind == "nosetpriv":
+        return f"log {log} not read: it is uid {what}'s and setpriv is missing to read it as them"
+    return (
+        f"log {log} not read: directory {what} on its way may be changed by other users "
+        "(keep the log in a directory only its owner can write)"
+    )
+
+
+def _new_log_words(log: str, new_run: _NewRun) -> str:
+    """'new log 84 bytes after 3 s (first line at 0.4 s)' / 'no new log yet' /
+    why it was not read at all (there or not: gputui would not look)."""
+    if new_run.refused:
+        return _refused_words(log, new_run.refused)
+    size, waited, first = new_run.size1, new_run.waited, new_run.first_growth
     if size is None or size < 0:
         return f"no log at {log} yet after {waited:.0f} s"
     if size == 0:

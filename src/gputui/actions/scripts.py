@@ -106,6 +106,7 @@ VERIFY_SCRIPT = (
     + """log=$1; n=$2; dead=$3; shift 3
 us=$(printf '\\037')  # tmux 3.4 prints the 0x1f separator as the text \\037
 h=$(gputui_hands "$log")  # the log's size, read with the hands HANDS_SH picks
+case $h in unsafe*|nosetpriv*) echo "refused $h" ;; esac  # not read at all: said, not "missing"
 size() { s=$(hands_run stat -c %s -- "$log" 2>/dev/null) || s=-1; echo "$s"; }
 last=$(size); echo "t 0 $last"; i=0
 while [ "$i" -lt "$n" ]; do
