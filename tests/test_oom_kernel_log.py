@@ -135,6 +135,24 @@ def test_a_containers_limit_is_not_called_host_ram() -> None:
     assert "more memory" in f.fix and "CT 200" in f.fix
 
 
+def test_a_plain_hosts_cgroup_limit_is_the_cgroups_not_the_hosts() -> None:
+    """Seen on a real kernel (bench/gpu/oom_kill.sh, no container): the run
+    in a cgroup of its own with memory.max 1 GiB — the fix said "give the
+    host more memory", but it was the cgroup's limit, not the host's RAM."""
+    lines = [
+        ln.replace("/lxc/200/ns/user.slice/user-0.slice/session-3.scope", "/gputui-oom").replace(
+            "oom_memcg=/lxc/200", "oom_memcg=/gputui-oom"
+        )
+        for ln in MEMCG
+    ]
+    snap = vanished(read_of(lines, 5.0))
+    snap.container = None  # a plain host
+    f = diagnose(snap, NOW)[0]
+    assert f.kind == "kernel_oom_kill", f
+    assert "(the memory limit of cgroup /gputui-oom)" in f.title, f.title
+    assert "/sys/fs/cgroup/gputui-oom/memory.max" in f.fix and "host" not in f.fix, f.fix
+
+
 @pytest.mark.parametrize(
     ("lines", "ago", "why"),
     [

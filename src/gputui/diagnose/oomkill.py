@@ -110,8 +110,24 @@ def run_kill(ctx: Context) -> OomKill | None:
 def _what_ran_out(ctx: Context, k: OomKill) -> str:
     if k.cgroup_limit:
         limit = f" {k.limit_cgroup}" if k.limit_cgroup else ""
+        if ctx.snap.container is None:  # a plain host: a cgroup's own limit (systemd, slurm)
+            return f"the memory limit of cgroup{limit}"
         return f"the memory limit of {ctx.ct_words}'s cgroup{limit}"
     return "host RAM"
+
+
+def _cgroup_fix(ctx: Context, k: OomKill) -> str:
+    lower = (
+        "lower the run's: fewer DataLoader workers (each holds its own copy), a smaller "
+        "batch, low_cpu_mem_usage=True when loading"
+    )
+    if ctx.snap.container is not None:
+        return f"give {ctx.ct_words} more memory, or {lower}"
+    where = f"/sys/fs/cgroup{k.limit_cgroup}/memory.max" if k.limit_cgroup else "memory.max"
+    return (
+        f"raise the cgroup's memory limit ({where}; a systemd unit's MemoryMax=, a "
+        f"scheduler's --mem), or {lower}"
+    )
 
 
 def _rss(k: OomKill) -> str:
@@ -166,10 +182,7 @@ def rule_kernel_oom_kill(ctx: Context) -> Finding | None:
     if tail:
         ev += ["last lines:", *quote_tail(tail)]
     if k.cgroup_limit:
-        fix = (
-            f"give {ctx.ct_words} more memory, or lower the run's: fewer DataLoader workers "
-            "(each holds its own copy), a smaller batch, low_cpu_mem_usage=True when loading"
-        )
+        fix = _cgroup_fix(ctx, k)
     else:
         fix = (
             "the host ran out of RAM: fewer DataLoader workers (each holds its own copy), a "
