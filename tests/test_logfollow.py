@@ -599,6 +599,40 @@ async def test_an_existing_log_is_read_from_near_its_end_with_its_own_age(
         await f.stop()
 
 
+async def test_a_backlog_written_within_a_second_is_not_dated_before_it(
+    local: Target, tmp_path: Path
+) -> None:
+    """CI, load 10: a run started at .38 wrote its 3 steps by .91 and hung
+    holding its GPU; the follower's `stat -c %Y` gives whole seconds, so the
+    backlog's lines were dated .00 — before the run's process started. Its
+    steps then did not count as the run's, the run looked still "loading"
+    and doctor said nothing of the hang. A backlog line is dated no earlier
+    than its second's end (the latest the write can have been), never later
+    than now."""
+    log = tmp_path / "train.log"
+    log.write_text("step 1 | loss 7.4\nstep 2 | loss 7.3\nstep 3 | loss 7.2\n")
+    wrote = float(int(time.time()) - 30) + 0.91  # 30 s ago, at .91 of its second
+    os.utime(log, (wrote, wrote))
+    c = Collect()
+    f = LogFollower(local, str(log), c.on_lines, c.on_state, backlog=4096)
+    await f.start()
+    try:
+        await until(lambda: c.lines[-1:] == ["step 3 | loss 7.2"], what="backlog")
+        t = f.state.last_line_time
+        assert t is not None and t >= wrote - 0.001, (t, wrote)  # not its second's start
+        assert t <= wrote + 1.0 and t <= time.time()
+    finally:
+        await f.stop()
+
+
+def test_a_whole_second_mtime_is_read_as_the_end_of_its_second() -> None:
+    from gputui.model import LogState
+
+    assert LogState(mtime=100.0).written_by == 101.0  # `stat -c %Y`: somewhen in 100.x
+    assert LogState(mtime=100.25).written_by == 100.25  # exact: itself
+    assert LogState().written_by is None
+
+
 @pytest.mark.parametrize("path", ["/dev/zero", "DIR", "FIFO"])
 async def test_a_path_that_is_not_a_file_is_never_read(
     local: Target, tmp_path: Path, path: str

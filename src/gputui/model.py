@@ -509,6 +509,19 @@ class LogState:
         """The file holds bytes gputui has not delivered yet."""
         return self.behind_since is not None
 
+    @property
+    def written_by(self) -> float | None:
+        """The latest the file's last write can have been: its mtime, or —
+        an mtime in whole seconds (`stat -c %Y`, the follower's own stat) —
+        the end of that second. A backlog line is dated by it: dated by the
+        second's start, the steps of a run that started at .38 and wrote
+        them by .91 looked older than its process, so the run looked still
+        "loading" and a deadlock holding its GPU got no word (CI, load 10)."""
+        m = self.mtime
+        if m is None:
+            return None
+        return m + 1.0 if m.is_integer() else m
+
     def note_line(self, t: float) -> None:
         """Record that a complete line arrived at local time `t`."""
         if self.last_line_time is not None:

@@ -116,13 +116,14 @@ def correct_backlog_times(snap: Snapshot) -> None:
     """Cap the arrival times of lines read from the backlog at the log's mtime
     (see the module docstring)."""
     log = snap.log
-    if log.mtime is None or not log.exists:
+    written = log.written_by
+    if written is None or not log.exists:
         return
-    if log.last_line_time is not None and log.last_line_time > log.mtime:
-        log.last_line_time = log.mtime
+    if log.last_line_time is not None and log.last_line_time > written:
+        log.last_line_time = written
     m = snap.metrics
-    if m.last_step_time is not None and m.last_step_time > log.mtime:
-        m.last_step_time = log.mtime
+    if m.last_step_time is not None and m.last_step_time > written:
+        m.last_step_time = written
 
 
 def _hang_watch_due(snap: Snapshot) -> bool:

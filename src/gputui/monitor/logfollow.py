@@ -642,8 +642,9 @@ class LogFollower:
             self._notify()
         st.exists = True
         backlog = st.offset <= self._backlog_end
-        if backlog and st.mtime is not None:
-            t = min(now, st.mtime)
+        written = st.written_by
+        if backlog and written is not None:
+            t = min(now, written)
         else:
             t = now
             st.mtime = now  # data just arrived: the file was written about now
