@@ -80,6 +80,10 @@ SHOTS: list[tuple[str, str, Steps, ActionResult | None, tuple[int, int] | None]]
 ]
 
 
+# scenes whose run has the config's [run] command: their banner offers l
+LAUNCHABLE = {"dead"}
+
+
 async def shoot(out: Path, size: tuple[int, int]) -> list[Path]:
     written = []
     for name, scene, steps, outcome, fixed_size in SHOTS:
@@ -90,6 +94,7 @@ async def shoot(out: Path, size: tuple[int, int]) -> list[Path]:
             diagnose=lambda s, now, f=findings: list(f),
             clock=lambda: T0,
             live=False,
+            can_launch=scene in LAUNCHABLE,
         )
         async with app.run_test(size=fixed_size or size) as pilot:
             await steps(pilot)

@@ -339,3 +339,23 @@ async def test_a_launch_into_a_directory_others_may_write_says_why_its_log_was_n
     assert rc == 0, said
     assert f"ok: launched 'job': running; log {d}/train.log not read: directory {d} " in said
     assert "no log at" not in said, said
+
+
+@pytest.mark.timeout(60)
+async def test_a_session_not_there_offers_no_launch_key_without_a_run_command(
+    testbed: Any, ct: int
+) -> None:
+    """`gputui --host gpu1 --ct N --session train` as the quick start has
+    it, no config: the session is not there (a typo, or it ended) and the
+    banner's key was "[l] launch" — which needs the config's [run] command
+    and did nothing. Now the fix it hid is shown, and why l is off."""
+    app, _parts = make_app(settings_for(testbed, ct, session="train", interval=0.5))
+    async with app.run_test(size=SIZE):
+        await until(
+            lambda: any(f.kind == "session_missing" for f in app.findings), 30, "the finding"
+        )
+        await until(lambda: app.query_one(Banner).finding is not None, 10, "the banner")
+        banner = str(app.query_one(Banner).render())
+        assert "[l] launch" not in banner, banner
+        assert "fix: pick the right session with --session NAME" in banner, banner
+        assert "l launch: no [run] command in the config" in banner, banner

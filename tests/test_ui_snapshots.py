@@ -34,7 +34,8 @@ def test_buffered_banner(snap_compare) -> None:
 
 
 def test_dead_session(snap_compare) -> None:
-    assert snap_compare(scene_app("dead"), terminal_size=SIZE)
+    # its run has a [run] command: "l launch again" is offered (the README's shot)
+    assert snap_compare(scene_app("dead", can_launch=True), terminal_size=SIZE)
 
 
 async def plan_shown(pilot) -> None:  # type: ignore[no-untyped-def]

@@ -320,6 +320,7 @@ class GputuiApp(App[int]):
             self.set_keymap(self.keys)
         self._q(Banner).keys = self.keys
         self._q(Banner).read_only = self.read_only
+        self._q(Banner).can_launch = self.can_launch
         self._set_size_classes(self.size.width, self.size.height, force=True)
         self.monitor.subscribe(self._on_monitor)
         if self.recorder is not None:

@@ -60,6 +60,7 @@ def banner_text(
     evidence_lines: int = 3,
     keys: dict[str, str] | None = None,
     read_only: bool = False,
+    can_launch: bool = True,
 ) -> Text:
     """Title, then the keys (so a clipped banner never loses them), then evidence.
     `keys`: the user's keymap (verb id -> key), shown instead of the defaults.
@@ -69,11 +70,17 @@ def banner_text(
     t.append(f"{_ICON.get(f.severity, '!')} {f.title}", style="bold")
     pairs = [(f.action, f.action_label), (f.alt_action, f.alt_action_label)]
     off = [label for verb, label in pairs if label and read_only and changes(verb)]
-    labels = [keyed(v, label, keys) for v, label in pairs if label not in off or not label]
+    # no [run] in the config: l does nothing, so it is not offered (its fix is)
+    unset = [label for verb, label in pairs if label and verb == "launch" and not can_launch]
+    gone = off + unset
+    labels = [keyed(v, label, keys) for v, label in pairs if label not in gone or not label]
     keys_shown = [h for h in [*labels, *hints] if h]
     tail = "   ".join(dict.fromkeys(keys_shown))
-    if f.fix and not f.action_label:
-        tail = f"fix: {f.fix}" + (f"   {tail}" if tail else "")
+    if f.fix and (not f.action_label or f.action_label in unset):
+        fix = f.fix.removeprefix("or ") if f.action_label in unset else f.fix
+        tail = f"fix: {fix}" + (f"   {tail}" if tail else "")
+    if unset:
+        tail += ("   " if tail else "") + "l launch: no [run] command in the config"
     if off:
         tail += ("   " if tail else "") + f"read-only here: {', '.join(off)} off"
     if more:
@@ -106,6 +113,7 @@ class Banner(Placed, KeptStyle):
         self.compact = False  # short terminals: one evidence line
         self.keys: dict[str, str] = {}  # the user's keymap: verb id -> key
         self.read_only = False  # --read-only: keys that change the run are not offered
+        self.can_launch = True  # False: no [run] in the config, l is not offered
         self._text = Text()
         self._wrapped: dict[tuple[object, ...], list[Text]] = {}  # a line -> its rows
         self._rows: list[Text] = []
@@ -137,7 +145,13 @@ class Banner(Placed, KeptStyle):
         lines = 1 if self.compact else 3
         before = list(self._rows) if self._rows_for is not None else None
         self._text = banner_text(
-            f, hints or [], len(findings) - 1, lines, self.keys, read_only=self.read_only
+            f,
+            hints or [],
+            len(findings) - 1,
+            lines,
+            self.keys,
+            read_only=self.read_only,
+            can_launch=self.can_launch,
         )
         width = self.content_region.width
         if before is None or not self.is_mounted or width <= 0:
