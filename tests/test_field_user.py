@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import io
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -359,3 +360,18 @@ async def test_a_session_not_there_offers_no_launch_key_without_a_run_command(
         assert "[l] launch" not in banner, banner
         assert "fix: pick the right session with --session NAME" in banner, banner
         assert "l launch: no [run] command in the config" in banner, banner
+
+
+def test_doctor_on_a_ct_with_two_runs_names_the_one_it_did_not_report_on(
+    testbed: Any, ct: int
+) -> None:
+    """Two runs in one CT (train and eval), no --session: doctor reports on
+    the newest and said nothing of the other — a user asking about train
+    read eval's report. Now the session line names the other and the flag."""
+    for name in ("train", "eval"):
+        run = prepare_run(testbed, ct, name)
+        start_unbuffered(testbed, run, count=100000, period=0.2)
+        time.sleep(1.1)  # tmux's session_created is in seconds: eval is the newest
+    r = sc.finish_doctor(sc.start_doctor(testbed, ct), timeout=60)
+    line = next(x for x in r.stdout.splitlines() if x.startswith("session"))
+    assert "eval: alive" in line and "not reported on: train (--session NAME)" in line, r.stdout

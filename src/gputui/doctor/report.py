@@ -557,6 +557,14 @@ def _gpu_rows(snap: Snapshot) -> list[tuple[str, str]]:
 
 
 def _session_line(snap: Snapshot) -> str:
+    line = _watched_session(snap)
+    others = sorted({x.name for x in snap.sessions} - {snap.session_name or ""})
+    if others and snap.session is not None:  # two runs in one CT: the report is on one
+        line += f" · not reported on: {', '.join(others)} (--session NAME)"
+    return line
+
+
+def _watched_session(snap: Snapshot) -> str:
     name = snap.session_name
     if not name:
         return "none watched"
