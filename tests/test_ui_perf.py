@@ -162,6 +162,27 @@ async def test_log_view_stays_where_the_user_scrolled() -> None:
         assert log.lines[-1] == "line 200"
 
 
+async def test_news_of_the_log_state_alone_arms_no_drain() -> None:
+    """A stat of the log right after a write (its size, its time: each
+    poll) carries no lines: nothing to write, so no drain is put off for the
+    pacer (a wake of the event loop ~0.2 s later, for nothing); the next
+    lines still go as the pacer allows."""
+    app, mon = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        log = app.query_one("#log", Log)
+        await pilot.pause(1.0)  # a quiet spell
+        for i in range(2):  # the pacer's burst, spent
+            mon.push_lines([f"line {i}"])
+            mon.publish({LogChanged})
+        assert log.lines[-1] == "line 1"
+        mon.publish({LogChanged})  # the log's state alone
+        assert not app._log_flush_pending
+        mon.push_lines(["line 2"])  # held for the pacer, then written
+        assert app._log_flush_pending
+        await pilot.pause(1 / WRITES_PER_S + 0.15)
+        assert log.lines[-1] == "line 2"
+
+
 async def test_log_lines_show_on_arrival_then_in_paced_batches() -> None:
     app, mon = make_app()
     async with app.run_test(size=SIZE) as pilot:

@@ -539,8 +539,14 @@ class GputuiApp(App[int]):
     def _log_arrived(self) -> None:
         """Lines arrived: write them now, or in the batch the pacer allows next
         (no waiting after a quiet spell, ~4 writes a second under a stream,
-        ~2 under a flood that replaces the whole view each time)."""
+        ~2 under a flood that replaces the whole view each time). News of
+        the log's state alone (its stat, each poll) draws nothing here — the
+        tick shows the state — and arms no timer: a stat right after a
+        write woke the event loop ~0.2 s later for an empty drain, about
+        once a second while a log streams."""
         if self._log_flush_pending:
+            return
+        if not self._new_lines and self.monitor.snapshot.log.path == self._log_path:
             return
         wait = self._log_pacer.wait()
         if wait <= 0:
