@@ -6,7 +6,9 @@ python3 runs writing real logs. Each case failed on the code before its fix."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -15,8 +17,10 @@ from typing import Any
 import pytest
 
 import scenarios as sc
+from gputui.actions.kill import KEEP_PANE_NOTE
 from gputui.cli.actions import run_async
 from gputui.config import RunConfig, Settings
+from gputui.model import Severity
 from gputui.remote.target import Target
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.result import ResultScreen
@@ -26,7 +30,6 @@ from ui_scenarios import (
     SIZE,
     make_app,
     prepare_run,
-    session_alive,
     settings_for,
     start_unbuffered,
     until,
@@ -64,44 +67,63 @@ def test_a_log_gputui_will_not_follow_is_a_finding_not_nothing_wrong(testbed: An
     assert "keep the log in a directory only its owner can write" in f["fix"], f["fix"]
 
 
-@pytest.mark.timeout(90)
-async def test_r_after_k_says_why_nothing_is_relaunched(
+def pane_listing(testbed: Any, ct: int, session: str) -> str:
+    r = testbed.ct_exec(
+        ct,
+        ["tmux", "list-panes", "-t", f"={session}", "-F", "#{pane_dead} #{remain-on-exit}"],
+    )
+    return r.stdout.strip() if r.returncode == 0 else ""
+
+
+def pids_in(text: bytes) -> set[str]:
+    return set(re.findall(r" pid (\d+) step ", text.decode("utf-8", "replace")))
+
+
+@pytest.mark.timeout(120)
+async def test_k_then_r_starts_a_run_that_was_its_sessions_command_again(
     testbed: Any, ct: int, pct_without_delay: None
 ) -> None:
-    """The deploy loop a user types: k, y — the run stops and its session
-    (`tmux new -s train 'python …'`, no remain-on-exit) closes with it — then
-    r to start it again. r is greyed then, and Textual runs nothing for a
-    greyed key: the key looked dead, not a word. Now it says why and what
-    to do instead."""
+    """The deploy loop a user types: k, y — then r, y. The run was the
+    session's own command (`tmux new -d -s train "python3 … 2>&1 | tee
+    train.log"`, no shell around it, remain-on-exit off): the kill ended
+    it, tmux closed the pane and the session with it, and r had nothing
+    left to start again (9bf7f8c made it say so). Now k sets the pane's
+    remain-on-exit first, and says so in its box: the pane stays dead with
+    its output, the banner reads as the user's stop, and r starts the run
+    again in the same session — a new Python process, its log growing."""
     run = prepare_run(testbed, ct, "train")
-    start_unbuffered(testbed, run, count=100000, period=0.2)
+    command = f"python3 -u {run.script} 100000 0.2 2>&1 | tee {run.log}"
+    sc.tmux_in_ct(testbed, ct, "new", "-d", "-s", "train", "-c", str(run.dir), command)
+    wait_for(lambda: pids_in(read(run.log)), 10, "the run's first lines")
+    old = pids_in(read(run.log))
     app, _parts = make_app(settings_for(testbed, ct, session="train", interval=0.5))
-    said: list[str] = []
-    notify = app.notify
-
-    def recording(message: str, *a: Any, **kw: Any) -> None:
-        said.append(str(message))
-        notify(message, *a, **kw)
-
-    app.notify = recording  # type: ignore[method-assign]
     async with app.run_test(size=SIZE) as pilot:
         await until(lambda: app.why_not("kill") is None, 30, "k available")
         await pilot.press("k")
+        await until(lambda: getattr(app.screen, "plan", None) is not None, 30, "k's plan")
+        plan = app.screen.plan  # type: ignore[attr-defined]
+        assert KEEP_PANE_NOTE in plan.display, plan.display
         await yes_once_shown(pilot)
-        await until(lambda: not session_alive(testbed, ct, "train"), 30, "the run stopped")
-        await until(lambda: app.why_not("relaunch") is not None, 30, "r greyed")
-        await app.workers.wait_for_complete()
+        await until(lambda: isinstance(app.screen, ResultScreen), 30, "the kill's result")
+        result = app.screen.result  # type: ignore[attr-defined]
+        assert result.ok and "pane kept, r starts it again" in result.summary, result
+        assert pane_listing(testbed, ct, "train") == "1 on", "the pane kept, dead"
         while isinstance(app.screen, ResultScreen):
             await pilot.press("escape")
             await pilot.pause()
-        before = len(said)
+        await asyncio.sleep(3)  # the dead pane read: its KeyboardInterrupt is the user's doing
+        said = app.query_one(Banner).finding
+        assert said is None or said.severity is not Severity.ERROR, said
+        await until(lambda: app.why_not("relaunch") is None, 30, "r available")
         await pilot.press("r")
-        await until(lambda: len(said) > before, 5, "a word on r", lambda: str(said))
-        assert not isinstance(app.screen, ConfirmScreen)
-        assert said[before] == (
-            "relaunch: session train is gone, and its command with it — start it again in "
-            "the container, or put it in the config's [run] command for l to launch"
-        ), said[before:]
+        await yes_once_shown(pilot)
+        await until(lambda: isinstance(app.screen, ResultScreen), 60, "the relaunch's result")
+        again = app.screen.result  # type: ignore[attr-defined]
+    assert again.ok, (again.summary, again.details)
+    assert pane_listing(testbed, ct, "train").startswith("0 "), "the session runs again"
+    wait_for(lambda: pids_in(read(run.log)) - old, 10, "the new run's lines")
+    size = len(read(run.log))
+    wait_for(lambda: len(read(run.log)) > size, 10, "the new log growing")
 
 
 @pytest.mark.timeout(90)
@@ -207,8 +229,9 @@ async def test_the_cli_verbs_reach_a_run_in_another_users_tmux(
     said = out.getvalue()
     assert rc == 0, said
     assert "Stop the run in session 'job'" in said and "ended by SIGINT" in said, said
-    ps = testbed.ct_exec(ct, ["ps", "-eo", "args="]).stdout
-    assert "job.py" not in ps, ps
+    assert "pane kept, r starts it again" in said, said  # set through alice's server
+    ps = testbed.ct_exec(ct, ["ps", "-eo", "args="]).stdout  # tmux's own args name it still
+    assert not [a for a in ps.splitlines() if a.startswith("python3 job.py")], ps
 
 
 @pytest.mark.timeout(90)

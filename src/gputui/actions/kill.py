@@ -16,11 +16,13 @@ from typing import Any
 from gputui.actions.facts import FactsReader, look
 from gputui.actions.inspect import RunInfo, check_owned, find_run
 from gputui.actions.plan import ActionError, ActionPlan, ActionResult, Progress, check_allowed, say
+from gputui.actions.runspec import tmux_argv
 from gputui.actions.scripts import KILL_SCRIPT
 from gputui.actions.server import tmux_as_socket_owner
 from gputui.config import Settings
 from gputui.model import GpuProcess
 from gputui.remote.target import Target
+from gputui.text.untrusted import visible
 
 GpuProcessReader = Callable[[], Awaitable[list[GpuProcess]]]
 
@@ -60,6 +62,31 @@ def describe_procs(info: RunInfo) -> list[str]:
     return [f"  pid {p.pid} (pgid {p.pgid}): {p.args[:120]}" for p in info.group_procs]
 
 
+KEEP_PANE_NOTE = (
+    "the pane is kept (remain-on-exit) so r can start it again "
+    "(tmux 3.0 or later; an older tmux closes the session with the run)"
+)
+
+
+def pane_closes_with(info: RunInfo) -> bool:
+    """The session's pane is the run itself (its command, no interactive
+    shell left to return to): tmux closes it, and the session with its last
+    pane, when the run ends — unless remain-on-exit is on, as gputui's own
+    launch wrapper sets it."""
+    pane = info.pane
+    if pane is None or pane.pid is None or pane.dead or pane.launched_command:
+        return False
+    return pane.pid in {p.pid for p in info.group_procs}
+
+
+def keep_pane_argv(info: RunInfo, tmux: list[str] | None) -> list[str]:
+    """`tmux set-option -p -t =SESSION:W.P remain-on-exit on`: the run's pane
+    stays, dead with its output, once the run ends (tmux >= 3.0)."""
+    assert info.pane is not None
+    pane = f"={info.session}:{info.pane.window_index}.{info.pane.pane_index}"
+    return tmux_argv(tmux, "set-option", "-p", "-t", pane, "remain-on-exit", "on")
+
+
 def plan_kill_from(
     target: Target,
     info: RunInfo,
@@ -69,7 +96,10 @@ def plan_kill_from(
     int_wait: float | None = None,
     term_wait: float | None = None,
     tmux: list[str] | None = None,
+    keep_pane: bool = False,
 ) -> ActionPlan:
+    """`keep_pane`: where the pane would close with the run, set its
+    remain-on-exit first (the kill verb: r then starts the run again in it)."""
     pgids = info.run_pgids
     if not info.exists:
         raise ActionError(
@@ -94,6 +124,7 @@ def plan_kill_from(
         f"SIGKILL after {term_wait:g} s more"
     )
     pids = [p.pid for p in info.group_procs]
+    keep = keep_pane_argv(info, tmux) if keep_pane and pane_closes_with(info) else None
     return ActionPlan(
         action=action or "kill",
         title=f"{'Force-kill' if force else 'Stop'} the run in session {info.session!r}"
@@ -103,9 +134,10 @@ def plan_kill_from(
         session=info.session,
         ct=target.ct_id,
         pids=pids,
-        commands=[argv],
-        notes=[steps, "Processes:", *describe_procs(info)],
+        commands=[keep, argv] if keep else [argv],
+        notes=[steps, *([KEEP_PANE_NOTE] if keep else []), "Processes:", *describe_procs(info)],
         params={
+            "keep_pane": keep,
             "force": force,
             "pgids": pgids,
             "int_wait": int_wait,
@@ -156,7 +188,13 @@ async def plan_kill(
     seen = await look(facts, name, tmux)
     info = seen.info if seen is not None else await find_run(target, name, tmux)
     return plan_kill_from(
-        target, info, force=force, int_wait=int_wait, term_wait=term_wait, tmux=tmux
+        target,
+        info,
+        force=force,
+        int_wait=int_wait,
+        term_wait=term_wait,
+        tmux=tmux,
+        keep_pane=True,
     )
 
 
@@ -164,7 +202,7 @@ async def run_kill(
     target: Target, plan: ActionPlan, progress: Progress = None
 ) -> tuple[str | None, list[str], float]:
     """Run the escalation; (which signal ended it or None, log lines, seconds)."""
-    argv = plan.commands[0]
+    argv = plan.commands[-1]  # after the pane's remain-on-exit, where the plan sets it
     budget = plan.params["int_wait"] + plan.params["term_wait"] + KILL_WAIT_S + 30.0
     t0 = time.monotonic()
     lines: list[str] = []
@@ -254,6 +292,28 @@ async def check_unchanged(target: Target, plan: ActionPlan) -> None:
         )
 
 
+KEPT = "the pane is kept (remain-on-exit): r starts the run again in it"
+
+
+async def keep_pane(target: Target, plan: ActionPlan) -> str | None:
+    """Set the pane's remain-on-exit where the plan says to (its pane would
+    close with the run); a word on it for the result, None when not asked.
+    A tmux that refuses (older than 3.0: no `set-option -p`) does not stop
+    the kill the person confirmed: the result says the session closes."""
+    argv = plan.params.get("keep_pane")
+    if not argv:
+        return None
+    res = await target.run(argv)
+    if res.ok:
+        return KEPT
+    why = (res.err or res.out).strip().splitlines()
+    said = visible(why[0][:100]) if why else f"exit {res.exit_status}"
+    return (
+        f"tmux did not keep the pane ({said}): "
+        "the session closes with the run (tmux 3.0 or later keeps it)"
+    )
+
+
 GPU_SETTLE_S = 2.0  # the driver may take a moment to release a dead process's memory
 
 
@@ -324,10 +384,13 @@ async def execute_kill(
     gpu_processes: GpuProcessReader | None = None,
 ) -> ActionResult:
     await check_unchanged(target, plan)
+    kept = await keep_pane(target, plan)
     on_gpu = await gpu_host_pids(gpu_processes, plan.pids)
     ended, lines, secs = await run_kill(target, plan, progress)
     freed, gpu_lines = await gpu_after(gpu_processes, plan.pids, host_pids=on_gpu)
     details = [f"{secs:.1f} s", *[ln for ln in lines if ln.startswith("left ")], *gpu_lines]
+    if kept is not None:
+        details.append(kept)
     if ended is None:
         summary = f"run in {plan.session!r} still alive after SIGKILL ({secs:.1f} s)"
         ok = False
@@ -337,6 +400,8 @@ async def execute_kill(
     else:
         summary = f"run in {plan.session!r} ended by {ended} after {secs:.1f} s"
         ok = True
+    if kept == KEPT and ended is not None:
+        summary += "; pane kept, r starts it again"
     if freed is True:
         summary += "; GPU memory freed"
     elif freed is False:
