@@ -398,3 +398,30 @@ def test_doctor_on_a_ct_with_two_runs_names_the_one_it_did_not_report_on(
     r = sc.finish_doctor(sc.start_doctor(testbed, ct), timeout=60)
     line = next(x for x in r.stdout.splitlines() if x.startswith("session"))
     assert "eval: alive" in line and "not reported on: train (--session NAME)" in line, r.stdout
+
+
+async def test_doctor_after_gputui_kill_says_stopped_by_you_not_died(
+    testbed: Any, ct: int, pct_without_delay: None
+) -> None:
+    """`gputui kill` of a run that is its session's command keeps the pane
+    (remain-on-exit) with the run's last words — KeyboardInterrupt, exit 0
+    behind tee. doctor then said '✗ ERROR: session train exited 0, but its
+    output ends in an error: KeyboardInterrupt', exit 1: a crash, for the
+    user's own stop. Now the audit log's kill of that pane says it: the run
+    ended, stopped by you (INFO)."""
+    run = prepare_run(testbed, ct, "train")
+    command = f"python3 -u {run.script} 100000 0.2 2>&1 | tee {run.log}"
+    sc.tmux_in_ct(testbed, ct, "new", "-d", "-s", "train", "-c", str(run.dir), command)
+    wait_for(lambda: pids_in(read(run.log)), 10, "the run's first lines")
+    args = argparse.Namespace(yes=True, json=False, session="train", force=False)
+    out = io.StringIO()
+    rc = await run_async("kill", args, Settings(), target=Target(testbed.transport(), ct), out=out)
+    assert rc == 0 and KEEP_PANE_NOTE in out.getvalue(), out.getvalue()
+    assert pane_listing(testbed, ct, "train") == "1 on", "the pane kept, dead"
+    r = sc.finish_doctor(sc.start_doctor(testbed, ct, "--json", "--session", "train"), timeout=60)
+    kinds = [f["kind"] for f in r.doc["findings"]] if r.doc else []
+    assert "session_dead" not in kinds, r.stdout
+    f = r.finding("run_stopped")
+    assert f["severity"] == "info", f
+    assert "ended: stopped by you (k, " in f["title"] and "SIGINT" in f["title"], f["title"]
+    assert r.rc == 0, r.stdout

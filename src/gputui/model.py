@@ -790,6 +790,15 @@ class KernelOomRead:
         return bool(self.via)
 
 
+@dataclass(frozen=True)
+class YourKill:
+    """The user's own k that stopped the watched run (the audit log says it):
+    when it ended (epoch) and by which signal."""
+
+    at: float
+    ended_by: str | None = None
+
+
 @dataclass
 class Snapshot:
     """Everything gputui knows about one target at `time`."""
@@ -853,6 +862,9 @@ class Snapshot:
     # (local time): the watched session, gone since, ended with it. None once
     # the watched session is seen again (or no restart seen).
     ct_restarted_at: float | None = None
+    # The user's own kill of the run whose pane is dead now (doctor reads it
+    # from the audit log): the run was stopped, it did not die. None: none.
+    your_kill: YourKill | None = None
 
     @property
     def ct_id(self) -> int | None:

@@ -15,7 +15,7 @@ from gputui.diagnose.evidence import SIGNAL_HINTS, last_error_line, quote_tail, 
 from gputui.diagnose.oomkill import kernel_log_words
 from gputui.diagnose.registry import Kind, rule
 from gputui.diagnose.thresholds import MTIME_SLACK_S
-from gputui.model import Finding, Pane, Severity
+from gputui.model import Finding, Pane, Severity, YourKill
 from gputui.text.numbers import bounded_int
 from gputui.text.words import dur
 
@@ -95,6 +95,13 @@ def wrapper_exit_status(lines: list[str]) -> int | None:
     ),
     Kind("run_finished", specificity=240, cause="run_end"),
     Kind("run_ended", specificity=250, cause="run_end", stage=1, gone=True),
+    # the user's own k: said so, not "died", "ended without a word" or "killed (OOM?)"
+    Kind(
+        "run_stopped",
+        specificity=235,
+        cause="run_stopped",
+        supersedes=("run_killed", "run_exited", "kernel_oom_kill", "oom_killed"),
+    ),
 )
 def rule_session_dead(ctx: Context) -> Finding | None:
     """The watched session (or its main pane) is dead: how it ended, in
@@ -111,6 +118,8 @@ def rule_session_dead(ctx: Context) -> Finding | None:
     pane = session.main_pane if (session is not None and not snap.session_gone) else None
     if pane is None:  # the whole session is gone (no remain-on-exit)
         return _session_gone(ctx, error, quoted)
+    if snap.your_kill is not None and pane.dead:
+        return _run_stopped(ctx, pane, snap.your_kill, quoted)
     return _pane_dead(ctx, pane, _pane_exit(pane, pane_tail, log_tail), error, quoted)
 
 
@@ -210,6 +219,27 @@ def _pane_dead(
         severity=Severity.ERROR,
         title=title,
         evidence=ev + quoted,
+        action="relaunch",
+        action_label="relaunch",
+    )
+
+
+def _run_stopped(ctx: Context, pane: Pane, kill: YourKill, quoted: list[str]) -> Finding:
+    """The pane is dead because the user stopped its run with k (gputui's
+    audit log says so, doctor read it): an ending, not a death."""
+    name = ctx.snap.session_name
+    ago = dur(max(0.0, ctx.now - kill.at))
+    how = f", {kill.ended_by}" if kill.ended_by and kill.ended_by != "already gone" else ""
+    return Finding(
+        kind="run_stopped",
+        severity=Severity.INFO,
+        title=f"the run in session {name} ended: stopped by you (k, {ago} ago{how})",
+        evidence=[
+            f"pane {pane.window_index}.{pane.pane_index} of session {name}: dead, kept "
+            "(remain-on-exit) with its output",
+            f"gputui's audit log: kill of session {name}, pane PID {pane.pid}",
+            *quoted,
+        ],
         action="relaunch",
         action_label="relaunch",
     )
