@@ -298,6 +298,26 @@ TRAIN = (
 )
 
 
+def kernel_bed(tmp_path: Path) -> tuple[Any, Any, Path, Path, Path]:
+    """bench/corpus.py's bed (a tmux server of its own, doctor --local
+    --json) with the stand-in dmesg's state dir, TRAIN written beside it:
+    (corpus, bed, state dir, the log's path, gputui's src)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import corpus as bc
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "kernel.json").write_text("{}")
+    (tmp_path / "train.py").write_text(TRAIN)
+    bed = bc.Bed()
+    bed.env["PATH"] = f"{STANDINS}{os.pathsep}{bed.env['PATH']}"
+    bed.env["GPUTUI_STANDIN_STATE"] = str(state)
+    src = Path(__file__).resolve().parent.parent / "src"
+    return bc, bed, state, tmp_path / "train.log", src
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="no tmux")
 def test_doctor_names_a_real_sigkill_behind_tee_from_the_kernels_line(tmp_path: Path) -> None:
     """A real run behind `| tee` in tmux, killed by SIGKILL mid-bar; the
@@ -305,20 +325,8 @@ def test_doctor_names_a_real_sigkill_behind_tee_from_the_kernels_line(tmp_path: 
     --local` names the OOM kill, PID and anon-rss — before, "killed by a
     signal?". The same with the kernel log refused: the refusal is said."""
     import subprocess
-    import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-    import corpus as bc  # bench/corpus.py: a tmux server of its own, doctor --local --json
-
-    state = tmp_path / "state"
-    state.mkdir()
-    (state / "kernel.json").write_text("{}")
-    (tmp_path / "train.py").write_text(TRAIN)
-    log = tmp_path / "train.log"
-    bed = bc.Bed()
-    bed.env["PATH"] = f"{STANDINS}{os.pathsep}{bed.env['PATH']}"
-    bed.env["GPUTUI_STANDIN_STATE"] = str(state)
-    src = Path(__file__).resolve().parent.parent / "src"
+    bc, bed, state, log, src = kernel_bed(tmp_path)
     try:
         bed.tmux("new-session", "-d", "-s", "run", "-x", "200", "-y", "50", "bash --norc")
         assert bc._wait(lambda: bed.tmux("capture-pane", "-p", "-t", "run").stdout.strip(), 30)
@@ -458,20 +466,8 @@ def test_doctor_names_a_run_whose_session_ended_with_it(tmp_path: Path) -> None:
     `gputui doctor --local --session run` after: kernel_oom_kill from the
     (stand-in) kernel's line — before, session_missing."""
     import subprocess
-    import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-    import corpus as bc
-
-    state = tmp_path / "state"
-    state.mkdir()
-    (state / "kernel.json").write_text("{}")
-    (tmp_path / "train.py").write_text(TRAIN)
-    log = tmp_path / "train.log"
-    bed = bc.Bed()
-    bed.env["PATH"] = f"{STANDINS}{os.pathsep}{bed.env['PATH']}"
-    bed.env["GPUTUI_STANDIN_STATE"] = str(state)
-    src = Path(__file__).resolve().parent.parent / "src"
+    bc, bed, state, log, src = kernel_bed(tmp_path)
     try:
         bed.tmux("new-session", "-d", "-s", "other", "-x", "80", "-y", "24", "bash --norc")
         cmd = f"python3 -u {tmp_path / 'train.py'} 2>&1 | tee {log}"

@@ -284,10 +284,7 @@ def rule_log_unreadable(ctx: Context) -> Finding | None:
     path = ctx.log.path
     if ctx.log.not_a_file != UNREADABLE or not path:
         return None
-    ev = [ctx.log.error or f"cannot read {path}: permission denied"]
-    p = ctx.proc
-    if p is not None and p.stdout is not None and path in p.stdout.files:
-        ev.append(stdout_evidence(p))
+    ev = _with_stdout(ctx, path, ctx.log.error or f"cannot read {path}: permission denied")
     return Finding(
         kind="log_unreadable",
         severity=Severity.WARNING,
@@ -295,6 +292,16 @@ def rule_log_unreadable(ctx: Context) -> Finding | None:
         evidence=ev,
         fix=f"{unreadable_fix(path)}; or run gputui as a user that can read it",
     )
+
+
+def _with_stdout(ctx: Context, path: str, said: str) -> list[str]:
+    """The log's own words, then — the log found from the run's stdout —
+    where that stdout goes."""
+    ev = [said]
+    p = ctx.proc
+    if p is not None and p.stdout is not None and path in p.stdout.files:
+        ev.append(stdout_evidence(p))
+    return ev
 
 
 @rule(Kind("log_not_followed", specificity=155, cause="log_not_followed"))
@@ -308,10 +315,7 @@ def rule_log_not_followed(ctx: Context) -> Finding | None:
     if ctx.log.not_a_file != NOT_FOLLOWED or not path:
         return None
     why, _, fix = (ctx.log.error or "").rpartition(" — ")
-    ev = [why or f"{path} not followed"]
-    p = ctx.proc
-    if p is not None and p.stdout is not None and path in p.stdout.files:
-        ev.append(stdout_evidence(p))
+    ev = _with_stdout(ctx, path, why or f"{path} not followed")
     return Finding(
         kind="log_not_followed",
         severity=Severity.WARNING,
