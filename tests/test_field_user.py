@@ -425,3 +425,11 @@ async def test_doctor_after_gputui_kill_says_stopped_by_you_not_died(
     assert f["severity"] == "info", f
     assert "ended: stopped by you (k, " in f["title"] and "SIGINT" in f["title"], f["title"]
     assert r.rc == 0, r.stdout
+    # a dashboard opened since reads the same (its banner leaves it out while the
+    # kill's window is open, as any consequence of the user's own action)
+    app, _parts = make_app(settings_for(testbed, ct, session="train", interval=0.5))
+    async with app.run_test(size=SIZE):
+        snap = app.monitor.snapshot
+        await until(lambda: snap.your_kill is not None, 30, "the kill read from the audit log")
+        kinds = [f.kind for f in app.diagnose(snap, time.time())]
+    assert "run_stopped" in kinds and "session_dead" not in kinds, kinds

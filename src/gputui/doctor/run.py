@@ -40,7 +40,7 @@ from gputui.diagnose.evidence import buffering_words
 from gputui.doctor.facts import connection_facts
 from gputui.doctor.report import exit_code, findings_to_json, render_text
 from gputui.errors import GputuiError
-from gputui.model import ConnectionState, CtStatus, Finding, Severity, Snapshot, YourKill
+from gputui.model import ConnectionState, CtStatus, Finding, Severity, Snapshot
 from gputui.monitor import (
     GpuFeed,
     WatchedRun,
@@ -52,6 +52,7 @@ from gputui.monitor import (
     watch_run,
 )
 from gputui.record.unread import vs_last_now
+from gputui.record.yourkill import YourKills
 from gputui.remote.base import Transport
 from gputui.remote.target import Target, make_target
 from gputui.text.untrusted import visible
@@ -416,7 +417,7 @@ async def inspect(
         if skipped:
             facts["tmux_skipped"] = skipped
         correct_backlog_times(snap)
-        snap.your_kill = your_kill_of(settings, snap)
+        snap.your_kill = YourKills().of(snap)  # your own k: stopped, not died
         now = time.time()
         snap.time = now
         if settings.history:  # the run against its last one, from the history (issue 49)
@@ -440,20 +441,6 @@ async def inspect(
             await tr.close()
     snap.connection, snap.connection_error, snap.rtt_ms = seen
     return facts, snap, findings, True
-
-
-def your_kill_of(settings: Settings, snap: Snapshot) -> YourKill | None:
-    """The user's own k that left the watched session's pane dead, from
-    this machine's audit log (record/yourkill.py); None for any other end."""
-    from gputui.record.yourkill import your_kill
-    from gputui.statefiles import audit_path
-
-    session = snap.session
-    pane = session.main_pane if session is not None and not snap.session_gone else None
-    if session is None or pane is None or not pane.dead or pane.pid is None:
-        return None
-    ct = snap.ct_id if snap.ct_id is not None else settings.ct_id
-    return your_kill(audit_path(), ct, session.name, pane.pid, session.created)
 
 
 def inspect_demo(settings: Settings) -> tuple[dict[str, Any], Snapshot | None, list[Finding], bool]:

@@ -53,6 +53,7 @@ from gputui.record.history import (
 from gputui.record.incidents import SETTLE_S
 from gputui.record.runlog import parse_chunk_off_loop
 from gputui.record.vslast import compare_pair
+from gputui.record.yourkill import YourKills
 from gputui.remote.identity import path_reader_argv
 from gputui.remote.target import spec_of
 from gputui.statefiles import audit_path
@@ -233,6 +234,7 @@ class RunRecorder:
         self.shared_sinks: list[AlertSink] = list(shared_sinks or [])
         self.log_every = log_every
         self.audit_file = audit_file
+        self.your_kills = YourKills(audit_file) if audit_file is not None else None
         self.clock = clock
         self.tick_s = tick_s
         self.findings: list[Finding] = []
@@ -425,6 +427,7 @@ class RunRecorder:
         if not self._attached and snap.connection == ConnectionState.CONNECTED:
             await self._attach()
         self.expect_from_audit(snap.session_name)
+        self.mark_your_kill(snap)
         self.findings = list(self.diagnose(snap, now))
         alerts = self.gate.update(self.findings, now, self.news_kinds(snap, self.findings, now))
         await self._record_incidents()
@@ -728,6 +731,12 @@ class RunRecorder:
         self._audit_seen += end
         for line in data[:end].splitlines():
             self._expect_line(line, session)
+
+    def mark_your_kill(self, snap: Snapshot) -> None:
+        """The user's own k of the watched session's dead pane, for the
+        diagnosis to say 'stopped by you', not 'died' (record/yourkill.py)."""
+        if self.your_kills is not None:
+            snap.your_kill = self.your_kills.of(snap)
 
     def is_news(self, f: Finding, now: float) -> bool:
         """False for a finding the user's own relaunch or kill caused (the

@@ -9,7 +9,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from gputui.model import YourKill
+from gputui.model import Snapshot, YourKill
+from gputui.statefiles import audit_path
 
 KILL_VERBS = ("kill", "force_kill")
 TAIL_BYTES = 256 * 1024  # the audit log's last actions: a kill long past is not asked about
@@ -59,3 +60,39 @@ def your_kill(
         return None
     text = data.decode("utf-8", "replace")
     return your_kill_in(text.splitlines(), ct, session, pane_pid, since)
+
+
+def dead_pane_key(snap: Snapshot) -> tuple[int | None, str, int, float | None] | None:
+    """(CT, session, pane PID, session created) of the watched session's
+    dead main pane; None while it runs, or when there is none."""
+    session = snap.session
+    pane = session.main_pane if session is not None and not snap.session_gone else None
+    if session is None or pane is None or not pane.dead or pane.pid is None:
+        return None
+    return snap.ct_id, session.name, pane.pid, session.created
+
+
+class YourKills:
+    """`of(snap)`: the user's own kill of the watched session's dead pane,
+    read from the audit log again only when the pane or the log changed
+    (the dashboard and the recorder ask each tick)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._key: object = None
+        self._said: YourKill | None = None
+
+    def of(self, snap: Snapshot) -> YourKill | None:
+        dead = dead_pane_key(snap)
+        if dead is None:
+            return None
+        path = self.path or audit_path()
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = -1
+        key = (dead, str(path), size)
+        if key != self._key:
+            self._key = key
+            self._said = your_kill(path, *dead)
+        return self._said

@@ -505,6 +505,8 @@ class GputuiApp(App[int]):
         never raises), less what the user's own relaunch or kill caused. A
         bug in that filter keeps every finding — never an empty banner."""
         try:
+            if self.recorder is not None:  # the user's own k: 'stopped by you', not 'died'
+                self.recorder.mark_your_kill(snap)
             found = list(self.diagnose(snap, now))
         except Exception as e:  # an injected diagnose of a test, a bug: said, not dark
             self.log.error(f"diagnose failed: {e!r}")
