@@ -133,8 +133,12 @@ def start_loop(testbed: Any, o: Owned) -> Path:
 
 
 def ct_pids(testbed: Any, ct: int, needle: str) -> list[int]:
+    """The CT's processes whose command line holds `needle`, not the tmux
+    server's own (its args name the first session's command: k keeps a
+    pane that is the run itself, so the server outlives the run)."""
     out = testbed.ct_exec(ct, ["ps", "-ww", "-eo", "pid=,args="]).stdout
-    return [int(ln.split(None, 1)[0]) for ln in out.splitlines() if needle in ln]
+    rows = [ln.split(None, 1) for ln in out.splitlines()]
+    return [int(r[0]) for r in rows if len(r) == 2 and needle in r[1] and r[1].split()[0] != "tmux"]
 
 
 # ------------------------------------------------------------------ 9: a PID is a process
