@@ -1854,3 +1854,38 @@ def test_the_tail_read_again_each_second_follows_each_new_line() -> None:
     assert "cuda_oom" in {f.kind for f in diagnose(snap, NOW + 2)}
     other = run(log_tail=lines)  # another run's tail (a host view's next monitor)
     assert "cuda_oom" not in {f.kind for f in diagnose(other, NOW + 3)}
+
+
+def test_a_relaunch_that_hangs_before_its_first_step_is_hung_once_past_the_last_runs() -> None:
+    """A relaunched run that hangs before its first step (NCCL init, a dead
+    data node): GPU idle, memory held, no step for 2 min. With no earlier
+    run to go by it may still be loading ("still starting up?", a WARNING
+    for up to 15 min). When the last run of the same program made its first
+    step 2 s after its start, 2 min without one is a hang: "probably hung"
+    (ERROR) — the full suite saw it kept a WARNING when the relaunch's fresh
+    log left no old step in the metrics, and an ERROR when one was left."""
+    from gputui.diagnose import Thresholds
+    from gputui.model import Versus, VsLast
+
+    th = Thresholds(stale_after=10.0, hang_after_s=20.0)
+    hang = {
+        "util": 0.0,
+        "hist_s": 120,
+        "steps": False,
+        "silent": 120.0,
+        "mem": 30000.0,
+        "started_ago": 120.0,
+        "cpu": 0.0,
+        "line_gaps": (0.5,) * 20,
+    }
+    alone = diagnose(run(**hang), NOW, th)[0]
+    assert alone.kind == "held_but_idle" and alone.severity == Severity.WARNING, alone.title
+    assert "still starting up?" in alone.title
+    snap = run(**hang)
+    snap.vs_last = VsLast(this_run=2, last_run=1, first_step=Versus("first step", None, 2.0))
+    f = diagnose(snap, NOW, th)[0]
+    assert f.kind == "held_but_idle" and f.severity == Severity.ERROR, f.title
+    assert "starting up" not in f.title, f.title
+    slow = run(**hang)  # the last run took 60 s to its first step: 2 min is not yet 3×
+    slow.vs_last = VsLast(this_run=2, last_run=1, first_step=Versus("first step", None, 60.0))
+    assert diagnose(slow, NOW, th)[0].severity == Severity.WARNING

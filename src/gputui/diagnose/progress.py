@@ -126,6 +126,24 @@ def _hung_title(
         )
 
 
+# a run of the same program made its first step this many times faster
+# than the new one has waited: the new one is not "still starting up"
+FIRST_STEP_SLACK = 3.0
+
+
+def _past_last_runs_first_step(ctx: Context, age: float) -> bool:
+    """The last run of the same program (the history's) made its first step
+    N s after its start, and this one has waited FIRST_STEP_SLACK × N — and
+    the hang window — with no step: a relaunch that hangs before its first
+    step (NCCL init, a dead data node) is a hang, not a start-up. Without
+    such a run, a young run with no step may still be loading (15 min)."""
+    vs = ctx.snap.vs_last
+    first = vs.first_step.old if vs is not None and vs.first_step is not None else None
+    if first is None or first <= 0:
+        return False
+    return age > max(FIRST_STEP_SLACK * first, ctx.th.hang_after_s)
+
+
 @rule(
     Kind(
         "held_but_idle",
@@ -161,6 +179,7 @@ def rule_held_but_idle(ctx: Context) -> Finding | None:
         and age is not None
         and age < LOADING_MAX_AGE_S
         and not ctx.maybe_buffered
+        and not _past_last_runs_first_step(ctx, age)
     )
     one_rank = (
         f"{_gpu_list(idle_views)} idle {dur(idle)} while {_gpu_list(busy_views)} stay busy "
